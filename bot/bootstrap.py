@@ -1,0 +1,70 @@
+"""The one wiring place: settings -> engines -> services -> router -> adapters.
+
+Nothing is built at import time; ``build_app`` does it all, in this order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from commands.deps import Deps
+from commands.router import Router
+from services.config import Config
+from services.db import create_engine, redacted
+from services.estate.estate import Estate, utcnow
+from services.migrate import upgrade
+from services.people import Directory
+from services.queue_reads import QueueReads
+
+log = logging.getLogger("queuebot")
+
+
+@dataclass
+class App:
+    config: Config
+    state_engine: AsyncEngine
+    estate: Estate
+    directory: Directory
+    router: Router
+    _engines: list[AsyncEngine] = field(default_factory=list)
+
+    async def close(self) -> None:
+        for engine in self._engines:
+            await engine.dispose()
+
+
+async def build_app(
+    config: Config, *, clock: Callable[[], datetime] = utcnow, migrate: bool = True
+) -> App:
+    state_url, estate_url = config.env.state_url, config.env.estate_url
+    state_engine = create_engine(state_url)
+    engines = [state_engine]
+    if estate_url == state_url:
+        estate_engine = state_engine
+    else:
+        estate_engine = create_engine(estate_url)
+        engines.append(estate_engine)
+    try:
+        if migrate:
+            revision = await upgrade(state_engine)
+            log.info("queuebot state at %s is at revision %s", redacted(state_url), revision)
+        estate = Estate(engine=estate_engine, queues=config.queues, clock=clock)
+        directory = Directory.from_config(config.file)
+        deps = Deps(reads=QueueReads(estate), directory=directory, access=config.file.access)
+        return App(
+            config=config,
+            state_engine=state_engine,
+            estate=estate,
+            directory=directory,
+            router=Router(deps),
+            _engines=engines,
+        )
+    except BaseException:
+        for engine in engines:
+            await engine.dispose()
+        raise

@@ -1,0 +1,119 @@
+"""The console adapter: chat with queuebot from a terminal or a script (stdin lines).
+
+A line may start with ``@person`` to act as that person: ``@bob /queue approve CR-1``.
+Replies are plain text. This adapter has exactly one error boundary, in ``answer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import itertools
+import logging
+import re
+from typing import TextIO
+
+from bot.render_text import render_message
+from commands import messages
+from commands.context import Invocation
+from commands.reply import Reply
+from commands.router import Router
+from services.errors import NotFound, QueuebotError
+from services.message import Message
+from services.notify import MessageRef
+from services.people import Directory
+
+log = logging.getLogger("queuebot.console")
+_AS = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
+EXIT_WORDS = {"exit", "quit", r"\q"}
+
+
+class ConsoleNotifier:
+    """Implements the notifier port by printing to the console."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._ids = itertools.count(1)
+
+    async def post(
+        self, *, channel: str, message: Message, thread: MessageRef | None = None
+    ) -> list[MessageRef]:
+        ref = MessageRef(
+            "console", channel, str(next(self._ids)), thread.message_id if thread else None
+        )
+        where = f"#{channel}" + (f" thread {thread.message_id}" if thread else "")
+        self._out.write(f"[{where}] (message {ref.message_id})\n{render_message(message)}\n\n")
+        self._out.flush()
+        return [ref]
+
+    async def update(self, *, ref: MessageRef, message: Message) -> None:
+        self._out.write(
+            f"[#{ref.channel}] (message {ref.message_id} updated)\n{render_message(message)}\n\n"
+        )
+        self._out.flush()
+
+
+class Console:
+    def __init__(
+        self, *, router: Router, directory: Directory, out: TextIO, acting_as: str | None
+    ) -> None:
+        self.router = router
+        self.directory = directory
+        self.out = out
+        self.acting_as = acting_as
+
+    def _invocation(self, name: str | None) -> Invocation:
+        if name is None:
+            return Invocation(person=None, platform="console", account=f"console:{_os_user()}")
+        person = self.directory.by_name(name)
+        if person is None:
+            known = ", ".join(self.directory.names()) or "nobody is configured"
+            raise NotFound(
+                f"no person named {name!r} in the configuration (people: {known}); "
+                "start a line with @name to act as someone"
+            )
+        return Invocation(person=person, platform="console", account=name)
+
+    async def answer(self, line: str) -> Reply:
+        """Run one line and return the reply; the console's only error boundary."""
+        inv: Invocation | None = None
+        try:
+            name = self.acting_as
+            match = _AS.match(line)
+            if match:
+                name, line = match.group(1), match.group(2)
+            inv = self._invocation(name)
+            return await self.router.handle_line(line, inv)
+        except QueuebotError as exc:
+            return messages.error_reply(exc)
+        except Exception:
+            correlation = inv.correlation_id if inv else "console"
+            log.exception("unexpected error [%s] handling a console line", correlation)
+            return messages.unexpected_reply(correlation)
+
+    async def run(self, source: TextIO) -> None:
+        interactive = source.isatty()
+        while True:
+            if interactive:
+                self.out.write("queuebot> ")
+                self.out.flush()
+            raw = await asyncio.to_thread(source.readline)
+            if raw == "":
+                break
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.lower() in EXIT_WORDS:
+                break
+            if not interactive:
+                self.out.write(f"> {line}\n")
+            reply = await self.answer(line)
+            self.out.write(render_message(reply.message) + "\n\n")
+            self.out.flush()
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -1,0 +1,26 @@
+"""Who is acting, from where: every handler receives one ``Invocation``."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from services.people import Person
+
+
+def new_correlation_id() -> str:
+    return secrets.token_hex(6)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    person: Person | None  # None: a chat account no [people] entry names
+    platform: str  # "slack", "discord", "console"
+    account: str  # the platform's user id (console: the person's name or the OS user)
+    channel: str | None = None
+    thread: str | None = None
+    correlation_id: str = field(default_factory=new_correlation_id)
+
+    @property
+    def who(self) -> str:
+        return self.person.name if self.person else f"{self.platform} user {self.account}"

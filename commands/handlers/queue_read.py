@@ -1,0 +1,229 @@
+"""Handlers of the read-only queue commands: help, triage, show, dlq, stuck."""
+
+from __future__ import annotations
+
+from commands import format as fmt
+from commands import messages
+from commands.context import Invocation
+from commands.deps import Deps
+from commands.model import Dlq, Help, Show, Stuck, Triage
+from commands.reply import Reply
+from services.estate.model import CanonicalState, DeadFilter, JobList, JobSummary
+from services.estate.model import Triage as TriageResult
+from services.message import Block, Fields, Heading, Message, Table, Text
+
+
+async def handle_help(cmd: Help, inv: Invocation, deps: Deps) -> Reply:
+    return messages.help_reply(cmd.topic)
+
+
+def _queue_label(deps: Deps, queue: str | None, profile: str) -> str:
+    name = queue or deps.reads.queue_names[0]
+    return f"{name} ({profile})"
+
+
+async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
+    t = await deps.reads.triage(queue=cmd.queue, since=cmd.since, job_type=cmd.job_type)
+    return Reply(triage_message(t), ephemeral=True)
+
+
+def triage_message(t: TriageResult) -> Message:
+    unit = "messages" if t.profile == "message_job" else "jobs"
+    scope = f" queued in the last {fmt.age(t.taken_at - t.since)}" if t.since else ""
+    dead = t.count_in(CanonicalState.DEAD)
+    failed = t.count_in(CanonicalState.FAILED)
+    summary = (
+        f"Queue {t.queue}: {fmt.count(t.total)} {unit}{scope}; {fmt.count(dead)} dead, "
+        f"{fmt.count(failed)} failed, {fmt.count(t.stuck)} stuck, oldest pending "
+        f"{fmt.age(t.oldest_pending_age)}"
+    )
+    blocks: list[Block] = [
+        Heading(f"Triage: queue {t.queue} ({t.profile}), {fmt.when(t.taken_at)}"),
+        Fields(
+            (
+                (f"{unit}{scope}", fmt.count(t.total)),
+                ("dead", fmt.count(dead)),
+                ("failed", fmt.count(failed)),
+                ("oldest pending", fmt.age(t.oldest_pending_age)),
+                ("stuck", fmt.count(t.stuck)),
+                ("duplicates", _duplicates(t)),
+            )
+        ),
+        _status_table(t.status_title, t.by_status, t.total),
+    ]
+    if t.by_job_status:
+        jobs = sum(s.count for s in t.by_job_status)
+        blocks.append(_status_table("job status", t.by_job_status, jobs))
+    if t.by_reason:
+        blocks.append(
+            Table(
+                ("failure_reason", "rows"),
+                tuple((c.key, fmt.count(c.count)) for c in t.by_reason),
+                title="Failed by failure_reason",
+                numeric=(1,),
+            )
+        )
+    if t.by_signature:
+        what = "Dead letters" if t.profile == "message_job" else "Failed"
+        blocks.append(
+            Table(
+                ("rows", "signature"),
+                tuple((fmt.count(c.count), c.key) for c in t.by_signature),
+                title=f"{what} by error signature (top 10)",
+                numeric=(0,),
+            )
+        )
+    if t.by_type:
+        states = [s for s in CanonicalState if any(s in tc.by_state for tc in t.by_type)]
+        blocks.append(
+            Table(
+                (t.type_title, "total", *[s.value for s in states]),
+                tuple(
+                    (
+                        tc.key,
+                        fmt.count(tc.total),
+                        *[fmt.count(tc.by_state.get(s, 0)) for s in states],
+                    )
+                    for tc in t.by_type
+                ),
+                title=f"By {t.type_title}",
+                numeric=tuple(range(1, len(states) + 2)),
+            )
+        )
+    hints = _next_steps(t, dead + failed)
+    if hints:
+        blocks.append(Text("Next: " + " · ".join(hints)))
+    return Message(summary, tuple(blocks))
+
+
+def _duplicates(t: TriageResult) -> str:
+    if t.profile == "message_job":
+        text = f"{t.duplicate_groups} jobs with >1 unfinished message"
+    else:
+        text = f"{t.duplicate_groups} issues queued twice"
+        if t.duplicates_of_active:
+            text += f", {t.duplicates_of_active} queued beside an active row"
+    return text
+
+
+def _status_table(title: str, rows: list, total: int) -> Table:  # type: ignore[type-arg]
+    return Table(
+        (title, "state", "rows", "share"),
+        tuple(
+            (s.status, s.canonical.value, fmt.count(s.count), fmt.share(s.count, total))
+            for s in rows
+        ),
+        title=f"By {title}",
+        numeric=(2, 3),
+    )
+
+
+def _next_steps(t: TriageResult, broken: int) -> list[str]:
+    queue = f" --queue {t.queue}"
+    hints = []
+    if broken:
+        hints.append(f"/queue dlq{queue}")
+    if t.stuck:
+        hints.append(f"/queue stuck{queue}")
+    return hints
+
+
+async def handle_show(cmd: Show, inv: Invocation, deps: Deps) -> Reply:
+    d = await deps.reads.show_job(queue=cmd.queue, job_id=cmd.job_id)
+    blocks: list[Block] = [
+        Heading(f"Job {d.job_id} in queue {d.queue}: {d.status} ({d.canonical.value})"),
+        Table(("column", "value"), tuple((k, fmt.value(v)) for k, v in d.row.items())),
+    ]
+    for section in d.sections:
+        for row in section.rows:
+            blocks.append(
+                Table(
+                    ("column", "value"),
+                    tuple((k, fmt.value(v)) for k, v in row.items()),
+                    title=section.title,
+                )
+            )
+    if d.events:
+        blocks.append(
+            Table(
+                ("at", "event", "message"),
+                tuple(
+                    (fmt.when(e.created_at), e.event_type, fmt.clip(e.message, 100))
+                    for e in d.events
+                ),
+                title=f"Events ({len(d.events)})",
+            )
+        )
+    elif d.events_note:
+        blocks.append(Text(d.events_note))
+    else:
+        blocks.append(Text("No job events recorded."))
+    summary = f"Job {d.job_id} in queue {d.queue}: {d.status}"
+    return Reply(Message(summary, tuple(blocks)))
+
+
+async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
+    filters = DeadFilter(
+        error_like=cmd.error_like,
+        tenant=cmd.tenant,
+        reason=cmd.reason,
+        job_type=cmd.job_type,
+        limit=cmd.limit,
+    )
+    found = await deps.reads.list_dead(queue=cmd.queue, filters=filters)
+    queue = cmd.queue or deps.reads.queue_names[0]
+    return Reply(
+        _listing(
+            f"Dead letters in queue {queue}", found, empty="No dead-lettered or failed jobs match."
+        )
+    )
+
+
+async def handle_stuck(cmd: Stuck, inv: Invocation, deps: Deps) -> Reply:
+    found = await deps.reads.list_stuck(queue=cmd.queue, limit=cmd.limit)
+    queue = cmd.queue or deps.reads.queue_names[0]
+    return Reply(
+        _listing(
+            f"Stuck jobs in queue {queue}",
+            found,
+            empty="Nothing is stuck: every claimed job is making progress.",
+        )
+    )
+
+
+def _listing(title: str, found: JobList, *, empty: str) -> Message:
+    if not found.rows:
+        return Message(f"{title}: none", (Heading(title), Text(empty)))
+    shown = len(found.rows)
+    head = f"{title}: {fmt.count(found.total)}" + (
+        f" (showing {shown})" if shown < found.total else ""
+    )
+    has_msg = any(r.message_id for r in found.rows)
+    columns = (
+        "job",
+        *(("message",) if has_msg else ()),
+        "status",
+        "group",
+        "tries",
+        "at",
+        "reason / error",
+    )
+    rows = tuple(_listing_row(r, has_msg) for r in found.rows)
+    return Message(head, (Heading(head), Table(columns, rows, numeric=(4 if has_msg else 3,))))
+
+
+def _listing_row(r: JobSummary, has_msg: bool) -> tuple[str, ...]:
+    detail = (
+        r.note
+        or " ".join(p for p in (r.reason, fmt.clip(r.error, 70) if r.error else None) if p)
+        or "-"
+    )
+    return (
+        r.id,
+        *((r.message_id or "-",) if has_msg else ()),
+        r.status,
+        r.group or "-",
+        fmt.value(r.attempts),
+        fmt.when(r.at),
+        detail,
+    )

@@ -1,0 +1,234 @@
+"""Free text (Slack's command text, console lines) to typed commands.
+
+Never raises anything but ``UsageError``, whose message says what was wrong and whose
+``usage`` is the usage line of the command that was meant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from commands.model import CATALOG, Command, Help, find_spec, group_specs
+from commands.spec import CommandSpec, Flag, Positional
+from services.errors import UsageError
+
+MAX_TEXT = 4000
+MAX_VALUE = 500
+GROUPS = tuple(dict.fromkeys(s.group for s in CATALOG))
+
+_SMART_QUOTES = str.maketrans(
+    {
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u00ab": '"',
+        "\u00bb": '"',
+    }
+)
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+_DURATION = re.compile(r"^(?:[0-9]{1,6}[smhdw])+$")
+_DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_DURATION = timedelta(days=366)
+
+
+def parse_line(line: str) -> Command:
+    """Parse a whole line such as ``/queue dlq --limit 5`` (the leading slash is optional)."""
+    _check_length(line)
+    stripped = line.strip()
+    head, _, rest = stripped.partition(" ")
+    group = head.removeprefix("/").lower()
+    if group not in GROUPS:
+        shown = head if len(head) <= 40 else head[:40] + "..."
+        raise UsageError(
+            f"unknown command {shown!r}; commands start with "
+            f"{' or '.join('/' + g for g in GROUPS)}",
+            usage="/queue help",
+        )
+    return parse(group, rest)
+
+
+def parse(group: str, text: str) -> Command:
+    """Parse the text after ``/<group>`` (what Slack sends as ``text``)."""
+    _check_length(text)
+    tokens = _tokenize(text, usage=f"/{group} help")
+    if not tokens:
+        return Help()
+    name = tokens[0].lower()
+    spec = find_spec(group, name)
+    if spec is None:
+        names = [s.name for s in group_specs(group)]
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" Did you mean /{group} {close[0]}?" if close else ""
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise UsageError(
+            f"unknown command /{group} {shown}.{hint} Commands: {', '.join(names)}.",
+            usage=f"/{group} help",
+        )
+    if any(t in ("--help", "-h") for t in tokens[1:]):
+        return Help(topic=spec.name)
+    values = _bind(spec, tokens[1:])
+    try:
+        return spec.model(**values)  # type: ignore[return-value]
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"{where}: {err['msg']}", usage=spec.usage) from exc
+
+
+def _check_length(text: str) -> None:
+    if len(text) > MAX_TEXT:
+        raise UsageError(
+            f"that message is {len(text):,} characters long; commands are limited to {MAX_TEXT:,}",
+            usage="/queue help",
+        )
+
+
+def _tokenize(text: str, *, usage: str) -> list[str]:
+    cleaned = text.translate(_SMART_QUOTES).replace("\x00", "")
+    try:
+        return shlex.split(cleaned)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise UsageError(
+            f"could not read the command: {str(exc).lower()}; put text with spaces in "
+            'straight double quotes, e.g. --reason "worker fixed in v2"',
+            usage=usage,
+        ) from exc
+
+
+def _bind(spec: CommandSpec, tokens: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    loose: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("--") and len(token) > 2:
+            name, eq, inline = token[2:].partition("=")
+            flag = spec.flag(name.lower())
+            if flag is None:
+                raise UsageError(_unknown_flag(spec, name), usage=spec.usage)
+            if flag.field in values:
+                raise UsageError(f"--{flag.name} was given twice", usage=spec.usage)
+            if not flag.takes_value:
+                if eq:
+                    raise UsageError(f"--{flag.name} takes no value", usage=spec.usage)
+                values[flag.field] = True
+            else:
+                if eq:
+                    raw = inline
+                elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                    i += 1
+                    raw = tokens[i]
+                else:
+                    raise UsageError(
+                        f"--{flag.name} needs a value, e.g. --{flag.name} {flag.metavar}",
+                        usage=spec.usage,
+                    )
+                values[flag.field] = _convert(spec, flag, raw)
+        else:
+            loose.append(token)
+        i += 1
+    values.update(_positionals(spec, loose))
+    return values
+
+
+def _unknown_flag(spec: CommandSpec, name: str) -> str:
+    shown = name if len(name) <= 40 else name[:40] + "..."
+    options = [f.name for f in spec.flags]
+    close = difflib.get_close_matches(name.lower(), options, n=1)
+    hint = f" Did you mean --{close[0]}?" if close else ""
+    known = (
+        f" Options: {', '.join('--' + o for o in options)}."
+        if options
+        else (" It takes no options.")
+    )
+    return f"unknown option --{shown} for {spec.path}.{hint}{known}"
+
+
+def _convert(spec: CommandSpec, flag: Flag, raw: str) -> Any:
+    raw = raw.strip()
+    if not raw:
+        raise UsageError(f"--{flag.name} needs a non-empty value", usage=spec.usage)
+    if len(raw) > MAX_VALUE:
+        raise UsageError(f"--{flag.name} is longer than {MAX_VALUE} characters", usage=spec.usage)
+    if flag.kind == "int":
+        if not raw.isascii() or not raw.isdigit():
+            raise UsageError(f"--{flag.name} must be a whole number, not {raw!r}", usage=spec.usage)
+        number = int(raw)
+        low, high = flag.minimum, flag.maximum
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise UsageError(
+                f"--{flag.name} must be between {low} and {high}, not {number}", usage=spec.usage
+            )
+        return number
+    if flag.kind == "duration":
+        return parse_duration(raw, flag=flag.name, usage=spec.usage)
+    if flag.kind == "word" and not _WORD.match(raw):
+        raise UsageError(
+            f"--{flag.name} must be a single word of letters, digits, '-', '_' or '.', "
+            f"not {_short(raw)!r}",
+            usage=spec.usage,
+        )
+    if flag.choices and raw not in flag.choices:
+        raise UsageError(
+            f"--{flag.name} must be one of {', '.join(flag.choices)}", usage=spec.usage
+        )
+    return raw
+
+
+def parse_duration(raw: str, *, flag: str, usage: str) -> timedelta:
+    text = raw.lower()
+    if not _DURATION.match(text):
+        raise UsageError(
+            f"--{flag} must be a duration such as 30m, 24h, 7d or 1h30m, not {_short(raw)!r}",
+            usage=usage,
+        )
+    seconds = sum(int(n) * _UNITS[u] for n, u in _DURATION_PART.findall(text))
+    if seconds == 0 or seconds > MAX_DURATION.total_seconds():
+        raise UsageError(f"--{flag} must be between 1s and 366d", usage=usage)
+    return timedelta(seconds=seconds)
+
+
+def _positionals(spec: CommandSpec, loose: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    remaining = list(loose)
+    for pos in spec.positionals:
+        if pos.many:
+            taken, remaining = remaining, []
+        else:
+            taken, remaining = remaining[:1], remaining[1:]
+        if not taken:
+            if pos.required:
+                raise UsageError(f"{spec.path} needs {pos.metavar}", usage=spec.usage)
+            continue
+        checked = [_check_positional(spec, pos, t) for t in taken]
+        values[pos.field] = checked if pos.many else checked[0]
+    if remaining:
+        extra = _short(" ".join(remaining))
+        raise UsageError(f"unexpected {extra!r} after {spec.path}", usage=spec.usage)
+    return values
+
+
+def _check_positional(spec: CommandSpec, pos: Positional, token: str) -> str:
+    if pos.kind == "id" and not _ID.match(token):
+        raise UsageError(
+            f"{_short(token)!r} is not a job id: ids are numbers or UUIDs such as 1234 or "
+            "3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f",
+            usage=spec.usage,
+        )
+    if pos.kind == "word" and not _WORD.match(token):
+        raise UsageError(f"{_short(token)!r} is not a valid {pos.metavar}", usage=spec.usage)
+    return token
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

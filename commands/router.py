@@ -1,0 +1,42 @@
+"""Routes typed commands to their handlers, after authorization."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from commands.auth import authorize
+from commands.context import Invocation
+from commands.deps import Deps
+from commands.handlers import queue_read
+from commands.model import Command, Dlq, Help, Show, Stuck, Triage, spec_for
+from commands.parser import parse, parse_line
+from commands.reply import Reply
+
+Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
+
+HANDLERS: dict[type[Command], Handler] = {
+    Help: queue_read.handle_help,
+    Triage: queue_read.handle_triage,
+    Show: queue_read.handle_show,
+    Dlq: queue_read.handle_dlq,
+    Stuck: queue_read.handle_stuck,
+}
+
+
+class Router:
+    """The one entry point every adapter calls. Raises ``QueuebotError`` for anything a
+    person can fix; the adapter's error boundary renders it."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    async def handle_line(self, line: str, inv: Invocation) -> Reply:
+        return await self.handle(parse_line(line), inv)
+
+    async def handle_text(self, group: str, text: str, inv: Invocation) -> Reply:
+        return await self.handle(parse(group, text), inv)
+
+    async def handle(self, command: Command, inv: Invocation) -> Reply:
+        authorize(spec_for(command), inv, self.deps.access)
+        return await HANDLERS[type(command)](command, inv, self.deps)

@@ -1,0 +1,76 @@
+"""How a command is spelled: its words, positionals, options and required role.
+
+One ``CommandSpec`` per command drives the free-text parser (Slack, console), the help
+text and, later, the Discord option schema, so the three can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel
+
+from services.config import Role
+
+ValueKind = Literal["text", "int", "duration", "word", "bool"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str  # as typed, without the dashes: "error-like"
+    field: str  # the model field it fills
+    kind: ValueKind = "text"
+    metavar: str = "TEXT"
+    help: str = ""
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind != "bool"
+
+    def usage(self) -> str:
+        return f"[--{self.name}]" if self.kind == "bool" else f"[--{self.name} {self.metavar}]"
+
+
+@dataclass(frozen=True)
+class Positional:
+    field: str
+    metavar: str
+    kind: Literal["id", "word", "text"] = "id"
+    many: bool = False
+    required: bool = True
+
+    def usage(self) -> str:
+        shown = f"{self.metavar}..." if self.many else self.metavar
+        return shown if self.required else f"[{shown}]"
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    group: str  # "queue" or "incident"
+    name: str  # "triage"
+    model: type[BaseModel]
+    summary: str
+    role: Role = "viewer"
+    positionals: tuple[Positional, ...] = ()
+    flags: tuple[Flag, ...] = field(default_factory=tuple)
+    example: str | None = None
+
+    @property
+    def path(self) -> str:
+        return f"/{self.group} {self.name}"
+
+    @property
+    def usage(self) -> str:
+        parts = [
+            self.path,
+            *(p.usage() for p in self.positionals),
+            *(f.usage() for f in self.flags),
+        ]
+        return " ".join(parts)
+
+    def flag(self, name: str) -> Flag | None:
+        return next((f for f in self.flags if f.name == name), None)

@@ -1,0 +1,272 @@
+"""Configuration: one optional TOML file plus fixed environment variables (SPEC §3).
+
+Secrets (tokens, signing secret, database URLs that may carry passwords) come only from
+the environment, are held as ``SecretStr`` and never logged. Everything else lives in the
+TOML file, which is validated strictly: an unknown key or a bad value is refused with the
+key, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.errors import ConfigError
+from services.identifiers import validate_identifier
+
+Role = Literal["viewer", "operator", "approver", "duty-officer"]
+ROLES: tuple[Role, ...] = ("viewer", "operator", "approver", "duty-officer")
+ProfileName = Literal["worker_queue", "message_job"]
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./queuebot.db"
+DEFAULT_CONFIG_PATH = Path("queuebot.toml")
+
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}$")
+_SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}$")
+_SNOWFLAKE = re.compile(r"^[0-9]{15,21}$")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+def _pattern(regex: re.Pattern[str], expected: str) -> Any:
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"expected {expected}")
+        return value
+
+    return AfterValidator(check)
+
+
+SlackUserId = Annotated[str, _pattern(_SLACK_USER, "a Slack user id such as U0ALICE")]
+SlackChannelId = Annotated[str, _pattern(_SLACK_CHANNEL, "a Slack channel id such as C0ALERTS")]
+Snowflake = Annotated[str, _pattern(_SNOWFLAKE, "a Discord id (15-21 digits)")]
+Identifier = Annotated[str, AfterValidator(validate_identifier)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChannelConfig(_Strict):
+    slack: SlackChannelId | None = None
+    discord: Snowflake | None = None
+
+
+class PersonConfig(_Strict):
+    slack: SlackUserId | None = None
+    discord: Snowflake | None = None
+    roles: list[Role] = Field(default_factory=list)
+
+
+class QueueConfig(_Strict):
+    """One queue estate reached through a profile, with optional name overrides.
+
+    ``table`` renames the main table (worker_queue); ``tables`` renames any table by its
+    role (worker_queue: ``queue``; message_job: ``messages``, ``jobs``, ``events``,
+    ``assets``); ``columns`` renames columns as ``"role.column" = "actual"``.
+    """
+
+    profile: ProfileName
+    table: Identifier | None = None
+    tables: dict[str, Identifier] = Field(default_factory=dict)
+    columns: dict[str, Identifier] = Field(default_factory=dict)
+    stuck_after_minutes: int = Field(default=15, ge=1, le=24 * 60)
+
+    @field_validator("columns")
+    @classmethod
+    def _column_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.match(r"^[a-z_]+\.[a-z_]+$", key):
+                raise ValueError(f"column override key {key!r} must look like 'role.column'")
+        return value
+
+
+class ApprovalConfig(_Strict):
+    expiry_minutes: int = Field(default=30, ge=1, le=24 * 60)
+    large_change_rows: int = Field(default=100, ge=1)
+    large_change_approvals: int = Field(default=2, ge=1, le=5)
+
+
+class AccessConfig(_Strict):
+    unknown_users: Literal["read-only", "deny"] = "read-only"
+
+
+class RunbooksConfig(_Strict):
+    dir: str | None = None
+
+
+class FileConfig(_Strict):
+    """Everything the TOML file may hold."""
+
+    queue: QueueConfig | None = None
+    queues: dict[str, QueueConfig] = Field(default_factory=dict)
+    channels: dict[str, ChannelConfig] = Field(default_factory=dict)
+    people: dict[str, PersonConfig] = Field(default_factory=dict)
+    roles: dict[str, Role] = Field(default_factory=dict)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
+    runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FileConfig:
+        if self.queue is not None and self.queues:
+            raise ValueError("use either [queue] or [queues.NAME], not both")
+        for name in [*self.queues, *self.people, *self.channels]:
+            if not _NAME.match(name):
+                raise ValueError(
+                    f"name {name!r} must be lower-case letters, digits, '-' or '_' "
+                    "(starting with a letter, at most 32 characters)"
+                )
+        for platform in ("slack", "discord"):
+            seen: dict[str, str] = {}
+            for person, cfg in self.people.items():
+                account = getattr(cfg, platform)
+                if account is None:
+                    continue
+                if account in seen:
+                    raise ValueError(
+                        f"people.{person}.{platform} = {account!r} is already "
+                        f"people.{seen[account]}.{platform}; one account belongs to one person"
+                    )
+                seen[account] = person
+        return self
+
+    def queue_map(self) -> dict[str, QueueConfig]:
+        """Configured queues by name, in file order; the first is the default."""
+        if self.queue is not None:
+            return {"main": self.queue}
+        if self.queues:
+            return dict(self.queues)
+        return default_queues()
+
+
+def default_queues() -> dict[str, QueueConfig]:
+    """With no queue configured, the demo estate's two queues (SPEC §2 embedded default)."""
+    return {
+        "clips": QueueConfig(profile="message_job"),
+        "workers": QueueConfig(profile="worker_queue"),
+    }
+
+
+class EnvSettings(BaseSettings):
+    """The fixed environment variables of SPEC §3."""
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=True, frozen=True)
+
+    config_path: str | None = Field(default=None, validation_alias="QUEUEBOT_CONFIG")
+    database_url: SecretStr = Field(
+        default=SecretStr(DEFAULT_DATABASE_URL), validation_alias="QUEUEBOT_DATABASE_URL"
+    )
+    queue_database_url: SecretStr | None = Field(
+        default=None, validation_alias="QUEUEBOT_QUEUE_DATABASE_URL"
+    )
+    slack_bot_token: SecretStr | None = Field(default=None, validation_alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, validation_alias="SLACK_SIGNING_SECRET"
+    )
+    slack_app_token: SecretStr | None = Field(default=None, validation_alias="SLACK_APP_TOKEN")
+    slack_api_base_url: str = Field(
+        default="https://slack.com/api/", validation_alias="SLACK_API_BASE_URL"
+    )
+    discord_bot_token: SecretStr | None = Field(default=None, validation_alias="DISCORD_BOT_TOKEN")
+    discord_api_base_url: str = Field(
+        default="https://discord.com/api/v10", validation_alias="DISCORD_API_BASE_URL"
+    )
+    alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
+
+    @field_validator("slack_api_base_url", "discord_api_base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("expected an http(s) URL")
+        return value
+
+    @property
+    def state_url(self) -> str:
+        return self.database_url.get_secret_value()
+
+    @property
+    def estate_url(self) -> str:
+        url = self.queue_database_url or self.database_url
+        return url.get_secret_value()
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated configuration: the file's settings and the environment's."""
+
+    file: FileConfig
+    env: EnvSettings
+    source: Path | None
+
+    @property
+    def queues(self) -> dict[str, QueueConfig]:
+        return self.file.queue_map()
+
+
+def _format_errors(where: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        msg = msg.removeprefix("Value error, ")
+        value = err.get("input")
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        lines.append(f"{where}: {key}{shown}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
+    try:
+        return FileConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(where, exc)) from exc
+
+
+def load_config(
+    path: str | Path | None = None, *, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Load and validate the configuration; raise ConfigError naming what is wrong.
+
+    ``path`` (from ``--config``) wins over ``QUEUEBOT_CONFIG``; with neither, the file
+    ``./queuebot.toml`` is read when it exists and defaults are used when it does not.
+    """
+    try:
+        # pydantic-settings reads the process environment; an explicit mapping (tests, the
+        # demo) is validated on its own so nothing leaks in from the process.
+        env = EnvSettings() if environ is None else EnvSettings.model_validate(dict(environ))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors("environment", exc)) from exc
+
+    explicit = path if path is not None else env.config_path
+    source: Path | None = Path(explicit) if explicit else None
+    if source is None and DEFAULT_CONFIG_PATH.exists():
+        source = DEFAULT_CONFIG_PATH
+    if source is None:
+        return Config(file=FileConfig(), env=env, source=None)
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {source}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return Config(file=parse_file_config(data, where=str(source)), env=env, source=source)

@@ -1,0 +1,81 @@
+"""The queue estate: the team's queue database and the profiles that read it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services.config import QueueConfig
+from services.db import redacted
+from services.errors import ConfigError, NotFound, Unavailable
+from services.estate.message_job import MessageJobProfile
+from services.estate.profile import QueueProfile
+from services.estate.worker_queue import WorkerQueueProfile
+
+PROFILES: dict[str, type[QueueProfile]] = {
+    WorkerQueueProfile.name: WorkerQueueProfile,
+    MessageJobProfile.name: MessageJobProfile,
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Estate:
+    """Every configured queue, reached through one engine on the estate's database."""
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        queues: dict[str, QueueConfig],
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if not queues:
+            raise ConfigError("no queue is configured; add a [queue] table with a profile")
+        self.engine = engine
+        self.clock = clock
+        self.profiles: dict[str, QueueProfile] = {
+            name: PROFILES[cfg.profile](name, cfg) for name, cfg in queues.items()
+        }
+
+    @property
+    def default_queue(self) -> str:
+        return next(iter(self.profiles))
+
+    def profile(self, queue: str | None) -> QueueProfile:
+        if queue is None:
+            return self.profiles[self.default_queue]
+        try:
+            return self.profiles[queue]
+        except KeyError:
+            raise NotFound(
+                f"no queue named {queue!r}; configured queues: {', '.join(self.profiles)}"
+            ) from None
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A read connection; connection failures become ``Unavailable``."""
+        try:
+            async with self.engine.connect() as conn:
+                yield conn
+        except (OperationalError, InterfaceError) as exc:
+            raise Unavailable(
+                f"the queue database {redacted(self.engine.url)} cannot be reached "
+                f"({_first_line(exc)}); try again, or check `queuebot config check`"
+            ) from exc
+        except DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise Unavailable(
+                    f"lost the connection to {redacted(self.engine.url)}; try again"
+                ) from exc
+            raise
+
+
+def _first_line(exc: DBAPIError) -> str:
+    return str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__

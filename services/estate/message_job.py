@@ -1,0 +1,403 @@
+"""The ``message_job`` profile: ``queue_messages`` joined to ``clip_jobs`` (seed 003).
+
+The message carries the delivery state (PENDING, PROCESSING, COMPLETED, DLQ); the job
+carries the business state. A command's ID is the job; a message id resolves to its job.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.errors import NotFound, UsageError
+from services.estate.model import (
+    CanonicalState,
+    Count,
+    DeadFilter,
+    DuplicateGroup,
+    JobDetail,
+    JobEvent,
+    JobList,
+    JobSummary,
+    Section,
+    StatusCount,
+    Triage,
+    TypeCounts,
+)
+from services.estate.profile import (
+    BoundTable,
+    IndexPlan,
+    QueueProfile,
+    TableSpec,
+    as_utc,
+    count_map,
+    plain,
+    row_dict,
+)
+from services.estate.signature import display_signature, signature_sql
+
+MESSAGE_STATES = {
+    "PENDING": CanonicalState.PENDING,
+    "PROCESSING": CanonicalState.IN_FLIGHT,
+    "COMPLETED": CanonicalState.SUCCEEDED,
+    "DLQ": CanonicalState.DEAD,
+}
+JOB_STATES = {
+    "QUEUED": CanonicalState.PENDING,
+    "RUNNING": CanonicalState.IN_FLIGHT,
+    "SUCCEEDED": CanonicalState.SUCCEEDED,
+    "FAILED": CanonicalState.FAILED,
+    "CANCEL_REQUESTED": CanonicalState.IN_FLIGHT,
+    "CANCELLED": CanonicalState.CANCELLED,
+}
+UNFINISHED = ("PENDING", "PROCESSING")
+
+
+class MessageJobProfile(QueueProfile):
+    name = "message_job"
+    specs = (
+        TableSpec(
+            "messages",
+            "queue_messages",
+            ("id", "job_id", "status", "attempt_count", "available_at", "claimed_at", "last_error"),
+        ),
+        TableSpec(
+            "jobs",
+            "clip_jobs",
+            (
+                "id",
+                "asset_id",
+                "tenant_id",
+                "status",
+                "attempt_count",
+                "progress_percent",
+                "error_message",
+                "started_at",
+                "finished_at",
+            ),
+        ),
+        TableSpec(
+            "events", "job_events", ("id", "aggregate_id", "event_type", "message", "created_at")
+        ),
+        TableSpec("assets", "video_assets", ("id", "source_object_key", "status")),
+    )
+    states = MESSAGE_STATES
+
+    def index_plan(self) -> list[IndexPlan]:
+        return [
+            (
+                "messages",
+                "status_available",
+                ("status", "available_at"),
+                None,
+                "triage counts as an index-only scan; oldest pending message; --since",
+            ),
+            (
+                "messages",
+                "job_id",
+                ("job_id",),
+                None,
+                "a job's messages (/queue show), duplicate messages, the DLQ join",
+            ),
+            (
+                "messages",
+                "claimed",
+                ("status", "claimed_at"),
+                ("status", ("PROCESSING", "DLQ")),
+                "stuck messages; /queue dlq newest first",
+            ),
+            ("jobs", "status", ("status",), None, "job status counts as an index-only scan"),
+            (
+                "events",
+                "aggregate",
+                ("aggregate_id", "created_at"),
+                None,
+                "a job's events (/queue show); counting earlier REDRIVE_REQUESTED events",
+            ),
+        ]
+
+    def job_canonical(self, status: str) -> CanonicalState:
+        return JOB_STATES.get(status, CanonicalState.UNKNOWN)
+
+    async def triage(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        since: datetime | None,
+        job_type: str | None,
+    ) -> Triage:
+        if job_type is not None:
+            raise UsageError(
+                f"queue {self.queue!r} (message_job) has no job types; its jobs are grouped "
+                "by tenant (see /queue dlq --tenant T)"
+            )
+        t = await self.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        where: list[sa.ColumnElement[bool]] = []
+        if since is not None:
+            where.append(m.c("available_at") >= since)
+        pending = sa.case((m.c("status") == "PENDING", m.c("available_at")))
+        stuck = sa.case(
+            (sa.and_(m.c("status") == "PROCESSING", m.c("claimed_at") < self.stuck_cutoff(now)), 1),
+            else_=0,
+        )
+        by_status = (
+            sa.select(m.c("status"), sa.func.count(), sa.func.min(pending), sa.func.sum(stuck))
+            .where(*where)
+            .group_by(m.c("status"))
+        )
+        if since is None:
+            by_job = sa.select(j.c("status"), sa.func.count()).group_by(j.c("status"))
+        else:
+            recent = sa.select(m.c("job_id")).where(*where)
+            by_job = (
+                sa.select(j.c("status"), sa.func.count())
+                .where(j.c("id").in_(recent))
+                .group_by(j.c("status"))
+            )
+        dead = [m.c("status") == "DLQ", *where]
+        sig = signature_sql(m.c("last_error"), conn.dialect.name).label("sig")
+        signatures = (
+            sa.select(sig, sa.func.count())
+            .where(*dead)
+            .group_by(sig)
+            .order_by(sa.func.count().desc())
+            .limit(10)
+        )
+        tenants = (
+            sa.select(j.c("tenant_id"), sa.func.count())
+            .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+            .where(*dead)
+            .group_by(j.c("tenant_id"))
+            .order_by(sa.func.count().desc())
+            .limit(10)
+        )
+        per_job = (
+            sa.select(m.c("job_id"), sa.func.count().label("n"))
+            .where(m.c("status").in_(UNFINISHED), *where)
+            .group_by(m.c("job_id"))
+            .having(sa.func.count() > 1)
+            .subquery()
+        )
+        dups = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(per_job.c.n - 1), 0))
+
+        status_rows = (await conn.execute(by_status)).all()
+        job_counts = count_map((await conn.execute(by_job)).all())
+        sig_rows = (await conn.execute(signatures)).all()
+        tenant_rows = (await conn.execute(tenants)).all()
+        n_groups, n_surplus = (await conn.execute(dups)).one()
+
+        counts: dict[str, int] = {}
+        oldest: datetime | None = None
+        stuck_total = 0
+        for status, count, min_pending, n_stuck in status_rows:
+            counts[str(status)] = int(count)
+            stuck_total += int(n_stuck or 0)
+            if min_pending is not None:
+                oldest = as_utc(min_pending)
+        return Triage(
+            queue=self.queue,
+            profile=self.name,
+            taken_at=now,
+            since=since,
+            total=sum(counts.values()),
+            status_title="message status",
+            by_status=_status_counts(counts, MESSAGE_STATES),
+            by_job_status=_status_counts(job_counts, JOB_STATES),
+            by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
+            type_title="tenant (dead letters)",
+            by_type=[
+                TypeCounts(str(k), int(n), {CanonicalState.DEAD: int(n)}) for k, n in tenant_rows
+            ],
+            oldest_pending_at=oldest,
+            stuck=stuck_total,
+            duplicate_groups=int(n_groups),
+            duplicate_rows=int(n_surplus),
+        )
+
+    async def _resolve_job(
+        self, conn: AsyncConnection, t: dict[str, BoundTable], raw: str
+    ) -> sa.Row[Any]:
+        m, j = t["messages"], t["jobs"]
+        job_key = self.coerce_id(j.c("id"), raw)
+        job = (await conn.execute(sa.select(j.table).where(j.c("id") == job_key))).first()
+        if job is not None:
+            return job
+        msg_key = self.coerce_id(m.c("id"), raw)
+        via = sa.select(m.c("job_id")).where(m.c("id") == msg_key).scalar_subquery()
+        job = (await conn.execute(sa.select(j.table).where(j.c("id") == via))).first()
+        if job is None:
+            raise NotFound(
+                f"no job {raw} in queue {self.queue!r} (looked in {j.name}.id and {m.name}.id)"
+            )
+        return job
+
+    async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail:
+        t = await self.tables(conn)
+        m, j, e, a = t["messages"], t["jobs"], t["events"], t["assets"]
+        job = await self._resolve_job(conn, t, job_id)
+        key = job._mapping[j.c("id").name]
+        messages = (
+            await conn.execute(
+                sa.select(m.table).where(m.c("job_id") == key).order_by(m.c("available_at").desc())
+            )
+        ).all()
+        asset = (
+            await conn.execute(
+                sa.select(a.table).where(a.c("id") == job._mapping[j.c("asset_id").name])
+            )
+        ).first()
+        events = (
+            await conn.execute(
+                sa.select(e.c("event_type"), e.c("message"), e.c("created_at"))
+                .where(e.c("aggregate_id") == key)
+                .order_by(e.c("created_at"), e.c("id"))
+                .limit(200)
+            )
+        ).all()
+        job_status = str(job._mapping[j.c("status").name])
+        message_status = str(messages[0]._mapping[m.c("status").name]) if messages else None
+        sections = [
+            Section(
+                f"queue message{'s' if len(messages) != 1 else ''} ({m.name})",
+                [row_dict(r) for r in messages],
+            )
+        ]
+        if asset is not None:
+            sections.append(Section(f"source asset ({a.name})", [row_dict(asset)]))
+        status = f"{job_status} / {message_status}" if message_status else job_status
+        canonical = (
+            self.canonical(message_status) if message_status else self.job_canonical(job_status)
+        )
+        return JobDetail(
+            queue=self.queue,
+            job_id=str(plain(key)),
+            status=status,
+            canonical=canonical,
+            row=row_dict(job),
+            sections=sections,
+            events=[JobEvent(str(r[0]), r[1], as_utc(r[2])) for r in events],
+        )
+
+    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
+        if filters.reason is not None or filters.job_type is not None:
+            raise UsageError(
+                f"queue {self.queue!r} (message_job) has no failure_reason or job type "
+                "columns; filter with --error-like TEXT or --tenant T"
+            )
+        t = await self.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        where: list[sa.ColumnElement[bool]] = [m.c("status") == "DLQ"]
+        if filters.tenant is not None:
+            where.append(j.c("tenant_id") == filters.tenant)
+        if filters.error_like is not None:
+            where.append(m.c("last_error").icontains(filters.error_like, autoescape=True))
+        joined = m.table.join(j.table, j.c("id") == m.c("job_id"))
+        total = (
+            await conn.execute(sa.select(sa.func.count()).select_from(joined).where(*where))
+        ).scalar_one()
+        listing = (
+            sa.select(
+                m.c("id").label("mid"),
+                m.c("job_id"),
+                m.c("attempt_count"),
+                m.c("claimed_at"),
+                m.c("available_at"),
+                m.c("last_error"),
+                j.c("tenant_id"),
+                j.c("status").label("job_status"),
+            )
+            .select_from(joined)
+            .where(*where)
+            .order_by(m.c("claimed_at").desc().nulls_last(), m.c("available_at").desc())
+            .limit(filters.limit)
+        )
+        rows = [
+            JobSummary(
+                id=str(plain(r.job_id)),
+                message_id=str(plain(r.mid)),
+                status=f"{r.job_status} / DLQ",
+                canonical=CanonicalState.DEAD,
+                reason=None,
+                error=r.last_error,
+                group=str(r.tenant_id),
+                attempts=r.attempt_count,
+                at=as_utc(r.claimed_at or r.available_at),
+            )
+            for r in (await conn.execute(listing)).all()
+        ]
+        return JobList(total=int(total), rows=rows)
+
+    async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList:
+        t = await self.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        cond = sa.and_(m.c("status") == "PROCESSING", m.c("claimed_at") < self.stuck_cutoff(now))
+        total = (await conn.execute(sa.select(sa.func.count()).where(cond))).scalar_one()
+        listing = (
+            sa.select(
+                m.c("id").label("mid"),
+                m.c("job_id"),
+                m.c("attempt_count"),
+                m.c("claimed_at"),
+                j.c("tenant_id"),
+                j.c("status").label("job_status"),
+                j.c("progress_percent"),
+            )
+            .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+            .where(cond)
+            .order_by(m.c("claimed_at"))
+            .limit(limit)
+        )
+        rows = []
+        for r in (await conn.execute(listing)).all():
+            claimed = as_utc(r.claimed_at)
+            minutes = int((now - claimed).total_seconds() // 60) if claimed else 0
+            rows.append(
+                JobSummary(
+                    id=str(plain(r.job_id)),
+                    message_id=str(plain(r.mid)),
+                    status=f"{r.job_status} / PROCESSING",
+                    canonical=CanonicalState.IN_FLIGHT,
+                    reason=None,
+                    error=None,
+                    group=str(r.tenant_id),
+                    attempts=r.attempt_count,
+                    at=claimed,
+                    note=f"processing for {minutes}m at {r.progress_percent}%",
+                )
+            )
+        return JobList(total=int(total), rows=rows)
+
+    async def duplicates(self, conn: AsyncConnection, *, limit: int) -> list[DuplicateGroup]:
+        m = (await self.tables(conn))["messages"]
+        dup_jobs = (
+            sa.select(m.c("job_id"))
+            .where(m.c("status").in_(UNFINISHED))
+            .group_by(m.c("job_id"))
+            .having(sa.func.count() > 1)
+            .limit(limit)
+        )
+        listing = (
+            sa.select(m.c("job_id"), m.c("id"))
+            .where(m.c("job_id").in_(dup_jobs), m.c("status").in_(UNFINISHED))
+            .order_by(m.c("job_id"), m.c("available_at"))
+        )
+        groups: dict[str, list[str]] = defaultdict(list)
+        for job_id, msg_id in (await conn.execute(listing)).all():
+            groups[str(plain(job_id))].append(str(plain(msg_id)))
+        return [
+            DuplicateGroup(f"job {k}", ids, f"{len(ids)} unfinished messages")
+            for k, ids in groups.items()
+        ]
+
+
+def _status_counts(counts: dict[str, int], states: dict[str, CanonicalState]) -> list[StatusCount]:
+    return [
+        StatusCount(s, states.get(s, CanonicalState.UNKNOWN), n)
+        for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
+    ]

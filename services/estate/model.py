@@ -1,0 +1,138 @@
+"""What queue reads return: plain, immutable values, the same for every profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+
+class CanonicalState(StrEnum):
+    """Profile states mapped onto one vocabulary so commands read the same everywhere."""
+
+    PENDING = "pending"
+    IN_FLIGHT = "in_flight"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"  # a status the profile does not know; shown, never acted on
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    status: str
+    canonical: CanonicalState
+    count: int
+
+
+@dataclass(frozen=True)
+class Count:
+    """A count under one key (a failure reason, a signature, a tenant, a job type)."""
+
+    key: str
+    count: int
+
+
+@dataclass(frozen=True)
+class TypeCounts:
+    """Per job type (or tenant): rows in each canonical state."""
+
+    key: str
+    total: int
+    by_state: dict[CanonicalState, int]
+
+
+@dataclass(frozen=True)
+class Triage:
+    queue: str
+    profile: str
+    taken_at: datetime
+    since: datetime | None
+    total: int
+    by_status: list[StatusCount]
+    status_title: str
+    by_job_status: list[StatusCount] = field(default_factory=list)
+    by_reason: list[Count] = field(default_factory=list)
+    by_signature: list[Count] = field(default_factory=list)
+    type_title: str = "job type"
+    by_type: list[TypeCounts] = field(default_factory=list)
+    oldest_pending_at: datetime | None = None
+    stuck: int = 0
+    duplicate_groups: int = 0
+    duplicate_rows: int = 0
+    duplicates_of_active: int = 0
+
+    @property
+    def oldest_pending_age(self) -> timedelta | None:
+        if self.oldest_pending_at is None:
+            return None
+        return max(self.taken_at - self.oldest_pending_at, timedelta(0))
+
+    def count_in(self, state: CanonicalState) -> int:
+        return sum(s.count for s in self.by_status if s.canonical is state)
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    event_type: str
+    message: str | None
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled group of related rows shown with a job (its messages, its asset...)."""
+
+    title: str
+    rows: list[dict[str, object]]
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    queue: str
+    job_id: str
+    status: str
+    canonical: CanonicalState
+    row: dict[str, object]
+    sections: list[Section]
+    events: list[JobEvent]
+    events_note: str | None = None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One job in a listing (dead letters, stuck rows)."""
+
+    id: str
+    status: str
+    canonical: CanonicalState
+    reason: str | None
+    error: str | None
+    group: str | None
+    attempts: int | None
+    at: datetime | None
+    message_id: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class JobList:
+    total: int
+    rows: list[JobSummary]
+
+
+@dataclass(frozen=True)
+class DuplicateGroup:
+    key: str
+    ids: list[str]
+    note: str
+
+
+@dataclass(frozen=True)
+class DeadFilter:
+    error_like: str | None = None
+    tenant: str | None = None
+    reason: str | None = None
+    job_type: str | None = None
+    limit: int = 20

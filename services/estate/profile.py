@@ -1,0 +1,229 @@
+"""The queue-profile interface: how queuebot reads a team's own queue tables.
+
+A profile knows the table and column names of one queue design (seed 002's single
+worker table, seed 003's messages + jobs), maps its states onto ``CanonicalState`` and
+implements the reads with SQLAlchemy Core over reflected tables, so every value is a
+bound parameter and every name comes from validated configuration.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.config import QueueConfig
+from services.errors import ConfigError, UsageError
+from services.estate.model import (
+    CanonicalState,
+    DeadFilter,
+    DuplicateGroup,
+    JobDetail,
+    JobList,
+    Triage,
+)
+
+_INT_ID = re.compile(r"^-?[0-9]{1,18}$")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table a profile needs: its role, default name and the columns it reads."""
+
+    role: str
+    default: str
+    columns: tuple[str, ...]
+
+
+# (table role, short name, columns, optional (column, status values) filter, why)
+IndexPlan = tuple[str, str, tuple[str, ...], tuple[str, tuple[str, ...]] | None, str]
+
+
+class BoundTable:
+    """A reflected table with the profile's logical column names resolved."""
+
+    def __init__(self, table: sa.Table, names: Mapping[str, str]) -> None:
+        self.table = table
+        self._names = dict(names)
+
+    def c(self, logical: str) -> sa.Column[Any]:
+        return self.table.c[self._names[logical]]
+
+    @property
+    def name(self) -> str:
+        return self.table.fullname
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """Timestamps from SQLite come back naive; queuebot stores and reads UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def plain(value: Any) -> Any:
+    """A database value as something every renderer can print."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return as_utc(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def row_dict(row: sa.Row[Any]) -> dict[str, object]:
+    return {key: plain(value) for key, value in row._mapping.items()}
+
+
+class QueueProfile(ABC):
+    """One queue design. Subclasses declare their tables and implement the reads."""
+
+    name: ClassVar[str]
+    specs: ClassVar[tuple[TableSpec, ...]]
+    states: ClassVar[Mapping[str, CanonicalState]]
+
+    def __init__(self, queue: str, config: QueueConfig) -> None:
+        self.queue = queue
+        self.config = config
+        self._tables: dict[str, BoundTable] | None = None
+        roles = {spec.role for spec in self.specs}
+        for key in config.tables:
+            if key not in roles:
+                raise ConfigError(
+                    f"queues.{queue}.tables.{key}: unknown table role for profile "
+                    f"{self.name}; expected one of {', '.join(sorted(roles))}"
+                )
+        for key in config.columns:
+            role, _, column = key.partition(".")
+            spec = next((s for s in self.specs if s.role == role), None)
+            if spec is None or column not in spec.columns:
+                raise ConfigError(
+                    f"queues.{queue}.columns.{key}: profile {self.name} has no column "
+                    f"{key!r}; columns are named 'role.column', e.g. "
+                    f"'{self.specs[0].role}.{self.specs[0].columns[0]}'"
+                )
+
+    # -- names -------------------------------------------------------------------------
+
+    def table_name(self, role: str) -> str:
+        if role in self.config.tables:
+            return self.config.tables[role]
+        if self.config.table and role == self.specs[0].role:
+            return self.config.table
+        return next(s.default for s in self.specs if s.role == role)
+
+    def column_name(self, role: str, column: str) -> str:
+        return self.config.columns.get(f"{role}.{column}", column)
+
+    def canonical(self, status: str | None) -> CanonicalState:
+        if status is None:
+            return CanonicalState.UNKNOWN
+        return self.states.get(status, CanonicalState.UNKNOWN)
+
+    def statuses_in(self, *states: CanonicalState) -> list[str]:
+        return [status for status, state in self.states.items() if state in states]
+
+    # -- reflection --------------------------------------------------------------------
+
+    async def tables(self, conn: AsyncConnection) -> dict[str, BoundTable]:
+        """Reflect the estate's tables once, checking every column the profile needs."""
+        if self._tables is None:
+            self._tables = await conn.run_sync(self._reflect)
+        return self._tables
+
+    def _reflect(self, conn: Connection) -> dict[str, BoundTable]:
+        metadata = sa.MetaData()
+        bound: dict[str, BoundTable] = {}
+        for spec in self.specs:
+            full = self.table_name(spec.role)
+            schema, _, name = full.rpartition(".")
+            try:
+                table = sa.Table(name, metadata, autoload_with=conn, schema=schema or None)
+            except NoSuchTableError as exc:
+                raise ConfigError(
+                    f"queue {self.queue!r} ({self.name}): table {full!r} does not exist in "
+                    "the queue database. Run `queuebot demo` to build the demo estate, or "
+                    "point QUEUEBOT_QUEUE_DATABASE_URL and [queue] at your own tables."
+                ) from exc
+            names = {col: self.column_name(spec.role, col) for col in spec.columns}
+            missing = [
+                f"{col} (as {actual!r})" if actual != col else col
+                for col, actual in names.items()
+                if actual not in table.c
+            ]
+            if missing:
+                raise ConfigError(
+                    f"queue {self.queue!r} ({self.name}): table {full!r} lacks column(s) "
+                    f"{', '.join(missing)}; rename them with [queue.columns] "
+                    f'"{spec.role}.<column>" = "<actual name>"'
+                )
+            bound[spec.role] = BoundTable(table, names)
+        return bound
+
+    def index_plan(self) -> list[IndexPlan]:
+        """Indexes that make this profile's reads fast (see ``estate/indexes.py``)."""
+        return []
+
+    # -- ids -----------------------------------------------------------------------------
+
+    def coerce_id(self, column: sa.Column[Any], raw: str) -> Any:
+        """Turn a typed id into the column's type, or explain why it cannot be one."""
+        kind = column.type
+        if isinstance(kind, sa.Integer):
+            if not _INT_ID.match(raw):
+                raise UsageError(
+                    f"{raw!r} is not a job id in queue {self.queue!r}: ids there "
+                    "are whole numbers, e.g. 1234"
+                )
+            return int(raw)
+        if isinstance(kind, sa.Uuid):
+            try:
+                return uuid.UUID(raw)
+            except ValueError as exc:
+                raise UsageError(
+                    f"{raw!r} is not a job id in queue {self.queue!r}: ids there are UUIDs, "
+                    "e.g. 3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f"
+                ) from exc
+        return raw
+
+    # -- reads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def triage(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        since: datetime | None,
+        job_type: str | None,
+    ) -> Triage: ...
+
+    @abstractmethod
+    async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail: ...
+
+    @abstractmethod
+    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList: ...
+
+    @abstractmethod
+    async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList: ...
+
+    @abstractmethod
+    async def duplicates(self, conn: AsyncConnection, *, limit: int) -> list[DuplicateGroup]: ...
+
+    def stuck_cutoff(self, now: datetime) -> datetime:
+        return now - timedelta(minutes=self.config.stuck_after_minutes)
+
+
+def count_map(rows: Sequence[sa.Row[Any]]) -> dict[str, int]:
+    return {str(plain(r[0])): int(r[1]) for r in rows}

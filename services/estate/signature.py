@@ -1,0 +1,49 @@
+"""Failure signatures: an error text with its variable parts (ids, numbers) taken out.
+
+Two failures with the same signature almost always share a cause, so triage and redrive
+group by it. The same rules run in Python (SQLite, through a registered function) and as
+a ``regexp_replace`` chain on PostgreSQL; tests check they agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import func
+from sqlalchemy.sql.elements import ColumnElement
+
+SIGNATURE_LENGTH = 120
+NO_ERROR = "(no error recorded)"
+
+# (POSIX/ARE pattern usable by both PostgreSQL and Python, replacement)
+RULES: tuple[tuple[str, str], ...] = (
+    (r"[A-Za-z][A-Za-z0-9+.-]*://[^ \t\r\n]+", "<url>"),
+    (r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "<uuid>"),
+    (r"0x[0-9a-fA-F]+", "<hex>"),
+    (r"(?<![A-Za-z0-9])[0-9]+", "<n>"),
+    (r"[ \t\r\n]+", " "),
+)
+_COMPILED = tuple((re.compile(p), r) for p, r in RULES)
+
+
+def error_signature(text: str | None) -> str | None:
+    """The signature of one error text (None stays None)."""
+    if text is None:
+        return None
+    for pattern, replacement in _COMPILED:
+        text = pattern.sub(replacement, text)
+    return text.strip(" ")[:SIGNATURE_LENGTH]
+
+
+def signature_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
+    """A SQL expression computing ``error_signature(column)`` on the given dialect."""
+    if dialect != "postgresql":
+        return func.qb_signature(column)
+    expr: ColumnElement[str] = column
+    for pattern, replacement in RULES:
+        expr = func.regexp_replace(expr, pattern, replacement, "g")
+    return func.left(func.btrim(expr, " "), SIGNATURE_LENGTH)
+
+
+def display_signature(signature: str | None) -> str:
+    return NO_ERROR if signature is None or signature == "" else signature

@@ -1,0 +1,67 @@
+"""``queuebot db upgrade``: bring queuebot's own tables to the newest schema.
+
+Safe when several replicas start at once: on PostgreSQL the upgrade runs under an
+advisory lock, so one replica migrates and the others find the work done.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.db import redacted
+from services.errors import Unavailable
+
+MIGRATION_LOCK = 0x71B0_0001  # pg_advisory_xact_lock key for migrations
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("services") / "migrations"))
+    return cfg
+
+
+def _upgrade(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
+    cfg = _alembic_config()
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, "head")
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+async def upgrade(engine: AsyncEngine) -> str | None:
+    """Migrate to head; return the revision now in place."""
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_upgrade)
+        async with engine.connect() as conn:
+            return await conn.run_sync(_current)
+    except OperationalError as exc:
+        raise Unavailable(
+            f"cannot migrate queuebot's database {redacted(engine.url)}: "
+            f"{str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+        ) from exc
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(_current)
+    except OperationalError as exc:
+        raise Unavailable(f"cannot reach queuebot's database {redacted(engine.url)}") from exc

@@ -1,0 +1,42 @@
+"""Alembic environment for queuebot's own tables.
+
+``services.migrate.upgrade`` hands in a live connection (``config.attributes``); the
+plain ``alembic`` CLI path builds an async engine from ``sqlalchemy.url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from alembic import context
+from sqlalchemy.engine import Connection
+
+from services.db import create_engine
+from services.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_async(url: str) -> None:
+    engine = create_engine(url)
+    async with engine.connect() as conn:
+        await conn.run_sync(_run)
+    await engine.dispose()
+
+
+connection = config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    asyncio.run(_run_async(config.get_main_option("sqlalchemy.url") or ""))

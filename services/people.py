@@ -1,0 +1,55 @@
+"""People and their roles. Approval rules are about people, not chat accounts (SPEC §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.config import ROLES, FileConfig, Role
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    roles: frozenset[Role]
+    slack: str | None = None
+    discord: str | None = None
+
+    def has(self, role: Role) -> bool:
+        return role == "viewer" or role in self.roles
+
+    def role_list(self) -> str:
+        return ", ".join(r for r in ROLES if self.has(r))
+
+
+class Directory:
+    """Looks people up by name or by a platform account."""
+
+    def __init__(self, people: list[Person]) -> None:
+        self._by_name = {p.name: p for p in people}
+        self._by_account: dict[tuple[str, str], Person] = {}
+        for p in people:
+            if p.slack:
+                self._by_account[("slack", p.slack)] = p
+            if p.discord:
+                self._by_account[("discord", p.discord)] = p
+
+    @classmethod
+    def from_config(cls, file: FileConfig) -> Directory:
+        return cls(
+            [
+                Person(name=name, roles=frozenset(cfg.roles), slack=cfg.slack, discord=cfg.discord)
+                for name, cfg in file.people.items()
+            ]
+        )
+
+    def by_name(self, name: str) -> Person | None:
+        return self._by_name.get(name)
+
+    def by_account(self, platform: str, account: str) -> Person | None:
+        return self._by_account.get((platform, account))
+
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def with_role(self, role: Role) -> list[Person]:
+        return [p for p in self._by_name.values() if p.has(role)]
