@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from commands.deps import Deps
 from commands.router import Router
+from services.changes.requests import ChangeRequests
 from services.config import Config
 from services.db import create_engine, redacted
 from services.estate.estate import Estate, utcnow
@@ -55,7 +56,15 @@ async def build_app(
             log.info("queuebot state at %s is at revision %s", redacted(state_url), revision)
         estate = Estate(engine=estate_engine, queues=config.queues, clock=clock)
         directory = Directory.from_config(config.file)
-        deps = Deps(reads=QueueReads(estate), directory=directory, access=config.file.access)
+        changes = ChangeRequests(
+            estate=estate, state_engine=state_engine, approval=config.file.approval, clock=clock
+        )
+        deps = Deps(
+            reads=QueueReads(estate),
+            changes=changes,
+            directory=directory,
+            access=config.file.access,
+        )
         return App(
             config=config,
             state_engine=state_engine,

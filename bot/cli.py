@@ -14,6 +14,7 @@ from typing import Any
 from bot.bootstrap import App, build_app
 from bot.console import Console
 from bot.demo import demo_url, ensure_demo_estate, write_demo_config
+from services.audit import verify as verify_audit
 from services.config import Config, load_config
 from services.db import create_engine, redacted
 from services.errors import QueuebotError
@@ -55,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
     config_sub.add_parser("check", help="validate config, environment and the estate")
 
+    audit = sub.add_parser("audit", help="queuebot's audit trail")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="SUBCOMMAND")
+    audit_sub.add_parser("verify", help="check the audit hash chain; non-zero on any tampering")
+
     estate = sub.add_parser("estate", help="the queue estate")
     estate_sub = estate.add_subparsers(dest="estate_command", required=True, metavar="SUBCOMMAND")
     indexes = estate_sub.add_parser("indexes", help="recommended indexes for your tables")
@@ -93,6 +98,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "db": lambda: _db_upgrade(config),
         "config": lambda: _config_check(config),
         "estate": lambda: _indexes(config),
+        "audit": lambda: _audit_verify(config),
     }
     run: Coroutine[Any, Any, int] = handlers[args.command]()
     return await run
@@ -157,6 +163,24 @@ async def _db_upgrade(config: Config) -> int:
         await engine.dispose()
     print(f"queuebot database {redacted(config.env.state_url)} is at revision {revision}")
     return 0
+
+
+async def _audit_verify(config: Config) -> int:
+    engine = create_engine(config.env.state_url)
+    try:
+        async with engine.connect() as conn:
+            result = await verify_audit(conn)
+    finally:
+        await engine.dispose()
+    if result.ok:
+        print(f"audit trail intact: {result.checked} event(s) verified")
+        return 0
+    print(
+        f"audit trail BROKEN at event {result.first_bad}: {result.problem} "
+        f"({result.checked} event(s) before it verified)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 async def _config_check(config: Config) -> int:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
+from services.audit import Actor
+from services.changes.model import ChangeKind, ChangeView, Selector
+from services.changes.requests import Decision
 from services.config import AccessConfig
 from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
 from services.people import Directory
@@ -30,8 +33,34 @@ class QueueReader(Protocol):
     async def list_duplicates(self, *, queue: str | None, limit: int) -> list[DuplicateGroup]: ...
 
 
+class ChangeService(Protocol):
+    """Two-person-approved changes (``services.changes.requests.ChangeRequests``)."""
+
+    async def request(
+        self,
+        *,
+        kind: ChangeKind,
+        queue: str | None,
+        selector: Selector,
+        reason: str,
+        actor: Actor,
+        incident: str | None = None,
+        evidence: str | None = None,
+        origin: dict[str, Any] | None = None,
+    ) -> ChangeView: ...
+
+    async def approve(self, *, number: int, actor: Actor) -> Decision: ...
+
+    async def reject(
+        self, *, number: int, actor: Actor, reason: str | None, may_reject_others: bool
+    ) -> ChangeView: ...
+
+    async def pending(self, *, queue: str | None = None) -> list[ChangeView]: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     reads: QueueReader
+    changes: ChangeService
     directory: Directory
     access: AccessConfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commands.spec import CommandSpec, Flag, Positional
 
@@ -137,6 +137,157 @@ CATALOG: tuple[CommandSpec, ...] = (
     ),
 )
 
+
+# -- changes (two-person approval) -----------------------------------------------------
+
+_INCIDENT = r"^INC-[0-9]{1,9}$"
+
+
+class ChangeCommand(QueueCommand):
+    reason: str = Field(min_length=3, max_length=500)
+
+
+class Requeue(ChangeCommand):
+    ids: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class Cancel(ChangeCommand):
+    ids: list[str] = Field(default_factory=list, max_length=10_000)
+    duplicates: bool = False
+    failure_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> Cancel:
+        chosen = sum((bool(self.ids), self.duplicates, self.failure_reason is not None))
+        if chosen != 1:
+            raise ValueError(
+                "name the rows to cancel in exactly one way: IDs, --duplicates, "
+                "or --failure-reason R"
+            )
+        return self
+
+
+class Redrive(ChangeCommand):
+    ids: list[str] = Field(min_length=1, max_length=10_000)
+    incident: str | None = Field(default=None, pattern=_INCIDENT)
+    evidence: str | None = Field(default=None, pattern=r"^https?://\S+$", max_length=500)
+
+
+class Pending(QueueCommand):
+    pass
+
+
+class Approve(Command):
+    request: int = Field(ge=1)
+
+
+class Reject(Command):
+    request: int = Field(ge=1)
+    reason: str | None = Field(default=None, max_length=500)
+
+
+REASON = Flag(
+    "reason",
+    "reason",
+    metavar='"WHY"',
+    required=True,
+    help="why: the root cause and the fix (kept in the audit trail)",
+    example='--reason "allowlist fixed in PR #2081"',
+)
+
+CATALOG += (
+    CommandSpec(
+        "queue",
+        "requeue",
+        Requeue,
+        "failed / failed_permanently rows back to queued "
+        "(seed 002 §10, §12); needs a second person's approval",
+        role="operator",
+        positionals=(Positional("ids", "ID", many=True),),
+        flags=(REASON, QUEUE_FLAG),
+        example='/queue requeue 4102 4103 --reason "allowlist fixed in PR #2081"',
+    ),
+    CommandSpec(
+        "queue",
+        "cancel",
+        Cancel,
+        "cancel rows by id, the duplicate queued rows, or failed "
+        "rows of one failure_reason (seed 002 §9, §13); needs approval",
+        role="operator",
+        positionals=(Positional("ids", "ID", many=True, required=False),),
+        flags=(
+            REASON,
+            Flag(
+                "duplicates",
+                "duplicates",
+                kind="bool",
+                help="every surplus queued row of an issue (seed 002 §13, Part A)",
+            ),
+            Flag(
+                "failure-reason",
+                "failure_reason",
+                kind="word",
+                metavar="R",
+                help="failed rows with this failure_reason (seed 002 §9)",
+            ),
+            QUEUE_FLAG,
+        ),
+        example='/queue cancel --failure-reason mutex_collision --reason "pre-#2091 orphans"',
+    ),
+    CommandSpec(
+        "queue",
+        "redrive",
+        Redrive,
+        "return dead-lettered jobs to their queue (seed 003 "
+        "step 4, one REDRIVE_REQUESTED event each); needs approval",
+        role="operator",
+        positionals=(Positional("ids", "ID", many=True),),
+        flags=(
+            REASON,
+            Flag(
+                "incident",
+                "incident",
+                kind="word",
+                metavar="INC-N",
+                help="the incident this redrive belongs to",
+            ),
+            Flag(
+                "evidence",
+                "evidence",
+                metavar="URL",
+                help="link showing the fix is in place (deploy, PR, dashboard)",
+            ),
+            QUEUE_FLAG,
+        ),
+        example='/queue redrive 3f2c9a1e-... --reason "transcoder OOM fixed" --incident INC-4',
+    ),
+    CommandSpec(
+        "queue",
+        "pending",
+        Pending,
+        "change requests waiting for approval",
+        flags=(QUEUE_FLAG,),
+    ),
+    CommandSpec(
+        "queue",
+        "approve",
+        Approve,
+        "approve someone else's change request (runs it when enough people approved)",
+        role="approver",
+        positionals=(Positional("request", "CR-N", kind="request"),),
+        example="/queue approve CR-17",
+    ),
+    CommandSpec(
+        "queue",
+        "reject",
+        Reject,
+        "reject a change request (or withdraw your own)",
+        role="operator",
+        positionals=(Positional("request", "CR-N", kind="request"),),
+        flags=(Flag("reason", "reason", metavar='"WHY"', help="why it was rejected"),),
+        example='/queue reject CR-17 --reason "wrong tenant"',
+    ),
+)
 SPECS_BY_MODEL: dict[type[BaseModel], CommandSpec] = {s.model: s for s in CATALOG}
 
 

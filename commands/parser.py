@@ -35,6 +35,7 @@ _SMART_QUOTES = str.maketrans(
 )
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+_REQUEST = re.compile(r"^(?:CR-?)?([0-9]{1,12})$", re.IGNORECASE)
 _DURATION = re.compile(r"^(?:[0-9]{1,6}[smhdw])+$")
 _DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -82,7 +83,13 @@ def parse(group: str, text: str) -> Command:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"{where}: {err['msg']}", usage=spec.usage) from exc
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        flag = next((f for f in spec.flags if f.field == where), None)
+        if flag is not None:
+            where = f"--{flag.name}"
+            if err["type"] == "string_pattern_mismatch":
+                msg = f"must look like {flag.metavar}, not {_short(str(err['input']))!r}"
+        raise UsageError(f"{where}: {msg}" if where else msg, usage=spec.usage) from exc
 
 
 def _check_length(text: str) -> None:
@@ -138,6 +145,10 @@ def _bind(spec: CommandSpec, tokens: list[str]) -> dict[str, Any]:
             loose.append(token)
         i += 1
     values.update(_positionals(spec, loose))
+    for flag in spec.flags:
+        if flag.required and flag.field not in values:
+            example = f" e.g. {flag.example}" if flag.example else ""
+            raise UsageError(f"--{flag.name} is required:{example}", usage=spec.usage)
     return values
 
 
@@ -225,6 +236,13 @@ def _check_positional(spec: CommandSpec, pos: Positional, token: str) -> str:
             "3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f",
             usage=spec.usage,
         )
+    if pos.kind == "request":
+        match = _REQUEST.match(token)
+        if not match:
+            raise UsageError(
+                f"{_short(token)!r} is not a change request: write CR-17 (or 17)", usage=spec.usage
+            )
+        return match.group(1)
     if pos.kind == "word" and not _WORD.match(token):
         raise UsageError(f"{_short(token)!r} is not a valid {pos.metavar}", usage=spec.usage)
     return token

@@ -8,8 +8,22 @@ from typing import Any
 from commands.auth import authorize
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import queue_read
-from commands.model import Command, Dlq, Help, Show, Stuck, Triage, spec_for
+from commands.handlers import changes, queue_read
+from commands.model import (
+    Approve,
+    Cancel,
+    Command,
+    Dlq,
+    Help,
+    Pending,
+    Redrive,
+    Reject,
+    Requeue,
+    Show,
+    Stuck,
+    Triage,
+    spec_for,
+)
 from commands.parser import parse, parse_line
 from commands.reply import Reply
 
@@ -21,6 +35,12 @@ HANDLERS: dict[type[Command], Handler] = {
     Show: queue_read.handle_show,
     Dlq: queue_read.handle_dlq,
     Stuck: queue_read.handle_stuck,
+    Requeue: changes.handle_requeue,
+    Cancel: changes.handle_cancel,
+    Redrive: changes.handle_redrive,
+    Pending: changes.handle_pending,
+    Approve: changes.handle_approve,
+    Reject: changes.handle_reject,
 }
 
 

@@ -26,20 +26,25 @@ class Flag:
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[str, ...] = ()
+    required: bool = False
+    example: str | None = None
 
     @property
     def takes_value(self) -> bool:
         return self.kind != "bool"
 
     def usage(self) -> str:
-        return f"[--{self.name}]" if self.kind == "bool" else f"[--{self.name} {self.metavar}]"
+        if self.kind == "bool":
+            return f"[--{self.name}]"
+        shown = f"--{self.name} {self.metavar}"
+        return shown if self.required else f"[{shown}]"
 
 
 @dataclass(frozen=True)
 class Positional:
     field: str
     metavar: str
-    kind: Literal["id", "word", "text"] = "id"
+    kind: Literal["id", "word", "text", "request"] = "id"
     many: bool = False
     required: bool = True
 

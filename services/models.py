@@ -38,3 +38,57 @@ class AuditEvent(Base):
     details: Mapped[dict[str, Any]]
     prev_hash: Mapped[str] = mapped_column(sa.String(64))
     hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+
+
+class AuditHead(Base):
+    """The tip of the audit chain: detects deletion of the latest events."""
+
+    __tablename__ = "qb_audit_head"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    last_id: Mapped[int] = mapped_column(BigId)
+    last_hash: Mapped[str] = mapped_column(sa.String(64))
+
+
+class ChangeRequest(Base):
+    """A frozen, two-person-approved change to queue rows (``CR-N``)."""
+
+    __tablename__ = "qb_change_requests"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(sa.String(32))
+    queue: Mapped[str] = mapped_column(sa.String(64))
+    profile: Mapped[str] = mapped_column(sa.String(32))
+    state: Mapped[str] = mapped_column(sa.String(16), index=True)
+    requested_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    requester_person: Mapped[str] = mapped_column(sa.String(64))
+    requester_platform: Mapped[str] = mapped_column(sa.String(16))
+    requester_account: Mapped[str] = mapped_column(sa.String(64))
+    reason: Mapped[str] = mapped_column(sa.Text)
+    incident: Mapped[str | None] = mapped_column(sa.String(32))
+    evidence: Mapped[str | None] = mapped_column(sa.Text)
+    selector: Mapped[dict[str, Any]]
+    targets: Mapped[dict[str, Any]]
+    ineligible: Mapped[dict[str, Any]]
+    snapshot_hash: Mapped[str] = mapped_column(sa.String(64))
+    eligible_count: Mapped[int] = mapped_column(sa.Integer)
+    approvals_required: Mapped[int] = mapped_column(sa.Integer)
+    decided_at: Mapped[datetime | None]
+    result: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    origin: Mapped[dict[str, Any]]
+
+
+class Approval(Base):
+    """One person's decision on a change request; a person decides once."""
+
+    __tablename__ = "qb_approvals"
+    __table_args__ = (sa.UniqueConstraint("request_id", "person"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    request_id: Mapped[int] = mapped_column(sa.ForeignKey("qb_change_requests.id"))
+    person: Mapped[str] = mapped_column(sa.String(64))
+    platform: Mapped[str] = mapped_column(sa.String(16))
+    account: Mapped[str] = mapped_column(sa.String(64))
+    decision: Mapped[str] = mapped_column(sa.String(16))
+    at: Mapped[datetime]

@@ -1,0 +1,216 @@
+"""Handlers of the mutating commands: each creates, approves or rejects a change request."""
+
+from __future__ import annotations
+
+from commands import format as fmt
+from commands.context import Invocation
+from commands.deps import Deps
+from commands.model import Approve, Cancel, Pending, Redrive, Reject, Requeue
+from commands.reply import Reply
+from services.audit import Actor
+from services.changes.model import ChangeKind, ChangeView, RequestState, Selector
+from services.errors import PermissionDenied
+from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
+
+MAX_LISTED = 20
+
+
+def actor_of(inv: Invocation) -> Actor:
+    return Actor(
+        person=inv.person.name if inv.person else None, platform=inv.platform, account=inv.account
+    )
+
+
+def _origin(inv: Invocation) -> dict[str, str | None]:
+    return {
+        "platform": inv.platform,
+        "channel": inv.channel,
+        "thread": inv.thread,
+        "correlation_id": inv.correlation_id,
+    }
+
+
+async def handle_requeue(cmd: Requeue, inv: Invocation, deps: Deps) -> Reply:
+    view = await deps.changes.request(
+        kind=ChangeKind.REQUEUE,
+        queue=cmd.queue,
+        selector=Selector(ids=tuple(cmd.ids)),
+        reason=cmd.reason,
+        actor=actor_of(inv),
+        origin=_origin(inv),
+    )
+    return Reply(change_message(view), ephemeral=False)
+
+
+async def handle_cancel(cmd: Cancel, inv: Invocation, deps: Deps) -> Reply:
+    selector = Selector(
+        ids=tuple(cmd.ids), duplicates=cmd.duplicates, failure_reason=cmd.failure_reason
+    )
+    view = await deps.changes.request(
+        kind=ChangeKind.CANCEL,
+        queue=cmd.queue,
+        selector=selector,
+        reason=cmd.reason,
+        actor=actor_of(inv),
+        origin=_origin(inv),
+    )
+    return Reply(change_message(view), ephemeral=False)
+
+
+async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
+    view = await deps.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue=cmd.queue,
+        selector=Selector(ids=tuple(cmd.ids)),
+        reason=cmd.reason,
+        actor=actor_of(inv),
+        incident=cmd.incident,
+        evidence=cmd.evidence,
+        origin=_origin(inv),
+    )
+    return Reply(change_message(view), ephemeral=False)
+
+
+async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
+    views = await deps.changes.pending(queue=cmd.queue)
+    if not views:
+        return Reply(
+            Message(
+                "No change requests are waiting for approval.",
+                (Text("No change requests are waiting for approval."),),
+            )
+        )
+    rows = tuple(
+        (
+            v.ref,
+            v.kind.value,
+            v.queue,
+            fmt.count(v.eligible),
+            v.requester,
+            f"{len(v.approvals)}/{v.approvals_required}",
+            fmt.when(v.expires_at),
+            fmt.clip(v.reason, 50),
+        )
+        for v in views
+    )
+    head = f"{len(views)} change request(s) waiting for approval"
+    return Reply(
+        Message(
+            head,
+            (
+                Heading(head),
+                Table(
+                    (
+                        "request",
+                        "kind",
+                        "queue",
+                        "rows",
+                        "requested by",
+                        "approvals",
+                        "expires",
+                        "reason",
+                    ),
+                    rows,
+                    numeric=(3,),
+                ),
+            ),
+        )
+    )
+
+
+async def handle_approve(cmd: Approve, inv: Invocation, deps: Deps) -> Reply:
+    decision = await deps.changes.approve(number=cmd.request, actor=actor_of(inv))
+    return Reply(change_message(decision.view), ephemeral=False)
+
+
+async def handle_reject(cmd: Reject, inv: Invocation, deps: Deps) -> Reply:
+    if inv.person is None:
+        raise PermissionDenied("only people listed under [people] may reject requests")
+    view = await deps.changes.reject(
+        number=cmd.request,
+        actor=actor_of(inv),
+        reason=cmd.reason,
+        may_reject_others=inv.person.has("approver"),
+    )
+    return Reply(change_message(view), ephemeral=False)
+
+
+def change_message(v: ChangeView) -> Message:
+    """The request's message: a preview while pending, the outcome once decided."""
+    what = f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}"
+    status = {
+        RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
+        f"{v.approvals_required})",
+        RequestState.EXECUTED: f"approved by {', '.join(v.approvals)} and executed",
+        RequestState.REJECTED: f"rejected by {v.rejected_by}",
+        RequestState.EXPIRED: "expired without approval",
+    }[v.state]
+    blocks: list[Block] = [
+        Heading(f"{v.ref}: {what} - {status}"),
+        Fields(
+            tuple(
+                item
+                for item in (
+                    ("requested by", v.requester),
+                    ("at", fmt.when(v.requested_at)),
+                    ("expires", fmt.when(v.expires_at)),
+                    ("selection", fmt.clip(v.selector, 80)),
+                    ("incident", v.incident) if v.incident else None,
+                    ("evidence", v.evidence) if v.evidence else None,
+                )
+                if item is not None
+            )
+        ),
+        Text(f"Reason: {v.reason}"),
+        Table(
+            ("rows", "failure signature"),
+            tuple((fmt.count(n), sig) for sig, n in v.by_signature[:MAX_LISTED]),
+            title="Frozen rows by failure signature",
+            numeric=(0,),
+        ),
+    ]
+    if v.ineligible:
+        blocks.append(
+            Table(
+                ("id", "why not"),
+                tuple((i.id, i.why) for i in v.ineligible[:MAX_LISTED]),
+                title=f"Not eligible ({len(v.ineligible)}), left alone",
+            )
+        )
+    if v.state is RequestState.EXECUTED and v.result is not None:
+        blocks.append(_outcome(v))
+    if v.state is RequestState.PENDING:
+        blocks.append(
+            Actions(
+                (
+                    Button(
+                        f"cr:approve:{v.number}", "Approve", "primary", f"/queue approve {v.ref}"
+                    ),
+                    Button(f"cr:reject:{v.number}", "Reject", "danger", f"/queue reject {v.ref}"),
+                )
+            )
+        )
+    summary = f"{v.ref}: {what} - {status}"
+    if v.state is RequestState.EXECUTED and v.result is not None:
+        summary += f": {_outcome_line(v)}"
+    return Message(summary, tuple(blocks))
+
+
+def _outcome_line(v: ChangeView) -> str:
+    result = v.result or {}
+    line = (
+        f"{fmt.count(len(result.get('changed', [])))} row(s) changed, "
+        f"{fmt.count(len(result.get('skipped', [])))} skipped"
+    )
+    if result.get("job_events"):
+        line += f", {fmt.count(result['job_events'])} job event(s) written"
+    return line
+
+
+def _outcome(v: ChangeView) -> Block:
+    skipped = (v.result or {}).get("skipped", [])
+    text = "Result: " + _outcome_line(v) + "."
+    if skipped:
+        shown = "; ".join(f"{i}: {why}" for i, why in skipped[:MAX_LISTED])
+        text += f" Skipped, not forced: {shown}"
+    return Text(text)
