@@ -42,8 +42,10 @@ def create_pg_database() -> str:
     name = f"qb_test_{secrets.token_hex(4)}"
     with psycopg.connect(_pg_conninfo(PG_ADMIN), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return make_url(PG_ADMIN).set(drivername="postgresql+psycopg", database=name).render_as_string(
-        hide_password=False
+    return (
+        make_url(PG_ADMIN)
+        .set(drivername="postgresql+psycopg", database=name)
+        .render_as_string(hide_password=False)
     )
 
 
@@ -56,8 +58,10 @@ def drop_pg_database(url: str) -> None:
 def need_postgres() -> None:
     if not postgres_available():
         if REQUIRE_PG:
-            pytest.fail(f"PostgreSQL is required (QUEUEBOT_REQUIRE_POSTGRES=1) but {PG_ADMIN} "
-                        "cannot be reached")
+            pytest.fail(
+                f"PostgreSQL is required (QUEUEBOT_REQUIRE_POSTGRES=1) but {PG_ADMIN} "
+                "cannot be reached"
+            )
         pytest.skip("PostgreSQL not reachable")
 
 

@@ -16,13 +16,21 @@ from services.db import create_engine
 from services.estate.demo import build_demo_estate
 
 
-def queuebot(*args: str, stdin: str = "", cwd: Path, env: dict[str, str] | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_",
-                                                                     "DISCORD_"))}
+def queuebot(
+    *args: str, stdin: str = "", cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
+    }
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True,
-        cwd=cwd, env={**base, **(env or {})}, timeout=timeout, check=False,
+        [sys.executable, "-m", "bot.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**base, **(env or {})},
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -50,8 +58,9 @@ def test_demo_triage_and_show(tmp_path: Path) -> None:
     assert "Traceback" not in first.stdout + first.stderr
     job_id = first.stdout.split("@alice /queue show ")[1].split()[0]
 
-    again = queuebot("demo", stdin=f"@alice /queue show {job_id}\n/queue triage --queue workers\n",
-                     cwd=tmp_path)
+    again = queuebot(
+        "demo", stdin=f"@alice /queue show {job_id}\n/queue triage --queue workers\n", cwd=tmp_path
+    )
     assert again.returncode == 0, again.stderr
     assert "estate reused" in again.stdout
     out = replies(again.stdout)
@@ -61,6 +70,7 @@ def test_demo_triage_and_show(tmp_path: Path) -> None:
     assert "failed_permanently  dead          3   1.4%" in out["/queue triage --queue workers"]
 
 
+MISSING = "00000000-0000-4000-8000-000000000000"
 BAD_INPUT = {
     "/queue frobnicate": "unknown command /queue frobnicate",
     "/queue show": "/queue show needs ID",
@@ -68,7 +78,7 @@ BAD_INPUT = {
     "/queue dlq --colour red": "unknown option --colour",
     "/queue dlq --limit": "--limit needs a value",
     "/queue show " + "9" * 4100: "limited to 4,000",
-    "/queue show 00000000-0000-4000-8000-000000000000": "no job 00000000-0000-4000-8000-000000000000",
+    f"/queue show {MISSING}": f"no job {MISSING}",
 }
 
 
@@ -80,7 +90,7 @@ def test_bad_input_gets_a_clear_reply_not_a_traceback(tmp_path: Path) -> None:
     for line, expected in BAD_INPUT.items():
         reply = out[line]
         assert expected in reply, (line[:60], reply)
-        if not line.startswith("/queue show 0000"):
+        if MISSING not in line:
             assert "Usage: /queue" in reply, reply
 
 
@@ -105,9 +115,14 @@ def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
     upgraded = queuebot("db", "upgrade", cwd=tmp_path, env=env)
     assert upgraded.returncode == 0, upgraded.stderr
     assert "is at revision 0001" in upgraded.stdout and "postgres@" in upgraded.stdout
-    result = queuebot("console", "--as", "bob",
-                      stdin="/queue triage --queue workers\n/queue dlq --reason spawn_oom\n",
-                      cwd=tmp_path, env=env)
+    result = queuebot(
+        "console",
+        "--as",
+        "bob",
+        stdin="/queue triage --queue workers\n/queue dlq --reason spawn_oom\n",
+        cwd=tmp_path,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     out = replies(result.stdout)
     assert "failed_permanently  dead          3   1.4%" in out["/queue triage --queue workers"]
@@ -120,8 +135,9 @@ def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
 
 def test_bad_config_file_is_refused_naming_key_value_and_expectation(tmp_path: Path) -> None:
     config = tmp_path / "queuebot.toml"
-    config.write_text('[people.alice]\nroles = ["aprover"]\n[queue]\nprofile = "message_job"\n'
-                      'tabel = "x"\n')
+    config.write_text(
+        '[people.alice]\nroles = ["aprover"]\n[queue]\nprofile = "message_job"\ntabel = "x"\n'
+    )
     result = queuebot("console", cwd=tmp_path, env={"QUEUEBOT_CONFIG": str(config)})
     assert result.returncode == 2
     assert "people.alice.roles.0 = 'aprover': Input should be 'viewer'" in result.stderr
@@ -132,7 +148,11 @@ def test_estate_indexes_print(tmp_path: Path) -> None:
     env = {"QUEUEBOT_DATABASE_URL": "postgresql://postgres@127.0.0.1/x"}
     result = queuebot("estate", "indexes", "--print", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
-    assert ('CREATE INDEX CONCURRENTLY IF NOT EXISTS "qb_workers_status_reason_type" ON '
-            '"dev_r_worker_queue" ("status", "failure_reason", "job_type");') in result.stdout
-    assert '"qb_clips_claimed" ON "queue_messages" ("status", "claimed_at") WHERE "status" IN ' \
-           "('PROCESSING', 'DLQ');" in result.stdout
+    assert (
+        'CREATE INDEX CONCURRENTLY IF NOT EXISTS "qb_workers_status_reason_type" ON '
+        '"dev_r_worker_queue" ("status", "failure_reason", "job_type");'
+    ) in result.stdout
+    assert (
+        '"qb_clips_claimed" ON "queue_messages" ("status", "claimed_at") WHERE "status" IN '
+        "('PROCESSING', 'DLQ');" in result.stdout
+    )

@@ -51,7 +51,11 @@ async def test_message_job_triage_counts(world: World) -> None:
     assert t.total == 189
     assert statuses(t.by_status) == {"COMPLETED": 124, "PENDING": 29, "PROCESSING": 6, "DLQ": 30}
     assert statuses(t.by_job_status) == {
-        "SUCCEEDED": 120, "QUEUED": 27, "RUNNING": 6, "FAILED": 30, "CANCELLED": 4,
+        "SUCCEEDED": 120,
+        "QUEUED": 27,
+        "RUNNING": 6,
+        "FAILED": 30,
+        "CANCELLED": 4,
     }
     assert t.count_in(CanonicalState.DEAD) == 30
     assert [(c.key, c.count) for c in t.by_signature] == [
@@ -61,7 +65,10 @@ async def test_message_job_triage_counts(world: World) -> None:
         ("upstream timeout after <n> ms calling transcoder-<n>", 3),
     ]
     assert sorted((tc.key, tc.total) for tc in t.by_type) == [
-        ("acme", 8), ("globex", 7), ("initech", 7), ("umbrella", 8),
+        ("acme", 8),
+        ("globex", 7),
+        ("initech", 7),
+        ("umbrella", 8),
     ]
     assert t.oldest_pending_age == timedelta(minutes=52)
     assert t.stuck == 3
@@ -84,12 +91,21 @@ async def test_worker_queue_triage_counts(world: World) -> None:
     t = await world.reads.triage(queue="workers")
     assert t.total == 214
     assert statuses(t.by_status) == {
-        "done": 150, "failed": 21, "queued": 20, "cancelled": 11, "running": 5, "claimed": 4,
+        "done": 150,
+        "failed": 21,
+        "queued": 20,
+        "cancelled": 11,
+        "running": 5,
+        "claimed": 4,
         "failed_permanently": 3,
     }
     assert {c.key: c.count for c in t.by_reason} == {
-        "timeout": 8, "implementation_error": 7, "spawn_oom": 4, "mutex_collision": 2,
-        "spawn_ram": 2, "stale_duplicate": 1,
+        "timeout": 8,
+        "implementation_error": 7,
+        "spawn_oom": 4,
+        "mutex_collision": 2,
+        "spawn_ram": 2,
+        "stale_duplicate": 1,
     }
     assert t.by_signature[0].key == "ssh spawn timed out after <n>s on bms-<n>"
     assert t.by_signature[0].count == 5
@@ -117,7 +133,14 @@ async def test_show_message_job_with_events(world: World) -> None:
     assert d.status == "FAILED / DLQ"
     assert d.canonical is CanonicalState.DEAD
     assert [e.event_type for e in d.events] == [
-        "QUEUED", "CLAIMED", "RETRY", "CLAIMED", "RETRY", "CLAIMED", "FAILED", "DLQ",
+        "QUEUED",
+        "CLAIMED",
+        "RETRY",
+        "CLAIMED",
+        "RETRY",
+        "CLAIMED",
+        "FAILED",
+        "DLQ",
     ]
     messages, asset = d.sections
     assert len(messages.rows) == 1 and messages.rows[0]["status"] == "DLQ"
@@ -128,7 +151,7 @@ async def test_show_message_job_with_events(world: World) -> None:
 
 
 async def test_show_unknown_and_malformed_ids(world: World) -> None:
-    with pytest.raises(NotFound, match="looked in clip_jobs.id and queue_messages.id"):
+    with pytest.raises(NotFound, match=r"looked in clip_jobs\.id and queue_messages\.id"):
         await world.reads.show_job(queue="clips", job_id="00000000-0000-4000-8000-000000000000")
     with pytest.raises(UsageError, match="whole numbers"):
         await world.reads.show_job(queue="workers", job_id="abc")
@@ -162,7 +185,7 @@ async def test_dead_letters_message_job(world: World) -> None:
     assert acme.total == 8 and {r.group for r in acme.rows} == {"acme"}
     wildcard = await world.reads.list_dead(queue="clips", filters=DeadFilter(error_like="%_"))
     assert wildcard.total == 0  # LIKE wildcards in user text are escaped, not interpreted
-    with pytest.raises(UsageError, match="--error-like TEXT or --tenant T"):
+    with pytest.raises(UsageError, match=r"--error-like TEXT or --tenant T"):
         await world.reads.list_dead(queue="clips", filters=DeadFilter(reason="timeout"))
 
 
@@ -194,7 +217,9 @@ async def test_stuck_rows(world: World) -> None:
 async def test_duplicates(world: World) -> None:
     workers = await world.reads.list_duplicates(queue="workers")
     assert [(g.key, len(g.ids)) for g in workers] == [
-        ("issue #2100", 2), ("issue #2101", 2), ("issue #2102", 2),
+        ("issue #2100", 2),
+        ("issue #2101", 2),
+        ("issue #2102", 2),
     ]
     clips = await world.reads.list_duplicates(queue="clips")
     assert [len(g.ids) for g in clips] == [2, 2]
@@ -212,20 +237,25 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
         with pytest.raises(ConfigError, match="queuebot demo"):
             await QueueReads(estate).triage()
         async with engine.begin() as conn:
-            await conn.execute(sa.text(
-                "CREATE TABLE jobs (id INTEGER PRIMARY KEY, issue_number INTEGER, "
-                "github_issue_number INTEGER, job_type TEXT, state TEXT, failure_reason TEXT, "
-                "error_message TEXT, retry_count INTEGER, max_retries INTEGER, "
-                "queued_at TIMESTAMP, next_attempt_at TIMESTAMP, server_node TEXT, "
-                "server_preference TEXT, claimed_at TIMESTAMP, started_at TIMESTAMP, "
-                "analyst_notes TEXT, extra_column TEXT)"
-            ))
-            await conn.execute(sa.text(
-                "INSERT INTO jobs (id, job_type, state, retry_count, max_retries) "
-                "VALUES (1, 'dev-issue', 'failed', 0, 3), (2, 'dev-issue', 'done', 0, 3)"
-            ))
-        renamed = QueueConfig(profile="worker_queue", table="jobs",
-                              columns={"queue.status": "state"})
+            await conn.execute(
+                sa.text(
+                    "CREATE TABLE jobs (id INTEGER PRIMARY KEY, issue_number INTEGER, "
+                    "github_issue_number INTEGER, job_type TEXT, state TEXT, failure_reason TEXT, "
+                    "error_message TEXT, retry_count INTEGER, max_retries INTEGER, "
+                    "queued_at TIMESTAMP, next_attempt_at TIMESTAMP, server_node TEXT, "
+                    "server_preference TEXT, claimed_at TIMESTAMP, started_at TIMESTAMP, "
+                    "analyst_notes TEXT, extra_column TEXT)"
+                )
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO jobs (id, job_type, state, retry_count, max_retries) "
+                    "VALUES (1, 'dev-issue', 'failed', 0, 3), (2, 'dev-issue', 'done', 0, 3)"
+                )
+            )
+        renamed = QueueConfig(
+            profile="worker_queue", table="jobs", columns={"queue.status": "state"}
+        )
         estate = Estate(engine=engine, queues={"w": renamed})
         with pytest.raises(ConfigError, match="heartbeat_at"):
             await QueueReads(estate).triage()

@@ -1,0 +1,47 @@
+"""One process of the concurrent-approval test: many approvals of one request at once.
+
+Usage: python approver_process.py URL NUMBER PERSON... ; prints one JSON line per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from services.audit import Actor
+from services.changes.requests import ChangeRequests
+from services.config import ApprovalConfig, default_queues
+from services.db import create_engine
+from services.errors import QueuebotError
+from services.estate.estate import Estate
+
+
+async def attempt(changes: ChangeRequests, number: int, person: str) -> dict[str, str]:
+    try:
+        decision = await changes.approve(
+            number=number, actor=Actor(person, "slack", f"U0{person.upper()}")
+        )
+    except QueuebotError as exc:
+        return {"person": person, "outcome": type(exc).__name__, "message": exc.message}
+    return {
+        "person": person,
+        "outcome": "executed" if decision.executed else "recorded",
+        "message": "",
+    }
+
+
+async def main(url: str, number: int, people: list[str]) -> None:
+    engine = create_engine(url, pool_size=len(people))
+    estate = Estate(engine=engine, queues=default_queues())
+    changes = ChangeRequests(
+        estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=estate.clock
+    )
+    results = await asyncio.gather(*(attempt(changes, number, p) for p in people))
+    await engine.dispose()
+    for result in results:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))

@@ -1,0 +1,31 @@
+"""A migrated queuebot database holding the demo estate, with a controllable clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.changes.requests import ChangeRequests
+from services.config import ApprovalConfig, default_queues
+from services.db import create_engine
+from services.estate.demo import build_demo_estate
+from services.estate.estate import Estate
+from services.migrate import upgrade
+from services.queue_reads import QueueReads
+from tests.integration.support import START, Clock, Shop
+
+
+@pytest.fixture
+async def shop(db_url: str) -> AsyncIterator[Shop]:
+    engine = create_engine(db_url)
+    await upgrade(engine)
+    async with engine.begin() as conn:
+        demo = await build_demo_estate(conn, now=START)
+    clock = Clock()
+    estate = Estate(engine=engine, queues=default_queues(), clock=clock)
+    changes = ChangeRequests(
+        estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=clock
+    )
+    yield Shop(engine, estate, QueueReads(estate), changes, demo, clock)
+    await engine.dispose()

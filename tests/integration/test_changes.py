@@ -1,0 +1,350 @@
+"""Change requests on SQLite and PostgreSQL: freezing, the two-person rule, guarded
+execution exactly as the seeds' SQL, skipped rows, expiry and all-or-nothing commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from services import audit
+from services.audit import Actor
+from services.changes.model import ChangeKind, RequestState, Selector
+from services.config import ApprovalConfig
+from services.errors import Conflict, PermissionDenied, PreconditionFailed
+from services.estate.model import DeadFilter
+from tests.integration.support import Shop
+
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "slack", "U0BOB")
+ALICE_ON_DISCORD = Actor("alice", "discord", "100000000000000001")
+
+
+async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
+    async with shop.engine.connect() as conn:
+        return [dict(r) for r in (await conn.execute(sa.text(sql), params)).mappings().all()]
+
+
+async def failed_worker_ids(shop: Shop, reason: str) -> list[str]:
+    found = await shop.reads.list_dead(queue="workers", filters=DeadFilter(reason=reason))
+    return [r.id for r in found.rows if r.status == "failed"]
+
+
+async def audit_actions(shop: Shop) -> list[tuple[str, str]]:
+    return [
+        (r["action"], r["subject"])
+        for r in await rows(shop, "SELECT action, subject FROM qb_audit_events ORDER BY id")
+    ]
+
+
+async def test_requeue_follows_seed_002_and_the_two_person_rule(shop: Shop) -> None:
+    targets = await failed_worker_ids(shop, "implementation_error")
+    done = (
+        await rows(
+            shop, "SELECT id FROM dev_r_worker_queue WHERE status = 'done' ORDER BY id LIMIT 1"
+        )
+    )[0]["id"]
+    before = await rows(
+        shop, f"SELECT * FROM dev_r_worker_queue WHERE id IN ({', '.join(targets)}) ORDER BY id"
+    )
+    view = await shop.changes.request(
+        kind=ChangeKind.REQUEUE,
+        queue="workers",
+        selector=Selector(ids=(*targets, str(done), "99999")),
+        reason="allowlist fixed in PR #2081",
+        actor=ALICE,
+    )
+    assert view.ref == "CR-1" and view.state is RequestState.PENDING
+    assert view.eligible == 7
+    assert {i.id: i.why for i in view.ineligible} == {
+        str(done): "done: already done",
+        "99999": "not found",
+    }
+    assert sum(n for _, n in view.by_signature) == 7
+
+    for same_person in (ALICE, ALICE_ON_DISCORD):
+        with pytest.raises(PermissionDenied, match="you requested CR-1"):
+            await shop.changes.approve(number=1, actor=same_person)
+
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    assert decision.executed and decision.view.state is RequestState.EXECUTED
+    assert sorted(decision.view.result["changed"], key=int) == sorted(targets, key=int)
+
+    after = {
+        r["id"]: r
+        for r in await rows(
+            shop, f"SELECT * FROM dev_r_worker_queue WHERE id IN ({', '.join(targets)})"
+        )
+    }
+    for old in before:
+        new = after[old["id"]]
+        assert new["status"] == "queued" and new["retry_count"] == 0
+        for cleared in (
+            "failure_reason",
+            "error_message",
+            "next_attempt_at",
+            "server_node",
+            "claimed_at",
+            "started_at",
+        ):
+            assert new[cleared] is None, cleared
+        for kept in (
+            "issue_number",
+            "job_type",
+            "max_retries",
+            "queued_at",
+            "heartbeat_at",
+            "analyst_notes",
+            "server_preference",
+        ):
+            assert new[kept] == old[kept], kept
+    assert (await rows(shop, "SELECT status FROM dev_r_worker_queue WHERE id = :i", i=done))[0][
+        "status"
+    ] == "done"
+    assert await audit_actions(shop) == [
+        ("change.requested", "CR-1"),
+        ("change.approved", "CR-1"),
+        ("change.executed", "CR-1"),
+    ]
+
+    with pytest.raises(Conflict, match="already approved by bob"):
+        await shop.changes.approve(number=1, actor=Actor("dora", "console", "dora"))
+
+
+async def test_a_row_that_moved_on_is_skipped_not_forced(shop: Shop) -> None:
+    targets = await failed_worker_ids(shop, "timeout")
+    await shop.changes.request(
+        kind=ChangeKind.REQUEUE,
+        queue="workers",
+        selector=Selector(ids=tuple(targets)),
+        reason="ssh fixed",
+        actor=ALICE,
+    )
+    moved = targets[0]
+    async with shop.engine.begin() as conn:  # a worker claims it between request and approval
+        await conn.execute(
+            sa.text(
+                "UPDATE dev_r_worker_queue SET status = 'claimed', "
+                "server_node = 'bms-9' WHERE id = :i"
+            ),
+            {"i": int(moved)},
+        )
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    result = decision.view.result
+    assert moved not in result["changed"] and len(result["changed"]) == len(targets) - 1
+    assert result["skipped"] == [[moved, "moved on since the request (was failed)"]]
+    row = (
+        await rows(
+            shop, "SELECT status, server_node FROM dev_r_worker_queue WHERE id = :i", i=int(moved)
+        )
+    )[0]
+    assert row == {"status": "claimed", "server_node": "bms-9"}
+
+
+async def test_expired_request_cannot_be_approved(shop: Shop) -> None:
+    targets = await failed_worker_ids(shop, "spawn_ram")
+    await shop.changes.request(
+        kind=ChangeKind.REQUEUE,
+        queue="workers",
+        selector=Selector(ids=tuple(targets)),
+        reason="ram freed",
+        actor=ALICE,
+    )
+    shop.clock.advance(minutes=31)
+    with pytest.raises(Conflict, match="CR-1 expired at 03:30 UTC"):
+        await shop.changes.approve(number=1, actor=BOB)
+    assert (await shop.changes.get(number=1)).state is RequestState.EXPIRED
+    assert ("change.expired", "CR-1") in await audit_actions(shop)
+    statuses = await rows(
+        shop, f"SELECT status FROM dev_r_worker_queue WHERE id IN ({', '.join(targets)})"
+    )
+    assert {r["status"] for r in statuses} == {"failed"}
+
+
+async def test_redrive_follows_seed_003_step_4(shop: Shop) -> None:
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(error_like="ffmpeg"))
+    ids = tuple(r.id for r in dead.rows[:5])
+    message_ids = {r.id: r.message_id for r in dead.rows[:5]}
+    view = await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=ids),
+        reason="OOM fix deployed",
+        actor=ALICE,
+        incident="INC-7",
+        evidence="https://deploys.example/123",
+    )
+    assert view.by_signature == [
+        ("ffmpeg exited with code <n> while transcoding segment <n> of asset <uuid>", 5)
+    ]
+    shop.clock.advance(minutes=2)
+    await shop.changes.approve(number=1, actor=BOB)
+    for job_id in ids:
+        d = await shop.reads.show_job(queue="clips", job_id=job_id)
+        assert d.status == "QUEUED / PENDING"
+        assert d.row["attempt_count"] == 0 and d.row["progress_percent"] == 0
+        assert d.row["finished_at"] is None and d.row["error_message"] is None
+        message = d.sections[0].rows[0]
+        assert message["id"] == message_ids[job_id]
+        assert message["attempt_count"] == 0 and message["available_at"] == shop.clock.now
+        assert message["claimed_at"] is None and message["last_error"] is None
+        redrives = [e for e in d.events if e.event_type == "REDRIVE_REQUESTED"]
+        assert len(redrives) == 1
+        assert redrives[0].message.startswith(
+            "queuebot CR-1: OOM fix deployed (requested by alice, approved by bob)"
+        )
+    executed = (
+        await rows(
+            shop,
+            "SELECT incident, evidence, details FROM qb_audit_events "
+            "WHERE action = 'change.executed'",
+        )
+    )[0]
+    assert executed["incident"] == "INC-7"
+    assert executed["evidence"] == "https://deploys.example/123"
+
+
+async def test_redrive_refuses_cancelled_and_live_jobs(shop: Shop) -> None:
+    cancelled = (
+        await rows(shop, "SELECT id FROM clip_jobs WHERE status = 'CANCELLED' ORDER BY id LIMIT 1")
+    )[0]["id"]
+    pending = (
+        await rows(
+            shop,
+            "SELECT job_id FROM queue_messages WHERE status = 'PENDING' ORDER BY job_id LIMIT 1",
+        )
+    )[0]["job_id"]
+    with pytest.raises(PreconditionFailed, match="cancelled on purpose") as refused:
+        await shop.changes.request(
+            kind=ChangeKind.REDRIVE,
+            queue="clips",
+            selector=Selector(ids=(str(cancelled), str(pending))),
+            reason="try again",
+            actor=ALICE,
+        )
+    assert "QUEUED/PENDING: not dead-lettered" in refused.value.message
+    assert await audit_actions(shop) == []
+
+
+async def test_failure_between_update_and_audit_leaves_neither(
+    shop: Shop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=3))
+    ids = tuple(r.id for r in dead.rows)
+    await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=ids),
+        reason="fixed",
+        actor=ALICE,
+    )
+    real_append = audit.append
+
+    async def failing_append(conn: Any, **kwargs: Any) -> int:
+        if kwargs["action"] == "change.executed":
+            raise RuntimeError("injected: the database went away")
+        return await real_append(conn, **kwargs)
+
+    monkeypatch.setattr(audit, "append", failing_append)
+    with pytest.raises(RuntimeError, match="injected"):
+        await shop.changes.approve(number=1, actor=BOB)
+    monkeypatch.undo()
+
+    for job_id in ids:  # the queue update was rolled back with the missing audit event
+        d = await shop.reads.show_job(queue="clips", job_id=job_id)
+        assert d.status == "FAILED / DLQ"
+        assert not [e for e in d.events if e.event_type == "REDRIVE_REQUESTED"]
+    assert (await shop.changes.get(number=1)).state is RequestState.PENDING
+    assert await audit_actions(shop) == [("change.requested", "CR-1")]
+    async with shop.engine.connect() as conn:
+        assert (await audit.verify(conn)).ok
+    # and it can still be approved for real afterwards
+    assert (await shop.changes.approve(number=1, actor=BOB)).executed
+
+
+async def test_quorum_for_large_changes(shop: Shop) -> None:
+    changes = shop.with_approval(ApprovalConfig(large_change_rows=2, large_change_approvals=2))
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=3))
+    await changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=tuple(r.id for r in dead.rows)),
+        reason="fixed",
+        actor=ALICE,
+    )
+    first = await changes.approve(number=1, actor=BOB)
+    assert not first.executed and first.approvals == 1
+    with pytest.raises(Conflict, match="you already approved CR-1; it needs 1 more"):
+        await changes.approve(number=1, actor=Actor("bob", "discord", "100000000000000002"))
+    second = await changes.approve(number=1, actor=Actor("dora", "console", "dora"))
+    assert second.executed and second.view.approvals == ["bob", "dora"]
+
+
+async def test_cancel_duplicates_and_failure_reason_per_seed_002(shop: Shop) -> None:
+    view = await shop.changes.request(
+        kind=ChangeKind.CANCEL,
+        queue="workers",
+        selector=Selector(duplicates=True),
+        reason="network hiccup",
+        actor=ALICE,
+    )
+    assert view.eligible == 5  # 3 surplus rows of issues queued twice + 2 beside done rows
+    await shop.changes.approve(number=1, actor=BOB)
+    left = await rows(
+        shop,
+        "SELECT issue_number, count(*) AS n FROM dev_r_worker_queue "
+        "WHERE status = 'queued' AND issue_number IN "
+        "(2100, 2101, 2102, 1000, 1001) GROUP BY issue_number "
+        "ORDER BY issue_number",
+    )
+    assert [(r["issue_number"], r["n"]) for r in left] == [(2100, 1), (2101, 1), (2102, 1)]
+    cancelled = await rows(
+        shop,
+        "SELECT DISTINCT failure_reason, error_message FROM "
+        "dev_r_worker_queue WHERE status = 'cancelled' AND "
+        "issue_number IN (2100, 1000)",
+    )
+    assert cancelled == [
+        {"failure_reason": "other", "error_message": "manually cancelled: duplicate queued row"}
+    ]
+
+    await shop.changes.request(
+        kind=ChangeKind.CANCEL,
+        queue="workers",
+        selector=Selector(failure_reason="mutex_collision"),
+        reason="pre-#2091 orphans",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=2, actor=BOB)
+    orphans = await rows(
+        shop,
+        "SELECT status, failure_reason FROM dev_r_worker_queue WHERE issue_number IN (4500, 4501)",
+    )
+    assert orphans == [{"status": "cancelled", "failure_reason": "mutex_collision"}] * 2
+
+
+async def test_reject_and_withdraw(shop: Shop) -> None:
+    targets = await failed_worker_ids(shop, "spawn_oom")
+    for _ in range(2):
+        await shop.changes.request(
+            kind=ChangeKind.REQUEUE,
+            queue="workers",
+            selector=Selector(ids=tuple(targets)),
+            reason="reroute",
+            actor=ALICE,
+        )
+    dora = Actor("dora", "console", "dora")
+    with pytest.raises(PermissionDenied, match="only an approver or the requester"):
+        await shop.changes.reject(number=1, actor=dora, reason=None, may_reject_others=False)
+    rejected = await shop.changes.reject(
+        number=1, actor=BOB, reason="wrong node", may_reject_others=True
+    )
+    assert rejected.state is RequestState.REJECTED and rejected.rejected_by == "bob"
+    withdrawn = await shop.changes.reject(
+        number=2, actor=ALICE, reason=None, may_reject_others=False
+    )
+    assert withdrawn.state is RequestState.REJECTED
+    with pytest.raises(Conflict, match="rejected by bob"):
+        await shop.changes.approve(number=1, actor=BOB)
+    assert await shop.changes.pending() == []

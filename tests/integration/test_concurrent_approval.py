@@ -1,0 +1,108 @@
+"""50 approvals of one request at once, from 5 processes and 5 approvers, on PostgreSQL:
+exactly one execution, one set of job events, and a clear answer for every other click."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from services.audit import Actor
+from services.audit import verify as verify_audit
+from services.changes.model import ChangeKind, Selector
+from services.changes.requests import ChangeRequests
+from services.config import ApprovalConfig, default_queues
+from services.db import create_engine
+from services.estate.demo import build_demo_estate
+from services.estate.estate import Estate
+from services.estate.model import DeadFilter
+from services.migrate import upgrade
+from services.queue_reads import QueueReads
+
+APPROVERS = ["bob", "carol", "dave", "erin", "frank"]
+SCRIPT = Path(__file__).with_name("approver_process.py")
+
+
+@pytest.mark.postgres
+def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
+    async def prepare() -> list[str]:
+        engine = create_engine(pg_url)
+        await upgrade(engine)
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=datetime.now(UTC))
+        estate = Estate(engine=engine, queues=default_queues())
+        dead = await QueueReads(estate).list_dead(queue="clips", filters=DeadFilter(limit=30))
+        changes = ChangeRequests(
+            estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=estate.clock
+        )
+        await changes.request(
+            kind=ChangeKind.REDRIVE,
+            queue="clips",
+            selector=Selector(ids=tuple(r.id for r in dead.rows)),
+            reason="transcoder fixed",
+            actor=Actor("alice", "slack", "U0A"),
+        )
+        await engine.dispose()
+        return [r.id for r in dead.rows]
+
+    job_ids = asyncio.run(prepare())
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(SCRIPT), pg_url, "1", *([person] * 10)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for person in APPROVERS
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.extend(json.loads(line) for line in out.splitlines())
+
+    assert len(results) == 50
+    executed = [r for r in results if r["outcome"] == "executed"]
+    assert len(executed) == 1
+    winner = executed[0]["person"]
+    others = [r for r in results if r is not executed[0]]
+    assert {r["outcome"] for r in others} == {"Conflict"}
+    for r in others:
+        assert r["message"].startswith(f"CR-1 was already approved by {winner} at ")
+        assert "30 row(s) changed, 0 skipped. Nothing more was done." in r["message"]
+
+    async def check() -> None:
+        engine = create_engine(pg_url)
+        async with engine.connect() as conn:
+            events = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT aggregate_id, count(*) FROM job_events WHERE event_type = "
+                        "'REDRIVE_REQUESTED' GROUP BY aggregate_id"
+                    )
+                )
+            ).all()
+            assert sorted(str(a) for a, _ in events) == sorted(job_ids)
+            assert {n for _, n in events} == {1}
+            actions = (
+                await conn.execute(
+                    sa.text("SELECT action, count(*) FROM qb_audit_events GROUP BY action")
+                )
+            ).all()
+            assert dict(actions) == {
+                "change.requested": 1,
+                "change.approved": 1,
+                "change.executed": 1,
+            }
+            approvals = (await conn.execute(sa.text("SELECT person FROM qb_approvals"))).all()
+            assert [a for (a,) in approvals] == [winner]
+            assert (await verify_audit(conn)).ok
+        await engine.dispose()
+
+    asyncio.run(check())
