@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.message import Actions, Block, Fields, Heading, Message, Table, Text
 
-MAX_CELL = 100
+MAX_CELL = 160
 
 
 def render_message(message: Message) -> str:

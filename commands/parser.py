@@ -33,10 +33,10 @@ _SMART_QUOTES = str.maketrans(
         "\u00bb": '"',
     }
 )
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
-_REQUEST = re.compile(r"^(?:CR-?)?([0-9]{1,12})$", re.IGNORECASE)
-_DURATION = re.compile(r"^(?:[0-9]{1,6}[smhdw])+$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}\Z")
+_REQUEST = re.compile(r"^(?:CR-?)?([0-9]{1,12})\Z", re.IGNORECASE)
+_DURATION = re.compile(r"^(?:[0-9]{1,6}[smhdw])+\Z")
 _DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_DURATION = timedelta(days=366)
@@ -45,8 +45,8 @@ MAX_DURATION = timedelta(days=366)
 def parse_line(line: str) -> Command:
     """Parse a whole line such as ``/queue dlq --limit 5`` (the leading slash is optional)."""
     _check_length(line)
-    stripped = line.strip()
-    head, _, rest = stripped.partition(" ")
+    head, *tail = line.split(maxsplit=1) or [""]
+    rest = tail[0] if tail else ""
     group = head.removeprefix("/").lower()
     if group not in GROUPS:
         shown = head if len(head) <= 40 else head[:40] + "..."
@@ -62,7 +62,7 @@ def parse(group: str, text: str) -> Command:
     """Parse the text after ``/<group>`` (what Slack sends as ``text``)."""
     _check_length(text)
     tokens = _tokenize(text, usage=f"/{group} help")
-    if not tokens:
+    if not tokens or tokens[0] in ("--help", "-h"):
         return Help()
     name = tokens[0].lower()
     spec = find_spec(group, name)

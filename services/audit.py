@@ -17,7 +17,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.jsonable import digest, jsonable
+from services.jsonable import digest
 from services.models import AuditEvent, AuditHead
 
 GENESIS = "0" * 64
@@ -39,28 +39,25 @@ class Actor:
         return cls(person=None, platform="queuebot", account=what)
 
 
-def _payload(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        k: jsonable(row[k])
-        for k in (
-            "occurred_at",
-            "action",
-            "actor_person",
-            "actor_platform",
-            "actor_account",
-            "subject",
-            "queue",
-            "incident",
-            "reason",
-            "evidence",
-            "details",
-            "prev_hash",
-        )
-    }
+_HASHED = (
+    "occurred_at",
+    "action",
+    "actor_person",
+    "actor_platform",
+    "actor_account",
+    "subject",
+    "queue",
+    "incident",
+    "reason",
+    "evidence",
+    "details",
+    "prev_hash",
+)
 
 
 def event_hash(row: Mapping[str, Any]) -> str:
-    return digest(_payload(row))
+    """SHA-256 over the event's canonical JSON, which includes the previous event's hash."""
+    return digest({k: row[k] for k in _HASHED})
 
 
 async def lock_chain(conn: AsyncConnection) -> None:
@@ -99,7 +96,7 @@ async def append(
         "incident": incident,
         "reason": reason,
         "evidence": evidence,
-        "details": jsonable(dict(details or {})),
+        "details": dict(details or {}),  # stored and hashed through the same JSON encoder
         "prev_hash": prev,
     }
     row["hash"] = event_hash(row)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,7 +26,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from services.errors import ConfigError
 from services.identifiers import validate_identifier
@@ -36,11 +37,12 @@ ProfileName = Literal["worker_queue", "message_job"]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./queuebot.db"
 DEFAULT_CONFIG_PATH = Path("queuebot.toml")
+_EXPLICIT_ENVIRON: ContextVar[bool] = ContextVar("queuebot_explicit_environ", default=False)
 
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}$")
-_SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}$")
-_SNOWFLAKE = re.compile(r"^[0-9]{15,21}$")
-_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}\Z")
+_SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}\Z")
+_SNOWFLAKE = re.compile(r"^[0-9]{15,21}\Z")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -91,7 +93,7 @@ class QueueConfig(_Strict):
     @classmethod
     def _column_keys(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
-            if not re.match(r"^[a-z_]+\.[a-z_]+$", key):
+            if not re.match(r"^[a-z_]+\.[a-z_]+\Z", key):
                 raise ValueError(f"column override key {key!r} must look like 'role.column'")
         return value
 
@@ -189,6 +191,21 @@ class EnvSettings(BaseSettings):
     )
     alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # An explicit mapping (tests, the demo) is the whole environment: nothing from
+        # the process leaks in. Otherwise the process environment, and no .env files.
+        if _EXPLICIT_ENVIRON.get():
+            return (init_settings,)
+        return (init_settings, env_settings)
+
     @field_validator("slack_api_base_url", "discord_api_base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
@@ -251,7 +268,14 @@ def load_config(
     try:
         # pydantic-settings reads the process environment; an explicit mapping (tests, the
         # demo) is validated on its own so nothing leaks in from the process.
-        env = EnvSettings() if environ is None else EnvSettings.model_validate(dict(environ))
+        if environ is None:
+            env = EnvSettings()
+        else:
+            token = _EXPLICIT_ENVIRON.set(True)
+            try:
+                env = EnvSettings(**dict(environ))  # type: ignore[arg-type]
+            finally:
+                _EXPLICIT_ENVIRON.reset(token)
     except ValidationError as exc:
         raise ConfigError(_format_errors("environment", exc)) from exc
 

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from services.errors import ConfigError
 from services.estate.signature import error_signature
+from services.jsonable import dumps, loads
 
 _DRIVERS = {
     "postgresql": "postgresql+psycopg",
@@ -63,11 +64,16 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
     parsed = normalise_url(url)
     if parsed.drivername.startswith("sqlite"):
-        engine = create_async_engine(parsed)
+        engine = create_async_engine(parsed, json_serializer=dumps, json_deserializer=loads)
         event.listen(engine.sync_engine, "connect", _sqlite_connect)
         return engine
     return create_async_engine(
-        parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+        parsed,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        json_serializer=dumps,
+        json_deserializer=loads,
     )
 
 

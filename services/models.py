@@ -71,7 +71,8 @@ class ChangeRequest(Base):
     selector: Mapped[dict[str, Any]]
     targets: Mapped[dict[str, Any]]
     ineligible: Mapped[dict[str, Any]]
-    snapshot_hash: Mapped[str] = mapped_column(sa.String(64))
+    snapshot_hash: Mapped[str] = mapped_column(sa.String(64))  # full rows: in the audit event
+    preview: Mapped[dict[str, Any]]  # counts by failure signature, for replies
     eligible_count: Mapped[int] = mapped_column(sa.Integer)
     approvals_required: Mapped[int] = mapped_column(sa.Integer)
     decided_at: Mapped[datetime | None]

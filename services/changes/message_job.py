@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.changes.model import (
+    CHUNK,
     Applied,
     ChangeKind,
     Frozen,
@@ -20,11 +22,51 @@ from services.changes.model import (
 )
 from services.errors import UsageError
 from services.estate.message_job import MessageJobProfile
-from services.estate.profile import BoundTable, plain, row_dict
+from services.estate.profile import BoundTable, plain
 from services.estate.signature import display_signature, error_signature
 
 REDRIVE_EVENT = "REDRIVE_REQUESTED"
 CANCEL_EVENT = "CANCELLED"
+
+
+_JOB = "job__"
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One message row and its job's row, as found when freezing."""
+
+    message_id: str
+    job_id: str
+    status: str
+    job_status: str
+    last_error: str | None
+    message: dict[str, Any]
+    job: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: Any, names: tuple[str, str, str, str, str]) -> _Found:
+        msg_id, job_id, status, last_error, job_status = names
+        message = {k: v for k, v in row.items() if not k.startswith(_JOB)}
+        job = {k[len(_JOB) :]: v for k, v in row.items() if k.startswith(_JOB)}
+        return cls(
+            str(row[msg_id]),
+            str(row[job_id]),
+            str(row[status]),
+            str(row[job_status]),
+            row[last_error],
+            message,
+            job,
+        )
+
+    def target(self) -> Target:
+        return Target(
+            id=self.job_id,
+            key={"job_id": self.job_id, "message_id": self.message_id},
+            state="DLQ/FAILED",
+            signature=display_signature(error_signature(self.last_error)),
+            row={"message": self.message, "job": self.job},
+        )
 
 
 class MessageJobChanges:
@@ -46,77 +88,75 @@ class MessageJobChanges:
             )
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
-        job_keys = {raw: self.profile.coerce_id(j.c("id"), raw) for raw in selector.ids}
-        msg_keys = {raw: self.profile.coerce_id(m.c("id"), raw) for raw in selector.ids}
-        joined = m.table.join(j.table, j.c("id") == m.c("job_id"))
-        by_job: dict[str, list[sa.Row[Any]]] = {}
-        by_msg: dict[str, sa.Row[Any]] = {}
-        for part in chunks(list(selector.ids)):
-            found = await conn.execute(
-                sa.select(m.table, j.c("status").label("qb_job_status"))
-                .select_from(joined)
-                .where(
-                    sa.or_(
-                        m.c("job_id").in_([job_keys[r] for r in part]),
-                        m.c("id").in_([msg_keys[r] for r in part]),
-                    )
-                )
-            )
-            for r in found.all():
-                by_job.setdefault(str(plain(r._mapping[m.c("job_id").name])), []).append(r)
-                by_msg[str(plain(r._mapping[m.c("id").name]))] = r
-        jobs = await self._jobs(
-            conn, j, [rows[0]._mapping[m.c("job_id").name] for rows in by_job.values()]
-        )
+        job_keys = [self.profile.coerce_id(j.c("id"), raw) for raw in selector.ids]
+        msg_keys = [self.profile.coerce_id(m.c("id"), raw) for raw in selector.ids]
+        found = await self._lookup(conn, m, j, job_keys, msg_keys)
+        by_job: dict[str, list[_Found]] = {}
+        by_msg: dict[str, _Found] = {}
+        for f in found:
+            by_job.setdefault(f.job_id, []).append(f)
+            by_msg[f.message_id] = f
         targets: list[Target] = []
         ineligible: list[Ineligible] = []
         seen: set[str] = set()
-        for raw in selector.ids:
+        for raw, job_key, msg_key in zip(selector.ids, job_keys, msg_keys, strict=True):
             # an id names a job, or else one of its messages
-            candidates = by_job.get(str(plain(job_keys[raw])))
-            if candidates is None and str(plain(msg_keys[raw])) in by_msg:
-                message = by_msg[str(plain(msg_keys[raw]))]
-                candidates = [message]
+            as_msg = str(plain(msg_key))
+            candidates = by_job.get(str(plain(job_key))) or (
+                [by_msg[as_msg]] if as_msg in by_msg else []
+            )
             if not candidates:
                 ineligible.append(Ineligible(raw, "not found (no job or message with that id)"))
                 continue
-            job_id = str(plain(candidates[0]._mapping[m.c("job_id").name]))
+            job_id = candidates[0].job_id
             if job_id in seen:
                 continue
             seen.add(job_id)
-            job_status = str(candidates[0]._mapping["qb_job_status"])
-            dead = [c for c in candidates if c._mapping[m.c("status").name] == "DLQ"]
+            job_status = candidates[0].job_status
+            dead = [c for c in candidates if c.status == "DLQ"]
             if job_status == "CANCELLED":
                 ineligible.append(Ineligible(job_id, "CANCELLED: cancelled on purpose"))
             elif not dead:
-                states = "/".join(sorted({str(c._mapping[m.c("status").name]) for c in candidates}))
+                states = "/".join(sorted({c.status for c in candidates}))
                 ineligible.append(Ineligible(job_id, f"{job_status}/{states}: not dead-lettered"))
             elif job_status != "FAILED":
                 ineligible.append(Ineligible(job_id, f"{job_status}: job is not FAILED"))
             else:
-                targets.extend(self._target(m, d, jobs[job_id]) for d in dead)
+                targets.extend(d.target() for d in dead)
         return Frozen(targets, ineligible)
 
-    async def _jobs(
-        self, conn: AsyncConnection, j: BoundTable, keys: list[Any]
-    ) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for part in chunks(keys):
-            for r in (await conn.execute(sa.select(j.table).where(j.c("id").in_(part)))).all():
-                out[str(plain(r._mapping[j.c("id").name]))] = row_dict(r)
-        return out
-
-    def _target(self, m: BoundTable, msg: sa.Row[Any], job: dict[str, Any]) -> Target:
-        mm = msg._mapping
-        message = {k: v for k, v in row_dict(msg).items() if k != "qb_job_status"}
-        job_id, msg_id = plain(mm[m.c("job_id").name]), plain(mm[m.c("id").name])
-        return Target(
-            id=str(job_id),
-            key={"job_id": job_id, "message_id": msg_id},
-            state="DLQ/FAILED",
-            signature=display_signature(error_signature(mm[m.c("last_error").name])),
-            row={"message": message, "job": job},
+    async def _lookup(
+        self,
+        conn: AsyncConnection,
+        m: BoundTable,
+        j: BoundTable,
+        job_keys: list[Any],
+        keys: list[Any],
+    ) -> list[_Found]:
+        """Every message whose id, or whose job's id, is named, with its job's row."""
+        job_cols = [c.label(f"{_JOB}{c.name}") for c in j.table.c]
+        names = (
+            m.c("id").name,
+            m.c("job_id").name,
+            m.c("status").name,
+            m.c("last_error").name,
+            f"{_JOB}{j.c('status').name}",
         )
+        out: list[_Found] = []
+        step = 50_000 if m.dialect == "postgresql" else CHUNK
+        for start in range(0, len(keys), step):
+            rows = await conn.execute(
+                sa.select(m.table, *job_cols)
+                .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+                .where(
+                    sa.or_(
+                        m.isin("job_id", job_keys[start : start + step]),
+                        m.isin("id", keys[start : start + step]),
+                    )
+                )
+            )
+            out.extend(_Found.of(r._mapping, names) for r in rows.all())
+        return out
 
     async def apply(
         self,
@@ -138,21 +178,19 @@ class MessageJobChanges:
                 await conn.execute(
                     sa.select(m.table, *[c.label(f"job__{c.name}") for c in j.table.c])
                     .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
-                    .where(
-                        m.c("id").in_(msg_ids), m.c("status") == "DLQ", j.c("status") == "FAILED"
-                    )
+                    .where(m.isin("id", msg_ids), m.c("status") == "DLQ", j.c("status") == "FAILED")
                     .with_for_update()
                 )
             ).all()
             if not still:
                 continue
-            before.extend(row_dict(r) for r in still)
+            before.extend(dict(r._mapping) for r in still)
             ok_msgs = [r._mapping[m.c("id").name] for r in still]
             ok_jobs = list({r._mapping[m.c("job_id").name] for r in still})
             if kind is ChangeKind.REDRIVE:  # seed 003 step 4, for the whole chunk at once
                 await conn.execute(
                     m.table.update()
-                    .where(m.c("id").in_(ok_msgs), m.c("status") == "DLQ")
+                    .where(m.isin("id", ok_msgs), m.c("status") == "DLQ")
                     .values(
                         {
                             m.c("status").name: "PENDING",
@@ -165,7 +203,7 @@ class MessageJobChanges:
                 )
                 await conn.execute(
                     j.table.update()
-                    .where(j.c("id").in_(ok_jobs), j.c("status") == "FAILED")
+                    .where(j.isin("id", ok_jobs), j.c("status") == "FAILED")
                     .values(
                         {
                             j.c("status").name: "QUEUED",
@@ -179,7 +217,7 @@ class MessageJobChanges:
             else:  # cancel a dead-lettered job on purpose: it is never redriven
                 await conn.execute(
                     j.table.update()
-                    .where(j.c("id").in_(ok_jobs), j.c("status") == "FAILED")
+                    .where(j.isin("id", ok_jobs), j.c("status") == "FAILED")
                     .values({j.c("status").name: "CANCELLED"})
                 )
             event_type = REDRIVE_EVENT if kind is ChangeKind.REDRIVE else CANCEL_EVENT

@@ -105,7 +105,10 @@ class ChangeRequests:
             frozen = await ops.freeze(conn, kind=kind, selector=selector)
             if not frozen.targets:
                 raise PreconditionFailed(_nothing_to_do(kind, selector, frozen.ineligible))
-            targets = [_target_json(t) for t in frozen.targets]
+            # The full snapshot (every column of every row) is hashed and kept in the
+            # hash-chained audit event; the request keeps what execution needs.
+            snapshot = [_target_json(t) for t in frozen.targets]
+            targets = [{k: v for k, v in t.items() if k != "row"} for t in snapshot]
             count = len(targets)
             required = (
                 self.approval.large_change_approvals
@@ -134,7 +137,8 @@ class ChangeRequests:
                 ),
                 "targets": {"items": targets},
                 "ineligible": {"items": [[i.id, i.why] for i in frozen.ineligible]},
-                "snapshot_hash": digest(targets),
+                "snapshot_hash": digest(snapshot),
+                "preview": {"by_signature": Counter(t["signature"] for t in targets).most_common()},
                 "eligible_count": count,
                 "approvals_required": required,
                 "origin": jsonable(origin or {}),
@@ -156,7 +160,7 @@ class ChangeRequests:
                     "kind": kind.value,
                     "selector": values["selector"],
                     "job_ids": [t["id"] for t in targets],
-                    "keys": [t["key"] for t in targets],
+                    "snapshot": snapshot,
                     "ineligible": values["ineligible"]["items"],
                     "snapshot_hash": values["snapshot_hash"],
                     "approvals_required": required,
@@ -246,11 +250,6 @@ class ChangeRequests:
         if moved.rowcount != 1:  # cannot happen while we hold the row lock; refuse loudly
             raise Conflict(f"CR-{number} changed state while being approved; nothing was done")
         items = cr["targets"]["items"]
-        if digest(items) != cr["snapshot_hash"]:
-            raise PreconditionFailed(
-                f"CR-{number}'s frozen snapshot does not match its hash; "
-                "it was altered after it was requested. Nothing was done."
-            )
         profile = self.estate.profile(cr["queue"])
         note = (
             f"queuebot CR-{number}: {cr['reason']} (requested by {cr['requester_person']},"
@@ -271,6 +270,7 @@ class ChangeRequests:
             "approvers": approvers,
         }
         await conn.execute(_cr.update().where(_cr.c.id == number).values(result=result))
+        changed = set(applied.changed)
         await audit.append(
             conn,
             action="change.executed",
@@ -287,9 +287,9 @@ class ChangeRequests:
                 "approvers": approvers,
                 "changed": applied.changed,
                 "message_ids": [
-                    i["key"].get("message_id")
+                    i["key"]["message_id"]
                     for i in items
-                    if i["id"] in set(applied.changed) and "message_id" in i["key"]
+                    if i["id"] in changed and "message_id" in i["key"]
                 ],
                 "skipped": result["skipped"],
                 "job_events": applied.job_events,
@@ -442,11 +442,12 @@ class ChangeRequests:
         return f"CR-{number} expired at {_hm(cr['expires_at'])}; request it again if needed."
 
     async def _view(self, conn: AsyncConnection, number: int) -> ChangeView:
-        cr = (await conn.execute(sa.select(_cr).where(_cr.c.id == number))).mappings().first()
+        columns = [c for c in _cr.c if c.name != "targets"]  # ten thousand keys, not needed
+        cr = (await conn.execute(sa.select(*columns).where(_cr.c.id == number))).mappings().first()
         if cr is None:
             raise NotFound(f"no change request CR-{number}; see /queue pending")
         approvals = await self._approvers(conn, number)
-        signatures = Counter(i["signature"] for i in cr["targets"]["items"])
+        signatures = [(str(sig), int(n)) for sig, n in cr["preview"]["by_signature"]]
         result = cr["result"]
         return ChangeView(
             number=int(cr["id"]),
@@ -465,7 +466,7 @@ class ChangeRequests:
                 failure_reason=cr["selector"].get("failure_reason"),
             ).describe(),
             eligible=int(cr["eligible_count"]),
-            by_signature=signatures.most_common(),
+            by_signature=signatures,
             ineligible=[Ineligible(i, w) for i, w in cr["ineligible"]["items"]],
             approvals_required=int(cr["approvals_required"]),
             approvals=approvals,
@@ -475,10 +476,7 @@ class ChangeRequests:
 
 
 def _target_json(t: Target) -> dict[str, Any]:
-    out: dict[str, Any] = jsonable(
-        {"id": t.id, "key": t.key, "state": t.state, "signature": t.signature, "row": t.row}
-    )
-    return out
+    return {"id": t.id, "key": t.key, "state": t.state, "signature": t.signature, "row": t.row}
 
 
 def _target_from(item: dict[str, Any]) -> Target:
@@ -487,7 +485,7 @@ def _target_from(item: dict[str, Any]) -> Target:
         key=item["key"],
         state=item["state"],
         signature=item["signature"],
-        row=item["row"],
+        row={},
     )
 
 

@@ -19,7 +19,7 @@ from services.changes.model import (
     chunks,
 )
 from services.errors import UsageError
-from services.estate.profile import BoundTable, plain, row_dict
+from services.estate.profile import BoundTable, plain
 from services.estate.signature import display_signature, error_signature
 from services.estate.worker_queue import ACTIVE, FAILURE_REASONS, WorkerQueueProfile
 
@@ -69,7 +69,7 @@ class WorkerQueueChanges:
         keys = {raw: self.profile.coerce_id(q.c("id"), raw) for raw in selector.ids}
         found: dict[Any, sa.Row[Any]] = {}
         for part in chunks(list(keys.values())):
-            for r in (await conn.execute(sa.select(q.table).where(q.c("id").in_(part)))).all():
+            for r in (await conn.execute(sa.select(q.table).where(q.isin("id", part)))).all():
                 found[r._mapping[q.c("id").name]] = r
         allowed = CANCEL_STATES if kind is ChangeKind.CANCEL else RESET_STATES
         targets: list[Target] = []
@@ -129,7 +129,7 @@ class WorkerQueueChanges:
             key={"id": key},
             state=status,
             signature=f"{label}: {sig}" if status != "queued" else "duplicate queued",
-            row=row_dict(row),
+            row=dict(row._mapping),
         )
 
     async def apply(
@@ -173,9 +173,9 @@ class WorkerQueueChanges:
                     else f"manually cancelled: {note}"[:500],
                 }
             for part in chunks([self.profile.coerce_id(q.c("id"), t.id) for t in group]):
-                guard = sa.and_(q.c("id").in_(part), q.c("status") == state)
+                guard = sa.and_(q.isin("id", part), q.c("status") == state)
                 rows = await conn.execute(sa.select(q.table).where(guard).with_for_update())
-                before.extend(row_dict(r) for r in rows.all())
+                before.extend(dict(r._mapping) for r in rows.all())
                 done = await conn.execute(
                     q.table.update().where(guard).values(**values, **extra).returning(q.c("id"))
                 )

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,7 +34,7 @@ from services.estate.model import (
     Triage,
 )
 
-_INT_ID = re.compile(r"^-?[0-9]{1,18}$")
+_INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,21 @@ IndexPlan = tuple[str, str, tuple[str, ...], tuple[str, tuple[str, ...]] | None,
 class BoundTable:
     """A reflected table with the profile's logical column names resolved."""
 
-    def __init__(self, table: sa.Table, names: Mapping[str, str]) -> None:
+    def __init__(self, table: sa.Table, names: Mapping[str, str], dialect: str) -> None:
         self.table = table
         self._names = dict(names)
+        self.dialect = dialect
 
     def c(self, logical: str) -> sa.Column[Any]:
         return self.table.c[self._names[logical]]
+
+    def isin(self, logical: str, values: Sequence[Any]) -> sa.ColumnElement[bool]:
+        """``column IN (values)``; on PostgreSQL ``column = ANY(array)``: one parameter
+        however many values, so ten thousand ids cost one bind, not ten thousand."""
+        column = self.c(logical)
+        if self.dialect == "postgresql":
+            return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
+        return column.in_(values)
 
     @property
     def name(self) -> str:
@@ -168,7 +178,7 @@ class QueueProfile(ABC):
                     f"{', '.join(missing)}; rename them with [queue.columns] "
                     f'"{spec.role}.<column>" = "<actual name>"'
                 )
-            bound[spec.role] = BoundTable(table, names)
+            bound[spec.role] = BoundTable(table, names, conn.dialect.name)
         return bound
 
     def index_plan(self) -> list[IndexPlan]:

@@ -32,7 +32,7 @@ def error_signature(text: str | None) -> str | None:
         return None
     for pattern, replacement in _COMPILED:
         text = pattern.sub(replacement, text)
-    return text.strip(" ")[:SIGNATURE_LENGTH]
+    return text.strip(" ")[:SIGNATURE_LENGTH].rstrip(" ")
 
 
 def signature_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
@@ -42,7 +42,7 @@ def signature_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str
     expr: ColumnElement[str] = column
     for pattern, replacement in RULES:
         expr = func.regexp_replace(expr, pattern, replacement, "g")
-    return func.left(func.btrim(expr, " "), SIGNATURE_LENGTH)
+    return func.rtrim(func.left(func.btrim(expr, " "), SIGNATURE_LENGTH), " ")
 
 
 def display_signature(signature: str | None) -> str:

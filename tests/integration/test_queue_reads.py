@@ -286,6 +286,7 @@ SAMPLES = [
     "p24-web exit=1 after 120s on bms-4",
     "   leading and trailing   ",
     "x" * 300,
+    "a" * 119 + " b",
     "",
 ]
 

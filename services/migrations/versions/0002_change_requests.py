@@ -60,6 +60,7 @@ def upgrade() -> None:
         sa.Column("targets", sa.JSON(), nullable=False),
         sa.Column("ineligible", sa.JSON(), nullable=False),
         sa.Column("snapshot_hash", sa.String(64), nullable=False),
+        sa.Column("preview", sa.JSON(), nullable=False),
         sa.Column("eligible_count", sa.Integer(), nullable=False),
         sa.Column("approvals_required", sa.Integer(), nullable=False),
         sa.Column("decided_at", TS),

@@ -1,0 +1,488 @@
+"""Configuration (services/config.py): a bad file is refused naming the file, the key, the
+value and what was expected; secrets never show; the defaults give the demo estate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.config import (
+    DEFAULT_DATABASE_URL,
+    AccessConfig,
+    Config,
+    FileConfig,
+    load_config,
+    parse_file_config,
+)
+from services.errors import ConfigError
+
+GOOD_TOML = """\
+[queues.clips]
+profile = "message_job"
+
+[queues.workers]
+profile = "worker_queue"
+table = "dev_r_worker_queue"
+stuck_after_minutes = 20
+
+[channels.alerts]
+slack = "C0ALERTS"
+discord = "200000000000000001"
+[channels.operators]
+slack = "C0OPS"
+
+[people.alice]
+slack = "U0ALICE"
+discord = "100000000000000001"
+roles = ["operator", "approver"]
+
+[people.dora]
+slack = "U0DORA"
+roles = ["duty-officer", "operator"]
+
+[roles]
+"operations duty officer" = "duty-officer"
+"service on-call" = "operator"
+
+[approval]
+expiry_minutes = 45
+
+[access]
+unknown_users = "deny"
+
+[runbooks]
+dir = "runbooks"
+"""
+
+
+ENV_VARS = (
+    "QUEUEBOT_CONFIG",
+    "QUEUEBOT_DATABASE_URL",
+    "QUEUEBOT_QUEUE_DATABASE_URL",
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "SLACK_API_BASE_URL",
+    "DISCORD_BOT_TOKEN",
+    "DISCORD_API_BASE_URL",
+    "QUEUEBOT_ALERT_TOKEN",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_config reads ./queuebot.toml when present, and the process environment when
+    given no mapping: run every test in an empty folder with none of its variables."""
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def write(tmp_path: Path, text: str, name: str = "queuebot.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def config_error(tmp_path: Path, text: str) -> tuple[Path, str]:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    return path, str(info.value)
+
+
+# ---------------------------------------------------------------------------------------
+# Good files
+
+
+def test_good_file_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_TOML)
+    config = load_config(path, environ={})
+
+    assert config.source == path
+    assert list(config.queues) == ["clips", "workers"]
+    assert config.queues["clips"].profile == "message_job"
+    workers = config.queues["workers"]
+    assert workers.profile == "worker_queue"
+    assert workers.table == "dev_r_worker_queue"
+    assert workers.stuck_after_minutes == 20
+    assert config.file.channels["alerts"].discord == "200000000000000001"
+    alice = config.file.people["alice"]
+    assert (alice.slack, alice.discord, alice.roles) == (
+        "U0ALICE",
+        "100000000000000001",
+        ["operator", "approver"],
+    )
+    assert config.file.roles["operations duty officer"] == "duty-officer"
+    assert config.file.approval.expiry_minutes == 45
+    assert config.file.access == AccessConfig(unknown_users="deny")
+    assert config.file.runbooks.dir == "runbooks"
+
+
+def test_single_queue_section_is_the_main_queue(tmp_path: Path) -> None:
+    path = write(tmp_path, '[queue]\nprofile = "message_job"\n')
+    config = load_config(path, environ={})
+    assert list(config.queues) == ["main"]
+    assert config.queues["main"].profile == "message_job"
+
+
+def test_queuebot_config_variable_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, '[queue]\nprofile = "worker_queue"\n')
+    config = load_config(environ={"QUEUEBOT_CONFIG": str(path)})
+    assert config.source == path
+    assert config.queues["main"].profile == "worker_queue"
+
+
+def test_explicit_path_wins_over_the_variable(tmp_path: Path) -> None:
+    chosen = write(tmp_path, '[queue]\nprofile = "worker_queue"\n', "chosen.toml")
+    other = write(tmp_path, '[queue]\nprofile = "message_job"\n', "other.toml")
+    config = load_config(chosen, environ={"QUEUEBOT_CONFIG": str(other)})
+    assert config.source == chosen
+    assert config.queues["main"].profile == "worker_queue"
+
+
+def test_queuebot_toml_in_the_working_folder_is_read_when_present() -> None:
+    Path("queuebot.toml").write_text('[queue]\nprofile = "worker_queue"\n', encoding="utf-8")
+    config = load_config(environ={})
+    assert config.source == Path("queuebot.toml")
+    assert config.queues["main"].profile == "worker_queue"
+
+
+def test_default_config_without_a_file() -> None:
+    config = load_config(environ={})
+    assert config.source is None
+    assert {name: q.profile for name, q in config.queues.items()} == {
+        "clips": "message_job",
+        "workers": "worker_queue",
+    }
+    assert list(config.queues) == ["clips", "workers"]  # the first is the default
+    assert config.env.state_url == DEFAULT_DATABASE_URL == "sqlite+aiosqlite:///./queuebot.db"
+    assert config.env.estate_url == DEFAULT_DATABASE_URL
+    assert config.env.slack_api_base_url == "https://slack.com/api/"
+    assert config.env.discord_api_base_url == "https://discord.com/api/v10"
+    assert config.file.access.unknown_users == "read-only"
+    assert config.file.approval.expiry_minutes == 30
+
+
+def test_explicit_environ_ignores_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", "postgresql+psycopg://leak@db/leak")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-leak")
+    config = load_config(environ={})
+    assert config.env.state_url == DEFAULT_DATABASE_URL
+    assert config.env.slack_bot_token is None
+
+
+def test_explicit_environ_wins_over_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", "postgresql+psycopg://process@db/process")
+    config = load_config(environ={"QUEUEBOT_DATABASE_URL": "sqlite+aiosqlite:///given.db"})
+    assert config.env.state_url == "sqlite+aiosqlite:///given.db"
+
+
+def test_queue_database_defaults_to_the_state_database() -> None:
+    config = load_config(environ={"QUEUEBOT_DATABASE_URL": "sqlite+aiosqlite:///state.db"})
+    assert config.env.estate_url == "sqlite+aiosqlite:///state.db"
+    config = load_config(
+        environ={
+            "QUEUEBOT_DATABASE_URL": "sqlite+aiosqlite:///state.db",
+            "QUEUEBOT_QUEUE_DATABASE_URL": "sqlite+aiosqlite:///estate.db",
+        }
+    )
+    assert config.env.state_url == "sqlite+aiosqlite:///state.db"
+    assert config.env.estate_url == "sqlite+aiosqlite:///estate.db"
+
+
+# ---------------------------------------------------------------------------------------
+# Bad files: ConfigError naming file, key path, value and what was expected
+
+
+def test_bad_role(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, '[people.alice]\nroles = ["operator", "admin"]\n')
+    assert message.startswith(f"{path}: ")
+    assert "people.alice.roles.1 = 'admin'" in message
+    assert "'viewer', 'operator', 'approver' or 'duty-officer'" in message
+
+
+def test_bad_role_in_the_roles_table(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, '[roles]\n"on-call" = "boss"\n')
+    assert str(path) in message
+    assert "roles.on-call = 'boss'" in message
+    assert "'duty-officer'" in message
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "value", "expected"),
+    [
+        (
+            '[people.alice]\nslack = "alice"\n',
+            "people.alice.slack",
+            "'alice'",
+            "a Slack user id such as U0ALICE",
+        ),
+        (
+            '[people.alice]\nslack = "C0ALERTS"\n',
+            "people.alice.slack",
+            "'C0ALERTS'",
+            "a Slack user id such as U0ALICE",
+        ),
+        (
+            '[people.alice]\ndiscord = "alice#1234"\n',
+            "people.alice.discord",
+            "'alice#1234'",
+            "a Discord id (15-21 digits)",
+        ),
+        (
+            '[channels.alerts]\nslack = "U0ALICE"\n',
+            "channels.alerts.slack",
+            "'U0ALICE'",
+            "a Slack channel id such as C0ALERTS",
+        ),
+    ],
+)
+def test_bad_chat_ids(tmp_path: Path, toml: str, key: str, value: str, expected: str) -> None:
+    path, message = config_error(tmp_path, toml)
+    assert message == f"{path}: {key} = {value}: expected {expected}"
+
+
+@pytest.mark.parametrize(
+    "toml",
+    [
+        '[people.alice]\nslack = "U0ALICE\\n"\n',
+        '[queue]\nprofile = "worker_queue"\ntable = "jobs\\n"\n',
+    ],
+    ids=["slack-id", "sql-identifier"],
+)
+def test_values_with_a_trailing_newline_are_refused(tmp_path: Path, toml: str) -> None:
+    config_error(tmp_path, toml)
+
+
+def test_unsafe_table_name(tmp_path: Path) -> None:
+    path, message = config_error(
+        tmp_path, '[queue]\nprofile = "worker_queue"\ntable = "jobs; drop table x"\n'
+    )
+    assert message.startswith(f"{path}: queue.table = 'jobs; drop table x': expected a SQL")
+
+
+def test_unknown_key(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, "[approval]\nexpiry = 30\n")
+    assert message == f"{path}: approval.expiry = 30: unknown key"
+
+
+def test_unknown_section(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, "[alerts]\nroute = 1\n")
+    assert message == f"{path}: alerts: unknown key"
+
+
+def test_bad_profile(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, '[queue]\nprofile = "redis"\n')
+    assert (
+        message
+        == f"{path}: queue.profile = 'redis': Input should be 'worker_queue' or 'message_job'"
+    )
+
+
+def test_number_out_of_range(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, "[approval]\nexpiry_minutes = 0\n")
+    assert (
+        message
+        == f"{path}: approval.expiry_minutes = 0: Input should be greater than or equal to 1"
+    )
+
+
+def test_queue_and_queues_together(tmp_path: Path) -> None:
+    path, message = config_error(
+        tmp_path, '[queue]\nprofile = "worker_queue"\n[queues.x]\nprofile = "message_job"\n'
+    )
+    assert str(path) in message
+    assert "use either [queue] or [queues.NAME], not both" in message
+
+
+def test_duplicate_slack_account_across_two_people(tmp_path: Path) -> None:
+    path, message = config_error(
+        tmp_path, '[people.alice]\nslack = "U0ALICE"\n[people.bob]\nslack = "U0ALICE"\n'
+    )
+    assert str(path) in message
+    assert "people.bob.slack = 'U0ALICE' is already people.alice.slack" in message
+    assert "one account belongs to one person" in message
+
+
+def test_duplicate_discord_account_across_two_people(tmp_path: Path) -> None:
+    _, message = config_error(
+        tmp_path,
+        '[people.alice]\ndiscord = "100000000000000001"\n'
+        '[people.bob]\ndiscord = "100000000000000001"\n',
+    )
+    assert "people.bob.discord = '100000000000000001' is already people.alice.discord" in message
+
+
+def test_same_id_on_two_platforms_of_one_person_is_fine() -> None:
+    config = parse_file_config(
+        {"people": {"alice": {"slack": "U0ALICE"}, "bob": {"slack": "U0BOB"}}}, where="x"
+    )
+    assert set(config.people) == {"alice", "bob"}
+
+
+def test_bad_person_name(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, '[people.Alice]\nslack = "U0ALICE"\n')
+    assert str(path) in message
+    assert "name 'Alice' must be lower-case letters" in message
+
+
+def test_every_error_is_reported(tmp_path: Path) -> None:
+    _, message = config_error(
+        tmp_path, '[people.alice]\nslack = "alice"\nroles = ["admin"]\n[approval]\nx = 1\n'
+    )
+    lines = message.splitlines()
+    assert len(lines) == 3
+    assert any("people.alice.slack" in line for line in lines)
+    assert any("people.alice.roles.0" in line for line in lines)
+    assert any("approval.x" in line for line in lines)
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    path, message = config_error(tmp_path, '[queue\nprofile = "worker_queue"\n')
+    assert message.startswith(f"{path}: not valid TOML: ")
+    assert "line 1" in message
+
+
+def test_file_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'[runbooks]\ndir = "r\xe9"\n')
+    with pytest.raises(ConfigError, match="not valid TOML") as info:
+        load_config(path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_missing_explicit_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value) == f"cannot read config file {path}: No such file or directory"
+
+
+def test_missing_file_named_by_the_variable(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match=r"cannot read config file .*nope\.toml"):
+        load_config(environ={"QUEUEBOT_CONFIG": str(path)})
+
+
+def test_bad_environment_value() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={"SLACK_API_BASE_URL": "slack.com/api"})
+    assert str(info.value) == (
+        "environment: SLACK_API_BASE_URL = 'slack.com/api': expected an http(s) URL"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Secrets
+
+SECRETS = {
+    "QUEUEBOT_DATABASE_URL": "postgresql+psycopg://qb:hunter2-state@db/queuebot",
+    "QUEUEBOT_QUEUE_DATABASE_URL": "postgresql+psycopg://qb:hunter2-estate@db/estate",
+    "SLACK_BOT_TOKEN": "xoxb-secret-bot-token",
+    "SLACK_SIGNING_SECRET": "signing-secret-value",
+    "SLACK_APP_TOKEN": "xapp-secret-app-token",
+    "DISCORD_BOT_TOKEN": "discord-secret-token",
+    "QUEUEBOT_ALERT_TOKEN": "alert-secret-token",
+}
+
+
+def test_secrets_do_not_appear_in_repr_or_str(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD_TOML), environ=SECRETS)
+    shown = [repr(config), str(config), repr(config.env), str(config.env)]
+    for secret in SECRETS.values():
+        for text in shown:
+            assert secret not in text
+            assert "hunter2" not in text
+    # but the code that needs them can read them
+    assert config.env.state_url == SECRETS["QUEUEBOT_DATABASE_URL"]
+    assert config.env.estate_url == SECRETS["QUEUEBOT_QUEUE_DATABASE_URL"]
+    assert config.env.slack_bot_token is not None
+    assert config.env.slack_bot_token.get_secret_value() == SECRETS["SLACK_BOT_TOKEN"]
+
+
+def test_secrets_do_not_appear_in_environment_errors() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={**SECRETS, "DISCORD_API_BASE_URL": "nope"})
+    for secret in SECRETS.values():
+        assert secret not in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------
+# Property: any TOML-shaped data gives a FileConfig or a ConfigError naming the file
+
+KEYS = [
+    "queue",
+    "queues",
+    "channels",
+    "people",
+    "roles",
+    "approval",
+    "access",
+    "runbooks",
+    "profile",
+    "table",
+    "tables",
+    "columns",
+    "slack",
+    "discord",
+    "expiry_minutes",
+    "unknown_users",
+    "dir",
+    "alice",
+    "bob",
+    "clips",
+    "jobs.id",
+]
+scalars = st.one_of(
+    st.sampled_from(
+        [
+            "worker_queue",
+            "message_job",
+            "U0ALICE",
+            "C0ALERTS",
+            "100000000000000001",
+            "operator",
+            "deny",
+            "jobs",
+        ]
+    ),
+    st.text(max_size=12),
+    st.integers(-(2**63), 2**63 - 1),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.lists(st.sampled_from(["operator", "approver", "admin"]), max_size=3),
+)
+keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=8))
+toml_values = st.recursive(
+    scalars, lambda inner: st.dictionaries(keys, inner, max_size=4), max_leaves=10
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.dictionaries(keys, toml_values, max_size=5))
+def test_any_toml_data_loads_or_is_refused_naming_the_file(data: dict[str, Any]) -> None:
+    try:
+        result = parse_file_config(data, where="conf/queuebot.toml")
+    except ConfigError as err:
+        # one line per problem, each naming the file (a key may itself hold a line break)
+        assert str(err).startswith("conf/queuebot.toml: ")
+    else:
+        assert isinstance(result, FileConfig)
+        assert result.queue_map()
+
+
+def test_config_is_a_plain_value() -> None:
+    config = load_config(environ={})
+    assert isinstance(config, Config)
+    assert isinstance(config.file, FileConfig)

@@ -1,0 +1,123 @@
+"""Failure signatures (services/estate/signature.py): the variable parts of an error text
+taken out, so failures with one cause group together in triage and redrive previews."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from services.estate.signature import (
+    NO_ERROR,
+    SIGNATURE_LENGTH,
+    display_signature,
+    error_signature,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            "job 3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f failed",
+            "job <uuid> failed",
+        ),
+        ("lock 3F2C9A1E-8D4B-4C1A-9E7F-0A1B2C3D4E5F held", "lock <uuid> held"),
+        ("123e4567-e89b-12d3-a456-426614174000", "<uuid>"),
+        ("segfault at 0x7ffd3a2b in worker", "segfault at <hex> in worker"),
+        ("timeout after 30 s on attempt 3", "timeout after <n> s on attempt <n>"),
+        ("status=503, retry-after=-12.5", "status=<n>, retry-after=-<n>.<n>"),
+        (
+            "GET https://cdn.example.com/a/b.mp4?sig=abc123 returned 403",
+            "GET <url> returned <n>",
+        ),
+        ("fetch s3://bucket/clips/9.mp4 failed", "fetch <url> failed"),
+        ("NoSuchKey:\n  key\tclips/1234.mp4\r\n", "NoSuchKey: key clips/<n>.mp4"),
+        ("   padded   ", "padded"),
+        ("S3 upload failed", "S3 upload failed"),
+        ("preset p24 rejected", "preset p24 rejected"),
+        ("unsupported container mp4", "unsupported container mp4"),
+        ("H264 and x265 and utf8", "H264 and x265 and utf8"),
+        ("worker42 died", "worker42 died"),
+        ("", ""),
+    ],
+)
+def test_signature(raw: str, expected: str) -> None:
+    assert error_signature(raw) == expected
+
+
+def test_no_error_stays_none_and_is_shown_as_such() -> None:
+    assert error_signature(None) is None
+    assert display_signature(None) == NO_ERROR == "(no error recorded)"
+    assert display_signature("") == NO_ERROR
+    assert display_signature("job <n> failed") == "job <n> failed"
+
+
+def test_failures_differing_only_in_ids_share_a_signature() -> None:
+    a = "job 17 for user 4f1c2d3e-0000-4000-8000-000000000001 failed at 0x1f after 3 tries"
+    b = "job 9012 for user 9a8b7c6d-1111-4111-9111-111111111111 failed at 0xff  after 12 tries"
+    assert error_signature(a) == error_signature(b)
+
+
+def test_different_causes_keep_different_signatures() -> None:
+    assert error_signature("NoSuchKey: clips/1.mp4") != error_signature("AccessDenied: clips/1")
+
+
+def test_long_text_is_cut_at_120_characters() -> None:
+    raw = "Traceback: " + "frame " * 100
+    result = error_signature(raw)
+    assert result is not None
+    assert len(result) == SIGNATURE_LENGTH == 120
+    assert result.startswith("Traceback: frame frame")
+
+
+def test_cut_applies_after_replacement() -> None:
+    # 200 numbers become 200 "<n>" markers, then the cut
+    result = error_signature(" ".join(["7"] * 200))
+    assert result is not None
+    assert len(result) <= SIGNATURE_LENGTH
+    assert result.startswith("<n> <n> <n>")
+
+
+error_like = st.one_of(
+    st.text(),
+    st.text(alphabet=st.sampled_from(list("0123456789abcdefxX-:/ \t\n.<>sS3pm")), max_size=300),
+    st.lists(
+        st.sampled_from(
+            [
+                "NoSuchKey",
+                "https://s3.amazonaws.com/b/k.mp4",
+                "3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f",
+                "0x7ffd",
+                "1234",
+                "S3",
+                "p24",
+                "mp4",
+                " ",
+                "\n",
+                "\t",
+                "<n>",
+                "://",
+                "x" * 50,
+            ]
+        ),
+        max_size=30,
+    ).map("".join),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(error_like)
+def test_signature_is_never_longer_than_120(text: str) -> None:
+    result = error_signature(text)
+    assert result is not None
+    assert len(result) <= SIGNATURE_LENGTH
+
+
+@settings(max_examples=400, deadline=None)
+@given(error_like)
+@example("a" * 119 + " b")
+def test_signature_is_idempotent(text: str) -> None:
+    once = error_signature(text)
+    assert once is not None
+    assert error_signature(once) == once
