@@ -14,6 +14,7 @@ import pytest
 from bot.demo import DEMO_CONFIG
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
+from services.migrate import head_revision
 
 
 def queuebot(
@@ -114,7 +115,8 @@ def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
     env = {"QUEUEBOT_DATABASE_URL": pg_url, "QUEUEBOT_CONFIG": str(config)}
     upgraded = queuebot("db", "upgrade", cwd=tmp_path, env=env)
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "is at revision 0001" in upgraded.stdout and "postgres@" in upgraded.stdout
+    assert f"is at revision {head_revision()}" in upgraded.stdout
+    assert "postgres@" in upgraded.stdout
     result = queuebot(
         "console",
         "--as",
