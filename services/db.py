@@ -59,6 +59,15 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+    # Let SQLAlchemy, not the sqlite3 module, start transactions (see _sqlite_begin).
+    dbapi_conn.isolation_level = None
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # BEGIN IMMEDIATE takes the write lock up front. A deferred transaction that reads
+    # and then writes fails at once ("database is locked") when another writer committed
+    # in between; an immediate one waits its turn (busy_timeout) and then sees fresh rows.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
@@ -66,6 +75,7 @@ def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
     if parsed.drivername.startswith("sqlite"):
         engine = create_async_engine(parsed, json_serializer=dumps, json_deserializer=loads)
         event.listen(engine.sync_engine, "connect", _sqlite_connect)
+        event.listen(engine.sync_engine, "begin", _sqlite_begin)
         return engine
     return create_async_engine(
         parsed,

@@ -3,6 +3,7 @@ execution exactly as the seeds' SQL, skipped rows, expiry and all-or-nothing com
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -348,3 +349,23 @@ async def test_reject_and_withdraw(shop: Shop) -> None:
     with pytest.raises(Conflict, match="rejected by bob"):
         await shop.changes.approve(number=1, actor=BOB)
     assert await shop.changes.pending() == []
+
+
+async def test_simultaneous_approvals_execute_once(shop: Shop) -> None:
+    targets = await failed_worker_ids(shop, "implementation_error")
+    await shop.changes.request(
+        kind=ChangeKind.REQUEUE,
+        queue="workers",
+        selector=Selector(ids=tuple(targets)),
+        reason="fixed",
+        actor=ALICE,
+    )
+    approvers = [Actor(name, "slack", f"U0{name.upper()}") for name in ("bob", "carol", "dave")]
+    outcomes = await asyncio.gather(
+        *(shop.changes.approve(number=1, actor=a) for a in approvers * 3), return_exceptions=True
+    )
+    executed = [o for o in outcomes if not isinstance(o, BaseException) and o.executed]
+    conflicts = [o for o in outcomes if isinstance(o, Conflict)]
+    assert len(executed) == 1 and len(conflicts) == 8, outcomes
+    assert all("already approved by" in c.message for c in conflicts)
+    assert [a for a, _ in await audit_actions(shop)].count("change.executed") == 1
