@@ -18,6 +18,7 @@ from services.changes.requests import ChangeRequests
 from services.config import Config
 from services.db import create_engine, redacted
 from services.estate.estate import Estate, utcnow
+from services.ledger import DeliveryLedger
 from services.migrate import upgrade
 from services.people import Directory
 from services.queue_reads import QueueReads
@@ -32,6 +33,7 @@ class App:
     estate: Estate
     directory: Directory
     router: Router
+    ledger: DeliveryLedger
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -71,6 +73,7 @@ async def build_app(
             estate=estate,
             directory=directory,
             router=Router(deps),
+            ledger=DeliveryLedger(engine=state_engine, clock=clock),
             _engines=engines,
         )
     except BaseException:

@@ -14,6 +14,7 @@ from typing import Any
 from bot.bootstrap import App, build_app
 from bot.console import Console
 from bot.demo import demo_url, ensure_demo_estate, write_demo_config
+from bot.serve import serve
 from services.audit import verify as verify_audit
 from services.config import Config, load_config
 from services.db import create_engine, redacted
@@ -34,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="the bot: HTTP app (Slack endpoint, health), Slack")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", default=8080, type=int, help="port to listen on")
 
     console = sub.add_parser("console", help="chat with queuebot from the terminal (stdin)")
     console.add_argument("--as", dest="person", help="act as this person from [people]")
@@ -95,6 +100,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     handlers: dict[str, Any] = {
         "console": lambda: _console(config, args.person),
+        "serve": lambda: serve(config, host=args.host, port=args.port),
         "db": lambda: _db_upgrade(config),
         "config": lambda: _config_check(config),
         "estate": lambda: _indexes(config),

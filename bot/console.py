@@ -9,21 +9,19 @@ from __future__ import annotations
 import asyncio
 import getpass
 import itertools
-import logging
 import re
 from typing import TextIO
 
+from bot.boundary import answer
 from bot.render_text import render_message
-from commands import messages
-from commands.context import Invocation
+from commands.context import Invocation, new_correlation_id
 from commands.reply import Reply
 from commands.router import Router
-from services.errors import NotFound, QueuebotError
+from services.errors import NotFound
 from services.message import Message
 from services.notify import MessageRef
 from services.people import Directory
 
-log = logging.getLogger("queuebot.console")
 _AS = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
 EXIT_WORDS = {"exit", "quit", r"\q"}
 
@@ -62,9 +60,14 @@ class Console:
         self.out = out
         self.acting_as = acting_as
 
-    def _invocation(self, name: str | None) -> Invocation:
+    def _invocation(self, name: str | None, correlation_id: str) -> Invocation:
         if name is None:
-            return Invocation(person=None, platform="console", account=f"console:{_os_user()}")
+            return Invocation(
+                person=None,
+                platform="console",
+                account=f"console:{_os_user()}",
+                correlation_id=correlation_id,
+            )
         person = self.directory.by_name(name)
         if person is None:
             known = ", ".join(self.directory.names()) or "nobody is configured"
@@ -72,24 +75,23 @@ class Console:
                 f"no person named {name!r} in the configuration (people: {known}); "
                 "start a line with @name to act as someone"
             )
-        return Invocation(person=person, platform="console", account=name)
+        return Invocation(
+            person=person, platform="console", account=name, correlation_id=correlation_id
+        )
 
     async def answer(self, line: str) -> Reply:
         """Run one line and return the reply; the console's only error boundary."""
-        inv: Invocation | None = None
-        try:
-            name = self.acting_as
-            match = _AS.match(line)
-            if match:
-                name, line = match.group(1), match.group(2)
-            inv = self._invocation(name)
-            return await self.router.handle_line(line, inv)
-        except QueuebotError as exc:
-            return messages.error_reply(exc)
-        except Exception:
-            correlation = inv.correlation_id if inv else "console"
-            log.exception("unexpected error [%s] handling a console line", correlation)
-            return messages.unexpected_reply(correlation)
+        correlation_id = new_correlation_id()
+        return await answer(
+            self._run(line, correlation_id), correlation_id=correlation_id, where="the console"
+        )
+
+    async def _run(self, line: str, correlation_id: str) -> Reply:
+        name = self.acting_as
+        match = _AS.match(line)
+        if match:
+            name, line = match.group(1), match.group(2)
+        return await self.router.handle_line(line, self._invocation(name, correlation_id))
 
     async def run(self, source: TextIO) -> None:
         interactive = source.isatty()

@@ -21,7 +21,7 @@ def _block(block: Block) -> str:
     if isinstance(block, Fields):
         return "  ".join(f"{label}: {value}" for label, value in block.items)
     if isinstance(block, Table):
-        return _table(block)
+        return table_text(block)
     if isinstance(block, Actions):
         return "  ".join(
             f"[{b.label}]" + (f" {b.command}" if b.command else "") for b in block.buttons
@@ -34,7 +34,7 @@ def _cell(text: str) -> str:
     return flat if len(flat) <= MAX_CELL else flat[: MAX_CELL - 1] + "…"
 
 
-def _table(table: Table) -> str:
+def table_text(table: Table, *, with_title: bool = True) -> str:
     rows = [tuple(_cell(c) for c in row) for row in table.rows]
     header = tuple(table.columns)
     widths = [
@@ -52,7 +52,7 @@ def _table(table: Table) -> str:
                 out.append(cell if last else cell.ljust(widths[i]))
         return "  ".join(out).rstrip()
 
-    lines = [f"-- {table.title}"] if table.title else []
+    lines = [f"-- {table.title}"] if table.title and with_title else []
     lines.append(line(header))
     lines.extend(line(r) for r in rows)
     return "\n".join(lines)

@@ -93,3 +93,12 @@ class Approval(Base):
     account: Mapped[str] = mapped_column(sa.String(64))
     decision: Mapped[str] = mapped_column(sa.String(16))
     at: Mapped[datetime]
+
+
+class Delivery(Base):
+    """A platform delivery already acted on (Slack retries, double clicks, event ids)."""
+
+    __tablename__ = "qb_deliveries"
+
+    key: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(index=True)

@@ -1,0 +1,59 @@
+"""The HTTP app: Slack's endpoint, health and readiness. One Starlette app, no globals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import sqlalchemy as sa
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bot.bootstrap import App
+
+log = logging.getLogger("queuebot.http")
+READY_TIMEOUT = 2.0
+
+
+def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
+    handler = AsyncSlackRequestHandler(slack) if slack is not None else None
+
+    async def slack_events(request: Request) -> Response:
+        if handler is None:
+            return PlainTextResponse(
+                "Slack is not configured: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET",
+                status_code=503,
+            )
+        return await handler.handle(request)
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> Response:
+        checks: dict[str, str] = {}
+        engines = {"state": app.state_engine, "estate": app.estate.engine}
+        for name, engine in engines.items():
+            try:
+                async with asyncio.timeout(READY_TIMEOUT), engine.connect() as conn:
+                    await conn.execute(sa.text("SELECT 1"))
+                checks[name] = "ok"
+            except Exception as exc:  # any failure means not ready; say which, not why
+                log.warning("readiness: %s database unreachable: %s", name, type(exc).__name__)
+                checks[name] = "unreachable"
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", "databases": checks},
+            status_code=200 if ready else 503,
+        )
+
+    return Starlette(
+        routes=[
+            Route("/slack/events", slack_events, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+        ]
+    )

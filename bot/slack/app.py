@@ -1,0 +1,51 @@
+"""Builds the Bolt app: the Web client pointed at SLACK_API_BASE_URL, with retries for
+connection errors and 429s, and the listeners registered."""
+
+from __future__ import annotations
+
+import logging
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.listeners import SlackWiring, register
+from services.config import EnvSettings
+from services.errors import ConfigError
+
+
+def web_client(env: EnvSettings) -> AsyncWebClient:
+    if env.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is not set")
+    base = (
+        env.slack_api_base_url
+        if env.slack_api_base_url.endswith("/")
+        else (env.slack_api_base_url + "/")
+    )
+    return AsyncWebClient(
+        token=env.slack_bot_token.get_secret_value(),
+        base_url=base,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+        ],
+    )
+
+
+def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
+    if env.slack_signing_secret is None:
+        raise ConfigError(
+            "SLACK_SIGNING_SECRET is not set; queuebot only accepts signed requests from Slack"
+        )
+    client = web_client(env)
+    app = AsyncApp(
+        client=client,  # carries the bot token
+        signing_secret=env.slack_signing_secret.get_secret_value(),
+        process_before_response=False,  # ack first, work after: never miss the 3 s deadline
+        logger=logging.getLogger("queuebot.slack"),
+    )
+    register(app, wiring)
+    return app

@@ -1,0 +1,133 @@
+"""Slack listeners: slash commands and approval buttons, each two small translations.
+
+Every listener acknowledges first (Slack gives up after 3 s and Bolt answers 404 when ack
+is late), then records the delivery in the ledger so a retry or a double delivery does
+nothing more, then runs the command and answers through ``response_url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+
+from bot.boundary import answer
+from bot.slack.render import blocks, fallback_text
+from commands.context import Invocation, new_correlation_id
+from commands.model import Approve, Command, Reject
+from commands.parser import GROUPS
+from commands.reply import Reply
+from commands.router import Router
+from services.ledger import DeliveryLedger
+from services.people import Directory
+
+ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")
+
+
+@dataclass(frozen=True)
+class SlackWiring:
+    router: Router
+    directory: Directory
+    ledger: DeliveryLedger
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run the work after the ack, holding a strong reference: the event loop keeps
+        only weak ones, and a task nobody references can vanish mid-flight."""
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def drain(self, grace: float = 10.0) -> None:
+        """Let answers already started finish (on shutdown)."""
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=grace)
+
+
+def invocation(
+    w: SlackWiring, user: str, channel: str | None, thread: str | None = None
+) -> Invocation:
+    return Invocation(
+        person=w.directory.by_account("slack", user),
+        platform="slack",
+        account=user,
+        channel=channel,
+        thread=thread,
+        correlation_id=new_correlation_id(),
+    )
+
+
+def payload(reply: Reply, *, replace_original: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "text": fallback_text(reply.message),
+        "blocks": blocks(reply.message),
+        "replace_original": replace_original,
+    }
+    if not replace_original:
+        body["response_type"] = "ephemeral" if reply.ephemeral or reply.error else "in_channel"
+    return body
+
+
+def register(app: AsyncApp, w: SlackWiring) -> None:
+    for group in GROUPS:
+        app.command(f"/{group}")(_command_listener(w, group))
+    app.action(ACTION)(_action_listener(w))
+
+
+def _command_listener(w: SlackWiring, group: str) -> Any:
+    async def on_command(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        inv = invocation(w, str(body.get("user_id", "")), body.get("channel_id"))
+
+        async def run() -> Reply | None:
+            if not await w.ledger.first_time(f"slack:command:{body.get('trigger_id')}"):
+                return None  # a retry of a command already being answered
+            return await w.router.handle_text(group, str(body.get("text", "")), inv)
+
+        async def work() -> None:
+            reply = await answer(run(), correlation_id=inv.correlation_id, where=f"Slack /{group}")
+            if reply is not None:
+                await respond(**payload(reply))
+
+        w.spawn(work())
+
+    return on_command
+
+
+def _action_listener(w: SlackWiring) -> Any:
+    async def on_action(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        user = str(body.get("user", {}).get("id", ""))
+        container = body.get("container", {})
+        inv = invocation(w, user, body.get("channel", {}).get("id"), container.get("thread_ts"))
+        action_id = str(action.get("action_id", ""))
+        match = ACTION.match(action_id)
+        if match is None:
+            return
+        verb, number = match.groups()
+        command: Command = (
+            Approve(request=int(number)) if verb == "approve" else Reject(request=int(number))
+        )
+
+        async def run() -> Reply | None:
+            key = f"slack:action:{action.get('action_ts')}:{user}:{action_id}"
+            if not await w.ledger.first_time(key):
+                return None  # the same click delivered twice
+            return await w.router.handle(command, inv)
+
+        reply = await answer(
+            run(), correlation_id=inv.correlation_id, where=f"Slack button {action_id}"
+        )
+        if reply is None:
+            return
+        # Success rewrites the request's own message (who approved, the result); a refusal
+        # goes only to the person who clicked and leaves the buttons for someone else.
+        await respond(**payload(reply, replace_original=not reply.error))
+
+    return on_action

@@ -1,0 +1,49 @@
+"""The delivery ledger: act on each platform delivery once.
+
+Slack retries a request it did not see acknowledged (``X-Slack-Retry-Num``), delivers
+events at least once, and a nervous person double-clicks. Each delivery has a key made of
+what the platform sends (trigger_id; action_ts + user + action; event_id); the first
+``INSERT`` of a key wins and every later one is a duplicate. Several replicas share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.models import Delivery
+
+_deliveries = cast(sa.Table, Delivery.__table__)
+KEEP = timedelta(days=2)  # far beyond any platform's retry window
+
+
+class DeliveryLedger:
+    def __init__(self, *, engine: AsyncEngine, clock: Callable[[], datetime]) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    async def first_time(self, key: str) -> bool:
+        """Record ``key``; True only for the first delivery that records it."""
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        statement = (
+            insert(_deliveries)
+            .values(key=key[:200], seen_at=self.clock())
+            .on_conflict_do_nothing()
+            .returning(_deliveries.c.key)
+        )
+        async with self.engine.begin() as conn:
+            # RETURNING, not rowcount: psycopg reports -1 for INSERT ... ON CONFLICT
+            return (await conn.execute(statement)).first() is not None
+
+    async def forget_older_than(self, age: timedelta = KEEP) -> int:
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                _deliveries.delete().where(_deliveries.c.seen_at < self.clock() - age)
+            )
+        return int(result.rowcount)

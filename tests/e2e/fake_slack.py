@@ -1,0 +1,136 @@
+"""A local fake of Slack's Web API and response_url endpoint that records every call.
+
+It runs in its own thread (uvicorn on 127.0.0.1, a free port) so the process under test
+can call it while the test waits. ``rate_limit(n)`` makes the next n chat.postMessage
+calls answer 429 with Retry-After: 1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+
+@dataclass
+class Call:
+    path: str
+    body: dict[str, Any]
+    at: float
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+        self._limited = 0
+        self._ts = 0
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["POST", "GET"])])
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/"
+
+    def response_url(self, name: str) -> str:
+        return f"{self.url}/response/{name}"
+
+    def start(self) -> FakeSlack:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake Slack did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def rate_limit(self, times: int) -> None:
+        self._limited = times
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    def recorded(self, path_prefix: str = "") -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.path.startswith(path_prefix)]
+
+    def wait_for(
+        self, predicate: Callable[[Call], bool], *, timeout: float = 15.0, count: int = 1
+    ) -> list[Call]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [c for c in self.recorded() if predicate(c)]
+            if len(found) >= count:
+                return found
+            time.sleep(0.02)
+        raise AssertionError(
+            f"fake Slack saw no matching call in {timeout}s; calls: "
+            f"{[c.path for c in self.recorded()]}"
+        )
+
+    async def _handle(self, request: Request) -> Response:
+        raw = (await request.body()).decode("utf-8")
+        if request.headers.get("content-type", "").startswith("application/json"):
+            body: dict[str, Any] = json.loads(raw or "{}")
+        else:
+            body = {k: v[0] for k, v in parse_qs(raw).items()}
+        path = "/" + request.path_params["path"]
+        if path == "/api/chat.postMessage" and self._limited > 0:
+            self._limited -= 1
+            with self._lock:
+                self.calls.append(Call(path + "#429", body, time.monotonic()))
+            return JSONResponse(
+                {"ok": False, "error": "ratelimited"}, status_code=429, headers={"Retry-After": "1"}
+            )
+        with self._lock:
+            self.calls.append(Call(path, body, time.monotonic()))
+            self._ts += 1
+            ts = f"1764480000.{self._ts:06d}"
+        if path.startswith("/response/"):
+            return PlainTextResponse("ok")
+        if path == "/api/auth.test":
+            return JSONResponse(
+                {
+                    "ok": True,
+                    "url": "https://fake.slack/",
+                    "team": "Fake",
+                    "user": "queuebot",
+                    "team_id": "T0FAKE",
+                    "user_id": "U0BOT",
+                    "bot_id": "B0BOT",
+                }
+            )
+        if path == "/api/chat.postMessage":
+            return JSONResponse(
+                {
+                    "ok": True,
+                    "channel": body.get("channel"),
+                    "ts": ts,
+                    "message": {"text": body.get("text")},
+                }
+            )
+        return JSONResponse({"ok": True, "ts": body.get("ts", ts)})

@@ -1,0 +1,356 @@
+"""Slack end to end: the real `queuebot serve` process, signed requests built the way Slack
+builds them, and the Web API and response_url pointed at a local fake that records all."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from bot.demo import DEMO_CONFIG
+from services.db import create_engine
+from services.estate.demo import build_demo_estate
+from tests.conftest import create_pg_database, drop_pg_database, need_postgres
+from tests.e2e.fake_slack import Call, FakeSlack
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of this fake workspace
+ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
+
+
+@dataclass
+class Stack:
+    fake: FakeSlack
+    url: str
+    db_url: str
+
+    def sql(self, statement: str, **params: Any) -> list[Any]:
+        async def run() -> list[Any]:
+            engine = create_engine(self.db_url)
+            try:
+                async with engine.connect() as conn:
+                    return list((await conn.execute(sa.text(statement), params)).all())
+            finally:
+                await engine.dispose()
+
+        return asyncio.run(run())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("slack")
+    if request.param == "postgres":
+        need_postgres()
+        db_url = create_pg_database()
+    else:
+        db_url = f"sqlite+aiosqlite:///{workdir}/queuebot.db"
+
+    async def build() -> None:
+        engine = create_engine(db_url)
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=datetime.now(UTC))
+        await engine.dispose()
+
+    asyncio.run(build())
+    config = workdir / "queuebot.toml"
+    config.write_text(DEMO_CONFIG.format(config=config))
+    fake = FakeSlack().start()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env.update(
+        QUEUEBOT_CONFIG=str(config),
+        QUEUEBOT_DATABASE_URL=db_url,
+        QUEUEBOT_LOG_LEVEL="INFO",
+        SLACK_BOT_TOKEN="xoxb-fake-token",
+        SLACK_SIGNING_SECRET=SECRET,
+        SLACK_API_BASE_URL=fake.api_url,
+    )
+    log = (workdir / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError((workdir / "serve.log").read_text())
+        time.sleep(0.1)
+    try:
+        yield Stack(fake, url, db_url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        fake.stop()
+        log.close()
+        if request.param == "postgres":
+            drop_pg_database(db_url)
+        assert "Traceback" not in (workdir / "serve.log").read_text()
+
+
+def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
+    stamp = str(int(time.time()) if ts is None else ts)
+    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
+    return {
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": f"v0={digest.hexdigest()}",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def slash(
+    stack: Stack,
+    text: str,
+    *,
+    user: str = ALICE,
+    name: str | None = None,
+    headers: dict[str, str] | None = None,
+    body: str | None = None,
+) -> tuple[httpx.Response, str, str]:
+    n = next(_counter)
+    name = name or f"cmd{n}-{time.monotonic_ns()}"
+    body = body or urlencode(
+        {
+            "token": "legacy",
+            "team_id": "T0FAKE",
+            "team_domain": "fake",
+            "channel_id": "C0OPS",
+            "channel_name": "ops",
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": "/queue",
+            "text": text,
+            "api_app_id": "A0QUEUEBOT",
+            "is_enterprise_install": "false",
+            "response_url": stack.fake.response_url(name),
+            "trigger_id": f"{n}.{name}",
+        }
+    )
+    response = httpx.post(
+        f"{stack.url}/slack/events",
+        content=body,
+        headers={**signed(body), **(headers or {})},
+        timeout=10,
+    )
+    return response, name, body
+
+
+def click(
+    stack: Stack,
+    action_id: str,
+    *,
+    user: str,
+    action_ts: str | None = None,
+    name: str | None = None,
+) -> tuple[httpx.Response, str]:
+    name = name or f"click-{time.monotonic_ns()}"
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "team_id": "T0FAKE"},
+        "api_app_id": "A0QUEUEBOT",
+        "token": "legacy",
+        "team": {"id": "T0FAKE", "domain": "fake"},
+        "container": {
+            "type": "message",
+            "message_ts": "1764480000.000001",
+            "channel_id": "C0OPS",
+            "is_ephemeral": False,
+        },
+        "trigger_id": f"t-{name}",
+        "channel": {"id": "C0OPS", "name": "ops"},
+        "message": {"type": "message", "ts": "1764480000.000001", "text": "CR"},
+        "response_url": stack.fake.response_url(name),
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": "b1",
+                "type": "button",
+                "value": action_id,
+                "text": {"type": "plain_text", "text": "Approve"},
+                "action_ts": action_ts or f"{time.time():.6f}",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    return httpx.post(
+        f"{stack.url}/slack/events", content=body, headers=signed(body), timeout=10
+    ), name
+
+
+def answer_to(stack: Stack, name: str) -> Call:
+    return stack.fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
+
+
+def texts(call: Call) -> str:
+    return json.dumps(call.body.get("blocks", [])) + call.body.get("text", "")
+
+
+def requests_count(stack: Stack) -> int:
+    return int(stack.sql("SELECT count(*) FROM qb_change_requests")[0][0])
+
+
+def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:
+    started = time.monotonic()
+    response, name, _ = slash(stack, "triage --queue workers")
+    assert response.status_code == 200 and time.monotonic() - started < 3
+    answer = answer_to(stack, name)
+    assert answer.body["response_type"] == "ephemeral"
+    assert answer.body["blocks"][0] == {
+        "type": "header",
+        "text": {
+            "type": "plain_text",
+            "text": answer.body["blocks"][0]["text"]["text"],
+            "emoji": False,
+        },
+    }
+    assert "Triage: queue workers (worker_queue)" in texts(answer)
+    assert "failed_permanently  dead" in texts(answer)
+
+
+def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
+    failed = [
+        str(i)
+        for (i,) in stack.sql(
+            "SELECT id FROM dev_r_worker_queue WHERE status = 'failed' AND failure_reason = "
+            "'spawn_ram' ORDER BY id"
+        )
+    ]
+    response, name, _ = slash(
+        stack, f'requeue {" ".join(failed)} --queue workers --reason "RAM freed on bms-1"'
+    )
+    assert response.status_code == 200
+    request = answer_to(stack, name)
+    assert request.body["response_type"] == "in_channel"
+    actions = next(b for b in request.body["blocks"] if b["type"] == "actions")
+    approve, reject = actions["elements"]
+    assert approve["action_id"].startswith("cr:approve:") and approve["style"] == "primary"
+    assert reject["action_id"].startswith("cr:reject:") and reject["style"] == "danger"
+    number = approve["action_id"].rsplit(":", 1)[1]
+
+    own, own_name = click(stack, approve["action_id"], user=ALICE)
+    assert own.status_code == 200
+    refusal = answer_to(stack, own_name)
+    assert refusal.body["replace_original"] is False
+    assert refusal.body["response_type"] == "ephemeral"
+    assert f"you requested CR-{number}" in texts(refusal)
+
+    action_ts = f"{time.time():.6f}"
+    ok, ok_name = click(stack, approve["action_id"], user=BOB, action_ts=action_ts)
+    assert ok.status_code == 200
+    done = answer_to(stack, ok_name)
+    assert done.body["replace_original"] is True
+    assert (
+        f"CR-{number}: requeue 2 row(s) in queue workers - approved by bob and executed"
+        in texts(done)
+    )
+    assert not [b for b in done.body["blocks"] if b["type"] == "actions"]
+    statuses = stack.sql(f"SELECT status FROM dev_r_worker_queue WHERE id IN ({', '.join(failed)})")
+    assert {s for (s,) in statuses} == {"queued"}
+
+    again, again_name = click(stack, approve["action_id"], user=BOB, action_ts=action_ts)
+    assert again.status_code == 200
+    time.sleep(1.0)
+    assert not stack.fake.recorded(f"/response/{again_name}")
+    executed = stack.sql(
+        "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' AND subject = :s",
+        s=f"CR-{number}",
+    )
+    assert executed[0][0] == 1
+
+
+def test_retried_slash_command_creates_no_second_request(stack: Stack) -> None:
+    (failed,) = stack.sql("SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
+    before = requests_count(stack)
+    first, name, body = slash(stack, f'requeue {failed} --queue workers --reason "retry test"')
+    assert first.status_code == 200
+    answer_to(stack, name)
+    retry = httpx.post(
+        f"{stack.url}/slack/events",
+        content=body,
+        headers={**signed(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},
+        timeout=10,
+    )
+    assert retry.status_code == 200
+    time.sleep(1.0)
+    assert requests_count(stack) == before + 1
+    assert len(stack.fake.recorded(f"/response/{name}")) == 1
+
+
+@pytest.mark.parametrize("problem", ["bad signature", "no signature", "six minutes old"])
+def test_unsigned_or_stale_requests_get_401_and_change_nothing(stack: Stack, problem: str) -> None:
+    (failed,) = stack.sql("SELECT max(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
+    before = requests_count(stack)
+    body = urlencode(
+        {
+            "command": "/queue",
+            "user_id": ALICE,
+            "channel_id": "C0OPS",
+            "text": f'requeue {failed} --queue workers --reason "forged"',
+            "response_url": stack.fake.response_url("forged"),
+            "trigger_id": "x.1",
+        }
+    )
+    headers = {
+        "bad signature": signed(body, secret="not-the-secret"),
+        "no signature": {"Content-Type": "application/x-www-form-urlencoded"},
+        "six minutes old": signed(body, ts=int(time.time()) - 360),
+    }[problem]
+    response = httpx.post(f"{stack.url}/slack/events", content=body, headers=headers, timeout=10)
+    assert response.status_code == 401
+    time.sleep(0.3)
+    assert requests_count(stack) == before
+    assert not stack.fake.recorded("/response/forged")
+
+
+def test_unknown_user_gets_read_only(stack: Stack) -> None:
+    response, name, _ = slash(
+        stack, 'requeue 1 --queue workers --reason "let me in"', user=STRANGER
+    )
+    assert response.status_code == 200
+    refusal = answer_to(stack, name)
+    assert refusal.body["response_type"] == "ephemeral"
+    assert "your slack account U0NOBODY is not listed under [people]" in texts(refusal)
+    _allowed, allowed_name, _ = slash(stack, "stuck", user=STRANGER)
+    assert "Stuck jobs in queue clips: 3" in texts(answer_to(stack, allowed_name))
+
+
+def test_bad_input_gets_usage_not_a_traceback(stack: Stack) -> None:
+    response, name, _ = slash(stack, "dlq --limit")
+    assert response.status_code == 200
+    reply = answer_to(stack, name)
+    assert "--limit needs a value" in texts(reply) and "Usage: /queue dlq" in texts(reply)
