@@ -8,7 +8,7 @@
 
 Target: queuebot >= 20x faster than the per-job procedure and >= 5,000 jobs/s.
 
-    .venv/bin/python bench/redrive.py [--url postgresql://postgres@127.0.0.1:5432/test] [--jobs 10000]
+    .venv/bin/python bench/redrive.py [--url ADMIN_URL] [--jobs 10000]
 """
 
 from __future__ import annotations
@@ -70,8 +70,11 @@ def recreate(url: str) -> str:
     with psycopg.connect(admin(url), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB}")
-    return make_url(url).set(drivername="postgresql+psycopg", database=DB).render_as_string(
-        hide_password=False)
+    return (
+        make_url(url)
+        .set(drivername="postgresql+psycopg", database=DB)
+        .render_as_string(hide_password=False)
+    )
 
 
 def drop(url: str) -> None:
@@ -90,19 +93,32 @@ async def run(url: str, jobs: int) -> int:
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(sa.text("VACUUM ANALYZE"))
-        ids = [str(r[0]) for r in (await conn.execute(sa.text(
-            "SELECT id FROM clip_jobs ORDER BY id"))).all()]
-        pairs = [(r[0], r[1]) for r in (await conn.execute(sa.text(
-            "SELECT id, job_id FROM queue_messages ORDER BY job_id"))).all()]
+        ids = [
+            str(r[0])
+            for r in (await conn.execute(sa.text("SELECT id FROM clip_jobs ORDER BY id"))).all()
+        ]
+        pairs = [
+            (r[0], r[1])
+            for r in (
+                await conn.execute(sa.text("SELECT id, job_id FROM queue_messages ORDER BY job_id"))
+            ).all()
+        ]
 
     estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
-    changes = ChangeRequests(estate=estate, state_engine=engine,
-                             approval=ApprovalConfig(large_change_rows=jobs + 1),
-                             clock=lambda: datetime.now(UTC))
+    changes = ChangeRequests(
+        estate=estate,
+        state_engine=engine,
+        approval=ApprovalConfig(large_change_rows=jobs + 1),
+        clock=lambda: datetime.now(UTC),
+    )
     t0 = time.perf_counter()
-    view = await changes.request(kind=ChangeKind.REDRIVE, queue="clips",
-                                 selector=Selector(ids=tuple(ids)), reason="bench",
-                                 actor=Actor("alice", "bench", "alice"))
+    view = await changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=tuple(ids)),
+        reason="bench",
+        actor=Actor("alice", "bench", "alice"),
+    )
     t1 = time.perf_counter()
     decision = await changes.approve(number=view.number, actor=Actor("bob", "bench", "bob"))
     t2 = time.perf_counter()
@@ -121,18 +137,29 @@ async def run(url: str, jobs: int) -> int:
     t3 = time.perf_counter()
     for message_id, job_id in pairs:  # seed 003, Manual Redrive Procedure, step 4
         async with engine.begin() as conn:
-            await conn.execute(sa.text(
-                "update queue_messages set status = 'PENDING', attempt_count = 0, "
-                "available_at = now(), claimed_at = null, last_error = null "
-                "where id = :m and status = 'DLQ'"), {"m": message_id})
-            await conn.execute(sa.text(
-                "update clip_jobs set status = 'QUEUED', attempt_count = 0, "
-                "progress_percent = 0, finished_at = null, error_message = null "
-                "where id = :j and status = 'FAILED'"), {"j": job_id})
-            await conn.execute(sa.text(
-                "insert into job_events (id, aggregate_id, event_type, message, created_at) "
-                "values (:e, :j, 'REDRIVE_REQUESTED', :msg, now())"),
-                {"e": uuid.uuid4(), "j": job_id, "msg": note})
+            await conn.execute(
+                sa.text(
+                    "update queue_messages set status = 'PENDING', attempt_count = 0, "
+                    "available_at = now(), claimed_at = null, last_error = null "
+                    "where id = :m and status = 'DLQ'"
+                ),
+                {"m": message_id},
+            )
+            await conn.execute(
+                sa.text(
+                    "update clip_jobs set status = 'QUEUED', attempt_count = 0, "
+                    "progress_percent = 0, finished_at = null, error_message = null "
+                    "where id = :j and status = 'FAILED'"
+                ),
+                {"j": job_id},
+            )
+            await conn.execute(
+                sa.text(
+                    "insert into job_events (id, aggregate_id, event_type, message, created_at) "
+                    "values (:e, :j, 'REDRIVE_REQUESTED', :msg, now())"
+                ),
+                {"e": uuid.uuid4(), "j": job_id, "msg": note},
+            )
     t4 = time.perf_counter()
     await engine.dispose()
 
@@ -142,8 +169,9 @@ async def run(url: str, jobs: int) -> int:
     rate = jobs / total
     print(f"jobs: {jobs:,} dead-lettered message_job jobs on PostgreSQL")
     print(f"queuebot request (freeze + snapshot + hash + audit): {request_s * 1000:8.0f} ms")
-    print(f"queuebot approve (guarded update + {jobs:,} events + audit): "
-          f"{approve_s * 1000:8.0f} ms")
+    print(
+        f"queuebot approve (guarded update + {jobs:,} events + audit): {approve_s * 1000:8.0f} ms"
+    )
     print(f"queuebot total: {total:6.2f} s  ->  {rate:,.0f} jobs/s  (target >= 5,000)")
     print(f"seed 003 per-job transactions: {seed_s:6.2f} s  ->  {jobs / seed_s:,.0f} jobs/s")
     print(f"speed-up: {ratio:.1f}x  (target >= 20x)")

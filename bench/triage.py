@@ -562,18 +562,20 @@ def ms(seconds: float) -> str:
 
 def label(sql: str) -> str:
     s = " ".join(sql.split())
-    if "regexp_replace" in s:
-        return "failure signatures (regexp chain, top 10)"
-    if " JOIN " in s:
-        return "dead letters by tenant (join, top 10)"
+    if "regexp_replace" in s or "qb_signature" in s:
+        return "failure signatures (newest dead rows, top 10)"
+    if "newest_dead" in s:
+        return "dead letters by tenant (newest dead rows, top 10)"
     if "HAVING" in s:
         return "duplicate groups (GROUP BY ... HAVING count > 1)"
     if "EXISTS" in s:
         return "duplicates beside an active row (EXISTS)"
-    if "FROM clip_jobs" in s:
+    if "FROM clip_jobs" in s and "GROUP BY" in s:
         return "job status counts"
+    if "min(" in s:
+        return "oldest pending + stuck (index lookups)"
     if "GROUP BY" in s:
-        return "status counts (+ oldest pending, stuck)"
+        return "status counts"
     return s[:60]
 
 

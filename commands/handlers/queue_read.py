@@ -86,7 +86,11 @@ def triage_message(t: TriageResult) -> Message:
                     )
                     for tc in t.by_type
                 ),
-                title=f"By {t.type_title}",
+                title=(
+                    f"{what} by {t.type_title}, top 10 {scope}"
+                    if t.by_type_dead_only
+                    else f"By {t.type_title}"
+                ),
                 numeric=tuple(range(1, len(states) + 2)),
             )
         )
@@ -94,6 +98,15 @@ def triage_message(t: TriageResult) -> Message:
     if hints:
         blocks.append(Text("Next: " + " · ".join(hints)))
     return Message(summary, tuple(blocks))
+
+
+def _sample_scope(t: TriageResult) -> str:
+    if t.signatures_of < t.signatures_total:
+        return (
+            f"in the newest {fmt.count(t.signatures_of)} of "
+            f"{fmt.count(t.signatures_total)} (list them all: /queue dlq --error-like)"
+        )
+    return f"of all {fmt.count(t.signatures_total)}"
 
 
 def _duplicates(t: TriageResult) -> str:

@@ -38,7 +38,7 @@ from services.estate.profile import (
     plain,
     row_dict,
 )
-from services.estate.signature import display_signature, signature_sql
+from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
 
 MESSAGE_STATES = {
     "PENDING": CanonicalState.PENDING,
@@ -141,15 +141,17 @@ class MessageJobProfile(QueueProfile):
         where: list[sa.ColumnElement[bool]] = []
         if since is not None:
             where.append(m.c("available_at") >= since)
-        pending = sa.case((m.c("status") == "PENDING", m.c("available_at")))
-        stuck = sa.case(
-            (sa.and_(m.c("status") == "PROCESSING", m.c("claimed_at") < self.stuck_cutoff(now)), 1),
-            else_=0,
-        )
-        by_status = (
-            sa.select(m.c("status"), sa.func.count(), sa.func.min(pending), sa.func.sum(stuck))
-            .where(*where)
-            .group_by(m.c("status"))
+        status = m.c("status")
+        # Counts alone (an index-only scan of (status, available_at)); the oldest pending
+        # message and the stuck count are two small index lookups beside them.
+        by_status = sa.select(status, sa.func.count()).where(*where).group_by(status)
+        extras = sa.select(
+            sa.select(sa.func.min(m.c("available_at")))
+            .where(status == "PENDING", *where)
+            .scalar_subquery(),
+            sa.select(sa.func.count())
+            .where(status == "PROCESSING", m.c("claimed_at") < self.stuck_cutoff(now), *where)
+            .scalar_subquery(),
         )
         if since is None:
             by_job = sa.select(j.c("status"), sa.func.count()).group_by(j.c("status"))
@@ -160,21 +162,33 @@ class MessageJobProfile(QueueProfile):
                 .where(j.c("id").in_(recent))
                 .group_by(j.c("status"))
             )
-        dead = [m.c("status") == "DLQ", *where]
-        sig = signature_sql(m.c("last_error"), conn.dialect.name).label("sig")
+        # Signatures and tenants of the newest dead letters, read backwards off the
+        # (status, claimed_at) index with each tenant looked up by the job's primary key,
+        # so the cost does not grow with the size of the DLQ; the reply says how many.
+        newest = (
+            sa.select(
+                m.c("last_error").label("error"),
+                sa.select(j.c("tenant_id"))
+                .where(j.c("id") == m.c("job_id"))
+                .scalar_subquery()
+                .label("tenant"),
+            )
+            .where(status == "DLQ", *where)
+            .order_by(m.c("claimed_at").desc())
+            .limit(SIGNATURE_SAMPLE)
+            .cte("newest_dead")
+        )
+        sig = signature_sql(newest.c.error, conn.dialect.name).label("sig")
         signatures = (
             sa.select(sig, sa.func.count())
-            .where(*dead)
             .group_by(sig)
-            .order_by(sa.func.count().desc())
+            .order_by(sa.func.count().desc(), sig)
             .limit(10)
         )
         tenants = (
-            sa.select(j.c("tenant_id"), sa.func.count())
-            .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
-            .where(*dead)
-            .group_by(j.c("tenant_id"))
-            .order_by(sa.func.count().desc())
+            sa.select(newest.c.tenant, sa.func.count())
+            .group_by(newest.c.tenant)
+            .order_by(sa.func.count().desc(), newest.c.tenant)
             .limit(10)
         )
         per_job = (
@@ -186,20 +200,14 @@ class MessageJobProfile(QueueProfile):
         )
         dups = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(per_job.c.n - 1), 0))
 
-        status_rows = (await conn.execute(by_status)).all()
+        counts = count_map((await conn.execute(by_status)).all())
+        oldest_raw, stuck_total = (await conn.execute(extras)).one()
         job_counts = count_map((await conn.execute(by_job)).all())
         sig_rows = (await conn.execute(signatures)).all()
         tenant_rows = (await conn.execute(tenants)).all()
         n_groups, n_surplus = (await conn.execute(dups)).one()
-
-        counts: dict[str, int] = {}
-        oldest: datetime | None = None
-        stuck_total = 0
-        for status, count, min_pending, n_stuck in status_rows:
-            counts[str(status)] = int(count)
-            stuck_total += int(n_stuck or 0)
-            if min_pending is not None:
-                oldest = as_utc(min_pending)
+        dead_total = counts.get("DLQ", 0)
+        sampled = min(dead_total, SIGNATURE_SAMPLE)
         return Triage(
             queue=self.queue,
             profile=self.name,
@@ -210,12 +218,15 @@ class MessageJobProfile(QueueProfile):
             by_status=_status_counts(counts, MESSAGE_STATES),
             by_job_status=_status_counts(job_counts, JOB_STATES),
             by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
-            type_title="tenant (dead letters)",
+            signatures_of=sampled,
+            signatures_total=dead_total,
+            type_title="tenant",
+            by_type_dead_only=True,
             by_type=[
                 TypeCounts(str(k), int(n), {CanonicalState.DEAD: int(n)}) for k, n in tenant_rows
             ],
-            oldest_pending_at=oldest,
-            stuck=stuck_total,
+            oldest_pending_at=as_utc(oldest_raw),
+            stuck=int(stuck_total or 0),
             duplicate_groups=int(n_groups),
             duplicate_rows=int(n_surplus),
         )

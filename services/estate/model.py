@@ -55,7 +55,10 @@ class Triage:
     by_job_status: list[StatusCount] = field(default_factory=list)
     by_reason: list[Count] = field(default_factory=list)
     by_signature: list[Count] = field(default_factory=list)
+    signatures_of: int = 0  # how many of the newest dead rows by_signature covers
+    signatures_total: int = 0  # of how many dead rows in all
     type_title: str = "job type"
+    by_type_dead_only: bool = False  # by_type counts the signature sample's dead rows only
     by_type: list[TypeCounts] = field(default_factory=list)
     oldest_pending_at: datetime | None = None
     stuck: int = 0

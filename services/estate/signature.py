@@ -13,6 +13,7 @@ from sqlalchemy import func
 from sqlalchemy.sql.elements import ColumnElement
 
 SIGNATURE_LENGTH = 120
+SIGNATURE_SAMPLE = 2000  # triage groups the newest this many dead rows by signature
 NO_ERROR = "(no error recorded)"
 
 # (POSIX/ARE pattern usable by both PostgreSQL and Python, replacement)

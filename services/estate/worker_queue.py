@@ -32,7 +32,7 @@ from services.estate.profile import (
     plain,
     row_dict,
 )
-from services.estate.signature import display_signature, signature_sql
+from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
 
 FAILURE_REASONS = (
     "implementation_error",
@@ -145,49 +145,37 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("queued_at") >= since)
         if job_type is not None:
             where.append(q.c("job_type") == job_type)
-        pending = sa.case((q.c("status") == "queued", q.c("queued_at")))
-        stuck = sa.case((self._stuck_condition(q, self.stuck_cutoff(now)), 1), else_=0)
-        # One scan gives status x reason x type counts, the oldest pending row and stuck rows.
+        status, queued_at = q.c("status"), q.c("queued_at")
+        # Counts alone, so an index on (status, failure_reason, job_type) answers them
+        # without reading the table; the oldest pending row and the stuck count are two
+        # small index lookups beside it.
         grouped = (
-            sa.select(
-                q.c("status"),
-                q.c("failure_reason"),
-                q.c("job_type"),
-                sa.func.count(),
-                sa.func.min(pending),
-                sa.func.sum(stuck),
-            )
+            sa.select(status, q.c("failure_reason"), q.c("job_type"), sa.func.count())
             .where(*where)
-            .group_by(q.c("status"), q.c("failure_reason"), q.c("job_type"))
+            .group_by(status, q.c("failure_reason"), q.c("job_type"))
         )
-        failed = [q.c("status").in_(self.dead_statuses), *where]
-        sig = signature_sql(q.c("error_message"), conn.dialect.name).label("sig")
-        signatures = (
-            sa.select(sig, sa.func.count())
-            .where(*failed)
-            .group_by(sig)
-            .order_by(sa.func.count().desc())
-            .limit(10)
+        extras = sa.select(
+            sa.select(sa.func.min(queued_at)).where(status == "queued", *where).scalar_subquery(),
+            sa.select(sa.func.count())
+            .where(self._stuck_condition(q, self.stuck_cutoff(now)), *where)
+            .scalar_subquery(),
         )
         rows = (await conn.execute(grouped)).all()
-        sig_rows = (await conn.execute(signatures)).all()
+        oldest_raw, stuck_total = (await conn.execute(extras)).one()
+        sig_rows = (await conn.execute(self._signatures(q, where, conn.dialect.name))).all()
         dup_groups, dup_rows, dup_active = await self._duplicate_counts(conn, q, where)
 
         status_counts: dict[str, int] = defaultdict(int)
         reasons: dict[str, int] = defaultdict(int)
         types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-        oldest: datetime | None = None
-        stuck_total = 0
-        for raw_status, reason, jtype, count, min_pending, n_stuck in rows:
-            status = str(plain(raw_status))
-            status_counts[status] += count
-            if status in self.dead_statuses:
+        for raw_status, reason, jtype, count in rows:
+            name = str(plain(raw_status))
+            status_counts[name] += count
+            if name in self.dead_statuses:
                 reasons[str(plain(reason)) if reason is not None else "(none)"] += count
-            types[str(jtype)][self.canonical(status)] += count
-            stuck_total += int(n_stuck or 0)
-            pend = as_utc(min_pending) if min_pending is not None else None
-            if pend is not None and (oldest is None or pend < oldest):
-                oldest = pend
+            types[str(jtype)][self.canonical(name)] += count
+        oldest = as_utc(oldest_raw)
+        dead_total = sum(status_counts.get(s, 0) for s in self.dead_statuses)
         return Triage(
             queue=self.queue,
             profile=self.name,
@@ -201,16 +189,47 @@ class WorkerQueueProfile(QueueProfile):
             ],
             by_reason=[Count(k, n) for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])],
             by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
+            signatures_of=min(dead_total, SIGNATURE_SAMPLE),
+            signatures_total=dead_total,
             type_title="job type",
             by_type=[
                 TypeCounts(k, sum(v.values()), dict(v))
                 for k, v in sorted(types.items(), key=lambda kv: -sum(kv[1].values()))
             ],
             oldest_pending_at=oldest,
-            stuck=stuck_total,
+            stuck=int(stuck_total or 0),
             duplicate_groups=dup_groups,
             duplicate_rows=dup_rows,
             duplicates_of_active=dup_active,
+        )
+
+    def _signatures(
+        self, q: BoundTable, where: list[sa.ColumnElement[bool]], dialect: str
+    ) -> sa.Select[Any]:
+        """Top signatures among the newest failed rows: each dead status's newest rows
+        come straight off the (status, queued_at) index, so the cost does not grow with
+        the size of the failure pile; the reply says how many rows the breakdown covers."""
+        status, queued_at = q.c("status"), q.c("queued_at")
+        parts = []
+        for dead in self.dead_statuses:
+            newest = (
+                sa.select(q.c("error_message").label("error"), queued_at.label("at"))
+                .where(status == dead, *where)
+                .order_by(queued_at.desc())
+                .limit(SIGNATURE_SAMPLE)
+                .subquery()
+            )
+            parts.append(sa.select(newest.c.error, newest.c.at))
+        pool = sa.union_all(*parts).subquery()
+        sample = (
+            sa.select(pool.c.error).order_by(pool.c.at.desc()).limit(SIGNATURE_SAMPLE).subquery()
+        )
+        sig = signature_sql(sample.c.error, dialect).label("sig")
+        return (
+            sa.select(sig, sa.func.count())
+            .group_by(sig)
+            .order_by(sa.func.count().desc(), sig)
+            .limit(10)
         )
 
     async def _duplicate_counts(
