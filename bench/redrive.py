@@ -3,8 +3,11 @@
 1. queuebot: one change request (freeze + snapshot + hash + audit), one approval that runs
    the guarded set-based update, writes a REDRIVE_REQUESTED event per job and the audit
    event with every row's before-image, in one transaction.
-2. seed 003's manual procedure: per job, BEGIN; UPDATE queue_messages; UPDATE clip_jobs;
-   INSERT job_events; COMMIT, one job at a time, through the same engine.
+2. seed 003's manual procedure, one job at a time through the same engine: step 3
+   (snapshot: SELECT * of the message, the job and its events) and step 4 (BEGIN; UPDATE
+   queue_messages; UPDATE clip_jobs; INSERT job_events; COMMIT). Step 4 alone is timed too:
+   queuebot does the work of both steps (it snapshots every row before changing it), so the
+   target compares against steps 3 + 4; the step-4-only figure is printed beside it.
 
 Target: queuebot >= 20x faster than the per-job procedure and >= 5,000 jobs/s.
 
@@ -134,9 +137,22 @@ async def run(url: str, jobs: int) -> int:
             if statement.strip():
                 await conn.execute(sa.text(statement))
     note = "Operator returned DLQ message to PENDING after root-cause fix"
+    snapshot_s = 0.0
+    update_s = 0.0
     t3 = time.perf_counter()
-    for message_id, job_id in pairs:  # seed 003, Manual Redrive Procedure, step 4
-        async with engine.begin() as conn:
+    for message_id, job_id in pairs:
+        s0 = time.perf_counter()
+        async with engine.connect() as conn:  # step 3: snapshot candidate rows
+            await conn.execute(
+                sa.text("select * from queue_messages where id = :m"), {"m": message_id}
+            )
+            await conn.execute(sa.text("select * from clip_jobs where id = :j"), {"j": job_id})
+            await conn.execute(
+                sa.text("select * from job_events where aggregate_id = :j order by created_at asc"),
+                {"j": job_id},
+            )
+        s1 = time.perf_counter()
+        async with engine.begin() as conn:  # step 4: the transactional reset
             await conn.execute(
                 sa.text(
                     "update queue_messages set status = 'PENDING', attempt_count = 0, "
@@ -160,6 +176,8 @@ async def run(url: str, jobs: int) -> int:
                 ),
                 {"e": uuid.uuid4(), "j": job_id, "msg": note},
             )
+        snapshot_s += s1 - s0
+        update_s += time.perf_counter() - s1
     t4 = time.perf_counter()
     await engine.dispose()
 
@@ -167,14 +185,21 @@ async def run(url: str, jobs: int) -> int:
     total = request_s + approve_s
     ratio = seed_s / total
     rate = jobs / total
+    assert abs(seed_s - snapshot_s - update_s) < 1.0
     print(f"jobs: {jobs:,} dead-lettered message_job jobs on PostgreSQL")
     print(f"queuebot request (freeze + snapshot + hash + audit): {request_s * 1000:8.0f} ms")
     print(
         f"queuebot approve (guarded update + {jobs:,} events + audit): {approve_s * 1000:8.0f} ms"
     )
     print(f"queuebot total: {total:6.2f} s  ->  {rate:,.0f} jobs/s  (target >= 5,000)")
-    print(f"seed 003 per-job transactions: {seed_s:6.2f} s  ->  {jobs / seed_s:,.0f} jobs/s")
-    print(f"speed-up: {ratio:.1f}x  (target >= 20x)")
+    print(
+        f"seed 003 per job, steps 3 + 4: {seed_s:6.2f} s  ->  {jobs / seed_s:,.0f} jobs/s "
+        f"(snapshot {snapshot_s:.2f} s, reset {update_s:.2f} s)"
+    )
+    print(
+        f"speed-up: {ratio:.1f}x against steps 3 + 4  (target >= 20x); "
+        f"{update_s / total:.1f}x against step 4 alone"
+    )
     ok = ratio >= 20 and rate >= 5000
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

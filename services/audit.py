@@ -17,7 +17,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.jsonable import digest
+from services.jsonable import canonical, digest
 from services.models import AuditEvent, AuditHead
 
 GENESIS = "0" * 64
@@ -96,7 +96,7 @@ async def append(
         "incident": incident,
         "reason": reason,
         "evidence": evidence,
-        "details": dict(details or {}),  # stored and hashed through the same JSON encoder
+        "details": canonical(dict(details or {})),  # stored as the very text that is hashed
         "prev_hash": prev,
     }
     row["hash"] = event_hash(row)

@@ -35,7 +35,7 @@ class AuditEvent(Base):
     incident: Mapped[str | None] = mapped_column(sa.String(32))
     reason: Mapped[str | None] = mapped_column(sa.Text)
     evidence: Mapped[str | None] = mapped_column(sa.Text)
-    details: Mapped[dict[str, Any]]
+    details: Mapped[str] = mapped_column(sa.Text)  # canonical JSON, exactly as hashed
     prev_hash: Mapped[str] = mapped_column(sa.String(64))
     hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
 

@@ -8,28 +8,61 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.changes.model import (
-    CHUNK,
     Applied,
     ChangeKind,
     Frozen,
     Ineligible,
     Selector,
     Target,
+    chunk_for,
     chunks,
 )
-from services.errors import UsageError
+from services.errors import PreconditionFailed, UsageError
 from services.estate.message_job import MessageJobProfile
 from services.estate.profile import BoundTable, plain
 from services.estate.signature import display_signature, error_signature
+from services.jsonable import raw_json
 
 REDRIVE_EVENT = "REDRIVE_REQUESTED"
 CANCEL_EVENT = "CANCELLED"
 
 
 _JOB = "job__"
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each needed value sits in a row of ``message columns + job columns``."""
+
+    message: tuple[str, ...]
+    job: tuple[str, ...]
+    msg_id: int
+    job_id: int
+    status: int
+    last_error: int
+    job_status: int
+
+    @property
+    def split(self) -> int:
+        return len(self.message)
+
+    @classmethod
+    def of(cls, m: BoundTable, j: BoundTable) -> _Layout:
+        message = tuple(c.name for c in m.table.c)
+        job = tuple(c.name for c in j.table.c)
+        return cls(
+            message,
+            job,
+            message.index(m.c("id").name),
+            message.index(m.c("job_id").name),
+            message.index(m.c("status").name),
+            message.index(m.c("last_error").name),
+            len(message) + job.index(j.c("status").name),
+        )
 
 
 @dataclass(frozen=True)
@@ -41,22 +74,19 @@ class _Found:
     status: str
     job_status: str
     last_error: str | None
-    message: dict[str, Any]
-    job: dict[str, Any]
+    snapshot: Any  # {"message": {...}, "job": {...}}, or the same as database-built JSON
 
     @classmethod
-    def of(cls, row: Any, names: tuple[str, str, str, str, str]) -> _Found:
-        msg_id, job_id, status, last_error, job_status = names
-        message = {k: v for k, v in row.items() if not k.startswith(_JOB)}
-        job = {k[len(_JOB) :]: v for k, v in row.items() if k.startswith(_JOB)}
+    def of(cls, row: tuple[Any, ...], layout: _Layout) -> _Found:
+        message = dict(zip(layout.message, row[: layout.split], strict=True))
+        job = dict(zip(layout.job, row[layout.split :], strict=True))
         return cls(
-            str(row[msg_id]),
-            str(row[job_id]),
-            str(row[status]),
-            str(row[job_status]),
-            row[last_error],
-            message,
-            job,
+            str(row[layout.msg_id]),
+            str(row[layout.job_id]),
+            str(row[layout.status]),
+            str(row[layout.job_status]),
+            row[layout.last_error],
+            {"message": message, "job": job},
         )
 
     def target(self) -> Target:
@@ -65,8 +95,21 @@ class _Found:
             key={"job_id": self.job_id, "message_id": self.message_id},
             state="DLQ/FAILED",
             signature=display_signature(error_signature(self.last_error)),
-            row={"message": self.message, "job": self.job},
+            row=self.snapshot,
         )
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
+    """PostgreSQL builds each row's snapshot as JSON text itself: ten thousand rows need
+    no per-column conversion in Python. Table names come from validated configuration."""
+    return sa.literal_column(
+        f"json_build_object('message', to_json({_quoted(m.table.name)}), "
+        f"'job', to_json({_quoted(j.table.name)}))::text"
+    )
 
 
 class MessageJobChanges:
@@ -88,8 +131,8 @@ class MessageJobChanges:
             )
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
-        job_keys = [self.profile.coerce_id(j.c("id"), raw) for raw in selector.ids]
-        msg_keys = [self.profile.coerce_id(m.c("id"), raw) for raw in selector.ids]
+        job_keys = [self.profile.id_text(j.c("id"), raw) for raw in selector.ids]
+        msg_keys = [self.profile.id_text(m.c("id"), raw) for raw in selector.ids]
         found = await self._lookup(conn, m, j, job_keys, msg_keys)
         by_job: dict[str, list[_Found]] = {}
         by_msg: dict[str, _Found] = {}
@@ -101,10 +144,7 @@ class MessageJobChanges:
         seen: set[str] = set()
         for raw, job_key, msg_key in zip(selector.ids, job_keys, msg_keys, strict=True):
             # an id names a job, or else one of its messages
-            as_msg = str(plain(msg_key))
-            candidates = by_job.get(str(plain(job_key))) or (
-                [by_msg[as_msg]] if as_msg in by_msg else []
-            )
+            candidates = by_job.get(job_key) or ([by_msg[msg_key]] if msg_key in by_msg else [])
             if not candidates:
                 ineligible.append(Ineligible(raw, "not found (no job or message with that id)"))
                 continue
@@ -134,19 +174,25 @@ class MessageJobChanges:
         keys: list[Any],
     ) -> list[_Found]:
         """Every message whose id, or whose job's id, is named, with its job's row."""
-        job_cols = [c.label(f"{_JOB}{c.name}") for c in j.table.c]
-        names = (
-            m.c("id").name,
-            m.c("job_id").name,
-            m.c("status").name,
-            m.c("last_error").name,
-            f"{_JOB}{j.c('status').name}",
+        postgres = m.dialect == "postgresql"
+        layout = _Layout.of(m, j)
+        columns: list[Any] = (
+            [
+                m.c("id"),
+                m.c("job_id"),
+                m.c("status"),
+                m.c("last_error"),
+                j.c("status"),
+                _row_json(m, j),
+            ]
+            if postgres
+            else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
         )
         out: list[_Found] = []
-        step = 50_000 if m.dialect == "postgresql" else CHUNK
+        step = chunk_for(m.dialect)
         for start in range(0, len(keys), step):
             rows = await conn.execute(
-                sa.select(m.table, *job_cols)
+                sa.select(*columns)
                 .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
                 .where(
                     sa.or_(
@@ -155,7 +201,13 @@ class MessageJobChanges:
                     )
                 )
             )
-            out.extend(_Found.of(r._mapping, names) for r in rows.all())
+            if postgres:
+                out.extend(
+                    _Found(str(r[0]), str(r[1]), str(r[2]), str(r[4]), r[3], raw_json(r[5]))
+                    for r in rows.all()
+                )
+            else:
+                out.extend(_Found.of(tuple(r), layout) for r in rows.all())
         return out
 
     async def apply(
@@ -171,22 +223,28 @@ class MessageJobChanges:
         t = await self.profile.tables(conn)
         m, j, e = t["messages"], t["jobs"], t["events"]
         changed_jobs: list[Any] = []
-        before: list[dict[str, Any]] = []
-        for part in chunks(targets):
-            msg_ids = [self.profile.coerce_id(m.c("id"), str(x.key["message_id"])) for x in part]
+        before: list[Any] = []  # row images: dicts, or JSON the database built
+        for part in chunks(targets, chunk_for(m.dialect)):
+            msg_ids = [self.profile.id_text(m.c("id"), str(x.key["message_id"])) for x in part]
+            postgres = m.dialect == "postgresql"
+            image: list[Any] = (
+                [_row_json(m, j)]
+                if postgres
+                else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
+            )
             still = (
                 await conn.execute(
-                    sa.select(m.table, *[c.label(f"job__{c.name}") for c in j.table.c])
+                    sa.select(m.c("id").label("qb_mid"), m.c("job_id").label("qb_jid"), *image)
                     .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
                     .where(m.isin("id", msg_ids), m.c("status") == "DLQ", j.c("status") == "FAILED")
-                    .with_for_update()
+                    .with_for_update(of=m.table)
                 )
             ).all()
             if not still:
                 continue
-            before.extend(dict(r._mapping) for r in still)
-            ok_msgs = [r._mapping[m.c("id").name] for r in still]
-            ok_jobs = list({r._mapping[m.c("job_id").name] for r in still})
+            before.extend(raw_json(r[2]) if postgres else dict(r._mapping) for r in still)
+            ok_msgs = [r[0] for r in still]
+            ok_jobs = list({r[1] for r in still})
             if kind is ChangeKind.REDRIVE:  # seed 003 step 4, for the whole chunk at once
                 await conn.execute(
                     m.table.update()
@@ -221,18 +279,8 @@ class MessageJobChanges:
                     .values({j.c("status").name: "CANCELLED"})
                 )
             event_type = REDRIVE_EVENT if kind is ChangeKind.REDRIVE else CANCEL_EVENT
-            await conn.execute(
-                e.table.insert(),
-                [
-                    {
-                        **self._event_id(e),
-                        e.c("aggregate_id").name: job,
-                        e.c("event_type").name: event_type,
-                        e.c("message").name: note,
-                        e.c("created_at").name: now,
-                    }
-                    for job in ok_jobs
-                ],
+            await self._insert_events(
+                conn, e, jobs=ok_jobs, event_type=event_type, note=note, now=now
             )
             changed_jobs.extend(ok_jobs)
         changed = [str(plain(x)) for x in changed_jobs]
@@ -244,17 +292,51 @@ class MessageJobChanges:
         ]
         return Applied(changed=changed, skipped=skipped, before=before, job_events=len(changed))
 
-    def _event_id(self, e: BoundTable) -> dict[str, Any]:
-        """job_events.id may have no default (seed 003 supplies it): give the column's type."""
+    async def _insert_events(
+        self,
+        conn: AsyncConnection,
+        e: BoundTable,
+        *,
+        jobs: list[Any],
+        event_type: str,
+        note: str,
+        now: datetime,
+    ) -> None:
+        """One job event per job. job_events.id may have no default (seed 003 supplies
+        it), so queuebot supplies a value of the column's type."""
         col = e.c("id")
-        if col.server_default is not None or (
-            isinstance(col.type, sa.Integer) and col.autoincrement is True
-        ):
-            return {}
-        if isinstance(col.type, sa.Integer):
-            raise UsageError(
-                f"{e.name}.id is an integer column without a default; queuebot "
-                "cannot choose event ids safely there: give it an identity default"
+        generated = col.server_default is not None or (
+            isinstance(col.type, sa.Integer) and col.primary_key and e.dialect == "sqlite"
+        )
+        if isinstance(col.type, sa.Integer) and not generated:
+            raise PreconditionFailed(
+                f"{e.name}.id is an integer column without a default; queuebot cannot choose "
+                "event ids safely there: give it an identity default"
             )
-        new = uuid.uuid4()
-        return {col.name: new if isinstance(col.type, sa.Uuid) else str(new)}
+        names = [e.c(c).name for c in ("aggregate_id", "event_type", "message", "created_at")]
+        if e.dialect == "postgresql":  # one INSERT ... SELECT over the array of jobs
+            agg = e.c("aggregate_id")
+            texts = sa.literal([str(job) for job in jobs], postgresql.ARRAY(sa.Text))
+            job = sa.func.unnest(sa.cast(texts, postgresql.ARRAY(agg.type))).column_valued("job")
+            values: list[Any] = [
+                job,
+                sa.literal(event_type),
+                sa.literal(note),
+                sa.literal(now, sa.DateTime(timezone=True)),
+            ]
+            if not generated:
+                new_id = sa.func.gen_random_uuid()
+                values.insert(
+                    0, new_id if isinstance(col.type, sa.Uuid) else sa.cast(new_id, sa.Text)
+                )
+                names.insert(0, col.name)
+            await conn.execute(e.table.insert().from_select(names, sa.select(*values)))
+            return
+        rows = []
+        for job in jobs:
+            row = dict(zip(names, (job, event_type, note, now), strict=True))
+            if not generated:
+                new = uuid.uuid4()
+                row[col.name] = new if isinstance(col.type, sa.Uuid) else str(new)
+            rows.append(row)
+        await conn.execute(e.table.insert(), rows)

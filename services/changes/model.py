@@ -9,7 +9,12 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-CHUNK = 5000  # ids per IN (...) list: under SQLite's and psycopg's parameter limits
+CHUNK = 5000  # ids per IN (...) list: under SQLite's parameter limit
+PG_CHUNK = 50_000  # PostgreSQL binds a whole list as one array parameter
+
+
+def chunk_for(dialect: str) -> int:
+    return PG_CHUNK if dialect == "postgresql" else CHUNK
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
@@ -73,7 +78,7 @@ class Frozen:
 class Applied:
     changed: list[str]
     skipped: list[Ineligible]
-    before: list[dict[str, Any]]
+    before: list[Any]  # row images before the change (dicts, or database-built JSON)
     job_events: int = 0
 
 

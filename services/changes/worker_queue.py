@@ -16,6 +16,7 @@ from services.changes.model import (
     Ineligible,
     Selector,
     Target,
+    chunk_for,
     chunks,
 )
 from services.errors import UsageError
@@ -68,7 +69,7 @@ class WorkerQueueChanges:
             return Frozen([self._target(q, r) for r in rows], [])
         keys = {raw: self.profile.coerce_id(q.c("id"), raw) for raw in selector.ids}
         found: dict[Any, sa.Row[Any]] = {}
-        for part in chunks(list(keys.values())):
+        for part in chunks(list(keys.values()), chunk_for(q.dialect)):
             for r in (await conn.execute(sa.select(q.table).where(q.isin("id", part)))).all():
                 found[r._mapping[q.c("id").name]] = r
         allowed = CANCEL_STATES if kind is ChangeKind.CANCEL else RESET_STATES
@@ -172,7 +173,8 @@ class WorkerQueueChanges:
                     if duplicates
                     else f"manually cancelled: {note}"[:500],
                 }
-            for part in chunks([self.profile.coerce_id(q.c("id"), t.id) for t in group]):
+            ids = [self.profile.coerce_id(q.c("id"), t.id) for t in group]
+            for part in chunks(ids, chunk_for(q.dialect)):
                 guard = sa.and_(q.isin("id", part), q.c("status") == state)
                 rows = await conn.execute(sa.select(q.table).where(guard).with_for_update())
                 before.extend(dict(r._mapping) for r in rows.all())

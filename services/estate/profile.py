@@ -34,6 +34,7 @@ from services.estate.model import (
     Triage,
 )
 
+_UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
 
 
@@ -65,9 +66,12 @@ class BoundTable:
         """``column IN (values)``; on PostgreSQL ``column = ANY(array)``: one parameter
         however many values, so ten thousand ids cost one bind, not ten thousand."""
         column = self.c(logical)
-        if self.dialect == "postgresql":
-            return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
-        return column.in_(values)
+        if self.dialect != "postgresql":
+            return column.in_(values)
+        if isinstance(column.type, sa.Uuid):  # a text[] cast server-side dumps faster
+            texts = sa.literal([str(v) for v in values], postgresql.ARRAY(sa.Text))
+            return column == sa.any_(sa.cast(texts, postgresql.ARRAY(column.type)))
+        return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
 
     @property
     def name(self) -> str:
@@ -206,6 +210,15 @@ class QueueProfile(ABC):
                     "e.g. 3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f"
                 ) from exc
         return raw
+
+    def id_text(self, column: sa.Column[Any], raw: str) -> str:
+        """Like ``coerce_id`` but as canonical text, for bulk statements that bind ids as
+        one text array: canonical UUIDs skip building ten thousand UUID objects."""
+        if isinstance(column.type, sa.Uuid):
+            lowered = raw.lower()
+            if _UUID_TEXT.match(lowered):
+                return lowered
+        return str(self.coerce_id(column, raw))
 
     # -- reads ---------------------------------------------------------------------------
 

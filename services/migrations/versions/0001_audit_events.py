@@ -32,7 +32,9 @@ def upgrade() -> None:
         sa.Column("incident", sa.String(32)),
         sa.Column("reason", sa.Text()),
         sa.Column("evidence", sa.Text()),
-        sa.Column("details", sa.JSON(), nullable=False),
+        # Canonical JSON text: the exact bytes the hash covers, and no JSON parsing of
+        # megabyte snapshots on insert. Cast to json to query it.
+        sa.Column("details", sa.Text(), nullable=False),
         sa.Column("prev_hash", sa.String(64), nullable=False),
         sa.Column("hash", sa.String(64), nullable=False, unique=True),
     )
