@@ -19,7 +19,7 @@ from commands.reply import Reply
 from commands.router import Router
 from services.errors import NotFound
 from services.message import Message
-from services.notify import MessageRef
+from services.notify import ChannelRef, MessageRef
 from services.people import Directory
 
 _AS = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
@@ -34,12 +34,13 @@ class ConsoleNotifier:
         self._ids = itertools.count(1)
 
     async def post(
-        self, *, channel: str, message: Message, thread: MessageRef | None = None
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:
+        name = channel.channel if isinstance(channel, ChannelRef) else channel
         ref = MessageRef(
-            "console", channel, str(next(self._ids)), thread.message_id if thread else None
+            "console", name, str(next(self._ids)), thread.message_id if thread else None
         )
-        where = f"#{channel}" + (f" thread {thread.message_id}" if thread else "")
+        where = f"#{name}" + (f" thread {thread.message_id}" if thread else "")
         self._out.write(f"[{where}] (message {ref.message_id})\n{render_message(message)}\n\n")
         self._out.flush()
         return [ref]

@@ -104,6 +104,33 @@ class ApprovalConfig(_Strict):
     large_change_approvals: int = Field(default=2, ge=1, le=5)
 
 
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from exc
+    return value
+
+
+class RedriveConfig(_Strict):
+    """Staged redrive (SPEC §7): sample, then waves that grow while they succeed."""
+
+    sample: int = Field(default=5, ge=1, le=5)
+    first_wave: int = Field(default=10, ge=1, le=10_000)
+    max_wave: int = Field(default=1000, ge=1, le=100_000)
+    velocity: float = Field(default=50.0, gt=0, le=100_000, description="jobs per second")
+    poll_seconds: float = Field(default=5.0, ge=0.1, le=3600)
+    growth_window_minutes: int = Field(default=10, ge=1, le=24 * 60)
+    max_redrives_per_job: int = Field(default=3, ge=1, le=100)
+    permanent_errors: list[Annotated[str, AfterValidator(_regex)]] = Field(
+        default_factory=lambda: [
+            r"invalid media",
+            r"moov atom not found",
+            r"unsupported (codec|format)",
+        ]
+    )
+
+
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -121,6 +148,7 @@ class FileConfig(_Strict):
     people: dict[str, PersonConfig] = Field(default_factory=dict)
     roles: dict[str, Role] = Field(default_factory=dict)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    redrive: RedriveConfig = Field(default_factory=RedriveConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
 

@@ -102,3 +102,105 @@ class Delivery(Base):
 
     key: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class ScheduledItem(Base):
+    """A durable scheduler entry: due work that survives restarts and runs exactly once
+    across replicas (claimed with FOR UPDATE SKIP LOCKED, done in the same transaction)."""
+
+    __tablename__ = "qb_schedule"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(sa.String(64))
+    subject: Mapped[str] = mapped_column(sa.String(64))
+    due_at: Mapped[datetime] = mapped_column(index=True)
+    attempts: Mapped[int] = mapped_column(sa.Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime]
+
+
+class QueueSample(Base):
+    """The queue's counts, written down periodically (seed 000 §7, done for the operator)."""
+
+    __tablename__ = "qb_queue_samples"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    queue: Mapped[str] = mapped_column(sa.String(64))
+    at: Mapped[datetime]
+    total: Mapped[int] = mapped_column(sa.BigInteger)
+    dead: Mapped[int] = mapped_column(sa.BigInteger)
+    pending: Mapped[int] = mapped_column(sa.BigInteger)
+    counts: Mapped[dict[str, Any]]
+
+
+class Incident(Base):
+    """An incident; an open one may block redrives (SPEC §7)."""
+
+    __tablename__ = "qb_incidents"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    scenario: Mapped[str] = mapped_column(sa.String(64))
+    summary: Mapped[str] = mapped_column(sa.Text)
+    state: Mapped[str] = mapped_column(sa.String(16), index=True)
+    blocks_redrive: Mapped[bool] = mapped_column(sa.Boolean, default=True)
+    queue: Mapped[str | None] = mapped_column(sa.String(64))
+    declared_at: Mapped[datetime]
+
+
+class Plan(Base):
+    """A staged redrive: a sample, then growing waves that start only while they succeed."""
+
+    __tablename__ = "qb_plans"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    queue: Mapped[str] = mapped_column(sa.String(64))
+    profile: Mapped[str] = mapped_column(sa.String(32))
+    request_id: Mapped[int] = mapped_column(BigId)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    reason: Mapped[str] = mapped_column(sa.Text)
+    incident: Mapped[str | None] = mapped_column(sa.String(32))
+    requester: Mapped[str] = mapped_column(sa.String(64))
+    approvers: Mapped[dict[str, Any]]
+    sample: Mapped[int] = mapped_column(sa.Integer)
+    max_wave: Mapped[int] = mapped_column(sa.Integer)
+    velocity: Mapped[float] = mapped_column(sa.Float)
+    poll_seconds: Mapped[float] = mapped_column(sa.Float)
+    total: Mapped[int] = mapped_column(sa.Integer)
+    cursor: Mapped[int] = mapped_column(sa.Integer)
+    wave: Mapped[int] = mapped_column(sa.Integer)
+    wave_size: Mapped[int] = mapped_column(sa.Integer)
+    wave_started_at: Mapped[datetime | None]
+    dead_at_wave_start: Mapped[int] = mapped_column(sa.BigInteger)
+    waves: Mapped[dict[str, Any]]
+    note: Mapped[str | None] = mapped_column(sa.Text)
+    origin: Mapped[dict[str, Any]]
+    message_ref: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class PlanItem(Base):
+    """One job of a plan, in plan order, with what it looked like before the plan."""
+
+    __tablename__ = "qb_plan_items"
+
+    plan_id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    seq: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(sa.String(64))
+    message_id: Mapped[str | None] = mapped_column(sa.String(64))
+    wave: Mapped[int | None] = mapped_column(sa.Integer)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    signature: Mapped[str] = mapped_column(sa.Text)
+    original: Mapped[dict[str, Any]]
+
+
+class RedriveLog(Base):
+    """Every job queuebot redrove, to cap redrives per job where the estate keeps no
+    events (worker_queue); message_job counts its own REDRIVE_REQUESTED events."""
+
+    __tablename__ = "qb_redrive_log"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    queue: Mapped[str] = mapped_column(sa.String(64))
+    job_id: Mapped[str] = mapped_column(sa.String(64))
+    at: Mapped[datetime]

@@ -24,11 +24,20 @@ class MessageRef:
     thread_id: str | None = None
 
 
+@dataclass(frozen=True)
+class ChannelRef:
+    """A channel on one platform by its own id (where a command was typed)."""
+
+    platform: str
+    channel: str
+
+
 class Notifier(Protocol):
     async def post(
-        self, *, channel: str, message: Message, thread: MessageRef | None = None
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:
-        """Post to a named channel (or into ``thread``); one ref per platform reached."""
+        """Post to a channel named in the config on every platform that has it, to one
+        platform's channel (``ChannelRef``), or into ``thread``; one ref per post."""
         ...
 
     async def update(self, *, ref: MessageRef, message: Message) -> None:
@@ -43,11 +52,13 @@ class FanoutNotifier:
         self._notifiers = list(notifiers)
 
     async def post(
-        self, *, channel: str, message: Message, thread: MessageRef | None = None
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:
         refs: list[MessageRef] = []
         for platform, notifier in self._notifiers:
             if thread is not None and thread.platform != platform:
+                continue
+            if isinstance(channel, ChannelRef) and channel.platform != platform:
                 continue
             refs.extend(await notifier.post(channel=channel, message=message, thread=thread))
         return refs

@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.render import blocks, fallback_text
 from services.errors import Unavailable
 from services.message import Message
-from services.notify import MessageRef
+from services.notify import ChannelRef, MessageRef
 
 
 class SlackNotifier:
@@ -22,9 +22,14 @@ class SlackNotifier:
         self.channels = channels
 
     async def post(
-        self, *, channel: str, message: Message, thread: MessageRef | None = None
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:
-        target = thread.channel if thread else self.channels.get(channel)
+        if thread is not None:
+            target: str | None = thread.channel
+        elif isinstance(channel, ChannelRef):
+            target = channel.channel if channel.platform == "slack" else None
+        else:
+            target = self.channels.get(channel)
         if target is None:
             return []
         thread_ts = (thread.thread_id or thread.message_id) if thread else None

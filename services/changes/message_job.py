@@ -279,7 +279,7 @@ class MessageJobChanges:
                     .values({j.c("status").name: "CANCELLED"})
                 )
             event_type = REDRIVE_EVENT if kind is ChangeKind.REDRIVE else CANCEL_EVENT
-            await self._insert_events(
+            await self.insert_events(
                 conn, e, jobs=ok_jobs, event_type=event_type, note=note, now=now
             )
             changed_jobs.extend(ok_jobs)
@@ -292,7 +292,7 @@ class MessageJobChanges:
         ]
         return Applied(changed=changed, skipped=skipped, before=before, job_events=len(changed))
 
-    async def _insert_events(
+    async def insert_events(
         self,
         conn: AsyncConnection,
         e: BoundTable,

@@ -25,7 +25,10 @@ def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
 class ChangeKind(StrEnum):
     REQUEUE = "requeue"
     CANCEL = "cancel"
-    REDRIVE = "redrive"
+    REDRIVE = "redrive"  # named jobs, all at once
+    PLAN = "plan"  # a staged redrive: sample, then growing waves
+    RESUME = "resume"  # a halted plan goes on
+    ROLLBACK = "rollback"  # a plan's redriven, unclaimed jobs go back to dead
 
 
 class RequestState(StrEnum):
@@ -42,12 +45,64 @@ class Selector:
     ids: tuple[str, ...] = ()
     duplicates: bool = False
     failure_reason: str | None = None
+    error_like: str | None = None
+    tenant: str | None = None
+    job_type: str | None = None
+    all_dead: bool = False
+    plan: int | None = None  # resume / rollback: the plan concerned
+    sample: int | None = None  # a plan's sample size (1-5)
+    max_rows: int | None = None  # a plan's cap on rows
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ids": list(self.ids),
+            "duplicates": self.duplicates,
+            "failure_reason": self.failure_reason,
+            "error_like": self.error_like,
+            "tenant": self.tenant,
+            "job_type": self.job_type,
+            "all_dead": self.all_dead,
+            "plan": self.plan,
+            "sample": self.sample,
+            "max_rows": self.max_rows,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Selector:
+        return cls(
+            ids=tuple(data.get("ids", ())),
+            duplicates=bool(data.get("duplicates")),
+            failure_reason=data.get("failure_reason"),
+            error_like=data.get("error_like"),
+            tenant=data.get("tenant"),
+            job_type=data.get("job_type"),
+            all_dead=bool(data.get("all_dead")),
+            plan=data.get("plan"),
+            sample=data.get("sample"),
+            max_rows=data.get("max_rows"),
+        )
+
+    @property
+    def bulk(self) -> bool:
+        """Selects dead rows by what they are, not by id."""
+        return self.all_dead or any(
+            v is not None for v in (self.error_like, self.tenant, self.job_type)
+        )
 
     def describe(self) -> str:
+        if self.plan is not None:
+            return f"plan P-{self.plan}"
         if self.duplicates:
             return "duplicate queued rows"
-        if self.failure_reason:
-            return f"failed rows with failure_reason {self.failure_reason}"
+        if self.bulk or (self.failure_reason and not self.ids):
+            parts = [
+                f"error like {self.error_like!r}" if self.error_like else "",
+                f"tenant {self.tenant}" if self.tenant else "",
+                f"failure_reason {self.failure_reason}" if self.failure_reason else "",
+                f"job type {self.job_type}" if self.job_type else "",
+            ]
+            chosen = ", ".join(p for p in parts if p)
+            return f"dead rows with {chosen}" if chosen else "every dead row"
         return ", ".join(self.ids)
 
 
@@ -104,6 +159,9 @@ class ChangeView:
     approvals: list[str] = field(default_factory=list)
     rejected_by: str | None = None
     result: dict[str, Any] | None = None
+    checks: list[tuple[str, str, str]] = field(default_factory=list)  # name, verdict, detail
+    schedule: list[int] = field(default_factory=list)
+    plan: int | None = None
 
     @property
     def ref(self) -> str:

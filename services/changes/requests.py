@@ -8,9 +8,10 @@ the pending -> executed transition is conditional on ``state = 'pending'``.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -30,7 +31,7 @@ from services.changes.model import (
 )
 from services.changes.ops import ChangeOps
 from services.changes.worker_queue import WorkerQueueChanges
-from services.config import ApprovalConfig
+from services.config import ApprovalConfig, RedriveConfig
 from services.errors import Conflict, NotFound, PermissionDenied, PreconditionFailed
 from services.estate.estate import Estate
 from services.estate.message_job import MessageJobProfile
@@ -38,7 +39,11 @@ from services.estate.profile import QueueProfile
 from services.estate.worker_queue import WorkerQueueProfile
 from services.jsonable import digest, jsonable
 from services.models import Approval, ChangeRequest
+from services.plans.engine import PlanEngine, plan_ops_for
+from services.plans.model import ACTIVE, Check
+from services.scheduler import FollowUp
 
+log = logging.getLogger("queuebot.changes")
 _cr = cast(sa.Table, ChangeRequest.__table__)
 _ap = cast(sa.Table, Approval.__table__)
 
@@ -56,6 +61,16 @@ class Decision:
     view: ChangeView
     executed: bool
     approvals: int
+    follow_ups: list[FollowUp] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Frozen:
+    targets: list[Target]
+    ineligible: list[Ineligible]
+    checks: list[Check] = field(default_factory=list)
+    schedule: list[int] = field(default_factory=list)
+    affected: int | None = None
 
 
 class ChangeRequests:
@@ -66,11 +81,19 @@ class ChangeRequests:
         state_engine: AsyncEngine,
         approval: ApprovalConfig,
         clock: Callable[[], datetime],
+        plans: PlanEngine | None = None,
     ) -> None:
         self.estate = estate
         self.state_engine = state_engine
         self.approval = approval
         self.clock = clock
+        self.plans = plans or PlanEngine(
+            estate=estate,
+            engine=state_engine,
+            config=RedriveConfig(),
+            clock=clock,
+            changes_for=changes_for,
+        )
 
     def _engine(self) -> AsyncEngine:
         if self.estate.engine is not self.state_engine:
@@ -99,17 +122,16 @@ class ChangeRequests:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
         profile = self.estate.profile(queue)
-        ops = changes_for(profile)
         now = self.clock()
         async with self._engine().begin() as conn:
-            frozen = await ops.freeze(conn, kind=kind, selector=selector)
-            if not frozen.targets:
+            frozen = await self._freeze(conn, kind, profile, selector, reason)
+            if not frozen.targets and kind not in (ChangeKind.RESUME, ChangeKind.ROLLBACK):
                 raise PreconditionFailed(_nothing_to_do(kind, selector, frozen.ineligible))
             # The full snapshot (every column of every row) is hashed and kept in the
             # hash-chained audit event; the request keeps what execution needs.
             snapshot = [_target_json(t) for t in frozen.targets]
             targets = [{k: v for k, v in t.items() if k != "row"} for t in snapshot]
-            count = len(targets)
+            count = frozen.affected if frozen.affected is not None else len(targets)
             required = (
                 self.approval.large_change_approvals
                 if count > self.approval.large_change_rows
@@ -128,17 +150,16 @@ class ChangeRequests:
                 "reason": reason,
                 "incident": incident,
                 "evidence": evidence,
-                "selector": jsonable(
-                    {
-                        "ids": list(selector.ids),
-                        "duplicates": selector.duplicates,
-                        "failure_reason": selector.failure_reason,
-                    }
-                ),
+                "selector": jsonable(selector.as_json()),
                 "targets": {"items": targets},
                 "ineligible": {"items": [[i.id, i.why] for i in frozen.ineligible]},
                 "snapshot_hash": digest(snapshot),
-                "preview": {"by_signature": Counter(t["signature"] for t in targets).most_common()},
+                "preview": {
+                    "by_signature": Counter(t["signature"] for t in targets).most_common(),
+                    "checks": [[c.name, c.verdict, c.detail] for c in frozen.checks],
+                    "schedule": frozen.schedule,
+                    "plan": selector.plan,
+                },
                 "eligible_count": count,
                 "approvals_required": required,
                 "origin": jsonable(origin or {}),
@@ -168,6 +189,56 @@ class ChangeRequests:
             )
             return await self._view(conn, int(number))
 
+    async def _freeze(
+        self,
+        conn: AsyncConnection,
+        kind: ChangeKind,
+        profile: QueueProfile,
+        selector: Selector,
+        reason: str,
+    ) -> _Frozen:
+        """What the request will change, checked, before anyone approves it."""
+        if kind in (ChangeKind.REQUEUE, ChangeKind.CANCEL):
+            frozen = await changes_for(profile).freeze(conn, kind=kind, selector=selector)
+            return _Frozen(frozen.targets, frozen.ineligible)
+        if kind in (ChangeKind.RESUME, ChangeKind.ROLLBACK):
+            assert selector.plan is not None
+            states = ("halted",) if kind is ChangeKind.RESUME else ACTIVE
+            plan = await self.plans.require(conn, number=selector.plan, states=states)
+            if plan["queue"] != profile.queue:
+                raise NotFound(
+                    f"P-{selector.plan} belongs to queue {plan['queue']}; add "
+                    f"--queue {plan['queue']}"
+                )
+            view = await self.plans.view_in(conn, number=selector.plan)
+            affected = (
+                view.total - view.redriven
+                if kind is ChangeKind.RESUME
+                else view.redriven - view.succeeded - view.redead - view.rolled_back
+            )
+            return _Frozen([], [], affected=affected)
+        staged = kind is ChangeKind.PLAN
+        if staged:
+            active = await self.plans.active_plan(conn, profile.queue)
+            if active is not None:
+                raise Conflict(
+                    f"queue {profile.queue} already has an active plan, "
+                    f"P-{active}: one plan per queue. See /queue plan P-{active}."
+                )
+        targets, excluded, evaluation = await self.plans.candidates(
+            conn,
+            profile=profile,
+            selector=selector,
+            reason=reason,
+            staged=staged,
+            limit=selector.max_rows if staged else None,
+        )
+        if evaluation.refusal:
+            listed = "; ".join(f"{c.name}: {c.verdict} ({c.detail})" for c in evaluation.checks)
+            raise PreconditionFailed(f"{kind.value} {evaluation.refusal}. All checks: {listed}")
+        schedule = self.plans.schedule_for(len(targets), selector.sample) if staged else []
+        return _Frozen(targets, excluded, checks=evaluation.checks, schedule=schedule)
+
     # -- decisions -------------------------------------------------------------------
 
     async def approve(self, *, number: int, actor: Actor) -> Decision:
@@ -187,6 +258,11 @@ class ChangeRequests:
                 f"CR-{number} expired at {_hm(cr['expires_at'])} without approval; "
                 "request it again if the change is still wanted"
             )
+        for follow_up in decision.follow_ups:  # chat posts, after the commit
+            try:
+                await follow_up()
+            except Exception:
+                log.exception("a follow-up of CR-%s failed", number)
         return decision
 
     async def _approve_locked(
@@ -230,8 +306,13 @@ class ChangeRequests:
             return Decision(
                 await self._view(conn, number), executed=False, approvals=len(approvers)
             )
-        await self._execute(conn, cr, actor, approvers, now)
-        return Decision(await self._view(conn, number), executed=True, approvals=len(approvers))
+        follow_ups = await self._execute(conn, cr, actor, approvers, now)
+        return Decision(
+            await self._view(conn, number),
+            executed=True,
+            approvals=len(approvers),
+            follow_ups=follow_ups,
+        )
 
     async def _execute(
         self,
@@ -240,7 +321,7 @@ class ChangeRequests:
         actor: Actor,
         approvers: list[str],
         now: datetime,
-    ) -> None:
+    ) -> list[FollowUp]:
         number = cr["id"]
         moved = await conn.execute(
             _cr.update()
@@ -249,28 +330,38 @@ class ChangeRequests:
         )
         if moved.rowcount != 1:  # cannot happen while we hold the row lock; refuse loudly
             raise Conflict(f"CR-{number} changed state while being approved; nothing was done")
-        items = cr["targets"]["items"]
-        profile = self.estate.profile(cr["queue"])
-        note = (
-            f"queuebot CR-{number}: {cr['reason']} (requested by {cr['requester_person']},"
-            f" approved by {', '.join(approvers)})"
-        )[:1000]
-        applied = await changes_for(profile).apply(
-            conn,
-            kind=ChangeKind(cr["kind"]),
-            targets=[_target_from(i) for i in items],
-            now=now,
-            note=note,
-            duplicates=bool(cr["selector"].get("duplicates")),
-        )
-        result = {
-            "changed": applied.changed,
-            "skipped": [[s.id, s.why] for s in applied.skipped],
-            "job_events": applied.job_events,
+        kind = ChangeKind(cr["kind"])
+        plan_no = cr["selector"].get("plan")
+        follow_ups: list[FollowUp] = []
+        before: list[Any] = []
+        result: dict[str, Any] = {
             "approvers": approvers,
+            "changed": [],
+            "skipped": [],
+            "job_events": 0,
         }
+        if kind is ChangeKind.PLAN:
+            plan_no, follow_ups = await self.plans.start(
+                conn, cr=cr, approvers=approvers, actor=actor, now=now
+            )
+            result["plan"] = plan_no
+        elif kind is ChangeKind.RESUME:
+            follow_ups = await self.plans.resume(
+                conn, number=int(plan_no), actor=actor, request=number, now=now
+            )
+            result["plan"] = plan_no
+        elif kind is ChangeKind.ROLLBACK:
+            back, follow_ups = await self.plans.rollback(
+                conn, number=int(plan_no), actor=actor, request=number, now=now
+            )
+            result.update(plan=plan_no, changed=back)
+        else:
+            before = await self._apply(
+                conn, cr, kind=kind, approvers=approvers, now=now, result=result
+            )
         await conn.execute(_cr.update().where(_cr.c.id == number).values(result=result))
-        changed = set(applied.changed)
+        changed = set(result["changed"])
+        items = cr["targets"]["items"]
         await audit.append(
             conn,
             action="change.executed",
@@ -285,17 +376,52 @@ class ChangeRequests:
                 "kind": cr["kind"],
                 "requester": cr["requester_person"],
                 "approvers": approvers,
-                "changed": applied.changed,
+                "plan": result.get("plan"),
+                "changed": result["changed"],
                 "message_ids": [
                     i["key"]["message_id"]
                     for i in items
                     if i["id"] in changed and "message_id" in i["key"]
                 ],
                 "skipped": result["skipped"],
-                "job_events": applied.job_events,
-                "before": applied.before,
+                "job_events": result["job_events"],
+                "before": before,
             },
         )
+        return follow_ups
+
+    async def _apply(
+        self,
+        conn: AsyncConnection,
+        cr: dict[str, Any],
+        *,
+        kind: ChangeKind,
+        approvers: list[str],
+        now: datetime,
+        result: dict[str, Any],
+    ) -> list[Any]:
+        """Requeue, cancel or redrive the frozen rows still in their snapshotted state."""
+        profile = self.estate.profile(cr["queue"])
+        note = (
+            f"queuebot CR-{cr['id']}: {cr['reason']} (requested by {cr['requester_person']},"
+            f" approved by {', '.join(approvers)})"
+        )[:1000]
+        applied = await changes_for(profile).apply(
+            conn,
+            kind=kind,
+            targets=[_target_from(i) for i in cr["targets"]["items"]],
+            now=now,
+            note=note,
+            duplicates=bool(cr["selector"].get("duplicates")),
+        )
+        if kind is ChangeKind.REDRIVE:
+            await plan_ops_for(profile).log_redrives(conn, job_ids=applied.changed, now=now)
+        result.update(
+            changed=applied.changed,
+            skipped=[[s.id, s.why] for s in applied.skipped],
+            job_events=applied.job_events,
+        )
+        return applied.before
 
     async def reject(
         self, *, number: int, actor: Actor, reason: str | None, may_reject_others: bool
@@ -471,6 +597,9 @@ class ChangeRequests:
             approvals_required=int(cr["approvals_required"]),
             approvals=approvals,
             rejected_by=(result or {}).get("rejected_by") if cr["state"] == "rejected" else None,
+            checks=[(str(n), str(v), str(d)) for n, v, d in cr["preview"].get("checks", [])],
+            schedule=list(cr["preview"].get("schedule", [])),
+            plan=(result or {}).get("plan") or cr["preview"].get("plan"),
             result=result,
         )
 

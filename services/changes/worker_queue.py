@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -19,6 +19,7 @@ from services.changes.model import (
     chunk_for,
     chunks,
 )
+from services.changes.plan_ops import ItemRef, WaveStatus
 from services.errors import UsageError
 from services.estate.profile import BoundTable, plain
 from services.estate.signature import display_signature, error_signature
@@ -189,3 +190,148 @@ class WorkerQueueChanges:
             if t.id not in moved
         ]
         return Applied(changed=changed, skipped=skipped, before=before)
+
+
+RESTORED = (
+    "status",
+    "retry_count",
+    "failure_reason",
+    "error_message",
+    "next_attempt_at",
+    "server_node",
+    "claimed_at",
+    "started_at",
+)
+TERMINAL = ("done", "failed", "failed_permanently", "cancelled")
+
+
+class WorkerQueuePlanOps:
+    """Staged redrives over failed / failed_permanently rows (seed 002 §12)."""
+
+    def __init__(self, profile: WorkerQueueProfile) -> None:
+        self.profile = profile
+
+    async def _table(self, conn: AsyncConnection) -> BoundTable:
+        return (await self.profile.tables(conn))["queue"]
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        q = await self._table(conn)
+        if selector.tenant is not None:
+            raise UsageError(
+                f"queue {self.profile.queue!r} (worker_queue) has no tenants; "
+                "select with --failure-reason, --job-type or --error-like"
+            )
+        where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.profile.dead_statuses)]
+        if selector.failure_reason is not None:
+            if selector.failure_reason not in FAILURE_REASONS:
+                raise UsageError(
+                    f"unknown failure reason {selector.failure_reason!r}; "
+                    f"expected one of {', '.join(FAILURE_REASONS)}"
+                )
+            where.append(q.c("failure_reason") == selector.failure_reason)
+        if selector.job_type is not None:
+            where.append(q.c("job_type") == selector.job_type)
+        if selector.error_like is not None:
+            where.append(q.c("error_message").icontains(selector.error_like, autoescape=True))
+        rows = await conn.execute(
+            sa.select(q.c("id")).where(*where).order_by(q.c("queued_at").desc(), q.c("id").desc())
+        )
+        return [str(plain(r[0])) for r in rows.all()]
+
+    async def source_missing(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, str]:
+        return {}  # a worker_queue job names an issue, not a stored object
+
+    async def redrive_counts(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, int]:
+        from services.models import RedriveLog
+
+        log = cast(sa.Table, RedriveLog.__table__)
+        counts: dict[str, int] = {}
+        ids = [t.id for t in targets]
+        for part in chunks(ids, chunk_for(conn.dialect.name)):
+            rows = await conn.execute(
+                sa.select(log.c.job_id, sa.func.count())
+                .where(log.c.queue == self.profile.queue, log.c.job_id.in_(part))
+                .group_by(log.c.job_id)
+            )
+            counts.update({str(j): int(n) for j, n in rows.all()})
+        return counts
+
+    async def originals(
+        self, conn: AsyncConnection, *, items: list[ItemRef]
+    ) -> dict[str, dict[str, Any]]:
+        q = await self._table(conn)
+        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
+        cols = [q.c("id"), *(q.c(c) for c in RESTORED)]
+        out: dict[str, dict[str, Any]] = {}
+        for part in chunks(ids, chunk_for(q.dialect)):
+            for r in (await conn.execute(sa.select(*cols).where(q.isin("id", part)))).all():
+                out[str(plain(r[0]))] = dict(zip(RESTORED, (plain(v) for v in r[1:]), strict=True))
+        return out
+
+    async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
+        q = await self._table(conn)
+        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
+        terminal = open_ = 0
+        redead: list[tuple[str, str | None]] = []
+        succeeded: list[str] = []
+        for part in chunks(ids, chunk_for(q.dialect)):
+            rows = await conn.execute(
+                sa.select(q.c("id"), q.c("status"), q.c("error_message")).where(q.isin("id", part))
+            )
+            for job, raw_status, error in rows.all():
+                status = str(plain(raw_status))
+                if status in TERMINAL:
+                    terminal += 1
+                    if status in self.profile.dead_statuses:
+                        redead.append((str(plain(job)), error))
+                    elif status == "done":
+                        succeeded.append(str(plain(job)))
+                else:
+                    open_ += 1
+        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
+
+    async def rollback(
+        self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
+    ) -> list[str]:
+        q = await self._table(conn)
+        back: list[str] = []
+        for item in items:  # each row goes back to its own earlier values
+            if not item.original:
+                continue
+            values = {q.c(c).name: _restored(c, item.original.get(c)) for c in RESTORED}
+            done = await conn.execute(
+                q.table.update()
+                .where(
+                    q.c("id") == self.profile.coerce_id(q.c("id"), item.job_id),
+                    q.c("status") == "queued",
+                    q.c("claimed_at").is_(None),
+                )
+                .values(values)
+                .returning(q.c("id"))
+            )
+            if done.first() is not None:
+                back.append(item.job_id)
+        return back
+
+    async def log_redrives(
+        self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
+    ) -> None:
+        from services.models import RedriveLog
+
+        log = cast(sa.Table, RedriveLog.__table__)
+        if job_ids:
+            await conn.execute(
+                log.insert(),
+                [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
+            )
+
+
+def _restored(column: str, value: Any) -> Any:
+    """Timestamps come back from the plan's JSON as ISO text."""
+    if isinstance(value, str) and column.endswith("_at"):
+        return datetime.fromisoformat(value)
+    return value

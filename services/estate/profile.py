@@ -145,6 +145,21 @@ class QueueProfile(ABC):
             return CanonicalState.UNKNOWN
         return self.states.get(status, CanonicalState.UNKNOWN)
 
+    @property
+    def dead_letter_statuses(self) -> tuple[str, ...]:
+        """The statuses a redrive takes rows out of (the dead-letter count)."""
+        return tuple(self.statuses_in(CanonicalState.DEAD, CanonicalState.FAILED))
+
+    async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
+        """Rows per status of the main table: one GROUP BY an index can answer."""
+        main = (await self.tables(conn))[self.specs[0].role]
+        rows = (
+            await conn.execute(
+                sa.select(main.c("status"), sa.func.count()).group_by(main.c("status"))
+            )
+        ).all()
+        return count_map(rows)
+
     def statuses_in(self, *states: CanonicalState) -> list[str]:
         return [status for status, state in self.states.items() if state in states]
 

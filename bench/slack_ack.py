@@ -1,0 +1,745 @@
+"""Slack ack latency under load: 200 signed slash commands, 50 in flight, on 1,000,000 rows.
+
+Starts the fake Slack of the e2e tests (``tests/e2e/fake_slack.py``: the Web API and the
+``response_url`` endpoint, recording every call with its monotonic arrival time) and the
+real ``queuebot serve`` as a subprocess, pointed at the 1,000,000-row PostgreSQL estate of
+``bench/triage.py`` (database ``qb_bench_triage``). After a warm-up it sends 200 signed
+``/queue`` slash commands, at most 50 in flight at once (a sliding window), each with its
+own trigger_id and response_url, in a fixed mix of read commands: ``triage --queue
+workers``, ``triage --queue clips``, ``dlq --limit 10``, ``stuck --queue workers`` and
+``show <id>`` of existing jobs of both queues.
+
+It measures, per command, the ack latency (request sent -> HTTP response received) and the
+answer latency (request sent -> the fake recorded the POST to that command's response_url),
+waits up to ``--wait`` seconds for the last answers, and checks the targets: ack p99 <
+100 ms, no non-200 ack, every answer delivered exactly once and none of them an error.
+
+Beside the 200 it runs two light probes, one every 100 ms, to see where ack time goes:
+``GET /healthz`` (the server's event loop, no Bolt) and a signed ``/queue help`` (the whole
+Bolt ack path, no database read), both idle before the burst and then while the answers
+are being computed. Their answers are not counted in the 200.
+
+    .venv/bin/python bench/slack_ack.py            # reuse qb_bench_triage, or build it
+    .venv/bin/python bench/slack_ack.py --keep     # keep qb_bench_triage if it was built here
+
+The database: a ``qb_bench_triage`` that exists and holds ~1,000,000 rows in both
+``dev_r_worker_queue`` and ``queue_messages`` is reused (and never dropped); queuebot
+migrates its own ``qb_*`` tables into it when it starts. Otherwise the script builds it
+with ``bench/triage.py --reuse --keep --runs 1`` (about a minute) and drops it at the end
+unless ``--keep`` is given.
+
+Exit status: 0 when every target is met, 1 when one is missed, 2 on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import hashlib
+import hmac
+import itertools
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # tests/ is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
+
+from bot.demo import DEMO_CONFIG  # noqa: E402
+from commands.messages import _TITLES  # noqa: E402
+from tests.e2e.fake_slack import Call, FakeSlack  # noqa: E402
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+DB_NAME = "qb_bench_triage"
+ROWS = 1_000_000
+REQUESTS = 200
+CONCURRENCY = 50
+WAIT = 60.0
+TARGET_ACK_P99_MS = 100.0
+SLACK_ACK_DEADLINE = 3.0  # Slack shows "operation_timeout" after this
+PROBE_EVERY = 0.1
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the fake workspace's signing secret
+USERS = ("U0ALICE", "U0BOB", "U0DORA")
+ERROR_TITLES = {*_TITLES.values(), "Something went wrong", "Unexpected error"}
+
+
+# -- signing and bodies ----------------------------------------------------------------------
+
+
+def signed(body: str, *, secret: str = SECRET) -> dict[str, str]:
+    """Slack's v0 signature: HMAC-SHA256 of ``v0:{timestamp}:{body}``."""
+    stamp = str(int(time.time()))
+    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
+    return {
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": f"v0={digest.hexdigest()}",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+
+
+def slash_body(fake: FakeSlack, text: str, *, name: str, user: str) -> str:
+    return urlencode(
+        {
+            "token": "legacy",
+            "team_id": "T0FAKE",
+            "team_domain": "fake",
+            "channel_id": "C0OPS",
+            "channel_name": "ops",
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": "/queue",
+            "text": text,
+            "api_app_id": "A0QUEUEBOT",
+            "is_enterprise_install": "false",
+            "response_url": fake.response_url(name),
+            "trigger_id": f"{name}.{secrets.token_hex(6)}",
+        }
+    )
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (as bench/triage.py)."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f} ms"
+
+
+def spread(values: Sequence[float], qs: Sequence[tuple[str, float]]) -> str:
+    if not values:
+        return "no samples"
+    return "  ".join(f"{label} {ms(percentile(values, q)).strip()}" for label, q in qs)
+
+
+P50_P95_P99_MAX = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))
+P50_P99_MAX = (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
+
+
+def loadavg() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+@dataclass(frozen=True)
+class Sched:
+    """CPU time and time spent runnable but waiting for a CPU (all threads of a process,
+    from /proc/<pid>/task/*/schedstat), in seconds; NaN where /proc does not say."""
+
+    cpu: float
+    waiting: float
+
+    @staticmethod
+    def of(pid: int) -> Sched:
+        cpu = waiting = 0.0
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                run_ns, wait_ns, _slices = (task / "schedstat").read_text().split()
+                cpu += int(run_ns) / 1e9
+                waiting += int(wait_ns) / 1e9
+        except (OSError, ValueError):
+            return Sched(float("nan"), float("nan"))
+        return Sched(cpu, waiting)
+
+    def __sub__(self, other: Sched) -> Sched:
+        return Sched(self.cpu - other.cpu, self.waiting - other.waiting)
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return float("nan"), float("nan")
+    ticks = [int(v) for v in first[:8]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - idle) / hz, sum(ticks) / hz
+
+
+def runnable() -> int:
+    """Tasks running or waiting for a CPU right now (/proc/loadavg's 4th field, minus us)."""
+    try:
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+# -- the database ----------------------------------------------------------------------------
+
+
+def conninfo(url: str, database: str | None = None) -> str:
+    parsed = make_url(url).set(drivername="postgresql")
+    if database is not None:
+        parsed = parsed.set(database=database)
+    return parsed.render_as_string(hide_password=False)
+
+
+def estate_rows(admin_url: str) -> tuple[int, int] | None:
+    """Rows in dev_r_worker_queue and queue_messages of qb_bench_triage, None if absent."""
+    with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone()
+    if found is None:
+        return None
+    with psycopg.connect(conninfo(admin_url, DB_NAME), connect_timeout=5) as conn:
+        present = conn.execute(
+            "SELECT to_regclass('dev_r_worker_queue') IS NOT NULL "
+            "AND to_regclass('queue_messages') IS NOT NULL"
+        ).fetchone()
+        if not present or not present[0]:
+            return None
+        wq = conn.execute("SELECT count(*) FROM dev_r_worker_queue").fetchone()
+        qm = conn.execute("SELECT count(*) FROM queue_messages").fetchone()
+    return int(wq[0]) if wq else 0, int(qm[0]) if qm else 0
+
+
+def ensure_estate(admin_url: str, rows: int) -> bool:
+    """Reuse qb_bench_triage when it holds ~rows rows per estate; else build it with
+    bench/triage.py. True when this run built it (so it may drop it)."""
+    counts = estate_rows(admin_url)
+    if counts is not None and all(abs(c - rows) <= rows * 0.01 for c in counts):
+        print(
+            f"reusing {DB_NAME}: {counts[0]:,} rows in dev_r_worker_queue, "
+            f"{counts[1]:,} in queue_messages"
+        )
+        return False
+    why = "missing" if counts is None else f"holds {counts} rows"
+    print(f"{DB_NAME} {why}; building it with bench/triage.py (about a minute)", flush=True)
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "triage.py"),
+            "--url",
+            admin_url,
+            "--rows",
+            str(rows),
+            "--runs",
+            "1",
+            "--reuse",
+            "--keep",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    if estate_rows(admin_url) is None:
+        print(done.stdout)
+        raise RuntimeError(f"bench/triage.py did not build {DB_NAME} (exit {done.returncode})")
+    print(f"built {DB_NAME} in {time.monotonic() - started:.0f}s")
+    return True
+
+
+def drop_estate(admin_url: str) -> None:
+    with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+    print(f"dropped {DB_NAME}")
+
+
+def existing_ids(admin_url: str) -> list[tuple[str, str]]:
+    """(queue, id) pairs for ``show``: failed worker rows, dead-lettered and live clip jobs."""
+    with psycopg.connect(conninfo(admin_url, DB_NAME), connect_timeout=5) as conn:
+        workers = conn.execute(
+            "SELECT id FROM dev_r_worker_queue WHERE status IN ('failed', 'running') "
+            "ORDER BY id DESC LIMIT 6"
+        ).fetchall()
+        clips = conn.execute(
+            "SELECT job_id FROM queue_messages WHERE status IN ('DLQ', 'PROCESSING') "
+            "ORDER BY available_at DESC LIMIT 6"
+        ).fetchall()
+    if not workers or not clips:
+        raise RuntimeError(f"{DB_NAME} has no failed worker rows or dead-lettered clip jobs")
+    return [("workers", str(r[0])) for r in workers] + [("clips", str(r[0])) for r in clips]
+
+
+COMMANDS = {  # kind -> the text after /queue ("show" takes an existing id)
+    "triage-workers": "triage --queue workers",
+    "triage-clips": "triage --queue clips",
+    "dlq": "dlq --limit 10",
+    "stuck-workers": "stuck --queue workers",
+    "show": "show {id} --queue {queue}",
+    "help": "help",  # not in the default mix: no database read, for diagnosis
+}
+DEFAULT_MIX = ("triage-workers", "triage-clips", "dlq", "stuck-workers", "show")
+
+
+def command_mix(
+    n: int, ids: list[tuple[str, str]], seed: int, kinds: Sequence[str] = DEFAULT_MIX
+) -> list[tuple[str, str]]:
+    """n (kind, text) pairs, the kinds in equal shares, in a fixed shuffled order."""
+    shows = itertools.cycle(ids)
+    out: list[tuple[str, str]] = []
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        if kind == "show":
+            queue, job = next(shows)
+            out.append((kind, COMMANDS[kind].format(id=job, queue=queue)))
+        else:
+            out.append((kind, COMMANDS[kind]))
+    random.Random(seed).shuffle(out)
+    return out
+
+
+# -- the processes ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the bench process dies, even by SIGKILL (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_server(workdir: Path, db_url: str, fake: FakeSlack, log_level: str) -> Server:
+    config = workdir / "queuebot.toml"
+    config.write_text(DEMO_CONFIG.format(config=config), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env.update(
+        QUEUEBOT_CONFIG=str(config),
+        QUEUEBOT_DATABASE_URL=db_url,
+        QUEUEBOT_LOG_LEVEL=log_level,
+        SLACK_BOT_TOKEN="xoxb-fake-token",
+        SLACK_SIGNING_SECRET=SECRET,
+        SLACK_API_BASE_URL=fake.api_url,
+    )
+    port = free_port()
+    log_path = workdir / "serve.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # Safe here: the server is started before any thread (the fake's) runs.
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+        )
+    return Server(proc, f"http://127.0.0.1:{port}", log_path)
+
+
+async def wait_healthy(client: httpx.AsyncClient, server: Server, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if (await client.get(f"{server.url}/healthz", timeout=1)).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if server.proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(
+                f"queuebot serve did not come up:\n{server.log_path.read_text(errors='replace')}"
+            )
+        await asyncio.sleep(0.1)
+
+
+# -- sending ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    name: str
+    kind: str
+    text: str
+    sent: float
+    acked: float | None = None
+    status: int | None = None
+    error: str | None = None
+    in_flight_at_send: int = 0  # earlier commands acked but not yet answered
+
+    @property
+    def ack(self) -> float | None:
+        return None if self.acked is None else self.acked - self.sent
+
+
+@dataclass
+class Bench:
+    fake: FakeSlack
+    server: Server
+    client: httpx.AsyncClient
+    run_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    counter: itertools.count[int] = field(default_factory=itertools.count)
+
+    async def slash(self, kind: str, text: str, *, prefix: str, user: str) -> Sent:
+        name = f"{prefix}-{self.run_id}-{next(self.counter)}"
+        body = slash_body(self.fake, text, name=name, user=user)
+        headers = signed(body)
+        record = Sent(name, kind, text, time.monotonic())
+        try:
+            response = await self.client.post(
+                f"{self.server.url}/slack/events", content=body, headers=headers
+            )
+            record.acked = time.monotonic()
+            record.status = response.status_code
+        except httpx.HTTPError as exc:
+            record.acked = time.monotonic()
+            record.error = type(exc).__name__
+        return record
+
+    def answers(self, prefix: str) -> dict[str, list[Call]]:
+        found: dict[str, list[Call]] = defaultdict(list)
+        for call in self.fake.recorded(f"/response/{prefix}-{self.run_id}-"):
+            found[call.path.removeprefix("/response/")].append(call)
+        return found
+
+    async def wait_answers(self, prefix: str, names: set[str], within: float) -> None:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if names <= self.answers(prefix).keys():
+                return
+            await asyncio.sleep(0.05)
+
+
+def title(call: Call) -> str:
+    blocks = call.body.get("blocks") or []
+    if blocks and blocks[0].get("type") == "header":
+        return str(blocks[0]["text"]["text"])
+    return str(call.body.get("text", ""))[:60]
+
+
+async def probe_loop(
+    bench: Bench, stop: asyncio.Event, out: dict[str, list[tuple[float, float]]]
+) -> None:
+    """Every PROBE_EVERY s: GET /healthz and a signed `/queue help`; (sent_at, latency)."""
+    users = itertools.cycle(USERS)
+    while not stop.is_set():
+        started = time.monotonic()
+        out["runnable"].append((started, runnable()))
+        try:
+            await bench.client.get(f"{bench.server.url}/healthz")
+            out["healthz"].append((started, time.monotonic() - started))
+        except httpx.HTTPError:
+            out["healthz"].append((started, float("inf")))
+        help_ = await bench.slash("help", "help", prefix="probe", user=next(users))
+        if help_.ack is not None and help_.status == 200:
+            out["help"].append((help_.sent, help_.ack))
+        else:
+            out["help"].append((help_.sent, float("inf")))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), PROBE_EVERY)
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]]) -> int:
+    fake = FakeSlack()  # bound, not yet serving: no thread runs while serve is forked
+    workdir = Path(tempfile.mkdtemp(prefix="qb_slack_ack_"))
+    server: Server | None = None
+    keep_log = fake_started = False
+    try:
+        server = start_server(workdir, db_url, fake, args.log_level)
+        fake.start()
+        fake_started = True
+        limits = httpx.Limits(
+            # a new connection per request, as from Slack; no race with uvicorn's keep-alive
+            # timeout closing an idle connection as it is reused
+            max_connections=args.concurrency + 8,
+            max_keepalive_connections=0,
+        )
+        async with httpx.AsyncClient(limits=limits, timeout=10.0) as client:
+            t0 = time.monotonic()
+            await wait_healthy(client, server)
+            print(f"queuebot serve up in {time.monotonic() - t0:.1f}s (pid {server.proc.pid})")
+            bench = Bench(fake, server, client)
+            code = await measure(args, bench, ids)
+            keep_log = code != 0
+            return code
+    except BaseException:
+        keep_log = True
+        raise
+    finally:
+        if server is not None:
+            server.stop()
+            log = server.log_path.read_text(errors="replace")
+            tracebacks = log.count("Traceback")
+            warnings = sum(1 for line in log.splitlines() if " WARNING " in line)
+            errors = sum(1 for line in log.splitlines() if " ERROR " in line)
+            print(
+                f"serve log: {tracebacks} traceback(s), {errors} ERROR line(s), "
+                f"{warnings} WARNING line(s)"
+            )
+            if tracebacks or errors:
+                keep_log = True
+        if fake_started:
+            fake.stop()
+        if keep_log or args.keep_log:
+            print(f"serve log kept in {workdir / 'serve.log'}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, str]]) -> int:
+    users = itertools.cycle(USERS)
+    # Warm-up: the pool's connections, reflection of the estate tables, auth.test, the
+    # HTTP keep-alive connections; one of each command, a few at a time, answered.
+    warm = command_mix(10, ids, seed=args.seed + 1)
+    t0 = time.monotonic()
+    sent = await asyncio.gather(
+        *(bench.slash(k, t, prefix="warm", user=next(users)) for k, t in warm[:5])
+    )
+    sent += await asyncio.gather(
+        *(bench.slash(k, t, prefix="warm", user=next(users)) for k, t in warm[5:])
+    )
+    await bench.wait_answers("warm", {s.name for s in sent}, within=120)
+    warm_answers = bench.answers("warm")
+    if len(warm_answers) != len(sent) or any(s.status != 200 for s in sent):
+        print(f"warm-up failed: {[(s.text, s.status, s.error) for s in sent]}")
+        return 2
+    print(f"warm-up: {len(sent)} commands answered in {time.monotonic() - t0:.1f}s")
+
+    # Idle baseline of the probes.
+    probes: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    stop = asyncio.Event()
+    probing = asyncio.create_task(probe_loop(bench, stop, probes))
+    await asyncio.sleep(args.idle_probe)
+    burst_start = time.monotonic()
+
+    mix = command_mix(args.requests, ids, seed=args.seed, kinds=args.mix)
+    print(
+        f"sending {args.requests} commands, at most {args.concurrency} in flight: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(Counter(k for k, _ in mix).items()))
+    )
+    load_before = loadavg()
+    serve_before, us_before = Sched.of(bench.server.proc.pid), Sched.of(os.getpid())
+    busy_before = machine_busy()
+    gate = asyncio.Semaphore(args.concurrency)
+    records: list[Sent] = []
+    acked: set[str] = set()
+
+    async def one(kind: str, text: str) -> None:
+        async with gate:
+            answered = bench.answers("run").keys()
+            in_flight = len(acked - answered)
+            record = await bench.slash(kind, text, prefix="run", user=next(users))
+            record.in_flight_at_send = in_flight
+            records.append(record)
+            if record.status == 200:
+                acked.add(record.name)
+
+    await asyncio.gather(*(one(k, t) for k, t in mix))
+    sends_done = time.monotonic()
+    await bench.wait_answers("run", acked, within=args.wait)
+    answers_done = time.monotonic()
+    serve_sched = Sched.of(bench.server.proc.pid) - serve_before
+    us_sched = Sched.of(os.getpid()) - us_before
+    busy_after = machine_busy()
+    stop.set()
+    await probing
+    load_after = loadavg()
+
+    # -- figures ---------------------------------------------------------------------------
+    answers = bench.answers("run")
+    acks = [r.ack for r in records if r.ack is not None and r.status == 200]
+    non_200 = [r for r in records if r.status != 200]
+    delivered = [r for r in records if r.name in answers]
+    lost = [r for r in records if r.name not in answers]
+    doubled = [n for n, calls in answers.items() if len(calls) > 1]
+    answer_lat = [answers[r.name][0].at - r.sent for r in delivered]
+    error_answers = [
+        (r, title(answers[r.name][0]))
+        for r in delivered
+        if title(answers[r.name][0]) in ERROR_TITLES
+    ]
+    last_answer = max((answers[r.name][0].at for r in delivered), default=burst_start)
+
+    print()
+    gave_up = not acked <= answers.keys()
+    print(
+        f"sent {len(records)} in {sends_done - burst_start:.2f}s; the last answer reached the "
+        f"fake {last_answer - burst_start:.2f}s after the first send"
+        + (f" (gave up waiting {args.wait:.0f}s after the last ack)" if gave_up else "")
+    )
+    print(f"ack     (send -> HTTP 200)     {spread(acks, P50_P95_P99_MAX)}")
+    slow = sum(1 for a in acks if a > SLACK_ACK_DEADLINE)
+    print(
+        f"        non-200 acks: {len(non_200)}"
+        + (f" {Counter(r.status or r.error for r in non_200)}" if non_200 else "")
+        + f"; acks over Slack's {SLACK_ACK_DEADLINE:.0f} s deadline: {slow}"
+    )
+    print(f"answer  (send -> fake got it)  {spread(answer_lat, P50_P99_MAX)}")
+    print(
+        f"        delivered {len(delivered)}/{len(records)}, lost {len(lost)}, "
+        f"answered twice {len(doubled)}, error answers {len(error_answers)}"
+        + (f" {Counter(t for _, t in error_answers)}" if error_answers else "")
+    )
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    ack_by_kind: dict[str, list[float]] = defaultdict(list)
+    for r in delivered:
+        by_kind[r.kind].append(answers[r.name][0].at - r.sent)
+    for r in records:
+        if r.ack is not None and r.status == 200:
+            ack_by_kind[r.kind].append(r.ack)
+    for kind in sorted(by_kind):
+        print(
+            f"        {kind:<15} answer p50 {ms(percentile(by_kind[kind], 0.5)).strip():>10}"
+            f"  max {ms(max(by_kind[kind])).strip():>10}"
+            f"   ack p50 {ms(percentile(ack_by_kind[kind], 0.5)).strip():>9}"
+            f"  max {ms(max(ack_by_kind[kind])).strip():>9}"
+        )
+    # Ack latency against how much answering work was under way when it was sent.
+    quiet = [r.ack for r in records if r.ack is not None and r.in_flight_at_send == 0]
+    busy = [r.ack for r in records if r.ack is not None and r.in_flight_at_send >= 20]
+    print(f"ack, sent with 0 answers pending  (n={len(quiet):3}): {spread(quiet, P50_P99_MAX)}")
+    print(f"ack, sent with >=20 pending       (n={len(busy):3}): {spread(busy, P50_P99_MAX)}")
+    for probe in ("healthz", "help"):
+        idle = [lat for at, lat in probes[probe] if at < burst_start]
+        during = [lat for at, lat in probes[probe] if burst_start <= at < last_answer]
+        print(
+            f"probe {probe:<8} idle   (n={len(idle):3}): {spread(idle, P50_P99_MAX)}\n"
+            f"      {'':<8} during (n={len(during):3}): {spread(during, P50_P99_MAX)}"
+        )
+    wall = answers_done - burst_start
+    busy_s = busy_after[0] - busy_before[0]
+    cpus = os.cpu_count() or 1
+    running = [n for at, n in probes["runnable"] if burst_start <= at < last_answer]
+    print(
+        f"CPU over the {wall:.2f}s of the run, {cpus} CPUs: machine busy {busy_s:.2f}s "
+        f"({busy_s / (wall * cpus):.0%}); queuebot serve {serve_sched.cpu:.2f}s on CPU, "
+        f"{serve_sched.waiting:.2f}s runnable but waiting for a CPU; this bench (with the fake) "
+        f"{us_sched.cpu:.2f}s on CPU, {us_sched.waiting:.2f}s waiting; the rest "
+        f"(PostgreSQL, other work) {busy_s - serve_sched.cpu - us_sched.cpu:.2f}s"
+    )
+    print(
+        f"runnable tasks during the run: mean "
+        f"{sum(running) / max(len(running), 1):.1f}, max {max(running, default=0)} "
+        f"(n={len(running)}); load average {load_before} before, {load_after} after"
+    )
+
+    p99 = percentile(acks, 0.99) * 1000 if acks else float("inf")
+    checks = [
+        (f"ack p99 {p99:.1f} ms < {TARGET_ACK_P99_MS:.0f} ms", p99 < TARGET_ACK_P99_MS),
+        (f"non-200 acks {len(non_200)} == 0", not non_200),
+        (
+            f"answers delivered {len(delivered)}/{len(records)}, none lost or doubled",
+            not lost and not doubled and len(records) == args.requests,
+        ),
+        (f"error answers {len(error_answers)} == 0", not error_answers),
+    ]
+    print()
+    for label, ok in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {label}")
+    passed = all(ok for _, ok in checks)
+    print(
+        f"{'PASS' if passed else 'FAIL'}: p99 ack < {TARGET_ACK_P99_MS:.0f} ms, every answer "
+        "delivered, none lost, zero non-200"
+    )
+    return 0 if passed else 1
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"admin URL (default {DEFAULT_URL})")
+    parser.add_argument("--requests", type=int, default=REQUESTS, help="slash commands to send")
+    parser.add_argument(
+        "--concurrency", type=int, default=CONCURRENCY, help="commands in flight at most"
+    )
+    parser.add_argument(
+        "--wait", type=float, default=WAIT, help="seconds to wait for answers after the last ack"
+    )
+    parser.add_argument("--rows", type=int, default=ROWS, help="rows per estate (when building)")
+    parser.add_argument(
+        "--mix",
+        type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
+        default=list(DEFAULT_MIX),
+        help=f"comma-separated kinds in equal shares (default {','.join(DEFAULT_MIX)}; also: help)",
+    )
+    parser.add_argument("--seed", type=int, default=7, help="seed of the command order")
+    parser.add_argument(
+        "--idle-probe", type=float, default=1.0, help="seconds of idle probes before the burst"
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"], help="of serve"
+    )
+    parser.add_argument("--keep-log", action="store_true", help="keep serve's log")
+    parser.add_argument(
+        "--keep", action="store_true", help=f"keep {DB_NAME} if this run had to build it"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    unknown = [k for k in args.mix if k not in COMMANDS]
+    if unknown or not args.mix:
+        print(f"--mix: unknown kinds {unknown}; choose from {', '.join(COMMANDS)}")
+        return 2
+    started = time.monotonic()
+    # SIGTERM unwinds like Ctrl-C, so the processes are stopped and the database dropped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    built = False
+    try:
+        built = ensure_estate(args.url, args.rows)
+        ids = existing_ids(args.url)
+        db_url = (
+            make_url(args.url)
+            .set(drivername="postgresql+psycopg", database=DB_NAME)
+            .render_as_string(hide_password=False)
+        )
+        return asyncio.run(run(args, db_url, ids))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # report, clean up, exit 2
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if built and not args.keep:
+            drop_estate(args.url)
+        elif built:
+            print(f"kept {DB_NAME}")
+        print(f"total runtime {time.monotonic() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

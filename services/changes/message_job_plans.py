@@ -1,0 +1,192 @@
+"""Staged redrives on a message_job estate: candidates, per-job checks, wave outcomes and
+seed 003's rollback ("return affected rows to DLQ")."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.changes.message_job import REDRIVE_EVENT, MessageJobChanges
+from services.changes.model import Selector, Target, chunk_for, chunks
+from services.changes.plan_ops import ItemRef, WaveStatus
+from services.errors import UsageError
+from services.estate.message_job import MessageJobProfile
+from services.estate.profile import plain
+
+MESSAGE_RESTORED = ("attempt_count", "claimed_at", "last_error", "available_at")
+JOB_RESTORED = ("attempt_count", "progress_percent", "finished_at", "error_message")
+ROLLBACK_EVENT = "REDRIVE_ROLLED_BACK"
+
+
+class MessageJobPlanOps:
+    def __init__(self, profile: MessageJobProfile) -> None:
+        self.profile = profile
+        self.changes = MessageJobChanges(profile)
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        if selector.failure_reason is not None or selector.job_type is not None:
+            raise UsageError(
+                f"queue {self.profile.queue!r} (message_job) has no failure_reason "
+                "or job type; select with --error-like TEXT or --tenant T"
+            )
+        t = await self.profile.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        where: list[sa.ColumnElement[bool]] = [m.c("status") == "DLQ"]
+        if selector.error_like is not None:
+            where.append(m.c("last_error").icontains(selector.error_like, autoescape=True))
+        if selector.tenant is not None:
+            where.append(j.c("tenant_id") == selector.tenant)
+        rows = await conn.execute(
+            sa.select(m.c("job_id"))
+            .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+            .where(*where)
+            .order_by(m.c("claimed_at").desc(), m.c("job_id"))
+        )
+        return list(dict.fromkeys(str(plain(r[0])) for r in rows.all()))
+
+    async def source_missing(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, str]:
+        """Seed 003: never redrive when the source object was deleted by retention."""
+        t = await self.profile.tables(conn)
+        j, a = t["jobs"], t["assets"]
+        missing: dict[str, str] = {}
+        ids = [self.profile.id_text(j.c("id"), x.id) for x in targets]
+        for part in chunks(ids, chunk_for(j.dialect)):
+            rows = await conn.execute(
+                sa.select(j.c("id"), a.c("id"), a.c("source_object_key"), a.c("status"))
+                .select_from(j.table.outerjoin(a.table, a.c("id") == j.c("asset_id")))
+                .where(j.isin("id", part))
+            )
+            for job, asset, key, status in rows.all():
+                if asset is None:
+                    missing[str(plain(job))] = "source asset row is gone"
+                elif not key:
+                    missing[str(plain(job))] = "source object key is empty"
+                elif str(status).upper() == "DELETED":
+                    missing[str(plain(job))] = f"source object {key} was deleted"
+        return missing
+
+    async def redrive_counts(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, int]:
+        """Earlier REDRIVE_REQUESTED events per job: queuebot's and operators' alike."""
+        e = (await self.profile.tables(conn))["events"]
+        ids = [self.profile.id_text(e.c("aggregate_id"), x.id) for x in targets]
+        counts: dict[str, int] = {}
+        for part in chunks(ids, chunk_for(e.dialect)):
+            rows = await conn.execute(
+                sa.select(e.c("aggregate_id"), sa.func.count())
+                .where(e.isin("aggregate_id", part), e.c("event_type") == REDRIVE_EVENT)
+                .group_by(e.c("aggregate_id"))
+            )
+            counts.update({str(plain(job)): int(n) for job, n in rows.all()})
+        return counts
+
+    async def originals(
+        self, conn: AsyncConnection, *, items: list[ItemRef]
+    ) -> dict[str, dict[str, Any]]:
+        t = await self.profile.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        cols = [m.c("job_id"), *(m.c(c) for c in MESSAGE_RESTORED), *(j.c(c) for c in JOB_RESTORED)]
+        ids = [self.profile.id_text(m.c("id"), str(i.message_id)) for i in items]
+        out: dict[str, dict[str, Any]] = {}
+        for part in chunks(ids, chunk_for(m.dialect)):
+            rows = await conn.execute(
+                sa.select(*cols)
+                .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+                .where(m.isin("id", part))
+            )
+            for r in rows.all():
+                values = [plain(v) for v in r[1:]]
+                out[str(plain(r[0]))] = {
+                    "message": dict(zip(MESSAGE_RESTORED, values[:4], strict=True)),
+                    "job": dict(zip(JOB_RESTORED, values[4:], strict=True)),
+                }
+        return out
+
+    async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
+        m = (await self.profile.tables(conn))["messages"]
+        ids = [self.profile.id_text(m.c("id"), str(i.message_id)) for i in items]
+        terminal = open_ = 0
+        redead: list[tuple[str, str | None]] = []
+        succeeded: list[str] = []
+        for part in chunks(ids, chunk_for(m.dialect)):
+            rows = await conn.execute(
+                sa.select(m.c("job_id"), m.c("status"), m.c("last_error")).where(m.isin("id", part))
+            )
+            for job, status, error in rows.all():
+                if status in ("COMPLETED", "DLQ"):
+                    terminal += 1
+                    if status == "DLQ":
+                        redead.append((str(plain(job)), error))
+                    else:
+                        succeeded.append(str(plain(job)))
+                else:
+                    open_ += 1
+        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
+
+    async def rollback(
+        self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
+    ) -> list[str]:
+        """Seed 003 "Rollback Plan": redriven messages no worker claimed yet go back to
+        DLQ and their jobs to FAILED, with the values they had, and an event says so."""
+        t = await self.profile.tables(conn)
+        m, j, e = t["messages"], t["jobs"], t["events"]
+        back: list[str] = []
+        for item in items:
+            if not item.original or item.message_id is None:
+                continue
+            message = item.original["message"]
+            moved = await conn.execute(
+                m.table.update()
+                .where(
+                    m.c("id") == self.profile.coerce_id(m.c("id"), item.message_id),
+                    m.c("status") == "PENDING",
+                    m.c("claimed_at").is_(None),
+                )
+                .values(
+                    {
+                        m.c("status").name: "DLQ",
+                        **{m.c(c).name: _restored(c, message.get(c)) for c in MESSAGE_RESTORED},
+                    }
+                )
+                .returning(m.c("job_id"))
+            )
+            if moved.first() is None:
+                continue  # a worker claimed it (or it moved on): leave it alone
+            job = item.original["job"]
+            await conn.execute(
+                j.table.update()
+                .where(
+                    j.c("id") == self.profile.coerce_id(j.c("id"), item.job_id),
+                    j.c("status") == "QUEUED",
+                )
+                .values(
+                    {
+                        j.c("status").name: "FAILED",
+                        **{j.c(c).name: _restored(c, job.get(c)) for c in JOB_RESTORED},
+                    }
+                )
+            )
+            back.append(item.job_id)
+        if back:
+            keys = [self.profile.coerce_id(j.c("id"), b) for b in back]
+            await self.changes.insert_events(
+                conn, e, jobs=keys, event_type=ROLLBACK_EVENT, note=note, now=now
+            )
+        return back
+
+    async def log_redrives(
+        self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
+    ) -> None:
+        return None  # the REDRIVE_REQUESTED job events are the record
+
+
+def _restored(column: str, value: Any) -> Any:
+    if isinstance(value, str) and column.endswith("_at"):
+        return datetime.fromisoformat(value)
+    return value

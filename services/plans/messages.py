@@ -1,0 +1,100 @@
+"""What plans post: their own message (kept up to date) and one message per wave."""
+
+from __future__ import annotations
+
+from services.message import Fields, Heading, Message, Table, Text
+from services.plans.model import PlanState, PlanView, Wave
+
+BAR = 20
+
+
+def progress_bar(done: int, total: int) -> str:
+    filled = 0 if total == 0 else round(BAR * done / total)
+    return "[" + "#" * filled + "." * (BAR - filled) + "]"
+
+
+def plan_message(p: PlanView) -> Message:
+    current = p.waves[-1] if p.waves else None
+    where = (
+        f"{current.label} of {len(p.schedule)} ({current.outcome})" if current else "not started"
+    )
+    state = {
+        PlanState.RUNNING: "running",
+        PlanState.HALTED: "HALTED",
+        PlanState.COMPLETED: "completed",
+        PlanState.ROLLED_BACK: "rolled back",
+    }[p.state]
+    head = f"{p.ref}: redrive {p.total:,} dead letters in {p.queue} - {state}"
+    bar = progress_bar(p.succeeded, p.total)
+    blocks: list[Heading | Text | Fields | Table] = [
+        Heading(head),
+        Text(
+            f"{bar} {p.succeeded:,}/{p.total:,} succeeded; {p.redriven:,} redriven; "
+            f"{p.redead:,} dead again; now: {where}",
+            mono=True,
+        ),
+        Fields(
+            (
+                ("requested by", p.requester),
+                ("approved by", ", ".join(p.approvers) or "-"),
+                ("request", f"CR-{p.request}"),
+                ("schedule", " + ".join(map(str, p.schedule))),
+                *((("incident", p.incident),) if p.incident else ()),
+            )
+        ),
+        Text(f"Reason: {p.reason}"),
+    ]
+    if p.note:
+        blocks.append(Text(p.note))
+    if p.waves:
+        blocks.append(
+            Table(
+                ("wave", "size", "started", "finished", "ok", "dead again", "skipped", "outcome"),
+                tuple(
+                    (
+                        w.label,
+                        str(w.size),
+                        w.started_at.strftime("%H:%M:%S"),
+                        w.finished_at.strftime("%H:%M:%S") if w.finished_at else "-",
+                        str(w.succeeded),
+                        str(w.redead),
+                        str(w.skipped),
+                        w.outcome,
+                    )
+                    for w in p.waves
+                ),
+                title="Waves",
+                numeric=(1, 4, 5, 6),
+            )
+        )
+    if p.state is PlanState.HALTED:
+        blocks.append(
+            Text(
+                f"Resume (needs a new approval): /queue resume {p.ref} --reason "
+                f'"..."   Roll back the unclaimed: /queue rollback {p.ref} '
+                '--reason "..."'
+            )
+        )
+    return Message(f"{head}: {p.succeeded:,}/{p.total:,} succeeded", tuple(blocks))
+
+
+def wave_started(p: PlanView, wave: Wave) -> Message:
+    text = (
+        f"{p.ref} {wave.label} started: {wave.size:,} job(s) returned to the queue "
+        f"({p.redriven:,}/{p.total:,} so far)"
+    )
+    if wave.skipped:
+        text += f"; {wave.skipped} had moved on and were skipped"
+    return Message(text, (Text(text),))
+
+
+def wave_finished(p: PlanView, wave: Wave) -> Message:
+    text = (
+        f"{p.ref} {wave.label} finished: {wave.succeeded:,} succeeded, "
+        f"{wave.redead:,} dead again - {wave.outcome}"
+    )
+    return Message(text, (Text(text),))
+
+
+def plan_note(p: PlanView, text: str) -> Message:
+    return Message(f"{p.ref}: {text}", (Text(f"{p.ref}: {text}"),))

@@ -1,0 +1,162 @@
+"""The preconditions of a redrive (SPEC §7, seed 003 "Preconditions" and "Redrive
+Decision Rules"), each evaluated and shown. Queue-wide checks refuse the whole request;
+per-job checks exclude the jobs that fail them and say why."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.changes.model import Ineligible, Target
+from services.changes.plan_ops import PlanOps
+from services.config import RedriveConfig
+from services.estate.profile import QueueProfile
+from services.models import Incident
+from services.plans.model import Check
+from services.samples import dead_growth
+
+_incidents = cast(sa.Table, Incident.__table__)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    checks: list[Check]
+    eligible: list[Target]
+    excluded: list[Ineligible]
+
+    @property
+    def refusal(self) -> str | None:
+        failed = [c for c in self.checks if c.passed is False]
+        if not failed:
+            return None
+        return "refused: " + "; ".join(f"{c.name}: {c.detail}" for c in failed)
+
+
+async def evaluate(
+    conn: AsyncConnection,
+    *,
+    profile: QueueProfile,
+    ops: PlanOps,
+    targets: list[Target],
+    reason: str,
+    config: RedriveConfig,
+    now: datetime,
+    staged: bool,
+) -> Evaluation:
+    checks: list[Check] = []
+    reason_ok = len(reason.strip()) >= 3
+    checks.append(
+        Check(
+            "reason given",
+            reason_ok,
+            f"{reason.strip()!r}" if reason_ok else 'say why: --reason "..."',
+        )
+    )
+
+    window = timedelta(minutes=config.growth_window_minutes)
+    growth = await dead_growth(conn, profile=profile, now=now, window=window)
+    # A plan needs a measured, flat dead-letter count; named jobs refuse only a measured rise.
+    growth_ok: bool | None = {"ok": True, "growing": False, "unknown": False if staged else None}[
+        growth.verdict
+    ]
+    checks.append(
+        Check(
+            f"dead letters not growing ({config.growth_window_minutes} min)",
+            growth_ok,
+            growth.describe(),
+        )
+    )
+
+    blocking = (
+        await conn.execute(
+            sa.select(_incidents.c.id, _incidents.c.scenario)
+            .where(
+                _incidents.c.state == "open",
+                _incidents.c.blocks_redrive.is_(True),
+                sa.or_(_incidents.c.queue.is_(None), _incidents.c.queue == profile.queue),
+            )
+            .order_by(_incidents.c.id)
+        )
+    ).all()
+    checks.append(
+        Check(
+            "no open incident blocks redrives",
+            not blocking,
+            "; ".join(f"INC-{i} ({s}) is open and blocks redrives" for i, s in blocking)
+            or "none open",
+        )
+    )
+
+    excluded: list[Ineligible] = []
+    remaining = list(targets)
+
+    missing = await ops.source_missing(conn, targets=remaining)
+    remaining = _exclude(remaining, missing, excluded)
+    has_sources = profile.name == "message_job"
+    checks.append(
+        Check(
+            "source object exists",
+            None if not has_sources else (bool(remaining) or not missing),
+            (
+                f"{len(missing)} job(s) without their source object excluded"
+                if missing
+                else "every source object is present"
+            )
+            if has_sources
+            else "this estate keeps no source objects",
+        )
+    )
+
+    patterns = [re.compile(p, re.IGNORECASE) for p in config.permanent_errors]
+    permanent = {
+        t.id: f"error classified permanent ({p.pattern})"
+        for t in remaining
+        for p in patterns
+        if p.search(t.signature)
+    }
+    remaining = _exclude(remaining, permanent, excluded)
+    checks.append(
+        Check(
+            "failure not classified permanent",
+            bool(remaining) or not permanent,
+            f"{len(permanent)} job(s) with a permanent error excluded"
+            if permanent
+            else "no permanent errors among them",
+        )
+    )
+
+    counts = await ops.redrive_counts(conn, targets=remaining)
+    limit = config.max_redrives_per_job
+    spent = {
+        job: f"already redriven {n} time(s); the limit is {limit}"
+        for job, n in counts.items()
+        if n >= limit
+    }
+    remaining = _exclude(remaining, spent, excluded)
+    checks.append(
+        Check(
+            f"redriven fewer than {limit} times",
+            bool(remaining) or not spent,
+            f"{len(spent)} job(s) at the limit excluded" if spent else "none at the limit",
+        )
+    )
+    return Evaluation(checks, remaining, excluded)
+
+
+def _exclude(
+    targets: list[Target], why: dict[str, str], excluded: list[Ineligible]
+) -> list[Target]:
+    if not why:
+        return targets
+    kept = []
+    for t in targets:
+        if t.id in why:
+            excluded.append(Ineligible(t.id, why[t.id]))
+        else:
+            kept.append(t)
+    return kept

@@ -1,0 +1,161 @@
+"""The durable scheduler (SPEC §9): due items live in ``qb_schedule``, survive restarts and
+run exactly once across replicas.
+
+An item is claimed with ``FOR UPDATE SKIP LOCKED`` (SQLite: the write lock), deleted and
+handled in one transaction: the handler's changes and the item's completion commit
+together, and a crash rolls both back, so another replica (or the restart) runs it again.
+Work that leaves the database (chat posts) is returned as follow-ups and run after the
+commit. There is at most one item per (kind, subject); scheduling again moves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services.models import ScheduledItem
+
+log = logging.getLogger("queuebot.scheduler")
+_items = cast(sa.Table, ScheduledItem.__table__)
+
+FollowUp = Callable[[], Awaitable[None]]
+Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
+MAX_BACKOFF = timedelta(minutes=5)
+
+
+async def schedule(
+    conn: AsyncConnection,
+    *,
+    kind: str,
+    subject: str,
+    due_at: datetime,
+    created_at: datetime,
+    keep_earlier: bool = False,
+) -> None:
+    """Make (kind, subject) due at ``due_at``, inside the caller's transaction."""
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = insert(_items).values(
+        kind=kind, subject=subject, due_at=due_at, attempts=0, created_at=created_at
+    )
+    new_due: sa.ColumnElement[datetime] = statement.excluded.due_at
+    if keep_earlier:  # least() on PostgreSQL, the two-argument min() on SQLite
+        earlier = sa.func.least if conn.dialect.name == "postgresql" else sa.func.min
+        new_due = earlier(_items.c.due_at, statement.excluded.due_at)
+    await conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[_items.c.kind, _items.c.subject], set_={"due_at": new_due}
+        )
+    )
+
+
+async def ensure(conn: AsyncConnection, *, kind: str, subject: str, due_at: datetime) -> None:
+    """Schedule (kind, subject) unless it is already scheduled."""
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    await conn.execute(
+        insert(_items)
+        .values(
+            kind=kind,
+            subject=subject,
+            due_at=due_at,
+            attempts=0,
+            created_at=due_at,
+        )
+        .on_conflict_do_nothing()
+    )
+
+
+async def unschedule(conn: AsyncConnection, *, kind: str, subject: str) -> None:
+    await conn.execute(_items.delete().where(_items.c.kind == kind, _items.c.subject == subject))
+
+
+class Scheduler:
+    def __init__(
+        self, *, engine: AsyncEngine, clock: Callable[[], datetime], interval: float = 1.0
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.interval = interval
+        self.handlers: dict[str, Handler] = {}
+
+    def register(self, kind: str, handler: Handler) -> None:
+        self.handlers[kind] = handler
+
+    async def run_one(self) -> bool:
+        """Claim and run one due item; False when nothing is due."""
+        now = self.clock()
+        follow_ups: list[FollowUp] = []
+        claimed: tuple[int, str, str] | None = None
+        try:
+            async with self.engine.begin() as conn:
+                row = (
+                    await conn.execute(
+                        sa.select(_items.c.id, _items.c.kind, _items.c.subject)
+                        .where(_items.c.due_at <= now, _items.c.kind.in_(list(self.handlers)))
+                        .order_by(_items.c.due_at, _items.c.id)
+                        .limit(1)
+                        .with_for_update(skip_locked=True)
+                    )
+                ).first()
+                if row is None:
+                    return False
+                claimed = (int(row[0]), str(row[1]), str(row[2]))
+                await conn.execute(_items.delete().where(_items.c.id == claimed[0]))
+                follow_ups = await self.handlers[claimed[1]](conn, claimed[2], now)
+        except Exception as exc:
+            if claimed is None:
+                raise
+            log.exception("scheduled %s %s failed; it will be retried", claimed[1], claimed[2])
+            await self._retry_later(claimed, now, exc)
+            return True
+        for follow_up in follow_ups:
+            try:
+                await follow_up()
+            except Exception:  # a chat post failing must not undo committed work
+                log.exception("follow-up of %s %s failed", claimed[1], claimed[2])
+        return True
+
+    async def _retry_later(
+        self, claimed: tuple[int, str, str], now: datetime, exc: Exception
+    ) -> None:
+        item_id = claimed[0]
+        async with self.engine.begin() as conn:
+            current = (
+                await conn.execute(sa.select(_items.c.attempts).where(_items.c.id == item_id))
+            ).scalar_one_or_none()
+            if current is None:
+                return
+            backoff = min(timedelta(seconds=2 ** min(current + 1, 10)), MAX_BACKOFF)
+            await conn.execute(
+                _items.update()
+                .where(_items.c.id == item_id)
+                .values(
+                    attempts=current + 1,
+                    last_error=f"{type(exc).__name__}: {exc}"[:2000],
+                    due_at=now + backoff,
+                )
+            )
+
+    async def run_due(self, limit: int = 1000) -> int:
+        """Run every item due now (up to ``limit``); return how many ran."""
+        ran = 0
+        while ran < limit and await self.run_one():
+            ran += 1
+        return ran
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_due(limit=100)
+            except Exception:
+                log.exception("scheduler pass failed; trying again")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.interval)
