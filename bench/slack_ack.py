@@ -341,6 +341,43 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+FLOOR_APP = """
+import sys
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+
+async def events(request):
+    await request.body()
+    return Response(b"", status_code=200)
+
+async def healthz(request):
+    return Response(b"ok")
+
+app = Starlette(routes=[Route("/slack/events", events, methods=["POST"]),
+                        Route("/healthz", healthz)])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), lifespan="off",
+            log_level="warning", access_log=False)
+"""
+
+
+def start_floor_server(workdir: Path) -> Server:
+    """A bare uvicorn + Starlette app answering 200 at once: what this client and this
+    HTTP stack cost by themselves, the floor under any ack latency measured here."""
+    port = free_port()
+    log_path = workdir / "floor.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FLOOR_APP, str(port)],
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+        )
+    return Server(proc, f"http://127.0.0.1:{port}", log_path)
+
+
 def start_server(workdir: Path, db_url: str, fake: FakeSlack, log_level: str) -> Server:
     config = workdir / "queuebot.toml"
     config.write_text(DEMO_CONFIG.format(config=config), encoding="utf-8")
@@ -476,9 +513,12 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
     fake = FakeSlack()  # bound, not yet serving: no thread runs while serve is forked
     workdir = Path(tempfile.mkdtemp(prefix="qb_slack_ack_"))
     server: Server | None = None
+    floor: Server | None = None
     keep_log = fake_started = False
     try:
         server = start_server(workdir, db_url, fake, args.log_level)
+        if not args.no_floor:
+            floor = start_floor_server(workdir)
         fake.start()
         fake_started = True
         limits = httpx.Limits(
@@ -491,6 +531,10 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
             t0 = time.monotonic()
             await wait_healthy(client, server)
             print(f"queuebot serve up in {time.monotonic() - t0:.1f}s (pid {server.proc.pid})")
+            if floor is not None:
+                await wait_healthy(client, floor)
+                await harness_floor(args, Bench(fake, floor, client))
+                floor.stop()
             bench = Bench(fake, server, client)
             code = await measure(args, bench, ids)
             keep_log = code != 0
@@ -499,6 +543,8 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
         keep_log = True
         raise
     finally:
+        if floor is not None:
+            floor.stop()
         if server is not None:
             server.stop()
             log = server.log_path.read_text(errors="replace")
@@ -517,6 +563,29 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
             print(f"serve log kept in {workdir / 'serve.log'}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def harness_floor(args: argparse.Namespace, bench: Bench) -> None:
+    """The same signed bodies, count and window against the bare app (no Bolt, no
+    queuebot): twice, the second one reported."""
+    gate = asyncio.Semaphore(args.concurrency)
+    mix = command_mix(args.requests, [("workers", "1")], seed=args.seed, kinds=args.mix)
+    acks: list[float] = []
+
+    async def one(kind: str, text: str) -> None:
+        async with gate:
+            record = await bench.slash(kind, text, prefix="floor", user=USERS[0])
+            if record.ack is not None and record.status == 200:
+                acks.append(record.ack)
+
+    for _ in range(2):
+        acks.clear()
+        await asyncio.gather(*(one(k, t) for k, t in mix))
+    print(
+        f"harness floor (this client against a bare uvicorn + Starlette app that answers 200, "
+        f"{args.requests} requests, {args.concurrency} in flight):\n"
+        f"        {spread(acks, P50_P95_P99_MAX)}"
+    )
 
 
 async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, str]]) -> int:
@@ -700,6 +769,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"], help="of serve"
+    )
+    parser.add_argument(
+        "--no-floor", action="store_true", help="skip the harness-floor calibration"
     )
     parser.add_argument("--keep-log", action="store_true", help="keep serve's log")
     parser.add_argument(

@@ -5,8 +5,10 @@ Nothing is built at import time; ``build_app`` does it all, in this order.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,14 +16,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from commands.deps import Deps
 from commands.router import Router
-from services.changes.requests import ChangeRequests
+from services import housekeeping_jobs as jobs
+from services.changes.requests import ChangeRequests, changes_for
 from services.config import Config
 from services.db import create_engine, redacted
 from services.estate.estate import Estate, utcnow
 from services.ledger import DeliveryLedger
 from services.migrate import upgrade
+from services.notify import Notifier
 from services.people import Directory
+from services.plans.engine import PlanEngine
 from services.queue_reads import QueueReads
+from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
 
@@ -34,6 +40,8 @@ class App:
     directory: Directory
     router: Router
     ledger: DeliveryLedger
+    scheduler: Scheduler
+    plans: PlanEngine
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -42,7 +50,11 @@ class App:
 
 
 async def build_app(
-    config: Config, *, clock: Callable[[], datetime] = utcnow, migrate: bool = True
+    config: Config,
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    migrate: bool = True,
+    notifier: Notifier | None = None,
 ) -> App:
     state_url, estate_url = config.env.state_url, config.env.estate_url
     state_engine = create_engine(state_url)
@@ -58,12 +70,28 @@ async def build_app(
             log.info("queuebot state at %s is at revision %s", redacted(state_url), revision)
         estate = Estate(engine=estate_engine, queues=config.queues, clock=clock)
         directory = Directory.from_config(config.file)
-        changes = ChangeRequests(
-            estate=estate, state_engine=state_engine, approval=config.file.approval, clock=clock
+        plans = PlanEngine(
+            estate=estate,
+            engine=state_engine,
+            config=config.file.redrive,
+            clock=clock,
+            changes_for=changes_for,
+            notifier=notifier,
         )
+        changes = ChangeRequests(
+            estate=estate,
+            state_engine=state_engine,
+            approval=config.file.approval,
+            clock=clock,
+            plans=plans,
+        )
+        sched = Scheduler(engine=state_engine, clock=clock)
+        if estate_engine is state_engine:  # plans and samples live beside the queue
+            jobs.register(sched, estate=estate, changes=changes, plans=plans)
         deps = Deps(
             reads=QueueReads(estate),
             changes=changes,
+            plans=plans,
             directory=directory,
             access=config.file.access,
         )
@@ -74,9 +102,27 @@ async def build_app(
             directory=directory,
             router=Router(deps),
             ledger=DeliveryLedger(engine=state_engine, clock=clock),
+            scheduler=sched,
+            plans=plans,
             _engines=engines,
         )
     except BaseException:
         for engine in engines:
             await engine.dispose()
         raise
+
+
+@asynccontextmanager
+async def running_scheduler(app: App) -> AsyncIterator[None]:
+    """Run the durable scheduler beside the adapters for as long as the block lasts."""
+    if not app.scheduler.handlers:
+        yield
+        return
+    await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.scheduler.run_forever(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.bootstrap import App, build_app
-from bot.console import Console
+from bot.console import Console, ConsoleNotifier
 from bot.demo import demo_url, ensure_demo_estate, write_demo_config
 from bot.serve import serve
 from services.audit import verify as verify_audit
@@ -111,7 +111,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 
 async def _console(config: Config, person: str | None, banner: str | None = None) -> int:
-    app = await build_app(config)
+    app = await build_app(config, notifier=ConsoleNotifier(sys.stdout))
     try:
         if person is not None and app.directory.by_name(person) is None:
             known = ", ".join(app.directory.names()) or "nobody is configured"

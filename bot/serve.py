@@ -11,13 +11,23 @@ import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
-from bot.bootstrap import App, build_app
+from bot.bootstrap import App, build_app, running_scheduler
 from bot.http import build_http_app
-from bot.slack.app import build_slack_app
+from bot.slack.app import build_slack_app, web_client
 from bot.slack.listeners import SlackWiring
+from bot.slack.notifier import SlackNotifier
 from services.config import Config
+from services.notify import FanoutNotifier, Notifier
 
 log = logging.getLogger("queuebot")
+
+
+def _notifier(config: Config) -> Notifier | None:
+    """Where plans and alerts post: every platform that is configured."""
+    if config.env.slack_bot_token is None:
+        return None
+    channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
+    return FanoutNotifier([("slack", SlackNotifier(web_client(config.env), channels))])
 
 
 def slack_app_for(app: App, wiring: SlackWiring) -> AsyncApp | None:
@@ -28,7 +38,7 @@ def slack_app_for(app: App, wiring: SlackWiring) -> AsyncApp | None:
 
 
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
-    app = await build_app(config)
+    app = await build_app(config, notifier=_notifier(config))
     socket_mode: AsyncSocketModeHandler | None = None
     wiring = SlackWiring(router=app.router, directory=app.directory, ledger=app.ledger)
     try:
@@ -52,7 +62,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             file=sys.stderr,
             flush=True,
         )
-        await server.serve(sockets=[sock] if sock else None)
+        async with running_scheduler(app):
+            await server.serve(sockets=[sock] if sock else None)
         return 0
     finally:
         await wiring.drain()

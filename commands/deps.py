@@ -12,6 +12,7 @@ from services.changes.requests import Decision
 from services.config import AccessConfig
 from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
 from services.people import Directory
+from services.plans.model import PlanView
 
 
 class QueueReader(Protocol):
@@ -58,9 +59,18 @@ class ChangeService(Protocol):
     async def pending(self, *, queue: str | None = None) -> list[ChangeView]: ...
 
 
+class PlanService(Protocol):
+    """Staged redrive plans (``services.plans.engine.PlanEngine``)."""
+
+    async def view(self, *, number: int) -> PlanView: ...
+
+    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanView: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     reads: QueueReader
     changes: ChangeService
+    plans: PlanService
     directory: Directory
     access: AccessConfig

@@ -168,9 +168,57 @@ class Cancel(ChangeCommand):
 
 
 class Redrive(ChangeCommand):
-    ids: list[str] = Field(min_length=1, max_length=10_000)
+    ids: list[str] = Field(default_factory=list, max_length=10_000)
     incident: str | None = Field(default=None, pattern=_INCIDENT)
     evidence: str | None = Field(default=None, pattern=r"^https?://\S+$", max_length=500)
+    error_like: str | None = Field(default=None, min_length=1, max_length=500)
+    tenant: str | None = None
+    failure_reason: str | None = None
+    job_type: str | None = None
+    all: bool = False
+    sample: int | None = Field(default=None, ge=1, le=5)
+    max: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    @property
+    def staged(self) -> bool:
+        return self.all or any(
+            v is not None
+            for v in (self.error_like, self.tenant, self.failure_reason, self.job_type)
+        )
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> Redrive:
+        if bool(self.ids) == self.staged:
+            raise ValueError(
+                "name the jobs (IDs) or select dead letters with --error-like, "
+                "--tenant, --failure-reason, --job-type or --all; not both"
+            )
+        if not self.staged and (self.sample is not None or self.max is not None):
+            raise ValueError(
+                "--sample and --max shape a staged plan: use them with a "
+                "selector such as --error-like or --all"
+            )
+        return self
+
+
+class PlanRef(Command):
+    plan: int = Field(ge=1)
+
+
+class ShowPlan(PlanRef):
+    pass
+
+
+class Halt(PlanRef):
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class Resume(PlanRef):
+    reason: str = Field(min_length=3, max_length=500)
+
+
+class Rollback(PlanRef):
+    reason: str = Field(min_length=3, max_length=500)
 
 
 class Pending(QueueCommand):
@@ -238,12 +286,58 @@ CATALOG += (
         "queue",
         "redrive",
         Redrive,
-        "return dead-lettered jobs to their queue (seed 003 "
-        "step 4, one REDRIVE_REQUESTED event each); needs approval",
+        "dead letters back to their queue: named jobs at once, or "
+        "selected ones as a staged plan (a sample, then growing waves); needs approval",
         role="operator",
-        positionals=(Positional("ids", "ID", many=True),),
+        positionals=(Positional("ids", "ID", many=True, required=False),),
         flags=(
             REASON,
+            Flag(
+                "error-like",
+                "error_like",
+                metavar="TEXT",
+                help="stage a plan over dead letters whose error contains TEXT",
+            ),
+            Flag(
+                "tenant",
+                "tenant",
+                kind="word",
+                metavar="T",
+                help="stage a plan over one tenant's dead letters",
+            ),
+            Flag(
+                "failure-reason",
+                "failure_reason",
+                kind="word",
+                metavar="R",
+                help="stage a plan over failed rows with this failure_reason",
+            ),
+            Flag(
+                "job-type",
+                "job_type",
+                kind="word",
+                metavar="T",
+                help="stage a plan over failed rows of one job type",
+            ),
+            Flag("all", "all", kind="bool", help="stage a plan over every dead letter"),
+            Flag(
+                "sample",
+                "sample",
+                kind="int",
+                metavar="N",
+                minimum=1,
+                maximum=5,
+                help="the plan's first wave (1-5, default 5)",
+            ),
+            Flag(
+                "max",
+                "max",
+                kind="int",
+                metavar="N",
+                minimum=1,
+                maximum=10_000_000,
+                help="redrive at most N rows in this plan",
+            ),
             Flag(
                 "incident",
                 "incident",
@@ -259,7 +353,47 @@ CATALOG += (
             ),
             QUEUE_FLAG,
         ),
-        example='/queue redrive 3f2c9a1e-... --reason "transcoder OOM fixed" --incident INC-4',
+        example='/queue redrive --error-like "ffmpeg exited" --sample 3 --reason "OOM fix '
+        'deployed" --incident INC-4',
+    ),
+    CommandSpec(
+        "queue",
+        "plan",
+        ShowPlan,
+        "a staged redrive's progress: waves, outcome, what is next",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        example="/queue plan P-3",
+    ),
+    CommandSpec(
+        "queue",
+        "halt",
+        Halt,
+        "stop a staged redrive now (no approval needed to stop)",
+        role="operator",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(Flag("reason", "reason", metavar='"WHY"', help="why it was stopped"),),
+        example='/queue halt P-3 --reason "error rate climbing"',
+    ),
+    CommandSpec(
+        "queue",
+        "resume",
+        Resume,
+        "go on with a halted plan; needs a new approval",
+        role="operator",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(REASON,),
+        example='/queue resume P-3 --reason "second fix deployed"',
+    ),
+    CommandSpec(
+        "queue",
+        "rollback",
+        Rollback,
+        "return a plan's redriven jobs that no worker claimed "
+        "yet to the dead letters (seed 003 Rollback Plan); needs approval",
+        role="operator",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(REASON,),
+        example='/queue rollback P-3 --reason "fix did not hold"',
     ),
     CommandSpec(
         "queue",

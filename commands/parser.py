@@ -35,6 +35,7 @@ _SMART_QUOTES = str.maketrans(
 )
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}\Z")
+_PLAN = re.compile(r"^(?:P-?)?([0-9]{1,12})\Z", re.IGNORECASE)
 _REQUEST = re.compile(r"^(?:CR-?)?([0-9]{1,12})\Z", re.IGNORECASE)
 _DURATION = re.compile(r"^(?:[0-9]{1,6}[smhdw])+\Z")
 _DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
@@ -236,6 +237,11 @@ def _check_positional(spec: CommandSpec, pos: Positional, token: str) -> str:
             "3f2c9a1e-8d4b-4c1a-9e7f-0a1b2c3d4e5f",
             usage=spec.usage,
         )
+    if pos.kind == "plan":
+        match = _PLAN.match(token)
+        if not match:
+            raise UsageError(f"{_short(token)!r} is not a plan: write P-3 (or 3)", usage=spec.usage)
+        return match.group(1)
     if pos.kind == "request":
         match = _REQUEST.match(token)
         if not match:

@@ -14,12 +14,16 @@ from commands.model import (
     Cancel,
     Command,
     Dlq,
+    Halt,
     Help,
     Pending,
     Redrive,
     Reject,
     Requeue,
+    Resume,
+    Rollback,
     Show,
+    ShowPlan,
     Stuck,
     Triage,
     spec_for,
@@ -41,6 +45,10 @@ HANDLERS: dict[type[Command], Handler] = {
     Pending: changes.handle_pending,
     Approve: changes.handle_approve,
     Reject: changes.handle_reject,
+    ShowPlan: changes.handle_plan,
+    Halt: changes.handle_halt,
+    Resume: changes.handle_resume,
+    Rollback: changes.handle_rollback,
 }
 
 

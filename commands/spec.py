@@ -44,7 +44,7 @@ class Flag:
 class Positional:
     field: str
     metavar: str
-    kind: Literal["id", "word", "text", "request"] = "id"
+    kind: Literal["id", "word", "text", "request", "plan"] = "id"
     many: bool = False
     required: bool = True
 

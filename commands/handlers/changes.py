@@ -5,12 +5,24 @@ from __future__ import annotations
 from commands import format as fmt
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.model import Approve, Cancel, Pending, Redrive, Reject, Requeue
+from commands.model import (
+    Approve,
+    Cancel,
+    Halt,
+    Pending,
+    Redrive,
+    Reject,
+    Requeue,
+    Resume,
+    Rollback,
+    ShowPlan,
+)
 from commands.reply import Reply
 from services.audit import Actor
 from services.changes.model import ChangeKind, ChangeView, RequestState, Selector
 from services.errors import PermissionDenied
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
+from services.plans.messages import plan_message
 
 MAX_LISTED = 20
 
@@ -58,10 +70,20 @@ async def handle_cancel(cmd: Cancel, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
+    selector = Selector(
+        ids=tuple(cmd.ids),
+        error_like=cmd.error_like,
+        tenant=cmd.tenant,
+        failure_reason=cmd.failure_reason,
+        job_type=cmd.job_type,
+        all_dead=cmd.all,
+        sample=cmd.sample,
+        max_rows=cmd.max,
+    )
     view = await deps.changes.request(
-        kind=ChangeKind.REDRIVE,
+        kind=ChangeKind.PLAN if cmd.staged else ChangeKind.REDRIVE,
         queue=cmd.queue,
-        selector=Selector(ids=tuple(cmd.ids)),
+        selector=selector,
         reason=cmd.reason,
         actor=actor_of(inv),
         incident=cmd.incident,
@@ -137,7 +159,13 @@ async def handle_reject(cmd: Reject, inv: Invocation, deps: Deps) -> Reply:
 
 def change_message(v: ChangeView) -> Message:
     """The request's message: a preview while pending, the outcome once decided."""
-    what = f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}"
+    what = {
+        ChangeKind.PLAN: f"staged redrive of {fmt.count(v.eligible)} dead letter(s) in queue "
+        f"{v.queue}",
+        ChangeKind.RESUME: f"resume plan P-{v.plan} ({fmt.count(v.eligible)} row(s) to go)",
+        ChangeKind.ROLLBACK: f"roll back plan P-{v.plan} (up to {fmt.count(v.eligible)} "
+        "unclaimed row(s))",
+    }.get(v.kind, f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}")
     status = {
         RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
         f"{v.approvals_required})",
@@ -198,6 +226,20 @@ def change_message(v: ChangeView) -> Message:
 
 def _outcome_line(v: ChangeView) -> str:
     result = v.result or {}
+    if v.kind is ChangeKind.PLAN:
+        return (
+            f"plan P-{result.get('plan')} started with its sample of "
+            f"{v.schedule[0] if v.schedule else 0}; follow it with /queue plan "
+            f"P-{result.get('plan')}"
+        )
+    if v.kind is ChangeKind.RESUME:
+        return f"plan P-{result.get('plan')} is running again"
+    if v.kind is ChangeKind.ROLLBACK:
+        return (
+            f"plan P-{result.get('plan')} rolled back: "
+            f"{fmt.count(len(result.get('changed', [])))} unclaimed row(s) returned to "
+            "the dead letters"
+        )
     line = (
         f"{fmt.count(len(result.get('changed', [])))} row(s) changed, "
         f"{fmt.count(len(result.get('skipped', [])))} skipped"
@@ -214,3 +256,36 @@ def _outcome(v: ChangeView) -> Block:
         shown = "; ".join(f"{i}: {why}" for i, why in skipped[:MAX_LISTED])
         text += f" Skipped, not forced: {shown}"
     return Text(text)
+
+
+async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
+    return Reply(plan_message(await deps.plans.view(number=cmd.plan)))
+
+
+async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
+    view = await deps.plans.halt(number=cmd.plan, actor=actor_of(inv), reason=cmd.reason)
+    return Reply(plan_message(view), ephemeral=False)
+
+
+async def handle_resume(cmd: Resume, inv: Invocation, deps: Deps) -> Reply:
+    view = await deps.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=cmd.plan),
+        reason=cmd.reason,
+        actor=actor_of(inv),
+        origin=_origin(inv),
+    )
+    return Reply(change_message(view), ephemeral=False)
+
+
+async def handle_rollback(cmd: Rollback, inv: Invocation, deps: Deps) -> Reply:
+    view = await deps.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=cmd.plan),
+        reason=cmd.reason,
+        actor=actor_of(inv),
+        origin=_origin(inv),
+    )
+    return Reply(change_message(view), ephemeral=False)

@@ -121,6 +121,8 @@ class ChangeRequests:
     ) -> ChangeView:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
+        if selector.plan is not None and queue is None:
+            queue = await self.plans.queue_of(number=selector.plan)
         profile = self.estate.profile(queue)
         now = self.clock()
         async with self._engine().begin() as conn:
@@ -471,27 +473,29 @@ class ChangeRequests:
 
     async def expire_due(self) -> list[int]:
         """Mark every pending request past its expiry as expired (with an audit event)."""
-        now = self.clock()
         async with self._engine().begin() as conn:
-            due = (
-                (
-                    await conn.execute(
-                        sa.select(_cr.c.id).where(
-                            _cr.c.state == RequestState.PENDING.value,
-                            _cr.c.expires_at <= now,
-                        )
+            return await self.expire_due_in(conn, self.clock())
+
+    async def expire_due_in(self, conn: AsyncConnection, now: datetime) -> list[int]:
+        due = (
+            (
+                await conn.execute(
+                    sa.select(_cr.c.id).where(
+                        _cr.c.state == RequestState.PENDING.value,
+                        _cr.c.expires_at <= now,
                     )
                 )
-                .scalars()
-                .all()
             )
-            expired = []
-            for number in due:
-                cr = await self._lock(conn, int(number))
-                if cr["state"] == RequestState.PENDING.value:
-                    await self._expire(conn, cr, now)
-                    expired.append(int(number))
-            return expired
+            .scalars()
+            .all()
+        )
+        expired = []
+        for number in due:
+            cr = await self._lock(conn, int(number))
+            if cr["state"] == RequestState.PENDING.value:
+                await self._expire(conn, cr, now)
+                expired.append(int(number))
+        return expired
 
     async def pending(self, *, queue: str | None = None) -> list[ChangeView]:
         await self.expire_due()

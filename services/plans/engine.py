@@ -606,6 +606,15 @@ class PlanEngine:
         async with self.engine.connect() as conn:
             return await self._view(conn, number)
 
+    async def queue_of(self, *, number: int) -> str:
+        async with self.engine.connect() as conn:
+            queue = (
+                await conn.execute(sa.select(_plans.c.queue).where(_plans.c.id == number))
+            ).scalar_one_or_none()
+        if queue is None:
+            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
+        return str(queue)
+
     async def view_in(self, conn: AsyncConnection, *, number: int) -> PlanView:
         return await self._view(conn, number)
 

@@ -6,14 +6,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, default_queues
+from services.config import default_queues
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
 from services.queue_reads import QueueReads
-from tests.integration.support import START, Clock, Shop
+from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
 
 @pytest.fixture
@@ -24,8 +23,7 @@ async def shop(db_url: str) -> AsyncIterator[Shop]:
         demo = await build_demo_estate(conn, now=START)
     clock = Clock()
     estate = Estate(engine=engine, queues=default_queues(), clock=clock)
-    changes = ChangeRequests(
-        estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=clock
-    )
-    yield Shop(engine, estate, QueueReads(estate), changes, demo, clock)
+    notifier = RecordingNotifier()
+    changes, plans, sched = build_services(engine, estate, clock, notifier)
+    yield Shop(engine, estate, QueueReads(estate), changes, demo, clock, plans, sched, notifier)
     await engine.dispose()

@@ -1,19 +1,28 @@
-"""Test support: a shop (migrated database + demo estate + services) and a clock."""
+"""Test support: a shop (migrated database + demo estate + services), a clock, a
+simulated worker and a recording notifier."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig
+from services.changes.requests import ChangeRequests, changes_for
+from services.config import ApprovalConfig, RedriveConfig
 from services.estate.demo import DemoEstate
 from services.estate.estate import Estate
+from services.message import Message
+from services.notify import ChannelRef, MessageRef
+from services.plans.engine import PlanEngine
 from services.queue_reads import QueueReads
+from services.scheduler import Scheduler
 
 START = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+FAST = RedriveConfig(velocity=100_000, poll_seconds=5)
 
 
 @dataclass
@@ -28,6 +37,35 @@ class Clock:
 
 
 @dataclass
+class Posted:
+    where: str
+    message: Message
+    update: bool = False
+
+
+class RecordingNotifier:
+    """Implements the notifier port by remembering what was posted (below the chat edge)."""
+
+    def __init__(self) -> None:
+        self.posts: list[Posted] = []
+        self._n = 0
+
+    async def post(
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
+    ) -> list[MessageRef]:
+        self._n += 1
+        name = channel.channel if isinstance(channel, ChannelRef) else channel
+        self.posts.append(Posted(f"thread {thread.message_id}" if thread else name, message))
+        return [MessageRef("test", name, str(self._n), thread.message_id if thread else None)]
+
+    async def update(self, *, ref: MessageRef, message: Message) -> None:
+        self.posts.append(Posted(f"message {ref.message_id}", message, update=True))
+
+    def texts(self) -> list[str]:
+        return [p.message.summary for p in self.posts]
+
+
+@dataclass
 class Shop:
     engine: AsyncEngine
     estate: Estate
@@ -35,8 +73,134 @@ class Shop:
     changes: ChangeRequests
     demo: DemoEstate
     clock: Clock = field(default_factory=Clock)
+    plans: PlanEngine | None = None
+    scheduler: Scheduler | None = None
+    notifier: RecordingNotifier = field(default_factory=RecordingNotifier)
 
     def with_approval(self, approval: ApprovalConfig) -> ChangeRequests:
         return ChangeRequests(
-            estate=self.estate, state_engine=self.engine, approval=approval, clock=self.clock
+            estate=self.estate,
+            state_engine=self.engine,
+            approval=approval,
+            clock=self.clock,
+            plans=self.plans,
         )
+
+
+def build_services(
+    engine: AsyncEngine,
+    estate: Estate,
+    clock: Clock,
+    notifier: RecordingNotifier,
+    redrive: RedriveConfig = FAST,
+) -> tuple[ChangeRequests, PlanEngine, Scheduler]:
+    from services import housekeeping_jobs
+
+    plans = PlanEngine(
+        estate=estate,
+        engine=engine,
+        config=redrive,
+        clock=clock,
+        changes_for=changes_for,
+        notifier=notifier,
+    )
+    changes = ChangeRequests(
+        estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=clock, plans=plans
+    )
+    sched = Scheduler(engine=engine, clock=clock)
+    housekeeping_jobs.register(sched, estate=estate, changes=changes, plans=plans)
+    return changes, plans, sched
+
+
+async def add_dead_letters(
+    engine: AsyncEngine, *, count: int, error: str, tenant: str = "acme", at: datetime = START
+) -> list[str]:
+    """``count`` more dead-lettered message_job jobs with one error, oldest first."""
+    jobs: list[str] = []
+    async with engine.begin() as conn:
+        pg = conn.dialect.name == "postgresql"
+        for i in range(count):
+            asset, job, msg = (uuid.uuid4() for _ in range(3))
+            key = (lambda u: u) if pg else str
+            when = at - timedelta(hours=2) + timedelta(seconds=i)
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO video_assets (id, tenant_id, source_object_key, status, created_at)"
+                    " VALUES (:a, :t, :k, 'READY', :w)"
+                ),
+                {"a": key(asset), "t": tenant, "k": f"uploads/{asset}.mp4", "w": when},
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO clip_jobs (id, asset_id, tenant_id, status, attempt_count, "
+                    "progress_percent, error_message, created_at, started_at, finished_at) VALUES "
+                    "(:j, :a, :t, 'FAILED', 3, 20, :e, :w, :w, :w)"
+                ),
+                {"j": key(job), "a": key(asset), "t": tenant, "e": error, "w": when},
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO queue_messages (id, job_id, status, attempt_count, available_at, "
+                    "claimed_at, last_error) VALUES (:m, :j, 'DLQ', 3, :w, :w, :e)"
+                ),
+                {"m": key(msg), "j": key(job), "e": error, "w": when},
+            )
+            jobs.append(str(job))
+    return jobs
+
+
+async def simulated_worker(
+    engine: AsyncEngine,
+    *,
+    now: datetime,
+    fail: set[str] | None = None,
+    error: str = "worker failed again",
+) -> tuple[int, int]:
+    """Process every PENDING message: jobs in ``fail`` go back to DLQ/FAILED with
+    ``error``; the rest complete. Returns (completed, failed)."""
+    fail = fail or set()
+    done = failed = 0
+    async with engine.begin() as conn:
+        rows = (
+            await conn.execute(
+                sa.text("SELECT id, job_id FROM queue_messages WHERE status = 'PENDING'")
+            )
+        ).all()
+        for message_id, job_id in rows:
+            if str(job_id) in fail:
+                await conn.execute(
+                    sa.text(
+                        "UPDATE queue_messages SET status = 'DLQ', attempt_count = attempt_count + 1,"
+                        " claimed_at = :n, last_error = :e WHERE id = :m"
+                    ),
+                    {"n": now, "e": error, "m": message_id},
+                )
+                await conn.execute(
+                    sa.text(
+                        "UPDATE clip_jobs SET status = 'FAILED', error_message = :e, "
+                        "finished_at = :n WHERE id = :j"
+                    ),
+                    {"n": now, "e": error, "j": job_id},
+                )
+                failed += 1
+            else:
+                await conn.execute(
+                    sa.text(
+                        "UPDATE queue_messages SET status = 'COMPLETED', claimed_at = :n "
+                        "WHERE id = :m"
+                    ),
+                    {"n": now, "m": message_id},
+                )
+                await conn.execute(
+                    sa.text(
+                        "UPDATE clip_jobs SET status = 'SUCCEEDED', progress_percent = 100, "
+                        "finished_at = :n WHERE id = :j"
+                    ),
+                    {"n": now, "j": job_id},
+                )
+                done += 1
+    return done, failed
+
+
+def ids_of(rows: list[Any]) -> list[str]:
+    return [str(r[0]) for r in rows]

@@ -38,8 +38,9 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
             await build_demo_estate(conn, now=datetime.now(UTC))
         estate = Estate(engine=engine, queues=default_queues())
         # the 14 ffmpeg dead letters: their sources exist and the error is not permanent
-        dead = await QueueReads(estate).list_dead(queue="clips",
-                                                  filters=DeadFilter(error_like="ffmpeg"))
+        dead = await QueueReads(estate).list_dead(
+            queue="clips", filters=DeadFilter(error_like="ffmpeg")
+        )
         changes = ChangeRequests(
             estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=estate.clock
         )

@@ -1,0 +1,52 @@
+"""The periodic jobs every queuebot process keeps scheduled: counting the queues, expiring
+change requests, forgetting old delivery keys. Each reschedules itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services import samples, scheduler
+from services.changes.requests import ChangeRequests
+from services.estate.estate import Estate
+from services.plans.engine import TICK, PlanEngine
+from services.scheduler import FollowUp, Scheduler
+
+SAMPLE = "queue.sample"
+EXPIRE = "change.expire"
+SAMPLE_EVERY = timedelta(minutes=1)
+EXPIRE_EVERY = timedelta(seconds=30)
+
+
+def register(
+    sched: Scheduler, *, estate: Estate, changes: ChangeRequests, plans: PlanEngine
+) -> None:
+    async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+        if subject in estate.profiles:  # a queue removed from the config stops here
+            await samples.record(conn, profile=estate.profile(subject), now=now)
+            await scheduler.schedule(
+                conn, kind=SAMPLE, subject=subject, due_at=now + SAMPLE_EVERY, created_at=now
+            )
+        return []
+
+    async def expire(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+        await changes.expire_due_in(conn, now)
+        await scheduler.schedule(
+            conn, kind=EXPIRE, subject=subject, due_at=now + EXPIRE_EVERY, created_at=now
+        )
+        return []
+
+    sched.register(SAMPLE, sample)
+    sched.register(EXPIRE, expire)
+    sched.register(TICK, plans.tick)
+
+
+async def seed(engine: AsyncEngine, *, estate: Estate, clock: Callable[[], datetime]) -> None:
+    """Make sure the periodic jobs exist (a no-op when another replica made them)."""
+    now = clock()
+    async with engine.begin() as conn:
+        for queue in estate.profiles:
+            await scheduler.ensure(conn, kind=SAMPLE, subject=queue, due_at=now)
+        await scheduler.ensure(conn, kind=EXPIRE, subject="all", due_at=now)

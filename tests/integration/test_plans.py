@@ -1,0 +1,318 @@
+"""Staged redrive on SQLite and PostgreSQL with a simulated worker: a sample, then waves of
+10, 20, 40 ... that start only after success; a re-failure halts; rollback; audit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from services import samples
+from services.audit import Actor
+from services.changes.model import ChangeKind, RequestState, Selector
+from services.errors import Conflict, NotFound, PreconditionFailed
+from services.plans.model import PlanState
+from tests.integration.support import Shop, add_dead_letters, simulated_worker
+
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "console", "bob")
+DORA = Actor("dora", "console", "dora")
+ERROR = "transcoder pod evicted while rendering clip 77"
+
+
+async def flat_history(shop: Shop) -> None:
+    """Counts written down 15 minutes ago and equal to now: the DLQ is not growing."""
+    async with shop.engine.begin() as conn:
+        await samples.record(
+            conn, profile=shop.estate.profile("clips"), now=shop.clock.now - timedelta(minutes=15)
+        )
+
+
+async def request_plan(shop: Shop, **selector: object) -> int:
+    view = await shop.changes.request(
+        kind=ChangeKind.PLAN,
+        queue="clips",
+        selector=Selector(error_like=selector.pop("error_like", "pod evicted"), **selector),  # type: ignore[arg-type]
+        reason="eviction fixed by raising memory limits",
+        actor=ALICE,
+        origin={"platform": "console", "channel": "ops"},
+    )
+    return view.number
+
+
+async def pending_count(shop: Shop) -> int:
+    async with shop.engine.connect() as conn:
+        return int(
+            (
+                await conn.execute(
+                    sa.text("SELECT count(*) FROM queue_messages WHERE status = 'PENDING'")
+                )
+            ).scalar_one()
+        )
+
+
+async def tick(shop: Shop, seconds: float = 5) -> None:
+    assert shop.scheduler is not None
+    shop.clock.advance(seconds=seconds)
+    await shop.scheduler.run_due()
+
+
+async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) -> None:
+    assert shop.plans is not None
+    jobs = await add_dead_letters(shop.engine, count=200, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    preview = await shop.changes.get(number=number)
+    assert preview.eligible == 200
+    assert preview.schedule == [5, 10, 20, 40, 80, 45]
+    assert all(verdict == "ok" for _, verdict, _ in preview.checks if verdict != "n/a")
+    await simulated_worker(shop.engine, now=shop.clock.now)  # the demo's own backlog drains
+    before = await pending_count(shop)
+    assert before == 0
+
+    first = await shop.changes.approve(number=number, actor=BOB)  # 200 rows: two approvers
+    assert not first.executed and await pending_count(shop) == before
+    decision = await shop.changes.approve(number=number, actor=DORA)
+    plan_no = decision.view.result["plan"]
+    assert await pending_count(shop) == before + 5  # the sample, and nothing else
+
+    await tick(shop)  # the sample is not done yet: nothing more starts
+    assert await pending_count(shop) == before + 5
+
+    sizes = []
+    for _ in range(3):  # sample, wave 1 and wave 2 succeed; each success starts the next
+        await simulated_worker(shop.engine, now=shop.clock.now)
+        await tick(shop)
+        view = await shop.plans.view(number=plan_no)
+        sizes.append(view.waves[-1].size)
+        assert await pending_count(shop) == before + view.waves[-1].size
+    assert sizes == [10, 20, 40]
+
+    wave3 = await shop.plans.view(number=plan_no)
+    redriven = wave3.redriven
+    async with shop.engine.connect() as conn:
+        in_wave = [
+            str(r[0])
+            for r in (
+                await conn.execute(
+                    sa.text("SELECT job_id FROM qb_plan_items WHERE plan_id = :p AND wave = 3"),
+                    {"p": plan_no},
+                )
+            ).all()
+        ]
+    await simulated_worker(shop.engine, now=shop.clock.now, fail={in_wave[0]}, error=ERROR)
+    await tick(shop)
+    halted = await shop.plans.view(number=plan_no)
+    assert halted.state is PlanState.HALTED
+    assert halted.redead == 1 and halted.redriven == redriven
+    assert halted.note and "matches the original signature" in halted.note
+    await tick(shop, 60)
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop, 60)
+    assert (await shop.plans.view(number=plan_no)).redriven == redriven  # nothing more
+    async with shop.engine.connect() as conn:
+        left = (
+            await conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM queue_messages WHERE status = 'DLQ' AND last_error = :e"
+                ),
+                {"e": ERROR},
+            )
+        ).scalar_one()
+    assert left == 200 - redriven + 1
+    assert len(jobs) == 200
+
+    async with shop.engine.connect() as conn:
+        actions = [
+            r[0]
+            for r in (
+                await conn.execute(sa.text("SELECT action FROM qb_audit_events ORDER BY id"))
+            ).all()
+        ]
+    assert actions == [
+        "change.requested",
+        "change.approved",
+        "change.approved",
+        "plan.started",
+        "plan.wave_started",
+        "change.executed",
+        "plan.wave_finished",
+        "plan.wave_started",
+        "plan.wave_finished",
+        "plan.wave_started",
+        "plan.wave_finished",
+        "plan.wave_started",
+        "plan.halted",
+    ]
+    posted = shop.notifier.texts()
+    assert any("P-1 wave 3 started: 40 job(s)" in t for t in posted)
+    assert any("HALTED" in t and "matches the original signature" in t for t in posted)
+
+
+async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Shop) -> None:
+    assert shop.plans is not None
+    await add_dead_letters(shop.engine, count=60, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop)  # wave 1 (10) starts and stays unclaimed
+    halted = await shop.plans.halt(number=plan_no, actor=ALICE, reason="looks wrong")
+    assert halted.state is PlanState.HALTED
+    await tick(shop, 60)
+    assert (await shop.plans.view(number=plan_no)).waves[-1].number == 1  # halted: no wave 2
+
+    resume = await shop.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="false alarm",
+        actor=ALICE,
+    )
+    assert resume.state is RequestState.PENDING
+    with pytest.raises(NotFound, match="no plan P-999"):
+        await shop.changes.request(
+            kind=ChangeKind.ROLLBACK,
+            queue=None,
+            selector=Selector(plan=999),
+            reason="x" * 5,
+            actor=ALICE,
+        )
+    rollback = await shop.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="fix did not hold",
+        actor=ALICE,
+    )
+    assert rollback.eligible == 10
+    async with shop.engine.begin() as conn:  # a worker claims one of them meanwhile
+        claimed = (
+            await conn.execute(
+                sa.text(
+                    "SELECT m.id FROM queue_messages m JOIN qb_plan_items i ON i.message_id = "
+                    "CAST(m.id AS VARCHAR(64)) WHERE i.plan_id = :p AND i.wave = 1 LIMIT 1"
+                ),
+                {"p": plan_no},
+            )
+        ).scalar_one()
+        await conn.execute(
+            sa.text(
+                "UPDATE queue_messages SET status = 'PROCESSING', claimed_at = :n WHERE id = :m"
+            ),
+            {"n": shop.clock.now, "m": claimed},
+        )
+    done = await shop.changes.approve(number=rollback.number, actor=BOB)
+    assert len(done.view.result["changed"]) == 9
+    view = await shop.plans.view(number=plan_no)
+    assert view.state is PlanState.ROLLED_BACK and view.rolled_back == 9
+    async with shop.engine.connect() as conn:
+        back = (
+            await conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM queue_messages m JOIN clip_jobs j ON j.id = m.job_id "
+                    "WHERE m.status = 'DLQ' AND j.status = 'FAILED' AND m.attempt_count = 3 "
+                    "AND m.last_error = :e"
+                ),
+                {"e": ERROR},
+            )
+        ).scalar_one()
+        events = (
+            await conn.execute(
+                sa.text("SELECT count(*) FROM job_events WHERE event_type = 'REDRIVE_ROLLED_BACK'")
+            )
+        ).scalar_one()
+    assert back == 60 - 5 - 1 and events == 9
+    with pytest.raises(Conflict, match="rolled_back"):
+        await shop.changes.approve(number=resume.number, actor=BOB)
+
+
+async def test_one_active_plan_per_queue(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=20, error=ERROR)
+    await flat_history(shop)
+    first = await request_plan(shop)
+    await shop.changes.approve(number=first, actor=BOB)
+    with pytest.raises(Conflict, match="already has an active plan, P-1"):
+        await request_plan(shop)
+
+
+# -- every precondition fails once, with its refusal text -----------------------------
+
+
+async def test_refused_when_dead_letters_are_growing(shop: Shop) -> None:
+    await flat_history(shop)
+    await add_dead_letters(shop.engine, count=20, error=ERROR)  # 20 more since then
+    with pytest.raises(
+        PreconditionFailed, match=r"dead letters not growing \(10 min\): .*\(\+20\)"
+    ):
+        await request_plan(shop)
+
+
+async def test_refused_without_an_earlier_count(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=20, error=ERROR)
+    with pytest.raises(PreconditionFailed, match="no earlier count recorded yet"):
+        await request_plan(shop)
+
+
+async def test_refused_while_an_incident_blocks_redrives(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=20, error=ERROR)
+    await flat_history(shop)
+    async with shop.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO qb_incidents (scenario, summary, state, blocks_redrive, declared_at) "
+                "VALUES ('gd:queue-loss', 'storage flapping', 'open', :t, :n)"
+            ),
+            {"t": True, "n": shop.clock.now},
+        )
+    with pytest.raises(
+        PreconditionFailed, match=r"INC-1 \(gd:queue-loss\) is open and blocks redrives"
+    ):
+        await request_plan(shop)
+
+
+async def test_refused_when_every_source_object_is_gone(shop: Shop) -> None:
+    await flat_history(shop)
+    with pytest.raises(PreconditionFailed, match="source object exists: FAILED") as refused:
+        await request_plan(shop, error_like="NoSuchKey")
+    assert "8 job(s) without their source object excluded" in refused.value.message
+
+
+async def test_refused_when_the_error_is_permanent(shop: Shop) -> None:
+    await flat_history(shop)
+    with pytest.raises(
+        PreconditionFailed, match="failure not classified permanent: FAILED"
+    ) as refused:
+        await request_plan(shop, error_like="moov atom")
+    assert "5 job(s) with a permanent error excluded" in refused.value.message
+
+
+async def test_refused_when_redriven_too_often(shop: Shop) -> None:
+    jobs = await add_dead_letters(shop.engine, count=4, error=ERROR)
+    await flat_history(shop)
+    async with shop.engine.begin() as conn:  # three earlier redrives each, by hand
+        for n in range(3):
+            for k, job in enumerate(jobs):
+                await conn.execute(
+                    sa.text(
+                        "INSERT INTO job_events (id, aggregate_id, event_type, message, "
+                        "created_at) VALUES (:i, :j, 'REDRIVE_REQUESTED', 'manual', :n)"
+                    ),
+                    {"i": f"00000000-0000-4000-8000-{n:04d}{k:08d}", "j": job, "n": shop.clock.now},
+                )
+    with pytest.raises(PreconditionFailed, match=r"redriven fewer than 3 times: FAILED"):
+        await request_plan(shop)
+
+
+async def test_reason_is_a_precondition(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=3, error=ERROR)
+    await flat_history(shop)
+    with pytest.raises(PreconditionFailed, match="reason given: FAILED"):
+        await shop.changes.request(
+            kind=ChangeKind.PLAN,
+            queue="clips",
+            selector=Selector(error_like="pod evicted"),
+            reason="  ",
+            actor=ALICE,
+        )
