@@ -125,8 +125,8 @@ async def add_dead_letters(
             when = at - timedelta(hours=2) + timedelta(seconds=i)
             await conn.execute(
                 sa.text(
-                    "INSERT INTO video_assets (id, tenant_id, source_object_key, status, created_at)"
-                    " VALUES (:a, :t, :k, 'READY', :w)"
+                    "INSERT INTO video_assets (id, tenant_id, source_object_key, status, "
+                    "created_at) VALUES (:a, :t, :k, 'READY', :w)"
                 ),
                 {"a": key(asset), "t": tenant, "k": f"uploads/{asset}.mp4", "w": when},
             )
@@ -170,8 +170,9 @@ async def simulated_worker(
             if str(job_id) in fail:
                 await conn.execute(
                     sa.text(
-                        "UPDATE queue_messages SET status = 'DLQ', attempt_count = attempt_count + 1,"
-                        " claimed_at = :n, last_error = :e WHERE id = :m"
+                        "UPDATE queue_messages SET status = 'DLQ', "
+                        "attempt_count = attempt_count + 1, claimed_at = :n, last_error = :e "
+                        "WHERE id = :m"
                     ),
                     {"n": now, "e": error, "m": message_id},
                 )
