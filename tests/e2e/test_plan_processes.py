@@ -151,7 +151,8 @@ async def assert_each_job_redriven_once(setup: Setup) -> None:
             (
                 await conn.execute(
                     sa.text(
-                        "SELECT state, count(*) FROM qb_plan_items WHERE plan_id = :p GROUP BY state"
+                        "SELECT state, count(*) FROM qb_plan_items WHERE plan_id = :p "
+                        "GROUP BY state"
                     ),
                     {"p": setup.plan},
                 )
