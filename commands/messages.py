@@ -78,7 +78,7 @@ def help_reply(topic: str | None, group: str = "queue") -> Reply:
                 f"no command /{group} {topic}; commands: {names}", usage=f"/{group} help"
             )
         return Reply(_one_help(spec))
-    rows = tuple((s.usage, s.summary) for s in CATALOG)
+    rows = tuple((s.short_usage, s.summary) for s in CATALOG)
     text = "Commands (add --help to any for details):"
     return Reply(
         Message(text, (Heading("queuebot"), Text(text), Table(("usage", "what it does"), rows)))

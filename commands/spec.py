@@ -77,5 +77,17 @@ class CommandSpec:
         ]
         return " ".join(parts)
 
+    @property
+    def short_usage(self) -> str:
+        """The usage line for the command list: required parts, then [options]."""
+        parts = [
+            self.path,
+            *(p.usage() for p in self.positionals),
+            *(f.usage() for f in self.flags if f.required),
+        ]
+        if any(not f.required for f in self.flags):
+            parts.append("[options]")
+        return " ".join(parts)
+
     def flag(self, name: str) -> Flag | None:
         return next((f for f in self.flags if f.name == name), None)

@@ -36,6 +36,7 @@ from services.estate.model import (
     TypeCounts,
 )
 from services.people import Directory, Person
+from services.plans.model import PlanView
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -163,6 +164,17 @@ class NoChanges:
         return []
 
 
+@dataclass
+class NoPlans:
+    """Implements commands.deps.PlanService; read commands must never call it."""
+
+    async def view(self, **kwargs: object) -> PlanView:
+        raise AssertionError("a plan was read")
+
+    async def halt(self, **kwargs: object) -> PlanView:
+        raise AssertionError("a plan was halted")
+
+
 ALICE = Person("alice", frozenset({"operator", "approver"}), slack="U0ALICE")
 BOB = Person("bob", frozenset(), slack="U0BOB", discord="100000000000000002")
 DIRECTORY = Directory([ALICE, BOB])
@@ -175,6 +187,7 @@ def make_router(
     deps = Deps(
         reads=fake,
         changes=NoChanges(),
+        plans=NoPlans(),
         directory=DIRECTORY,
         access=access or AccessConfig(),
     )
@@ -500,7 +513,7 @@ async def test_help_lists_every_command() -> None:
     reply = await router.handle_line("/queue help", slack_user("U0STRANGER"))
     text = text_of(reply)
     for spec in CATALOG:
-        assert spec.usage in text
+        assert spec.short_usage in text
         assert spec.summary[:60] in text
     assert len(text.splitlines()) == len(CATALOG) + 3  # heading, intro, column titles
 

@@ -20,12 +20,16 @@ from commands.model import (
     Cancel,
     Command,
     Dlq,
+    Halt,
     Help,
     Pending,
     Redrive,
     Reject,
     Requeue,
+    Resume,
+    Rollback,
     Show,
+    ShowPlan,
     Stuck,
     Triage,
     find_spec,
@@ -50,9 +54,14 @@ def usage_error(line: str) -> UsageError:
     return err
 
 
-def render(name: str, positionals: list[str], flags: list[tuple[str, str]], form: str) -> str:
+def render(
+    name: str, positionals: list[str], flags: list[tuple[str, str | None]], form: str
+) -> str:
     parts = ["/queue", name, *positionals]
     for flag, value in flags:
+        if value is None:  # a flag that takes no value
+            parts.append(f"--{flag}")
+            continue
         parts.extend([f"--{flag}", value] if form == "space" else [f"--{flag}={value}"])
     return " ".join(parts)
 
@@ -61,7 +70,7 @@ def render(name: str, positionals: list[str], flags: list[tuple[str, str]], form
 # Good lines
 
 
-GOOD = [
+GOOD: list[tuple[str, list[str], list[tuple[str, str | None]], Command]] = [
     ("help", [], [], Help()),
     ("help", ["dlq"], [], Help(topic="dlq")),
     ("triage", [], [], Triage()),
@@ -126,6 +135,30 @@ GOOD = [
     ),
     ("pending", [], [], Pending()),
     ("pending", [], [("queue", "clips")], Pending(queue="clips")),
+    (
+        "redrive",
+        [],
+        [
+            ("error-like", '"ffmpeg exited"'),
+            ("sample", "3"),
+            ("max", "500"),
+            ("reason", '"OOM fix deployed"'),
+            ("queue", "clips"),
+        ],
+        Redrive(
+            error_like="ffmpeg exited", sample=3, max=500, reason="OOM fix deployed", queue="clips"
+        ),
+    ),
+    ("redrive", [], [("all", None), ("reason", "fixed")], Redrive(all=True, reason="fixed")),
+    ("plan", ["P-3"], [], ShowPlan(plan=3)),
+    (
+        "halt",
+        ["3"],
+        [("reason", '"error rate climbing"')],
+        Halt(plan=3, reason="error rate climbing"),
+    ),
+    ("resume", ["p-3"], [("reason", '"second fix"')], Resume(plan=3, reason="second fix")),
+    ("rollback", ["P-3"], [("reason", '"did not hold"')], Rollback(plan=3, reason="did not hold")),
     ("approve", ["CR-17"], [], Approve(request=17)),
     ("reject", ["17"], [("reason", '"wrong tenant"')], Reject(request=17, reason="wrong tenant")),
 ]
