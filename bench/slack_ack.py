@@ -439,11 +439,32 @@ class Sent:
         return None if self.acked is None else self.acked - self.sent
 
 
+async def raw_post(base: str, path: str, body: str, headers: dict[str, str]) -> int:
+    """POST over a fresh connection with asyncio streams; the status code. A leaner client
+    than httpx (about 1 ms less per request on this kind of host), for --client raw."""
+    url = httpx.URL(base)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {url.host}\r\nConnection: close\r\n"
+        f"Content-Length: {len(body.encode())}\r\n{head}\r\n{body}"
+    ).encode()
+    async with asyncio.timeout(10):
+        reader, writer = await asyncio.open_connection(url.host, url.port)
+        try:
+            writer.write(request)
+            await writer.drain()
+            status_line = await reader.readline()  # HTTP/1.1 200 OK
+        finally:
+            writer.close()
+    return int(status_line.split()[1])
+
+
 @dataclass
 class Bench:
     fake: FakeSlack
     server: Server
     client: httpx.AsyncClient
+    raw: bool = False  # send with raw_post instead of httpx
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
     counter: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -453,12 +474,15 @@ class Bench:
         headers = signed(body)
         record = Sent(name, kind, text, time.monotonic())
         try:
-            response = await self.client.post(
-                f"{self.server.url}/slack/events", content=body, headers=headers
-            )
+            if self.raw:
+                record.status = await raw_post(self.server.url, "/slack/events", body, headers)
+            else:
+                response = await self.client.post(
+                    f"{self.server.url}/slack/events", content=body, headers=headers
+                )
+                record.status = response.status_code
             record.acked = time.monotonic()
-            record.status = response.status_code
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, OSError, ValueError, TimeoutError) as exc:
             record.acked = time.monotonic()
             record.error = type(exc).__name__
         return record
@@ -533,9 +557,9 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
             print(f"queuebot serve up in {time.monotonic() - t0:.1f}s (pid {server.proc.pid})")
             if floor is not None:
                 await wait_healthy(client, floor)
-                await harness_floor(args, Bench(fake, floor, client))
+                await harness_floor(args, Bench(fake, floor, client, raw=args.client == "raw"))
                 floor.stop()
-            bench = Bench(fake, server, client)
+            bench = Bench(fake, server, client, raw=args.client == "raw")
             code = await measure(args, bench, ids)
             keep_log = code != 0
             return code
@@ -769,6 +793,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"], help="of serve"
+    )
+    parser.add_argument(
+        "--client",
+        choices=["httpx", "raw"],
+        default="httpx",
+        help="send the slash commands with httpx.AsyncClient (default) or bare asyncio "
+        "streams (a lower harness floor)",
     )
     parser.add_argument(
         "--no-floor", action="store_true", help="skip the harness-floor calibration"

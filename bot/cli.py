@@ -8,12 +8,13 @@ import logging
 import os
 import sys
 from collections.abc import Coroutine
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from bot.bootstrap import App, build_app
 from bot.console import Console, ConsoleNotifier
-from bot.demo import demo_url, ensure_demo_estate, write_demo_config
+from bot.demo import demo_url, ensure_demo_estate, record_history, write_demo_config
 from bot.serve import serve
 from services.audit import verify as verify_audit
 from services.config import Config, load_config
@@ -142,6 +143,8 @@ async def _demo(args: argparse.Namespace) -> int:
 async def _demo_banner(config: Config, db: Path, config_path: Path, built: bool) -> str:
     app = await build_app(config)
     try:
+        if built:  # the demo's queues have a history: their counts a quarter hour ago
+            await record_history(app.state_engine, app.estate, ago=timedelta(minutes=15))
         reads = app.router.deps.reads
         dead = await reads.list_dead(queue="clips", filters=DeadFilter(limit=1))
         example = dead.rows[0].id if dead.rows else "<job id>"
@@ -156,6 +159,8 @@ async def _demo_banner(config: Config, db: Path, config_path: Path, built: bool)
             "dora (duty-officer, operator).",
             f"Try: /queue triage | /queue triage --queue workers | @alice /queue show {example} | "
             "/queue help. End with Ctrl-D.",
+            '     @alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix '
+            'deployed" then @bob /queue approve CR-1, and /queue plan P-1.',
             "",
         ]
     )

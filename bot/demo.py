@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services import samples
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
+from services.estate.estate import Estate
 
 DEMO_CONFIG = """\
 # queuebot demo configuration (written by `queuebot demo`; edit freely).
@@ -87,3 +90,11 @@ async def ensure_demo_estate(db: Path, *, fresh: bool) -> bool:
             return True
     finally:
         await engine.dispose()
+
+
+async def record_history(engine: AsyncEngine, estate: Estate, *, ago: timedelta) -> None:
+    """Write the demo queues' counts down as of ``ago``: a demo estate arrives with the
+    history a running queuebot would have recorded (the redrive growth check needs it)."""
+    async with engine.begin() as conn:
+        for profile in estate.profiles.values():
+            await samples.record(conn, profile=profile, now=estate.clock() - ago)

@@ -190,13 +190,29 @@ def change_message(v: ChangeView) -> Message:
             )
         ),
         Text(f"Reason: {v.reason}"),
-        Table(
-            ("rows", "failure signature"),
-            tuple((fmt.count(n), sig) for sig, n in v.by_signature[:MAX_LISTED]),
-            title="Frozen rows by failure signature",
-            numeric=(0,),
-        ),
     ]
+    if v.by_signature:
+        blocks.append(
+            Table(
+                ("rows", "failure signature"),
+                tuple((fmt.count(n), sig) for sig, n in v.by_signature[:MAX_LISTED]),
+                title="Frozen rows by failure signature",
+                numeric=(0,),
+            )
+        )
+    if v.checks:
+        blocks.append(
+            Table(("precondition", "verdict", "detail"), tuple(v.checks), title="Preconditions")
+        )
+    if v.schedule:
+        waves = " + ".join(fmt.count(n) for n in v.schedule[:12])
+        more = f" + ... ({len(v.schedule)} waves)" if len(v.schedule) > 12 else ""
+        blocks.append(
+            Text(
+                f"Waves: sample {waves}{more}; each starts only when the one "
+                "before is all done with nothing dead again"
+            )
+        )
     if v.ineligible:
         blocks.append(
             Table(

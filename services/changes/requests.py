@@ -590,11 +590,7 @@ class ChangeRequests:
             reason=cr["reason"],
             incident=cr["incident"],
             evidence=cr["evidence"],
-            selector=Selector(
-                ids=tuple(cr["selector"].get("ids", [])),
-                duplicates=bool(cr["selector"].get("duplicates")),
-                failure_reason=cr["selector"].get("failure_reason"),
-            ).describe(),
+            selector=Selector.from_json(cr["selector"]).describe(),
             eligible=int(cr["eligible_count"]),
             by_signature=signatures,
             ineligible=[Ineligible(i, w) for i, w in cr["ineligible"]["items"]],
