@@ -482,7 +482,7 @@ class Bench:
                 )
                 record.status = response.status_code
             record.acked = time.monotonic()
-        except (httpx.HTTPError, OSError, ValueError, TimeoutError) as exc:
+        except (httpx.HTTPError, OSError, ValueError, IndexError, TimeoutError) as exc:
             record.acked = time.monotonic()
             record.error = type(exc).__name__
         return record

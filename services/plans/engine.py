@@ -10,67 +10,29 @@ next tick commit together.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import audit, scheduler
+from services import audit
 from services.audit import Actor
-from services.changes.message_job_plans import MessageJobPlanOps
 from services.changes.model import ChangeKind, Ineligible, Selector, Target
-from services.changes.ops import ChangeOps
-from services.changes.plan_ops import ItemRef, PlanOps
-from services.changes.worker_queue import WorkerQueuePlanOps
-from services.config import RedriveConfig
-from services.errors import Conflict, NotFound
-from services.estate.estate import Estate
-from services.estate.message_job import MessageJobProfile
+from services.changes.plan_ops import ItemRef
+from services.errors import Conflict
 from services.estate.profile import QueueProfile, as_utc
 from services.estate.signature import display_signature, error_signature
-from services.models import Plan, PlanItem
-from services.notify import ChannelRef, MessageRef, Notifier
-from services.plans import messages
-from services.plans.model import ACTIVE, PlanState, PlanView, Wave, wave_sizes
+from services.plans.control import PlanControl
+from services.plans.model import PlanState, wave_sizes
 from services.plans.preconditions import Evaluation, evaluate
+from services.plans.store import ITEMS, PLANS, SYSTEM, TICK, plan_ops_for
 from services.scheduler import FollowUp
 
-TICK = "plan.tick"
-_plans = cast(sa.Table, Plan.__table__)
-_items = cast(sa.Table, PlanItem.__table__)
-SYSTEM = Actor.system("plan")
+__all__ = ["TICK", "PlanEngine", "plan_ops_for"]
 
 
-def plan_ops_for(profile: QueueProfile) -> PlanOps:
-    if isinstance(profile, MessageJobProfile):
-        return MessageJobPlanOps(profile)
-    from services.estate.worker_queue import WorkerQueueProfile
-
-    assert isinstance(profile, WorkerQueueProfile)
-    return WorkerQueuePlanOps(profile)
-
-
-class PlanEngine:
-    def __init__(
-        self,
-        *,
-        estate: Estate,
-        engine: AsyncEngine,
-        config: RedriveConfig,
-        clock: Callable[[], datetime],
-        changes_for: Callable[[QueueProfile], ChangeOps],
-        notifier: Notifier | None = None,
-    ) -> None:
-        self.estate = estate
-        self.engine = engine
-        self.config = config
-        self.clock = clock
-        self.changes_for = changes_for
-        self.notifier = notifier
-
+class PlanEngine(PlanControl):
     # -- requesting ------------------------------------------------------------------
 
     async def candidates(
@@ -121,13 +83,6 @@ class PlanEngine:
             cap=self.config.max_wave,
         )
 
-    async def active_plan(self, conn: AsyncConnection, queue: str) -> int | None:
-        found = await conn.execute(
-            sa.select(_plans.c.id).where(_plans.c.queue == queue, _plans.c.state.in_(ACTIVE))
-        )
-        row = found.first()
-        return int(row[0]) if row else None
-
     # -- approval -> the sample ------------------------------------------------------
 
     async def start(
@@ -151,7 +106,7 @@ class PlanEngine:
         schedule = self.schedule_for(len(items), sample)
         number = (
             await conn.execute(
-                _plans.insert()
+                PLANS.insert()
                 .values(
                     queue=profile.queue,
                     profile=profile.name,
@@ -178,11 +133,11 @@ class PlanEngine:
                     created_at=now,
                     updated_at=now,
                 )
-                .returning(_plans.c.id)
+                .returning(PLANS.c.id)
             )
         ).scalar_one()
         await conn.execute(
-            _items.insert(),
+            ITEMS.insert(),
             [
                 {
                     "plan_id": number,
@@ -253,8 +208,8 @@ class PlanEngine:
             posts.append(("finished", current["number"]))
         if plan["cursor"] >= plan["total"]:
             await conn.execute(
-                _plans.update()
-                .where(_plans.c.id == number)
+                PLANS.update()
+                .where(PLANS.c.id == number)
                 .values(
                     state=PlanState.COMPLETED.value, note="every wave succeeded", updated_at=now
                 )
@@ -281,7 +236,7 @@ class PlanEngine:
             )
             if plan["note"] != note:
                 await conn.execute(
-                    _plans.update().where(_plans.c.id == number).values(note=note, updated_at=now)
+                    PLANS.update().where(PLANS.c.id == number).values(note=note, updated_at=now)
                 )
                 posts.append(("note", note))
             await self._next_tick(conn, number, now + self._poll(plan), now)
@@ -313,9 +268,9 @@ class PlanEngine:
         rows = (
             (
                 await conn.execute(
-                    sa.select(_items)
-                    .where(_items.c.plan_id == number, _items.c.seq >= plan["cursor"])
-                    .order_by(_items.c.seq)
+                    sa.select(ITEMS)
+                    .where(ITEMS.c.plan_id == number, ITEMS.c.seq >= plan["cursor"])
+                    .order_by(ITEMS.c.seq)
                     .limit(size)
                 )
             )
@@ -362,8 +317,8 @@ class PlanEngine:
         ]
         if updates:
             await conn.execute(
-                _items.update()
-                .where(_items.c.plan_id == sa.bindparam("p"), _items.c.seq == sa.bindparam("s"))
+                ITEMS.update()
+                .where(ITEMS.c.plan_id == sa.bindparam("p"), ITEMS.c.seq == sa.bindparam("s"))
                 .values(
                     wave=sa.bindparam("w"), state=sa.bindparam("st"), original=sa.bindparam("o")
                 ),
@@ -383,8 +338,8 @@ class PlanEngine:
         }
         waves.append(wave)
         await conn.execute(
-            _plans.update()
-            .where(_plans.c.id == number)
+            PLANS.update()
+            .where(PLANS.c.id == number)
             .values(
                 cursor=plan["cursor"] + len(rows),
                 wave=wave_no,
@@ -429,8 +384,8 @@ class PlanEngine:
             r["job_id"]: r["signature"]
             for r in (
                 await conn.execute(
-                    sa.select(_items.c.job_id, _items.c.signature).where(
-                        _items.c.plan_id == number, _items.c.wave == current["number"]
+                    sa.select(ITEMS.c.job_id, ITEMS.c.signature).where(
+                        ITEMS.c.plan_id == number, ITEMS.c.wave == current["number"]
                     )
                 )
             )
@@ -459,8 +414,8 @@ class PlanEngine:
         waves = plan["waves"]["waves"]
         waves[-1] = current
         await conn.execute(
-            _plans.update()
-            .where(_plans.c.id == number)
+            PLANS.update()
+            .where(PLANS.c.id == number)
             .values(
                 state=PlanState.HALTED.value,
                 note=note,
@@ -480,315 +435,3 @@ class PlanEngine:
             details={"redead": [[j, e] for j, e in redead], "same_signature": same},
         )
         return [self._publish(number, [("finished", current["number"]), ("note", note)])]
-
-    # -- halt, resume, rollback ------------------------------------------------------------
-
-    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanView:
-        now = self.clock()
-        async with self.engine.begin() as conn:
-            plan = await self._lock(conn, number)
-            if plan["state"] != PlanState.RUNNING.value:
-                raise Conflict(f"P-{number} is {plan['state']}, not running; nothing to halt")
-            note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
-            await conn.execute(
-                _plans.update()
-                .where(_plans.c.id == number)
-                .values(state=PlanState.HALTED.value, note=note, updated_at=now)
-            )
-            await scheduler.unschedule(conn, kind=TICK, subject=str(number))
-            await audit.append(
-                conn,
-                action="plan.halted",
-                actor=actor,
-                at=now,
-                subject=f"P-{number}",
-                queue=plan["queue"],
-                incident=plan["incident"],
-                reason=reason,
-                details={},
-            )
-            view = await self._view(conn, number)
-        await self._publish(number, [("note", note)])()
-        return view
-
-    async def resume(
-        self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
-    ) -> list[FollowUp]:
-        plan = await self._lock(conn, number)
-        if plan["state"] != PlanState.HALTED.value:
-            raise Conflict(f"P-{number} is {plan['state']}, not halted; nothing to resume")
-        note = f"resumed by {actor.person} (CR-{request})"
-        await conn.execute(
-            _plans.update()
-            .where(_plans.c.id == number)
-            .values(state=PlanState.RUNNING.value, note=note, updated_at=now)
-        )
-        await self._next_tick(conn, number, now, now)
-        await audit.append(
-            conn,
-            action="plan.resumed",
-            actor=actor,
-            at=now,
-            subject=f"P-{number}",
-            queue=plan["queue"],
-            incident=plan["incident"],
-            details={"request": f"CR-{request}"},
-        )
-        return [self._publish(number, [("note", note)])]
-
-    async def rollback(
-        self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
-    ) -> tuple[list[str], list[FollowUp]]:
-        plan = await self._lock(conn, number)
-        if plan["state"] not in ACTIVE:
-            raise Conflict(
-                f"P-{number} is {plan['state']}; only a running or halted plan can be rolled back"
-            )
-        rows = (
-            (
-                await conn.execute(
-                    sa.select(_items).where(
-                        _items.c.plan_id == number, _items.c.state == "redriven"
-                    )
-                )
-            )
-            .mappings()
-            .all()
-        )
-        refs = [ItemRef(r["job_id"], r["message_id"], r["original"]) for r in rows]
-        note = f"queuebot P-{number} rolled back (CR-{request}): {plan['reason']}"[:1000]
-        back = await plan_ops_for(self._profile(plan)).rollback(
-            conn, items=refs, now=now, note=note
-        )
-        await self._mark(conn, number, back, "rolled_back")
-        summary = (
-            f"rolled back by {actor.person} (CR-{request}): {len(back)} unclaimed job(s) "
-            f"returned to the dead letters; {len(rows) - len(back)} already claimed or "
-            "finished were left alone"
-        )
-        await conn.execute(
-            _plans.update()
-            .where(_plans.c.id == number)
-            .values(state=PlanState.ROLLED_BACK.value, note=summary, updated_at=now)
-        )
-        await scheduler.unschedule(conn, kind=TICK, subject=str(number))
-        await audit.append(
-            conn,
-            action="plan.rolled_back",
-            actor=actor,
-            at=now,
-            subject=f"P-{number}",
-            queue=plan["queue"],
-            incident=plan["incident"],
-            details={
-                "request": f"CR-{request}",
-                "rolled_back": back,
-                "left_alone": [r["job_id"] for r in rows if r["job_id"] not in set(back)],
-            },
-        )
-        return back, [self._publish(number, [("note", summary)])]
-
-    async def require(
-        self, conn: AsyncConnection, *, number: int, states: tuple[str, ...]
-    ) -> dict[str, Any]:
-        row = (
-            (await conn.execute(sa.select(_plans).where(_plans.c.id == number))).mappings().first()
-        )
-        if row is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        if row["state"] not in states:
-            raise Conflict(f"P-{number} is {row['state']}; this needs a {' or '.join(states)} plan")
-        return dict(row)
-
-    # -- reading ---------------------------------------------------------------------------
-
-    async def view(self, *, number: int) -> PlanView:
-        async with self.engine.connect() as conn:
-            return await self._view(conn, number)
-
-    async def queue_of(self, *, number: int) -> str:
-        async with self.engine.connect() as conn:
-            queue = (
-                await conn.execute(sa.select(_plans.c.queue).where(_plans.c.id == number))
-            ).scalar_one_or_none()
-        if queue is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        return str(queue)
-
-    async def view_in(self, conn: AsyncConnection, *, number: int) -> PlanView:
-        return await self._view(conn, number)
-
-    async def _view(self, conn: AsyncConnection, number: int) -> PlanView:
-        plan = (
-            (await conn.execute(sa.select(_plans).where(_plans.c.id == number))).mappings().first()
-        )
-        if plan is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        grouped = await conn.execute(
-            sa.select(_items.c.state, sa.func.count())
-            .where(_items.c.plan_id == number)
-            .group_by(_items.c.state)
-        )
-        counts: dict[str, int] = {str(k): int(n) for k, n in grouped.all()}
-        waves = [
-            Wave(
-                number=w["number"],
-                size=w["size"],
-                started_at=datetime.fromisoformat(w["started_at"]),
-                finished_at=(
-                    datetime.fromisoformat(w["finished_at"]) if w["finished_at"] else None
-                ),
-                succeeded=w["succeeded"],
-                redead=w["redead"],
-                skipped=w["skipped"],
-                outcome=w["outcome"],
-            )
-            for w in plan["waves"]["waves"]
-        ]
-        redriven = sum(
-            int(n)
-            for s, n in counts.items()
-            if s in ("redriven", "succeeded", "redead", "rolled_back")
-        )
-        return PlanView(
-            number=int(plan["id"]),
-            queue=plan["queue"],
-            state=PlanState(plan["state"]),
-            request=int(plan["request_id"]),
-            reason=plan["reason"],
-            requester=plan["requester"],
-            approvers=list(plan["approvers"]["people"]),
-            total=int(plan["total"]),
-            redriven=redriven,
-            succeeded=int(counts.get("succeeded", 0)),
-            redead=int(counts.get("redead", 0)),
-            rolled_back=int(counts.get("rolled_back", 0)),
-            schedule=list(plan["waves"]["schedule"]),
-            waves=waves,
-            note=plan["note"],
-            updated_at=as_utc(plan["updated_at"]) or self.clock(),
-            incident=plan["incident"],
-            message_ref=plan["message_ref"],
-        )
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def _profile(self, plan: dict[str, Any]) -> QueueProfile:
-        return self.estate.profile(plan["queue"])
-
-    def _poll(self, plan: dict[str, Any]) -> timedelta:
-        return timedelta(seconds=float(plan["poll_seconds"]))
-
-    async def _dead(self, conn: AsyncConnection, profile: QueueProfile) -> int:
-        counts = await profile.status_counts(conn)
-        return sum(counts.get(s, 0) for s in profile.dead_letter_statuses)
-
-    async def _lock(self, conn: AsyncConnection, number: int) -> dict[str, Any]:
-        row = (
-            (
-                await conn.execute(
-                    _plans.update()
-                    .where(_plans.c.id == number)
-                    .values(state=_plans.c.state)
-                    .returning(*_plans.c)
-                )
-            )
-            .mappings()
-            .first()
-        )
-        if row is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        return dict(row)
-
-    async def _next_tick(
-        self, conn: AsyncConnection, number: int, due: datetime, now: datetime
-    ) -> None:
-        await scheduler.schedule(conn, kind=TICK, subject=str(number), due_at=due, created_at=now)
-
-    async def _wave_items(self, conn: AsyncConnection, number: int, wave: int) -> list[ItemRef]:
-        rows = (
-            (
-                await conn.execute(
-                    sa.select(_items).where(
-                        _items.c.plan_id == number,
-                        _items.c.wave == wave,
-                        _items.c.state == "redriven",
-                    )
-                )
-            )
-            .mappings()
-            .all()
-        )
-        return [ItemRef(r["job_id"], r["message_id"], r["original"]) for r in rows]
-
-    async def _mark(self, conn: AsyncConnection, number: int, jobs: list[str], state: str) -> None:
-        for start in range(0, len(jobs), 5000):
-            await conn.execute(
-                _items.update()
-                .where(
-                    _items.c.plan_id == number,
-                    _items.c.job_id.in_(jobs[start : start + 5000]),
-                    _items.c.state == "redriven",
-                )
-                .values(state=state)
-            )
-
-    async def _save_waves(
-        self,
-        conn: AsyncConnection,
-        plan: dict[str, Any],
-        waves: list[dict[str, Any]],
-        now: datetime,
-    ) -> None:
-        await conn.execute(
-            _plans.update()
-            .where(_plans.c.id == plan["id"])
-            .values(waves={"schedule": plan["waves"]["schedule"], "waves": waves}, updated_at=now)
-        )
-
-    def _publish(self, number: int, posts: list[Any]) -> FollowUp:
-        """After the commit: keep the plan's own message current and post each wave's news
-        into its thread (the channel the plan was requested from)."""
-
-        async def publish() -> None:
-            if self.notifier is None:
-                return
-            view = await self.view(number=number)
-            ref = MessageRef(**view.message_ref) if view.message_ref else None
-            if ref is None:
-                origin = await self._origin(number)
-                posted = await self.notifier.post(
-                    channel=origin, message=messages.plan_message(view)
-                )
-                if posted:
-                    ref = posted[0]
-                    async with self.engine.begin() as conn:
-                        await conn.execute(
-                            _plans.update()
-                            .where(_plans.c.id == number)
-                            .values(message_ref=asdict(ref))
-                        )
-            else:
-                await self.notifier.update(ref=ref, message=messages.plan_message(view))
-            for kind, detail in posts:
-                if kind == "note":
-                    message = messages.plan_note(view, str(detail))
-                else:
-                    wave = next(w for w in view.waves if w.number == detail)
-                    message = (
-                        messages.wave_started(view, wave)
-                        if kind == "started"
-                        else messages.wave_finished(view, wave)
-                    )
-                if ref is not None:
-                    await self.notifier.post(channel=ref.channel, message=message, thread=ref)
-
-        return publish
-
-    async def _origin(self, number: int) -> ChannelRef:
-        async with self.engine.connect() as conn:
-            origin = (
-                await conn.execute(sa.select(_plans.c.origin).where(_plans.c.id == number))
-            ).scalar_one()
-        platform = str(origin.get("platform") or "console")
-        return ChannelRef(platform, str(origin.get("channel") or platform))
