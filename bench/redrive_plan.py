@@ -25,7 +25,8 @@ from sqlalchemy.engine import make_url
 from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, Selector
-from services.changes.requests import ChangeRequests, changes_for
+from services.changes.ops import changes_for
+from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.estate.ddl import create_estate_tables

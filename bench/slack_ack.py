@@ -266,6 +266,18 @@ def drop_estate(admin_url: str) -> None:
     print(f"dropped {DB_NAME}")
 
 
+def pg_sessions(admin_url: str) -> int | None:
+    """Sessions ever opened to qb_bench_triage (pg_stat_database, PostgreSQL 14+)."""
+    try:
+        with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT sessions FROM pg_stat_database WHERE datname = %s", (DB_NAME,)
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
 def existing_ids(admin_url: str) -> list[tuple[str, str]]:
     """(queue, id) pairs for ``show``: failed worker rows, dead-lettered and live clip jobs."""
     with psycopg.connect(conninfo(admin_url, DB_NAME), connect_timeout=5) as conn:
@@ -644,6 +656,7 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
         + ", ".join(f"{n} {k}" for k, n in sorted(Counter(k for k, _ in mix).items()))
     )
     load_before = loadavg()
+    sessions_before = pg_sessions(args.url)
     serve_before, us_before = Sched.of(bench.server.proc.pid), Sched.of(os.getpid())
     busy_before = machine_busy()
     gate = asyncio.Semaphore(args.concurrency)
@@ -667,6 +680,8 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
     serve_sched = Sched.of(bench.server.proc.pid) - serve_before
     us_sched = Sched.of(os.getpid()) - us_before
     busy_after = machine_busy()
+    await asyncio.sleep(1.2)  # backends report their statistics at most once a second
+    sessions_after = pg_sessions(args.url)
     stop.set()
     await probing
     load_after = loadavg()
@@ -748,6 +763,11 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
         f"{sum(running) / max(len(running), 1):.1f}, max {max(running, default=0)} "
         f"(n={len(running)}); load average {load_before} before, {load_after} after"
     )
+    if sessions_before is not None and sessions_after is not None:
+        print(
+            f"PostgreSQL sessions opened to {DB_NAME} during the run: "
+            f"{sessions_after - sessions_before} (the bot's pool opening connections)"
+        )
 
     p99 = percentile(acks, 0.99) * 1000 if acks else float("inf")
     checks = [

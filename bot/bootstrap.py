@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
-from services.changes.requests import ChangeRequests, changes_for
+from services.changes.ops import changes_for
+from services.changes.requests import ChangeRequests
 from services.config import Config
 from services.db import create_engine, redacted
 from services.estate.estate import Estate, utcnow

@@ -8,6 +8,9 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.changes.model import Applied, ChangeKind, Frozen, Selector, Target
+from services.estate.message_job import MessageJobProfile
+from services.estate.profile import QueueProfile
+from services.estate.worker_queue import WorkerQueueProfile
 
 
 class ChangeOps(Protocol):
@@ -30,3 +33,15 @@ class ChangeOps(Protocol):
         """Change exactly the targets still in their snapshotted state, set-based, inside
         the caller's transaction; report the rest as skipped."""
         ...
+
+
+def changes_for(profile: QueueProfile) -> ChangeOps:
+    """The change operations of a queue's profile."""
+    from services.changes.message_job import MessageJobChanges
+    from services.changes.worker_queue import WorkerQueueChanges
+
+    if isinstance(profile, WorkerQueueProfile):
+        return WorkerQueueChanges(profile)
+    if isinstance(profile, MessageJobProfile):
+        return MessageJobChanges(profile)
+    raise TypeError(f"no change operations for profile {profile.name}")

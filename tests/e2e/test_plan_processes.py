@@ -23,7 +23,8 @@ from bot.demo import DEMO_CONFIG
 from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, Selector
-from services.changes.requests import ChangeRequests, changes_for
+from services.changes.ops import changes_for
+from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.demo import build_demo_estate

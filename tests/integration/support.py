@@ -11,7 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.changes.requests import ChangeRequests, changes_for
+from services.changes.ops import changes_for
+from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig
 from services.estate.demo import DemoEstate
 from services.estate.estate import Estate
