@@ -4,31 +4,41 @@ Starts the fake Slack of the e2e tests (``tests/e2e/fake_slack.py``: the Web API
 ``response_url`` endpoint, recording every call with its monotonic arrival time) and the
 real ``queuebot serve`` as a subprocess, pointed at the 1,000,000-row PostgreSQL estate of
 ``bench/triage.py`` (database ``qb_bench_triage``). After a warm-up it sends 200 signed
-``/queue`` slash commands, at most 50 in flight at once (a sliding window), each with its
-own trigger_id and response_url, in a fixed mix of read commands: ``triage --queue
-workers``, ``triage --queue clips``, ``dlq --limit 10``, ``stuck --queue workers`` and
-``show <id>`` of existing jobs of both queues.
+``/queue`` slash commands, at most 50 in flight at once (a sliding window), each over a new
+connection with its own trigger_id and response_url, in a fixed shuffled mix of read
+commands in equal shares: ``triage --queue workers``, ``triage --queue clips``, ``dlq
+--limit 10``, ``stuck --queue workers`` and ``show <id> --queue ...`` of existing jobs.
 
 It measures, per command, the ack latency (request sent -> HTTP response received) and the
 answer latency (request sent -> the fake recorded the POST to that command's response_url),
-waits up to ``--wait`` seconds for the last answers, and checks the targets: ack p99 <
-100 ms, no non-200 ack, every answer delivered exactly once and none of them an error.
+waits up to ``--wait`` seconds after the last ack for the answers, and checks the targets:
+ack p99 < 100 ms, no non-200 ack, every answer delivered exactly once, none an error.
 
-Beside the 200 it runs two light probes, one every 100 ms, to see where ack time goes:
-``GET /healthz`` (the server's event loop, no Bolt) and a signed ``/queue help`` (the whole
-Bolt ack path, no database read), both idle before the burst and then while the answers
-are being computed. Their answers are not counted in the 200.
+To show where ack time goes it also prints:
 
-    .venv/bin/python bench/slack_ack.py            # reuse qb_bench_triage, or build it
-    .venv/bin/python bench/slack_ack.py --keep     # keep qb_bench_triage if it was built here
+* the harness floor: the same requests, count and window against a bare uvicorn +
+  Starlette app that answers 200 at once (what the client and HTTP stack cost alone);
+* acks split by whether answers were being computed when the command was sent;
+* two light probes, every 100 ms, idle before the burst and while answers are computed:
+  ``GET /healthz`` (the server's event loop, no Bolt) and a signed ``/queue help`` (the
+  whole Bolt ack path, no database read); their answers are not counted in the 200;
+* CPU: time on a CPU and time runnable but waiting for one (/proc schedstat) of serve's
+  event loop thread and of this process, the machine's busy time, runnable tasks, and the
+  sessions PostgreSQL opened for the bot.
 
-The database: a ``qb_bench_triage`` that exists and holds ~1,000,000 rows in both
-``dev_r_worker_queue`` and ``queue_messages`` is reused (and never dropped); queuebot
-migrates its own ``qb_*`` tables into it when it starts. Otherwise the script builds it
-with ``bench/triage.py --reuse --keep --runs 1`` (about a minute) and drops it at the end
-unless ``--keep`` is given.
+    .venv/bin/python bench/slack_ack.py                 # httpx.AsyncClient, as a caller
+    .venv/bin/python bench/slack_ack.py --client raw    # bare asyncio streams: lower floor
+    .venv/bin/python bench/slack_ack.py --mix help      # the ack path without estate reads
+    .venv/bin/python bench/slack_ack.py --keep          # keep qb_bench_triage if built here
 
-Exit status: 0 when every target is met, 1 when one is missed, 2 on error.
+The database: a ``qb_bench_triage`` holding ~1,000,000 rows in both ``dev_r_worker_queue``
+and ``queue_messages`` is reused and never dropped; queuebot migrates its own ``qb_*``
+tables into it when it starts. A missing one is built with ``bench/triage.py --keep --runs
+1`` (about a minute) and dropped at the end unless ``--keep`` is given. One that exists but
+holds something else is left alone and the script stops.
+
+Exit status: 0 when every target is met, 1 when one is missed, 2 on error, 130 when
+interrupted (Ctrl-C or SIGTERM; serve, the fake and a database built here are cleaned up).
 """
 
 from __future__ import annotations
@@ -151,26 +161,38 @@ def loadavg() -> str:
 
 @dataclass(frozen=True)
 class Sched:
-    """CPU time and time spent runnable but waiting for a CPU (all threads of a process,
-    from /proc/<pid>/task/*/schedstat), in seconds; NaN where /proc does not say."""
+    """Seconds on a CPU and seconds runnable but waiting for one (/proc/.../schedstat) of a
+    process's main thread, where its event loop runs, and of all its threads; NaN where
+    /proc does not say."""
 
     cpu: float
     waiting: float
+    all_cpu: float
+    all_waiting: float
 
     @staticmethod
     def of(pid: int) -> Sched:
-        cpu = waiting = 0.0
+        main = [0.0, 0.0]
+        every = [0.0, 0.0]
         try:
             for task in Path(f"/proc/{pid}/task").iterdir():
                 run_ns, wait_ns, _slices = (task / "schedstat").read_text().split()
-                cpu += int(run_ns) / 1e9
-                waiting += int(wait_ns) / 1e9
+                pair = (int(run_ns) / 1e9, int(wait_ns) / 1e9)
+                every = [every[0] + pair[0], every[1] + pair[1]]
+                if task.name == str(pid):
+                    main = list(pair)
         except (OSError, ValueError):
-            return Sched(float("nan"), float("nan"))
-        return Sched(cpu, waiting)
+            nan = float("nan")
+            return Sched(nan, nan, nan, nan)
+        return Sched(main[0], main[1], every[0], every[1])
 
     def __sub__(self, other: Sched) -> Sched:
-        return Sched(self.cpu - other.cpu, self.waiting - other.waiting)
+        return Sched(
+            self.cpu - other.cpu,
+            self.waiting - other.waiting,
+            self.all_cpu - other.all_cpu,
+            self.all_waiting - other.all_waiting,
+        )
 
 
 def machine_busy() -> tuple[float, float]:
@@ -203,11 +225,16 @@ def conninfo(url: str, database: str | None = None) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def estate_rows(admin_url: str) -> tuple[int, int] | None:
-    """Rows in dev_r_worker_queue and queue_messages of qb_bench_triage, None if absent."""
+def database_exists(admin_url: str) -> bool:
     with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone()
-    if found is None:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,))
+        return found.fetchone() is not None
+
+
+def estate_rows(admin_url: str) -> tuple[int, int] | None:
+    """Rows in dev_r_worker_queue and queue_messages of qb_bench_triage; None when the
+    database or one of the tables is not there."""
+    if not database_exists(admin_url):
         return None
     with psycopg.connect(conninfo(admin_url, DB_NAME), connect_timeout=5) as conn:
         present = conn.execute(
@@ -222,40 +249,56 @@ def estate_rows(admin_url: str) -> tuple[int, int] | None:
 
 
 def ensure_estate(admin_url: str, rows: int) -> bool:
-    """Reuse qb_bench_triage when it holds ~rows rows per estate; else build it with
-    bench/triage.py. True when this run built it (so it may drop it)."""
+    """Reuse qb_bench_triage when it holds ~rows rows in each estate; build it with
+    bench/triage.py when it does not exist. True when this run built it (only then may
+    the run drop it). A database of that name holding something else is left alone."""
     counts = estate_rows(admin_url)
-    if counts is not None and all(abs(c - rows) <= rows * 0.01 for c in counts):
+
+    def fits(found: tuple[int, int] | None) -> bool:
+        return found is not None and all(abs(c - rows) <= rows * 0.01 for c in found)
+
+    if fits(counts):
+        assert counts is not None
         print(
             f"reusing {DB_NAME}: {counts[0]:,} rows in dev_r_worker_queue, "
             f"{counts[1]:,} in queue_messages"
         )
         return False
-    why = "missing" if counts is None else f"holds {counts} rows"
-    print(f"{DB_NAME} {why}; building it with bench/triage.py (about a minute)", flush=True)
+    if database_exists(admin_url):
+        held = "no estate tables" if counts is None else f"{counts[0]:,} and {counts[1]:,} rows"
+        raise RuntimeError(
+            f"{DB_NAME} exists but holds {held}, not ~{rows:,} rows per estate; this script "
+            f"does not replace a database it did not create. Rebuild it with "
+            f"`bench/triage.py --keep --runs 1 --rows {rows}` or drop it, then run again"
+        )
+    print(f"{DB_NAME} is missing; building it with bench/triage.py (about a minute)", flush=True)
     started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "triage.py"),
-            "--url",
-            admin_url,
-            "--rows",
-            str(rows),
-            "--runs",
-            "1",
-            "--reuse",
-            "--keep",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        check=False,
-    )
-    if estate_rows(admin_url) is None:
-        print(done.stdout)
-        raise RuntimeError(f"bench/triage.py did not build {DB_NAME} (exit {done.returncode})")
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "triage.py"),
+                "--url",
+                admin_url,
+                "--rows",
+                str(rows),
+                "--runs",
+                "1",
+                "--keep",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+        if not fits(estate_rows(admin_url)):
+            print(done.stdout)
+            raise RuntimeError(f"bench/triage.py did not build {DB_NAME} (exit {done.returncode})")
+    except BaseException:
+        if database_exists(admin_url):  # ours, half built
+            drop_estate(admin_url)
+        raise
     print(f"built {DB_NAME} in {time.monotonic() - started:.0f}s")
     return True
 
@@ -546,6 +589,9 @@ async def probe_loop(
 
 
 async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]]) -> int:
+    task = asyncio.current_task()
+    if task is not None:  # SIGTERM cancels like Ctrl-C does, so the cleanup below runs
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     fake = FakeSlack()  # bound, not yet serving: no thread runs while serve is forked
     workdir = Path(tempfile.mkdtemp(prefix="qb_slack_ack_"))
     server: Server | None = None
@@ -573,7 +619,7 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
                 floor.stop()
             bench = Bench(fake, server, client, raw=args.client == "raw")
             code = await measure(args, bench, ids)
-            keep_log = code != 0
+            keep_log = code == 2
             return code
     except BaseException:
         keep_log = True
@@ -647,43 +693,47 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
     probes: dict[str, list[tuple[float, float]]] = defaultdict(list)
     stop = asyncio.Event()
     probing = asyncio.create_task(probe_loop(bench, stop, probes))
-    await asyncio.sleep(args.idle_probe)
-    burst_start = time.monotonic()
+    try:
+        await asyncio.sleep(args.idle_probe)
+        burst_start = time.monotonic()
 
-    mix = command_mix(args.requests, ids, seed=args.seed, kinds=args.mix)
-    print(
-        f"sending {args.requests} commands, at most {args.concurrency} in flight: "
-        + ", ".join(f"{n} {k}" for k, n in sorted(Counter(k for k, _ in mix).items()))
-    )
-    load_before = loadavg()
-    sessions_before = pg_sessions(args.url)
-    serve_before, us_before = Sched.of(bench.server.proc.pid), Sched.of(os.getpid())
-    busy_before = machine_busy()
-    gate = asyncio.Semaphore(args.concurrency)
-    records: list[Sent] = []
-    acked: set[str] = set()
+        mix = command_mix(args.requests, ids, seed=args.seed, kinds=args.mix)
+        print(
+            f"sending {args.requests} commands, at most {args.concurrency} in flight: "
+            + ", ".join(f"{n} {k}" for k, n in sorted(Counter(k for k, _ in mix).items()))
+        )
+        load_before = loadavg()
+        sessions_before = pg_sessions(args.url)
+        serve_before, us_before = Sched.of(bench.server.proc.pid), Sched.of(os.getpid())
+        busy_before = machine_busy()
+        gate = asyncio.Semaphore(args.concurrency)
+        records: list[Sent] = []
+        acked: set[str] = set()
 
-    async def one(kind: str, text: str) -> None:
-        async with gate:
-            answered = bench.answers("run").keys()
-            in_flight = len(acked - answered)
-            record = await bench.slash(kind, text, prefix="run", user=next(users))
-            record.in_flight_at_send = in_flight
-            records.append(record)
-            if record.status == 200:
-                acked.add(record.name)
+        async def one(kind: str, text: str) -> None:
+            async with gate:
+                answered = bench.answers("run").keys()
+                in_flight = len(acked - answered)
+                record = await bench.slash(kind, text, prefix="run", user=next(users))
+                record.in_flight_at_send = in_flight
+                records.append(record)
+                if record.status == 200:
+                    acked.add(record.name)
 
-    await asyncio.gather(*(one(k, t) for k, t in mix))
-    sends_done = time.monotonic()
-    await bench.wait_answers("run", acked, within=args.wait)
-    answers_done = time.monotonic()
-    serve_sched = Sched.of(bench.server.proc.pid) - serve_before
-    us_sched = Sched.of(os.getpid()) - us_before
-    busy_after = machine_busy()
-    await asyncio.sleep(1.2)  # backends report their statistics at most once a second
-    sessions_after = pg_sessions(args.url)
-    stop.set()
-    await probing
+        await asyncio.gather(*(one(k, t) for k, t in mix))
+        sends_done = time.monotonic()
+        await bench.wait_answers("run", acked, within=args.wait)
+        answers_done = time.monotonic()
+        serve_sched = Sched.of(bench.server.proc.pid) - serve_before
+        us_sched = Sched.of(os.getpid()) - us_before
+        busy_after = machine_busy()
+        await asyncio.sleep(1.2)  # backends report their statistics at most once a second
+        sessions_after = pg_sessions(args.url)
+        stop.set()
+        await probing
+    finally:
+        if not probing.done():  # interrupted: stop probing before the client closes
+            probing.cancel()
     load_after = loadavg()
 
     # -- figures ---------------------------------------------------------------------------
@@ -753,10 +803,14 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
     running = [n for at, n in probes["runnable"] if burst_start <= at < last_answer]
     print(
         f"CPU over the {wall:.2f}s of the run, {cpus} CPUs: machine busy {busy_s:.2f}s "
-        f"({busy_s / (wall * cpus):.0%}); queuebot serve {serve_sched.cpu:.2f}s on CPU, "
-        f"{serve_sched.waiting:.2f}s runnable but waiting for a CPU; this bench (with the fake) "
-        f"{us_sched.cpu:.2f}s on CPU, {us_sched.waiting:.2f}s waiting; the rest "
-        f"(PostgreSQL, other work) {busy_s - serve_sched.cpu - us_sched.cpu:.2f}s"
+        f"({busy_s / (wall * cpus):.0%})\n"
+        f"  queuebot serve's event loop thread {serve_sched.cpu:.2f}s on a CPU, "
+        f"{serve_sched.waiting:.2f}s runnable but waiting for one "
+        f"(all its threads {serve_sched.all_cpu:.2f}s / {serve_sched.all_waiting:.2f}s)\n"
+        f"  this bench's loop thread {us_sched.cpu:.2f}s / {us_sched.waiting:.2f}s "
+        f"(all threads, with the fake's: {us_sched.all_cpu:.2f}s / {us_sched.all_waiting:.2f}s)\n"
+        f"  the rest (PostgreSQL, other work) "
+        f"{busy_s - serve_sched.all_cpu - us_sched.all_cpu:.2f}s on a CPU"
     )
     print(
         f"runnable tasks during the run: mean "
@@ -800,7 +854,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--wait", type=float, default=WAIT, help="seconds to wait for answers after the last ack"
     )
-    parser.add_argument("--rows", type=int, default=ROWS, help="rows per estate (when building)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=ROWS,
+        help="rows per estate expected in qb_bench_triage (and built when it is missing)",
+    )
     parser.add_argument(
         "--mix",
         type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
@@ -838,8 +897,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"--mix: unknown kinds {unknown}; choose from {', '.join(COMMANDS)}")
         return 2
     started = time.monotonic()
-    # SIGTERM unwinds like Ctrl-C, so the processes are stopped and the database dropped.
+    # Outside the event loop SIGTERM unwinds like Ctrl-C (inside it, it cancels the run),
+    # so the processes are stopped and a database built here is dropped.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
     built = False
     try:
         built = ensure_estate(args.url, args.rows)
@@ -850,7 +911,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             .render_as_string(hide_password=False)
         )
         return asyncio.run(run(args, db_url, ids))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # report, clean up, exit 2
