@@ -60,9 +60,11 @@ async def build_app(
     state_url, estate_url = config.env.state_url, config.env.estate_url
     state_engine = create_engine(state_url)
     engines = [state_engine]
-    if estate_url == state_url:
-        estate_engine = state_engine
+    if estate_url == state_url and state_engine.dialect.name == "sqlite":
+        estate_engine = state_engine  # one file, one writer: one pool
     else:
+        # Reads get a pool of their own, so a burst of triage never makes the delivery
+        # ledger or an approval wait for a connection (same database or not).
         estate_engine = create_engine(estate_url)
         engines.append(estate_engine)
     try:
@@ -87,7 +89,7 @@ async def build_app(
             plans=plans,
         )
         sched = Scheduler(engine=state_engine, clock=clock)
-        if estate_engine is state_engine:  # plans and samples live beside the queue
+        if estate_url == state_url:  # plans and samples live beside the queue
             jobs.register(sched, estate=estate, changes=changes, plans=plans)
         deps = Deps(
             reads=QueueReads(estate),

@@ -131,6 +131,13 @@ class RedriveConfig(_Strict):
     )
 
 
+class ReadsConfig(_Strict):
+    """How queue reads share the estate database (see services/read_gate.py)."""
+
+    concurrency: int = Field(default=3, ge=1, le=64)
+    fresh_seconds: float = Field(default=3.0, ge=0, le=300)
+
+
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -149,6 +156,7 @@ class FileConfig(_Strict):
     roles: dict[str, Role] = Field(default_factory=dict)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     redrive: RedriveConfig = Field(default_factory=RedriveConfig)
+    reads: ReadsConfig = Field(default_factory=ReadsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
 

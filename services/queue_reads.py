@@ -6,15 +6,18 @@ from datetime import timedelta
 
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
+from services.read_gate import ReadGate
 
 MAX_LIST = 200
 
 
 class QueueReads:
-    """Each read opens one connection to the estate and closes it."""
+    """Each read opens one connection to the estate and closes it; identical reads in
+    the same few seconds are answered once (see ``ReadGate``)."""
 
-    def __init__(self, estate: Estate) -> None:
+    def __init__(self, estate: Estate, *, gate: ReadGate | None = None) -> None:
         self.estate = estate
+        self.gate = gate or ReadGate(fresh_for=0.0)
 
     @property
     def queue_names(self) -> list[str]:
@@ -28,26 +31,44 @@ class QueueReads:
         job_type: str | None = None,
     ) -> Triage:
         profile = self.estate.profile(queue)
-        now = self.estate.clock()
-        async with self.estate.connect() as conn:
-            return await profile.triage(
-                conn, now=now, since=now - since if since else None, job_type=job_type
-            )
+
+        async def load() -> Triage:
+            now = self.estate.clock()
+            async with self.estate.connect() as conn:
+                return await profile.triage(
+                    conn, now=now, since=now - since if since else None, job_type=job_type
+                )
+
+        return await self.gate.read(("triage", profile.queue, since, job_type), load)
 
     async def show_job(self, *, queue: str | None = None, job_id: str) -> JobDetail:
         profile = self.estate.profile(queue)
-        async with self.estate.connect() as conn:
-            return await profile.show(conn, job_id=job_id)
+
+        async def load() -> JobDetail:
+            async with self.estate.connect() as conn:
+                return await profile.show(conn, job_id=job_id)
+
+        return await self.gate.read(("show", profile.queue, job_id), load)
 
     async def list_dead(self, *, queue: str | None = None, filters: DeadFilter) -> JobList:
         profile = self.estate.profile(queue)
-        async with self.estate.connect() as conn:
-            return await profile.dead(conn, filters=filters)
+
+        async def load() -> JobList:
+            async with self.estate.connect() as conn:
+                return await profile.dead(conn, filters=filters)
+
+        return await self.gate.read(("dead", profile.queue, filters), load)
 
     async def list_stuck(self, *, queue: str | None = None, limit: int = 50) -> JobList:
         profile = self.estate.profile(queue)
-        async with self.estate.connect() as conn:
-            return await profile.stuck(conn, now=self.estate.clock(), limit=min(limit, MAX_LIST))
+
+        async def load() -> JobList:
+            async with self.estate.connect() as conn:
+                return await profile.stuck(
+                    conn, now=self.estate.clock(), limit=min(limit, MAX_LIST)
+                )
+
+        return await self.gate.read(("stuck", profile.queue, limit), load)
 
     async def list_duplicates(
         self, *, queue: str | None = None, limit: int = 50

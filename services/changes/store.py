@@ -56,7 +56,7 @@ class RequestStore:
         )
 
     def _engine(self) -> AsyncEngine:
-        if self.estate.engine is not self.state_engine:
+        if self.estate.engine.url != self.state_engine.url:
             raise PreconditionFailed(
                 "queuebot changes queue rows only when its own tables live in the queue's "
                 "database, so the change and its audit event commit together. Point "

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.config import QueueConfig
@@ -64,6 +65,11 @@ class Estate:
         try:
             async with self.engine.connect() as conn:
                 yield conn
+        except SATimeoutError as exc:
+            raise Unavailable(
+                "queuebot is answering many requests at once and has no database connection "
+                "free; try again in a moment"
+            ) from exc
         except (OperationalError, InterfaceError) as exc:
             raise Unavailable(
                 f"the queue database {redacted(self.engine.url)} cannot be reached "
