@@ -1,4 +1,5 @@
-# queuebot: one image for every command (serve, console, housekeep, db upgrade ...).
+# queuebot: one image for every command (serve by default; console, db upgrade, audit
+# verify, config check ... as arguments).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -15,5 +16,6 @@ USER queuebot
 WORKDIR /data
 # Configuration: mount a TOML file and set QUEUEBOT_CONFIG; secrets and database URLs come
 # from the environment (QUEUEBOT_DATABASE_URL, SLACK_*, DISCORD_*), never from the image.
+EXPOSE 8080
 ENTRYPOINT ["queuebot"]
-CMD ["config", "check"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]
