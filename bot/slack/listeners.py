@@ -8,12 +8,19 @@ nothing more, then runs the command and answers through ``response_url``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+import aiohttp
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.boundary import answer
 from bot.slack.render import blocks, fallback_text
@@ -25,15 +32,37 @@ from commands.router import Router
 from services.ledger import DeliveryLedger
 from services.people import Directory
 
+log = logging.getLogger("queuebot.slack")
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")
 
 
-@dataclass(frozen=True)
+@dataclass
 class SlackWiring:
     router: Router
     directory: Directory
     ledger: DeliveryLedger
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    session: aiohttp.ClientSession | None = None
+
+    async def answer(self, response_url: str, body: dict[str, Any]) -> None:
+        """Post to a response_url over one shared HTTP session (keep-alive), retrying
+        connection errors and honouring 429 Retry-After."""
+        if not response_url:
+            log.warning("a Slack request carried no response_url; the answer is dropped")
+            return
+        if self.session is None or self.session.closed:
+            self.session = aiohttp.ClientSession()
+        client = AsyncWebhookClient(
+            url=response_url,
+            session=self.session,
+            retry_handlers=[
+                AsyncConnectionErrorRetryHandler(max_retry_count=2),
+                AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            ],
+        )
+        sent = await client.send_dict(body)
+        if sent.status_code >= 400:
+            log.warning("Slack refused an answer: HTTP %s %s", sent.status_code, sent.body)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run the work after the ack, holding a strong reference: the event loop keeps
@@ -43,9 +72,11 @@ class SlackWiring:
         task.add_done_callback(self.tasks.discard)
 
     async def drain(self, grace: float = 10.0) -> None:
-        """Let answers already started finish (on shutdown)."""
+        """Let answers already started finish (on shutdown), then close the session."""
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=grace)
+        if self.session is not None:
+            await self.session.close()
 
 
 def invocation(
@@ -79,7 +110,7 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
 
 
 def _command_listener(w: SlackWiring, group: str) -> Any:
-    async def on_command(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+    async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         inv = invocation(w, str(body.get("user_id", "")), body.get("channel_id"))
 
@@ -91,7 +122,7 @@ def _command_listener(w: SlackWiring, group: str) -> Any:
         async def work() -> None:
             reply = await answer(run(), correlation_id=inv.correlation_id, where=f"Slack /{group}")
             if reply is not None:
-                await respond(**payload(reply))
+                await w.answer(str(body.get("response_url", "")), payload(reply))
 
         w.spawn(work())
 
@@ -99,9 +130,7 @@ def _command_listener(w: SlackWiring, group: str) -> Any:
 
 
 def _action_listener(w: SlackWiring) -> Any:
-    async def on_action(
-        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
-    ) -> None:
+    async def on_action(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
         user = str(body.get("user", {}).get("id", ""))
         container = body.get("container", {})
@@ -128,6 +157,8 @@ def _action_listener(w: SlackWiring) -> Any:
             return
         # Success rewrites the request's own message (who approved, the result); a refusal
         # goes only to the person who clicked and leaves the buttons for someone else.
-        await respond(**payload(reply, replace_original=not reply.error))
+        await w.answer(
+            str(body.get("response_url", "")), payload(reply, replace_original=not reply.error)
+        )
 
     return on_action
