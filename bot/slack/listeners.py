@@ -150,15 +150,18 @@ def _action_listener(w: SlackWiring) -> Any:
                 return None  # the same click delivered twice
             return await w.router.handle(command, inv)
 
-        reply = await answer(
-            run(), correlation_id=inv.correlation_id, where=f"Slack button {action_id}"
-        )
-        if reply is None:
-            return
-        # Success rewrites the request's own message (who approved, the result); a refusal
-        # goes only to the person who clicked and leaves the buttons for someone else.
-        await w.answer(
-            str(body.get("response_url", "")), payload(reply, replace_original=not reply.error)
-        )
+        async def work() -> None:
+            reply = await answer(
+                run(), correlation_id=inv.correlation_id, where=f"Slack button {action_id}"
+            )
+            if reply is None:
+                return
+            # Success rewrites the request's own message (who approved, the result); a
+            # refusal goes only to whoever clicked and leaves the buttons for someone else.
+            await w.answer(
+                str(body.get("response_url", "")), payload(reply, replace_original=not reply.error)
+            )
+
+        w.spawn(work())
 
     return on_action
