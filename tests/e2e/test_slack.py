@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,9 +22,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from bot.demo import DEMO_CONFIG
+from bot.demo import DEMO_CONFIG, record_history
+from services.config import default_queues
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
+from services.estate.estate import Estate
+from services.migrate import upgrade
 from tests.conftest import create_pg_database, drop_pg_database, need_postgres
 from tests.e2e.fake_slack import Call, FakeSlack
 
@@ -71,8 +74,13 @@ def stack(
 
     async def build() -> None:
         engine = create_engine(db_url)
+        await upgrade(engine)
         async with engine.begin() as conn:
             await build_demo_estate(conn, now=datetime.now(UTC))
+        # the queues' counts a quarter hour ago: the redrive growth check has a baseline
+        await record_history(
+            engine, Estate(engine=engine, queues=default_queues()), ago=timedelta(minutes=15)
+        )
         await engine.dispose()
 
     asyncio.run(build())
@@ -354,3 +362,30 @@ def test_bad_input_gets_usage_not_a_traceback(stack: Stack) -> None:
     assert response.status_code == 200
     reply = answer_to(stack, name)
     assert "--limit needs a value" in texts(reply) and "Usage: /queue dlq" in texts(reply)
+
+
+def test_a_plan_approved_by_button_reports_progress_in_a_thread(stack: Stack) -> None:
+    response, name, _ = slash(
+        stack, 'redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"'
+    )
+    assert response.status_code == 200
+    preview = answer_to(stack, name)
+    assert "staged redrive of 14 dead letter(s) in queue clips" in texts(preview)
+    assert "dead letters not growing (10 min)" in texts(preview)
+    approve = next(b for b in preview.body["blocks"] if b["type"] == "actions")["elements"][0]
+
+    ok, ok_name = click(stack, approve["action_id"], user=BOB)
+    assert ok.status_code == 200
+    done = answer_to(stack, ok_name)
+    assert "plan P-1 started with its sample of 2" in texts(done)
+    plan_post = stack.fake.wait_for(
+        lambda c: (
+            c.path == "/api/chat.postMessage"
+            and "P-1: redrive 14 dead letters" in c.body.get("text", "")
+        )
+    )[0]
+    assert plan_post.body["channel"] == "C0OPS"
+    thread = stack.fake.wait_for(
+        lambda c: c.path == "/api/chat.postMessage" and c.body.get("thread_ts") is not None
+    )[0]
+    assert "P-1 sample started: 2 job(s) returned to the queue" in thread.body["text"]
