@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -33,6 +33,13 @@ from services.ledger import DeliveryLedger
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
+Delivery = dict[str, str | None]  # plain values: it may cross to another process
+
+
+class Outbox(Protocol):
+    def put_nowait(self, item: Delivery) -> None: ...
+
+
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")
 
 
@@ -43,6 +50,7 @@ class SlackWiring:
     ledger: DeliveryLedger
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     session: aiohttp.ClientSession | None = None
+    outbox: Outbox | None = None  # the answer workers' queue (bot/slack/workers.py)
 
     async def answer(self, response_url: str, body: dict[str, Any]) -> None:
         """Post to a response_url over one shared HTTP session (keep-alive), retrying
@@ -63,6 +71,14 @@ class SlackWiring:
         sent = await client.send_dict(body)
         if sent.status_code >= 400:
             log.warning("Slack refused an answer: HTTP %s %s", sent.status_code, sent.body)
+
+    def dispatch(self, delivery: Delivery) -> None:
+        """Hand an acknowledged delivery to whoever answers: the answer workers when
+        there are some (another process), else a task on this loop."""
+        if self.outbox is not None:
+            self.outbox.put_nowait(delivery)
+            return
+        self.spawn(handle_delivery(self, delivery))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run the work after the ack, holding a strong reference: the event loop keeps
@@ -112,19 +128,18 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
 def _command_listener(w: SlackWiring, group: str) -> Any:
     async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        inv = invocation(w, str(body.get("user_id", "")), body.get("channel_id"))
-
-        async def run() -> Reply | None:
-            if not await w.ledger.first_time(f"slack:command:{body.get('trigger_id')}"):
-                return None  # a retry of a command already being answered
-            return await w.router.handle_text(group, str(body.get("text", "")), inv)
-
-        async def work() -> None:
-            reply = await answer(run(), correlation_id=inv.correlation_id, where=f"Slack /{group}")
-            if reply is not None:
-                await w.answer(str(body.get("response_url", "")), payload(reply))
-
-        w.spawn(work())
+        w.dispatch(
+            {
+                "kind": "command",
+                "group": group,
+                "text": str(body.get("text", "")),
+                "user": str(body.get("user_id", "")),
+                "channel": body.get("channel_id"),
+                "thread": None,
+                "key": f"slack:command:{body.get('trigger_id')}",
+                "response_url": str(body.get("response_url", "")),
+            }
+        )
 
     return on_command
 
@@ -133,35 +148,54 @@ def _action_listener(w: SlackWiring) -> Any:
     async def on_action(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
         user = str(body.get("user", {}).get("id", ""))
-        container = body.get("container", {})
-        inv = invocation(w, user, body.get("channel", {}).get("id"), container.get("thread_ts"))
         action_id = str(action.get("action_id", ""))
-        match = ACTION.match(action_id)
-        if match is None:
+        if ACTION.match(action_id) is None:
             return
-        verb, number = match.groups()
+        w.dispatch(
+            {
+                "kind": "action",
+                "action_id": action_id,
+                "user": user,
+                "channel": body.get("channel", {}).get("id"),
+                "thread": body.get("container", {}).get("thread_ts"),
+                "key": f"slack:action:{action.get('action_ts')}:{user}:{action_id}",
+                "response_url": str(body.get("response_url", "")),
+            }
+        )
+
+    return on_action
+
+
+async def handle_delivery(w: SlackWiring, d: Delivery) -> None:
+    """Answer one acknowledged delivery: once per ledger key, through the one error
+    boundary, back to its response_url. Runs wherever the wiring dispatches it."""
+    inv = invocation(w, str(d["user"]), d["channel"], d["thread"])
+    if d["kind"] == "command":
+        where = f"Slack /{d['group']}"
+        replace = False
+
+        async def run() -> Reply | None:
+            if not await w.ledger.first_time(str(d["key"])):
+                return None  # a retry of a command already being answered
+            return await w.router.handle_text(str(d["group"]), str(d["text"]), inv)
+    else:
+        verb, number = ACTION.match(str(d["action_id"])).groups()  # type: ignore[union-attr]
         command: Command = (
             Approve(request=int(number)) if verb == "approve" else Reject(request=int(number))
         )
+        where = f"Slack button {d['action_id']}"
+        replace = True
 
         async def run() -> Reply | None:
-            key = f"slack:action:{action.get('action_ts')}:{user}:{action_id}"
-            if not await w.ledger.first_time(key):
+            if not await w.ledger.first_time(str(d["key"])):
                 return None  # the same click delivered twice
             return await w.router.handle(command, inv)
 
-        async def work() -> None:
-            reply = await answer(
-                run(), correlation_id=inv.correlation_id, where=f"Slack button {action_id}"
-            )
-            if reply is None:
-                return
-            # Success rewrites the request's own message (who approved, the result); a
-            # refusal goes only to whoever clicked and leaves the buttons for someone else.
-            await w.answer(
-                str(body.get("response_url", "")), payload(reply, replace_original=not reply.error)
-            )
-
-        w.spawn(work())
-
-    return on_action
+    reply = await answer(run(), correlation_id=inv.correlation_id, where=where)
+    if reply is None:
+        return
+    # A successful click rewrites the request's own message (who approved, the result); a
+    # refusal goes only to whoever clicked and leaves the buttons for someone else.
+    await w.answer(
+        str(d["response_url"]), payload(reply, replace_original=replace and not reply.error)
+    )
