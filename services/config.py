@@ -141,7 +141,7 @@ class ReadsConfig(_Strict):
 class SlackConfig(_Strict):
     """0 answers in the process that acknowledges; n > 0 starts n answer processes."""
 
-    answer_workers: int = Field(default=1, ge=0, le=16)
+    answer_workers: int = Field(default=0, ge=0, le=16)
 
 
 class AccessConfig(_Strict):
