@@ -78,11 +78,15 @@ async def _answer_forever(config_path: str | None, inbox: Any) -> None:
     app = await build_app(config, notifier=_notifier(config), migrate=False)
     wiring = SlackWiring(router=app.router, directory=app.directory, ledger=app.ledger)
     loop = asyncio.get_running_loop()
+    parent = multiprocessing.parent_process()
     try:
         while True:
             try:
                 delivery = await loop.run_in_executor(None, inbox.get, True, 1.0)
             except stdlib_queue.Empty:
+                if parent is not None and not parent.is_alive():
+                    log.warning("the serving process is gone; this answer worker stops")
+                    break
                 continue
             if delivery is STOP:
                 break
