@@ -23,9 +23,8 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-import psycopg
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from scratch_db import drop, recreate
 
 from services.audit import Actor
 from services.audit import verify as verify_audit
@@ -63,26 +62,6 @@ UPDATE clip_jobs SET status = 'FAILED', attempt_count = 3, progress_percent = 20
        finished_at = now(), error_message = 'ffmpeg exited with code 137';
 DELETE FROM job_events;
 """
-
-
-def admin(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def recreate(url: str) -> str:
-    with psycopg.connect(admin(url), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB}")
-    return (
-        make_url(url)
-        .set(drivername="postgresql+psycopg", database=DB)
-        .render_as_string(hide_password=False)
-    )
-
-
-def drop(url: str) -> None:
-    with psycopg.connect(admin(url), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
 
 
 async def run(url: str, jobs: int) -> int:
@@ -210,11 +189,11 @@ def main() -> int:
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--jobs", type=int, default=10_000)
     args = parser.parse_args()
-    url = recreate(args.url)
+    url = recreate(args.url, DB)
     try:
         return asyncio.run(run(url, args.jobs))
     finally:
-        drop(args.url)
+        drop(args.url, DB)
 
 
 if __name__ == "__main__":

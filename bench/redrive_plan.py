@@ -18,9 +18,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import psycopg
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from scratch_db import drop, recreate
 
 from services import samples
 from services.audit import Actor
@@ -69,26 +68,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-def admin(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def recreate(url: str) -> str:
-    with psycopg.connect(admin(url), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB}")
-    return (
-        make_url(url)
-        .set(drivername="postgresql+psycopg", database=DB)
-        .render_as_string(hide_password=False)
-    )
-
-
-def drop(url: str) -> None:
-    with psycopg.connect(admin(url), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
 
 
 async def run(url: str, jobs: int, velocity: float) -> int:
@@ -218,11 +197,11 @@ def main() -> int:
         help="the plan's velocity cap in jobs/s (default: the config default)",
     )
     args = parser.parse_args()
-    url = recreate(args.url)
+    url = recreate(args.url, DB)
     try:
         return asyncio.run(run(url, args.jobs, args.velocity))
     finally:
-        drop(args.url)
+        drop(args.url, DB)
 
 
 if __name__ == "__main__":

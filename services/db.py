@@ -85,7 +85,3 @@ def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
         json_serializer=dumps,
         json_deserializer=loads,
     )
-
-
-def is_postgres(engine: AsyncEngine) -> bool:
-    return engine.dialect.name == "postgresql"

@@ -15,3 +15,8 @@ def validate_identifier(value: str) -> str:
             "at most 63 characters per part"
         )
     return value
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` or ``schema.name`` quoted for SQL text (names are validated first)."""
+    return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))

@@ -25,6 +25,7 @@ from services.errors import PreconditionFailed, UsageError
 from services.estate.message_job import MessageJobProfile
 from services.estate.profile import BoundTable, plain
 from services.estate.signature import display_signature, error_signature
+from services.identifiers import quote_identifier
 from services.jsonable import raw_json
 
 REDRIVE_EVENT = "REDRIVE_REQUESTED"
@@ -99,16 +100,12 @@ class _Found:
         )
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
     """PostgreSQL builds each row's snapshot as JSON text itself: ten thousand rows need
     no per-column conversion in Python. Table names come from validated configuration."""
     return sa.literal_column(
-        f"json_build_object('message', to_json({_quoted(m.table.name)}), "
-        f"'job', to_json({_quoted(j.table.name)}))::text"
+        f"json_build_object('message', to_json({quote_identifier(m.table.name)}), "
+        f"'job', to_json({quote_identifier(j.table.name)}))::text"
     )
 
 

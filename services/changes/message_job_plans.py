@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.changes.message_job import REDRIVE_EVENT, MessageJobChanges
 from services.changes.model import Selector, Target, chunk_for, chunks
-from services.changes.plan_ops import ItemRef, WaveStatus
+from services.changes.plan_ops import ItemRef, WaveStatus, restored
 from services.errors import UsageError
 from services.estate.message_job import MessageJobProfile
 from services.estate.profile import plain
@@ -151,7 +151,7 @@ class MessageJobPlanOps:
                 .values(
                     {
                         m.c("status").name: "DLQ",
-                        **{m.c(c).name: _restored(c, message.get(c)) for c in MESSAGE_RESTORED},
+                        **{m.c(c).name: restored(c, message.get(c)) for c in MESSAGE_RESTORED},
                     }
                 )
                 .returning(m.c("job_id"))
@@ -168,7 +168,7 @@ class MessageJobPlanOps:
                 .values(
                     {
                         j.c("status").name: "FAILED",
-                        **{j.c(c).name: _restored(c, job.get(c)) for c in JOB_RESTORED},
+                        **{j.c(c).name: restored(c, job.get(c)) for c in JOB_RESTORED},
                     }
                 )
             )
@@ -184,9 +184,3 @@ class MessageJobPlanOps:
         self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
     ) -> None:
         return None  # the REDRIVE_REQUESTED job events are the record
-
-
-def _restored(column: str, value: Any) -> Any:
-    if isinstance(value, str) and column.endswith("_at"):
-        return datetime.fromisoformat(value)
-    return value

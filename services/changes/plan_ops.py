@@ -64,3 +64,11 @@ class PlanOps(Protocol):
     ) -> None:
         """Remember redrives where the estate keeps no events of its own."""
         ...
+
+
+def restored(column: str, value: Any) -> Any:
+    """A value kept in a plan item's JSON, as the column takes it back: timestamps were
+    stored as ISO text."""
+    if isinstance(value, str) and column.endswith("_at"):
+        return datetime.fromisoformat(value)
+    return value

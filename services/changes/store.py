@@ -25,6 +25,7 @@ from services.changes.ops import changes_for
 from services.config import ApprovalConfig, RedriveConfig
 from services.errors import NotFound, PreconditionFailed
 from services.estate.estate import Estate
+from services.estate.profile import as_utc
 from services.models import Approval, ChangeRequest
 from services.plans.engine import PlanEngine
 
@@ -213,8 +214,6 @@ def _target_from(item: dict[str, Any]) -> Target:
 
 
 def _aware(value: datetime) -> datetime:
-    from services.estate.profile import as_utc
-
     out = as_utc(value)
     assert out is not None
     return out

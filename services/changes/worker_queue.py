@@ -19,7 +19,7 @@ from services.changes.model import (
     chunk_for,
     chunks,
 )
-from services.changes.plan_ops import ItemRef, WaveStatus
+from services.changes.plan_ops import ItemRef, WaveStatus, restored
 from services.errors import UsageError
 from services.estate.profile import BoundTable, plain
 from services.estate.signature import display_signature, error_signature
@@ -302,7 +302,7 @@ class WorkerQueuePlanOps:
         for item in items:  # each row goes back to its own earlier values
             if not item.original:
                 continue
-            values = {q.c(c).name: _restored(c, item.original.get(c)) for c in RESTORED}
+            values = {q.c(c).name: restored(c, item.original.get(c)) for c in RESTORED}
             done = await conn.execute(
                 q.table.update()
                 .where(
@@ -328,10 +328,3 @@ class WorkerQueuePlanOps:
                 log.insert(),
                 [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
             )
-
-
-def _restored(column: str, value: Any) -> Any:
-    """Timestamps come back from the plan's JSON as ISO text."""
-    if isinstance(value, str) and column.endswith("_at"):
-        return datetime.fromisoformat(value)
-    return value

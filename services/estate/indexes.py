@@ -8,10 +8,7 @@ live queue without blocking workers.
 from __future__ import annotations
 
 from services.estate.profile import QueueProfile
-
-
-def _quote(name: str) -> str:
-    return ".".join(f'"{part}"' for part in name.split("."))
+from services.identifiers import quote_identifier
 
 
 def recommended_indexes(profile: QueueProfile, dialect: str) -> list[str]:
@@ -19,15 +16,15 @@ def recommended_indexes(profile: QueueProfile, dialect: str) -> list[str]:
     out: list[str] = []
     for role, name, columns, where, why in profile.index_plan():
         table = profile.table_name(role)
-        cols = ", ".join(_quote(profile.column_name(role, c)) for c in columns)
+        cols = ", ".join(quote_identifier(profile.column_name(role, c)) for c in columns)
         clause = ""
         if where:
             col, values = where
             listed = ", ".join(f"'{v}'" for v in values)
-            clause = f" WHERE {_quote(profile.column_name(role, col))} IN ({listed})"
+            clause = f" WHERE {quote_identifier(profile.column_name(role, col))} IN ({listed})"
         index = f"qb_{profile.queue}_{name}"[:63]
         out.append(
-            f"-- {why}\nCREATE INDEX{concurrently} IF NOT EXISTS {_quote(index)} "
-            f"ON {_quote(table)} ({cols}){clause};"
+            f"-- {why}\nCREATE INDEX{concurrently} IF NOT EXISTS {quote_identifier(index)} "
+            f"ON {quote_identifier(table)} ({cols}){clause};"
         )
     return out
