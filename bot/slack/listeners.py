@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -119,15 +119,23 @@ def payload(reply: Reply, *, replace_original: bool = False) -> dict[str, Any]:
     return body
 
 
+async def ack_at_once(ack: AsyncAck, next: Callable[[], Awaitable[None]]) -> None:
+    """Acknowledge before the listener runs. Bolt (process_before_response=False) starts
+    the listener as a task and then polls every 10 ms until it has called ack(); an ack
+    already given here skips that poll, so Slack gets its 200 as soon as the request is
+    verified and matched, however busy the event loop is with earlier answers."""
+    await ack()
+    await next()
+
+
 def register(app: AsyncApp, w: SlackWiring) -> None:
     for group in GROUPS:
-        app.command(f"/{group}")(_command_listener(w, group))
-    app.action(ACTION)(_action_listener(w))
+        app.command(f"/{group}", middleware=[ack_at_once])(_command_listener(w, group))
+    app.action(ACTION, middleware=[ack_at_once])(_action_listener(w))
 
 
 def _command_listener(w: SlackWiring, group: str) -> Any:
-    async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
+    async def on_command(body: dict[str, Any]) -> None:  # acked already: ack_at_once
         w.dispatch(
             {
                 "kind": "command",
@@ -145,8 +153,7 @@ def _command_listener(w: SlackWiring, group: str) -> Any:
 
 
 def _action_listener(w: SlackWiring) -> Any:
-    async def on_action(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
+    async def on_action(body: dict[str, Any], action: dict[str, Any]) -> None:  # acked already
         user = str(body.get("user", {}).get("id", ""))
         action_id = str(action.get("action_id", ""))
         if ACTION.match(action_id) is None:
