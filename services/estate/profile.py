@@ -8,6 +8,7 @@ bound parameter and every name comes from validated configuration.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import re
 import uuid
@@ -111,6 +112,7 @@ class QueueProfile(ABC):
         self.queue = queue
         self.config = config
         self._tables: dict[str, BoundTable] | None = None
+        self._reflecting: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         roles = {spec.role for spec in self.specs}
         for key in config.tables:
             if key not in roles:
@@ -166,9 +168,17 @@ class QueueProfile(ABC):
     # -- reflection --------------------------------------------------------------------
 
     async def tables(self, conn: AsyncConnection) -> dict[str, BoundTable]:
-        """Reflect the estate's tables once, checking every column the profile needs."""
-        if self._tables is None:
-            self._tables = await conn.run_sync(self._reflect)
+        """Reflect the estate's tables once, checking every column the profile needs.
+        Callers that arrive together (the first burst of commands after a start) wait for
+        one reflection instead of each running its own."""
+        if self._tables is not None:
+            return self._tables
+        loop = asyncio.get_running_loop()
+        if self._reflecting is None or self._reflecting[0] is not loop:
+            self._reflecting = (loop, asyncio.Lock())  # a lock belongs to one event loop
+        async with self._reflecting[1]:
+            if self._tables is None:
+                self._tables = await conn.run_sync(self._reflect)
         return self._tables
 
     def _reflect(self, conn: Connection) -> dict[str, BoundTable]:

@@ -6,6 +6,7 @@ exact; a change in any read's SQL that miscounts shows here on both databases.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -299,5 +300,36 @@ async def test_signature_sql_matches_python(db_url: str) -> None:
                 expr = signature_sql(sa.literal(sample, sa.Text), conn.dialect.name)
                 got = (await conn.execute(sa.select(expr))).scalar_one()
                 assert got == error_signature(sample), sample
+    finally:
+        await engine.dispose()
+
+
+async def test_a_burst_of_first_reads_reflects_the_estate_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first commands after a start arrive together: they share one reflection of the
+    queue's tables instead of each sending its own catalogue queries to the database."""
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=NOW)
+        estate = Estate(engine=engine, queues=default_queues(), clock=lambda: NOW)
+        profile = estate.profile("clips")
+        reflect = profile._reflect
+        calls = []
+
+        def counted(conn: sa.Connection):  # type: ignore[no-untyped-def]
+            calls.append(1)
+            return reflect(conn)
+
+        monkeypatch.setattr(profile, "_reflect", counted)
+        reads = QueueReads(estate)
+        await asyncio.gather(  # different reads: the read gate shares only identical ones
+            reads.triage(queue="clips"),
+            reads.list_stuck(queue="clips", limit=5),
+            reads.list_stuck(queue="clips", limit=6),
+            reads.list_dead(queue="clips", filters=DeadFilter(limit=5)),
+        )
+        assert len(calls) == 1
     finally:
         await engine.dispose()
