@@ -3,7 +3,6 @@ Slack Socket Mode."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import sys
@@ -17,7 +16,6 @@ from bot.http import build_http_app
 from bot.slack.app import build_slack_app, web_client
 from bot.slack.listeners import SlackWiring
 from bot.slack.notifier import SlackNotifier
-from bot.slack.workers import AnswerWorkers
 from services.config import Config
 from services.notify import FanoutNotifier, Notifier
 
@@ -43,15 +41,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     app = await build_app(config, notifier=_notifier(config))
     socket_mode: AsyncSocketModeHandler | None = None
     wiring = SlackWiring(router=app.router, directory=app.directory, ledger=app.ledger)
-    workers: AnswerWorkers | None = None
     try:
         slack = slack_app_for(app, wiring)
-        count = config.file.slack.answer_workers
-        if slack is not None and count > 0:
-            workers = await asyncio.to_thread(
-                AnswerWorkers(config_path=config.source, count=count).start
-            )
-            wiring.outbox = workers
         http = build_http_app(app=app, slack=slack)
         server = uvicorn.Server(
             uvicorn.Config(
@@ -75,8 +66,6 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             await server.serve(sockets=[sock] if sock else None)
         return 0
     finally:
-        if workers is not None:
-            await asyncio.to_thread(workers.stop)
         await wiring.drain()
         if socket_mode is not None:
             await socket_mode.close_async()  # type: ignore[no-untyped-call]

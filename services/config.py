@@ -138,12 +138,6 @@ class ReadsConfig(_Strict):
     fresh_seconds: float = Field(default=3.0, ge=0, le=300)
 
 
-class SlackConfig(_Strict):
-    """0 answers in the process that acknowledges; n > 0 starts n answer processes."""
-
-    answer_workers: int = Field(default=0, ge=0, le=16)
-
-
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -163,7 +157,6 @@ class FileConfig(_Strict):
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     redrive: RedriveConfig = Field(default_factory=RedriveConfig)
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
-    slack: SlackConfig = Field(default_factory=SlackConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
 

@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -33,12 +33,7 @@ from services.ledger import DeliveryLedger
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
-Delivery = dict[str, str | None]  # plain values: it may cross to another process
-
-
-class Outbox(Protocol):
-    def put_nowait(self, item: Delivery) -> None: ...
-
+Delivery = dict[str, str | None]  # what an acknowledged request asks, in plain values
 
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")
 
@@ -50,7 +45,6 @@ class SlackWiring:
     ledger: DeliveryLedger
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     session: aiohttp.ClientSession | None = None
-    outbox: Outbox | None = None  # the answer workers' queue (bot/slack/workers.py)
 
     async def answer(self, response_url: str, body: dict[str, Any]) -> None:
         """Post to a response_url over one shared HTTP session (keep-alive), retrying
@@ -73,11 +67,7 @@ class SlackWiring:
             log.warning("Slack refused an answer: HTTP %s %s", sent.status_code, sent.body)
 
     def dispatch(self, delivery: Delivery) -> None:
-        """Hand an acknowledged delivery to whoever answers: the answer workers when
-        there are some (another process), else a task on this loop."""
-        if self.outbox is not None:
-            self.outbox.put_nowait(delivery)
-            return
+        """Answer an acknowledged delivery in a task of its own on this loop."""
         self.spawn(handle_delivery(self, delivery))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

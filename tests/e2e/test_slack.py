@@ -85,11 +85,7 @@ def stack(
 
     asyncio.run(build())
     config = workdir / "queuebot.toml"
-    # PostgreSQL runs answer in a worker process, SQLite in the acknowledging one: both paths
-    workers = 1 if request.param == "postgres" else 0
-    config.write_text(
-        DEMO_CONFIG.format(config=config) + f"\n[slack]\nanswer_workers = {workers}\n"
-    )
+    config.write_text(DEMO_CONFIG.format(config=config))
     fake = FakeSlack().start()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
