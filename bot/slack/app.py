@@ -35,17 +35,29 @@ def web_client(env: EnvSettings) -> AsyncWebClient:
     )
 
 
+class _SameTokenNotice(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment even when given a client, then warns
+    at every start that this token "will be unused". It is the client's own token: drop
+    the notice so that a warning in the log always means something."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
 def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
     if env.slack_signing_secret is None:
         raise ConfigError(
             "SLACK_SIGNING_SECRET is not set; queuebot only accepts signed requests from Slack"
         )
     client = web_client(env)
+    logger = logging.getLogger("queuebot.slack")
+    if not any(isinstance(f, _SameTokenNotice) for f in logger.filters):
+        logger.addFilter(_SameTokenNotice())
     app = AsyncApp(
         client=client,  # carries the bot token
         signing_secret=env.slack_signing_secret.get_secret_value(),
         process_before_response=False,  # ack first, work after: never miss the 3 s deadline
-        logger=logging.getLogger("queuebot.slack"),
+        logger=logger,
     )
     register(app, wiring)
     return app
