@@ -2,7 +2,8 @@
 
 It runs in its own thread (uvicorn on 127.0.0.1, a free port) so the process under test
 can call it while the test waits. ``rate_limit(n)`` makes the next n chat.postMessage
-calls answer 429 with Retry-After: 1.
+calls answer 429 with Retry-After: 1. ``apps.connections.open`` hands out ``socket_url``
+(a ``FakeSocketMode``'s, see fake_socket_mode.py) once one is set.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class FakeSlack:
         self._lock = threading.Lock()
         self._limited = 0
         self._ts = 0
+        self.socket_url: str | None = None  # what apps.connections.open hands out
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -66,6 +68,12 @@ class FakeSlack:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
+
+    def __enter__(self) -> FakeSlack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def rate_limit(self, times: int) -> None:
         self._limited = times
@@ -124,6 +132,10 @@ class FakeSlack:
                     "bot_id": "B0BOT",
                 }
             )
+        if path == "/api/apps.connections.open":
+            if self.socket_url is None:
+                return JSONResponse({"ok": False, "error": "socket_mode_not_enabled"})
+            return JSONResponse({"ok": True, "url": self.socket_url})
         if path == "/api/chat.postMessage":
             return JSONResponse(
                 {

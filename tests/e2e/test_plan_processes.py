@@ -31,7 +31,7 @@ from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate, utcnow
 from services.migrate import upgrade
 from services.plans.engine import PlanEngine
-from tests.e2e.test_slack import free_port
+from tests.e2e.serving import free_port
 from tests.integration.support import add_dead_letters, simulated_worker
 
 pytestmark = pytest.mark.postgres

@@ -7,14 +7,9 @@ import asyncio
 import hashlib
 import hmac
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,14 +17,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from bot.demo import DEMO_CONFIG, record_history
-from services.config import default_queues
 from services.db import create_engine
-from services.estate.demo import build_demo_estate
-from services.estate.estate import Estate
-from services.migrate import upgrade
-from tests.conftest import create_pg_database, drop_pg_database, need_postgres
 from tests.e2e.fake_slack import Call, FakeSlack
+from tests.e2e.serving import demo_database, running_serve
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of this fake workspace
 ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
@@ -53,12 +43,6 @@ class Stack:
         return asyncio.run(run())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -66,66 +50,14 @@ def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("slack")
-    if request.param == "postgres":
-        need_postgres()
-        db_url = create_pg_database()
-    else:
-        db_url = f"sqlite+aiosqlite:///{workdir}/queuebot.db"
-
-    async def build() -> None:
-        engine = create_engine(db_url)
-        await upgrade(engine)
-        async with engine.begin() as conn:
-            await build_demo_estate(conn, now=datetime.now(UTC))
-        # the queues' counts a quarter hour ago: the redrive growth check has a baseline
-        await record_history(
-            engine, Estate(engine=engine, queues=default_queues()), ago=timedelta(minutes=15)
-        )
-        await engine.dispose()
-
-    asyncio.run(build())
-    config = workdir / "queuebot.toml"
-    config.write_text(DEMO_CONFIG.format(config=config))
-    fake = FakeSlack().start()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    env.update(
-        QUEUEBOT_CONFIG=str(config),
-        QUEUEBOT_DATABASE_URL=db_url,
-        QUEUEBOT_LOG_LEVEL="INFO",
-        SLACK_BOT_TOKEN="xoxb-fake-token",
-        SLACK_SIGNING_SECRET=SECRET,
-        SLACK_API_BASE_URL=fake.api_url,
-    )
-    log = (workdir / "serve.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
-        cwd=workdir,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError((workdir / "serve.log").read_text())
-        time.sleep(0.1)
-    try:
-        yield Stack(fake, url, db_url)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        fake.stop()
-        log.close()
-        if request.param == "postgres":
-            drop_pg_database(db_url)
-        assert "Traceback" not in (workdir / "serve.log").read_text()
+    with demo_database(request.param, workdir) as db_url, FakeSlack().start() as fake:
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-fake-token",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_BASE_URL": fake.api_url,
+        }
+        with running_serve(workdir, db_url, env) as url:
+            yield Stack(fake, url, db_url)
 
 
 def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:

@@ -1,0 +1,99 @@
+"""Starting the real ``queuebot serve`` for end-to-end tests: a demo database (SQLite or a
+fresh PostgreSQL one), the process itself, and its log checked for tracebacks at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from bot.demo import DEMO_CONFIG, record_history
+from services.config import default_queues
+from services.db import create_engine
+from services.estate.demo import build_demo_estate
+from services.estate.estate import Estate
+from services.migrate import upgrade
+from tests.conftest import create_pg_database, drop_pg_database, need_postgres
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def demo_database(kind: str, workdir: Path) -> Iterator[str]:
+    """A migrated database holding the demo estate and a quarter hour of queue history
+    (so the redrive growth check has a baseline); PostgreSQL ones are dropped after."""
+    if kind == "postgres":
+        need_postgres()
+        db_url = create_pg_database()
+    else:
+        db_url = f"sqlite+aiosqlite:///{workdir}/queuebot.db"
+
+    async def build() -> None:
+        engine = create_engine(db_url)
+        await upgrade(engine)
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=datetime.now(UTC))
+        await record_history(
+            engine, Estate(engine=engine, queues=default_queues()), ago=timedelta(minutes=15)
+        )
+        await engine.dispose()
+
+    asyncio.run(build())
+    try:
+        yield db_url
+    finally:
+        if kind == "postgres":
+            drop_pg_database(db_url)
+
+
+@contextlib.contextmanager
+def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[str]:
+    """`queuebot serve` with the demo config and these variables, until it answers
+    /healthz; its base URL. Stopped after, and its log must hold no traceback."""
+    config = workdir / "queuebot.toml"
+    config.write_text(DEMO_CONFIG.format(config=config))
+    port = free_port()
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    full.update(
+        QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url, QUEUEBOT_LOG_LEVEL="INFO"
+    )
+    full.update(env)
+    log_path = workdir / "serve.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+            cwd=workdir,
+            env=full,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(log_path.read_text())
+                time.sleep(0.1)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    assert "Traceback" not in log_path.read_text(), log_path.read_text()

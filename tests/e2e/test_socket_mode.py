@@ -1,0 +1,153 @@
+"""Slack over Socket Mode, end to end: the real `queuebot serve` with SLACK_APP_TOKEN set
+asks the fake Web API for a socket URL, dials the fake Socket Mode server, and answers
+envelopes delivered over it, the way Slack delivers them to an app with no public URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from services.db import create_engine
+from tests.e2e.fake_slack import Call, FakeSlack
+from tests.e2e.fake_socket_mode import FakeSocketMode
+from tests.e2e.serving import demo_database, running_serve
+
+ALICE, BOB = "U0ALICE", "U0BOB"
+
+
+@dataclass
+class Socket:
+    fake: FakeSlack
+    socket: FakeSocketMode
+    db_url: str
+
+    def sql(self, statement: str) -> list[Any]:
+        async def run() -> list[Any]:
+            engine = create_engine(self.db_url)
+            try:
+                async with engine.connect() as conn:
+                    return list((await conn.execute(sa.text(statement))).all())
+            finally:
+                await engine.dispose()
+
+        return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Socket]:
+    workdir = tmp_path_factory.mktemp("socket")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeSlack().start() as fake,
+        FakeSocketMode().start() as ws,
+    ):
+        fake.socket_url = ws.url
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-fake-token",
+            "SLACK_SIGNING_SECRET": "unused-over-the-socket",
+            "SLACK_APP_TOKEN": "xapp-1-A0QUEUEBOT-fake",
+            "SLACK_API_BASE_URL": fake.api_url,
+        }
+        with running_serve(workdir, db_url, env):
+            ws.wait_connected()
+            yield Socket(fake, ws, db_url)
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def command(s: Socket, text: str, *, user: str = ALICE, retry: int | None = None) -> str:
+    """Deliver `/queue <text>` over the socket; the name of its response_url."""
+    n = next(_counter)
+    name = f"sock{n}-{time.monotonic_ns()}"
+    payload = {
+        "token": "legacy",
+        "team_id": "T0FAKE",
+        "channel_id": "C0OPS",
+        "channel_name": "ops",
+        "user_id": user,
+        "command": "/queue",
+        "text": text,
+        "api_app_id": "A0QUEUEBOT",
+        "response_url": s.fake.response_url(name),
+        "trigger_id": f"{n}.{name}",
+    }
+    envelope = s.socket.send("slash_commands", payload)
+    assert s.socket.wait_ack(envelope) == {"envelope_id": envelope}
+    return name
+
+
+def answer_to(s: Socket, name: str) -> Call:
+    return s.fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
+
+
+def texts(call: Call) -> str:
+    return json.dumps(call.body.get("blocks", [])) + call.body.get("text", "")
+
+
+def test_serve_dials_the_socket_it_was_handed(socket: Socket) -> None:
+    opened = socket.fake.recorded("/api/apps.connections.open")
+    assert opened and socket.socket.connections == 1
+
+
+def test_triage_over_the_socket_is_acknowledged_and_answered(socket: Socket) -> None:
+    name = command(socket, "triage --queue workers")
+    answer = answer_to(socket, name)
+    assert answer.body["response_type"] == "ephemeral"
+    assert "Triage: queue workers (worker_queue)" in texts(answer)
+
+
+def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket) -> None:
+    (failed,) = socket.sql("SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
+    before = socket.sql("SELECT count(*) FROM qb_change_requests")[0][0]
+    name = command(socket, f'requeue {failed} --queue workers --reason "socket test"')
+    request = answer_to(socket, name)
+    approve = next(b for b in request.body["blocks"] if b["type"] == "actions")["elements"][0]
+    assert socket.sql("SELECT count(*) FROM qb_change_requests")[0][0] == before + 1
+
+    click_name = f"sockclick-{time.monotonic_ns()}"
+    payload = {
+        "type": "block_actions",
+        "user": {"id": BOB, "username": "bob", "team_id": "T0FAKE"},
+        "api_app_id": "A0QUEUEBOT",
+        "team": {"id": "T0FAKE", "domain": "fake"},
+        "container": {"type": "message", "message_ts": "1764480000.000001"},
+        "trigger_id": f"t-{click_name}",
+        "channel": {"id": "C0OPS", "name": "ops"},
+        "response_url": socket.fake.response_url(click_name),
+        "actions": [
+            {
+                "action_id": approve["action_id"],
+                "block_id": "b1",
+                "type": "button",
+                "value": approve["action_id"],
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    first = socket.socket.send("interactive", payload)
+    socket.socket.wait_ack(first)
+    done = answer_to(socket, click_name)
+    assert done.body["replace_original"] is True
+    assert "approved by bob and executed" in texts(done)
+    status = socket.sql(f"SELECT status FROM dev_r_worker_queue WHERE id = {int(failed)}")
+    assert status == [("queued",)]
+
+    # Slack redelivers the same click (a new envelope, the same action): acknowledged, and
+    # nothing more happens.
+    again = socket.socket.send("interactive", payload, retry_attempt=1, retry_reason="timeout")
+    socket.socket.wait_ack(again)
+    time.sleep(1.0)
+    assert len(socket.fake.recorded(f"/response/{click_name}")) == 1
+    executed = socket.sql(
+        "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' "
+        f"AND subject = 'CR-{approve['action_id'].rsplit(':', 1)[1]}'"
+    )
+    assert executed[0][0] == 1
