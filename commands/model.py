@@ -27,16 +27,22 @@ class Help(Command):
     topic: str | None = None
 
 
-class Triage(QueueCommand):
+class ReadCommand(QueueCommand):
+    """A read-only command: its answer goes only to whoever asked, unless --share."""
+
+    share: bool = False
+
+
+class Triage(ReadCommand):
     since: timedelta | None = None
     job_type: str | None = None
 
 
-class Show(QueueCommand):
+class Show(ReadCommand):
     job_id: str
 
 
-class Dlq(QueueCommand):
+class Dlq(ReadCommand):
     error_like: str | None = Field(default=None, min_length=1, max_length=500)
     tenant: str | None = None
     reason: str | None = None
@@ -44,12 +50,18 @@ class Dlq(QueueCommand):
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
 
 
-class Stuck(QueueCommand):
+class Stuck(ReadCommand):
     limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
 
 
 QUEUE_FLAG = Flag(
     "queue", "queue", kind="word", metavar="Q", help="which configured queue (default: the first)"
+)
+SHARE_FLAG = Flag(
+    "share",
+    "share",
+    kind="bool",
+    help="post the answer in the channel for everyone (by default only you see it)",
 )
 LIMIT_HELP = f"how many rows to list (1-{MAX_LIMIT})"
 
@@ -77,6 +89,7 @@ CATALOG: tuple[CommandSpec, ...] = (
                 help="only rows queued in this window (e.g. 30m, 24h, 7d)",
             ),
             QUEUE_FLAG,
+            SHARE_FLAG,
         ),
         example="/queue triage --since 24h",
     ),
@@ -86,7 +99,7 @@ CATALOG: tuple[CommandSpec, ...] = (
         Show,
         "one job: its row(s), its source asset and its events",
         positionals=(Positional("job_id", "ID"),),
-        flags=(QUEUE_FLAG,),
+        flags=(QUEUE_FLAG, SHARE_FLAG),
         example="/queue show 1234",
     ),
     CommandSpec(
@@ -114,6 +127,7 @@ CATALOG: tuple[CommandSpec, ...] = (
                 maximum=MAX_LIMIT,
             ),
             QUEUE_FLAG,
+            SHARE_FLAG,
         ),
         example='/queue dlq --error-like "NoSuchKey" --limit 10',
     ),
@@ -133,6 +147,7 @@ CATALOG: tuple[CommandSpec, ...] = (
                 maximum=MAX_LIMIT,
             ),
             QUEUE_FLAG,
+            SHARE_FLAG,
         ),
     ),
 )
@@ -206,7 +221,7 @@ class PlanRef(Command):
 
 
 class ShowPlan(PlanRef):
-    pass
+    share: bool = False
 
 
 class Halt(PlanRef):
@@ -221,7 +236,7 @@ class Rollback(PlanRef):
     reason: str = Field(min_length=3, max_length=500)
 
 
-class Pending(QueueCommand):
+class Pending(ReadCommand):
     pass
 
 
@@ -362,6 +377,7 @@ CATALOG += (
         ShowPlan,
         "a staged redrive's progress: waves, outcome, what is next",
         positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(SHARE_FLAG,),
         example="/queue plan P-3",
     ),
     CommandSpec(
@@ -400,7 +416,7 @@ CATALOG += (
         "pending",
         Pending,
         "change requests waiting for approval",
-        flags=(QUEUE_FLAG,),
+        flags=(QUEUE_FLAG, SHARE_FLAG),
     ),
     CommandSpec(
         "queue",

@@ -100,7 +100,8 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
             Message(
                 "No change requests are waiting for approval.",
                 (Text("No change requests are waiting for approval."),),
-            )
+            ),
+            ephemeral=not cmd.share,
         )
     rows = tuple(
         (
@@ -136,7 +137,8 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
                     numeric=(3,),
                 ),
             ),
-        )
+        ),
+        ephemeral=not cmd.share,
     )
 
 
@@ -275,7 +277,7 @@ def _outcome(v: ChangeView) -> Block:
 
 
 async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
-    return Reply(plan_message(await deps.plans.view(number=cmd.plan)))
+    return Reply(plan_message(await deps.plans.view(number=cmd.plan)), ephemeral=not cmd.share)
 
 
 async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:

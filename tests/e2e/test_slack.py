@@ -182,6 +182,15 @@ def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:
     assert "failed_permanently  dead" in texts(answer)
 
 
+def test_a_read_is_shared_with_the_channel_only_when_asked(stack: Stack) -> None:
+    _, name, _ = slash(stack, "dlq --limit 3 --share")
+    shared = answer_to(stack, name)
+    assert shared.body["response_type"] == "in_channel"
+    assert "Dead letters in queue" in texts(shared)
+    _, name, _ = slash(stack, "dlq --limit 3")
+    assert answer_to(stack, name).body["response_type"] == "ephemeral"
+
+
 def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
     failed = [
         str(i)

@@ -317,7 +317,7 @@ def test_unknown_group_names_the_groups() -> None:
 def test_missing_id() -> None:
     err = usage_error("/queue show")
     assert err.message == "/queue show needs ID"
-    assert err.usage == USAGE["show"] == "/queue show ID [--queue Q]"
+    assert err.usage == USAGE["show"] == "/queue show ID [--queue Q] [--share]"
 
 
 @pytest.mark.parametrize("bad", ["ab$c", "-5", "_x", "a b", "x" * 129, "ü1"])
@@ -650,6 +650,7 @@ dlq_models = st.builds(
     job_type=st.none() | word,
     limit=st.integers(1, MAX_LIMIT),
     queue=st.none() | word,
+    share=st.booleans(),
 )
 
 DLQ_FLAGS = {
@@ -669,6 +670,9 @@ def test_dlq_options_round_trip_through_a_command_line(model: Dlq, data: st.Data
     fields = data.draw(st.permutations(fields))
     parts = ["/queue", "dlq"]
     for field, value in fields:
+        if field == "share":  # a switch: present or absent
+            parts.extend(["--share"] if value else [])
+            continue
         flag = DLQ_FLAGS[field]
         quoted = shlex.quote(str(value))
         if data.draw(st.booleans()) or str(value).startswith("-"):
