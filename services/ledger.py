@@ -41,6 +41,27 @@ class DeliveryLedger:
             # RETURNING, not rowcount: psycopg reports -1 for INSERT ... ON CONFLICT
             return (await conn.execute(statement)).first() is not None
 
+    async def claim(self, key: str, *, stale_after: timedelta) -> bool:
+        """Like ``first_time``, for work that must be done once but can fail half-way: a
+        claim older than ``stale_after`` (its holder died before finishing, or gave up) is
+        taken over by exactly one later caller."""
+        if await self.first_time(key):
+            return True
+        async with self.engine.begin() as conn:
+            now = self.clock()
+            taken = await conn.execute(
+                _deliveries.update()
+                .where(_deliveries.c.key == key[:200], _deliveries.c.seen_at < now - stale_after)
+                .values(seen_at=now)
+                .returning(_deliveries.c.key)
+            )
+            return taken.first() is not None
+
+    async def release(self, key: str) -> None:
+        """Give a claim back, so that the next caller may try the work again."""
+        async with self.engine.begin() as conn:
+            await conn.execute(_deliveries.delete().where(_deliveries.c.key == key[:200]))
+
     async def forget_older_than(self, age: timedelta = KEEP) -> int:
         async with self.engine.begin() as conn:
             result = await conn.execute(

@@ -4,7 +4,6 @@ and the posts that keep a plan's message current. ``PlanEngine`` builds on it.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -22,10 +21,11 @@ from services.errors import Conflict, NotFound
 from services.estate.estate import Estate
 from services.estate.message_job import MessageJobProfile
 from services.estate.profile import QueueProfile, as_utc
+from services.ledger import DeliveryLedger
 from services.models import Plan, PlanItem
-from services.notify import ChannelRef, MessageRef, Notifier
-from services.plans import messages
+from services.notify import Notifier
 from services.plans.model import ACTIVE, PlanState, PlanView, Wave
+from services.plans.publish import PlanPublisher, Post
 from services.scheduler import FollowUp
 
 TICK = "plan.tick"
@@ -222,49 +222,18 @@ class PlanStore:
             .values(waves={"schedule": plan["waves"]["schedule"], "waves": waves}, updated_at=now)
         )
 
-    def _publish(self, number: int, posts: list[Any]) -> FollowUp:
+    def _publish(self, number: int, posts: list[Post]) -> FollowUp:
         """After the commit: keep the plan's own message current and post each wave's news
         into its thread (the channel the plan was requested from)."""
 
         async def publish() -> None:
             if self.notifier is None:
                 return
-            view = await self.view(number=number)
-            ref = MessageRef(**view.message_ref) if view.message_ref else None
-            if ref is None:
-                origin = await self._origin(number)
-                posted = await self.notifier.post(
-                    channel=origin, message=messages.plan_message(view)
-                )
-                if posted:
-                    ref = posted[0]
-                    async with self.engine.begin() as conn:
-                        await conn.execute(
-                            PLANS.update()
-                            .where(PLANS.c.id == number)
-                            .values(message_ref=asdict(ref))
-                        )
-            else:
-                await self.notifier.update(ref=ref, message=messages.plan_message(view))
-            for kind, detail in posts:
-                if kind == "note":
-                    message = messages.plan_note(view, str(detail))
-                else:
-                    wave = next(w for w in view.waves if w.number == detail)
-                    message = (
-                        messages.wave_started(view, wave)
-                        if kind == "started"
-                        else messages.wave_finished(view, wave)
-                    )
-                if ref is not None:
-                    await self.notifier.post(channel=ref.channel, message=message, thread=ref)
+            await PlanPublisher(
+                engine=self.engine,
+                notifier=self.notifier,
+                ledger=DeliveryLedger(engine=self.engine, clock=self.clock),
+                view=lambda n: self.view(number=n),
+            ).publish(number, posts)
 
         return publish
-
-    async def _origin(self, number: int) -> ChannelRef:
-        async with self.engine.connect() as conn:
-            origin = (
-                await conn.execute(sa.select(PLANS.c.origin).where(PLANS.c.id == number))
-            ).scalar_one()
-        platform = str(origin.get("platform") or "console")
-        return ChannelRef(platform, str(origin.get("channel") or platform))

@@ -1,0 +1,98 @@
+"""A plan's message is posted once, however many publishers reach it at the same moment
+(a tick and an approval, two replicas), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from services.ledger import DeliveryLedger
+from services.message import Message
+from services.notify import ChannelRef, MessageRef
+from services.plans.publish import PlanPublisher
+from tests.integration.support import RecordingNotifier, Shop, add_dead_letters
+from tests.integration.test_plans import BOB, ERROR, flat_history, request_plan
+
+STALE = timedelta(minutes=2)
+
+
+class SlowNotifier(RecordingNotifier):
+    """Takes its time to post, as Slack does under a rate limit."""
+
+    async def post(
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
+    ) -> list[MessageRef]:
+        await asyncio.sleep(0.3)
+        return await super().post(channel=channel, message=message, thread=thread)
+
+
+async def started_plan_without_message(shop: Shop) -> int:
+    await add_dead_letters(shop.engine, count=20, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    plan = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    async with shop.engine.begin() as conn:  # as if the approval's own post had not run
+        await conn.execute(sa.text("UPDATE qb_plans SET message_ref = NULL"))
+        await conn.execute(sa.text("DELETE FROM qb_deliveries WHERE key LIKE 'plan:%'"))
+    return int(plan)
+
+
+def publisher(shop: Shop, notifier: RecordingNotifier, **kw: Any) -> PlanPublisher:
+    assert shop.plans is not None
+    plans = shop.plans
+    return PlanPublisher(
+        engine=shop.engine,
+        notifier=notifier,
+        ledger=DeliveryLedger(engine=shop.engine, clock=shop.clock),
+        view=lambda n: plans.view(number=n),
+        **kw,
+    )
+
+
+async def test_two_publishers_at_once_post_one_plan_message(shop: Shop) -> None:
+    plan = await started_plan_without_message(shop)
+    slow = SlowNotifier()
+    await asyncio.gather(
+        publisher(shop, slow).publish(plan, [("note", "first news")]),
+        publisher(shop, slow).publish(plan, [("note", "second news")]),
+    )
+    in_channel = [p for p in slow.posts if p.where == "ops"]
+    assert len(in_channel) == 1
+    assert in_channel[0].message.summary.startswith(f"P-{plan}:")
+    news = [p.message.summary for p in slow.posts if p.where == "thread 1"]  # under it
+    assert len(news) == 2
+    assert any("first news" in n for n in news) and any("second news" in n for n in news)
+    assert any(p.update for p in slow.posts)  # the second one brought the message up to date
+
+
+async def test_a_claim_left_by_a_dead_publisher_is_taken_over(shop: Shop) -> None:
+    plan = await started_plan_without_message(shop)
+    ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
+    assert await ledger.claim(f"plan:{plan}:message", stale_after=STALE)
+    # its holder dies here; a publisher meanwhile waits, then posts the news unthreaded
+    notifier = RecordingNotifier()
+    await publisher(shop, notifier, wait=0.3).publish(plan, [("note", "while claimed")])
+    assert [p.where for p in notifier.posts] == ["ops"]
+    assert "while claimed" in notifier.posts[0].message.summary
+
+    shop.clock.advance(minutes=3)  # the claim is stale now
+    later = RecordingNotifier()
+    await publisher(shop, later).publish(plan, [("note", "after")])
+    assert [p.where for p in later.posts] == ["ops", "thread 1"]
+    async with shop.engine.connect() as conn:
+        stored = (await conn.execute(sa.text("SELECT message_ref FROM qb_plans"))).scalar_one()
+    assert stored is not None
+
+
+async def test_a_stale_claim_goes_to_one_caller_only(shop: Shop) -> None:
+    ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
+    assert await ledger.claim("work:1", stale_after=STALE)
+    assert not await ledger.claim("work:1", stale_after=STALE)
+    shop.clock.advance(minutes=3)
+    taken = await asyncio.gather(*(ledger.claim("work:1", stale_after=STALE) for _ in range(4)))
+    assert sorted(taken) == [False, False, False, True]
+    await ledger.release("work:1")
+    assert await ledger.claim("work:1", stale_after=STALE)
