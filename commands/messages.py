@@ -6,7 +6,7 @@ Kept in one module so wording stays consistent and reviewable (as bolt-python ke
 
 from __future__ import annotations
 
-from commands.model import CATALOG, find_spec, group_specs
+from commands.catalog import CATALOG, find_spec, group_specs
 from commands.reply import Reply
 from commands.spec import CommandSpec
 from services.errors import (

@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from commands.model import CATALOG, Command, Help, find_spec, group_specs
+from commands.catalog import CATALOG, find_spec, group_specs
+from commands.model import Command, Help
 from commands.spec import CommandSpec, Flag, Positional
 from services.errors import UsageError
 

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from commands.auth import authorize
+from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
 from commands.handlers import changes, queue_read
@@ -26,7 +27,6 @@ from commands.model import (
     ShowPlan,
     Stuck,
     Triage,
-    spec_for,
 )
 from commands.parser import parse, parse_line
 from commands.reply import Reply

@@ -11,9 +11,10 @@ import pytest
 from bot.render_text import render_message
 from commands import messages
 from commands.auth import authorize
+from commands.catalog import CATALOG, group_specs
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.model import CATALOG, Help, group_specs
+from commands.model import Help
 from commands.reply import Reply
 from commands.router import Router
 from commands.spec import CommandSpec

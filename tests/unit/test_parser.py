@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from commands.catalog import CATALOG, find_spec, spec_for
 from commands.model import (
-    CATALOG,
     MAX_LIMIT,
     Approve,
     Cancel,
@@ -32,8 +32,6 @@ from commands.model import (
     ShowPlan,
     Stuck,
     Triage,
-    find_spec,
-    spec_for,
 )
 from commands.parser import MAX_TEXT, MAX_VALUE, parse, parse_line
 from services.errors import UsageError

@@ -1,0 +1,330 @@
+"""The catalogue: how each command is spelled (words, positionals, flags, role), one
+``CommandSpec`` per command model. It drives the parser, the help text and the router's
+authorization."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from commands.model import (
+    MAX_LIMIT,
+    Approve,
+    Cancel,
+    Command,
+    Dlq,
+    Halt,
+    Help,
+    Pending,
+    Redrive,
+    Reject,
+    Requeue,
+    Resume,
+    Rollback,
+    Show,
+    ShowPlan,
+    Stuck,
+    Triage,
+)
+from commands.spec import CommandSpec, Flag, Positional
+
+QUEUE_FLAG = Flag(
+    "queue", "queue", kind="word", metavar="Q", help="which configured queue (default: the first)"
+)
+SHARE_FLAG = Flag(
+    "share",
+    "share",
+    kind="bool",
+    help="post the answer in the channel for everyone (by default only you see it)",
+)
+LIMIT_HELP = f"how many rows to list (1-{MAX_LIMIT})"
+
+CATALOG: tuple[CommandSpec, ...] = (
+    CommandSpec(
+        "queue",
+        "help",
+        Help,
+        "list the commands, or explain one",
+        positionals=(Positional("topic", "COMMAND", kind="word", required=False),),
+        example="/queue help dlq",
+    ),
+    CommandSpec(
+        "queue",
+        "triage",
+        Triage,
+        "breakdowns by status, failure signature, job type and age; stuck and duplicates",
+        flags=(
+            Flag("type", "job_type", kind="word", metavar="T", help="only this job type"),
+            Flag(
+                "since",
+                "since",
+                kind="duration",
+                metavar="24h",
+                help="only rows queued in this window (e.g. 30m, 24h, 7d)",
+            ),
+            QUEUE_FLAG,
+            SHARE_FLAG,
+        ),
+        example="/queue triage --since 24h",
+    ),
+    CommandSpec(
+        "queue",
+        "show",
+        Show,
+        "one job: its row(s), its source asset and its events",
+        positionals=(Positional("job_id", "ID"),),
+        flags=(QUEUE_FLAG, SHARE_FLAG),
+        example="/queue show 1234",
+    ),
+    CommandSpec(
+        "queue",
+        "dlq",
+        Dlq,
+        "list dead-lettered / failed jobs, newest first",
+        flags=(
+            Flag(
+                "error-like",
+                "error_like",
+                metavar="TEXT",
+                help="error text contains TEXT (case-insensitive)",
+            ),
+            Flag("tenant", "tenant", kind="word", metavar="T", help="only this tenant"),
+            Flag("reason", "reason", kind="word", metavar="R", help="only this failure_reason"),
+            Flag("type", "job_type", kind="word", metavar="T", help="only this job type"),
+            Flag(
+                "limit",
+                "limit",
+                kind="int",
+                metavar="N",
+                help=LIMIT_HELP,
+                minimum=1,
+                maximum=MAX_LIMIT,
+            ),
+            QUEUE_FLAG,
+            SHARE_FLAG,
+        ),
+        example='/queue dlq --error-like "NoSuchKey" --limit 10',
+    ),
+    CommandSpec(
+        "queue",
+        "stuck",
+        Stuck,
+        "claimed / processing jobs with no progress past the threshold",
+        flags=(
+            Flag(
+                "limit",
+                "limit",
+                kind="int",
+                metavar="N",
+                help=LIMIT_HELP,
+                minimum=1,
+                maximum=MAX_LIMIT,
+            ),
+            QUEUE_FLAG,
+            SHARE_FLAG,
+        ),
+    ),
+)
+
+
+REASON = Flag(
+    "reason",
+    "reason",
+    metavar='"WHY"',
+    required=True,
+    help="why: the root cause and the fix (kept in the audit trail)",
+    example='--reason "allowlist fixed in PR #2081"',
+)
+
+CATALOG += (
+    CommandSpec(
+        "queue",
+        "requeue",
+        Requeue,
+        "failed / failed_permanently rows back to queued "
+        "(seed 002 §10, §12); needs a second person's approval",
+        role="operator",
+        positionals=(Positional("ids", "ID", many=True),),
+        flags=(REASON, QUEUE_FLAG),
+        example='/queue requeue 4102 4103 --reason "allowlist fixed in PR #2081"',
+    ),
+    CommandSpec(
+        "queue",
+        "cancel",
+        Cancel,
+        "cancel rows by id, the duplicate queued rows, or failed "
+        "rows of one failure_reason (seed 002 §9, §13); needs approval",
+        role="operator",
+        positionals=(Positional("ids", "ID", many=True, required=False),),
+        flags=(
+            REASON,
+            Flag(
+                "duplicates",
+                "duplicates",
+                kind="bool",
+                help="every surplus queued row of an issue (seed 002 §13, Part A)",
+            ),
+            Flag(
+                "failure-reason",
+                "failure_reason",
+                kind="word",
+                metavar="R",
+                help="failed rows with this failure_reason (seed 002 §9)",
+            ),
+            QUEUE_FLAG,
+        ),
+        example='/queue cancel --failure-reason mutex_collision --reason "pre-#2091 orphans"',
+    ),
+    CommandSpec(
+        "queue",
+        "redrive",
+        Redrive,
+        "dead letters back to their queue: named jobs at once, or "
+        "selected ones as a staged plan (a sample, then growing waves); needs approval",
+        role="operator",
+        positionals=(Positional("ids", "ID", many=True, required=False),),
+        flags=(
+            REASON,
+            Flag(
+                "error-like",
+                "error_like",
+                metavar="TEXT",
+                help="stage a plan over dead letters whose error contains TEXT",
+            ),
+            Flag(
+                "tenant",
+                "tenant",
+                kind="word",
+                metavar="T",
+                help="stage a plan over one tenant's dead letters",
+            ),
+            Flag(
+                "failure-reason",
+                "failure_reason",
+                kind="word",
+                metavar="R",
+                help="stage a plan over failed rows with this failure_reason",
+            ),
+            Flag(
+                "job-type",
+                "job_type",
+                kind="word",
+                metavar="T",
+                help="stage a plan over failed rows of one job type",
+            ),
+            Flag("all", "all", kind="bool", help="stage a plan over every dead letter"),
+            Flag(
+                "sample",
+                "sample",
+                kind="int",
+                metavar="N",
+                minimum=1,
+                maximum=5,
+                help="the plan's first wave (1-5, default 5)",
+            ),
+            Flag(
+                "max",
+                "max",
+                kind="int",
+                metavar="N",
+                minimum=1,
+                maximum=10_000_000,
+                help="redrive at most N rows in this plan",
+            ),
+            Flag(
+                "incident",
+                "incident",
+                kind="word",
+                metavar="INC-N",
+                help="the incident this redrive belongs to",
+            ),
+            Flag(
+                "evidence",
+                "evidence",
+                metavar="URL",
+                help="link showing the fix is in place (deploy, PR, dashboard)",
+            ),
+            QUEUE_FLAG,
+        ),
+        example='/queue redrive --error-like "ffmpeg exited" --sample 3 --reason "OOM fix '
+        'deployed" --incident INC-4',
+    ),
+    CommandSpec(
+        "queue",
+        "plan",
+        ShowPlan,
+        "a staged redrive's progress: waves, outcome, what is next",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(SHARE_FLAG,),
+        example="/queue plan P-3",
+    ),
+    CommandSpec(
+        "queue",
+        "halt",
+        Halt,
+        "stop a staged redrive now (no approval needed to stop)",
+        role="operator",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(Flag("reason", "reason", metavar='"WHY"', help="why it was stopped"),),
+        example='/queue halt P-3 --reason "error rate climbing"',
+    ),
+    CommandSpec(
+        "queue",
+        "resume",
+        Resume,
+        "go on with a halted plan; needs a new approval",
+        role="operator",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(REASON,),
+        example='/queue resume P-3 --reason "second fix deployed"',
+    ),
+    CommandSpec(
+        "queue",
+        "rollback",
+        Rollback,
+        "return a plan's redriven jobs that no worker claimed "
+        "yet to the dead letters (seed 003 Rollback Plan); needs approval",
+        role="operator",
+        positionals=(Positional("plan", "P-N", kind="plan"),),
+        flags=(REASON,),
+        example='/queue rollback P-3 --reason "fix did not hold"',
+    ),
+    CommandSpec(
+        "queue",
+        "pending",
+        Pending,
+        "change requests waiting for approval",
+        flags=(QUEUE_FLAG, SHARE_FLAG),
+    ),
+    CommandSpec(
+        "queue",
+        "approve",
+        Approve,
+        "approve someone else's change request (runs it when enough people approved)",
+        role="approver",
+        positionals=(Positional("request", "CR-N", kind="request"),),
+        example="/queue approve CR-17",
+    ),
+    CommandSpec(
+        "queue",
+        "reject",
+        Reject,
+        "reject a change request (or withdraw your own)",
+        role="operator",
+        positionals=(Positional("request", "CR-N", kind="request"),),
+        flags=(Flag("reason", "reason", metavar='"WHY"', help="why it was rejected"),),
+        example='/queue reject CR-17 --reason "wrong tenant"',
+    ),
+)
+SPECS_BY_MODEL: dict[type[BaseModel], CommandSpec] = {s.model: s for s in CATALOG}
+
+
+def spec_for(command: Command) -> CommandSpec:
+    return SPECS_BY_MODEL[type(command)]
+
+
+def find_spec(group: str, name: str) -> CommandSpec | None:
+    return next((s for s in CATALOG if s.group == group and s.name == name), None)
+
+
+def group_specs(group: str) -> list[CommandSpec]:
+    return [s for s in CATALOG if s.group == group]
