@@ -66,7 +66,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             await server.serve(sockets=[sock] if sock else None)
         return 0
     finally:
-        await wiring.drain()
+        # Stop taking envelopes first: one acked while answers drain would be lost.
         if socket_mode is not None:
             await socket_mode.close_async()  # type: ignore[no-untyped-call]
+        await wiring.drain()
         await app.close()

@@ -9,8 +9,11 @@ from services.config import AccessConfig
 from services.errors import PermissionDenied
 
 
-def authorize(spec: CommandSpec, inv: Invocation, access: AccessConfig) -> None:
-    """Raise PermissionDenied unless the invocation's person may run ``spec``."""
+def authorize(
+    spec: CommandSpec, inv: Invocation, access: AccessConfig, *, shares: bool = False
+) -> None:
+    """Raise PermissionDenied unless the invocation's person may run ``spec``; posting
+    the answer for the whole channel (``shares``) is for people listed under [people]."""
     if inv.person is None:
         if access.unknown_users == "deny":
             raise PermissionDenied(messages.unknown_user_denied(inv.platform, inv.account))
@@ -18,6 +21,8 @@ def authorize(spec: CommandSpec, inv: Invocation, access: AccessConfig) -> None:
             raise PermissionDenied(
                 messages.unknown_user_read_only(inv.platform, inv.account, spec.path)
             )
+        if shares:
+            raise PermissionDenied(messages.unknown_user_share(inv.platform, inv.account))
         return
     if not inv.person.has(spec.role):
         raise PermissionDenied(messages.missing_role(inv.person, spec.path, spec.role))

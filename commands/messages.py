@@ -48,6 +48,14 @@ def unknown_user_read_only(platform: str, account: str, path: str) -> str:
     )
 
 
+def unknown_user_share(platform: str, account: str) -> str:
+    return (
+        f"--share posts the answer for the whole channel, and your {platform} account "
+        f"{account} is not listed under [people] in queuebot.toml. Run it without --share "
+        "to see the answer yourself."
+    )
+
+
 def missing_role(person: Person, path: str, role: str) -> str:
     return f"{path} needs the {role} role; {person.name} has: {person.role_list()}."
 

@@ -66,5 +66,6 @@ class Router:
         return await self.handle(parse(group, text), inv)
 
     async def handle(self, command: Command, inv: Invocation) -> Reply:
-        authorize(spec_for(command), inv, self.deps.access)
+        shares = bool(getattr(command, "share", False))
+        authorize(spec_for(command), inv, self.deps.access, shares=shares)
         return await HANDLERS[type(command)](command, inv, self.deps)

@@ -8,6 +8,7 @@ key, the value and what was expected.
 
 from __future__ import annotations
 
+import logging
 import re
 import tomllib
 from collections.abc import Mapping
@@ -30,6 +31,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from services.errors import ConfigError
 from services.identifiers import validate_identifier
+
+log = logging.getLogger("queuebot.config")
 
 Role = Literal["viewer", "operator", "approver", "duty-officer"]
 ROLES: tuple[Role, ...] = ("viewer", "operator", "approver", "duty-officer")
@@ -286,9 +289,31 @@ def _format_errors(where: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+# Settings an earlier version read and this one no longer does: a file that still has them
+# loads, with a warning that says what to do instead.
+REMOVED: dict[tuple[str, str], str] = {
+    ("slack", "answer_workers"): (
+        "answers run in the serving process now; run more `queuebot serve` replicas "
+        "behind the load balancer to serve more"
+    ),
+}
+
+
 def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
+    data = dict(data)
+    for (section, key), instead in REMOVED.items():
+        table = data.get(section)
+        if isinstance(table, dict) and key in table:
+            log.warning(
+                "%s: [%s] %s is no longer read and is ignored: %s", where, section, key, instead
+            )
+            rest = {k: v for k, v in table.items() if k != key}
+            if rest:
+                data[section] = rest
+            else:
+                del data[section]
     try:
-        return FileConfig.model_validate(dict(data))
+        return FileConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(where, exc)) from exc
 

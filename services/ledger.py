@@ -15,7 +15,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.models import Delivery
 
@@ -30,37 +30,48 @@ class DeliveryLedger:
 
     async def first_time(self, key: str) -> bool:
         """Record ``key``; True only for the first delivery that records it."""
+        async with self.engine.begin() as conn:
+            return await self._record(conn, key, self.clock())
+
+    async def _record(self, conn: AsyncConnection, key: str, at: datetime) -> bool:
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         statement = (
             insert(_deliveries)
-            .values(key=key[:200], seen_at=self.clock())
+            .values(key=key[:200], seen_at=at)
             .on_conflict_do_nothing()
             .returning(_deliveries.c.key)
         )
-        async with self.engine.begin() as conn:
-            # RETURNING, not rowcount: psycopg reports -1 for INSERT ... ON CONFLICT
-            return (await conn.execute(statement)).first() is not None
+        # RETURNING, not rowcount: psycopg reports -1 for INSERT ... ON CONFLICT
+        return (await conn.execute(statement)).first() is not None
 
-    async def claim(self, key: str, *, stale_after: timedelta) -> bool:
+    async def claim(self, key: str, *, stale_after: timedelta) -> datetime | None:
         """Like ``first_time``, for work that must be done once but can fail half-way: a
-        claim older than ``stale_after`` (its holder died before finishing, or gave up) is
-        taken over by exactly one later caller."""
-        if await self.first_time(key):
-            return True
+        claim older than ``stale_after`` (its holder died before finishing) is taken over
+        by exactly one later caller. Returns the claim's token (its time, which a takeover
+        changes), or None when someone else holds the claim. Staleness is judged by the
+        caller's clock: replicas' clocks must agree to well within ``stale_after``."""
+        now = self.clock()
         async with self.engine.begin() as conn:
-            now = self.clock()
+            if await self._record(conn, key, now):
+                return now
+        async with self.engine.begin() as conn:
             taken = await conn.execute(
                 _deliveries.update()
                 .where(_deliveries.c.key == key[:200], _deliveries.c.seen_at < now - stale_after)
                 .values(seen_at=now)
                 .returning(_deliveries.c.key)
             )
-            return taken.first() is not None
+            return now if taken.first() is not None else None
 
-    async def release(self, key: str) -> None:
-        """Give a claim back, so that the next caller may try the work again."""
+    async def release(self, key: str, token: datetime) -> None:
+        """Give a claim back so that the next caller may try the work again; only the
+        claim ``token`` names (one taken over since then is someone else's)."""
         async with self.engine.begin() as conn:
-            await conn.execute(_deliveries.delete().where(_deliveries.c.key == key[:200]))
+            await conn.execute(
+                _deliveries.delete().where(
+                    _deliveries.c.key == key[:200], _deliveries.c.seen_at == token
+                )
+            )
 
     async def forget_older_than(self, age: timedelta = KEEP) -> int:
         async with self.engine.begin() as conn:

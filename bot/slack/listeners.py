@@ -1,8 +1,9 @@
 """Slack listeners: slash commands and approval buttons, each two small translations.
 
-Every listener acknowledges first (Slack gives up after 3 s and Bolt answers 404 when ack
-is late), then records the delivery in the ledger so a retry or a double delivery does
-nothing more, then runs the command and answers through ``response_url``.
+Every request is acknowledged first, by the ``ack_at_once`` listener middleware (Slack gives
+up after 3 s and Bolt answers 404 when ack is late). The listener then hands a plain
+delivery to a task, which records it in the ledger so that a retry or a double delivery
+does nothing more, runs the command and answers through ``response_url``.
 """
 
 from __future__ import annotations

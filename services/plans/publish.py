@@ -1,11 +1,13 @@
 """Publishing a plan: its own chat message kept current, each wave's news in its thread.
 
-The plan's message is posted once, whichever task or replica publishes first. Posting
-claims ``plan:N:message`` in the delivery ledger; a publisher that finds the claim taken
-waits for the poster's stored reference and then updates the message instead of posting a
-second one. A claim whose holder died before storing a reference goes stale and is taken
-over. When no reference comes (the platform refused the post, or the wait ran out), the
-news is posted to the plan's channel without a thread rather than lost.
+Whichever task or replica publishes first posts the plan's message; the others update it.
+Posting claims ``plan:N:message`` in the delivery ledger, and a publisher that finds the
+claim taken waits for the poster's stored reference (or for the claim to be given back,
+and then posts itself). A claim whose holder died goes stale and is taken over. So there
+is one plan message, unless a post's outcome is lost (Slack took it but the answer never
+came back, or storing its reference failed): then a later publisher posts another. When
+no reference comes at all, the news goes to the plan's channel without a thread rather
+than nowhere.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -33,6 +35,8 @@ CLAIM_STALE = timedelta(minutes=2)  # far beyond a post, even one waiting out a 
 WAIT_FOR_MESSAGE = 15.0  # seconds a second publisher waits for the first one's post
 POLL = 0.1
 
+# A plan row holds JSON null until its message is posted (SQL NULL in older rows or edits)
+_NO_MESSAGE = sa.or_(PLANS.c.message_ref.is_(None), sa.cast(PLANS.c.message_ref, sa.Text) == "null")
 Post = tuple[str, Any]  # ("note", text) | ("started", wave number) | ("finished", wave number)
 
 
@@ -64,41 +68,52 @@ class PlanPublisher:
 
     async def _plan_message(self, number: int, view: PlanView) -> MessageRef | None:
         """The plan's message, brought up to date; posted first if there is none yet."""
-        if view.message_ref:
-            ref = MessageRef(**view.message_ref)
-            await self.notifier.update(ref=ref, message=messages.plan_message(view))
-            return ref
         key = f"plan:{number}:message"
-        if await self.ledger.claim(key, stale_after=CLAIM_STALE):
-            return await self._post_plan_message(number, view, key)
-        deadline = asyncio.get_running_loop().time() + self.wait
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(POLL)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait
+        while True:
             stored = await self._stored_ref(number)
             if stored is not None:
-                latest = await self.view(number)  # newer than what the poster rendered
+                latest = await self.view(number)  # newer than what an earlier poster rendered
                 await self.notifier.update(ref=stored, message=messages.plan_message(latest))
                 return stored
-        log.warning("P-%s: its message was being posted elsewhere and never appeared", number)
-        return None
+            token = await self.ledger.claim(key, stale_after=CLAIM_STALE)
+            if token is not None:
+                return await self._post_plan_message(number, view, key, token)
+            if loop.time() >= deadline:
+                log.warning(
+                    "P-%s: its message was being posted elsewhere and never appeared", number
+                )
+                return None
+            await asyncio.sleep(POLL)
 
-    async def _post_plan_message(self, number: int, view: PlanView, key: str) -> MessageRef | None:
+    async def _post_plan_message(
+        self, number: int, view: PlanView, key: str, token: datetime
+    ) -> MessageRef | None:
         try:
             posted = await self.notifier.post(
                 channel=await self._origin(number), message=messages.plan_message(view)
             )
         except BaseException:
-            await self.ledger.release(key)
+            await self.ledger.release(key, token)
             raise
         if not posted:
-            await self.ledger.release(key)  # nothing to thread under; the next one tries
+            await self.ledger.release(key, token)  # nothing to thread under; the next one tries
             return None
         ref = posted[0]
         async with self.engine.begin() as conn:
-            await conn.execute(
-                PLANS.update().where(PLANS.c.id == number).values(message_ref=asdict(ref))
+            stored = await conn.execute(
+                PLANS.update()
+                .where(PLANS.c.id == number, _NO_MESSAGE)
+                .values(message_ref=asdict(ref))
+                .returning(PLANS.c.id)
             )
-        return ref
+            if stored.first() is not None:
+                return ref
+        # Our claim went stale mid-post and another publisher's message was stored first:
+        # thread under that one; ours stays behind as an orphan.
+        log.warning("P-%s: a second plan message was posted (%s); using the first", number, ref)
+        return await self._stored_ref(number)
 
     async def _stored_ref(self, number: int) -> MessageRef | None:
         async with self.engine.connect() as conn:

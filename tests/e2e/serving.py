@@ -95,5 +95,9 @@ def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[s
             yield url
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
     assert "Traceback" not in log_path.read_text(), log_path.read_text()

@@ -89,12 +89,12 @@ def answer_to(s: Socket, name: str) -> Call:
 
 
 def texts(call: Call) -> str:
-    return json.dumps(call.body.get("blocks", [])) + call.body.get("text", "")
+    return json.dumps(call.body.get("blocks", [])) + str(call.body.get("text", ""))
 
 
 def test_serve_dials_the_socket_it_was_handed(socket: Socket) -> None:
     opened = socket.fake.recorded("/api/apps.connections.open")
-    assert opened and socket.socket.connections == 1
+    assert opened and socket.socket.connections >= 1
 
 
 def test_triage_over_the_socket_is_acknowledged_and_answered(socket: Socket) -> None:

@@ -33,7 +33,9 @@ async def started_plan_without_message(shop: Shop) -> int:
     await add_dead_letters(shop.engine, count=20, error=ERROR)
     await flat_history(shop)
     number = await request_plan(shop)
-    plan = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    result = (await shop.changes.approve(number=number, actor=BOB)).view.result
+    assert result is not None
+    plan = result["plan"]
     async with shop.engine.begin() as conn:  # as if the approval's own post had not run
         await conn.execute(sa.text("UPDATE qb_plans SET message_ref = NULL"))
         await conn.execute(sa.text("DELETE FROM qb_deliveries WHERE key LIKE 'plan:%'"))
@@ -89,10 +91,50 @@ async def test_a_claim_left_by_a_dead_publisher_is_taken_over(shop: Shop) -> Non
 
 async def test_a_stale_claim_goes_to_one_caller_only(shop: Shop) -> None:
     ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
-    assert await ledger.claim("work:1", stale_after=STALE)
-    assert not await ledger.claim("work:1", stale_after=STALE)
+    first = await ledger.claim("work:1", stale_after=STALE)
+    assert first is not None
+    assert await ledger.claim("work:1", stale_after=STALE) is None
     shop.clock.advance(minutes=3)
     taken = await asyncio.gather(*(ledger.claim("work:1", stale_after=STALE) for _ in range(4)))
-    assert sorted(taken) == [False, False, False, True]
-    await ledger.release("work:1")
-    assert await ledger.claim("work:1", stale_after=STALE)
+    winners = [t for t in taken if t is not None]
+    assert len(winners) == 1
+    await ledger.release("work:1", first)  # the old holder gives back what is no longer its
+    assert await ledger.claim("work:1", stale_after=STALE) is None
+    await ledger.release("work:1", winners[0])
+    assert await ledger.claim("work:1", stale_after=STALE) is not None
+
+
+async def claimed(shop: Shop, key: str) -> bool:
+    async with shop.engine.connect() as conn:
+        found = await conn.execute(
+            sa.text("SELECT 1 FROM qb_deliveries WHERE key = :k"), {"k": key}
+        )
+        return found.first() is not None
+
+
+class NowhereNotifier(RecordingNotifier):
+    """A platform that takes nothing (no channel configured): every post returns no ref."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.posting = asyncio.Event()
+
+    async def post(
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
+    ) -> list[MessageRef]:
+        self.posting.set()
+        await asyncio.sleep(0.2)
+        return []
+
+
+async def test_a_publisher_that_could_not_post_lets_the_next_one_post(shop: Shop) -> None:
+    plan = await started_plan_without_message(shop)
+    nowhere = NowhereNotifier()
+    first = asyncio.create_task(publisher(shop, nowhere).publish(plan, []))
+    await nowhere.posting.wait()  # the first one holds the claim and is posting
+    later = RecordingNotifier()
+    await publisher(shop, later, wait=60).publish(plan, [("note", "news")])
+    await first
+    # the second one took the claim the first gave back and posted the plan message itself
+    # (had it waited its time out, its news would have gone to the channel unthreaded)
+    assert [p.where for p in later.posts] == ["ops", "thread 1"]

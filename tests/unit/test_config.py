@@ -125,6 +125,18 @@ def test_good_file_loads(tmp_path: Path) -> None:
     assert config.file.runbooks.dir == "runbooks"
 
 
+def test_a_removed_setting_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, "[slack]\nanswer_workers = 2\n")
+    with caplog.at_level("WARNING", logger="queuebot.config"):
+        load_config(path, environ={})
+    assert "[slack] answer_workers is no longer read and is ignored" in caplog.text
+    assert "run more `queuebot serve` replicas" in caplog.text
+    _, message = config_error(tmp_path, "[slack]\nanswer_workers = 2\nsocket = true\n")
+    assert "slack" in message
+
+
 def test_single_queue_section_is_the_main_queue(tmp_path: Path) -> None:
     path = write(tmp_path, '[queue]\nprofile = "message_job"\n')
     config = load_config(path, environ={})

@@ -444,6 +444,17 @@ async def test_unknown_user_is_denied_when_access_is_deny(line: str) -> None:
     assert fake.calls == []
 
 
+async def test_unknown_user_may_not_share_an_answer_with_the_channel() -> None:
+    router, fake = make_router()
+    with pytest.raises(PermissionDenied) as info:
+        await router.handle_line("/queue triage --share", slack_user("U0STRANGER"))
+    assert "--share posts the answer for the whole channel" in str(info.value)
+    assert "slack account U0STRANGER" in str(info.value)
+    assert fake.calls == []
+    shared = await router.handle_line("/queue triage --share", slack_user("U0BOB"))
+    assert shared.ephemeral is False
+
+
 async def test_known_person_is_allowed_when_access_is_deny() -> None:
     router, _ = make_router(access=AccessConfig(unknown_users="deny"))
     reply = await router.handle_line("/queue triage", slack_user("U0BOB"))
