@@ -20,6 +20,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
 )
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -49,7 +50,9 @@ class SlackWiring:
 
     async def answer(self, response_url: str, body: dict[str, Any]) -> None:
         """Post to a response_url over one shared HTTP session (keep-alive), retrying
-        connection errors and honouring 429 Retry-After."""
+        connection errors and Slack's 500/503 answers, and honouring 429 Retry-After. A
+        retried answer may in rare cases show twice; a lost one would leave the person
+        with nothing."""
         if not response_url:
             log.warning("a Slack request carried no response_url; the answer is dropped")
             return
@@ -61,6 +64,7 @@ class SlackWiring:
             retry_handlers=[
                 AsyncConnectionErrorRetryHandler(max_retry_count=2),
                 AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+                AsyncServerErrorRetryHandler(max_retry_count=2),
             ],
         )
         sent = await client.send_dict(body)

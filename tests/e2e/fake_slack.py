@@ -36,6 +36,7 @@ class FakeSlack:
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         self._limited = 0
+        self._failing = 0
         self._ts = 0
         self.socket_url: str | None = None  # what apps.connections.open hands out
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -78,6 +79,10 @@ class FakeSlack:
     def rate_limit(self, times: int) -> None:
         self._limited = times
 
+    def fail_answers(self, times: int) -> None:
+        """The next `times` posts to a response_url answer 503, as Slack does when busy."""
+        self._failing = times
+
     def reset(self) -> None:
         with self._lock:
             self.calls.clear()
@@ -114,6 +119,11 @@ class FakeSlack:
             return JSONResponse(
                 {"ok": False, "error": "ratelimited"}, status_code=429, headers={"Retry-After": "1"}
             )
+        if path.startswith("/response/") and self._failing > 0:
+            self._failing -= 1
+            with self._lock:
+                self.calls.append(Call(path + "#503", body, time.monotonic()))
+            return PlainTextResponse("service unavailable", status_code=503)
         with self._lock:
             self.calls.append(Call(path, body, time.monotonic()))
             self._ts += 1

@@ -191,6 +191,14 @@ def test_a_read_is_shared_with_the_channel_only_when_asked(stack: Stack) -> None
     assert answer_to(stack, name).body["response_type"] == "ephemeral"
 
 
+def test_an_answer_slack_refused_with_503_is_sent_again(stack: Stack) -> None:
+    stack.fake.fail_answers(1)
+    _, name, _ = slash(stack, "stuck --queue workers")
+    answer = answer_to(stack, name)
+    assert "Stuck jobs in queue workers" in texts(answer)
+    assert len(stack.fake.recorded(f"/response/{name}#503")) == 1
+
+
 def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
     failed = [
         str(i)
