@@ -8,6 +8,7 @@ a ``regexp_replace`` chain on PostgreSQL; tests check they agree.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from sqlalchemy import func
 from sqlalchemy.sql.elements import ColumnElement
@@ -24,15 +25,28 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"(?<![A-Za-z0-9])[0-9]+", "<n>"),
     (r"[ \t\r\n]+", " "),
 )
-_COMPILED = tuple((re.compile(p), r) for p, r in RULES)
+# What a text must contain for each rule to change it: a cheap test that skips a rule
+# which cannot match (the URL rule alone was a third of the time on typical errors).
+_NEEDS: tuple[Callable[[str], bool], ...] = (
+    lambda t: "://" in t,
+    lambda t: "-" in t,
+    lambda t: "0x" in t,
+    lambda t: True,
+    lambda t: "  " in t or "\t" in t or "\n" in t or "\r" in t,
+)
+_COMPILED = tuple(
+    (re.compile(pattern), replacement, needs)
+    for (pattern, replacement), needs in zip(RULES, _NEEDS, strict=True)
+)
 
 
 def error_signature(text: str | None) -> str | None:
     """The signature of one error text (None stays None)."""
     if text is None:
         return None
-    for pattern, replacement in _COMPILED:
-        text = pattern.sub(replacement, text)
+    for pattern, replacement, needs in _COMPILED:
+        if needs(text):
+            text = pattern.sub(replacement, text)
     return text.strip(" ")[:SIGNATURE_LENGTH].rstrip(" ")
 
 
