@@ -36,7 +36,15 @@ SHARE_FLAG = Flag(
     kind="bool",
     help="post the answer in the channel for everyone (by default only you see it)",
 )
-LIMIT_HELP = f"how many rows to list (1-{MAX_LIMIT})"
+LIMIT_FLAG = Flag(
+    "limit",
+    "limit",
+    kind="int",
+    metavar="N",
+    help=f"how many rows to list (1-{MAX_LIMIT})",
+    minimum=1,
+    maximum=MAX_LIMIT,
+)
 
 CATALOG: tuple[CommandSpec, ...] = (
     CommandSpec(
@@ -90,15 +98,7 @@ CATALOG: tuple[CommandSpec, ...] = (
             Flag("tenant", "tenant", kind="word", metavar="T", help="only this tenant"),
             Flag("reason", "reason", kind="word", metavar="R", help="only this failure_reason"),
             Flag("type", "job_type", kind="word", metavar="T", help="only this job type"),
-            Flag(
-                "limit",
-                "limit",
-                kind="int",
-                metavar="N",
-                help=LIMIT_HELP,
-                minimum=1,
-                maximum=MAX_LIMIT,
-            ),
+            LIMIT_FLAG,
             QUEUE_FLAG,
             SHARE_FLAG,
         ),
@@ -110,15 +110,7 @@ CATALOG: tuple[CommandSpec, ...] = (
         Stuck,
         "claimed / processing jobs with no progress past the threshold",
         flags=(
-            Flag(
-                "limit",
-                "limit",
-                kind="int",
-                metavar="N",
-                help=LIMIT_HELP,
-                minimum=1,
-                maximum=MAX_LIMIT,
-            ),
+            LIMIT_FLAG,
             QUEUE_FLAG,
             SHARE_FLAG,
         ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from commands.auth import authorize
@@ -66,6 +67,7 @@ class Router:
         return await self.handle(parse(group, text), inv)
 
     async def handle(self, command: Command, inv: Invocation) -> Reply:
-        shares = bool(getattr(command, "share", False))
+        shares = bool(getattr(command, "share", False))  # --share on a read command
         authorize(spec_for(command), inv, self.deps.access, shares=shares)
-        return await HANDLERS[type(command)](command, inv, self.deps)
+        reply = await HANDLERS[type(command)](command, inv, self.deps)
+        return replace(reply, ephemeral=False) if shares else reply

@@ -100,8 +100,7 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
             Message(
                 "No change requests are waiting for approval.",
                 (Text("No change requests are waiting for approval."),),
-            ),
-            ephemeral=not cmd.share,
+            )
         )
     rows = tuple(
         (
@@ -137,8 +136,7 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
                     numeric=(3,),
                 ),
             ),
-        ),
-        ephemeral=not cmd.share,
+        )
     )
 
 
@@ -277,7 +275,7 @@ def _outcome(v: ChangeView) -> Block:
 
 
 async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
-    return Reply(plan_message(await deps.plans.view(number=cmd.plan)), ephemeral=not cmd.share)
+    return Reply(plan_message(await deps.plans.view(number=cmd.plan)))
 
 
 async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
@@ -286,23 +284,22 @@ async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_resume(cmd: Resume, inv: Invocation, deps: Deps) -> Reply:
-    view = await deps.changes.request(
-        kind=ChangeKind.RESUME,
-        queue=None,
-        selector=Selector(plan=cmd.plan),
-        reason=cmd.reason,
-        actor=actor_of(inv),
-        origin=_origin(inv),
-    )
-    return Reply(change_message(view), ephemeral=False)
+    return await _plan_change(ChangeKind.RESUME, cmd.plan, cmd.reason, inv, deps)
 
 
 async def handle_rollback(cmd: Rollback, inv: Invocation, deps: Deps) -> Reply:
+    return await _plan_change(ChangeKind.ROLLBACK, cmd.plan, cmd.reason, inv, deps)
+
+
+async def _plan_change(
+    kind: ChangeKind, plan: int, reason: str, inv: Invocation, deps: Deps
+) -> Reply:
+    """A change request on a plan (resume, rollback): it needs its own approval."""
     view = await deps.changes.request(
-        kind=ChangeKind.ROLLBACK,
+        kind=kind,
         queue=None,
-        selector=Selector(plan=cmd.plan),
-        reason=cmd.reason,
+        selector=Selector(plan=plan),
+        reason=reason,
         actor=actor_of(inv),
         origin=_origin(inv),
     )

@@ -24,7 +24,7 @@ def _queue_label(deps: Deps, queue: str | None, profile: str) -> str:
 
 async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
     t = await deps.reads.triage(queue=cmd.queue, since=cmd.since, job_type=cmd.job_type)
-    return Reply(triage_message(t), ephemeral=not cmd.share)
+    return Reply(triage_message(t))
 
 
 def triage_message(t: TriageResult) -> Message:
@@ -172,7 +172,7 @@ async def handle_show(cmd: Show, inv: Invocation, deps: Deps) -> Reply:
     else:
         blocks.append(Text("No job events recorded."))
     summary = f"Job {d.job_id} in queue {d.queue}: {d.status}"
-    return Reply(Message(summary, tuple(blocks)), ephemeral=not cmd.share)
+    return Reply(Message(summary, tuple(blocks)))
 
 
 async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
@@ -188,8 +188,7 @@ async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
     return Reply(
         _listing(
             f"Dead letters in queue {queue}", found, empty="No dead-lettered or failed jobs match."
-        ),
-        ephemeral=not cmd.share,
+        )
     )
 
 
@@ -201,8 +200,7 @@ async def handle_stuck(cmd: Stuck, inv: Invocation, deps: Deps) -> Reply:
             f"Stuck jobs in queue {queue}",
             found,
             empty="Nothing is stuck: every claimed job is making progress.",
-        ),
-        ephemeral=not cmd.share,
+        )
     )
 
 
