@@ -169,7 +169,11 @@ def stop(*procs: subprocess.Popen[bytes]) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
-            proc.wait(timeout=15)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
 
 
 async def test_two_replicas_advance_each_wave_once(setup: Setup) -> None:
@@ -181,6 +185,9 @@ async def test_two_replicas_advance_each_wave_once(setup: Setup) -> None:
 
         await work_until(setup, completed)
         await assert_each_job_redriven_once(setup)
+        # both replicas ran the whole time: one that failed to start (its port taken, say)
+        # would leave the other to finish alone and prove nothing about two
+        assert first.poll() is None and second.poll() is None
     finally:
         stop(first, second)
     for name in ("a", "b"):

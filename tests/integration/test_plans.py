@@ -66,6 +66,7 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
     preview = await shop.changes.get(number=number)
     assert preview.eligible == 200
     assert preview.schedule == [5, 10, 20, 40, 80, 45]
+    assert [name for name, verdict, _ in preview.checks if verdict == "ok"]
     assert all(verdict == "ok" for _, verdict, _ in preview.checks if verdict != "n/a")
     await simulated_worker(shop.engine, now=shop.clock.now)  # the demo's own backlog drains
     before = await pending_count(shop)
