@@ -28,6 +28,7 @@ from services.notify import Notifier
 from services.people import Directory
 from services.plans.engine import PlanEngine
 from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
@@ -92,7 +93,13 @@ async def build_app(
         if estate_url == state_url:  # plans and samples live beside the queue
             jobs.register(sched, estate=estate, changes=changes, plans=plans)
         deps = Deps(
-            reads=QueueReads(estate),
+            reads=QueueReads(
+                estate,
+                gate=ReadGate(
+                    concurrency=config.file.reads.concurrency,
+                    fresh_for=config.file.reads.fresh_seconds,
+                ),
+            ),
             changes=changes,
             plans=plans,
             directory=directory,

@@ -68,6 +68,9 @@ class Router:
 
     async def handle(self, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
-        authorize(spec_for(command), inv, self.deps.access, shares=shares)
+        spec = spec_for(command)
+        authorize(spec, inv, self.deps.access, shares=shares)
         reply = await HANDLERS[type(command)](command, inv, self.deps)
+        if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
+            self.deps.reads.forget_recent()
         return replace(reply, ephemeral=False) if shares else reply

@@ -23,6 +23,10 @@ class QueueReads:
     def queue_names(self) -> list[str]:
         return list(self.estate.profiles)
 
+    def forget_recent(self) -> None:
+        """After a change: the next reads show it, not a result kept from before."""
+        self.gate.forget()
+
     async def triage(
         self,
         *,

@@ -117,6 +117,9 @@ class FakeReads:
     def queue_names(self) -> list[str]:
         return ["clips", "workers"]
 
+    def forget_recent(self) -> None:
+        self.calls.append(("forget", {}))
+
     async def triage(
         self, *, queue: str | None, since: timedelta | None, job_type: str | None
     ) -> Triage:

@@ -72,3 +72,21 @@ async def test_a_failed_read_fails_every_waiter_and_is_not_kept() -> None:
     )
     assert all(isinstance(r, RuntimeError) for r in results)
     assert await gate.read("k", load) == "ok"
+
+
+async def test_a_caller_that_gives_up_leaves_the_read_to_the_others() -> None:
+    gate = ReadGate(fresh_for=0)
+    release = asyncio.Event()
+
+    async def load() -> str:
+        await release.wait()
+        return "triage"
+
+    first = asyncio.create_task(gate.read("k", load))
+    second = asyncio.create_task(gate.read("k", load))
+    await asyncio.sleep(0.01)
+    first.cancel()  # the person who asked first went away (their answer task was cancelled)
+    await asyncio.sleep(0.01)
+    release.set()
+    assert await second == "triage"
+    assert first.cancelled()
