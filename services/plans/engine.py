@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services import audit
 from services.audit import Actor
 from services.changes.model import ChangeKind, Ineligible, Selector, Target
-from services.changes.plan_ops import ItemRef
+from services.changes.plan_ops import ItemRef, WaveStatus
 from services.errors import Conflict
 from services.estate.profile import QueueProfile, as_utc
 from services.estate.signature import display_signature, error_signature
@@ -186,7 +186,7 @@ class PlanEngine(PlanControl):
             refs = await self._wave_items(conn, number, current["number"])
             status = await plan_ops_for(self._profile(plan)).wave_status(conn, items=refs)
             if status.redead:
-                return await self._halt_on_redead(conn, plan, current, status.redead, now)
+                return await self._halt_on_redead(conn, plan, current, status, now)
             if status.open:
                 await self._next_tick(conn, number, now + self._poll(plan), now)
                 return []
@@ -227,7 +227,11 @@ class PlanEngine(PlanControl):
             return [self._publish(number, posts)]
         profile = self._profile(plan)
         dead_now = await self._dead(conn, profile)
-        expected = plan["dead_at_wave_start"] - (current["changed"] if current else 0)
+        # The last wave took `changed` rows out of the dead letters; those that came back
+        # (`redead`, when it halted and was resumed) are counted again, not as new growth.
+        expected = plan["dead_at_wave_start"] - (
+            current["changed"] - current.get("redead", 0) if current else 0
+        )
         if current is not None and dead_now > expected:
             note = (
                 f"waiting: {dead_now - expected:,} new dead letter(s) since "
@@ -376,10 +380,11 @@ class PlanEngine(PlanControl):
         conn: AsyncConnection,
         plan: dict[str, Any],
         current: dict[str, Any],
-        redead: list[tuple[str, str | None]],
+        status: WaveStatus,
         now: datetime,
     ) -> list[FollowUp]:
         number = plan["id"]
+        redead = status.redead
         originals = {
             r["job_id"]: r["signature"]
             for r in (
@@ -410,18 +415,18 @@ class PlanEngine(PlanControl):
             f"state; {verdict}. Nothing more is redriven."
         )
         await self._mark(conn, number, [job for job, _ in redead], "redead")
-        current.update(outcome="halted", finished_at=now.isoformat(), redead=len(redead))
-        waves = plan["waves"]["waves"]
-        waves[-1] = current
+        await self._mark(conn, number, status.succeeded, "succeeded")  # the rest did finish
+        current.update(
+            outcome="halted",
+            finished_at=now.isoformat(),
+            redead=len(redead),
+            succeeded=len(status.succeeded),
+        )
+        await self._save_waves(conn, plan, plan["waves"]["waves"], now)
         await conn.execute(
             PLANS.update()
             .where(PLANS.c.id == number)
-            .values(
-                state=PlanState.HALTED.value,
-                note=note,
-                updated_at=now,
-                waves={"schedule": plan["waves"]["schedule"], "waves": waves},
-            )
+            .values(state=PlanState.HALTED.value, note=note, updated_at=now)
         )
         await audit.append(
             conn,

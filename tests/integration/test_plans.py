@@ -229,6 +229,43 @@ async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Sh
         await shop.changes.approve(number=resume.number, actor=BOB)
 
 
+async def test_a_plan_resumed_after_a_redead_halt_goes_on(shop: Shop) -> None:
+    assert shop.plans is not None
+    await add_dead_letters(shop.engine, count=60, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop)  # the sample succeeded: wave 1 (10) starts
+    async with shop.engine.connect() as conn:
+        wave1 = [
+            str(r[0])
+            for r in await conn.execute(
+                sa.text("SELECT job_id FROM qb_plan_items WHERE plan_id = :p AND wave = 1"),
+                {"p": plan_no},
+            )
+        ]
+    await simulated_worker(shop.engine, now=shop.clock.now, fail={wave1[0]}, error=ERROR)
+    await tick(shop)
+    halted = await shop.plans.view(number=plan_no)
+    assert halted.state is PlanState.HALTED and halted.redead == 1
+    assert halted.succeeded == 5 + 9  # the sample and the nine of wave 1 that finished
+
+    resume = await shop.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="the one failure was a flaky node",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=resume.number, actor=BOB)
+    await tick(shop, 60)
+    resumed = await shop.plans.view(number=plan_no)
+    assert resumed.state is PlanState.RUNNING
+    assert resumed.waves[-1].number == 2 and resumed.waves[-1].size == 20  # it goes on
+    assert not (resumed.note or "").startswith("waiting")
+
+
 async def test_one_active_plan_per_queue(shop: Shop) -> None:
     await add_dead_letters(shop.engine, count=20, error=ERROR)
     await flat_history(shop)
