@@ -91,7 +91,8 @@ class MessageJobPlanOps:
     ) -> dict[str, dict[str, Any]]:
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
-        cols = [m.c("job_id"), *(m.c(c) for c in MESSAGE_RESTORED), *(j.c(c) for c in JOB_RESTORED)]
+        # keyed by message: a job may have two dead-lettered messages, each with its own values
+        cols = [m.c("id"), *(m.c(c) for c in MESSAGE_RESTORED), *(j.c(c) for c in JOB_RESTORED)]
         ids = [self.profile.id_text(m.c("id"), str(i.message_id)) for i in items]
         out: dict[str, dict[str, Any]] = {}
         for part in chunks(ids, chunk_for(m.dialect)):
@@ -173,8 +174,8 @@ class MessageJobPlanOps:
                 )
             )
             back.append(item.job_id)
-        if back:
-            keys = [self.profile.coerce_id(j.c("id"), b) for b in back]
+        if back:  # one event per job, however many of its messages went back
+            keys = [self.profile.coerce_id(j.c("id"), b) for b in dict.fromkeys(back)]
             await self.changes.insert_events(
                 conn, e, jobs=keys, event_type=ROLLBACK_EVENT, note=note, now=now
             )

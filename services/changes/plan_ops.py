@@ -48,7 +48,8 @@ class PlanOps(Protocol):
     async def originals(
         self, conn: AsyncConnection, *, items: list[ItemRef]
     ) -> dict[str, dict[str, Any]]:
-        """What a rollback must put back, per job, read just before the job is redriven."""
+        """What a rollback must put back, read just before the rows are redriven: per
+        message where the item names one, else per job."""
         ...
 
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus: ...

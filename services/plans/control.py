@@ -95,6 +95,7 @@ class PlanControl(PlanStore):
             conn, items=refs, now=now, note=note
         )
         await self._mark(conn, number, back, "rolled_back")
+        returned = set(back)
         summary = (
             f"rolled back by {actor.person} (CR-{request}): {len(back)} unclaimed job(s) "
             f"returned to the dead letters; {len(rows) - len(back)} already claimed or "
@@ -117,7 +118,7 @@ class PlanControl(PlanStore):
             details={
                 "request": f"CR-{request}",
                 "rolled_back": back,
-                "left_alone": [r["job_id"] for r in rows if r["job_id"] not in set(back)],
+                "left_alone": [r["job_id"] for r in rows if r["job_id"] not in returned],
             },
         )
         return back, [self._publish(number, [("note", summary)])]

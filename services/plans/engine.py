@@ -315,7 +315,7 @@ class PlanEngine(PlanControl):
                 "s": r["seq"],
                 "w": wave_no,
                 "st": "redriven" if r["job_id"] in changed else "skipped",
-                "o": originals.get(r["job_id"], r["original"]),
+                "o": originals.get(r["message_id"] or r["job_id"], r["original"]),
             }
             for r in rows
         ]

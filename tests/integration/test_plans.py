@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -264,6 +265,80 @@ async def test_a_plan_resumed_after_a_redead_halt_goes_on(shop: Shop) -> None:
     assert resumed.state is PlanState.RUNNING
     assert resumed.waves[-1].number == 2 and resumed.waves[-1].size == 20  # it goes on
     assert not (resumed.note or "").startswith("waiting")
+
+
+async def test_rollback_gives_each_message_of_a_job_its_own_values(shop: Shop) -> None:
+    jobs = await add_dead_letters(shop.engine, count=20, error=ERROR)
+    async with shop.engine.begin() as conn:  # the newest job has a second dead message
+        pg = conn.dialect.name == "postgresql"
+        await conn.execute(
+            sa.text(
+                "INSERT INTO queue_messages (id, job_id, status, attempt_count, available_at, "
+                "claimed_at, last_error) VALUES (:m, :j, 'DLQ', 7, :w, :w, :e)"
+            ),
+            {
+                "m": uuid.uuid4() if pg else str(uuid.uuid4()),
+                "j": uuid.UUID(jobs[-1]) if pg else jobs[-1],
+                "w": shop.clock.now - timedelta(minutes=5),
+                "e": ERROR + " (first try)",
+            },
+        )
+    await flat_history(shop)
+    number = await request_plan(shop, sample=5)
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    sample = await shop.plans.view(number=plan_no)  # redriven, and no worker claimed it
+    assert sample.redriven == 5
+    async with shop.engine.connect() as conn:
+        both = await conn.execute(
+            sa.text(
+                "SELECT count(*) FROM queue_messages WHERE status = 'PENDING' AND "
+                "CAST(job_id AS VARCHAR(64)) = :j"
+            ),
+            {"j": jobs[-1]},
+        )
+        assert both.scalar_one() == 2  # both of its messages were in the sample
+    rollback = await shop.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="fix did not hold",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=rollback.number, actor=BOB)
+    async with shop.engine.connect() as conn:
+        dead = {
+            (int(n), e)
+            for n, e in await conn.execute(
+                sa.text(
+                    "SELECT attempt_count, last_error FROM queue_messages "
+                    "WHERE status = 'DLQ' AND last_error LIKE :e"
+                ),
+                {"e": ERROR + "%"},
+            )
+        }
+        events = [
+            str(r[0])
+            for r in await conn.execute(
+                sa.text(
+                    "SELECT aggregate_id FROM job_events WHERE event_type = 'REDRIVE_ROLLED_BACK'"
+                )
+            )
+        ]
+        its_messages = {
+            (int(n), e, st)
+            for n, e, st in await conn.execute(
+                sa.text(
+                    "SELECT attempt_count, last_error, status FROM queue_messages "
+                    "WHERE CAST(job_id AS VARCHAR(64)) = :j"
+                ),
+                {"j": jobs[-1]},
+            )
+        }
+    # each message back in the dead letters with its own values, not its sibling's
+    assert its_messages == {(3, ERROR, "DLQ"), (7, ERROR + " (first try)", "DLQ")}
+    assert (7, ERROR + " (first try)") in dead
+    assert jobs[-1] in events
+    assert sorted(events) == sorted(set(events)) and len(events) == 4  # one event per job
 
 
 async def test_one_active_plan_per_queue(shop: Shop) -> None:
