@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.bootstrap import App, build_app
+from bot.bootstrap import App, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
 from bot.demo import demo_url, ensure_demo_estate, record_history, write_demo_config
 from bot.serve import serve
@@ -122,7 +122,8 @@ async def _console(config: Config, person: str | None, banner: str | None = None
         console = Console(
             router=app.router, directory=app.directory, out=sys.stdout, acting_as=person
         )
-        await console.run(sys.stdin)
+        async with running_scheduler(app):  # plan waves, expiry and counts, as in serve
+            await console.run(sys.stdin)
         return 0
     finally:
         await app.close()

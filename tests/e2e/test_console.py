@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from bot.demo import DEMO_CONFIG
 from services.db import create_engine
@@ -130,6 +131,18 @@ def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
     assert "failed_permanently  dead          3   1.4%" in out["/queue triage --queue workers"]
     assert "unknown failure reason" not in out["/queue dlq --reason spawn_oom"]
     assert "no failure_reason or job type columns" in out["/queue dlq --reason spawn_oom"]
+
+    async def scheduled() -> set[str]:
+        engine = create_engine(pg_url)
+        try:
+            async with engine.connect() as conn:
+                found = await conn.execute(sa.text("SELECT DISTINCT kind FROM qb_schedule"))
+                return {str(r[0]) for r in found}
+        finally:
+            await engine.dispose()
+
+    # the console runs the durable scheduler too: counts every minute, expiry of requests
+    assert {"queue.sample", "change.expire"} <= asyncio.run(scheduled())
     check = queuebot("config", "check", cwd=tmp_path, env=env)
     assert check.returncode == 0, check.stderr
     assert "queue workers (worker_queue): tables dev_r_worker_queue ok" in check.stdout
