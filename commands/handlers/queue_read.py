@@ -69,7 +69,7 @@ def triage_message(t: TriageResult) -> Message:
             Table(
                 ("rows", "signature"),
                 tuple((fmt.count(c.count), c.key) for c in t.by_signature),
-                title=f"{what} by error signature (top 10)",
+                title=f"{what} by error signature, top 10 {_sample_scope(t)}",
                 numeric=(0,),
             )
         )

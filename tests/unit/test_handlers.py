@@ -3,7 +3,7 @@ commands/handlers/queue_read.py, commands/auth.py, commands/messages.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -245,6 +245,17 @@ async def test_triage_reply_contains_the_counts() -> None:
     assert "/queue stuck --queue clips" in text
     assert fake.calls == [("triage", {"queue": None, "since": None, "job_type": None})]
     assert change_calls(router) == []
+
+
+async def test_triage_says_when_its_signatures_come_from_the_newest_rows_only() -> None:
+    sampled = replace(clips_triage(), signatures_of=2000, signatures_total=5150)
+    router, _ = make_router(reads=FakeReads(triage_result=sampled))
+    text = text_of(await router.handle_line("/queue triage", slack_user("U0ALICE")))
+    assert "by error signature, top 10 in the newest 2,000 of 5,150" in text
+    whole = replace(clips_triage(), signatures_of=150, signatures_total=150)
+    router, _ = make_router(reads=FakeReads(triage_result=whole))
+    text = text_of(await router.handle_line("/queue triage", slack_user("U0ALICE")))
+    assert "by error signature, top 10 of all 150" in text
 
 
 async def test_triage_passes_its_filters_through() -> None:
