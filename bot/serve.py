@@ -13,7 +13,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.bootstrap import App, build_app, running_scheduler
 from bot.http import build_http_app
-from bot.slack.app import build_slack_app, web_client
+from bot.slack.app import build_slack_app, verify_token_early, web_client
 from bot.slack.listeners import SlackWiring
 from bot.slack.notifier import SlackNotifier
 from services.config import Config
@@ -43,6 +43,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     wiring = SlackWiring(router=app.router, directory=app.directory, ledger=app.ledger)
     try:
         slack = slack_app_for(app, wiring)
+        if slack is not None:
+            await verify_token_early(slack)
         http = build_http_app(app=app, slack=slack)
         server = uvicorn.Server(
             uvicorn.Config(

@@ -41,7 +41,7 @@ def unknown_user_denied(platform: str, account: str) -> str:
 
 
 def unknown_user_read_only(platform: str, account: str, path: str) -> str:
-    group = path.split()[0]
+    group = path.split(maxsplit=1)[0]
     reads = ", ".join(s.name for s in group_specs(group.lstrip("/")) if s.role == "viewer")
     return (
         f"{path} changes things, and your {platform} account {account} is not listed under "

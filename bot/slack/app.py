@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import logging
 
+import aiohttp
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.middleware.authorization.async_single_team_authorization import (
+    AsyncSingleTeamAuthorization,
+)
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -15,6 +20,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.listeners import SlackWiring, register
 from services.config import EnvSettings
 from services.errors import ConfigError
+
+log = logging.getLogger("queuebot.slack")
 
 
 def web_client(env: EnvSettings) -> AsyncWebClient:
@@ -42,6 +49,18 @@ class _SameTokenNotice(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "`token` will be unused" not in record.getMessage()
+
+
+async def verify_token_early(app: AsyncApp) -> None:
+    """Call auth.test once at start, where Bolt would call it on the first request, before
+    that request's ack (and once per request that arrives before the answer). A failure
+    is only logged: Bolt tries again on the first request, as it would have anyway."""
+    for middleware in app._async_middleware_list:  # Bolt keeps the result it caches here
+        if isinstance(middleware, AsyncSingleTeamAuthorization):
+            try:
+                middleware.auth_test_result = await app.client.auth_test()
+            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+                log.warning("Slack auth.test at start failed (%s); retried on first use", exc)
 
 
 def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:

@@ -164,6 +164,14 @@ def requests_count(stack: Stack) -> int:
     return int(stack.sql("SELECT count(*) FROM qb_change_requests")[0][0])
 
 
+def test_serve_checks_its_token_before_the_first_command(stack: Stack) -> None:
+    # Bolt would otherwise call auth.test inside the first request, before its ack
+    assert len(stack.fake.recorded("/api/auth.test")) == 1
+    _, name, _ = slash(stack, "help")
+    answer_to(stack, name)
+    assert len(stack.fake.recorded("/api/auth.test")) == 1
+
+
 def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:
     started = time.monotonic()
     response, name, _ = slash(stack, "triage --queue workers")
