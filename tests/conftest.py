@@ -65,7 +65,9 @@ def need_postgres() -> None:
         pytest.skip("PostgreSQL not reachable")
 
 
-def _postgres_database() -> Iterator[str]:
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for as long as the generator runs, counted so that the
+    session can tell whether anything ran on PostgreSQL."""
     global _ran_on_postgres
     need_postgres()
     url = create_pg_database()
@@ -79,7 +81,7 @@ def _postgres_database() -> Iterator[str]:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database (mark the test ``postgres``)."""
-    yield from _postgres_database()
+    yield from postgres_database()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -88,7 +90,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterat
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path}/queuebot-test.db"
         return
-    yield from _postgres_database()
+    yield from postgres_database()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

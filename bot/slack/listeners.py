@@ -35,9 +35,23 @@ from services.ledger import DeliveryLedger
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
-Delivery = dict[str, str | None]  # what an acknowledged request asks, in plain values
 
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What an acknowledged request asks: a command's text, or a button's decision."""
+
+    key: str  # for the ledger: what Slack sends that makes this delivery unique
+    where: str  # for the error boundary's log
+    user: str
+    channel: str | None
+    response_url: str
+    group: str = ""
+    text: str = ""
+    thread: str | None = None
+    decision: Command | None = None  # a button: Approve or Reject
 
 
 @dataclass
@@ -132,16 +146,15 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
 def _command_listener(w: SlackWiring, group: str) -> Any:
     async def on_command(body: dict[str, Any]) -> None:  # acked already: ack_at_once
         w.dispatch(
-            {
-                "kind": "command",
-                "group": group,
-                "text": str(body.get("text", "")),
-                "user": str(body.get("user_id", "")),
-                "channel": body.get("channel_id"),
-                "thread": None,
-                "key": f"slack:command:{body.get('trigger_id')}",
-                "response_url": str(body.get("response_url", "")),
-            }
+            Delivery(
+                key=f"slack:command:{body.get('trigger_id')}",
+                where=f"Slack /{group}",
+                user=str(body.get("user_id", "")),
+                channel=body.get("channel_id"),
+                response_url=str(body.get("response_url", "")),
+                group=group,
+                text=str(body.get("text", "")),
+            )
         )
 
     return on_command
@@ -151,18 +164,24 @@ def _action_listener(w: SlackWiring) -> Any:
     async def on_action(body: dict[str, Any], action: dict[str, Any]) -> None:  # acked already
         user = str(body.get("user", {}).get("id", ""))
         action_id = str(action.get("action_id", ""))
-        if ACTION.match(action_id) is None:
+        matched = ACTION.match(action_id)  # Bolt routed it here by this pattern
+        if matched is None:
             return
+        verb, number = matched.groups()
         w.dispatch(
-            {
-                "kind": "action",
-                "action_id": action_id,
-                "user": user,
-                "channel": body.get("channel", {}).get("id"),
-                "thread": body.get("container", {}).get("thread_ts"),
-                "key": f"slack:action:{action.get('action_ts')}:{user}:{action_id}",
-                "response_url": str(body.get("response_url", "")),
-            }
+            Delivery(
+                key=f"slack:action:{action.get('action_ts')}:{user}:{action_id}",
+                where=f"Slack button {action_id}",
+                user=user,
+                channel=body.get("channel", {}).get("id"),
+                response_url=str(body.get("response_url", "")),
+                thread=body.get("container", {}).get("thread_ts"),
+                decision=(
+                    Approve(request=int(number))
+                    if verb == "approve"
+                    else Reject(request=int(number))
+                ),
+            )
         )
 
     return on_action
@@ -170,34 +189,21 @@ def _action_listener(w: SlackWiring) -> Any:
 
 async def handle_delivery(w: SlackWiring, d: Delivery) -> None:
     """Answer one acknowledged delivery: once per ledger key, through the one error
-    boundary, back to its response_url. Runs wherever the wiring dispatches it."""
-    inv = invocation(w, str(d["user"]), d["channel"], d["thread"])
-    if d["kind"] == "command":
-        where = f"Slack /{d['group']}"
-        replace = False
+    boundary, back to its response_url."""
+    inv = invocation(w, d.user, d.channel, d.thread)
 
-        async def run() -> Reply | None:
-            if not await w.ledger.first_time(str(d["key"])):
-                return None  # a retry of a command already being answered
-            return await w.router.handle_text(str(d["group"]), str(d["text"]), inv)
-    else:
-        verb, number = ACTION.match(str(d["action_id"])).groups()  # type: ignore[union-attr]
-        command: Command = (
-            Approve(request=int(number)) if verb == "approve" else Reject(request=int(number))
-        )
-        where = f"Slack button {d['action_id']}"
-        replace = True
+    async def run() -> Reply | None:
+        if not await w.ledger.first_time(d.key):
+            log.info("repeated delivery %s: acted on once already, ignored", d.key)
+            return None
+        if d.decision is not None:
+            return await w.router.handle(d.decision, inv)
+        return await w.router.handle_text(d.group, d.text, inv)
 
-        async def run() -> Reply | None:
-            if not await w.ledger.first_time(str(d["key"])):
-                return None  # the same click delivered twice
-            return await w.router.handle(command, inv)
-
-    reply = await answer(run(), correlation_id=inv.correlation_id, where=where)
+    reply = await answer(run(), correlation_id=inv.correlation_id, where=d.where)
     if reply is None:
         return
     # A successful click rewrites the request's own message (who approved, the result); a
     # refusal goes only to whoever clicked and leaves the buttons for someone else.
-    await w.answer(
-        str(d["response_url"]), payload(reply, replace_original=replace and not reply.error)
-    )
+    replace = d.decision is not None and not reply.error
+    await w.answer(d.response_url, payload(reply, replace_original=replace))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
-from tests.conftest import create_pg_database, drop_pg_database, need_postgres
+from tests.conftest import postgres_database
 
 
 def free_port() -> int:
@@ -35,11 +36,16 @@ def free_port() -> int:
 def demo_database(kind: str, workdir: Path) -> Iterator[str]:
     """A migrated database holding the demo estate and a quarter hour of queue history
     (so the redrive growth check has a baseline); PostgreSQL ones are dropped after."""
-    if kind == "postgres":
-        need_postgres()
-        db_url = create_pg_database()
-    else:
-        db_url = f"sqlite+aiosqlite:///{workdir}/queuebot.db"
+    with contextlib.ExitStack() as stack:
+        if kind == "postgres":
+            db_url = stack.enter_context(contextlib.contextmanager(postgres_database)())
+        else:
+            db_url = f"sqlite+aiosqlite:///{workdir}/queuebot.db"
+        _build(db_url)
+        yield db_url
+
+
+def _build(db_url: str) -> None:
 
     async def build() -> None:
         engine = create_engine(db_url)
@@ -52,17 +58,26 @@ def demo_database(kind: str, workdir: Path) -> Iterator[str]:
         await engine.dispose()
 
     asyncio.run(build())
-    try:
-        yield db_url
-    finally:
-        if kind == "postgres":
-            drop_pg_database(db_url)
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    log: Path
+
+    def wait_for_log(self, text: str, timeout: float = 15.0) -> None:
+        """Until serve's log holds ``text``: proof that it got as far as saying so."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log.read_text():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"serve never logged {text!r}")
+            time.sleep(0.02)
 
 
 @contextlib.contextmanager
-def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[str]:
+def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[Served]:
     """`queuebot serve` with the demo config and these variables, until it answers
-    /healthz; its base URL. Stopped after, and its log must hold no traceback."""
+    /healthz. Stopped after, and its log must hold no traceback."""
     config = workdir / "queuebot.toml"
     config.write_text(DEMO_CONFIG.format(config=config))
     port = free_port()
@@ -92,7 +107,7 @@ def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[s
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(log_path.read_text())
                 time.sleep(0.1)
-            yield url
+            yield Served(url, log_path)
         finally:
             proc.terminate()
             try:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import httpx
 import pytest
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from services.db import create_engine
 from tests.e2e.fake_slack import Call, FakeSlack
-from tests.e2e.serving import demo_database, running_serve
+from tests.e2e.serving import Served, demo_database, running_serve
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of this fake workspace
 ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
@@ -28,8 +28,12 @@ ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
 @dataclass
 class Stack:
     fake: FakeSlack
-    url: str
+    served: Served
     db_url: str
+
+    @property
+    def url(self) -> str:
+        return self.served.url
 
     def sql(self, statement: str, **params: Any) -> list[Any]:
         async def run() -> list[Any]:
@@ -56,8 +60,8 @@ def stack(
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_BASE_URL": fake.api_url,
         }
-        with running_serve(workdir, db_url, env) as url:
-            yield Stack(fake, url, db_url)
+        with running_serve(workdir, db_url, env) as served:
+            yield Stack(fake, served, db_url)
 
 
 def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
@@ -245,7 +249,8 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
 
     again, again_name = click(stack, approve["action_id"], user=BOB, action_ts=action_ts)
     assert again.status_code == 200
-    time.sleep(1.0)
+    key = f"slack:action:{action_ts}:{BOB}:{approve['action_id']}"
+    stack.served.wait_for_log(f"repeated delivery {key}: acted on once already, ignored")
     assert not stack.fake.recorded(f"/response/{again_name}")
     executed = stack.sql(
         "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' AND subject = :s",
@@ -267,7 +272,8 @@ def test_retried_slash_command_creates_no_second_request(stack: Stack) -> None:
         timeout=10,
     )
     assert retry.status_code == 200
-    time.sleep(1.0)
+    trigger = parse_qs(body)["trigger_id"][0]
+    stack.served.wait_for_log(f"repeated delivery slack:command:{trigger}: acted on once")
     assert requests_count(stack) == before + 1
     assert len(stack.fake.recorded(f"/response/{name}")) == 1
 

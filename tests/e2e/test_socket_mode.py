@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from services.db import create_engine
 from tests.e2e.fake_slack import Call, FakeSlack
 from tests.e2e.fake_socket_mode import FakeSocketMode
-from tests.e2e.serving import demo_database, running_serve
+from tests.e2e.serving import Served, demo_database, running_serve
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 
@@ -27,6 +27,7 @@ class Socket:
     fake: FakeSlack
     socket: FakeSocketMode
     db_url: str
+    served: Served
 
     def sql(self, statement: str) -> list[Any]:
         async def run() -> list[Any]:
@@ -55,9 +56,9 @@ def socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Socket]:
             "SLACK_APP_TOKEN": "xapp-1-A0QUEUEBOT-fake",
             "SLACK_API_BASE_URL": fake.api_url,
         }
-        with running_serve(workdir, db_url, env):
+        with running_serve(workdir, db_url, env) as served:
             ws.wait_connected()
-            yield Socket(fake, ws, db_url)
+            yield Socket(fake, ws, db_url, served)
 
 
 _counter = iter(range(1, 1_000_000))
@@ -144,7 +145,8 @@ def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket
     # nothing more happens.
     again = socket.socket.send("interactive", payload, retry_attempt=1, retry_reason="timeout")
     socket.socket.wait_ack(again)
-    time.sleep(1.0)
+    key = f"slack:action:{payload['actions'][0]['action_ts']}:{BOB}:{approve['action_id']}"
+    socket.served.wait_for_log(f"repeated delivery {key}: acted on once already, ignored")
     assert len(socket.fake.recorded(f"/response/{click_name}")) == 1
     executed = socket.sql(
         "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' "
