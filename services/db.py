@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from services.errors import ConfigError
@@ -63,11 +63,22 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.isolation_level = None
 
 
+READ_ONLY = {"qb_read_only": True}  # execution options of a connection that only reads
+
+
 def _sqlite_begin(conn: Any) -> None:
     # BEGIN IMMEDIATE takes the write lock up front. A deferred transaction that reads
     # and then writes fails at once ("database is locked") when another writer committed
     # in between; an immediate one waits its turn (busy_timeout) and then sees fresh rows.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # A connection marked READ_ONLY never writes: under WAL it reads beside the writer.
+    read_only = conn.get_execution_options().get("qb_read_only", False)
+    conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+
+def error_line(exc: DBAPIError) -> str:
+    """The first line of what the database driver said, for a person to read."""
+    said = str(exc.orig).strip().splitlines() if exc.orig is not None else []
+    return said[0] if said else type(exc.orig or exc).__name__
 
 
 def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:

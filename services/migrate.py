@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.db import redacted
+from services.db import error_line, redacted
 from services.errors import Unavailable
 
 MIGRATION_LOCK = 0x71B0_0001  # pg_advisory_xact_lock key for migrations
@@ -54,8 +54,7 @@ async def upgrade(engine: AsyncEngine) -> str | None:
             return await conn.run_sync(_current)
     except OperationalError as exc:
         raise Unavailable(
-            f"cannot migrate queuebot's database {redacted(engine.url)}: "
-            f"{str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+            f"cannot migrate queuebot's database {redacted(engine.url)}: {error_line(exc)}"
         ) from exc
 
 

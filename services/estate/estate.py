@@ -11,7 +11,7 @@ from sqlalchemy.exc import TimeoutError as SATimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.config import QueueConfig
-from services.db import redacted
+from services.db import READ_ONLY, error_line, redacted
 from services.errors import ConfigError, NotFound, Unavailable
 from services.estate.message_job import MessageJobProfile
 from services.estate.profile import QueueProfile
@@ -61,9 +61,12 @@ class Estate:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
-        """A read connection; connection failures become ``Unavailable``."""
+        """A read connection; failures to connect or read become ``Unavailable``."""
+        connected = False
         try:
             async with self.engine.connect() as conn:
+                await conn.execution_options(**READ_ONLY)
+                connected = True
                 yield conn
         except SATimeoutError as exc:
             raise Unavailable(
@@ -71,9 +74,10 @@ class Estate:
                 "free; try again in a moment"
             ) from exc
         except (OperationalError, InterfaceError) as exc:
+            what = "could not be read" if connected else "cannot be reached"  # locked, timed out
             raise Unavailable(
-                f"the queue database {redacted(self.engine.url)} cannot be reached "
-                f"({_first_line(exc)}); try again, or check `queuebot config check`"
+                f"the queue database {redacted(self.engine.url)} {what} "
+                f"({error_line(exc)}); try again, or check `queuebot config check`"
             ) from exc
         except DBAPIError as exc:
             if exc.connection_invalidated:
@@ -81,7 +85,3 @@ class Estate:
                     f"lost the connection to {redacted(self.engine.url)}; try again"
                 ) from exc
             raise
-
-
-def _first_line(exc: DBAPIError) -> str:
-    return str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__

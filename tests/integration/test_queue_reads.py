@@ -333,3 +333,21 @@ async def test_a_burst_of_first_reads_reflects_the_estate_once(
         assert len(calls) == 1
     finally:
         await engine.dispose()
+
+
+async def test_a_read_on_sqlite_goes_on_beside_an_open_write(tmp_path: object) -> None:
+    """WAL lets SQLite readers run beside its one writer; reads must not queue for the
+    write lock (they did: every transaction began IMMEDIATE) and then be reported as the
+    database being unreachable."""
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path}/estate.db")
+    try:
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=NOW)
+        estate = Estate(engine=engine, queues=default_queues(), clock=lambda: NOW)
+        reads = QueueReads(estate)
+        async with engine.begin() as writer:  # a worker holds the write lock meanwhile
+            await writer.execute(sa.text("UPDATE dev_r_worker_queue SET status = status"))
+            triage = await asyncio.wait_for(reads.triage(queue="workers"), timeout=5)
+        assert triage.total > 0
+    finally:
+        await engine.dispose()
