@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.changes.message_job import REDRIVE_EVENT, MessageJobChanges
 from services.changes.model import Selector, Target, chunk_for, chunks
 from services.changes.plan_ops import ItemRef, WaveStatus, restored
-from services.errors import UsageError
 from services.estate.message_job import MessageJobProfile
 from services.estate.profile import plain
 
@@ -27,23 +26,13 @@ class MessageJobPlanOps:
         self.changes = MessageJobChanges(profile)
 
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
-        if selector.failure_reason is not None or selector.job_type is not None:
-            raise UsageError(
-                f"queue {self.profile.queue!r} (message_job) has no failure_reason "
-                "or job type; select with --error-like TEXT or --tenant T"
-            )
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
-        where: list[sa.ColumnElement[bool]] = [m.c("status") == "DLQ"]
-        if selector.error_like is not None:
-            where.append(m.c("last_error").icontains(selector.error_like, autoescape=True))
-        if selector.tenant is not None:
-            where.append(j.c("tenant_id") == selector.tenant)
         rows = await conn.execute(
             sa.select(m.c("job_id"))
             .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
-            .where(*where)
-            .order_by(m.c("claimed_at").desc(), m.c("job_id"))
+            .where(*self.profile.dead_where(t, selector.dead_filter()))
+            .order_by(*self.profile.dead_order(t), m.c("job_id"))
         )
         return list(dict.fromkeys(str(plain(r[0])) for r in rows.all()))
 

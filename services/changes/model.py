@@ -8,6 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from services.estate.model import DeadFilter
+
 T = TypeVar("T")
 CHUNK = 5000  # ids per IN (...) list: under SQLite's parameter limit
 PG_CHUNK = 50_000  # PostgreSQL binds a whole list as one array parameter
@@ -52,6 +54,15 @@ class Selector:
     plan: int | None = None  # resume / rollback: the plan concerned
     sample: int | None = None  # a plan's sample size (1-5)
     max_rows: int | None = None  # a plan's cap on rows
+
+    def dead_filter(self) -> DeadFilter:
+        """The bulk selector as the dead-letter filter /queue dlq uses."""
+        return DeadFilter(
+            error_like=self.error_like,
+            tenant=self.tenant,
+            reason=self.failure_reason,
+            job_type=self.job_type,
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -215,26 +215,11 @@ class WorkerQueuePlanOps:
         return (await self.profile.tables(conn))["queue"]
 
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
-        q = await self._table(conn)
-        if selector.tenant is not None:
-            raise UsageError(
-                f"queue {self.profile.queue!r} (worker_queue) has no tenants; "
-                "select with --failure-reason, --job-type or --error-like"
-            )
-        where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.profile.dead_statuses)]
-        if selector.failure_reason is not None:
-            if selector.failure_reason not in FAILURE_REASONS:
-                raise UsageError(
-                    f"unknown failure reason {selector.failure_reason!r}; "
-                    f"expected one of {', '.join(FAILURE_REASONS)}"
-                )
-            where.append(q.c("failure_reason") == selector.failure_reason)
-        if selector.job_type is not None:
-            where.append(q.c("job_type") == selector.job_type)
-        if selector.error_like is not None:
-            where.append(q.c("error_message").icontains(selector.error_like, autoescape=True))
+        t = await self.profile.tables(conn)
         rows = await conn.execute(
-            sa.select(q.c("id")).where(*where).order_by(q.c("queued_at").desc(), q.c("id").desc())
+            sa.select(t["queue"].c("id"))
+            .where(*self.profile.dead_where(t, selector.dead_filter()))
+            .order_by(*self.profile.dead_order(t))
         )
         return [str(plain(r[0])) for r in rows.all()]
 

@@ -295,19 +295,33 @@ class MessageJobProfile(QueueProfile):
             events=[JobEvent(str(r[0]), r[1], as_utc(r[2])) for r in events],
         )
 
-    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
+    def dead_where(
+        self, tables: dict[str, BoundTable], filters: DeadFilter
+    ) -> list[sa.ColumnElement[bool]]:
+        """The dead letters ``filters`` picks (over messages joined to their jobs): /queue
+        dlq lists them and a staged redrive selects them with this one definition."""
         if filters.reason is not None or filters.job_type is not None:
             raise UsageError(
                 f"queue {self.queue!r} (message_job) has no failure_reason or job type "
                 "columns; filter with --error-like TEXT or --tenant T"
             )
-        t = await self.tables(conn)
-        m, j = t["messages"], t["jobs"]
+        m, j = tables["messages"], tables["jobs"]
         where: list[sa.ColumnElement[bool]] = [m.c("status") == "DLQ"]
         if filters.tenant is not None:
             where.append(j.c("tenant_id") == filters.tenant)
         if filters.error_like is not None:
             where.append(m.c("last_error").icontains(filters.error_like, autoescape=True))
+        return where
+
+    def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
+        """Newest dead letters first (never-claimed ones last)."""
+        m = tables["messages"]
+        return [m.c("claimed_at").desc().nulls_last(), m.c("available_at").desc()]
+
+    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
+        t = await self.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        where = self.dead_where(t, filters)
         joined = m.table.join(j.table, j.c("id") == m.c("job_id"))
         total = (
             await conn.execute(sa.select(sa.func.count()).select_from(joined).where(*where))
@@ -325,7 +339,7 @@ class MessageJobProfile(QueueProfile):
             )
             .select_from(joined)
             .where(*where)
-            .order_by(m.c("claimed_at").desc().nulls_last(), m.c("available_at").desc())
+            .order_by(*self.dead_order(t))
             .limit(filters.limit)
         )
         rows = [

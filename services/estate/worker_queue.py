@@ -286,12 +286,16 @@ class WorkerQueueProfile(QueueProfile):
             "every change it makes",
         )
 
-    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
-        q = (await self.tables(conn))["queue"]
+    def dead_where(
+        self, tables: dict[str, BoundTable], filters: DeadFilter
+    ) -> list[sa.ColumnElement[bool]]:
+        """The dead letters ``filters`` picks: /queue dlq lists them and a staged redrive
+        selects them with this one definition, so the two cannot disagree."""
+        q = tables["queue"]
         if filters.tenant is not None:
             raise UsageError(
-                f"queue {self.queue!r} (worker_queue) has no tenants; filter with --reason "
-                "or --type instead"
+                f"queue {self.queue!r} (worker_queue) has no tenants; select by failure "
+                "reason, job type or --error-like instead"
             )
         where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.dead_statuses)]
         if filters.reason is not None:
@@ -305,12 +309,20 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
+        return where
+
+    def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
+        """Newest dead letters first."""
+        q = tables["queue"]
+        return [q.c("queued_at").desc(), q.c("id").desc()]
+
+    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
+        tables = await self.tables(conn)
+        q = tables["queue"]
+        where = self.dead_where(tables, filters)
         total = (await conn.execute(sa.select(sa.func.count()).where(*where))).scalar_one()
         listing = (
-            sa.select(q.table)
-            .where(*where)
-            .order_by(q.c("queued_at").desc(), q.c("id").desc())
-            .limit(filters.limit)
+            sa.select(q.table).where(*where).order_by(*self.dead_order(tables)).limit(filters.limit)
         )
         rows = [self._summary(q, r) for r in (await conn.execute(listing)).all()]
         return JobList(total=int(total), rows=rows)

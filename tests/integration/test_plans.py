@@ -13,8 +13,10 @@ from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState, Selector
 from services.errors import Conflict, NotFound, PreconditionFailed
+from services.estate.model import DeadFilter
 from services.plans.model import PlanState
-from tests.integration.support import Shop, add_dead_letters, simulated_worker
+from services.plans.store import plan_ops_for
+from tests.integration.support import START, Shop, add_dead_letters, simulated_worker
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")
@@ -339,6 +341,28 @@ async def test_rollback_gives_each_message_of_a_job_its_own_values(shop: Shop) -
     assert (7, ERROR + " (first try)") in dead
     assert jobs[-1] in events
     assert sorted(events) == sorted(set(events)) and len(events) == 4  # one event per job
+
+
+@pytest.mark.parametrize("queue", ["clips", "workers"])
+async def test_a_plan_selects_the_dead_letters_dlq_lists_in_the_same_order(
+    shop: Shop, queue: str
+) -> None:
+    await add_dead_letters(shop.engine, count=5, error=ERROR)
+    async with shop.engine.begin() as conn:  # one dead message no worker ever claimed
+        pg = conn.dialect.name == "postgresql"
+        job = (await conn.execute(sa.text("SELECT job_id FROM queue_messages LIMIT 1"))).scalar()
+        await conn.execute(
+            sa.text(
+                "INSERT INTO queue_messages (id, job_id, status, attempt_count, available_at, "
+                "claimed_at, last_error) VALUES (:m, :j, 'DLQ', 1, :w, NULL, :e)"
+            ),
+            {"m": uuid.uuid4() if pg else str(uuid.uuid4()), "j": job, "w": START, "e": ERROR},
+        )
+    profile = shop.estate.profile(queue)
+    async with shop.engine.connect() as conn:
+        planned = await plan_ops_for(profile).candidate_ids(conn, selector=Selector(all_dead=True))
+    listed = await shop.reads.list_dead(queue=queue, filters=DeadFilter(limit=200))
+    assert planned == list(dict.fromkeys(r.id for r in listed.rows))
 
 
 async def test_one_active_plan_per_queue(shop: Shop) -> None:
