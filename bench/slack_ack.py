@@ -47,8 +47,6 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
-import hashlib
-import hmac
 import itertools
 import os
 import random
@@ -77,6 +75,7 @@ from sqlalchemy.engine import make_url  # noqa: E402
 from bot.demo import DEMO_CONFIG  # noqa: E402
 from commands.messages import _TITLES  # noqa: E402
 from tests.e2e.fake_slack import Call, FakeSlack  # noqa: E402
+from tests.e2e.slack_requests import SECRET, signed, slash_fields  # noqa: E402
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB_NAME = "qb_bench_triage"
@@ -87,7 +86,6 @@ WAIT = 60.0
 TARGET_ACK_P99_MS = 100.0
 SLACK_ACK_DEADLINE = 3.0  # Slack shows "operation_timeout" after this
 PROBE_EVERY = 0.1
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the fake workspace's signing secret
 USERS = ("U0ALICE", "U0BOB", "U0DORA")
 ERROR_TITLES = {*_TITLES.values(), "Something went wrong", "Unexpected error"}
 
@@ -95,35 +93,9 @@ ERROR_TITLES = {*_TITLES.values(), "Something went wrong", "Unexpected error"}
 # -- signing and bodies ----------------------------------------------------------------------
 
 
-def signed(body: str, *, secret: str = SECRET) -> dict[str, str]:
-    """Slack's v0 signature: HMAC-SHA256 of ``v0:{timestamp}:{body}``."""
-    stamp = str(int(time.time()))
-    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
-    return {
-        "X-Slack-Request-Timestamp": stamp,
-        "X-Slack-Signature": f"v0={digest.hexdigest()}",
-        "Content-Type": "application/x-www-form-urlencoded",
-    }
-
-
 def slash_body(fake: FakeSlack, text: str, *, name: str, user: str) -> str:
-    return urlencode(
-        {
-            "token": "legacy",
-            "team_id": "T0FAKE",
-            "team_domain": "fake",
-            "channel_id": "C0OPS",
-            "channel_name": "ops",
-            "user_id": user,
-            "user_name": user.lower(),
-            "command": "/queue",
-            "text": text,
-            "api_app_id": "A0QUEUEBOT",
-            "is_enterprise_install": "false",
-            "response_url": fake.response_url(name),
-            "trigger_id": f"{name}.{secrets.token_hex(6)}",
-        }
-    )
+    trigger = f"{name}.{secrets.token_hex(6)}"
+    return urlencode(slash_fields(fake, text, name=name, user=user, trigger=trigger))
 
 
 # -- figures ---------------------------------------------------------------------------------

@@ -4,8 +4,6 @@ builds them, and the Web API and response_url pointed at a local fake that recor
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import time
 from collections.abc import Iterator
@@ -20,8 +18,8 @@ import sqlalchemy as sa
 from services.db import create_engine
 from tests.e2e.fake_slack import Call, FakeSlack
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.slack_requests import SECRET, signed, slash_fields
 
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of this fake workspace
 ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
 
 
@@ -64,16 +62,6 @@ def stack(
             yield Stack(fake, served, db_url)
 
 
-def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
-    stamp = str(int(time.time()) if ts is None else ts)
-    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
-    return {
-        "X-Slack-Request-Timestamp": stamp,
-        "X-Slack-Signature": f"v0={digest.hexdigest()}",
-        "Content-Type": "application/x-www-form-urlencoded",
-    }
-
-
 _counter = iter(range(1, 1_000_000))
 
 
@@ -89,21 +77,7 @@ def slash(
     n = next(_counter)
     name = name or f"cmd{n}-{time.monotonic_ns()}"
     body = body or urlencode(
-        {
-            "token": "legacy",
-            "team_id": "T0FAKE",
-            "team_domain": "fake",
-            "channel_id": "C0OPS",
-            "channel_name": "ops",
-            "user_id": user,
-            "user_name": user.lower(),
-            "command": "/queue",
-            "text": text,
-            "api_app_id": "A0QUEUEBOT",
-            "is_enterprise_install": "false",
-            "response_url": stack.fake.response_url(name),
-            "trigger_id": f"{n}.{name}",
-        }
+        slash_fields(stack.fake, text, name=name, user=user, trigger=f"{n}.{name}")
     )
     response = httpx.post(
         f"{stack.url}/slack/events",

@@ -18,6 +18,7 @@ from services.db import create_engine
 from tests.e2e.fake_slack import Call, FakeSlack
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.slack_requests import slash_fields
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 
@@ -64,22 +65,11 @@ def socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Socket]:
 _counter = iter(range(1, 1_000_000))
 
 
-def command(s: Socket, text: str, *, user: str = ALICE, retry: int | None = None) -> str:
+def command(s: Socket, text: str, *, user: str = ALICE) -> str:
     """Deliver `/queue <text>` over the socket; the name of its response_url."""
     n = next(_counter)
     name = f"sock{n}-{time.monotonic_ns()}"
-    payload = {
-        "token": "legacy",
-        "team_id": "T0FAKE",
-        "channel_id": "C0OPS",
-        "channel_name": "ops",
-        "user_id": user,
-        "command": "/queue",
-        "text": text,
-        "api_app_id": "A0QUEUEBOT",
-        "response_url": s.fake.response_url(name),
-        "trigger_id": f"{n}.{name}",
-    }
+    payload = slash_fields(s.fake, text, name=name, user=user, trigger=f"{n}.{name}")
     envelope = s.socket.send("slash_commands", payload)
     assert s.socket.wait_ack(envelope) == {"envelope_id": envelope}
     return name

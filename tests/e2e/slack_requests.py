@@ -1,0 +1,45 @@
+"""Requests built the way Slack builds them: the signature over ``v0:{ts}:{body}`` and the
+fields of a slash command. Shared by the e2e tests and bench/slack_ack.py."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+
+from tests.e2e.fake_slack import FakeSlack
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of the fake workspace
+
+
+def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
+    """Slack's v0 signature headers: HMAC-SHA256 of ``v0:{timestamp}:{body}``."""
+    stamp = str(int(time.time()) if ts is None else ts)
+    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
+    return {
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": f"v0={digest.hexdigest()}",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+
+
+def slash_fields(
+    fake: FakeSlack, text: str, *, name: str, user: str, trigger: str
+) -> dict[str, str]:
+    """What Slack sends for `/queue <text>`; its answer goes to the fake's response_url
+    ``name``."""
+    return {
+        "token": "legacy",
+        "team_id": "T0FAKE",
+        "team_domain": "fake",
+        "channel_id": "C0OPS",
+        "channel_name": "ops",
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": "/queue",
+        "text": text,
+        "api_app_id": "A0QUEUEBOT",
+        "is_enterprise_install": "false",
+        "response_url": fake.response_url(name),
+        "trigger_id": trigger,
+    }
