@@ -23,7 +23,8 @@ slowest one.
     .venv/bin/python bench/triage.py --reuse --keep   # reuse a kept database
 
 Exit status: 0 when every phase measured with the recommended indexes meets the targets
-(phases without indexes are informational), 1 when one misses them, 2 on error.
+(phases without indexes are informational), 1 when one misses them or the run fails
+(with its traceback), 130 when interrupted.
 """
 
 from __future__ import annotations
