@@ -228,8 +228,13 @@ async def _config_check(config: Config) -> int:
         lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
         if people and not app.directory.with_role("approver"):
             problems.append("nobody has the approver role: no change could ever be approved")
-        for var in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "DISCORD_BOT_TOKEN"):
-            lines.append(f"{var}: {'set' if os.environ.get(var) else 'not set'}")
+        env = config.env  # the validated environment, not the process's own
+        for var, value in (
+            ("SLACK_BOT_TOKEN", env.slack_bot_token),
+            ("SLACK_SIGNING_SECRET", env.slack_signing_secret),
+            ("SLACK_APP_TOKEN", env.slack_app_token),
+        ):
+            lines.append(f"{var}: {'set' if value is not None else 'not set'}")
     finally:
         await app.close()
     print("\n".join(lines))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from commands.format import clip
 from services.message import Actions, Block, Fields, Heading, Message, Table, Text
 
 MAX_CELL = 160
@@ -29,13 +30,8 @@ def _block(block: Block) -> str:
     raise TypeError(f"unknown block {block!r}")
 
 
-def _cell(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= MAX_CELL else flat[: MAX_CELL - 1] + "…"
-
-
 def table_text(table: Table, *, with_title: bool = True) -> str:
-    rows = [tuple(_cell(c) for c in row) for row in table.rows]
+    rows = [tuple(clip(c, MAX_CELL) for c in row) for row in table.rows]
     header = tuple(table.columns)
     widths = [
         max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i])

@@ -20,7 +20,3 @@ class Invocation:
     channel: str | None = None
     thread: str | None = None
     correlation_id: str = field(default_factory=new_correlation_id)
-
-    @property
-    def who(self) -> str:
-        return self.person.name if self.person else f"{self.platform} user {self.account}"

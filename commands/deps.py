@@ -10,7 +10,7 @@ from services.audit import Actor
 from services.changes.model import ChangeKind, ChangeView, Selector
 from services.changes.requests import Decision
 from services.config import AccessConfig
-from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
+from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.people import Directory
 from services.plans.model import PlanView
 
@@ -32,8 +32,6 @@ class QueueReader(Protocol):
     async def list_dead(self, *, queue: str | None, filters: DeadFilter) -> JobList: ...
 
     async def list_stuck(self, *, queue: str | None, limit: int) -> JobList: ...
-
-    async def list_duplicates(self, *, queue: str | None, limit: int) -> list[DuplicateGroup]: ...
 
 
 class ChangeService(Protocol):

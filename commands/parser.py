@@ -191,10 +191,6 @@ def _convert(spec: CommandSpec, flag: Flag, raw: str) -> Any:
             f"not {_short(raw)!r}",
             usage=spec.usage,
         )
-    if flag.choices and raw not in flag.choices:
-        raise UsageError(
-            f"--{flag.name} must be one of {', '.join(flag.choices)}", usage=spec.usage
-        )
     return raw
 
 

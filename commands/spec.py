@@ -25,7 +25,6 @@ class Flag:
     help: str = ""
     minimum: int | None = None
     maximum: int | None = None
-    choices: tuple[str, ...] = ()
     required: bool = False
     example: str | None = None
 

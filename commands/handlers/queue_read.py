@@ -17,11 +17,6 @@ async def handle_help(cmd: Help, inv: Invocation, deps: Deps) -> Reply:
     return messages.help_reply(cmd.topic)
 
 
-def _queue_label(deps: Deps, queue: str | None, profile: str) -> str:
-    name = queue or deps.reads.queue_names[0]
-    return f"{name} ({profile})"
-
-
 async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
     t = await deps.reads.triage(queue=cmd.queue, since=cmd.since, job_type=cmd.job_type)
     return Reply(triage_message(t))

@@ -26,7 +26,6 @@ from services.estate.model import (
     CanonicalState,
     Count,
     DeadFilter,
-    DuplicateGroup,
     JobDetail,
     JobEvent,
     JobList,
@@ -139,10 +138,6 @@ class FakeReads:
     async def list_stuck(self, *, queue: str | None, limit: int) -> JobList:
         self.calls.append(("stuck", {"queue": queue, "limit": limit}))
         return self.stuck
-
-    async def list_duplicates(self, *, queue: str | None, limit: int) -> list[DuplicateGroup]:
-        self.calls.append(("duplicates", {"queue": queue, "limit": limit}))
-        return []
 
 
 @dataclass
