@@ -239,7 +239,11 @@ class MessageJobChanges:
             ).all()
             if not still:
                 continue
-            before.extend(raw_json(r[2]) if postgres else dict(r._mapping) for r in still)
+            if postgres:
+                before.extend(raw_json(r[2]) for r in still)
+            else:  # the same {"message": ..., "job": ...} image the database builds
+                layout = _Layout.of(m, j)
+                before.extend(_Found.of(tuple(r)[2:], layout).snapshot for r in still)
             ok_msgs = [r[0] for r in still]
             ok_jobs = list({r[1] for r in still})
             if kind is ChangeKind.REDRIVE:  # seed 003 step 4, for the whole chunk at once

@@ -4,6 +4,7 @@ execution exactly as the seeds' SQL, skipped rows, expiry and all-or-nothing com
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -204,6 +205,12 @@ async def test_redrive_follows_seed_003_step_4(shop: Shop) -> None:
     )[0]
     assert executed["incident"] == "INC-7"
     assert executed["evidence"] == "https://deploys.example/123"
+    images = json.loads(executed["details"])["before"]
+    assert len(images) == 5  # each row as it was, the same shape on SQLite and PostgreSQL
+    assert all(set(i) == {"message", "job"} for i in images)
+    assert {i["message"]["id"] for i in images} == set(message_ids.values())
+    assert {i["job"]["id"] for i in images} == set(ids)
+    assert {i["message"]["status"] for i in images} == {"DLQ"}
 
 
 async def test_redrive_refuses_cancelled_and_live_jobs(shop: Shop) -> None:
