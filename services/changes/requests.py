@@ -12,9 +12,8 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import audit
@@ -30,7 +29,9 @@ from services.changes.model import (
 from services.changes.ops import changes_for
 from services.changes.store import (
     RequestStore,
+    _ap,
     _aware,
+    _cr,
     _hm,
     _nothing_to_do,
     _target_from,
@@ -39,14 +40,11 @@ from services.changes.store import (
 from services.errors import Conflict, NotFound, PermissionDenied, PreconditionFailed
 from services.estate.profile import QueueProfile
 from services.jsonable import digest, jsonable
-from services.models import Approval, ChangeRequest
 from services.plans.engine import plan_ops_for
 from services.plans.model import ACTIVE, Check
 from services.scheduler import FollowUp
 
 log = logging.getLogger("queuebot.changes")
-_cr = cast(sa.Table, ChangeRequest.__table__)
-_ap = cast(sa.Table, Approval.__table__)
 
 
 @dataclass(frozen=True)
@@ -245,16 +243,7 @@ class ChangeRequests(RequestStore):
                 f"you already approved CR-{number}; it needs {missing} more "
                 "approval(s) from someone else"
             )
-        await conn.execute(
-            _ap.insert().values(
-                request_id=number,
-                person=actor.person,
-                platform=actor.platform,
-                account=actor.account,
-                decision="approve",
-                at=now,
-            )
-        )
+        await _record_decision(conn, number, actor, "approve", now)
         approvers.append(str(actor.person))
         await audit.append(
             conn,
@@ -410,16 +399,7 @@ class ChangeRequests(RequestStore):
                     result={"rejected_by": actor.person, "reason": reason, "withdrawn": own},
                 )
             )
-            await conn.execute(
-                _ap.insert().values(
-                    request_id=number,
-                    person=actor.person,
-                    platform=actor.platform,
-                    account=actor.account,
-                    decision="reject",
-                    at=now,
-                )
-            )
+            await _record_decision(conn, number, actor, "reject", now)
             await audit.append(
                 conn,
                 action="change.rejected",
@@ -432,3 +412,19 @@ class ChangeRequests(RequestStore):
                 details={"withdrawn": own},
             )
             return await self._view(conn, number)
+
+
+async def _record_decision(
+    conn: AsyncConnection, number: int, actor: Actor, decision: str, now: datetime
+) -> None:
+    """Who approved or rejected the request, from which platform account, when."""
+    await conn.execute(
+        _ap.insert().values(
+            request_id=number,
+            person=actor.person,
+            platform=actor.platform,
+            account=actor.account,
+            decision=decision,
+            at=now,
+        )
+    )

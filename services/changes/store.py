@@ -3,7 +3,6 @@ commands show. ``ChangeRequests`` builds on it."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, cast
@@ -29,7 +28,6 @@ from services.estate.profile import as_utc
 from services.models import Approval, ChangeRequest
 from services.plans.engine import PlanEngine
 
-log = logging.getLogger("queuebot.changes")
 _cr = cast(sa.Table, ChangeRequest.__table__)
 _ap = cast(sa.Table, Approval.__table__)
 
