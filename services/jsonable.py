@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_NAIVE_UTC | orjson.OPT_SERIALIZE_NUMPY
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_NAIVE_UTC
 
 
 def _default(value: Any) -> Any:

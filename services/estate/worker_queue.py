@@ -43,7 +43,6 @@ FAILURE_REASONS = (
     "mutex_collision",
     "other",
 )
-JOB_TYPES = ("dev-issue", "continue-issue", "review-pr", "review-plan", "infra-task", "infra-alert")
 ACTIVE = ("claimed", "running", "done")  # seed 002 Part A: a queued row beside these is a duplicate
 
 
