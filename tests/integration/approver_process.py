@@ -1,6 +1,8 @@
 """One process of the concurrent-approval test: many approvals of one request at once.
 
-Usage: python approver_process.py URL NUMBER PERSON... ; prints one JSON line per attempt.
+Usage: python approver_process.py URL NUMBER START_AT PERSON... ; prints one JSON line per
+attempt. Every process waits for START_AT (a Unix time) once it is ready, so the
+processes' approvals really overlap instead of following each one's start-up.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 
 from services.audit import Actor
 from services.changes.requests import ChangeRequests
@@ -31,12 +34,13 @@ async def attempt(changes: ChangeRequests, number: int, person: str) -> dict[str
     }
 
 
-async def main(url: str, number: int, people: list[str]) -> None:
+async def main(url: str, number: int, start_at: float, people: list[str]) -> None:
     engine = create_engine(url, pool_size=len(people))
     estate = Estate(engine=engine, queues=default_queues())
     changes = ChangeRequests(
         estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=estate.clock
     )
+    await asyncio.sleep(max(0.0, start_at - time.time()))
     results = await asyncio.gather(*(attempt(changes, number, p) for p in people))
     await engine.dispose()
     for result in results:
@@ -44,4 +48,4 @@ async def main(url: str, number: int, people: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]))

@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,9 +56,10 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
         return [r.id for r in dead.rows]
 
     job_ids = asyncio.run(prepare())
+    start_at = str(time.time() + 5)  # after every process has started and connected
     procs = [
         subprocess.Popen(
-            [sys.executable, str(SCRIPT), pg_url, "1", *([person] * 10)],
+            [sys.executable, str(SCRIPT), pg_url, "1", start_at, *([person] * 10)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

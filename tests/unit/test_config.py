@@ -274,7 +274,8 @@ def test_bad_chat_ids(tmp_path: Path, toml: str, key: str, value: str, expected:
     ids=["slack-id", "sql-identifier"],
 )
 def test_values_with_a_trailing_newline_are_refused(tmp_path: Path, toml: str) -> None:
-    config_error(tmp_path, toml)
+    _, message = config_error(tmp_path, toml)
+    assert "\\n': expected a" in message  # the value shown with its newline, then why
 
 
 def test_unsafe_table_name(tmp_path: Path) -> None:
@@ -341,6 +342,12 @@ def test_same_id_on_two_platforms_of_one_person_is_fine() -> None:
         {"people": {"alice": {"slack": "U0ALICE"}, "bob": {"slack": "U0BOB"}}}, where="x"
     )
     assert set(config.people) == {"alice", "bob"}
+    # what the name says: one person may carry the same digits as Slack and Discord ids
+    same = parse_file_config(
+        {"people": {"carol": {"slack": "U100000000000000001", "discord": "100000000000000001"}}},
+        where="x",
+    )
+    assert same.people["carol"].discord == "100000000000000001"
 
 
 def test_bad_person_name(tmp_path: Path) -> None:

@@ -57,6 +57,8 @@ def clips_triage(since: datetime | None = None) -> Triage:
         status_title="message status",
         by_reason=[Count("timeout", 40), Count("asset_missing", 30)],
         by_signature=[Count("NoSuchKey: clips/<n>.mp4", 120), Count("timeout after <n>s", 30)],
+        signatures_of=150,
+        signatures_total=150,
         type_title="job type",
         by_type=[
             TypeCounts(
@@ -231,6 +233,7 @@ async def test_triage_reply_contains_the_counts() -> None:
     assert "dead_letter     dead        150  12.2%" in text  # 150 of 1,234
     assert "transcode  1,200      980      70   150" in text
     assert "timeout" in text
+    assert "timeout           40" in text  # the failure_reason row, not the signature
     assert "asset_missing" in text
     assert "NoSuchKey: clips/<n>.mp4" in text
     assert "transcode" in text

@@ -327,7 +327,8 @@ def test_malformed_id(bad: str) -> None:
 
 
 def test_id_with_a_trailing_newline_is_refused() -> None:
-    usage_error('/queue show "1234\n"')
+    err = usage_error('/queue show "1234\n"')
+    assert err.message.startswith("'1234\\n' is not a job id")
 
 
 @pytest.mark.parametrize("sep", ["\t", "\n"])
