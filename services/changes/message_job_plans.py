@@ -21,6 +21,8 @@ ROLLBACK_EVENT = "REDRIVE_ROLLED_BACK"
 
 
 class MessageJobPlanOps:
+    has_sources = True  # each job names its video_assets row
+
     def __init__(self, profile: MessageJobProfile) -> None:
         self.profile = profile
         self.changes = MessageJobChanges(profile)

@@ -29,6 +29,8 @@ class WaveStatus:
 
 
 class PlanOps(Protocol):
+    has_sources: bool  # whether the estate names a source object per job (video_assets)
+
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
         """Dead rows matching a bulk selector, newest first."""
         ...

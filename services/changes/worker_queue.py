@@ -208,6 +208,8 @@ TERMINAL = ("done", "failed", "failed_permanently", "cancelled")
 class WorkerQueuePlanOps:
     """Staged redrives over failed / failed_permanently rows (seed 002 §12)."""
 
+    has_sources = False
+
     def __init__(self, profile: WorkerQueueProfile) -> None:
         self.profile = profile
 

@@ -12,7 +12,7 @@ from services.audit import Actor
 from services.changes.plan_ops import ItemRef
 from services.errors import Conflict
 from services.plans.model import ACTIVE, PlanState, PlanView
-from services.plans.store import ITEMS, PLANS, TICK, PlanStore, plan_ops_for
+from services.plans.store import ITEMS, TICK, PlanStore, plan_ops_for
 from services.scheduler import FollowUp
 
 
@@ -26,11 +26,7 @@ class PlanControl(PlanStore):
             if plan["state"] != PlanState.RUNNING.value:
                 raise Conflict(f"P-{number} is {plan['state']}, not running; nothing to halt")
             note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
-            await conn.execute(
-                PLANS.update()
-                .where(PLANS.c.id == number)
-                .values(state=PlanState.HALTED.value, note=note, updated_at=now)
-            )
+            await self._set_state(conn, number, PlanState.HALTED, note, now)
             await scheduler.unschedule(conn, kind=TICK, subject=str(number))
             await audit.append(
                 conn,
@@ -54,11 +50,7 @@ class PlanControl(PlanStore):
         if plan["state"] != PlanState.HALTED.value:
             raise Conflict(f"P-{number} is {plan['state']}, not halted; nothing to resume")
         note = f"resumed by {actor.person} (CR-{request})"
-        await conn.execute(
-            PLANS.update()
-            .where(PLANS.c.id == number)
-            .values(state=PlanState.RUNNING.value, note=note, updated_at=now)
-        )
+        await self._set_state(conn, number, PlanState.RUNNING, note, now)
         await self._next_tick(conn, number, now, now)
         await audit.append(
             conn,
@@ -101,11 +93,7 @@ class PlanControl(PlanStore):
             f"returned to the dead letters; {len(rows) - len(back)} already claimed or "
             "finished were left alone"
         )
-        await conn.execute(
-            PLANS.update()
-            .where(PLANS.c.id == number)
-            .values(state=PlanState.ROLLED_BACK.value, note=summary, updated_at=now)
-        )
+        await self._set_state(conn, number, PlanState.ROLLED_BACK, summary, now)
         await scheduler.unschedule(conn, kind=TICK, subject=str(number))
         await audit.append(
             conn,

@@ -207,13 +207,7 @@ class PlanEngine(PlanControl):
             )
             posts.append(("finished", current["number"]))
         if plan["cursor"] >= plan["total"]:
-            await conn.execute(
-                PLANS.update()
-                .where(PLANS.c.id == number)
-                .values(
-                    state=PlanState.COMPLETED.value, note="every wave succeeded", updated_at=now
-                )
-            )
+            await self._set_state(conn, number, PlanState.COMPLETED, "every wave succeeded", now)
             await audit.append(
                 conn,
                 action="plan.completed",
@@ -423,11 +417,7 @@ class PlanEngine(PlanControl):
             succeeded=len(status.succeeded),
         )
         await self._save_waves(conn, plan, plan["waves"]["waves"], now)
-        await conn.execute(
-            PLANS.update()
-            .where(PLANS.c.id == number)
-            .values(state=PlanState.HALTED.value, note=note, updated_at=now)
-        )
+        await self._set_state(conn, number, PlanState.HALTED, note, now)
         await audit.append(
             conn,
             action="plan.halted",

@@ -97,7 +97,7 @@ async def evaluate(
 
     missing = await ops.source_missing(conn, targets=remaining)
     remaining = _exclude(remaining, missing, excluded)
-    has_sources = profile.name == "message_job"
+    has_sources = ops.has_sources
     checks.append(
         Check(
             "source object exists",

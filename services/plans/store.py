@@ -209,6 +209,15 @@ class PlanStore:
                 .values(state=state)
             )
 
+    async def _set_state(
+        self, conn: AsyncConnection, number: int, state: PlanState, note: str, now: datetime
+    ) -> None:
+        await conn.execute(
+            PLANS.update()
+            .where(PLANS.c.id == number)
+            .values(state=state.value, note=note, updated_at=now)
+        )
+
     async def _save_waves(
         self,
         conn: AsyncConnection,
