@@ -22,7 +22,7 @@ KEEP = timedelta(days=14)
 async def record(conn: AsyncConnection, *, profile: QueueProfile, now: datetime) -> int:
     """Count the queue by status and store it; return the dead-letter count."""
     counts = await profile.status_counts(conn)
-    dead = sum(counts.get(s, 0) for s in profile.dead_letter_statuses)
+    dead = profile.dead_count(counts)
     pending = sum(counts.get(s, 0) for s in profile.statuses_in(CanonicalState.PENDING))
     await conn.execute(
         _samples.insert().values(
@@ -68,7 +68,7 @@ async def dead_growth(
     """Is the dead-letter count higher now than ``window`` ago? Compares with the newest
     sample at least ``window`` old, else the oldest one at least a minute old."""
     counts = await profile.status_counts(conn)
-    dead = sum(counts.get(s, 0) for s in profile.dead_letter_statuses)
+    dead = profile.dead_count(counts)
     base = (
         await conn.execute(
             sa.select(_samples.c.at, _samples.c.dead)

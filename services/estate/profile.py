@@ -152,6 +152,10 @@ class QueueProfile(ABC):
         """The statuses a redrive takes rows out of (the dead-letter count)."""
         return tuple(self.statuses_in(CanonicalState.DEAD, CanonicalState.FAILED))
 
+    def dead_count(self, counts: Mapping[str, int]) -> int:
+        """Of rows per status, how many are dead letters (what a redrive takes out)."""
+        return sum(counts.get(s, 0) for s in self.dead_letter_statuses)
+
     async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
         """Rows per status of the main table: one GROUP BY an index can answer."""
         main = (await self.tables(conn))[self.specs[0].role]

@@ -156,8 +156,7 @@ class PlanStore:
         return timedelta(seconds=float(plan["poll_seconds"]))
 
     async def _dead(self, conn: AsyncConnection, profile: QueueProfile) -> int:
-        counts = await profile.status_counts(conn)
-        return sum(counts.get(s, 0) for s in profile.dead_letter_statuses)
+        return profile.dead_count(await profile.status_counts(conn))
 
     async def _lock(self, conn: AsyncConnection, number: int) -> dict[str, Any]:
         row = (
