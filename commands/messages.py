@@ -31,6 +31,10 @@ _TITLES: dict[type[QueuebotError], str] = {
     Unavailable: "Temporarily unavailable",
     ConfigError: "Configuration problem",
 }
+UNEXPECTED_TITLE = "Unexpected error"
+FALLBACK_TITLE = "Something went wrong"
+# Every heading an error reply can carry: tools that read replies (bench/) tell errors by it.
+ERROR_TITLES: frozenset[str] = frozenset({*_TITLES.values(), UNEXPECTED_TITLE, FALLBACK_TITLE})
 
 
 def unknown_user_denied(platform: str, account: str) -> str:
@@ -62,7 +66,7 @@ def missing_role(person: Person, path: str, role: str) -> str:
 
 
 def error_reply(exc: QueuebotError) -> Reply:
-    title = next((t for k, t in _TITLES.items() if isinstance(exc, k)), "Something went wrong")
+    title = next((t for k, t in _TITLES.items() if isinstance(exc, k)), FALLBACK_TITLE)
     blocks: list[Heading | Text] = [Heading(title), Text(exc.message)]
     if isinstance(exc, UsageError) and exc.usage:
         blocks.append(Text(f"Usage: {exc.usage}", mono=True))
@@ -75,7 +79,7 @@ def unexpected_reply(correlation_id: str) -> Reply:
         f"changes run in one transaction. Quote reference {correlation_id} to whoever runs "
         "queuebot; the details are in its log."
     )
-    return Reply(Message(text, (Heading("Unexpected error"), Text(text))), error=True)
+    return Reply(Message(text, (Heading(UNEXPECTED_TITLE), Text(text))), error=True)
 
 
 def help_reply(topic: str | None, group: str = "queue") -> Reply:
