@@ -26,14 +26,15 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from scratch_db import drop, recreate
 
+from bot.bootstrap import wire_services
 from services.audit import Actor
 from services.audit import verify as verify_audit
-from services.changes.model import ChangeKind, Selector
-from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, QueueConfig
+from services.changes.model import ChangeKind
+from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
+from services.estate.ops import Selector
 from services.migrate import upgrade
 
 DB = "qb_bench_redrive"
@@ -87,12 +88,15 @@ async def run(url: str, jobs: int) -> int:
         ]
 
     estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
-    changes = ChangeRequests(
-        estate=estate,
+    changes = wire_services(
         state_engine=engine,
-        approval=ApprovalConfig(large_change_rows=jobs + 1),
+        estate=estate,
         clock=lambda: datetime.now(UTC),
-    )
+        approval=ApprovalConfig(large_change_rows=jobs + 1),
+        redrive=RedriveConfig(),
+        notifier=None,
+        housekeeping=False,
+    ).changes
     t0 = time.perf_counter()
     view = await changes.request(
         kind=ChangeKind.REDRIVE,
@@ -104,7 +108,7 @@ async def run(url: str, jobs: int) -> int:
     t1 = time.perf_counter()
     decision = await changes.approve(number=view.number, actor=Actor("bob", "bench", "bob"))
     t2 = time.perf_counter()
-    changed = len((decision.view.result or {}).get("changed", []))
+    changed = len(decision.view.result.changed) if decision.view.result else 0
     assert changed == jobs, f"queuebot changed {changed} of {jobs}"
     async with engine.connect() as conn:
         events = (await conn.execute(sa.text("SELECT count(*) FROM job_events"))).scalar_one()

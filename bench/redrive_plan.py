@@ -21,18 +21,17 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from scratch_db import drop, recreate
 
+from bot.bootstrap import wire_services
 from services import samples
 from services.audit import Actor
-from services.changes.model import ChangeKind, Selector
-from services.changes.ops import changes_for
-from services.changes.requests import ChangeRequests
+from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
+from services.estate.ops import Selector
 from services.migrate import upgrade
-from services.plans.engine import TICK, PlanEngine
-from services.scheduler import Scheduler
+from services.plans.store import TICK
 
 DB = "qb_bench_plan"
 ERROR = "ffmpeg exited with code 137 while transcoding segment "
@@ -89,16 +88,16 @@ async def run(url: str, jobs: int, velocity: float) -> int:
     estate = Estate(
         engine=engine, queues={"clips": QueueConfig(profile="message_job")}, clock=clock
     )
-    plans = PlanEngine(
-        estate=estate, engine=engine, config=config, clock=clock, changes_for=changes_for
-    )
-    changes = ChangeRequests(
-        estate=estate,
+    services = wire_services(
         state_engine=engine,
+        estate=estate,
         clock=clock,
-        plans=plans,
         approval=ApprovalConfig(large_change_rows=jobs + 1),
+        redrive=config,
+        notifier=None,
+        housekeeping=False,  # only the plan's ticks run here, nothing periodic
     )
+    changes, plans = services.changes, services.plan_desk
     async with engine.begin() as conn:
         await samples.record(
             conn, profile=estate.profile("clips"), now=clock.now - timedelta(minutes=15)
@@ -114,14 +113,14 @@ async def run(url: str, jobs: int, velocity: float) -> int:
     t2 = time.perf_counter()
     decision = await changes.approve(number=request.number, actor=Actor("bob", "bench", "b"))
     t3 = time.perf_counter()
-    plan = int(decision.view.result["plan"])
+    plan = int(decision.view.result.plan or 0) if decision.view.result else 0
     print(
         f"plan request (freeze + checks of {request.eligible:,} jobs): {t2 - t1:.2f} s; "
         f"approval + sample: {t3 - t2:.2f} s; {len(request.schedule)} waves"
     )
 
-    sched = Scheduler(engine=engine, clock=clock)
-    sched.register(TICK, plans.tick)
+    sched = services.scheduler
+    sched.register(TICK, services.plans.tick)
     started = clock.now
     tick_times: list[float] = []
     wave_ticks: list[float] = []

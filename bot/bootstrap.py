@@ -1,6 +1,8 @@
 """The one wiring place: settings -> engines -> services -> router -> adapters.
 
 Nothing is built at import time; ``build_app`` does it all, in this order.
+``wire_services`` is the part that composes the services (tests and benchmarks that
+bring their own engines and clock use it too, so there is one way they fit together).
 """
 
 from __future__ import annotations
@@ -17,21 +19,77 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
-from services.changes.ops import changes_for
+from services.changes.execute import Executor
 from services.changes.requests import ChangeRequests
-from services.config import Config
+from services.config import ApprovalConfig, Config, RedriveConfig
 from services.db import create_engine, redacted
 from services.estate.estate import Estate, utcnow
+from services.estate.registry import shipped_profiles
 from services.ledger import DeliveryLedger
 from services.migrate import upgrade
 from services.notify import Notifier
 from services.people import Directory
+from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
+from services.plans.publish import PlanPublisher
+from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
+
+
+@dataclass(frozen=True)
+class Services:
+    """The composed services: each built once, given its collaborators."""
+
+    changes: ChangeRequests
+    plans: PlanEngine  # requesting, starting and advancing plans
+    control: PlanControl  # halting, resuming, rolling back
+    plan_desk: Plans  # plans as commands use them
+    publisher: PlanPublisher
+    ledger: DeliveryLedger
+    scheduler: Scheduler
+
+
+def wire_services(
+    *,
+    state_engine: AsyncEngine,
+    estate: Estate,
+    clock: Callable[[], datetime],
+    approval: ApprovalConfig,
+    redrive: RedriveConfig,
+    notifier: Notifier | None,
+    housekeeping: bool = True,
+) -> Services:
+    """Compose the services over queuebot's own database and the queue estate.
+    ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
+    queuebot's tables live beside the queue, which plans and samples need)."""
+    ledger = DeliveryLedger(engine=state_engine, clock=clock)
+    publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
+    plans = PlanEngine(estate=estate, config=redrive, clock=clock, publisher=publisher)
+    control = PlanControl(estate=estate, clock=clock, publisher=publisher)
+    changes = ChangeRequests(
+        estate=estate,
+        engine=state_engine,
+        approval=approval,
+        clock=clock,
+        plans=plans,
+        executor=Executor(estate=estate, plans=plans, control=control),
+    )
+    sched = Scheduler(engine=state_engine, clock=clock)
+    if housekeeping:
+        jobs.register(sched, estate=estate, plans=plans)
+    return Services(
+        changes=changes,
+        plans=plans,
+        control=control,
+        plan_desk=Plans(engine=state_engine, control=control, clock=clock),
+        publisher=publisher,
+        ledger=ledger,
+        scheduler=sched,
+    )
 
 
 @dataclass
@@ -44,6 +102,7 @@ class App:
     ledger: DeliveryLedger
     scheduler: Scheduler
     plans: PlanEngine
+    changes: ChangeRequests
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -72,26 +131,19 @@ async def build_app(
         if migrate:
             revision = await upgrade(state_engine)
             log.info("queuebot state at %s is at revision %s", redacted(state_url), revision)
-        estate = Estate(engine=estate_engine, queues=config.queues, clock=clock)
+        estate = Estate(
+            engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()
+        )
         directory = Directory.from_config(config.file)
-        plans = PlanEngine(
-            estate=estate,
-            engine=state_engine,
-            config=config.file.redrive,
-            clock=clock,
-            changes_for=changes_for,
-            notifier=notifier,
-        )
-        changes = ChangeRequests(
-            estate=estate,
+        services = wire_services(
             state_engine=state_engine,
-            approval=config.file.approval,
+            estate=estate,
             clock=clock,
-            plans=plans,
+            approval=config.file.approval,
+            redrive=config.file.redrive,
+            notifier=notifier,
+            housekeeping=estate_url == state_url,
         )
-        sched = Scheduler(engine=state_engine, clock=clock)
-        if estate_url == state_url:  # plans and samples live beside the queue
-            jobs.register(sched, estate=estate, changes=changes, plans=plans)
         deps = Deps(
             reads=QueueReads(
                 estate,
@@ -100,8 +152,8 @@ async def build_app(
                     fresh_for=config.file.reads.fresh_seconds,
                 ),
             ),
-            changes=changes,
-            plans=plans,
+            changes=services.changes,
+            plans=services.plan_desk,
             directory=directory,
             access=config.file.access,
         )
@@ -111,9 +163,10 @@ async def build_app(
             estate=estate,
             directory=directory,
             router=Router(deps),
-            ledger=DeliveryLedger(engine=state_engine, clock=clock),
-            scheduler=sched,
-            plans=plans,
+            ledger=services.ledger,
+            scheduler=services.scheduler,
+            plans=services.plans,
+            changes=services.changes,
             _engines=engines,
         )
     except BaseException:

@@ -248,7 +248,7 @@ async def _config_check(config: Config) -> int:
 
 async def _indexes(config: Config) -> int:
     from services.db import normalise_url
-    from services.estate.estate import PROFILES
+    from services.estate.registry import shipped_profiles
 
     dialect = (
         "postgresql"
@@ -261,8 +261,9 @@ async def _indexes(config: Config) -> int:
         if dialect == "postgresql"
         else "-- SQLite.",
     ]
+    profiles = shipped_profiles()
     for name, cfg in config.queues.items():
-        profile = PROFILES[cfg.profile](name, cfg)
+        profile = profiles.get(cfg.profile)(name, cfg)
         out.append(f"\n-- queue {name} ({cfg.profile})")
         out.extend(recommended_indexes(profile, dialect))
     print("\n".join(out))

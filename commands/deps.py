@@ -7,12 +7,14 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from services.audit import Actor
-from services.changes.model import ChangeKind, ChangeView, Selector
+from services.changes.model import ChangeKind, ChangeView
 from services.changes.requests import Decision
 from services.config import AccessConfig
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
+from services.estate.ops import Selector
 from services.people import Directory
 from services.plans.model import PlanView
+from services.plans.service import PlanOutcome
 
 
 class QueueReader(Protocol):
@@ -60,11 +62,11 @@ class ChangeService(Protocol):
 
 
 class PlanService(Protocol):
-    """Staged redrive plans (``services.plans.engine.PlanEngine``)."""
+    """Staged redrive plans (``services.plans.service.Plans``)."""
 
     async def view(self, *, number: int) -> PlanView: ...
 
-    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanView: ...
+    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanOutcome: ...
 
 
 @dataclass(frozen=True)

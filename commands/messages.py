@@ -6,23 +6,45 @@ Kept in one module so wording stays consistent and reviewable (as bolt-python ke
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
 from commands.catalog import CATALOG, find_spec, group_specs
 from commands.reply import Reply
 from commands.spec import CommandSpec
 from services.errors import (
+    AlreadyApproved,
+    ConcurrentChange,
     ConfigError,
     Conflict,
+    DatabaseUnavailable,
     NotFound,
+    OwnRequest,
     PermissionDenied,
+    PlanActive,
+    PlanStateConflict,
     PreconditionFailed,
     QueuebotError,
+    RequestDecided,
+    RequestExpired,
     Unavailable,
     UsageError,
 )
-from services.message import Heading, Message, Table, Text
+from services.message import Block, Heading, Message, Table, Text
 from services.people import Person
+from services.scheduler import PostFailure
 
+# Most specific first: the first class an error is an instance of names it.
 _TITLES: dict[type[QueuebotError], str] = {
+    RequestDecided: "Already decided",
+    RequestExpired: "Request expired",
+    AlreadyApproved: "Already approved by you",
+    OwnRequest: "Needs another person",
+    PlanActive: "A plan is already active on this queue",
+    PlanStateConflict: "Plan not in that state",
+    ConcurrentChange: "Changed at the same moment",
+    DatabaseUnavailable: "Database unavailable",
     UsageError: "That command could not be read",
     NotFound: "Not found",
     PermissionDenied: "Not allowed",
@@ -65,12 +87,125 @@ def missing_role(person: Person, path: str, role: str) -> str:
     return f"{path} needs the {role} role; {person.name} has: {person.role_list()}."
 
 
-def error_reply(exc: QueuebotError) -> Reply:
+def _hm(value: datetime | None) -> str:
+    return value.strftime("%H:%M UTC") if value else "-"
+
+
+def _decided(e: RequestDecided) -> str:
+    if e.state == "executed":
+        return (
+            f"CR-{e.number} was already approved by {', '.join(e.approvers)} at "
+            f"{_hm(e.decided_at)} and executed: {e.changed:,} row(s) changed, "
+            f"{e.skipped:,} skipped. Nothing more was done."
+        )
+    when = _hm(e.decided_at)
+    return f"CR-{e.number} was rejected by {e.rejected_by} at {when}; nothing was changed."
+
+
+def _expired(e: RequestExpired) -> str:
+    return (
+        f"CR-{e.number} expired at {_hm(e.expired_at)} without approval; request it again if "
+        "the change is still wanted."
+    )
+
+
+def _already_approved(e: AlreadyApproved) -> str:
+    return (
+        f"you already approved CR-{e.number}; it needs {e.missing} more approval(s) from "
+        "someone else."
+    )
+
+
+def _own_request(e: OwnRequest) -> str:
+    return (
+        f"you requested CR-{e.number}; another approver must approve it (the two-person rule "
+        "holds across Slack, Discord and the console)."
+    )
+
+
+def _plan_active(e: PlanActive) -> str:
+    return (
+        f"queue {e.queue} already has an active plan, P-{e.plan}: one plan per queue. See "
+        f"/queue plan P-{e.plan}; halt or roll it back first."
+    )
+
+
+_PLAN_STATES = {
+    "running": "running",
+    "halted": "halted",
+    "completed": "completed: every wave is done",
+    "rolled_back": "rolled back",
+}
+
+
+def _plan_state(e: PlanStateConflict) -> str:
+    needed = " or ".join(_PLAN_STATES.get(s, s) for s in e.needed)
+    return (
+        f"P-{e.number} is {_PLAN_STATES.get(e.state, e.state)}; only a {needed} plan can be "
+        f"{_PARTICIPLES.get(e.action, e.action)}. See /queue plan P-{e.number}."
+    )
+
+
+_PARTICIPLES = {"halt": "halted", "resume": "resumed", "roll back": "rolled back"}
+
+
+def _concurrent(e: ConcurrentChange) -> str:
+    return (
+        f"someone changed {e.subject} at the same moment; nothing was changed by this "
+        "command. Look again (/queue pending, /queue plan) and retry if it is still needed."
+    )
+
+
+def _database(e: DatabaseUnavailable) -> str:
+    if e.committed is None:
+        return (
+            f"the database {e.database} failed while saving ({e.detail}); the change may or "
+            "may not have been saved. Check with /queue pending or /queue plan before trying "
+            "again."
+        )
+    return f"the database {e.database} is unavailable ({e.detail}); nothing was changed. Try again."
+
+
+_WORDS: dict[type[QueuebotError], Callable[[Any], str]] = {
+    RequestDecided: _decided,
+    RequestExpired: _expired,
+    AlreadyApproved: _already_approved,
+    OwnRequest: _own_request,
+    PlanActive: _plan_active,
+    PlanStateConflict: _plan_state,
+    ConcurrentChange: _concurrent,
+    DatabaseUnavailable: _database,
+}
+
+
+def describe(exc: QueuebotError) -> tuple[str, str]:
+    """The title and the text a person reads for ``exc``."""
     title = next((t for k, t in _TITLES.items() if isinstance(exc, k)), FALLBACK_TITLE)
-    blocks: list[Heading | Text] = [Heading(title), Text(exc.message)]
+    words = next((w for k, w in _WORDS.items() if isinstance(exc, k)), None)
+    return title, words(exc) if words is not None else exc.message
+
+
+def with_post_failures(message: Message, failures: Sequence[PostFailure]) -> Message:
+    """A reply for a committed change whose chat posts afterwards failed: the change
+    stands; the person learns the thread was not updated, and why."""
+    if not failures:
+        return message
+    why = "; ".join(f.error for f in failures)
+    note = (
+        "Done, but the chat post about it failed "
+        f"({why}); the plan's message catches up with its next post, and /queue plan shows "
+        "the state now."
+    )
+    blocks: tuple[Block, ...] = (*message.blocks, Text(note))
+    return Message(f"{message.summary} ({note})", blocks)
+
+
+def error_reply(exc: QueuebotError) -> Reply:
+    title, text = describe(exc)
+    blocks: list[Heading | Text] = [Heading(title), Text(text)]
     if isinstance(exc, UsageError) and exc.usage:
         blocks.append(Text(f"Usage: {exc.usage}", mono=True))
-    return Reply(Message(f"{title}: {exc.message}", tuple(blocks)), ephemeral=True, error=True)
+    return Reply(Message(f"{title}: {text}", tuple(blocks)), ephemeral=True, error=True)
 
 
 def unexpected_reply(correlation_id: str) -> Reply:

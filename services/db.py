@@ -6,15 +6,23 @@ PostgreSQL through psycopg 3, SQLite through aiosqlite. Plain ``postgresql://`` 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from services.errors import ConfigError
-from services.estate.signature import error_signature
+from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
 from services.jsonable import dumps, loads
 
 _DRIVERS = {
@@ -52,8 +60,7 @@ def redacted(url: str | URL) -> str:
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     # WAL lets readers run beside the one writer; busy_timeout turns "database is locked"
-    # into a short wait; the signature function mirrors the PostgreSQL regexp chain.
-    dbapi_conn.create_function("qb_signature", 1, error_signature, deterministic=True)
+    # into a short wait. SQL functions a domain needs are registered by that domain.
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=10000")
@@ -96,3 +103,80 @@ def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
         json_serializer=dumps,
         json_deserializer=loads,
     )
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """A failure of the database or the way to it, not of the statement."""
+    if isinstance(exc, PoolTimeout | OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _unique_violation(exc: DBAPIError) -> bool:
+    """A unique rule refused the row: a concurrent twin of this change got there first."""
+    if not isinstance(exc, IntegrityError):
+        return False
+    if getattr(exc.orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation
+        return True
+    return "UNIQUE constraint failed" in str(exc.orig)  # SQLite
+
+
+@contextlib.asynccontextmanager
+async def transaction(engine: AsyncEngine, *, subject: str) -> AsyncIterator[AsyncConnection]:
+    """One transaction of a use case, with the database's failures translated where they
+    happen: ``DatabaseUnavailable`` saying whether anything was committed, and
+    ``ConcurrentChange`` when a unique rule caught a concurrent twin of this change.
+    ``subject`` names what is being changed (``CR-12``, ``P-3``) for that message."""
+    where = redacted(engine.url)
+    try:
+        conn = await engine.connect()
+    except DBAPIError as exc:
+        raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
+    except PoolTimeout as exc:
+        raise DatabaseUnavailable(
+            database=where, detail="no connection free", committed=False
+        ) from exc
+    try:
+        trans = await conn.begin()
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await trans.rollback()
+            raise
+        try:
+            await trans.commit()
+        except DBAPIError as exc:
+            if _unique_violation(exc):
+                raise ConcurrentChange(subject=subject) from exc
+            raise DatabaseUnavailable(
+                database=where, detail=error_line(exc), committed=None
+            ) from exc
+    except DBAPIError as exc:
+        if _unique_violation(exc):
+            raise ConcurrentChange(subject=subject) from exc
+        if not _unavailable(exc):
+            raise
+        raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection that only reads queuebot's own tables; the database's failures
+    become ``DatabaseUnavailable`` (nothing was changed: nothing was asked to change)."""
+    where = redacted(engine.url)
+    try:
+        async with engine.connect() as conn:
+            await conn.execution_options(**READ_ONLY)
+            yield conn
+    except PoolTimeout as exc:
+        raise DatabaseUnavailable(
+            database=where, detail="no connection free", committed=False
+        ) from exc
+    except DBAPIError as exc:
+        if not _unavailable(exc):
+            raise
+        raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import samples, scheduler
-from services.changes.requests import ChangeRequests
+from services.changes import store as requests
 from services.estate.estate import Estate
-from services.plans.engine import TICK, PlanEngine
+from services.plans.engine import PlanEngine
+from services.plans.store import TICK
 from services.scheduler import FollowUp, Scheduler
 
 SAMPLE = "queue.sample"
@@ -20,9 +21,9 @@ SAMPLE_EVERY = timedelta(minutes=1)
 EXPIRE_EVERY = timedelta(seconds=30)
 
 
-def register(
-    sched: Scheduler, *, estate: Estate, changes: ChangeRequests, plans: PlanEngine
-) -> None:
+def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine) -> None:
+    """Give the scheduler its handlers: each runs in the scheduler's transaction."""
+
     async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         if subject in estate.profiles:  # a queue removed from the config stops here
             await samples.record(conn, profile=estate.profile(subject), now=now)
@@ -32,7 +33,7 @@ def register(
         return []
 
     async def expire(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        await changes.expire_due_in(conn, now)
+        await requests.expire_due(conn, now=now)
         await scheduler.schedule(
             conn, kind=EXPIRE, subject=subject, due_at=now + EXPIRE_EVERY, created_at=now
         )

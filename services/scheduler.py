@@ -1,4 +1,4 @@
-"""The durable scheduler (SPEC §9): due items live in ``qb_schedule``, survive restarts and
+"""The durable scheduler: due items live in ``qb_schedule``, survive restarts and
 run exactly once across replicas.
 
 An item is claimed with ``FOR UPDATE SKIP LOCKED`` (SQLite: the write lock), deleted and
@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -30,6 +31,27 @@ _items = cast(sa.Table, ScheduledItem.__table__)
 FollowUp = Callable[[], Awaitable[None]]
 Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
 MAX_BACKOFF = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class PostFailure:
+    """A follow-up (a chat post) that failed after its change was committed."""
+
+    what: str
+    error: str
+
+
+async def run_follow_ups(follow_ups: Sequence[FollowUp], *, what: str) -> tuple[PostFailure, ...]:
+    """Run the work that follows a commit (chat posts). A failure never undoes the
+    committed change: it is logged and returned, so the person can be told."""
+    failures: list[PostFailure] = []
+    for follow_up in follow_ups:
+        try:
+            await follow_up()
+        except Exception as exc:  # a chat post failing must not undo committed work
+            log.exception("a chat post after the %s failed", what)
+            failures.append(PostFailure(what, f"{type(exc).__name__}: {exc}"[:300]))
+    return tuple(failures)
 
 
 async def schedule(
@@ -116,11 +138,7 @@ class Scheduler:
             log.exception("scheduled %s %s failed; it will be retried", claimed[1], claimed[2])
             await self._retry_later(claimed, now, exc)
             return True
-        for follow_up in follow_ups:
-            try:
-                await follow_up()
-            except Exception:  # a chat post failing must not undo committed work
-                log.exception("follow-up of %s %s failed", claimed[1], claimed[2])
+        await run_follow_ups(follow_ups, what=f"scheduled {claimed[1]} {claimed[2]}")
         return True
 
     async def _retry_later(

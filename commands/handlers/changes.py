@@ -5,6 +5,7 @@ from __future__ import annotations
 from commands import format as fmt
 from commands.context import Invocation
 from commands.deps import Deps
+from commands.messages import with_post_failures
 from commands.model import (
     Approve,
     Cancel,
@@ -19,8 +20,9 @@ from commands.model import (
 )
 from commands.reply import Reply
 from services.audit import Actor
-from services.changes.model import ChangeKind, ChangeView, RequestState, Selector
+from services.changes.model import ChangeKind, ChangeView, RequestState
 from services.errors import PermissionDenied
+from services.estate.ops import Selector
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
 from services.plans.messages import plan_message
 
@@ -142,7 +144,8 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
 
 async def handle_approve(cmd: Approve, inv: Invocation, deps: Deps) -> Reply:
     decision = await deps.changes.approve(number=cmd.request, actor=actor_of(inv))
-    return Reply(change_message(decision.view), ephemeral=False)
+    message = with_post_failures(change_message(decision.view), decision.post_failures)
+    return Reply(message, ephemeral=False)
 
 
 async def handle_reject(cmd: Reject, inv: Invocation, deps: Deps) -> Reply:
@@ -241,35 +244,36 @@ def change_message(v: ChangeView) -> Message:
 
 
 def _outcome_line(v: ChangeView) -> str:
-    result = v.result or {}
+    result = v.result
+    if result is None:
+        return "not executed"
     if v.kind is ChangeKind.PLAN:
         return (
-            f"plan P-{result.get('plan')} started with its sample of "
+            f"plan P-{result.plan} started with its sample of "
             f"{v.schedule[0] if v.schedule else 0}; follow it with /queue plan "
-            f"P-{result.get('plan')}"
+            f"P-{result.plan}"
         )
     if v.kind is ChangeKind.RESUME:
-        return f"plan P-{result.get('plan')} is running again"
+        return f"plan P-{result.plan} is running again"
     if v.kind is ChangeKind.ROLLBACK:
         return (
-            f"plan P-{result.get('plan')} rolled back: "
-            f"{fmt.count(len(result.get('changed', [])))} unclaimed row(s) returned to "
+            f"plan P-{result.plan} rolled back: "
+            f"{fmt.count(len(result.changed))} unclaimed row(s) returned to "
             "the dead letters"
         )
     line = (
-        f"{fmt.count(len(result.get('changed', [])))} row(s) changed, "
-        f"{fmt.count(len(result.get('skipped', [])))} skipped"
+        f"{fmt.count(len(result.changed))} row(s) changed, {fmt.count(len(result.skipped))} skipped"
     )
-    if result.get("job_events"):
-        line += f", {fmt.count(result['job_events'])} job event(s) written"
+    if result.job_events:
+        line += f", {fmt.count(result.job_events)} job event(s) written"
     return line
 
 
 def _outcome(v: ChangeView) -> Block:
-    skipped = (v.result or {}).get("skipped", [])
+    skipped = v.result.skipped if v.result else []
     text = "Result: " + _outcome_line(v) + "."
     if skipped:
-        shown = "; ".join(f"{i}: {why}" for i, why in skipped[:MAX_LISTED])
+        shown = "; ".join(f"{i.id}: {i.why}" for i in skipped[:MAX_LISTED])
         text += f" Skipped, not forced: {shown}"
     return Text(text)
 
@@ -279,8 +283,8 @@ async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
-    view = await deps.plans.halt(number=cmd.plan, actor=actor_of(inv), reason=cmd.reason)
-    return Reply(plan_message(view), ephemeral=False)
+    done = await deps.plans.halt(number=cmd.plan, actor=actor_of(inv), reason=cmd.reason)
+    return Reply(with_post_failures(plan_message(done.view), done.post_failures), ephemeral=False)
 
 
 async def handle_resume(cmd: Resume, inv: Invocation, deps: Deps) -> Reply:

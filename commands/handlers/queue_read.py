@@ -23,7 +23,7 @@ async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
 
 
 def triage_message(t: TriageResult) -> Message:
-    unit = "messages" if t.profile == "message_job" else "jobs"
+    unit, what = t.unit, t.dead_title
     scope = f" queued in the last {fmt.age(t.taken_at - t.since)}" if t.since else ""
     dead = t.count_in(CanonicalState.DEAD)
     failed = t.count_in(CanonicalState.FAILED)
@@ -59,7 +59,6 @@ def triage_message(t: TriageResult) -> Message:
             )
         )
     if t.by_signature:
-        what = "Dead letters" if t.profile == "message_job" else "Failed"
         blocks.append(
             Table(
                 ("rows", "signature"),
@@ -105,12 +104,9 @@ def _sample_scope(t: TriageResult) -> str:
 
 
 def _duplicates(t: TriageResult) -> str:
-    if t.profile == "message_job":
-        text = f"{t.duplicate_groups} jobs with >1 unfinished message"
-    else:
-        text = f"{t.duplicate_groups} issues queued twice"
-        if t.duplicates_of_active:
-            text += f", {t.duplicates_of_active} queued beside an active row"
+    text = f"{t.duplicate_groups} {t.duplicate_label}"
+    if t.duplicates_of_active:
+        text += f", {t.duplicates_of_active} queued beside an active row"
     return text
 
 

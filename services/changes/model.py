@@ -1,27 +1,16 @@
-"""Change requests as values: what was asked, what was frozen, what happened."""
+"""Change requests as values: what was asked, what was frozen, what happened, and the
+request's row as a typed record."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
-from services.estate.model import DeadFilter
-
-T = TypeVar("T")
-CHUNK = 5000  # ids per IN (...) list: under SQLite's parameter limit
-PG_CHUNK = 50_000  # PostgreSQL binds a whole list as one array parameter
-
-
-def chunk_for(dialect: str) -> int:
-    return PG_CHUNK if dialect == "postgresql" else CHUNK
-
-
-def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+from services.estate.ops import Action, Ineligible, Selector
+from services.estate.profile import as_utc
 
 
 class ChangeKind(StrEnum):
@@ -32,6 +21,14 @@ class ChangeKind(StrEnum):
     RESUME = "resume"  # a halted plan goes on
     ROLLBACK = "rollback"  # a plan's redriven, unclaimed jobs go back to dead
 
+    @property
+    def action(self) -> Action | None:
+        """The row change this kind makes directly (None: it works through a plan)."""
+        try:
+            return Action(self.value)
+        except ValueError:
+            return None
+
 
 class RequestState(StrEnum):
     PENDING = "pending"
@@ -41,111 +38,144 @@ class RequestState(StrEnum):
 
 
 @dataclass(frozen=True)
-class Selector:
-    """What the requester named: ids, or a bulk selector resolved when frozen."""
+class Executed:
+    """What an executed request did (its row's ``result``)."""
 
-    ids: tuple[str, ...] = ()
-    duplicates: bool = False
-    failure_reason: str | None = None
-    error_like: str | None = None
-    tenant: str | None = None
-    job_type: str | None = None
-    all_dead: bool = False
-    plan: int | None = None  # resume / rollback: the plan concerned
-    sample: int | None = None  # a plan's sample size (1-5)
-    max_rows: int | None = None  # a plan's cap on rows
-
-    def dead_filter(self) -> DeadFilter:
-        """The bulk selector as the dead-letter filter /queue dlq uses."""
-        return DeadFilter(
-            error_like=self.error_like,
-            tenant=self.tenant,
-            reason=self.failure_reason,
-            job_type=self.job_type,
-        )
+    approvers: list[str]
+    changed: list[str] = field(default_factory=list)
+    skipped: list[Ineligible] = field(default_factory=list)
+    job_events: int = 0
+    plan: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "ids": list(self.ids),
-            "duplicates": self.duplicates,
-            "failure_reason": self.failure_reason,
-            "error_like": self.error_like,
-            "tenant": self.tenant,
-            "job_type": self.job_type,
-            "all_dead": self.all_dead,
+            "approvers": self.approvers,
+            "changed": self.changed,
+            "skipped": [[s.id, s.why] for s in self.skipped],
+            "job_events": self.job_events,
             "plan": self.plan,
-            "sample": self.sample,
-            "max_rows": self.max_rows,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Selector:
+    def from_json(cls, data: Mapping[str, Any]) -> Executed:
         return cls(
-            ids=tuple(data.get("ids", ())),
-            duplicates=bool(data.get("duplicates")),
-            failure_reason=data.get("failure_reason"),
-            error_like=data.get("error_like"),
-            tenant=data.get("tenant"),
-            job_type=data.get("job_type"),
-            all_dead=bool(data.get("all_dead")),
+            approvers=list(data.get("approvers", [])),
+            changed=[str(c) for c in data.get("changed", [])],
+            skipped=[Ineligible(str(i), str(w)) for i, w in data.get("skipped", [])],
+            job_events=int(data.get("job_events") or 0),
             plan=data.get("plan"),
-            sample=data.get("sample"),
-            max_rows=data.get("max_rows"),
         )
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Who rejected a request (its row's ``result``), and whether it was withdrawn."""
+
+    rejected_by: str
+    reason: str | None
+    withdrawn: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rejected_by": self.rejected_by, "reason": self.reason, "withdrawn": self.withdrawn}
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a request showed when it was made (its row's ``preview``)."""
+
+    by_signature: list[tuple[str, int]]
+    checks: list[tuple[str, str, str]]  # name, verdict, detail
+    schedule: list[int]
+    plan: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "by_signature": [[s, n] for s, n in self.by_signature],
+            "checks": [list(c) for c in self.checks],
+            "schedule": self.schedule,
+            "plan": self.plan,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Preview:
+        return cls(
+            by_signature=[(str(s), int(n)) for s, n in data.get("by_signature", [])],
+            checks=[(str(n), str(v), str(d)) for n, v, d in data.get("checks", [])],
+            schedule=[int(n) for n in data.get("schedule", [])],
+            plan=data.get("plan"),
+        )
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """One row of ``qb_change_requests``, without its frozen targets (read those with
+    ``store.targets`` when executing: ten thousand of them are not needed elsewhere)."""
+
+    id: int
+    kind: ChangeKind
+    queue: str
+    profile: str
+    state: RequestState
+    requested_at: datetime
+    expires_at: datetime
+    requester_person: str
+    requester_platform: str
+    requester_account: str
+    reason: str
+    incident: str | None
+    evidence: str | None
+    selector: Selector
+    ineligible: list[Ineligible]
+    snapshot_hash: str
+    preview: Preview
+    eligible_count: int
+    approvals_required: int
+    decided_at: datetime | None
+    executed: Executed | None
+    rejection: Rejection | None
+    origin: dict[str, Any]
 
     @property
-    def bulk(self) -> bool:
-        """Selects dead rows by what they are, not by id."""
-        return self.all_dead or any(
-            v is not None for v in (self.error_like, self.tenant, self.job_type)
+    def ref(self) -> str:
+        return f"CR-{self.id}"
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> RequestRow:
+        state = RequestState(row["state"])
+        result = row["result"] or {}
+        return cls(
+            id=int(row["id"]),
+            kind=ChangeKind(row["kind"]),
+            queue=row["queue"],
+            profile=row["profile"],
+            state=state,
+            requested_at=_utc(row["requested_at"]),
+            expires_at=_utc(row["expires_at"]),
+            requester_person=row["requester_person"],
+            requester_platform=row["requester_platform"],
+            requester_account=row["requester_account"],
+            reason=row["reason"],
+            incident=row["incident"],
+            evidence=row["evidence"],
+            selector=Selector.from_json(row["selector"]),
+            ineligible=[Ineligible(str(i), str(w)) for i, w in row["ineligible"]["items"]],
+            snapshot_hash=row["snapshot_hash"],
+            preview=Preview.from_json(row["preview"]),
+            eligible_count=int(row["eligible_count"]),
+            approvals_required=int(row["approvals_required"]),
+            decided_at=as_utc(row["decided_at"]),
+            executed=Executed.from_json(result) if state is RequestState.EXECUTED else None,
+            rejection=(
+                Rejection(
+                    rejected_by=str(result.get("rejected_by")),
+                    reason=result.get("reason"),
+                    withdrawn=bool(result.get("withdrawn")),
+                )
+                if state is RequestState.REJECTED
+                else None
+            ),
+            origin=dict(row["origin"] or {}),
         )
-
-    def describe(self) -> str:
-        if self.plan is not None:
-            return f"plan P-{self.plan}"
-        if self.duplicates:
-            return "duplicate queued rows"
-        if self.bulk or (self.failure_reason and not self.ids):
-            parts = [
-                f"error like {self.error_like!r}" if self.error_like else "",
-                f"tenant {self.tenant}" if self.tenant else "",
-                f"failure_reason {self.failure_reason}" if self.failure_reason else "",
-                f"job type {self.job_type}" if self.job_type else "",
-            ]
-            chosen = ", ".join(p for p in parts if p)
-            return f"dead rows with {chosen}" if chosen else "every dead row"
-        return ", ".join(self.ids)
-
-
-@dataclass(frozen=True)
-class Target:
-    """One frozen row: its key, the state it was seen in, and its full snapshot."""
-
-    id: str  # the job id as a person reads it
-    key: dict[str, Any]  # the database keys (message_job: job_id and message_id)
-    state: str  # the snapshotted state execution requires
-    signature: str
-    row: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Ineligible:
-    id: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Frozen:
-    targets: list[Target]
-    ineligible: list[Ineligible]
-
-
-@dataclass(frozen=True)
-class Applied:
-    changed: list[str]
-    skipped: list[Ineligible]
-    before: list[Any]  # row images before the change (dicts, or database-built JSON)
-    job_events: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,7 +199,7 @@ class ChangeView:
     approvals_required: int
     approvals: list[str] = field(default_factory=list)
     rejected_by: str | None = None
-    result: dict[str, Any] | None = None
+    result: Executed | None = None
     checks: list[tuple[str, str, str]] = field(default_factory=list)  # name, verdict, detail
     schedule: list[int] = field(default_factory=list)
     plan: int | None = None
@@ -177,3 +207,10 @@ class ChangeView:
     @property
     def ref(self) -> str:
         return f"CR-{self.number}"
+
+
+def _utc(value: datetime) -> datetime:
+    out = as_utc(value)
+    if out is None:
+        raise ValueError("a change request timestamp is missing")
+    return out

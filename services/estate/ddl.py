@@ -1,21 +1,18 @@
-"""The shipped DDL for both estates (``services/estate/ddl/*.sql``)."""
+"""Creating a profile's tables from its shipped DDL (``ddl/*.sql`` in its package)."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-
-def ddl_text(profile: str, dialect: str) -> str:
-    name = f"{profile}.{'postgresql' if dialect == 'postgresql' else 'sqlite'}.sql"
-    return resources.files("services.estate").joinpath("ddl", name).read_text("utf-8")
+from services.estate.profile import QueueProfile
+from services.estate.registry import shipped_profiles
 
 
-async def create_estate_tables(conn: AsyncConnection, profile: str) -> None:
-    """Create a profile's tables (if missing) exactly as the shipped DDL defines them."""
+async def create_estate_tables(conn: AsyncConnection, profile: str | type[QueueProfile]) -> None:
+    """Create a profile's tables (if missing) exactly as its shipped DDL defines them."""
+    kind = shipped_profiles().get(profile) if isinstance(profile, str) else profile
     dialect = conn.dialect.name
-    text = ddl_text(profile, dialect)
+    text = kind.ddl(dialect)
     if dialect == "postgresql":
         await conn.exec_driver_sql(text)  # psycopg runs a parameterless script at once
         return

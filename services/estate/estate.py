@@ -13,14 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from services.config import QueueConfig
 from services.db import READ_ONLY, error_line, redacted
 from services.errors import ConfigError, NotFound, Unavailable
-from services.estate.message_job import MessageJobProfile
 from services.estate.profile import QueueProfile
-from services.estate.worker_queue import WorkerQueueProfile
-
-PROFILES: dict[str, type[QueueProfile]] = {
-    WorkerQueueProfile.name: WorkerQueueProfile,
-    MessageJobProfile.name: MessageJobProfile,
-}
+from services.estate.registry import ProfileRegistry, shipped_profiles
+from services.estate.signature import install_sql_functions
 
 
 def utcnow() -> datetime:
@@ -36,14 +31,17 @@ class Estate:
         engine: AsyncEngine,
         queues: dict[str, QueueConfig],
         clock: Callable[[], datetime] = utcnow,
+        registry: ProfileRegistry | None = None,
     ) -> None:
         if not queues:
             raise ConfigError("no queue is configured; add a [queue] table with a profile")
+        known = registry or shipped_profiles()
         self.engine = engine
         self.clock = clock
         self.profiles: dict[str, QueueProfile] = {
-            name: PROFILES[cfg.profile](name, cfg) for name, cfg in queues.items()
+            name: known.get(cfg.profile)(name, cfg) for name, cfg in queues.items()
         }
+        install_sql_functions(engine)  # the reads group by failure signature in SQL
 
     @property
     def default_queue(self) -> str:

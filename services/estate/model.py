@@ -65,6 +65,10 @@ class Triage:
     duplicate_groups: int = 0
     duplicate_rows: int = 0
     duplicates_of_active: int = 0
+    # How the profile names things, so replies need not know which profile it is:
+    unit: str = "jobs"  # what total counts
+    dead_title: str = "Failed"  # what the signature breakdown covers
+    duplicate_label: str = "issues queued twice"  # what duplicate_groups counts
 
     @property
     def oldest_pending_age(self) -> timedelta | None:

@@ -1,9 +1,12 @@
-"""The queue-profile interface: how queuebot reads a team's own queue tables.
+"""The queue-profile interface: how queuebot reads and changes a team's own queue tables.
 
-A profile knows the table and column names of one queue design (seed 002's single
-worker table, seed 003's messages + jobs), maps its states onto ``CanonicalState`` and
-implements the reads with SQLAlchemy Core over reflected tables, so every value is a
-bound parameter and every name comes from validated configuration.
+A profile knows the table and column names of one queue design (a single worker table,
+or messages + jobs), maps its states onto ``CanonicalState`` and implements the reads
+with SQLAlchemy Core over reflected tables, so every value is a bound parameter and every
+name comes from validated configuration. Each profile is one package under
+``services/estate/`` holding its DDL, reads, guarded writes (``changes``, a
+``RowChanges``) and staged-redrive operations (``plan_ops``, a ``PlanOps``); the
+registry (``registry.py``) names them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -34,6 +38,7 @@ from services.estate.model import (
     JobList,
     Triage,
 )
+from services.estate.ops import PlanOps, RowChanges
 
 _UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
@@ -102,11 +107,22 @@ def row_dict(row: sa.Row[Any]) -> dict[str, object]:
 
 
 class QueueProfile(ABC):
-    """One queue design. Subclasses declare their tables and implement the reads."""
+    """One queue design. Subclasses declare their tables, implement the reads, and set
+    ``changes`` and ``plan_ops`` to their write operations when constructed."""
 
     name: ClassVar[str]
     specs: ClassVar[tuple[TableSpec, ...]]
     states: ClassVar[Mapping[str, CanonicalState]]
+    changes: RowChanges
+    plan_ops: PlanOps
+
+    @classmethod
+    def ddl(cls, dialect: str) -> str:
+        """The profile's shipped DDL (``ddl/postgresql.sql`` or ``ddl/sqlite.sql`` in its
+        package): what ``queuebot demo`` and the tests build."""
+        package = cls.__module__.rpartition(".")[0]
+        name = "postgresql.sql" if dialect == "postgresql" else "sqlite.sql"
+        return resources.files(package).joinpath("ddl", name).read_text("utf-8")
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
         self.queue = queue
@@ -266,6 +282,17 @@ class QueueProfile(ABC):
 
     @abstractmethod
     async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList: ...
+
+    @abstractmethod
+    def dead_where(
+        self, tables: dict[str, BoundTable], filters: DeadFilter
+    ) -> list[sa.ColumnElement[bool]]:
+        """The dead letters ``filters`` picks: /queue dlq lists them and a staged redrive
+        selects them with this one definition, so the two cannot disagree."""
+
+    @abstractmethod
+    def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
+        """Newest dead letters first."""
 
     @abstractmethod
     async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList: ...

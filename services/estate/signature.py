@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import event, func
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 SIGNATURE_LENGTH = 120
@@ -58,6 +60,25 @@ def signature_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str
     for pattern, replacement in RULES:
         expr = func.regexp_replace(expr, pattern, replacement, "g")
     return func.rtrim(func.left(func.btrim(expr, " "), SIGNATURE_LENGTH), " ")
+
+
+def install_sql_functions(engine: AsyncEngine) -> None:
+    """Give SQLite connections of ``engine`` the ``qb_signature`` function that
+    ``signature_sql`` calls there (PostgreSQL needs nothing). Registered on checkout, so
+    connections the pool made before the estate was given the engine get it too."""
+    if engine.dialect.name != "sqlite":
+        return
+    pool = engine.sync_engine.pool
+    if event.contains(pool, "checkout", _register_signature):
+        return
+    event.listen(pool, "checkout", _register_signature)
+
+
+def _register_signature(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+    if record.info.get("qb_signature"):
+        return
+    dbapi_conn.create_function("qb_signature", 1, error_signature, deterministic=True)
+    record.info["qb_signature"] = True
 
 
 def display_signature(signature: str | None) -> str:

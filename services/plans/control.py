@@ -1,112 +1,124 @@
-"""Halting, resuming and rolling back a plan (the latter two after their own approval)."""
+"""Halting, resuming and rolling back a plan (the latter two after their own approval).
+
+Each step runs in the caller's transaction (it takes the connection and never commits)
+and returns the chat posts to make after the commit as follow-ups.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import audit, scheduler
+from services import audit
 from services.audit import Actor
-from services.changes.plan_ops import ItemRef
-from services.errors import Conflict
-from services.plans.model import ACTIVE, PlanState, PlanView
-from services.plans.store import ITEMS, TICK, PlanStore, plan_ops_for
+from services.errors import PlanStateConflict
+from services.estate.estate import Estate
+from services.plans import store
+from services.plans.model import ACTIVE, ItemState, Note, PlanState, PlanView
+from services.plans.publish import PlanPublisher
 from services.scheduler import FollowUp
 
 
-class PlanControl(PlanStore):
-    # -- halt, resume, rollback ------------------------------------------------------------
+class PlanControl:
+    def __init__(
+        self, *, estate: Estate, clock: Callable[[], datetime], publisher: PlanPublisher
+    ) -> None:
+        self.estate = estate
+        self.clock = clock
+        self.publisher = publisher
 
-    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanView:
-        now = self.clock()
-        async with self.engine.begin() as conn:
-            plan = await self._lock(conn, number)
-            if plan["state"] != PlanState.RUNNING.value:
-                raise Conflict(f"P-{number} is {plan['state']}, not running; nothing to halt")
-            note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
-            await self._set_state(conn, number, PlanState.HALTED, note, now)
-            await scheduler.unschedule(conn, kind=TICK, subject=str(number))
-            await audit.append(
-                conn,
-                action="plan.halted",
-                actor=actor,
-                at=now,
-                subject=f"P-{number}",
-                queue=plan["queue"],
-                incident=plan["incident"],
-                reason=reason,
-                details={},
+    async def halt(
+        self,
+        conn: AsyncConnection,
+        *,
+        number: int,
+        actor: Actor,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[PlanView, FollowUp]:
+        """Stop a running plan now: no further wave starts until a resume is approved."""
+        plan = await store.lock(conn, number)
+        if plan.state is not PlanState.RUNNING:
+            raise PlanStateConflict(
+                number=number, state=plan.state, needed=(PlanState.RUNNING,), action="halt"
             )
-            view = await self._view(conn, number)
-        await self._publish(number, [("note", note)])()
-        return view
+        note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
+        await store.set_state(conn, number, PlanState.HALTED, note, now)
+        await store.no_more_ticks(conn, number)
+        await audit.append(
+            conn,
+            action="plan.halted",
+            actor=actor,
+            at=now,
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
+            reason=reason,
+            details={},
+        )
+        view = await store.view(conn, number)
+        return view, self.publisher.follow_up(number, [Note(note)])
 
     async def resume(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
     ) -> list[FollowUp]:
-        plan = await self._lock(conn, number)
-        if plan["state"] != PlanState.HALTED.value:
-            raise Conflict(f"P-{number} is {plan['state']}, not halted; nothing to resume")
+        plan = await store.lock(conn, number)
+        if plan.state is not PlanState.HALTED:
+            raise PlanStateConflict(
+                number=number, state=plan.state, needed=(PlanState.HALTED,), action="resume"
+            )
         note = f"resumed by {actor.person} (CR-{request})"
-        await self._set_state(conn, number, PlanState.RUNNING, note, now)
-        await self._next_tick(conn, number, now, now)
+        await store.set_state(conn, number, PlanState.RUNNING, note, now)
+        await store.next_tick(conn, number, due=now, now=now)
         await audit.append(
             conn,
             action="plan.resumed",
             actor=actor,
             at=now,
-            subject=f"P-{number}",
-            queue=plan["queue"],
-            incident=plan["incident"],
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
             details={"request": f"CR-{request}"},
         )
-        return [self._publish(number, [("note", note)])]
+        return [self.publisher.follow_up(number, [Note(note)])]
 
     async def rollback(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
     ) -> tuple[list[str], list[FollowUp]]:
-        plan = await self._lock(conn, number)
-        if plan["state"] not in ACTIVE:
-            raise Conflict(
-                f"P-{number} is {plan['state']}; only a running or halted plan can be rolled back"
+        """Return the plan's redriven jobs that no worker claimed yet to the dead letters,
+        each with its own earlier values; the rest are left alone and listed."""
+        plan = await store.lock(conn, number)
+        if plan.state not in ACTIVE:
+            raise PlanStateConflict(
+                number=number, state=plan.state, needed=ACTIVE, action="roll back"
             )
-        rows = (
-            (
-                await conn.execute(
-                    sa.select(ITEMS).where(ITEMS.c.plan_id == number, ITEMS.c.state == "redriven")
-                )
-            )
-            .mappings()
-            .all()
-        )
-        refs = [ItemRef(r["job_id"], r["message_id"], r["original"]) for r in rows]
-        note = f"queuebot P-{number} rolled back (CR-{request}): {plan['reason']}"[:1000]
-        back = await plan_ops_for(self._profile(plan)).rollback(
-            conn, items=refs, now=now, note=note
-        )
-        await self._mark(conn, number, back, "rolled_back")
+        items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
+        note = f"queuebot {plan.ref} rolled back (CR-{request}): {plan.reason}"[:1000]
+        profile = self.estate.profile(plan.queue)
+        back = await profile.plan_ops.rollback(conn, items=store.refs(items), now=now, note=note)
+        await store.mark(conn, number, back, ItemState.ROLLED_BACK)
         returned = set(back)
         summary = (
             f"rolled back by {actor.person} (CR-{request}): {len(back)} unclaimed job(s) "
-            f"returned to the dead letters; {len(rows) - len(back)} already claimed or "
+            f"returned to the dead letters; {len(items) - len(back)} already claimed or "
             "finished were left alone"
         )
-        await self._set_state(conn, number, PlanState.ROLLED_BACK, summary, now)
-        await scheduler.unschedule(conn, kind=TICK, subject=str(number))
+        await store.set_state(conn, number, PlanState.ROLLED_BACK, summary, now)
+        await store.no_more_ticks(conn, number)
         await audit.append(
             conn,
             action="plan.rolled_back",
             actor=actor,
             at=now,
-            subject=f"P-{number}",
-            queue=plan["queue"],
-            incident=plan["incident"],
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
             details={
                 "request": f"CR-{request}",
                 "rolled_back": back,
-                "left_alone": [r["job_id"] for r in rows if r["job_id"] not in returned],
+                "left_alone": [i.job_id for i in items if i.job_id not in returned],
             },
         )
-        return back, [self._publish(number, [("note", summary)])]
+        return back, [self.publisher.follow_up(number, [Note(summary)])]

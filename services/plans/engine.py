@@ -1,38 +1,67 @@
-"""Staged redrive plans (SPEC §7): the sample runs on approval, and every later wave is
-started by a durable scheduler tick, only once the previous wave is all terminal, nothing
-in it re-entered the dead-letter state, the dead-letter count is not growing and the
-velocity cap allows. A re-dead-letter halts the plan; resuming needs a new approval.
+"""Staged redrive plans: the sample runs on approval, and every later wave is started by a
+durable scheduler tick, only once the previous wave is all terminal, nothing in it
+re-entered the dead-letter state, the dead-letter count is not growing and the velocity
+cap allows. A re-dead-letter halts the plan; resuming needs a new approval.
 
-Every step locks the plan row first (``UPDATE ... SET state = state``), so ticks from
-several replicas, a halt and an approval serialise; the step, its audit event and the
-next tick commit together.
+Every step runs in the caller's transaction and locks the plan row first, so ticks from
+several replicas, a halt and an approval take turns; the step, its audit event and the
+next tick commit together. What a step has to say in chat comes back as follow-ups for
+after the commit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import audit
 from services.audit import Actor
-from services.changes.model import ChangeKind, Ineligible, Selector, Target
-from services.changes.plan_ops import ItemRef, WaveStatus
-from services.errors import Conflict
-from services.estate.profile import QueueProfile, as_utc
+from services.config import RedriveConfig
+from services.errors import PlanActive
+from services.estate.estate import Estate
+from services.estate.ops import Action, Ineligible, Selector, Target, WaveStatus
+from services.estate.profile import QueueProfile
 from services.estate.signature import display_signature, error_signature
-from services.plans.control import PlanControl
-from services.plans.model import PlanState, wave_sizes
+from services.plans import store
+from services.plans.model import (
+    ItemState,
+    News,
+    Note,
+    PlanRow,
+    PlanState,
+    Wave,
+    WaveFinished,
+    WaveOutcome,
+    WaveStarted,
+    wave_sizes,
+)
 from services.plans.preconditions import Evaluation, evaluate
-from services.plans.store import ITEMS, PLANS, SYSTEM, TICK, plan_ops_for
+from services.plans.publish import PlanPublisher
 from services.scheduler import FollowUp
 
-__all__ = ["TICK", "PlanEngine", "plan_ops_for"]
+SYSTEM = Actor.system("plan")
 
 
-class PlanEngine(PlanControl):
+class PlanEngine:
+    """Requesting (candidates, schedule), starting and advancing plans."""
+
+    def __init__(
+        self,
+        *,
+        estate: Estate,
+        config: RedriveConfig,
+        clock: Callable[[], datetime],
+        publisher: PlanPublisher,
+    ) -> None:
+        self.estate = estate
+        self.config = config
+        self.clock = clock
+        self.publisher = publisher
+
     # -- requesting ------------------------------------------------------------------
 
     async def candidates(
@@ -46,13 +75,13 @@ class PlanEngine(PlanControl):
         limit: int | None,
     ) -> tuple[list[Target], list[Ineligible], Evaluation]:
         """The frozen candidates of a redrive, checked; named ids or a bulk selector."""
-        ops = plan_ops_for(profile)
+        ops = profile.plan_ops
         if selector.bulk or (staged and selector.failure_reason is not None):
             ids = tuple(await ops.candidate_ids(conn, selector=selector))
         else:
             ids = tuple(dict.fromkeys(selector.ids))
-        frozen = await self.changes_for(profile).freeze(
-            conn, kind=ChangeKind.REDRIVE, selector=Selector(ids=ids)
+        frozen = await profile.changes.freeze(
+            conn, action=Action.REDRIVE, selector=Selector(ids=ids)
         )
         evaluation = await evaluate(
             conn,
@@ -83,73 +112,76 @@ class PlanEngine(PlanControl):
             cap=self.config.max_wave,
         )
 
+    async def ensure_no_active_plan(self, conn: AsyncConnection, queue: str) -> None:
+        running = await store.active_plan(conn, queue)
+        if running is not None:
+            raise PlanActive(queue=queue, plan=running)
+
     # -- approval -> the sample ------------------------------------------------------
 
     async def start(
         self,
         conn: AsyncConnection,
         *,
-        cr: dict[str, Any],
+        request: int,
+        queue: str,
+        reason: str,
+        incident: str | None,
+        requester: str,
         approvers: list[str],
+        origin: dict[str, Any],
+        targets: list[Target],
+        sample: int | None,
         actor: Actor,
         now: datetime,
     ) -> tuple[int, list[FollowUp]]:
-        profile = self.estate.profile(cr["queue"])
-        running = await self.active_plan(conn, profile.queue)
-        if running is not None:
-            raise Conflict(
-                f"queue {profile.queue} already has an active plan, P-{running}; "
-                "one plan per queue (halt or roll it back first)"
-            )
-        items = cr["targets"]["items"]
-        sample = cr["selector"].get("sample")
-        schedule = self.schedule_for(len(items), sample)
-        number = (
-            await conn.execute(
-                PLANS.insert()
-                .values(
-                    queue=profile.queue,
-                    profile=profile.name,
-                    request_id=cr["id"],
-                    state=PlanState.RUNNING.value,
-                    reason=cr["reason"],
-                    incident=cr["incident"],
-                    requester=cr["requester_person"],
-                    approvers={"people": approvers},
-                    sample=schedule[0],
-                    max_wave=self.config.max_wave,
-                    velocity=self.config.velocity,
-                    poll_seconds=self.config.poll_seconds,
-                    total=len(items),
-                    cursor=0,
-                    wave=-1,
-                    wave_size=0,
-                    wave_started_at=None,
-                    dead_at_wave_start=0,
-                    waves={"schedule": schedule, "waves": []},
-                    note=None,
-                    origin=cr["origin"],
-                    message_ref=None,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .returning(PLANS.c.id)
-            )
-        ).scalar_one()
-        await conn.execute(
-            ITEMS.insert(),
+        """A plan for the approved request's frozen targets, its sample started now."""
+        profile = self.estate.profile(queue)
+        await self.ensure_no_active_plan(conn, profile.queue)
+        schedule = self.schedule_for(len(targets), sample)
+        number = await store.insert_plan(
+            conn,
+            {
+                "queue": profile.queue,
+                "profile": profile.name,
+                "request_id": request,
+                "state": PlanState.RUNNING.value,
+                "reason": reason,
+                "incident": incident,
+                "requester": requester,
+                "approvers": {"people": approvers},
+                "sample": schedule[0],
+                "max_wave": self.config.max_wave,
+                "velocity": self.config.velocity,
+                "poll_seconds": self.config.poll_seconds,
+                "total": len(targets),
+                "cursor": 0,
+                "wave": -1,
+                "wave_size": 0,
+                "wave_started_at": None,
+                "dead_at_wave_start": 0,
+                "waves": {"schedule": schedule, "waves": []},
+                "note": None,
+                "origin": origin,
+                "message_ref": None,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        await store.insert_items(
+            conn,
             [
                 {
                     "plan_id": number,
                     "seq": seq,
-                    "job_id": str(item["id"]),
-                    "message_id": item["key"].get("message_id"),
+                    "job_id": t.id,
+                    "message_id": t.part,
                     "wave": None,
-                    "state": "waiting",
-                    "signature": item["signature"],
-                    "original": {"status": item["state"]},
+                    "state": ItemState.WAITING.value,
+                    "signature": t.signature,
+                    "original": {"status": t.state},
                 }
-                for seq, item in enumerate(items)
+                for seq, t in enumerate(targets)
             ],
         )
         await audit.append(
@@ -159,205 +191,177 @@ class PlanEngine(PlanControl):
             at=now,
             subject=f"P-{number}",
             queue=profile.queue,
-            incident=cr["incident"],
-            reason=cr["reason"],
+            incident=incident,
+            reason=reason,
             details={
-                "request": f"CR-{cr['id']}",
-                "total": len(items),
+                "request": f"CR-{request}",
+                "total": len(targets),
                 "schedule": schedule,
                 "approvers": approvers,
             },
         )
-        plan = await self._lock(conn, int(number))
-        follow = await self._start_wave(conn, plan, now, actor)
-        return int(number), follow
+        plan = await store.lock(conn, number)
+        return number, await self._start_wave(conn, plan, now, actor)
 
     # -- the scheduler's tick ----------------------------------------------------------
 
     async def tick(self, conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        plan = await self._lock(conn, int(subject))
-        if plan["state"] != PlanState.RUNNING.value:
+        """The scheduler's step for one plan: judge the running wave, then start the next
+        one when every condition allows, or come back later."""
+        plan = await store.lock(conn, int(subject))
+        if plan.state is not PlanState.RUNNING:
             return []
-        number = plan["id"]
-        waves: list[dict[str, Any]] = plan["waves"]["waves"]
-        posts: list[Any] = []
-        current = waves[-1] if waves else None
-        if current is not None and current["outcome"] == "running":
-            refs = await self._wave_items(conn, number, current["number"])
-            status = await plan_ops_for(self._profile(plan)).wave_status(conn, items=refs)
+        news: list[News] = []
+        waves = plan.waves
+        current = waves.current
+        if current is not None and current.outcome is WaveOutcome.RUNNING:
+            items = await store.items_in(
+                conn, plan.id, state=ItemState.REDRIVEN, wave=current.number
+            )
+            profile = self.estate.profile(plan.queue)
+            status = await profile.plan_ops.wave_status(conn, items=store.refs(items))
             if status.redead:
                 return await self._halt_on_redead(conn, plan, current, status, now)
             if status.open:
-                await self._next_tick(conn, number, now + self._poll(plan), now)
+                await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
                 return []
-            await self._mark(conn, number, status.succeeded, "succeeded")
-            current.update(
-                outcome="ok", finished_at=now.isoformat(), succeeded=len(status.succeeded)
+            await store.mark(conn, plan.id, status.succeeded, ItemState.SUCCEEDED)
+            current = current.model_copy(
+                update={
+                    "outcome": WaveOutcome.OK,
+                    "finished_at": now,
+                    "succeeded": len(status.succeeded),
+                }
             )
-            await self._save_waves(conn, plan, waves, now)
+            waves = waves.with_wave(current)
+            await store.save_waves(conn, plan.id, waves, now)
             await audit.append(
                 conn,
                 action="plan.wave_finished",
                 actor=SYSTEM,
                 at=now,
-                subject=f"P-{number}",
-                queue=plan["queue"],
-                incident=plan["incident"],
-                details={"wave": current["number"], "succeeded": status.succeeded},
+                subject=plan.ref,
+                queue=plan.queue,
+                incident=plan.incident,
+                details={"wave": current.number, "succeeded": status.succeeded},
             )
-            posts.append(("finished", current["number"]))
-        if plan["cursor"] >= plan["total"]:
-            await self._set_state(conn, number, PlanState.COMPLETED, "every wave succeeded", now)
+            news.append(WaveFinished(current.number))
+        if plan.cursor >= plan.total:
+            await store.set_state(conn, plan.id, PlanState.COMPLETED, "every wave succeeded", now)
             await audit.append(
                 conn,
                 action="plan.completed",
                 actor=SYSTEM,
                 at=now,
-                subject=f"P-{number}",
-                queue=plan["queue"],
-                incident=plan["incident"],
-                details={"total": plan["total"]},
+                subject=plan.ref,
+                queue=plan.queue,
+                incident=plan.incident,
+                details={"total": plan.total},
             )
-            return [self._publish(number, posts)]
-        profile = self._profile(plan)
-        dead_now = await self._dead(conn, profile)
+            return [self.publisher.follow_up(plan.id, news)]
+        if current is not None:
+            waiting = await self._wait_reason(conn, plan, current, now)
+            if waiting is not None:
+                due, note = waiting
+                if note is not None and plan.note != note:
+                    await store.set_note(conn, plan.id, note, now)
+                    news.append(Note(note))
+                await store.next_tick(conn, plan.id, due=due, now=now)
+                return [self.publisher.follow_up(plan.id, news)] if news else []
+        plan = replace(plan, waves=waves)
+        return await self._start_wave(conn, plan, now, SYSTEM, news)
+
+    async def _wait_reason(
+        self, conn: AsyncConnection, plan: PlanRow, current: Wave, now: datetime
+    ) -> tuple[datetime, str | None] | None:
+        """When the next wave may not start yet: (when to look again, a note or None)."""
+        dead_now = await _dead(conn, self.estate.profile(plan.queue))
         # The last wave took `changed` rows out of the dead letters; those that came back
         # (`redead`, when it halted and was resumed) are counted again, not as new growth.
-        expected = plan["dead_at_wave_start"] - (
-            current["changed"] - current.get("redead", 0) if current else 0
-        )
-        if current is not None and dead_now > expected:
+        expected = plan.dead_at_wave_start - (current.changed - current.redead)
+        if dead_now > expected:
             note = (
                 f"waiting: {dead_now - expected:,} new dead letter(s) since "
-                f"{current['label']} started; the next wave starts when the count stops "
+                f"{current.label} started; the next wave starts when the count stops "
                 "growing"
             )
-            if plan["note"] != note:
-                await conn.execute(
-                    PLANS.update().where(PLANS.c.id == number).values(note=note, updated_at=now)
-                )
-                posts.append(("note", note))
-            await self._next_tick(conn, number, now + self._poll(plan), now)
-            return [self._publish(number, posts)] if posts else []
-        if current is not None:
-            earliest = (as_utc(plan["wave_started_at"]) or now) + timedelta(
-                seconds=current["size"] / plan["velocity"]
-            )
-            if now < earliest:
-                await self._next_tick(conn, number, earliest, now)
-                return [self._publish(number, posts)] if posts else []
-        return [*(await self._start_wave(conn, plan, now, SYSTEM, posts))]
+            return now + _poll(plan), note
+        earliest = (plan.wave_started_at or now) + timedelta(seconds=current.size / plan.velocity)
+        if now < earliest:
+            return earliest, None
+        return None
 
     async def _start_wave(
         self,
         conn: AsyncConnection,
-        plan: dict[str, Any],
+        plan: PlanRow,
         now: datetime,
         actor: Actor,
-        posts: list[Any] | None = None,
+        news: list[News] | None = None,
     ) -> list[FollowUp]:
-        number = plan["id"]
-        profile = self._profile(plan)
-        ops = plan_ops_for(profile)
-        schedule: list[int] = plan["waves"]["schedule"]
-        waves: list[dict[str, Any]] = plan["waves"]["waves"]
-        wave_no = len(waves)
-        size = schedule[wave_no] if wave_no < len(schedule) else self.config.max_wave
-        rows = (
-            (
-                await conn.execute(
-                    sa.select(ITEMS)
-                    .where(ITEMS.c.plan_id == number, ITEMS.c.seq >= plan["cursor"])
-                    .order_by(ITEMS.c.seq)
-                    .limit(size)
-                )
-            )
-            .mappings()
-            .all()
-        )
-        refs = [ItemRef(r["job_id"], r["message_id"], {}) for r in rows]
-        originals = await ops.originals(conn, items=refs)
-        dead_before = await self._dead(conn, profile)
+        profile = self.estate.profile(plan.queue)
+        ops = profile.plan_ops
+        wave_no = len(plan.waves.waves)
+        schedule = plan.waves.schedule
+        size = schedule[wave_no] if wave_no < len(schedule) else plan.max_wave
+        items = await store.next_items(conn, plan, size)
+        originals = await ops.originals(conn, items=store.refs(items))
+        dead_before = await _dead(conn, profile)
         targets = [
             Target(
-                id=r["job_id"],
-                key=(
-                    {"job_id": r["job_id"], "message_id": r["message_id"]}
-                    if r["message_id"]
-                    else {"id": r["job_id"]}
-                ),
-                state=(
-                    r["original"].get("status", "DLQ/FAILED")
-                    if not r["message_id"]
-                    else "DLQ/FAILED"
-                ),
-                signature=r["signature"],
+                id=i.job_id,
+                key={},
+                state=str(i.original["status"]),
+                signature=i.signature,
                 row={},
+                part=i.part,
             )
-            for r in rows
+            for i in items
         ]
         label = "sample" if wave_no == 0 else f"wave {wave_no}"
-        note = (f"queuebot P-{number} {label} (CR-{plan['request_id']}): {plan['reason']}")[:1000]
-        applied = await self.changes_for(profile).apply(
-            conn, kind=ChangeKind.REDRIVE, targets=targets, now=now, note=note, duplicates=False
+        note = f"queuebot {plan.ref} {label} (CR-{plan.request_id}): {plan.reason}"[:1000]
+        applied = await profile.changes.apply(
+            conn, action=Action.REDRIVE, targets=targets, now=now, note=note, duplicates=False
         )
         changed = set(applied.changed)
         await ops.log_redrives(conn, job_ids=applied.changed, now=now)
-        updates = [
-            {
-                "p": number,
-                "s": r["seq"],
-                "w": wave_no,
-                "st": "redriven" if r["job_id"] in changed else "skipped",
-                "o": originals.get(r["message_id"] or r["job_id"], r["original"]),
-            }
-            for r in rows
-        ]
-        if updates:
-            await conn.execute(
-                ITEMS.update()
-                .where(ITEMS.c.plan_id == sa.bindparam("p"), ITEMS.c.seq == sa.bindparam("s"))
-                .values(
-                    wave=sa.bindparam("w"), state=sa.bindparam("st"), original=sa.bindparam("o")
-                ),
-                updates,
-            )
-        wave = {
-            "number": wave_no,
-            "label": label,
-            "size": len(rows),
-            "changed": len(changed),
-            "skipped": len(rows) - len(changed),
-            "started_at": now.isoformat(),
-            "finished_at": None,
-            "succeeded": 0,
-            "redead": 0,
-            "outcome": "running",
-        }
-        waves.append(wave)
-        await conn.execute(
-            PLANS.update()
-            .where(PLANS.c.id == number)
-            .values(
-                cursor=plan["cursor"] + len(rows),
-                wave=wave_no,
-                wave_size=len(rows),
-                wave_started_at=now,
-                dead_at_wave_start=dead_before,
-                note=None,
-                waves={"schedule": schedule, "waves": waves},
-                updated_at=now,
-            )
+        await store.record_wave_items(
+            conn,
+            number=plan.id,
+            updates=[
+                (
+                    i.seq,
+                    wave_no,
+                    ItemState.REDRIVEN if i.job_id in changed else ItemState.SKIPPED,
+                    originals.get(i.part or i.job_id, i.original),
+                )
+                for i in items
+            ],
+        )
+        wave = Wave(
+            number=wave_no,
+            size=len(items),
+            changed=len(changed),
+            skipped=len(items) - len(changed),
+            started_at=now,
+        )
+        await store.wave_started(
+            conn,
+            plan,
+            taken=len(items),
+            waves=plan.waves.with_wave(wave),
+            dead_before=dead_before,
+            now=now,
         )
         await audit.append(
             conn,
             action="plan.wave_started",
             actor=actor,
             at=now,
-            subject=f"P-{number}",
-            queue=plan["queue"],
-            incident=plan["incident"],
-            reason=plan["reason"],
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
+            reason=plan.reason,
             details={
                 "wave": wave_no,
                 "changed": applied.changed,
@@ -366,31 +370,19 @@ class PlanEngine(PlanControl):
                 "before": applied.before,
             },
         )
-        await self._next_tick(conn, number, now + self._poll(plan), now)
-        return [self._publish(number, [*(posts or []), ("started", wave_no)])]
+        await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
+        return [self.publisher.follow_up(plan.id, [*(news or []), WaveStarted(wave_no)])]
 
     async def _halt_on_redead(
         self,
         conn: AsyncConnection,
-        plan: dict[str, Any],
-        current: dict[str, Any],
+        plan: PlanRow,
+        current: Wave,
         status: WaveStatus,
         now: datetime,
     ) -> list[FollowUp]:
-        number = plan["id"]
         redead = status.redead
-        originals = {
-            r["job_id"]: r["signature"]
-            for r in (
-                await conn.execute(
-                    sa.select(ITEMS.c.job_id, ITEMS.c.signature).where(
-                        ITEMS.c.plan_id == number, ITEMS.c.wave == current["number"]
-                    )
-                )
-            )
-            .mappings()
-            .all()
-        }
+        originals = await store.signatures_of_wave(conn, plan.id, current.number)
         same = [
             job
             for job, err in redead
@@ -405,28 +397,38 @@ class PlanEngine(PlanControl):
             f"{originals.get(first_job)!r}"
         )
         note = (
-            f"HALTED: {len(redead)} job(s) of {current['label']} re-entered the dead-letter "
+            f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
             f"state; {verdict}. Nothing more is redriven."
         )
-        await self._mark(conn, number, [job for job, _ in redead], "redead")
-        await self._mark(conn, number, status.succeeded, "succeeded")  # the rest did finish
-        current.update(
-            outcome="halted",
-            finished_at=now.isoformat(),
-            redead=len(redead),
-            succeeded=len(status.succeeded),
+        await store.mark(conn, plan.id, [job for job, _ in redead], ItemState.REDEAD)
+        await store.mark(conn, plan.id, status.succeeded, ItemState.SUCCEEDED)  # they finished
+        halted = current.model_copy(
+            update={
+                "outcome": WaveOutcome.HALTED,
+                "finished_at": now,
+                "redead": len(redead),
+                "succeeded": len(status.succeeded),
+            }
         )
-        await self._save_waves(conn, plan, plan["waves"]["waves"], now)
-        await self._set_state(conn, number, PlanState.HALTED, note, now)
+        await store.save_waves(conn, plan.id, plan.waves.with_wave(halted), now)
+        await store.set_state(conn, plan.id, PlanState.HALTED, note, now)
         await audit.append(
             conn,
             action="plan.halted",
             actor=SYSTEM,
             at=now,
-            subject=f"P-{number}",
-            queue=plan["queue"],
-            incident=plan["incident"],
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
             reason=note,
             details={"redead": [[j, e] for j, e in redead], "same_signature": same},
         )
-        return [self._publish(number, [("finished", current["number"]), ("note", note)])]
+        return [self.publisher.follow_up(plan.id, [WaveFinished(current.number), Note(note)])]
+
+
+def _poll(plan: PlanRow) -> timedelta:
+    return timedelta(seconds=plan.poll_seconds)
+
+
+async def _dead(conn: AsyncConnection, profile: QueueProfile) -> int:
+    return profile.dead_count(await profile.status_counts(conn))

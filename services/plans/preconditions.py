@@ -1,6 +1,8 @@
-"""The preconditions of a redrive (SPEC §7, seed 003 "Preconditions" and "Redrive
-Decision Rules"), each evaluated and shown. Queue-wide checks refuse the whole request;
-per-job checks exclude the jobs that fail them and say why."""
+"""The preconditions of a redrive, each evaluated and shown: a reason, a dead-letter
+count that is not growing, no open incident that blocks redrives, the job's source object
+still there, an error not classified permanent, and fewer than K earlier redrives.
+Queue-wide checks refuse the whole request; per-job checks exclude the jobs that fail
+them and say why."""
 
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.changes.model import Ineligible, Target
-from services.changes.plan_ops import PlanOps
 from services.config import RedriveConfig
+from services.estate.ops import Ineligible, PlanOps, Target
 from services.estate.profile import QueueProfile
 from services.models import Incident
 from services.plans.model import Check

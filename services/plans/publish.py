@@ -14,30 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.db import reading
 from services.ledger import DeliveryLedger
 from services.message import Message
-from services.models import Plan
 from services.notify import ChannelRef, MessageRef, Notifier
-from services.plans import messages
-from services.plans.model import PlanView
+from services.plans import messages, store
+from services.plans.model import News, Note, PlanView, WaveStarted
+from services.plans.store import PLANS
+from services.scheduler import FollowUp
 
 log = logging.getLogger("queuebot.plans")
-PLANS = cast(sa.Table, Plan.__table__)
 CLAIM_STALE = timedelta(minutes=2)  # far beyond a post, even one waiting out a 429
 WAIT_FOR_MESSAGE = 15.0  # seconds a second publisher waits for the first one's post
 POLL = 0.1
 
 # A plan row holds JSON null until its message is posted (SQL NULL in older rows or edits)
 _NO_MESSAGE = sa.or_(PLANS.c.message_ref.is_(None), sa.cast(PLANS.c.message_ref, sa.Text) == "null")
-Post = tuple[str, Any]  # ("note", text) | ("started", wave number) | ("finished", wave number)
 
 
 class PlanPublisher:
@@ -45,28 +44,47 @@ class PlanPublisher:
         self,
         *,
         engine: AsyncEngine,
-        notifier: Notifier,
+        notifier: Notifier | None,
         ledger: DeliveryLedger,
-        view: Callable[[int], Awaitable[PlanView]],
         wait: float = WAIT_FOR_MESSAGE,
     ) -> None:
         self.engine = engine
         self.notifier = notifier
         self.ledger = ledger
-        self.view = view
         self.wait = wait
 
-    async def publish(self, number: int, posts: list[Post]) -> None:
-        view = await self.view(number)
-        ref = await self._plan_message(number, view)
-        for kind, detail in posts:
-            message = _news(view, kind, detail)
-            if ref is not None:
-                await self.notifier.post(channel=ref.channel, message=message, thread=ref)
-            else:
-                await self.notifier.post(channel=await self._origin(number), message=message)
+    def follow_up(self, number: int, news: Sequence[News]) -> FollowUp:
+        """The publishing of ``news`` as work to run after the commit that made it."""
+        items = list(news)
 
-    async def _plan_message(self, number: int, view: PlanView) -> MessageRef | None:
+        async def publish() -> None:
+            await self.publish(number, items)
+
+        return publish
+
+    async def view(self, number: int) -> PlanView:
+        async with reading(self.engine) as conn:
+            return await store.view(conn, number)
+
+    async def publish(self, number: int, news: Sequence[News]) -> None:
+        """Bring the plan's message up to date (posting it first if there is none) and
+        post each piece of news into its thread. Without a notifier (no chat platform is
+        configured) there is nowhere to post: the plan's state is in /queue plan."""
+        notifier = self.notifier
+        if notifier is None:
+            return
+        view = await self.view(number)
+        ref = await self._plan_message(notifier, number, view)
+        for item in news:
+            message = _news(view, item)
+            if ref is not None:
+                await notifier.post(channel=ref.channel, message=message, thread=ref)
+            else:
+                await notifier.post(channel=await self._origin(number), message=message)
+
+    async def _plan_message(
+        self, notifier: Notifier, number: int, view: PlanView
+    ) -> MessageRef | None:
         """The plan's message, brought up to date; posted first if there is none yet."""
         key = f"plan:{number}:message"
         loop = asyncio.get_running_loop()
@@ -75,11 +93,11 @@ class PlanPublisher:
             stored = await self._stored_ref(number)
             if stored is not None:
                 latest = await self.view(number)  # newer than what an earlier poster rendered
-                await self.notifier.update(ref=stored, message=messages.plan_message(latest))
+                await notifier.update(ref=stored, message=messages.plan_message(latest))
                 return stored
             token = await self.ledger.claim(key, stale_after=CLAIM_STALE)
             if token is not None:
-                return await self._post_plan_message(number, view, key, token)
+                return await self._post_plan_message(notifier, number, view, key, token)
             if loop.time() >= deadline:
                 log.warning(
                     "P-%s: its message was being posted elsewhere and never appeared", number
@@ -88,10 +106,10 @@ class PlanPublisher:
             await asyncio.sleep(POLL)
 
     async def _post_plan_message(
-        self, number: int, view: PlanView, key: str, token: datetime
+        self, notifier: Notifier, number: int, view: PlanView, key: str, token: datetime
     ) -> MessageRef | None:
         try:
-            posted = await self.notifier.post(
+            posted = await notifier.post(
                 channel=await self._origin(number), message=messages.plan_message(view)
             )
         except BaseException:
@@ -131,10 +149,10 @@ class PlanPublisher:
         return ChannelRef(platform, str(origin.get("channel") or platform))
 
 
-def _news(view: PlanView, kind: str, detail: Any) -> Message:
-    if kind == "note":
-        return messages.plan_note(view, str(detail))
-    wave = next(w for w in view.waves if w.number == detail)
-    if kind == "started":
+def _news(view: PlanView, news: News) -> Message:
+    if isinstance(news, Note):
+        return messages.plan_note(view, news.text)
+    wave = next(w for w in view.waves if w.number == news.wave)
+    if isinstance(news, WaveStarted):
         return messages.wave_started(view, wave)
     return messages.wave_finished(view, wave)

@@ -1,247 +1,252 @@
-"""Plan storage and publishing: the plan row and its items, views, locks, the next tick,
-and the posts that keep a plan's message current. ``PlanEngine`` builds on it."""
+"""The plan's rows: ``qb_plans`` and ``qb_plan_items``, read and written as typed records.
+
+Every function here runs inside the caller's transaction: it takes the caller's
+connection and never begins or commits.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import scheduler
-from services.audit import Actor
-from services.changes.message_job_plans import MessageJobPlanOps
-from services.changes.ops import ChangeOps
-from services.changes.plan_ops import ItemRef, PlanOps
-from services.changes.worker_queue import WorkerQueuePlanOps
-from services.config import RedriveConfig
-from services.errors import Conflict, NotFound
-from services.estate.estate import Estate
-from services.estate.message_job import MessageJobProfile
-from services.estate.profile import QueueProfile, as_utc
-from services.ledger import DeliveryLedger
+from services.errors import NotFound, PlanStateConflict
+from services.estate.ops import ItemRef
 from services.models import Plan, PlanItem
-from services.notify import Notifier
-from services.plans.model import ACTIVE, PlanState, PlanView, Wave
-from services.plans.publish import PlanPublisher, Post
-from services.scheduler import FollowUp
+from services.plans.model import (
+    ACTIVE,
+    REDRIVEN_STATES,
+    ItemState,
+    PlanItemRow,
+    PlanRow,
+    PlanState,
+    PlanView,
+    Waves,
+)
 
 TICK = "plan.tick"
 PLANS = cast(sa.Table, Plan.__table__)
 ITEMS = cast(sa.Table, PlanItem.__table__)
-SYSTEM = Actor.system("plan")
+_MARK_CHUNK = 5000
 
 
-def plan_ops_for(profile: QueueProfile) -> PlanOps:
-    if isinstance(profile, MessageJobProfile):
-        return MessageJobPlanOps(profile)
-    from services.estate.worker_queue import WorkerQueueProfile
-
-    assert isinstance(profile, WorkerQueueProfile)
-    return WorkerQueuePlanOps(profile)
-
-
-class PlanStore:
-    def __init__(
-        self,
-        *,
-        estate: Estate,
-        engine: AsyncEngine,
-        config: RedriveConfig,
-        clock: Callable[[], datetime],
-        changes_for: Callable[[QueueProfile], ChangeOps],
-        notifier: Notifier | None = None,
-    ) -> None:
-        self.estate = estate
-        self.engine = engine
-        self.config = config
-        self.clock = clock
-        self.changes_for = changes_for
-        self.notifier = notifier
-
-    async def active_plan(self, conn: AsyncConnection, queue: str) -> int | None:
-        found = await conn.execute(
-            sa.select(PLANS.c.id).where(PLANS.c.queue == queue, PLANS.c.state.in_(ACTIVE))
-        )
-        row = found.first()
-        return int(row[0]) if row else None
-
-    async def require(
-        self, conn: AsyncConnection, *, number: int, states: tuple[str, ...]
-    ) -> dict[str, Any]:
-        row = (await conn.execute(sa.select(PLANS).where(PLANS.c.id == number))).mappings().first()
-        if row is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        if row["state"] not in states:
-            raise Conflict(f"P-{number} is {row['state']}; this needs a {' or '.join(states)} plan")
-        return dict(row)
-
-    # -- reading ---------------------------------------------------------------------------
-
-    async def view(self, *, number: int) -> PlanView:
-        async with self.engine.connect() as conn:
-            return await self._view(conn, number)
-
-    async def queue_of(self, *, number: int) -> str:
-        async with self.engine.connect() as conn:
-            queue = (
-                await conn.execute(sa.select(PLANS.c.queue).where(PLANS.c.id == number))
-            ).scalar_one_or_none()
-        if queue is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        return str(queue)
-
-    async def view_in(self, conn: AsyncConnection, *, number: int) -> PlanView:
-        return await self._view(conn, number)
-
-    async def _view(self, conn: AsyncConnection, number: int) -> PlanView:
-        plan = (await conn.execute(sa.select(PLANS).where(PLANS.c.id == number))).mappings().first()
-        if plan is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        grouped = await conn.execute(
-            sa.select(ITEMS.c.state, sa.func.count())
-            .where(ITEMS.c.plan_id == number)
-            .group_by(ITEMS.c.state)
-        )
-        counts: dict[str, int] = {str(k): int(n) for k, n in grouped.all()}
-        waves = [
-            Wave(
-                number=w["number"],
-                size=w["size"],
-                started_at=datetime.fromisoformat(w["started_at"]),
-                finished_at=(
-                    datetime.fromisoformat(w["finished_at"]) if w["finished_at"] else None
-                ),
-                succeeded=w["succeeded"],
-                redead=w["redead"],
-                skipped=w["skipped"],
-                outcome=w["outcome"],
-            )
-            for w in plan["waves"]["waves"]
-        ]
-        redriven = sum(
-            int(n)
-            for s, n in counts.items()
-            if s in ("redriven", "succeeded", "redead", "rolled_back")
-        )
-        return PlanView(
-            number=int(plan["id"]),
-            queue=plan["queue"],
-            state=PlanState(plan["state"]),
-            request=int(plan["request_id"]),
-            reason=plan["reason"],
-            requester=plan["requester"],
-            approvers=list(plan["approvers"]["people"]),
-            total=int(plan["total"]),
-            redriven=redriven,
-            succeeded=int(counts.get("succeeded", 0)),
-            redead=int(counts.get("redead", 0)),
-            rolled_back=int(counts.get("rolled_back", 0)),
-            schedule=list(plan["waves"]["schedule"]),
-            waves=waves,
-            note=plan["note"],
-            updated_at=as_utc(plan["updated_at"]) or self.clock(),
-            incident=plan["incident"],
-            message_ref=plan["message_ref"],
-        )
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def _profile(self, plan: dict[str, Any]) -> QueueProfile:
-        return self.estate.profile(plan["queue"])
-
-    def _poll(self, plan: dict[str, Any]) -> timedelta:
-        return timedelta(seconds=float(plan["poll_seconds"]))
-
-    async def _dead(self, conn: AsyncConnection, profile: QueueProfile) -> int:
-        return profile.dead_count(await profile.status_counts(conn))
-
-    async def _lock(self, conn: AsyncConnection, number: int) -> dict[str, Any]:
-        row = (
-            (
-                await conn.execute(
-                    PLANS.update()
-                    .where(PLANS.c.id == number)
-                    .values(state=PLANS.c.state)
-                    .returning(*PLANS.c)
-                )
-            )
-            .mappings()
-            .first()
-        )
-        if row is None:
-            raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-        return dict(row)
-
-    async def _next_tick(
-        self, conn: AsyncConnection, number: int, due: datetime, now: datetime
-    ) -> None:
-        await scheduler.schedule(conn, kind=TICK, subject=str(number), due_at=due, created_at=now)
-
-    async def _wave_items(self, conn: AsyncConnection, number: int, wave: int) -> list[ItemRef]:
-        rows = (
-            (
-                await conn.execute(
-                    sa.select(ITEMS).where(
-                        ITEMS.c.plan_id == number,
-                        ITEMS.c.wave == wave,
-                        ITEMS.c.state == "redriven",
-                    )
-                )
-            )
-            .mappings()
-            .all()
-        )
-        return [ItemRef(r["job_id"], r["message_id"], r["original"]) for r in rows]
-
-    async def _mark(self, conn: AsyncConnection, number: int, jobs: list[str], state: str) -> None:
-        for start in range(0, len(jobs), 5000):
+async def lock(conn: AsyncConnection, number: int) -> PlanRow:
+    """The plan's row, locked for this transaction (``UPDATE ... SET state = state``), so
+    ticks from several replicas, a halt and an approval take turns."""
+    row = (
+        (
             await conn.execute(
-                ITEMS.update()
-                .where(
-                    ITEMS.c.plan_id == number,
-                    ITEMS.c.job_id.in_(jobs[start : start + 5000]),
-                    ITEMS.c.state == "redriven",
-                )
-                .values(state=state)
+                PLANS.update()
+                .where(PLANS.c.id == number)
+                .values(state=PLANS.c.state)
+                .returning(*PLANS.c)
             )
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
+    return PlanRow.from_row(row)
 
-    async def _set_state(
-        self, conn: AsyncConnection, number: int, state: PlanState, note: str, now: datetime
-    ) -> None:
+
+async def require(
+    conn: AsyncConnection, *, number: int, states: Sequence[PlanState], action: str
+) -> PlanRow:
+    """The plan, which must be in one of ``states`` for ``action``."""
+    row = (await conn.execute(sa.select(PLANS).where(PLANS.c.id == number))).mappings().first()
+    if row is None:
+        raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
+    plan = PlanRow.from_row(row)
+    if plan.state not in states:
+        raise PlanStateConflict(
+            number=number, state=plan.state, needed=tuple(states), action=action
+        )
+    return plan
+
+
+async def active_plan(conn: AsyncConnection, queue: str) -> int | None:
+    found = await conn.execute(
+        sa.select(PLANS.c.id).where(
+            PLANS.c.queue == queue, PLANS.c.state.in_([s.value for s in ACTIVE])
+        )
+    )
+    row = found.first()
+    return int(row[0]) if row else None
+
+
+async def queue_of(conn: AsyncConnection, number: int) -> str:
+    queue = (
+        await conn.execute(sa.select(PLANS.c.queue).where(PLANS.c.id == number))
+    ).scalar_one_or_none()
+    if queue is None:
+        raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
+    return str(queue)
+
+
+async def view(conn: AsyncConnection, number: int) -> PlanView:
+    row = (await conn.execute(sa.select(PLANS).where(PLANS.c.id == number))).mappings().first()
+    if row is None:
+        raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
+    plan = PlanRow.from_row(row)
+    grouped = await conn.execute(
+        sa.select(ITEMS.c.state, sa.func.count())
+        .where(ITEMS.c.plan_id == number)
+        .group_by(ITEMS.c.state)
+    )
+    counts: dict[str, int] = {str(k): int(n) for k, n in grouped.all()}
+    return PlanView(
+        number=plan.id,
+        queue=plan.queue,
+        state=plan.state,
+        request=plan.request_id,
+        reason=plan.reason,
+        requester=plan.requester,
+        approvers=plan.approvers,
+        total=plan.total,
+        redriven=sum(counts.get(s.value, 0) for s in REDRIVEN_STATES),
+        succeeded=counts.get(ItemState.SUCCEEDED.value, 0),
+        redead=counts.get(ItemState.REDEAD.value, 0),
+        rolled_back=counts.get(ItemState.ROLLED_BACK.value, 0),
+        schedule=list(plan.waves.schedule),
+        waves=list(plan.waves.waves),
+        note=plan.note,
+        updated_at=plan.updated_at,
+        incident=plan.incident,
+        message_ref=plan.message_ref,
+    )
+
+
+async def insert_plan(conn: AsyncConnection, values: dict[str, Any]) -> int:
+    return int(
+        (await conn.execute(PLANS.insert().values(**values).returning(PLANS.c.id))).scalar_one()
+    )
+
+
+async def insert_items(conn: AsyncConnection, items: list[dict[str, Any]]) -> None:
+    if items:
+        await conn.execute(ITEMS.insert(), items)
+
+
+async def next_items(conn: AsyncConnection, plan: PlanRow, size: int) -> list[PlanItemRow]:
+    """The next ``size`` items in plan order, from the plan's cursor."""
+    rows = await conn.execute(
+        sa.select(ITEMS)
+        .where(ITEMS.c.plan_id == plan.id, ITEMS.c.seq >= plan.cursor)
+        .order_by(ITEMS.c.seq)
+        .limit(size)
+    )
+    return [PlanItemRow.from_row(r) for r in rows.mappings().all()]
+
+
+async def items_in(
+    conn: AsyncConnection, number: int, *, state: ItemState, wave: int | None = None
+) -> list[PlanItemRow]:
+    """The plan's items in ``state`` (of one wave, when given)."""
+    query = sa.select(ITEMS).where(ITEMS.c.plan_id == number, ITEMS.c.state == state.value)
+    if wave is not None:
+        query = query.where(ITEMS.c.wave == wave)
+    return [PlanItemRow.from_row(r) for r in (await conn.execute(query)).mappings().all()]
+
+
+def refs(items: Sequence[PlanItemRow]) -> list[ItemRef]:
+    return [ItemRef(i.job_id, i.part, i.original) for i in items]
+
+
+async def signatures_of_wave(conn: AsyncConnection, number: int, wave: int) -> dict[str, str]:
+    rows = await conn.execute(
+        sa.select(ITEMS.c.job_id, ITEMS.c.signature).where(
+            ITEMS.c.plan_id == number, ITEMS.c.wave == wave
+        )
+    )
+    return {str(job): str(sig) for job, sig in rows.all()}
+
+
+async def record_wave_items(
+    conn: AsyncConnection, *, number: int, updates: list[tuple[int, int, ItemState, Any]]
+) -> None:
+    """Each (seq, wave, state, original) as the item's new values."""
+    if not updates:
+        return
+    await conn.execute(
+        ITEMS.update()
+        .where(ITEMS.c.plan_id == sa.bindparam("p"), ITEMS.c.seq == sa.bindparam("s"))
+        .values(wave=sa.bindparam("w"), state=sa.bindparam("st"), original=sa.bindparam("o")),
+        [
+            {"p": number, "s": seq, "w": wave, "st": state.value, "o": original}
+            for seq, wave, state, original in updates
+        ],
+    )
+
+
+async def mark(conn: AsyncConnection, number: int, jobs: list[str], state: ItemState) -> None:
+    """Redriven items of ``jobs`` are now in ``state``."""
+    for start in range(0, len(jobs), _MARK_CHUNK):
         await conn.execute(
-            PLANS.update()
-            .where(PLANS.c.id == number)
-            .values(state=state.value, note=note, updated_at=now)
+            ITEMS.update()
+            .where(
+                ITEMS.c.plan_id == number,
+                ITEMS.c.job_id.in_(jobs[start : start + _MARK_CHUNK]),
+                ITEMS.c.state == ItemState.REDRIVEN.value,
+            )
+            .values(state=state.value)
         )
 
-    async def _save_waves(
-        self,
-        conn: AsyncConnection,
-        plan: dict[str, Any],
-        waves: list[dict[str, Any]],
-        now: datetime,
-    ) -> None:
-        await conn.execute(
-            PLANS.update()
-            .where(PLANS.c.id == plan["id"])
-            .values(waves={"schedule": plan["waves"]["schedule"], "waves": waves}, updated_at=now)
+
+async def set_state(
+    conn: AsyncConnection, number: int, state: PlanState, note: str, now: datetime
+) -> None:
+    await conn.execute(
+        PLANS.update()
+        .where(PLANS.c.id == number)
+        .values(state=state.value, note=note, updated_at=now)
+    )
+
+
+async def set_note(conn: AsyncConnection, number: int, note: str, now: datetime) -> None:
+    await conn.execute(PLANS.update().where(PLANS.c.id == number).values(note=note, updated_at=now))
+
+
+async def save_waves(conn: AsyncConnection, number: int, waves: Waves, now: datetime) -> None:
+    await conn.execute(
+        PLANS.update().where(PLANS.c.id == number).values(waves=waves.as_json(), updated_at=now)
+    )
+
+
+async def wave_started(
+    conn: AsyncConnection,
+    plan: PlanRow,
+    *,
+    taken: int,
+    waves: Waves,
+    dead_before: int,
+    now: datetime,
+) -> None:
+    """A wave of ``taken`` items started now: move the cursor, keep the count before."""
+    current = waves.current
+    await conn.execute(
+        PLANS.update()
+        .where(PLANS.c.id == plan.id)
+        .values(
+            cursor=plan.cursor + taken,
+            wave=current.number if current else -1,
+            wave_size=taken,
+            wave_started_at=now,
+            dead_at_wave_start=dead_before,
+            note=None,
+            waves=waves.as_json(),
+            updated_at=now,
         )
+    )
 
-    def _publish(self, number: int, posts: list[Post]) -> FollowUp:
-        """After the commit: keep the plan's own message current and post each wave's news
-        into its thread (the channel the plan was requested from)."""
 
-        async def publish() -> None:
-            if self.notifier is None:
-                return
-            await PlanPublisher(
-                engine=self.engine,
-                notifier=self.notifier,
-                ledger=DeliveryLedger(engine=self.engine, clock=self.clock),
-                view=lambda n: self.view(number=n),
-            ).publish(number, posts)
+async def next_tick(conn: AsyncConnection, number: int, *, due: datetime, now: datetime) -> None:
+    await scheduler.schedule(conn, kind=TICK, subject=str(number), due_at=due, created_at=now)
 
-        return publish
+
+async def no_more_ticks(conn: AsyncConnection, number: int) -> None:
+    await scheduler.unschedule(conn, kind=TICK, subject=str(number))

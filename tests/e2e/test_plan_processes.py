@@ -19,18 +19,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
 from services import samples
 from services.audit import Actor
-from services.changes.model import ChangeKind, Selector
-from services.changes.ops import changes_for
-from services.changes.requests import ChangeRequests
+from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate, utcnow
+from services.estate.ops import Selector
 from services.migrate import upgrade
-from services.plans.engine import PlanEngine
 from tests.e2e.serving import free_port
 from tests.integration.support import add_dead_letters, simulated_worker
 
@@ -60,20 +59,14 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
         await samples.record(
             conn, profile=estate.profile("clips"), now=utcnow() - timedelta(minutes=15)
         )
-    plans = PlanEngine(
-        estate=estate,
-        engine=engine,
-        clock=utcnow,
-        changes_for=changes_for,
-        config=RedriveConfig(poll_seconds=0.2, velocity=100_000),
-    )
-    changes = ChangeRequests(
-        estate=estate,
+    changes = wire_services(
         state_engine=engine,
+        estate=estate,
         clock=utcnow,
-        plans=plans,
         approval=ApprovalConfig(large_change_rows=1000),
-    )
+        redrive=RedriveConfig(poll_seconds=0.2, velocity=100_000),
+        notifier=None,
+    ).changes
     request = await changes.request(
         kind=ChangeKind.PLAN,
         queue="clips",
@@ -83,7 +76,7 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
     )
     decision = await changes.approve(number=request.number, actor=Actor("bob", "t", "b"))
     (tmp_path / "queuebot.toml").write_text(DEMO_CONFIG.format(config="queuebot.toml") + FAST)
-    yield Setup(engine, pg_url, tmp_path, int(decision.view.result["plan"]), jobs)
+    yield Setup(engine, pg_url, tmp_path, int(decision.view.result.plan or 0), jobs)
     await engine.dispose()
 
 

@@ -12,9 +12,11 @@ import json
 import sys
 import time
 
+from bot.bootstrap import wire_services
+from commands.messages import describe
 from services.audit import Actor
 from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, default_queues
+from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.errors import QueuebotError
 from services.estate.estate import Estate
@@ -26,7 +28,7 @@ async def attempt(changes: ChangeRequests, number: int, person: str) -> dict[str
             number=number, actor=Actor(person, "slack", f"U0{person.upper()}")
         )
     except QueuebotError as exc:
-        return {"person": person, "outcome": type(exc).__name__, "message": exc.message}
+        return {"person": person, "outcome": type(exc).__name__, "message": describe(exc)[1]}
     return {
         "person": person,
         "outcome": "executed" if decision.executed else "recorded",
@@ -37,9 +39,14 @@ async def attempt(changes: ChangeRequests, number: int, person: str) -> dict[str
 async def main(url: str, number: int, start_at: float, people: list[str]) -> None:
     engine = create_engine(url, pool_size=len(people))
     estate = Estate(engine=engine, queues=default_queues())
-    changes = ChangeRequests(
-        estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=estate.clock
-    )
+    changes = wire_services(
+        state_engine=engine,
+        estate=estate,
+        clock=estate.clock,
+        approval=ApprovalConfig(),
+        redrive=RedriveConfig(),
+        notifier=None,
+    ).changes
     await asyncio.sleep(max(0.0, start_at - time.time()))
     results = await asyncio.gather(*(attempt(changes, number, p) for p in people))
     await engine.dispose()

@@ -24,6 +24,8 @@ async def shop(db_url: str) -> AsyncIterator[Shop]:
     clock = Clock()
     estate = Estate(engine=engine, queues=default_queues(), clock=clock)
     notifier = RecordingNotifier()
-    changes, plans, sched = build_services(engine, estate, clock, notifier)
-    yield Shop(engine, estate, QueueReads(estate), changes, demo, clock, plans, sched, notifier)
+    services = build_services(engine, estate, clock, notifier)
+    yield Shop(
+        engine, estate, QueueReads(estate), services.changes, demo, services, clock, notifier
+    )
     await engine.dispose()

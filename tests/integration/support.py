@@ -11,14 +11,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.changes.ops import changes_for
+from bot.bootstrap import Services, wire_services
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig
 from services.estate.demo import DemoEstate
 from services.estate.estate import Estate
 from services.message import Message
 from services.notify import ChannelRef, MessageRef
-from services.plans.engine import PlanEngine
+from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.scheduler import Scheduler
 
@@ -73,44 +73,40 @@ class Shop:
     reads: QueueReads
     changes: ChangeRequests
     demo: DemoEstate
+    services: Services
     clock: Clock = field(default_factory=Clock)
-    plans: PlanEngine | None = None
-    scheduler: Scheduler | None = None
     notifier: RecordingNotifier = field(default_factory=RecordingNotifier)
 
+    @property
+    def plans(self) -> Plans:
+        return self.services.plan_desk
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.services.scheduler
+
     def with_approval(self, approval: ApprovalConfig) -> ChangeRequests:
-        return ChangeRequests(
-            estate=self.estate,
-            state_engine=self.engine,
-            approval=approval,
-            clock=self.clock,
-            plans=self.plans,
-        )
+        return build_services(
+            self.engine, self.estate, self.clock, self.notifier, approval=approval
+        ).changes
 
 
 def build_services(
     engine: AsyncEngine,
     estate: Estate,
     clock: Clock,
-    notifier: RecordingNotifier,
+    notifier: RecordingNotifier | None,
     redrive: RedriveConfig = FAST,
-) -> tuple[ChangeRequests, PlanEngine, Scheduler]:
-    from services import housekeeping_jobs
-
-    plans = PlanEngine(
+    approval: ApprovalConfig | None = None,
+) -> Services:
+    return wire_services(
+        state_engine=engine,
         estate=estate,
-        engine=engine,
-        config=redrive,
         clock=clock,
-        changes_for=changes_for,
+        approval=approval or ApprovalConfig(),
+        redrive=redrive,
         notifier=notifier,
     )
-    changes = ChangeRequests(
-        estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=clock, plans=plans
-    )
-    sched = Scheduler(engine=engine, clock=clock)
-    housekeeping_jobs.register(sched, estate=estate, changes=changes, plans=plans)
-    return changes, plans, sched
 
 
 async def add_dead_letters(
@@ -202,6 +198,15 @@ async def simulated_worker(
                 )
                 done += 1
     return done, failed
+
+
+def said(exc: BaseException) -> str:
+    """What a person reads for a service's error (its words live in commands/messages)."""
+    from commands.messages import describe
+    from services.errors import QueuebotError
+
+    assert isinstance(exc, QueuebotError), exc
+    return describe(exc)[1]
 
 
 def ids_of(rows: list[Any]) -> list[str]:

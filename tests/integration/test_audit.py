@@ -8,8 +8,9 @@ from sqlalchemy.exc import DBAPIError
 
 from services import audit
 from services.audit import Actor
-from services.changes.model import ChangeKind, Selector
+from services.changes.model import ChangeKind
 from services.estate.model import DeadFilter
+from services.estate.ops import Selector
 from tests.integration.support import Shop
 
 ALICE = Actor("alice", "console", "alice")

@@ -14,15 +14,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from bot.bootstrap import wire_services
 from services.audit import Actor
 from services.audit import verify as verify_audit
-from services.changes.model import ChangeKind, Selector
-from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, default_queues
+from services.changes.model import ChangeKind
+from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
+from services.estate.ops import Selector
 from services.migrate import upgrade
 from services.queue_reads import QueueReads
 
@@ -42,9 +43,14 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
         dead = await QueueReads(estate).list_dead(
             queue="clips", filters=DeadFilter(error_like="ffmpeg")
         )
-        changes = ChangeRequests(
-            estate=estate, state_engine=engine, approval=ApprovalConfig(), clock=estate.clock
-        )
+        changes = wire_services(
+            state_engine=engine,
+            estate=estate,
+            clock=estate.clock,
+            approval=ApprovalConfig(),
+            redrive=RedriveConfig(),
+            notifier=None,
+        ).changes
         await changes.request(
             kind=ChangeKind.REDRIVE,
             queue="clips",
@@ -77,7 +83,7 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
     assert len(executed) == 1
     winner = executed[0]["person"]
     others = [r for r in results if r is not executed[0]]
-    assert {r["outcome"] for r in others} == {"Conflict"}
+    assert {r["outcome"] for r in others} == {"RequestDecided"}  # a Conflict: decided already
     for r in others:
         assert r["message"].startswith(f"CR-1 was already approved by {winner} at ")
         assert "14 row(s) changed, 0 skipped. Nothing more was done." in r["message"]

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from services.ledger import DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef
+from services.plans.model import Note
 from services.plans.publish import PlanPublisher
 from tests.integration.support import RecordingNotifier, Shop, add_dead_letters
 from tests.integration.test_plans import BOB, ERROR, flat_history, request_plan
@@ -34,8 +35,8 @@ async def started_plan_without_message(shop: Shop) -> int:
     await flat_history(shop)
     number = await request_plan(shop)
     result = (await shop.changes.approve(number=number, actor=BOB)).view.result
-    assert result is not None
-    plan = result["plan"]
+    assert result is not None and result.plan is not None
+    plan = result.plan
     async with shop.engine.begin() as conn:  # as if the approval's own post had not run
         await conn.execute(sa.text("UPDATE qb_plans SET message_ref = NULL"))
         await conn.execute(sa.text("DELETE FROM qb_deliveries WHERE key LIKE 'plan:%'"))
@@ -43,13 +44,10 @@ async def started_plan_without_message(shop: Shop) -> int:
 
 
 def publisher(shop: Shop, notifier: RecordingNotifier, **kw: Any) -> PlanPublisher:
-    assert shop.plans is not None
-    plans = shop.plans
     return PlanPublisher(
         engine=shop.engine,
         notifier=notifier,
         ledger=DeliveryLedger(engine=shop.engine, clock=shop.clock),
-        view=lambda n: plans.view(number=n),
         **kw,
     )
 
@@ -58,8 +56,8 @@ async def test_two_publishers_at_once_post_one_plan_message(shop: Shop) -> None:
     plan = await started_plan_without_message(shop)
     slow = SlowNotifier()
     await asyncio.gather(
-        publisher(shop, slow).publish(plan, [("note", "first news")]),
-        publisher(shop, slow).publish(plan, [("note", "second news")]),
+        publisher(shop, slow).publish(plan, [Note("first news")]),
+        publisher(shop, slow).publish(plan, [Note("second news")]),
     )
     in_channel = [p for p in slow.posts if p.where == "ops"]
     assert len(in_channel) == 1
@@ -76,13 +74,13 @@ async def test_a_claim_left_by_a_dead_publisher_is_taken_over(shop: Shop) -> Non
     assert await ledger.claim(f"plan:{plan}:message", stale_after=STALE)
     # its holder dies here; a publisher meanwhile waits, then posts the news unthreaded
     notifier = RecordingNotifier()
-    await publisher(shop, notifier, wait=0.3).publish(plan, [("note", "while claimed")])
+    await publisher(shop, notifier, wait=0.3).publish(plan, [Note("while claimed")])
     assert [p.where for p in notifier.posts] == ["ops"]
     assert "while claimed" in notifier.posts[0].message.summary
 
     shop.clock.advance(minutes=3)  # the claim is stale now
     later = RecordingNotifier()
-    await publisher(shop, later).publish(plan, [("note", "after")])
+    await publisher(shop, later).publish(plan, [Note("after")])
     assert [p.where for p in later.posts] == ["ops", "thread 1"]
     async with shop.engine.connect() as conn:
         stored = (await conn.execute(sa.text("SELECT message_ref FROM qb_plans"))).scalar_one()
@@ -133,7 +131,7 @@ async def test_a_publisher_that_could_not_post_lets_the_next_one_post(shop: Shop
     first = asyncio.create_task(publisher(shop, nowhere).publish(plan, []))
     await nowhere.posting.wait()  # the first one holds the claim and is posting
     later = RecordingNotifier()
-    await publisher(shop, later, wait=60).publish(plan, [("note", "news")])
+    await publisher(shop, later, wait=60).publish(plan, [Note("news")])
     await first
     # the second one took the claim the first gave back and posted the plan message itself
     # (had it waited its time out, its news would have gone to the channel unthreaded)

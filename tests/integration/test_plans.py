@@ -11,12 +11,12 @@ import sqlalchemy as sa
 
 from services import samples
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState, Selector
+from services.changes.model import ChangeKind, RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
+from services.estate.ops import Selector
 from services.plans.model import PlanState
-from services.plans.store import plan_ops_for
-from tests.integration.support import START, Shop, add_dead_letters, simulated_worker
+from tests.integration.support import START, Shop, add_dead_letters, said, simulated_worker
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")
@@ -78,7 +78,7 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
     first = await shop.changes.approve(number=number, actor=BOB)  # 200 rows: two approvers
     assert not first.executed and await pending_count(shop) == before
     decision = await shop.changes.approve(number=number, actor=DORA)
-    plan_no = decision.view.result["plan"]
+    plan_no = decision.view.result.plan
     assert await pending_count(shop) == before + 5  # the sample, and nothing else
 
     await tick(shop)  # the sample is not done yet: nothing more starts
@@ -159,11 +159,11 @@ async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Sh
     await add_dead_letters(shop.engine, count=60, error=ERROR)
     await flat_history(shop)
     number = await request_plan(shop)
-    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
     await simulated_worker(shop.engine, now=shop.clock.now)
     await tick(shop)  # wave 1 (10) starts and stays unclaimed
     halted = await shop.plans.halt(number=plan_no, actor=ALICE, reason="looks wrong")
-    assert halted.state is PlanState.HALTED
+    assert halted.view.state is PlanState.HALTED and not halted.post_failures
     await tick(shop, 60)
     assert (await shop.plans.view(number=plan_no)).waves[-1].number == 1  # halted: no wave 2
 
@@ -208,7 +208,7 @@ async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Sh
             {"n": shop.clock.now, "m": claimed},
         )
     done = await shop.changes.approve(number=rollback.number, actor=BOB)
-    assert len(done.view.result["changed"]) == 9
+    assert done.view.result is not None and len(done.view.result.changed) == 9
     view = await shop.plans.view(number=plan_no)
     assert view.state is PlanState.ROLLED_BACK and view.rolled_back == 9
     async with shop.engine.connect() as conn:
@@ -228,8 +228,9 @@ async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Sh
             )
         ).scalar_one()
     assert back == 60 - 5 - 1 and events == 9
-    with pytest.raises(Conflict, match="rolled_back"):
+    with pytest.raises(Conflict) as gone:
         await shop.changes.approve(number=resume.number, actor=BOB)
+    assert f"P-{plan_no} is rolled back; only a halted plan can be resumed" in said(gone.value)
 
 
 async def test_a_plan_resumed_after_a_redead_halt_goes_on(shop: Shop) -> None:
@@ -237,7 +238,7 @@ async def test_a_plan_resumed_after_a_redead_halt_goes_on(shop: Shop) -> None:
     await add_dead_letters(shop.engine, count=60, error=ERROR)
     await flat_history(shop)
     number = await request_plan(shop)
-    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
     await simulated_worker(shop.engine, now=shop.clock.now)
     await tick(shop)  # the sample succeeded: wave 1 (10) starts
     async with shop.engine.connect() as conn:
@@ -287,7 +288,7 @@ async def test_rollback_gives_each_message_of_a_job_its_own_values(shop: Shop) -
         )
     await flat_history(shop)
     number = await request_plan(shop, sample=5)
-    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result["plan"]
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
     sample = await shop.plans.view(number=plan_no)  # redriven, and no worker claimed it
     assert sample.redriven == 5
     async with shop.engine.connect() as conn:
@@ -360,7 +361,7 @@ async def test_a_plan_selects_the_dead_letters_dlq_lists_in_the_same_order(
         )
     profile = shop.estate.profile(queue)
     async with shop.engine.connect() as conn:
-        planned = await plan_ops_for(profile).candidate_ids(conn, selector=Selector(all_dead=True))
+        planned = await profile.plan_ops.candidate_ids(conn, selector=Selector(all_dead=True))
     listed = await shop.reads.list_dead(queue=queue, filters=DeadFilter(limit=200))
     assert planned == list(dict.fromkeys(r.id for r in listed.rows))
 
@@ -370,8 +371,9 @@ async def test_one_active_plan_per_queue(shop: Shop) -> None:
     await flat_history(shop)
     first = await request_plan(shop)
     await shop.changes.approve(number=first, actor=BOB)
-    with pytest.raises(Conflict, match="already has an active plan, P-1"):
+    with pytest.raises(Conflict) as busy:
         await request_plan(shop)
+    assert "already has an active plan, P-1" in said(busy.value)
 
 
 # -- every precondition fails once, with its refusal text -----------------------------

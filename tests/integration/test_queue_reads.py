@@ -20,7 +20,7 @@ from services.errors import ConfigError, NotFound, Unavailable, UsageError
 from services.estate.demo import DemoEstate, build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState, DeadFilter
-from services.estate.signature import error_signature, signature_sql
+from services.estate.signature import error_signature, install_sql_functions, signature_sql
 from services.queue_reads import QueueReads
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -294,6 +294,7 @@ SAMPLES = [
 
 async def test_signature_sql_matches_python(db_url: str) -> None:
     engine = create_engine(db_url)
+    install_sql_functions(engine)  # as the estate does with the engine it is given
     try:
         async with engine.connect() as conn:
             for sample in SAMPLES:

@@ -45,6 +45,9 @@ def clips_triage(since: datetime | None = None) -> Triage:
     return Triage(
         queue="clips",
         profile="message_job",
+        unit="messages",
+        dead_title="Dead letters",
+        duplicate_label="jobs with >1 unfinished message",
         taken_at=NOW,
         since=since,
         total=1234,

@@ -1,4 +1,6 @@
-"""The ``worker_queue`` profile: one table like ``dev_r_worker_queue`` (seed 002)."""
+"""The ``worker_queue`` profile: one table like ``dev_r_worker_queue``, where a row is a
+job and its status says where it is (queued, claimed, running, done, failed,
+failed_permanently, cancelled). This module reads it; ``changes`` and ``plans`` write it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.config import QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate.model import (
     CanonicalState,
@@ -33,17 +36,9 @@ from services.estate.profile import (
     row_dict,
 )
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
-
-FAILURE_REASONS = (
-    "implementation_error",
-    "timeout",
-    "stale_duplicate",
-    "spawn_oom",
-    "spawn_ram",
-    "mutex_collision",
-    "other",
-)
-ACTIVE = ("claimed", "running", "done")  # seed 002 Part A: a queued row beside these is a duplicate
+from services.estate.worker_queue.changes import WorkerQueueChanges
+from services.estate.worker_queue.plans import WorkerQueuePlanOps
+from services.estate.worker_queue.schema import ACTIVE, FAILURE_REASONS
 
 
 class WorkerQueueProfile(QueueProfile):
@@ -82,7 +77,11 @@ class WorkerQueueProfile(QueueProfile):
         "failed_permanently": CanonicalState.DEAD,
         "cancelled": CanonicalState.CANCELLED,
     }
-    dead_statuses = ("failed", "failed_permanently")
+
+    def __init__(self, queue: str, config: QueueConfig) -> None:
+        super().__init__(queue, config)
+        self.changes = WorkerQueueChanges(self)
+        self.plan_ops = WorkerQueuePlanOps(self)
 
     def index_plan(self) -> list[IndexPlan]:
         return [
@@ -105,19 +104,19 @@ class WorkerQueueProfile(QueueProfile):
                 "issue_status",
                 ("issue_number", "status"),
                 None,
-                "duplicate queued rows (seed 002 Part A, §13) and /queue show siblings",
+                "duplicate queued rows and /queue show siblings",
             ),
             (
                 "queue",
                 "in_flight_claimed",
                 ("status", "claimed_at"),
                 ("status", ("claimed", "running")),
-                "stuck rows (seed 002 Part D)",
+                "stuck rows (claimed or running with no sign of life)",
             ),
         ]
 
     def _stuck_condition(self, q: BoundTable, cutoff: datetime) -> sa.ColumnElement[bool]:
-        # Part D: claimed but never started and no heartbeat; or running with a stale beat.
+        # Stuck: claimed but never started and no heartbeat; or running with a stale beat.
         claimed = sa.and_(
             q.c("status") == "claimed",
             q.c("started_at").is_(None),
@@ -170,14 +169,17 @@ class WorkerQueueProfile(QueueProfile):
         for raw_status, reason, jtype, count in rows:
             name = str(plain(raw_status))
             status_counts[name] += count
-            if name in self.dead_statuses:
+            if name in self.dead_letter_statuses:
                 reasons[str(plain(reason)) if reason is not None else "(none)"] += count
             types[str(jtype)][self.canonical(name)] += count
         oldest = as_utc(oldest_raw)
-        dead_total = sum(status_counts.get(s, 0) for s in self.dead_statuses)
+        dead_total = sum(status_counts.get(s, 0) for s in self.dead_letter_statuses)
         return Triage(
             queue=self.queue,
             profile=self.name,
+            unit="jobs",
+            dead_title="Failed",
+            duplicate_label="issues queued twice",
             taken_at=now,
             since=since,
             total=sum(status_counts.values()),
@@ -210,7 +212,7 @@ class WorkerQueueProfile(QueueProfile):
         the size of the failure pile; the reply says how many rows the breakdown covers."""
         status, queued_at = q.c("status"), q.c("queued_at")
         parts = []
-        for dead in self.dead_statuses:
+        for dead in self.dead_letter_statuses:
             newest = (
                 sa.select(q.c("error_message").label("error"), queued_at.label("at"))
                 .where(status == dead, *where)
@@ -296,7 +298,7 @@ class WorkerQueueProfile(QueueProfile):
                 f"queue {self.queue!r} (worker_queue) has no tenants; select by failure "
                 "reason, job type or --error-like instead"
             )
-        where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.dead_statuses)]
+        where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.dead_letter_statuses)]
         if filters.reason is not None:
             if filters.reason not in FAILURE_REASONS:
                 raise UsageError(

@@ -1,5 +1,5 @@
 """Staged redrives on a message_job estate: candidates, per-job checks, wave outcomes and
-seed 003's rollback ("return affected rows to DLQ")."""
+the rollback the redrive procedure prescribes (return the affected rows to the DLQ)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,27 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.changes.message_job import REDRIVE_EVENT, MessageJobChanges
-from services.changes.model import Selector, Target, chunk_for, chunks
-from services.changes.plan_ops import ItemRef, WaveStatus, restored
-from services.estate.message_job import MessageJobProfile
-from services.estate.profile import plain
+from services.estate.message_job.events import REDRIVE_EVENT, ROLLBACK_EVENT, insert_events
+from services.estate.ops import (
+    ItemRef,
+    Selector,
+    Target,
+    WaveStatus,
+    chunk_for,
+    chunks,
+    restored,
+)
+from services.estate.profile import QueueProfile, plain
 
 MESSAGE_RESTORED = ("attempt_count", "claimed_at", "last_error", "available_at")
 JOB_RESTORED = ("attempt_count", "progress_percent", "finished_at", "error_message")
-ROLLBACK_EVENT = "REDRIVE_ROLLED_BACK"
 
 
 class MessageJobPlanOps:
     has_sources = True  # each job names its video_assets row
 
-    def __init__(self, profile: MessageJobProfile) -> None:
+    def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
-        self.changes = MessageJobChanges(profile)
 
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
         t = await self.profile.tables(conn)
@@ -41,7 +45,8 @@ class MessageJobPlanOps:
     async def source_missing(
         self, conn: AsyncConnection, *, targets: list[Target]
     ) -> dict[str, str]:
-        """Seed 003: never redrive when the source object was deleted by retention."""
+        """Never redrive a job whose source object is gone (deleted by retention): the
+        worker would only fail again."""
         t = await self.profile.tables(conn)
         j, a = t["jobs"], t["assets"]
         missing: dict[str, str] = {}
@@ -84,7 +89,7 @@ class MessageJobPlanOps:
         m, j = t["messages"], t["jobs"]
         # keyed by message: a job may have two dead-lettered messages, each with its own values
         cols = [m.c("id"), *(m.c(c) for c in MESSAGE_RESTORED), *(j.c(c) for c in JOB_RESTORED)]
-        ids = [self.profile.id_text(m.c("id"), str(i.message_id)) for i in items]
+        ids = [self.profile.id_text(m.c("id"), str(i.part)) for i in items]
         out: dict[str, dict[str, Any]] = {}
         for part in chunks(ids, chunk_for(m.dialect)):
             rows = await conn.execute(
@@ -102,7 +107,7 @@ class MessageJobPlanOps:
 
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
         m = (await self.profile.tables(conn))["messages"]
-        ids = [self.profile.id_text(m.c("id"), str(i.message_id)) for i in items]
+        ids = [self.profile.id_text(m.c("id"), str(i.part)) for i in items]
         terminal = open_ = 0
         redead: list[tuple[str, str | None]] = []
         succeeded: list[str] = []
@@ -124,19 +129,19 @@ class MessageJobPlanOps:
     async def rollback(
         self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
     ) -> list[str]:
-        """Seed 003 "Rollback Plan": redriven messages no worker claimed yet go back to
-        DLQ and their jobs to FAILED, with the values they had, and an event says so."""
+        """Redriven messages no worker claimed yet go back to DLQ and their jobs to
+        FAILED, with the values they had, and a job event says so."""
         t = await self.profile.tables(conn)
         m, j, e = t["messages"], t["jobs"], t["events"]
         back: list[str] = []
         for item in items:
-            if not item.original or item.message_id is None:
+            if not item.original or item.part is None:
                 continue
             message = item.original["message"]
             moved = await conn.execute(
                 m.table.update()
                 .where(
-                    m.c("id") == self.profile.coerce_id(m.c("id"), item.message_id),
+                    m.c("id") == self.profile.coerce_id(m.c("id"), item.part),
                     m.c("status") == "PENDING",
                     m.c("claimed_at").is_(None),
                 )
@@ -167,9 +172,7 @@ class MessageJobPlanOps:
             back.append(item.job_id)
         if back:  # one event per job, however many of its messages went back
             keys = [self.profile.coerce_id(j.c("id"), b) for b in dict.fromkeys(back)]
-            await self.changes.insert_events(
-                conn, e, jobs=keys, event_type=ROLLBACK_EVENT, note=note, now=now
-            )
+            await insert_events(conn, e, jobs=keys, event_type=ROLLBACK_EVENT, note=note, now=now)
         return back
 
     async def log_redrives(

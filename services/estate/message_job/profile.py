@@ -1,4 +1,5 @@
-"""The ``message_job`` profile: ``queue_messages`` joined to ``clip_jobs`` (seed 003).
+"""The ``message_job`` profile: ``queue_messages`` joined to ``clip_jobs``, with
+``job_events`` and the jobs' ``video_assets``.
 
 The message carries the delivery state (PENDING, PROCESSING, COMPLETED, DLQ); the job
 carries the business state. A command's ID is the job; a message id resolves to its job.
@@ -13,7 +14,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.config import QueueConfig
 from services.errors import NotFound, UsageError
+from services.estate.message_job.changes import MessageJobChanges
+from services.estate.message_job.plans import MessageJobPlanOps
 from services.estate.model import (
     CanonicalState,
     Count,
@@ -86,6 +90,11 @@ class MessageJobProfile(QueueProfile):
         TableSpec("assets", "video_assets", ("id", "source_object_key", "status")),
     )
     states = MESSAGE_STATES
+
+    def __init__(self, queue: str, config: QueueConfig) -> None:
+        super().__init__(queue, config)
+        self.changes = MessageJobChanges(self)
+        self.plan_ops = MessageJobPlanOps(self)
 
     def index_plan(self) -> list[IndexPlan]:
         return [
@@ -211,6 +220,9 @@ class MessageJobProfile(QueueProfile):
         return Triage(
             queue=self.queue,
             profile=self.name,
+            unit="messages",
+            dead_title="Dead letters",
+            duplicate_label="jobs with >1 unfinished message",
             taken_at=now,
             since=since,
             total=sum(counts.values()),

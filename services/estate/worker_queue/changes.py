@@ -1,17 +1,21 @@
-"""Guarded changes on a worker_queue table (seed 002 §9, §10, §12, §13)."""
+"""Guarded changes on a worker_queue table: the runbook's requeue (failed rows back to
+queued, retry count and failure fields cleared) and its cancels (queued duplicates, failed
+rows cancelled on purpose). ``failed_permanently`` rows are never cancelled: they are the
+record of a job that died after every retry."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.changes.model import (
+from services.errors import UsageError
+from services.estate.ops import (
+    Action,
     Applied,
-    ChangeKind,
     Frozen,
     Ineligible,
     Selector,
@@ -19,13 +23,11 @@ from services.changes.model import (
     chunk_for,
     chunks,
 )
-from services.changes.plan_ops import ItemRef, WaveStatus, restored
-from services.errors import UsageError
-from services.estate.profile import BoundTable, plain
+from services.estate.profile import BoundTable, QueueProfile, plain
 from services.estate.signature import display_signature, error_signature
-from services.estate.worker_queue import ACTIVE, FAILURE_REASONS, WorkerQueueProfile
+from services.estate.worker_queue.schema import ACTIVE, FAILURE_REASONS
 
-RESET_STATES = ("failed", "failed_permanently")  # seed 002 §12
+RESET_STATES = ("failed", "failed_permanently")  # what a requeue puts back in the queue
 CANCEL_STATES = ("queued", "failed")
 WHY_NOT = {
     "cancelled": "cancelled on purpose",
@@ -34,20 +36,18 @@ WHY_NOT = {
     "claimed": "claimed by a worker right now",
     "running": "running right now",
     "failed_permanently": "failed_permanently is the record of a job that died after full "
-    "retry; seed 002 says never cancel it",
+    "retry; it is never cancelled",
 }
 
 
 class WorkerQueueChanges:
-    def __init__(self, profile: WorkerQueueProfile) -> None:
+    def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
 
     async def _table(self, conn: AsyncConnection) -> BoundTable:
         return (await self.profile.tables(conn))["queue"]
 
-    async def freeze(
-        self, conn: AsyncConnection, *, kind: ChangeKind, selector: Selector
-    ) -> Frozen:
+    async def freeze(self, conn: AsyncConnection, *, action: Action, selector: Selector) -> Frozen:
         q = await self._table(conn)
         if selector.duplicates:
             return await self._duplicates(conn, q)
@@ -73,7 +73,7 @@ class WorkerQueueChanges:
         for part in chunks(list(keys.values()), chunk_for(q.dialect)):
             for r in (await conn.execute(sa.select(q.table).where(q.isin("id", part)))).all():
                 found[r._mapping[q.c("id").name]] = r
-        allowed = CANCEL_STATES if kind is ChangeKind.CANCEL else RESET_STATES
+        allowed = CANCEL_STATES if action is Action.CANCEL else RESET_STATES
         targets: list[Target] = []
         ineligible: list[Ineligible] = []
         for raw, key in keys.items():
@@ -90,8 +90,8 @@ class WorkerQueueChanges:
         return Frozen(targets, ineligible)
 
     async def _duplicates(self, conn: AsyncConnection, q: BoundTable) -> Frozen:
-        """Seed 002 §13 (all but the latest queued row per issue) and Part A (queued rows
-        whose issue already has a claimed, running or done row)."""
+        """Queued duplicates: all but the most recently queued row of an issue, and every
+        queued row whose issue already has a claimed, running or done row."""
         issue, status = q.c("issue_number"), q.c("status")
         queued = (
             await conn.execute(
@@ -138,16 +138,16 @@ class WorkerQueueChanges:
         self,
         conn: AsyncConnection,
         *,
-        kind: ChangeKind,
+        action: Action,
         targets: list[Target],
         now: datetime,
         note: str,
         duplicates: bool,
     ) -> Applied:
         q = await self._table(conn)
-        if kind is ChangeKind.CANCEL:
+        if action is Action.CANCEL:
             values: dict[str, Any] = {q.c("status").name: "cancelled"}
-        else:  # requeue and redrive: seed 002 §10 / §12
+        else:  # requeue and redrive: back to queued, retries and failure fields cleared
             values = {
                 q.c(c).name: None
                 for c in (
@@ -167,7 +167,7 @@ class WorkerQueueChanges:
         before: list[dict[str, Any]] = []
         for state, group in by_state.items():
             extra: dict[str, Any] = {}
-            if kind is ChangeKind.CANCEL and state == "queued":  # seed 002 §13
+            if action is Action.CANCEL and state == "queued":  # a duplicate, said so
                 extra = {
                     q.c("failure_reason").name: "other",
                     q.c("error_message").name: "manually cancelled: duplicate queued row"
@@ -190,128 +190,3 @@ class WorkerQueueChanges:
             if t.id not in moved
         ]
         return Applied(changed=changed, skipped=skipped, before=before)
-
-
-RESTORED = (
-    "status",
-    "retry_count",
-    "failure_reason",
-    "error_message",
-    "next_attempt_at",
-    "server_node",
-    "claimed_at",
-    "started_at",
-)
-TERMINAL = ("done", "failed", "failed_permanently", "cancelled")
-
-
-class WorkerQueuePlanOps:
-    """Staged redrives over failed / failed_permanently rows (seed 002 §12)."""
-
-    has_sources = False
-
-    def __init__(self, profile: WorkerQueueProfile) -> None:
-        self.profile = profile
-
-    async def _table(self, conn: AsyncConnection) -> BoundTable:
-        return (await self.profile.tables(conn))["queue"]
-
-    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
-        t = await self.profile.tables(conn)
-        rows = await conn.execute(
-            sa.select(t["queue"].c("id"))
-            .where(*self.profile.dead_where(t, selector.dead_filter()))
-            .order_by(*self.profile.dead_order(t))
-        )
-        return [str(plain(r[0])) for r in rows.all()]
-
-    async def source_missing(
-        self, conn: AsyncConnection, *, targets: list[Target]
-    ) -> dict[str, str]:
-        return {}  # a worker_queue job names an issue, not a stored object
-
-    async def redrive_counts(
-        self, conn: AsyncConnection, *, targets: list[Target]
-    ) -> dict[str, int]:
-        from services.models import RedriveLog
-
-        log = cast(sa.Table, RedriveLog.__table__)
-        counts: dict[str, int] = {}
-        ids = [t.id for t in targets]
-        for part in chunks(ids, chunk_for(conn.dialect.name)):
-            rows = await conn.execute(
-                sa.select(log.c.job_id, sa.func.count())
-                .where(log.c.queue == self.profile.queue, log.c.job_id.in_(part))
-                .group_by(log.c.job_id)
-            )
-            counts.update({str(j): int(n) for j, n in rows.all()})
-        return counts
-
-    async def originals(
-        self, conn: AsyncConnection, *, items: list[ItemRef]
-    ) -> dict[str, dict[str, Any]]:
-        q = await self._table(conn)
-        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
-        cols = [q.c("id"), *(q.c(c) for c in RESTORED)]
-        out: dict[str, dict[str, Any]] = {}
-        for part in chunks(ids, chunk_for(q.dialect)):
-            for r in (await conn.execute(sa.select(*cols).where(q.isin("id", part)))).all():
-                out[str(plain(r[0]))] = dict(zip(RESTORED, (plain(v) for v in r[1:]), strict=True))
-        return out
-
-    async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
-        q = await self._table(conn)
-        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
-        terminal = open_ = 0
-        redead: list[tuple[str, str | None]] = []
-        succeeded: list[str] = []
-        for part in chunks(ids, chunk_for(q.dialect)):
-            rows = await conn.execute(
-                sa.select(q.c("id"), q.c("status"), q.c("error_message")).where(q.isin("id", part))
-            )
-            for job, raw_status, error in rows.all():
-                status = str(plain(raw_status))
-                if status in TERMINAL:
-                    terminal += 1
-                    if status in self.profile.dead_statuses:
-                        redead.append((str(plain(job)), error))
-                    elif status == "done":
-                        succeeded.append(str(plain(job)))
-                else:
-                    open_ += 1
-        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
-
-    async def rollback(
-        self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
-    ) -> list[str]:
-        q = await self._table(conn)
-        back: list[str] = []
-        for item in items:  # each row goes back to its own earlier values
-            if not item.original:
-                continue
-            values = {q.c(c).name: restored(c, item.original.get(c)) for c in RESTORED}
-            done = await conn.execute(
-                q.table.update()
-                .where(
-                    q.c("id") == self.profile.coerce_id(q.c("id"), item.job_id),
-                    q.c("status") == "queued",
-                    q.c("claimed_at").is_(None),
-                )
-                .values(values)
-                .returning(q.c("id"))
-            )
-            if done.first() is not None:
-                back.append(item.job_id)
-        return back
-
-    async def log_redrives(
-        self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
-    ) -> None:
-        from services.models import RedriveLog
-
-        log = cast(sa.Table, RedriveLog.__table__)
-        if job_ids:
-            await conn.execute(
-                log.insert(),
-                [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
-            )

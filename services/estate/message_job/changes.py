@@ -1,19 +1,21 @@
-"""Guarded changes on a message_job estate: seed 003's redrive, made set-based."""
+"""Guarded changes on a message_job estate: the redrive procedure's step that puts a
+dead-lettered message back to PENDING and its FAILED job back to QUEUED, with a
+REDRIVE_REQUESTED job event, made set-based; and the cancel of a dead-lettered job."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.changes.model import (
+from services.errors import UsageError
+from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, insert_events
+from services.estate.ops import (
+    Action,
     Applied,
-    ChangeKind,
     Frozen,
     Ineligible,
     Selector,
@@ -21,16 +23,10 @@ from services.changes.model import (
     chunk_for,
     chunks,
 )
-from services.errors import PreconditionFailed, UsageError
-from services.estate.message_job import MessageJobProfile
-from services.estate.profile import BoundTable, plain
+from services.estate.profile import BoundTable, QueueProfile, plain
 from services.estate.signature import display_signature, error_signature
 from services.identifiers import quote_identifier
 from services.jsonable import raw_json
-
-REDRIVE_EVENT = "REDRIVE_REQUESTED"
-CANCEL_EVENT = "CANCELLED"
-
 
 _JOB = "job__"
 
@@ -97,6 +93,7 @@ class _Found:
             state="DLQ/FAILED",
             signature=display_signature(error_signature(self.last_error)),
             row=self.snapshot,
+            part=self.message_id,
         )
 
 
@@ -110,15 +107,13 @@ def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
 
 
 class MessageJobChanges:
-    def __init__(self, profile: MessageJobProfile) -> None:
+    def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
 
-    async def freeze(
-        self, conn: AsyncConnection, *, kind: ChangeKind, selector: Selector
-    ) -> Frozen:
-        if kind is ChangeKind.REQUEUE:
+    async def freeze(self, conn: AsyncConnection, *, action: Action, selector: Selector) -> Frozen:
+        if action is Action.REQUEUE:
             raise UsageError(
-                f"requeue resets worker_queue rows (seed 002 §10, §12); queue "
+                f"requeue resets failed worker_queue rows to queued; queue "
                 f"{self.profile.queue!r} is message_job: use /queue redrive ID --reason ..."
             )
         if selector.duplicates or selector.failure_reason is not None:
@@ -211,7 +206,7 @@ class MessageJobChanges:
         self,
         conn: AsyncConnection,
         *,
-        kind: ChangeKind,
+        action: Action,
         targets: list[Target],
         now: datetime,
         note: str,
@@ -222,7 +217,7 @@ class MessageJobChanges:
         changed_jobs: list[Any] = []
         before: list[Any] = []  # row images: dicts, or JSON the database built
         for part in chunks(targets, chunk_for(m.dialect)):
-            msg_ids = [self.profile.id_text(m.c("id"), str(x.key["message_id"])) for x in part]
+            msg_ids = [self.profile.id_text(m.c("id"), str(x.part)) for x in part]
             postgres = m.dialect == "postgresql"
             image: list[Any] = (
                 [_row_json(m, j)]
@@ -246,7 +241,7 @@ class MessageJobChanges:
                 before.extend(_Found.of(tuple(r)[2:], layout).snapshot for r in still)
             ok_msgs = [r[0] for r in still]
             ok_jobs = list({r[1] for r in still})
-            if kind is ChangeKind.REDRIVE:  # seed 003 step 4, for the whole chunk at once
+            if action is Action.REDRIVE:  # back to PENDING / QUEUED, the whole chunk at once
                 await conn.execute(
                     m.table.update()
                     .where(m.isin("id", ok_msgs), m.c("status") == "DLQ")
@@ -279,10 +274,8 @@ class MessageJobChanges:
                     .where(j.isin("id", ok_jobs), j.c("status") == "FAILED")
                     .values({j.c("status").name: "CANCELLED"})
                 )
-            event_type = REDRIVE_EVENT if kind is ChangeKind.REDRIVE else CANCEL_EVENT
-            await self.insert_events(
-                conn, e, jobs=ok_jobs, event_type=event_type, note=note, now=now
-            )
+            event_type = REDRIVE_EVENT if action is Action.REDRIVE else CANCEL_EVENT
+            await insert_events(conn, e, jobs=ok_jobs, event_type=event_type, note=note, now=now)
             changed_jobs.extend(ok_jobs)
         changed = [str(plain(x)) for x in changed_jobs]
         done = set(changed)
@@ -292,52 +285,3 @@ class MessageJobChanges:
             if x.id not in done
         ]
         return Applied(changed=changed, skipped=skipped, before=before, job_events=len(changed))
-
-    async def insert_events(
-        self,
-        conn: AsyncConnection,
-        e: BoundTable,
-        *,
-        jobs: list[Any],
-        event_type: str,
-        note: str,
-        now: datetime,
-    ) -> None:
-        """One job event per job. job_events.id may have no default (seed 003 supplies
-        it), so queuebot supplies a value of the column's type."""
-        col = e.c("id")
-        generated = col.server_default is not None or (
-            isinstance(col.type, sa.Integer) and col.primary_key and e.dialect == "sqlite"
-        )
-        if isinstance(col.type, sa.Integer) and not generated:
-            raise PreconditionFailed(
-                f"{e.name}.id is an integer column without a default; queuebot cannot choose "
-                "event ids safely there: give it an identity default"
-            )
-        names = [e.c(c).name for c in ("aggregate_id", "event_type", "message", "created_at")]
-        if e.dialect == "postgresql":  # one INSERT ... SELECT over the array of jobs
-            agg = e.c("aggregate_id")
-            texts = sa.literal([str(job) for job in jobs], postgresql.ARRAY(sa.Text))
-            job = sa.func.unnest(sa.cast(texts, postgresql.ARRAY(agg.type))).column_valued("job")
-            values: list[Any] = [
-                job,
-                sa.literal(event_type),
-                sa.literal(note),
-                sa.literal(now, sa.DateTime(timezone=True)),
-            ]
-            if not generated:
-                new_id = sa.func.gen_random_uuid()
-                values.insert(
-                    0, new_id if isinstance(col.type, sa.Uuid) else sa.cast(new_id, sa.Text)
-                )
-                names.insert(0, col.name)
-            await conn.execute(e.table.insert().from_select(names, sa.select(*values)))
-            return
-        rows = []
-        for job in jobs:
-            row = dict(zip(names, (job, event_type, note, now), strict=True))
-            if not generated:
-                new = uuid.uuid4()
-                row[col.name] = new if isinstance(col.type, sa.Uuid) else str(new)
-            rows.append(row)
-        await conn.execute(e.table.insert(), rows)

@@ -1,0 +1,138 @@
+"""Executing an approved change request, inside the approval's transaction: the guarded
+row change (or the plan step it starts), the request's result and its audit event commit
+together, or not at all."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services import audit
+from services.audit import Actor
+from services.changes import store
+from services.changes.model import ChangeKind, Executed, RequestRow, RequestState
+from services.errors import ConcurrentChange
+from services.estate.estate import Estate
+from services.estate.ops import Action, Target
+from services.plans.control import PlanControl
+from services.plans.engine import PlanEngine
+from services.scheduler import FollowUp
+
+
+class Executor:
+    def __init__(self, *, estate: Estate, plans: PlanEngine, control: PlanControl) -> None:
+        self.estate = estate
+        self.plans = plans
+        self.control = control
+
+    async def execute(
+        self,
+        conn: AsyncConnection,
+        request: RequestRow,
+        *,
+        actor: Actor,
+        approvers: list[str],
+        now: datetime,
+    ) -> list[FollowUp]:
+        number = request.id
+        if not await store.move(conn, number, to=RequestState.EXECUTED, now=now):
+            # cannot happen while we hold the row lock; refuse loudly rather than guess
+            raise ConcurrentChange(subject=request.ref)
+        targets = await store.targets(conn, number)
+        plan = request.selector.plan
+        follow_ups: list[FollowUp] = []
+        before: list[Any] = []
+        outcome = Executed(approvers=approvers)
+        if request.kind is ChangeKind.PLAN:
+            plan, follow_ups = await self.plans.start(
+                conn,
+                request=number,
+                queue=request.queue,
+                reason=request.reason,
+                incident=request.incident,
+                requester=request.requester_person,
+                approvers=approvers,
+                origin=request.origin,
+                targets=targets,
+                sample=request.selector.sample,
+                actor=actor,
+                now=now,
+            )
+            outcome = Executed(approvers=approvers, plan=plan)
+        elif request.kind is ChangeKind.RESUME and plan is not None:
+            follow_ups = await self.control.resume(
+                conn, number=plan, actor=actor, request=number, now=now
+            )
+            outcome = Executed(approvers=approvers, plan=plan)
+        elif request.kind is ChangeKind.ROLLBACK and plan is not None:
+            back, follow_ups = await self.control.rollback(
+                conn, number=plan, actor=actor, request=number, now=now
+            )
+            outcome = Executed(approvers=approvers, plan=plan, changed=back)
+        elif request.kind.action is not None:
+            outcome, before = await self._apply(
+                conn, request, request.kind.action, targets=targets, approvers=approvers, now=now
+            )
+        else:
+            raise ValueError(f"{request.ref}: a {request.kind.value} request names no plan")
+        await store.save_result(conn, number, outcome.as_json())
+        changed = set(outcome.changed)
+        await audit.append(
+            conn,
+            action="change.executed",
+            actor=actor,
+            at=now,
+            subject=request.ref,
+            queue=request.queue,
+            incident=request.incident,
+            reason=request.reason,
+            evidence=request.evidence,
+            details={
+                "kind": request.kind.value,
+                "requester": request.requester_person,
+                "approvers": approvers,
+                "plan": outcome.plan,
+                "changed": outcome.changed,
+                "message_ids": [t.part for t in targets if t.id in changed and t.part],
+                "skipped": [[s.id, s.why] for s in outcome.skipped],
+                "job_events": outcome.job_events,
+                "before": before,
+            },
+        )
+        return follow_ups
+
+    async def _apply(
+        self,
+        conn: AsyncConnection,
+        request: RequestRow,
+        action: Action,
+        *,
+        targets: list[Target],
+        approvers: list[str],
+        now: datetime,
+    ) -> tuple[Executed, list[Any]]:
+        """Requeue, cancel or redrive the frozen rows still in their snapshotted state."""
+        profile = self.estate.profile(request.queue)
+        note = (
+            f"queuebot {request.ref}: {request.reason} (requested by "
+            f"{request.requester_person}, approved by {', '.join(approvers)})"
+        )[:1000]
+        applied = await profile.changes.apply(
+            conn,
+            action=action,
+            targets=targets,
+            now=now,
+            note=note,
+            duplicates=request.selector.duplicates,
+        )
+        if action is Action.REDRIVE:
+            await profile.plan_ops.log_redrives(conn, job_ids=applied.changed, now=now)
+        outcome = Executed(
+            approvers=approvers,
+            changed=applied.changed,
+            skipped=applied.skipped,
+            job_events=applied.job_events,
+        )
+        return outcome, applied.before

@@ -1,0 +1,100 @@
+"""What a change request will change, found and checked before anyone approves it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.changes.model import ChangeKind
+from services.errors import NotFound, PreconditionFailed
+from services.estate.ops import Ineligible, Selector, Target
+from services.estate.profile import QueueProfile
+from services.plans import store as plan_store
+from services.plans.engine import PlanEngine
+from services.plans.model import ACTIVE, PlanState
+from services.plans.preconditions import Evaluation
+
+
+@dataclass(frozen=True)
+class Frozen:
+    targets: list[Target]
+    ineligible: list[Ineligible]
+    checks: list[tuple[str, str, str]] = field(default_factory=list)
+    schedule: list[int] = field(default_factory=list)
+    affected: int | None = None  # rows concerned where there are no targets (a plan's)
+
+
+async def freeze(
+    conn: AsyncConnection,
+    *,
+    plans: PlanEngine,
+    kind: ChangeKind,
+    profile: QueueProfile,
+    selector: Selector,
+    reason: str,
+) -> Frozen:
+    action = kind.action
+    if action is not None and kind is not ChangeKind.REDRIVE:  # requeue, cancel
+        found = await profile.changes.freeze(conn, action=action, selector=selector)
+        return Frozen(found.targets, found.ineligible)
+    if kind in (ChangeKind.RESUME, ChangeKind.ROLLBACK):
+        return await _plan_change(conn, kind=kind, profile=profile, selector=selector)
+    staged = kind is ChangeKind.PLAN
+    if staged:
+        await plans.ensure_no_active_plan(conn, profile.queue)
+    targets, excluded, evaluation = await plans.candidates(
+        conn,
+        profile=profile,
+        selector=selector,
+        reason=reason,
+        staged=staged,
+        limit=selector.max_rows if staged else None,
+    )
+    if evaluation.refusal:
+        raise PreconditionFailed(
+            f"{kind.value} {evaluation.refusal}. All checks: {_listed(evaluation)}"
+        )
+    schedule = plans.schedule_for(len(targets), selector.sample) if staged else []
+    return Frozen(
+        targets,
+        excluded,
+        checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks],
+        schedule=schedule,
+    )
+
+
+async def _plan_change(
+    conn: AsyncConnection, *, kind: ChangeKind, profile: QueueProfile, selector: Selector
+) -> Frozen:
+    """Resume or roll back: no rows are frozen; the plan says how many are concerned."""
+    if selector.plan is None:
+        raise ValueError(f"a {kind.value} request names its plan")
+    resume = kind is ChangeKind.RESUME
+    plan = await plan_store.require(
+        conn,
+        number=selector.plan,
+        states=(PlanState.HALTED,) if resume else ACTIVE,
+        action=kind.value,
+    )
+    if plan.queue != profile.queue:
+        raise NotFound(f"P-{selector.plan} belongs to queue {plan.queue}; add --queue {plan.queue}")
+    view = await plan_store.view(conn, selector.plan)
+    affected = (
+        view.total - view.redriven
+        if resume
+        else view.redriven - view.succeeded - view.redead - view.rolled_back
+    )
+    return Frozen([], [], affected=affected)
+
+
+def _listed(evaluation: Evaluation) -> str:
+    return "; ".join(f"{c.name}: {c.verdict} ({c.detail})" for c in evaluation.checks)
+
+
+def nothing_to_do(kind: ChangeKind, selector: Selector, ineligible: list[Ineligible]) -> str:
+    if not ineligible:
+        return f"nothing to {kind.value}: no rows match {selector.describe()}"
+    listed = "; ".join(f"{i.id}: {i.why}" for i in ineligible[:10])
+    more = f" (and {len(ineligible) - 10} more)" if len(ineligible) > 10 else ""
+    return f"nothing to {kind.value}: every row named is ineligible ({listed}{more})"

@@ -1,0 +1,65 @@
+"""The job events a message_job estate keeps, written by queuebot beside each change."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.errors import PreconditionFailed
+from services.estate.profile import BoundTable
+
+REDRIVE_EVENT = "REDRIVE_REQUESTED"
+CANCEL_EVENT = "CANCELLED"
+ROLLBACK_EVENT = "REDRIVE_ROLLED_BACK"
+
+
+async def insert_events(
+    conn: AsyncConnection,
+    e: BoundTable,
+    *,
+    jobs: list[Any],
+    event_type: str,
+    note: str,
+    now: datetime,
+) -> None:
+    """One job event per job. job_events.id may have no default (the team's own
+    procedure supplies it), so queuebot supplies a value of the column's type."""
+    col = e.c("id")
+    generated = col.server_default is not None or (
+        isinstance(col.type, sa.Integer) and col.primary_key and e.dialect == "sqlite"
+    )
+    if isinstance(col.type, sa.Integer) and not generated:
+        raise PreconditionFailed(
+            f"{e.name}.id is an integer column without a default; queuebot cannot choose "
+            "event ids safely there: give it an identity default"
+        )
+    names = [e.c(c).name for c in ("aggregate_id", "event_type", "message", "created_at")]
+    if e.dialect == "postgresql":  # one INSERT ... SELECT over the array of jobs
+        agg = e.c("aggregate_id")
+        texts = sa.literal([str(job) for job in jobs], postgresql.ARRAY(sa.Text))
+        job = sa.func.unnest(sa.cast(texts, postgresql.ARRAY(agg.type))).column_valued("job")
+        values: list[Any] = [
+            job,
+            sa.literal(event_type),
+            sa.literal(note),
+            sa.literal(now, sa.DateTime(timezone=True)),
+        ]
+        if not generated:
+            new_id = sa.func.gen_random_uuid()
+            values.insert(0, new_id if isinstance(col.type, sa.Uuid) else sa.cast(new_id, sa.Text))
+            names.insert(0, col.name)
+        await conn.execute(e.table.insert().from_select(names, sa.select(*values)))
+        return
+    rows = []
+    for job in jobs:
+        row = dict(zip(names, (job, event_type, note, now), strict=True))
+        if not generated:
+            new = uuid.uuid4()
+            row[col.name] = new if isinstance(col.type, sa.Uuid) else str(new)
+        rows.append(row)
+    await conn.execute(e.table.insert(), rows)

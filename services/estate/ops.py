@@ -1,0 +1,271 @@
+"""What a queue profile's guarded writes take and give: the values every profile shares,
+and the two interfaces each profile implements.
+
+``RowChanges``  find and freeze the rows a requeue, cancel or redrive names, then change
+                exactly those still in their frozen state (the guarded UPDATE).
+``PlanOps``     what a staged redrive needs beyond that: candidates for a bulk selector,
+                per-job checks, each wave's outcome and the rollback.
+
+Both work inside the caller's transaction (they take its connection and never commit):
+the change-request workflow and the plan engine above decide where a transaction starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.estate.model import DeadFilter
+
+T = TypeVar("T")
+CHUNK = 5000  # ids per IN (...) list: under SQLite's parameter limit
+PG_CHUNK = 50_000  # PostgreSQL binds a whole list as one array parameter
+
+
+def chunk_for(dialect: str) -> int:
+    return PG_CHUNK if dialect == "postgresql" else CHUNK
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class Action(StrEnum):
+    """The row changes a profile knows how to make."""
+
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+    REDRIVE = "redrive"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """What the requester named: ids, or a bulk selector resolved when frozen."""
+
+    ids: tuple[str, ...] = ()
+    duplicates: bool = False
+    failure_reason: str | None = None
+    error_like: str | None = None
+    tenant: str | None = None
+    job_type: str | None = None
+    all_dead: bool = False
+    plan: int | None = None  # resume / rollback: the plan concerned
+    sample: int | None = None  # a plan's sample size (1-5)
+    max_rows: int | None = None  # a plan's cap on rows
+
+    def dead_filter(self) -> DeadFilter:
+        """The bulk selector as the dead-letter filter /queue dlq uses."""
+        return DeadFilter(
+            error_like=self.error_like,
+            tenant=self.tenant,
+            reason=self.failure_reason,
+            job_type=self.job_type,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ids": list(self.ids),
+            "duplicates": self.duplicates,
+            "failure_reason": self.failure_reason,
+            "error_like": self.error_like,
+            "tenant": self.tenant,
+            "job_type": self.job_type,
+            "all_dead": self.all_dead,
+            "plan": self.plan,
+            "sample": self.sample,
+            "max_rows": self.max_rows,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Selector:
+        return cls(
+            ids=tuple(data.get("ids", ())),
+            duplicates=bool(data.get("duplicates")),
+            failure_reason=data.get("failure_reason"),
+            error_like=data.get("error_like"),
+            tenant=data.get("tenant"),
+            job_type=data.get("job_type"),
+            all_dead=bool(data.get("all_dead")),
+            plan=data.get("plan"),
+            sample=data.get("sample"),
+            max_rows=data.get("max_rows"),
+        )
+
+    @property
+    def bulk(self) -> bool:
+        """Selects dead rows by what they are, not by id."""
+        return self.all_dead or any(
+            v is not None for v in (self.error_like, self.tenant, self.job_type)
+        )
+
+    def describe(self) -> str:
+        if self.plan is not None:
+            return f"plan P-{self.plan}"
+        if self.duplicates:
+            return "duplicate queued rows"
+        if self.bulk or (self.failure_reason and not self.ids):
+            parts = [
+                f"error like {self.error_like!r}" if self.error_like else "",
+                f"tenant {self.tenant}" if self.tenant else "",
+                f"failure_reason {self.failure_reason}" if self.failure_reason else "",
+                f"job type {self.job_type}" if self.job_type else "",
+            ]
+            chosen = ", ".join(p for p in parts if p)
+            return f"dead rows with {chosen}" if chosen else "every dead row"
+        return ", ".join(self.ids)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One frozen row: its key, the state it was seen in, and its full snapshot.
+
+    ``part`` names the row within the job that the change touches where a job has several
+    (message_job: the dead-lettered message); None where a job is one row."""
+
+    id: str  # the job id as a person reads it
+    key: dict[str, Any]  # the database keys, as the profile needs them back
+    state: str  # the snapshotted state execution requires
+    signature: str
+    row: dict[str, Any]
+    part: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "key": self.key,
+            "state": self.state,
+            "signature": self.signature,
+            "part": self.part,
+            "row": self.row,
+        }
+
+    @classmethod
+    def from_json(cls, item: dict[str, Any]) -> Target:
+        """A target as a change request keeps it (without its snapshot row)."""
+        key = item["key"]
+        return cls(
+            id=item["id"],
+            key=key,
+            state=item["state"],
+            signature=item["signature"],
+            row={},
+            part=item.get("part", key.get("message_id")),  # requests stored before ``part``
+        )
+
+
+@dataclass(frozen=True)
+class Ineligible:
+    id: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Frozen:
+    targets: list[Target]
+    ineligible: list[Ineligible]
+
+
+@dataclass(frozen=True)
+class Applied:
+    changed: list[str]
+    skipped: list[Ineligible]
+    before: list[Any]  # row images before the change (dicts, or database-built JSON)
+    job_events: int = 0
+
+
+@dataclass(frozen=True)
+class ItemRef:
+    """One plan item as the profile needs it: the job, the part of it the plan changes,
+    and what a rollback must put back (empty until its wave starts)."""
+
+    job_id: str
+    part: str | None
+    original: dict[str, Any]
+
+    @property
+    def ref(self) -> str:
+        """The key of this item's original values: its part where it has one."""
+        return self.part or self.job_id
+
+
+@dataclass(frozen=True)
+class WaveStatus:
+    terminal: int
+    open: int
+    redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
+    succeeded: list[str] = field(default_factory=list)
+
+
+class RowChanges(Protocol):
+    async def freeze(self, conn: AsyncConnection, *, action: Action, selector: Selector) -> Frozen:
+        """Find the target rows, decide eligibility and snapshot them. Read-only."""
+        ...
+
+    async def apply(
+        self,
+        conn: AsyncConnection,
+        *,
+        action: Action,
+        targets: list[Target],
+        now: datetime,
+        note: str,
+        duplicates: bool,
+    ) -> Applied:
+        """Change exactly the targets still in their snapshotted state, set-based, inside
+        the caller's transaction; report the rest as skipped."""
+        ...
+
+
+class PlanOps(Protocol):
+    has_sources: bool  # whether the estate names a source object per job
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        """Dead rows matching a bulk selector, newest first."""
+        ...
+
+    async def source_missing(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, str]:
+        """Jobs whose source object is gone, with why (empty where there is none)."""
+        ...
+
+    async def redrive_counts(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, int]:
+        """How many times each job was redriven before."""
+        ...
+
+    async def originals(
+        self, conn: AsyncConnection, *, items: list[ItemRef]
+    ) -> dict[str, dict[str, Any]]:
+        """What a rollback must put back, read just before the rows are redriven, keyed
+        by ``ItemRef.ref``."""
+        ...
+
+    async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus: ...
+
+    async def rollback(
+        self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
+    ) -> list[str]:
+        """Return redriven jobs nobody claimed yet to their dead state; the rolled back."""
+        ...
+
+    async def log_redrives(
+        self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
+    ) -> None:
+        """Remember redrives where the estate keeps no events of its own."""
+        ...
+
+
+def restored(column: str, value: Any) -> Any:
+    """A value kept in a plan item's JSON, as the column takes it back: timestamps were
+    stored as ISO text."""
+    if isinstance(value, str) and column.endswith("_at"):
+        return datetime.fromisoformat(value)
+    return value

@@ -1,0 +1,142 @@
+"""Staged redrives on a worker_queue table: failed and failed_permanently rows back to
+queued, a wave's outcome, and the rollback that gives each row its earlier values."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.estate.ops import (
+    ItemRef,
+    Selector,
+    Target,
+    WaveStatus,
+    chunk_for,
+    chunks,
+    restored,
+)
+from services.estate.profile import BoundTable, QueueProfile, plain
+from services.models import RedriveLog
+
+_log = cast(sa.Table, RedriveLog.__table__)
+
+RESTORED = (
+    "status",
+    "retry_count",
+    "failure_reason",
+    "error_message",
+    "next_attempt_at",
+    "server_node",
+    "claimed_at",
+    "started_at",
+)
+TERMINAL = ("done", "failed", "failed_permanently", "cancelled")
+
+
+class WorkerQueuePlanOps:
+    has_sources = False
+
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+
+    async def _table(self, conn: AsyncConnection) -> BoundTable:
+        return (await self.profile.tables(conn))["queue"]
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        t = await self.profile.tables(conn)
+        rows = await conn.execute(
+            sa.select(t["queue"].c("id"))
+            .where(*self.profile.dead_where(t, selector.dead_filter()))
+            .order_by(*self.profile.dead_order(t))
+        )
+        return [str(plain(r[0])) for r in rows.all()]
+
+    async def source_missing(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, str]:
+        return {}  # a worker_queue job names an issue, not a stored object
+
+    async def redrive_counts(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, int]:
+        log = _log
+        counts: dict[str, int] = {}
+        ids = [t.id for t in targets]
+        for part in chunks(ids, chunk_for(conn.dialect.name)):
+            rows = await conn.execute(
+                sa.select(log.c.job_id, sa.func.count())
+                .where(log.c.queue == self.profile.queue, log.c.job_id.in_(part))
+                .group_by(log.c.job_id)
+            )
+            counts.update({str(j): int(n) for j, n in rows.all()})
+        return counts
+
+    async def originals(
+        self, conn: AsyncConnection, *, items: list[ItemRef]
+    ) -> dict[str, dict[str, Any]]:
+        q = await self._table(conn)
+        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
+        cols = [q.c("id"), *(q.c(c) for c in RESTORED)]
+        out: dict[str, dict[str, Any]] = {}
+        for part in chunks(ids, chunk_for(q.dialect)):
+            for r in (await conn.execute(sa.select(*cols).where(q.isin("id", part)))).all():
+                out[str(plain(r[0]))] = dict(zip(RESTORED, (plain(v) for v in r[1:]), strict=True))
+        return out
+
+    async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
+        q = await self._table(conn)
+        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
+        terminal = open_ = 0
+        redead: list[tuple[str, str | None]] = []
+        succeeded: list[str] = []
+        for part in chunks(ids, chunk_for(q.dialect)):
+            rows = await conn.execute(
+                sa.select(q.c("id"), q.c("status"), q.c("error_message")).where(q.isin("id", part))
+            )
+            for job, raw_status, error in rows.all():
+                status = str(plain(raw_status))
+                if status in TERMINAL:
+                    terminal += 1
+                    if status in self.profile.dead_letter_statuses:
+                        redead.append((str(plain(job)), error))
+                    elif status == "done":
+                        succeeded.append(str(plain(job)))
+                else:
+                    open_ += 1
+        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
+
+    async def rollback(
+        self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
+    ) -> list[str]:
+        q = await self._table(conn)
+        back: list[str] = []
+        for item in items:  # each row goes back to its own earlier values
+            if not item.original:
+                continue
+            values = {q.c(c).name: restored(c, item.original.get(c)) for c in RESTORED}
+            done = await conn.execute(
+                q.table.update()
+                .where(
+                    q.c("id") == self.profile.coerce_id(q.c("id"), item.job_id),
+                    q.c("status") == "queued",
+                    q.c("claimed_at").is_(None),
+                )
+                .values(values)
+                .returning(q.c("id"))
+            )
+            if done.first() is not None:
+                back.append(item.job_id)
+        return back
+
+    async def log_redrives(
+        self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
+    ) -> None:
+        log = _log
+        if job_ids:
+            await conn.execute(
+                log.insert(),
+                [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
+            )

@@ -1,0 +1,56 @@
+"""Plans as commands use them: each method is one use case that opens and commits its own
+transaction (the steps it calls take that connection), and reports a committed change
+as done even when the chat post after it fails."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.audit import Actor
+from services.db import reading, transaction
+from services.plans import store
+from services.plans.control import PlanControl
+from services.plans.model import PlanView
+from services.scheduler import FollowUp, PostFailure, run_follow_ups
+
+log = logging.getLogger("queuebot.plans")
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """A committed change to a plan, and the chat posts after it that failed (if any)."""
+
+    view: PlanView
+    post_failures: tuple[PostFailure, ...] = ()
+
+
+class Plans:
+    def __init__(
+        self, *, engine: AsyncEngine, control: PlanControl, clock: Callable[[], datetime]
+    ) -> None:
+        self.engine = engine
+        self.control = control
+        self.clock = clock
+
+    async def view(self, *, number: int) -> PlanView:
+        async with reading(self.engine) as conn:
+            return await store.view(conn, number)
+
+    async def queue_of(self, *, number: int) -> str:
+        async with reading(self.engine) as conn:
+            return await store.queue_of(conn, number)
+
+    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanOutcome:
+        follow_ups: list[FollowUp] = []
+        async with transaction(self.engine, subject=f"P-{number}") as conn:
+            view, post = await self.control.halt(
+                conn, number=number, actor=actor, reason=reason, now=self.clock()
+            )
+            follow_ups.append(post)
+        failures = await run_follow_ups(follow_ups, what=f"halt of P-{number}")
+        return PlanOutcome(view, failures)
