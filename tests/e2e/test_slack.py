@@ -150,6 +150,12 @@ def test_serve_checks_its_token_before_the_first_command(stack: Stack) -> None:
     assert len(stack.fake.recorded("/api/auth.test")) == 1
 
 
+def test_serve_starts_without_a_warning(stack: Stack) -> None:
+    # Bolt warns at every start about a token it ignores unless built the way queuebot does
+    start = stack.served.log.read_text().partition("queuebot serving on")[0]
+    assert [line for line in start.splitlines() if " WARNING " in line] == []
+
+
 def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:
     started = time.monotonic()
     response, name, _ = slash(stack, "triage --queue workers")
