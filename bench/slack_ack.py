@@ -69,7 +69,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from bot.demo import DEMO_CONFIG
-from commands.messages import _TITLES
+from commands.messages import ERROR_TITLES
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import SECRET, signed, slash_fields
 
@@ -85,7 +85,6 @@ TARGET_ACK_P99_MS = 100.0
 SLACK_ACK_DEADLINE = 3.0  # Slack shows "operation_timeout" after this
 PROBE_EVERY = 0.1
 USERS = ("U0ALICE", "U0BOB", "U0DORA")
-ERROR_TITLES = {*_TITLES.values(), "Something went wrong", "Unexpected error"}
 
 
 # -- signing and bodies ----------------------------------------------------------------------
