@@ -1,6 +1,6 @@
 """Slack ack latency under load: 200 signed slash commands, 50 in flight, on 1,000,000 rows.
 
-Starts the fake Slack of the e2e tests (``tests/e2e/fake_slack.py``: the Web API and the
+Starts the local fake Slack (``testkit/fake_slack.py``: the Web API and the
 ``response_url`` endpoint, recording every call with its monotonic arrival time) and the
 real ``queuebot serve`` as a subprocess, pointed at the 1,000,000-row PostgreSQL estate of
 ``bench/triage.py`` (database ``qb_bench_triage``). After a warm-up it sends 200 signed
@@ -64,18 +64,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
+import httpx
+import psycopg
+from sqlalchemy.engine import make_url
+
+from bot.demo import DEMO_CONFIG
+from commands.messages import ERROR_TITLES
+from testkit.fake_slack import Call, FakeSlack
+from testkit.slack_requests import SECRET, signed, slash_fields
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # tests/ is not an installed package
-    sys.path.insert(0, str(ROOT))
-
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
-
-from bot.demo import DEMO_CONFIG  # noqa: E402
-from commands.messages import _TITLES  # noqa: E402
-from tests.e2e.fake_slack import Call, FakeSlack  # noqa: E402
-from tests.e2e.slack_requests import SECRET, signed, slash_fields  # noqa: E402
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB_NAME = "qb_bench_triage"
@@ -87,7 +85,6 @@ TARGET_ACK_P99_MS = 100.0
 SLACK_ACK_DEADLINE = 3.0  # Slack shows "operation_timeout" after this
 PROBE_EVERY = 0.1
 USERS = ("U0ALICE", "U0BOB", "U0DORA")
-ERROR_TITLES = {*_TITLES.values(), "Something went wrong", "Unexpected error"}
 
 
 # -- signing and bodies ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.bootstrap import App, build_app, running_scheduler
 from bot.http import build_http_app
-from bot.slack.app import build_slack_app, verify_token_early, web_client
+from bot.slack.app import build_slack_app, web_client
 from bot.slack.listeners import SlackWiring
 from bot.slack.notifier import SlackNotifier
 from services.config import Config
@@ -30,11 +30,11 @@ def _notifier(config: Config) -> Notifier | None:
     return FanoutNotifier([("slack", SlackNotifier(web_client(config.env), channels))])
 
 
-def slack_app_for(app: App, wiring: SlackWiring) -> AsyncApp | None:
+async def slack_app_for(app: App, wiring: SlackWiring) -> AsyncApp | None:
     env = app.config.env
     if env.slack_bot_token is None and env.slack_signing_secret is None:
         return None
-    return build_slack_app(env, wiring)
+    return await build_slack_app(env, wiring)
 
 
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
@@ -42,9 +42,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     socket_mode: AsyncSocketModeHandler | None = None
     wiring = SlackWiring(router=app.router, directory=app.directory, ledger=app.ledger)
     try:
-        slack = slack_app_for(app, wiring)
-        if slack is not None:
-            await verify_token_early(slack)
+        slack = await slack_app_for(app, wiring)
         http = build_http_app(app=app, slack=slack)
         server = uvicorn.Server(
             uvicorn.Config(

@@ -1,15 +1,20 @@
 """Builds the Bolt app: the Web client pointed at SLACK_API_BASE_URL, with retries for
-connection errors and 429s, and the listeners registered."""
+connection errors and 429s, the bot's identity asked of Slack once, and the listeners
+registered."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.middleware.authorization.async_single_team_authorization import (
-    AsyncSingleTeamAuthorization,
-)
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -24,7 +29,7 @@ from services.errors import ConfigError
 log = logging.getLogger("queuebot.slack")
 
 
-def web_client(env: EnvSettings) -> AsyncWebClient:
+def web_client(env: EnvSettings, *, with_token: bool = True) -> AsyncWebClient:
     if env.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is not set")
     base = (
@@ -33,7 +38,7 @@ def web_client(env: EnvSettings) -> AsyncWebClient:
         else (env.slack_api_base_url + "/")
     )
     return AsyncWebClient(
-        token=env.slack_bot_token.get_secret_value(),
+        token=env.slack_bot_token.get_secret_value() if with_token else None,
         base_url=base,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
@@ -42,41 +47,93 @@ def web_client(env: EnvSettings) -> AsyncWebClient:
     )
 
 
-class _SameTokenNotice(logging.Filter):
-    """Bolt reads SLACK_BOT_TOKEN from the environment even when given a client, then warns
-    at every start that this token "will be unused". It is the client's own token: drop
-    the notice so that a warning in the log always means something."""
+class BotIdentity(AsyncAuthorize):
+    """Who the bot is, from Slack's auth.test, asked once and kept: Bolt's ``authorize``,
+    which hands it to each request. Left to itself, Bolt would call auth.test inside the
+    first request, before that request's ack (and once per request that arrives before
+    the answer)."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "`token` will be unused" not in record.getMessage()
+    def __init__(self, client: AsyncWebClient) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._client = client  # carries the bot token
+        self._result: AuthorizeResult | None = None
+        self._asking = asyncio.Lock()
+
+    async def check(self) -> None:
+        """At start. A failure is only logged: the first request asks again."""
+        try:
+            await self.result()
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("Slack auth.test at start failed (%s); retried on first use", exc)
+
+    async def result(self) -> AuthorizeResult:
+        async with self._asking:  # requests that arrive together wait for one answer
+            if self._result is None:
+                answer = await self._client.auth_test()
+                self._result = AuthorizeResult.from_auth_test_response(
+                    auth_test_response=answer,
+                    bot_token=self._client.token,
+                    bot_scopes=answer.headers.get("x-oauth-scopes"),
+                )
+            return self._result
+
+    async def __call__(
+        self,
+        *,
+        context: AsyncBoltContext,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None,
+        actor_enterprise_id: str | None = None,
+        actor_team_id: str | None = None,
+        actor_user_id: str | None = None,
+    ) -> AuthorizeResult | None:
+        """Per request. When auth.test still fails, the request is refused (Bolt logs that
+        no AuthorizeResult was found and answers with its "not authorized" message) and
+        the next one asks again."""
+        try:
+            return await self.result()
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.error("Slack auth.test failed (%s); this request is refused", exc)
+            return None
 
 
-async def verify_token_early(app: AsyncApp) -> None:
-    """Call auth.test once at start, where Bolt would call it on the first request, before
-    that request's ack (and once per request that arrives before the answer). A failure
-    is only logged: Bolt tries again on the first request, as it would have anyway."""
-    for middleware in app._async_middleware_list:  # Bolt keeps the result it caches here
-        if isinstance(middleware, AsyncSingleTeamAuthorization):
-            try:
-                middleware.auth_test_result = await app.client.auth_test()
-            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-                log.warning("Slack auth.test at start failed (%s); retried on first use", exc)
+@contextlib.contextmanager
+def _bot_token_variable_hidden() -> Iterator[None]:
+    """AsyncApp's constructor falls back to the SLACK_BOT_TOKEN variable when it is given
+    no ``token``, and then warns at every start that this token is unused (``client`` was
+    given) or ignored (``authorize`` was given). Bolt has no public switch for that
+    fallback, so the variable is taken out of the environment while the constructor runs
+    and put back after: queuebot has read it already (EnvSettings) and hands it to Bolt
+    through ``authorize``. The constructor is synchronous, so no other coroutine sees the
+    gap. Bolt 1.30 reads the variable nowhere else; pyproject.toml pins that version."""
+    saved = os.environ.pop("SLACK_BOT_TOKEN", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["SLACK_BOT_TOKEN"] = saved
 
 
-def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
+async def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
+    """The Bolt app, after asking Slack once who the bot is (see BotIdentity)."""
     if env.slack_signing_secret is None:
         raise ConfigError(
             "SLACK_SIGNING_SECRET is not set; queuebot only accepts signed requests from Slack"
         )
-    client = web_client(env)
-    logger = logging.getLogger("queuebot.slack")
-    if not any(isinstance(f, _SameTokenNotice) for f in logger.filters):
-        logger.addFilter(_SameTokenNotice())
-    app = AsyncApp(
-        client=client,  # carries the bot token
-        signing_secret=env.slack_signing_secret.get_secret_value(),
-        process_before_response=False,  # ack first, work after: never miss the 3 s deadline
-        logger=logger,
-    )
+    identity = BotIdentity(web_client(env))
+    await identity.check()
+    with _bot_token_variable_hidden():
+        app = AsyncApp(
+            # Bolt copies this client for each request and sets the token authorize gives;
+            # a token here as well would be one more that Bolt warns it ignores
+            client=web_client(env, with_token=False),
+            # Bolt's annotation says a callable returning AuthorizeResult; it takes an
+            # AsyncAuthorize too, whose __call__ may return None (the request is refused)
+            authorize=identity,  # type: ignore[arg-type]
+            signing_secret=env.slack_signing_secret.get_secret_value(),
+            process_before_response=False,  # ack first, work after: never miss the 3 s deadline
+            logger=logging.getLogger("queuebot.slack"),
+        )
     register(app, wiring)
     return app

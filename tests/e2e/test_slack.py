@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from tests.e2e.fake_slack import Call, FakeSlack
+from testkit.fake_slack import Call, FakeSlack
+from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
-from tests.e2e.slack_requests import SECRET, signed, slash_fields
 
 ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
 
@@ -148,6 +148,12 @@ def test_serve_checks_its_token_before_the_first_command(stack: Stack) -> None:
     _, name, _ = slash(stack, "help")
     answer_to(stack, name)
     assert len(stack.fake.recorded("/api/auth.test")) == 1
+
+
+def test_serve_starts_without_a_warning(stack: Stack) -> None:
+    # Bolt warns at every start about a token it ignores unless built the way queuebot does
+    start = stack.served.log.read_text().partition("queuebot serving on")[0]
+    assert [line for line in start.splitlines() if " WARNING " in line] == []
 
 
 def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:

@@ -12,7 +12,7 @@ from bot.slack.app import web_client
 from bot.slack.notifier import SlackNotifier
 from services.config import EnvSettings
 from services.message import Heading, Message, Text
-from tests.e2e.fake_slack import FakeSlack
+from testkit.fake_slack import FakeSlack
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from tests.e2e.fake_slack import Call, FakeSlack
+from testkit.fake_slack import Call, FakeSlack
+from testkit.slack_requests import slash_fields
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import Served, demo_database, running_serve
-from tests.e2e.slack_requests import slash_fields
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 

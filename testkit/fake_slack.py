@@ -1,9 +1,10 @@
-"""A local fake of Slack's Web API and response_url endpoint that records every call.
+"""The local fake Slack shared by the tests and the benchmarks: Slack's Web API and the
+response_url endpoint, recording every call with its monotonic arrival time.
 
 It runs in its own thread (uvicorn on 127.0.0.1, a free port) so the process under test
 can call it while the test waits. ``rate_limit(n)`` makes the next n chat.postMessage
 calls answer 429 with Retry-After: 1. ``apps.connections.open`` hands out ``socket_url``
-(a ``FakeSocketMode``'s, see fake_socket_mode.py) once one is set.
+(a ``FakeSocketMode``'s, see tests/e2e/fake_socket_mode.py) once one is set.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Requests built the way Slack builds them: the signature over ``v0:{ts}:{body}`` and the
-fields of a slash command. Shared by the e2e tests and bench/slack_ack.py."""
+"""The request signer shared by the tests and the benchmarks: requests built the way Slack
+builds them, the signature over ``v0:{ts}:{body}`` and the fields of a slash command."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import hashlib
 import hmac
 import time
 
-from tests.e2e.fake_slack import FakeSlack
+from testkit.fake_slack import FakeSlack
 
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of the fake workspace
+# the signing secret of the fake workspace: not a secret, the tests and benchmarks share it
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # noqa: S105
 
 
 def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
