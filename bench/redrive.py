@@ -3,7 +3,7 @@
 1. queuebot: one change request (freeze + snapshot + hash + audit), one approval that runs
    the guarded set-based update, writes a REDRIVE_REQUESTED event per job and the audit
    event with every row's before-image, in one transaction.
-2. seed 003's manual procedure, one job at a time through the same engine: step 3
+2. the manual redrive runbook's procedure, one job at a time through the same engine: step 3
    (snapshot: SELECT * of the message, the job and its events) and step 4 (BEGIN; UPDATE
    queue_messages; UPDATE clip_jobs; INSERT job_events; COMMIT). Step 4 alone is timed too:
    queuebot does the work of both steps (it snapshots every row before changing it), so the
@@ -176,7 +176,7 @@ async def run(url: str, jobs: int) -> int:
     )
     print(f"queuebot total: {total:6.2f} s  ->  {rate:,.0f} jobs/s  (target >= 5,000)")
     print(
-        f"seed 003 per job, steps 3 + 4: {seed_s:6.2f} s  ->  {jobs / seed_s:,.0f} jobs/s "
+        f"manual runbook per job, steps 3 + 4: {seed_s:6.2f} s  ->  {jobs / seed_s:,.0f} jobs/s "
         f"(snapshot {snapshot_s:.2f} s, reset {update_s:.2f} s)"
     )
     print(

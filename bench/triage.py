@@ -208,8 +208,8 @@ FROM (
   ) s
 ) t
 """
-    # The same issue queued twice (seed 002's duplicate query), and issues queued again
-    # although a row for them is already done or in flight (seed 002 Part A).
+    # The same issue queued twice (what the duplicate query finds), and issues queued again
+    # although a row for them is already done or in flight.
     twice = f"""
 INSERT INTO dev_r_worker_queue (issue_number, github_issue_number, job_type, status,
   queued_at, server_preference)

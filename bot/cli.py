@@ -1,4 +1,4 @@
-"""``queuebot``: the command line (SPEC §1a). Every failure exits non-zero with one line."""
+"""``queuebot``: the command line. Every failure exits non-zero with one line."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ async def _demo_banner(config: Config, db: Path, config_path: Path, built: bool)
     return "\n".join(
         [
             f"queuebot demo: estate {state} in {db}; config in {config_path}.",
-            "Queues: clips (message_job, seed 003), workers (worker_queue, seed 002).",
+            "Queues: clips (message_job: messages + jobs), workers (worker_queue: one table).",
             "People: alice (operator, approver), bob (operator, approver), "
             "dora (duty-officer, operator).",
             f"Try: /queue triage | /queue triage --queue workers | @alice /queue show {example} | "

@@ -18,10 +18,10 @@ DEMO_CONFIG = """\
 # queuebot demo configuration (written by `queuebot demo`; edit freely).
 # Run the console on it again with:  queuebot --config {config} console --as alice
 
-[queues.clips]                   # seed 003: queue_messages + clip_jobs + job_events
+[queues.clips]                   # queue_messages + clip_jobs + job_events + video_assets
 profile = "message_job"
 
-[queues.workers]                 # seed 002: dev_r_worker_queue
+[queues.workers]                 # one table: dev_r_worker_queue
 profile = "worker_queue"
 
 [channels.alerts]

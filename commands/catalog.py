@@ -132,8 +132,8 @@ CATALOG += (
         "queue",
         "requeue",
         Requeue,
-        "failed / failed_permanently rows back to queued "
-        "(seed 002 §10, §12); needs a second person's approval",
+        "failed / failed_permanently rows back to queued, retries and failure fields "
+        "cleared; needs a second person's approval",
         role="operator",
         positionals=(Positional("ids", "ID", many=True),),
         flags=(REASON, QUEUE_FLAG),
@@ -144,7 +144,7 @@ CATALOG += (
         "cancel",
         Cancel,
         "cancel rows by id, the duplicate queued rows, or failed "
-        "rows of one failure_reason (seed 002 §9, §13); needs approval",
+        "rows of one failure_reason; needs approval",
         role="operator",
         positionals=(Positional("ids", "ID", many=True, required=False),),
         flags=(
@@ -153,14 +153,15 @@ CATALOG += (
                 "duplicates",
                 "duplicates",
                 kind="bool",
-                help="every surplus queued row of an issue (seed 002 §13, Part A)",
+                help="every queued row of an issue but its newest, and queued rows of an issue "
+                "already claimed, running or done",
             ),
             Flag(
                 "failure-reason",
                 "failure_reason",
                 kind="word",
                 metavar="R",
-                help="failed rows with this failure_reason (seed 002 §9)",
+                help="failed rows with this failure_reason",
             ),
             QUEUE_FLAG,
         ),
@@ -274,7 +275,7 @@ CATALOG += (
         "rollback",
         Rollback,
         "return a plan's redriven jobs that no worker claimed "
-        "yet to the dead letters (seed 003 Rollback Plan); needs approval",
+        "yet to the dead letters, with their earlier values; needs approval",
         role="operator",
         positionals=(Positional("plan", "P-N", kind="plan"),),
         flags=(REASON,),

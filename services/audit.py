@@ -1,4 +1,4 @@
-"""The audit trail (SPEC §11): append-only, hash-chained, written in the same transaction
+"""The audit trail: append-only, hash-chained, written in the same transaction
 as the change it records.
 
 Each event's hash covers its content and the previous event's hash, and a one-row head

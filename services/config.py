@@ -1,4 +1,5 @@
-"""Configuration: one optional TOML file plus fixed environment variables (SPEC §3).
+"""Configuration: one optional TOML file plus fixed environment variables (secrets and
+database URLs come only from the environment).
 
 Secrets (tokens, signing secret, database URLs that may carry passwords) come only from
 the environment, are held as ``SecretStr`` and never logged. Everything else lives in the
@@ -116,7 +117,7 @@ def _regex(value: str) -> str:
 
 
 class RedriveConfig(_Strict):
-    """Staged redrive (SPEC §7): sample, then waves that grow while they succeed."""
+    """Staged redrive: a sample, then waves that grow while they succeed."""
 
     sample: int = Field(default=5, ge=1, le=5)
     first_wave: int = Field(default=10, ge=1, le=10_000)
@@ -197,7 +198,7 @@ class FileConfig(_Strict):
 
 
 def default_queues() -> dict[str, QueueConfig]:
-    """With no queue configured, the demo estate's two queues (SPEC §2 embedded default)."""
+    """With no queue configured, the demo estate's two queues (the embedded default)."""
     return {
         "clips": QueueConfig(profile="message_job"),
         "workers": QueueConfig(profile="worker_queue"),
@@ -205,7 +206,7 @@ def default_queues() -> dict[str, QueueConfig]:
 
 
 class EnvSettings(BaseSettings):
-    """The fixed environment variables of SPEC §3."""
+    """The fixed environment variables (README, Configuration)."""
 
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=True, frozen=True)
 

@@ -20,7 +20,7 @@ class Base(DeclarativeBase):
 
 
 class AuditEvent(Base):
-    """One append-only, hash-chained record of something queuebot did (SPEC §11)."""
+    """One append-only, hash-chained record of something queuebot did."""
 
     __tablename__ = "qb_audit_events"
 
@@ -120,7 +120,7 @@ class ScheduledItem(Base):
 
 
 class QueueSample(Base):
-    """The queue's counts, written down periodically (seed 000 §7, done for the operator)."""
+    """The queue's counts, written down periodically (the baseline of the growth check)."""
 
     __tablename__ = "qb_queue_samples"
 
@@ -134,7 +134,7 @@ class QueueSample(Base):
 
 
 class Incident(Base):
-    """An incident; an open one may block redrives (SPEC §7)."""
+    """An incident; an open one may block redrives."""
 
     __tablename__ = "qb_incidents"
 

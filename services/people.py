@@ -1,4 +1,5 @@
-"""People and their roles. Approval rules are about people, not chat accounts (SPEC §3)."""
+"""People and their roles. Approval rules are about people, not chat accounts: the
+two-person rule holds across every platform."""
 
 from __future__ import annotations
 

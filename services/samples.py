@@ -1,4 +1,4 @@
-"""Queue counts written down periodically (SPEC §8; seed 000 §7's "write the count down
+"""Queue counts written down periodically (the queue-loss runbook's "write the count down
 before restarting", done for the operator), and the dead-letter growth check built on them.
 """
 

@@ -314,10 +314,10 @@ async def _fill_worker_queue(conn: AsyncConnection, p: QueueProfile, now: dateti
         )
     for i in range(12):
         row(2000 + i, types[i % 2], "queued", now - timedelta(minutes=45 - 3 * i))
-    for i in range(3):  # issues queued twice (seed 002 §8 duplicate query)
+    for i in range(3):  # issues queued twice (the duplicate query finds them)
         for j in range(2):
             row(2100 + i, "dev-issue", "queued", now - timedelta(minutes=30 - i - j))
-    for i in range(2):  # queued again although already done (seed 002 Part A)
+    for i in range(2):  # queued again although already done: duplicates too
         row(1000 + i, types[i % len(types)], "queued", now - timedelta(minutes=12 + i))
     for i in range(4):
         claimed = now - timedelta(minutes=(25 + 15 * i) if i < 2 else 3)
@@ -402,7 +402,7 @@ async def _fill_worker_queue(conn: AsyncConnection, p: QueueProfile, now: dateti
             retries=3,
             status="failed_permanently",
         )
-    for i in range(4):  # three OOMs on bms-4 inside 30 minutes: seed 002 Part F territory
+    for i in range(4):  # three OOMs on bms-4 inside 30 minutes: a node to take out
         failed(
             4300 + i,
             "dev-issue",

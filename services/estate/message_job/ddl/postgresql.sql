@@ -1,5 +1,5 @@
--- message_job estate (seed 003): queue_messages + clip_jobs + job_events + video_assets.
--- job_events.id has no default: seed 003's SQL supplies it, and so does queuebot.
+-- message_job estate: queue_messages + clip_jobs + job_events + video_assets.
+-- job_events.id has no default: the team's own redrive SQL supplies it, and so does queuebot.
 CREATE TABLE IF NOT EXISTS video_assets (
   id                UUID PRIMARY KEY,
   tenant_id         TEXT NOT NULL,

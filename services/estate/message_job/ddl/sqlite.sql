@@ -1,4 +1,4 @@
--- message_job estate (seed 003) for SQLite: ids are UUID text, timestamps UTC text.
+-- message_job estate for SQLite: ids are UUID text, timestamps UTC text.
 CREATE TABLE IF NOT EXISTS video_assets (
   id                TEXT PRIMARY KEY,
   tenant_id         TEXT NOT NULL,

@@ -1,5 +1,5 @@
--- worker_queue estate (seed 002): one table, dev_r_worker_queue.
--- failure_reason is a PostgreSQL enum, as on the estate the seed describes.
+-- worker_queue estate: one table, dev_r_worker_queue.
+-- failure_reason is a PostgreSQL enum, as on the worker estates it models.
 DO $$ BEGIN
   CREATE TYPE worker_failure_reason AS ENUM (
     'implementation_error', 'timeout', 'stale_duplicate', 'spawn_oom', 'spawn_ram',

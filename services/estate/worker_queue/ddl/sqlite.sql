@@ -1,4 +1,4 @@
--- worker_queue estate (seed 002) for SQLite: timestamps are stored as
+-- worker_queue estate for SQLite: timestamps are stored as
 -- 'YYYY-MM-DD HH:MM:SS.ffffff' UTC text, the format SQLAlchemy writes.
 CREATE TABLE IF NOT EXISTS dev_r_worker_queue (
   id                  INTEGER PRIMARY KEY AUTOINCREMENT,
