@@ -53,6 +53,7 @@ from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
 from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB_NAME = "qb_bench_triage"
@@ -605,7 +606,7 @@ async def measure(
     runs: int,
     indexes: bool,
 ) -> Result:
-    reads = QueueReads(estate)
+    reads = QueueReads(estate, gate=ReadGate(fresh_for=0.0))
     bare_sql = sa.text(f"SELECT status, count(*) FROM {BARE_TABLE[queue]} GROUP BY status")
 
     async def bare() -> None:
@@ -725,7 +726,13 @@ async def run_phase(
         print()
         print("\n".join(report(result, indexes)))
         if show_summary:
-            print(summary(estate, queue, await QueueReads(estate).triage(queue=queue)))
+            print(
+                summary(
+                    estate,
+                    queue,
+                    await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage(queue=queue),
+                )
+            )
         if result.statements:
             name, times, stmt = max(result.statements, key=lambda s: statistics.median(s[1]))
             print(f"  slowest statement: {name} (median {statistics.median(times) * 1000:.1f} ms)")

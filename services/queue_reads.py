@@ -15,9 +15,9 @@ class QueueReads:
     """Each read opens one connection to the estate and closes it; identical reads in
     the same few seconds are answered once (see ``ReadGate``)."""
 
-    def __init__(self, estate: Estate, *, gate: ReadGate | None = None) -> None:
+    def __init__(self, estate: Estate, *, gate: ReadGate) -> None:
         self.estate = estate
-        self.gate = gate or ReadGate(fresh_for=0.0)
+        self.gate = gate
 
     @property
     def queue_names(self) -> list[str]:

@@ -12,6 +12,7 @@ from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
 from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
 
@@ -26,6 +27,13 @@ async def shop(db_url: str) -> AsyncIterator[Shop]:
     notifier = RecordingNotifier()
     services = build_services(engine, estate, clock, notifier)
     yield Shop(
-        engine, estate, QueueReads(estate), services.changes, demo, services, clock, notifier
+        engine,
+        estate,
+        QueueReads(estate, gate=ReadGate(fresh_for=0.0)),
+        services.changes,
+        demo,
+        services,
+        clock,
+        notifier,
     )
     await engine.dispose()

@@ -20,6 +20,7 @@ from services.notify import ChannelRef, MessageRef
 from services.people import Directory, Person
 from services.plans.model import PlanState
 from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 from tests.integration.support import RecordingNotifier, Shop, add_dead_letters, build_services
 from tests.integration.test_plans import ERROR, flat_history, request_plan
 
@@ -42,7 +43,7 @@ class BrokenChat(RecordingNotifier):
 def router_over(shop: Shop, chat: RecordingNotifier) -> Router:
     services = build_services(shop.engine, shop.estate, shop.clock, chat)
     deps = Deps(
-        reads=QueueReads(shop.estate),
+        reads=QueueReads(shop.estate, gate=ReadGate(fresh_for=0.0)),
         changes=services.changes,
         plans=services.plan_desk,
         directory=Directory([ALICE, BOB]),
@@ -105,7 +106,7 @@ async def test_a_database_gone_before_an_approval_changes_nothing_and_says_so(
         services = build_services(broken, estate, shop.clock, RecordingNotifier())
         router = Router(
             Deps(
-                reads=QueueReads(estate),
+                reads=QueueReads(estate, gate=ReadGate(fresh_for=0.0)),
                 changes=services.changes,
                 plans=services.plan_desk,
                 directory=Directory([ALICE, BOB]),

@@ -26,6 +26,7 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.migrate import upgrade
 from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 
 APPROVERS = ["bob", "carol", "dave", "erin", "frank"]
 SCRIPT = Path(__file__).with_name("approver_process.py")
@@ -40,7 +41,7 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
             await build_demo_estate(conn, now=datetime.now(UTC))
         estate = Estate(engine=engine, queues=default_queues())
         # the 14 ffmpeg dead letters: their sources exist and the error is not permanent
-        dead = await QueueReads(estate).list_dead(
+        dead = await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).list_dead(
             queue="clips", filters=DeadFilter(error_like="ffmpeg")
         )
         changes = wire_services(

@@ -22,6 +22,7 @@ from services.estate.estate import Estate
 from services.estate.model import CanonicalState, DeadFilter
 from services.estate.signature import error_signature, install_sql_functions, signature_sql
 from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 
@@ -39,7 +40,7 @@ async def world(db_url: str) -> AsyncIterator[World]:
     async with engine.begin() as conn:
         demo = await build_demo_estate(conn, now=NOW)
     estate = Estate(engine=engine, queues=default_queues(), clock=lambda: NOW)
-    yield World(QueueReads(estate), demo, engine.dialect.name)
+    yield World(QueueReads(estate, gate=ReadGate(fresh_for=0.0)), demo, engine.dialect.name)
     await engine.dispose()
 
 
@@ -236,7 +237,7 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
     try:
         estate = Estate(engine=engine, queues={"w": QueueConfig(profile="worker_queue")})
         with pytest.raises(ConfigError, match="queuebot demo"):
-            await QueueReads(estate).triage()
+            await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         async with engine.begin() as conn:
             await conn.execute(
                 sa.text(
@@ -259,11 +260,11 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
         )
         estate = Estate(engine=engine, queues={"w": renamed})
         with pytest.raises(ConfigError, match="heartbeat_at"):
-            await QueueReads(estate).triage()
+            await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         async with engine.begin() as conn:
             await conn.execute(sa.text("ALTER TABLE jobs ADD COLUMN heartbeat_at TIMESTAMP"))
         estate = Estate(engine=engine, queues={"w": renamed})
-        t = await QueueReads(estate).triage()
+        t = await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         assert statuses(t.by_status) == {"failed": 1, "done": 1}
     finally:
         await engine.dispose()
@@ -274,7 +275,7 @@ async def test_unreachable_database_is_unavailable() -> None:
     try:
         estate = Estate(engine=engine, queues=default_queues())
         with pytest.raises(Unavailable, match="cannot be reached"):
-            await QueueReads(estate).triage()
+            await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
     finally:
         await engine.dispose()
 
@@ -324,7 +325,7 @@ async def test_a_burst_of_first_reads_reflects_the_estate_once(
             return reflect(conn)
 
         monkeypatch.setattr(profile, "_reflect", counted)
-        reads = QueueReads(estate)
+        reads = QueueReads(estate, gate=ReadGate(fresh_for=0.0))
         await asyncio.gather(  # different reads: the read gate shares only identical ones
             reads.triage(queue="clips"),
             reads.list_stuck(queue="clips", limit=5),
@@ -345,7 +346,7 @@ async def test_a_read_on_sqlite_goes_on_beside_an_open_write(tmp_path: object) -
         async with engine.begin() as conn:
             await build_demo_estate(conn, now=NOW)
         estate = Estate(engine=engine, queues=default_queues(), clock=lambda: NOW)
-        reads = QueueReads(estate)
+        reads = QueueReads(estate, gate=ReadGate(fresh_for=0.0))
         async with engine.begin() as writer:  # a worker holds the write lock meanwhile
             await writer.execute(sa.text("UPDATE dev_r_worker_queue SET status = status"))
             triage = await asyncio.wait_for(reads.triage(queue="workers"), timeout=5)
