@@ -74,8 +74,8 @@ def wire_services(
         estate=estate,
         engine=state_engine,
         approval=approval,
+        redrive=redrive,
         clock=clock,
-        plans=plans,
         executor=Executor(estate=estate, plans=plans, control=control),
     )
     sched = Scheduler(engine=state_engine, clock=clock)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.changes.model import ChangeKind
+from services.config import RedriveConfig
 from services.errors import NotFound, PreconditionFailed
 from services.estate.ops import Ineligible, Selector, Target
 from services.estate.profile import QueueProfile
 from services.plans import store as plan_store
-from services.plans.engine import PlanEngine
+from services.plans.candidates import candidates, wave_schedule
 from services.plans.model import ACTIVE, PlanState
 from services.plans.preconditions import Evaluation
 
@@ -28,7 +30,8 @@ class Frozen:
 async def freeze(
     conn: AsyncConnection,
     *,
-    plans: PlanEngine,
+    redrive: RedriveConfig,
+    now: datetime,
     kind: ChangeKind,
     profile: QueueProfile,
     selector: Selector,
@@ -42,20 +45,22 @@ async def freeze(
         return await _plan_change(conn, kind=kind, profile=profile, selector=selector)
     staged = kind is ChangeKind.PLAN
     if staged:
-        await plans.ensure_no_active_plan(conn, profile.queue)
-    targets, excluded, evaluation = await plans.candidates(
+        await plan_store.ensure_no_active_plan(conn, profile.queue)
+    targets, excluded, evaluation = await candidates(
         conn,
         profile=profile,
         selector=selector,
         reason=reason,
         staged=staged,
         limit=selector.max_rows if staged else None,
+        config=redrive,
+        now=now,
     )
     if evaluation.refusal:
         raise PreconditionFailed(
             f"{kind.value} {evaluation.refusal}. All checks: {_listed(evaluation)}"
         )
-    schedule = plans.schedule_for(len(targets), selector.sample) if staged else []
+    schedule = wave_schedule(redrive, len(targets), selector.sample) if staged else []
     return Frozen(
         targets,
         excluded,

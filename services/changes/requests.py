@@ -26,7 +26,7 @@ from services.changes import store
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, nothing_to_do
 from services.changes.model import ChangeKind, ChangeView, RequestRow, RequestState
-from services.config import ApprovalConfig
+from services.config import ApprovalConfig, RedriveConfig
 from services.db import reading, transaction
 from services.errors import (
     AlreadyApproved,
@@ -39,7 +39,6 @@ from services.estate.estate import Estate
 from services.estate.ops import Selector
 from services.jsonable import digest, jsonable
 from services.plans import store as plan_store
-from services.plans.engine import PlanEngine
 from services.scheduler import PostFailure, run_follow_ups
 
 
@@ -58,15 +57,15 @@ class ChangeRequests:
         estate: Estate,
         engine: AsyncEngine,
         approval: ApprovalConfig,
+        redrive: RedriveConfig,
         clock: Callable[[], datetime],
-        plans: PlanEngine,
         executor: Executor,
     ) -> None:
         self.estate = estate
         self.engine = engine
         self.approval = approval
+        self.redrive = redrive
         self.clock = clock
-        self.plans = plans
         self.executor = executor
 
     def _writable(self) -> AsyncEngine:
@@ -194,7 +193,13 @@ class ChangeRequests:
         profile = self.estate.profile(queue)
         now = self.clock()
         frozen = await freeze(
-            conn, plans=self.plans, kind=kind, profile=profile, selector=selector, reason=reason
+            conn,
+            redrive=self.redrive,
+            now=now,
+            kind=kind,
+            profile=profile,
+            selector=selector,
+            reason=reason,
         )
         if not frozen.targets and kind not in (ChangeKind.RESUME, ChangeKind.ROLLBACK):
             raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))

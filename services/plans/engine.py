@@ -21,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services import audit
 from services.audit import Actor
 from services.config import RedriveConfig
-from services.errors import PlanActive
 from services.estate.estate import Estate
-from services.estate.ops import Action, Ineligible, Selector, Target, WaveStatus
+from services.estate.ops import Action, Target, WaveStatus
 from services.estate.profile import QueueProfile
 from services.estate.signature import display_signature, error_signature
 from services.plans import store
+from services.plans.candidates import wave_schedule
 from services.plans.model import (
     ItemState,
     News,
@@ -37,9 +37,7 @@ from services.plans.model import (
     WaveFinished,
     WaveOutcome,
     WaveStarted,
-    wave_sizes,
 )
-from services.plans.preconditions import Evaluation, evaluate
 from services.plans.publish import PlanPublisher
 from services.scheduler import FollowUp
 
@@ -47,7 +45,7 @@ SYSTEM = Actor.system("plan")
 
 
 class PlanEngine:
-    """Requesting (candidates, schedule), starting and advancing plans."""
+    """Starting and advancing plans (what a plan would take is ``candidates``'s)."""
 
     def __init__(
         self,
@@ -61,61 +59,6 @@ class PlanEngine:
         self.config = config
         self.clock = clock
         self.publisher = publisher
-
-    # -- requesting ------------------------------------------------------------------
-
-    async def candidates(
-        self,
-        conn: AsyncConnection,
-        *,
-        profile: QueueProfile,
-        selector: Selector,
-        reason: str,
-        staged: bool,
-        limit: int | None,
-    ) -> tuple[list[Target], list[Ineligible], Evaluation]:
-        """The frozen candidates of a redrive, checked; named ids or a bulk selector."""
-        ops = profile.plan_ops
-        if selector.bulk or (staged and selector.failure_reason is not None):
-            ids = tuple(await ops.candidate_ids(conn, selector=selector))
-        else:
-            ids = tuple(dict.fromkeys(selector.ids))
-        frozen = await profile.changes.freeze(
-            conn, action=Action.REDRIVE, selector=Selector(ids=ids)
-        )
-        evaluation = await evaluate(
-            conn,
-            profile=profile,
-            ops=ops,
-            targets=frozen.targets,
-            reason=reason,
-            config=self.config,
-            now=self.clock(),
-            staged=staged,
-        )
-        eligible = evaluation.eligible
-        excluded = [*frozen.ineligible, *evaluation.excluded]
-        if limit is not None and len(eligible) > limit:
-            excluded.append(
-                Ineligible(
-                    f"{len(eligible) - limit} more", f"beyond --max {limit}; not part of this plan"
-                )
-            )
-            eligible = eligible[:limit]
-        return eligible, excluded, evaluation
-
-    def schedule_for(self, total: int, sample: int | None) -> list[int]:
-        return wave_sizes(
-            total,
-            sample=sample or self.config.sample,
-            first=self.config.first_wave,
-            cap=self.config.max_wave,
-        )
-
-    async def ensure_no_active_plan(self, conn: AsyncConnection, queue: str) -> None:
-        running = await store.active_plan(conn, queue)
-        if running is not None:
-            raise PlanActive(queue=queue, plan=running)
 
     # -- approval -> the sample ------------------------------------------------------
 
@@ -137,8 +80,8 @@ class PlanEngine:
     ) -> tuple[int, list[FollowUp]]:
         """A plan for the approved request's frozen targets, its sample started now."""
         profile = self.estate.profile(queue)
-        await self.ensure_no_active_plan(conn, profile.queue)
-        schedule = self.schedule_for(len(targets), sample)
+        await store.ensure_no_active_plan(conn, profile.queue)
+        schedule = wave_schedule(self.config, len(targets), sample)
         number = await store.insert_plan(
             conn,
             {

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import scheduler
-from services.errors import NotFound, PlanStateConflict
+from services.errors import NotFound, PlanActive, PlanStateConflict
 from services.estate.ops import ItemRef
 from services.models import Plan, PlanItem
 from services.plans.model import (
@@ -77,6 +77,13 @@ async def active_plan(conn: AsyncConnection, queue: str) -> int | None:
     )
     row = found.first()
     return int(row[0]) if row else None
+
+
+async def ensure_no_active_plan(conn: AsyncConnection, queue: str) -> None:
+    """One plan per queue: refuse while a running or halted plan exists."""
+    running = await active_plan(conn, queue)
+    if running is not None:
+        raise PlanActive(queue=queue, plan=running)
 
 
 async def queue_of(conn: AsyncConnection, number: int) -> str:
