@@ -4,6 +4,7 @@ Slack retries a request it did not see acknowledged (``X-Slack-Retry-Num``), del
 events at least once, and a nervous person double-clicks. Each delivery has a key made of
 what the platform sends (trigger_id; action_ts + user + action; event_id); the first
 ``INSERT`` of a key wins and every later one is a duplicate. Several replicas share it.
+Each method is its own transaction; a database failure comes out as DatabaseUnavailable.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from services.db import transaction
 from services.models import Delivery
 
 _deliveries = cast(sa.Table, Delivery.__table__)
@@ -30,7 +32,7 @@ class DeliveryLedger:
 
     async def first_time(self, key: str) -> bool:
         """Record ``key``; True only for the first delivery that records it."""
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
             return await self._record(conn, key, self.clock())
 
     async def _record(self, conn: AsyncConnection, key: str, at: datetime) -> bool:
@@ -51,10 +53,10 @@ class DeliveryLedger:
         changes), or None when someone else holds the claim. Staleness is judged by the
         caller's clock: replicas' clocks must agree to well within ``stale_after``."""
         now = self.clock()
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
             if await self._record(conn, key, now):
                 return now
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
             taken = await conn.execute(
                 _deliveries.update()
                 .where(_deliveries.c.key == key[:200], _deliveries.c.seen_at < now - stale_after)
@@ -66,7 +68,7 @@ class DeliveryLedger:
     async def release(self, key: str, token: datetime) -> None:
         """Give a claim back so that the next caller may try the work again; only the
         claim ``token`` names (one taken over since then is someone else's)."""
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
             await conn.execute(
                 _deliveries.delete().where(
                     _deliveries.c.key == key[:200], _deliveries.c.seen_at == token
@@ -74,7 +76,7 @@ class DeliveryLedger:
             )
 
     async def forget_older_than(self, age: timedelta = KEEP) -> int:
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
             result = await conn.execute(
                 _deliveries.delete().where(_deliveries.c.seen_at < self.clock() - age)
             )

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.db import reading
+from services.db import reading, transaction
 from services.ledger import DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef, Notifier
@@ -119,7 +119,7 @@ class PlanPublisher:
             await self.ledger.release(key, token)  # nothing to thread under; the next one tries
             return None
         ref = posted[0]
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject=f"P-{number}") as conn:
             stored = await conn.execute(
                 PLANS.update()
                 .where(PLANS.c.id == number, _NO_MESSAGE)
@@ -134,14 +134,14 @@ class PlanPublisher:
         return await self._stored_ref(number)
 
     async def _stored_ref(self, number: int) -> MessageRef | None:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             stored = (
                 await conn.execute(sa.select(PLANS.c.message_ref).where(PLANS.c.id == number))
             ).scalar_one()
         return MessageRef(**stored) if stored else None
 
     async def _origin(self, number: int) -> ChannelRef:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             origin = (
                 await conn.execute(sa.select(PLANS.c.origin).where(PLANS.c.id == number))
             ).scalar_one()
