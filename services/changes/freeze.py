@@ -80,7 +80,7 @@ async def _plan_change(
         conn,
         number=selector.plan,
         states=(PlanState.HALTED,) if resume else ACTIVE,
-        action=kind.value,
+        action="resume" if resume else "roll back",
     )
     if plan.queue != profile.queue:
         raise NotFound(f"P-{selector.plan} belongs to queue {plan.queue}; add --queue {plan.queue}")
