@@ -1,0 +1,373 @@
+"""What the profile contract tests need from each queue profile, and the adapters of the
+two shipped ones (the test-only profile keeps its own in tests/integration/
+single_table_profile.py).
+
+An adapter builds known rows in its profile's tables and plays the worker. Everything a
+profile does differently (UUID or integer ids, which canonical state its dead rows are
+in, how a worker moves a job) is said here, so the contract tests read the same for
+every profile.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.config import QueueConfig
+from services.estate.message_job import MessageJobProfile
+from services.estate.model import CanonicalState
+from services.estate.profile import QueueProfile, plain
+from services.estate.worker_queue import WorkerQueueProfile
+
+# When the rows an adapter builds happened, relative to ``now`` (every adapter uses these):
+# dead i died at dead_at(now, i), so the newest dead row is the last one built.
+
+
+def dead_at(now: datetime, i: int) -> datetime:
+    return now - timedelta(hours=2) + timedelta(minutes=i)
+
+
+def pending_at(now: datetime, i: int) -> datetime:
+    """Pending i was enqueued 10 * (i + 1) minutes ago: the last one is the oldest."""
+    return now - timedelta(minutes=10 * (i + 1))
+
+
+def done_at(now: datetime, i: int) -> datetime:
+    return now - timedelta(hours=3) + timedelta(minutes=i)
+
+
+def stuck_since(now: datetime) -> datetime:
+    """Taken by a worker an hour ago and never heard of since (stuck after 15 minutes)."""
+    return now - timedelta(hours=1)
+
+
+@dataclass
+class Built:
+    """The job ids an adapter built, as a person types them; dead ones oldest first."""
+
+    dead: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+
+
+class ProfileAdapter(Protocol):
+    profile_class: ClassVar[type[QueueProfile]]
+    dead_state: ClassVar[CanonicalState]  # the canonical state of the dead rows it builds
+    missing_id: ClassVar[str]  # a well-formed id no job has
+
+    @staticmethod
+    def config() -> QueueConfig: ...
+
+    def __init__(self, profile: QueueProfile) -> None: ...
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        """Rows of every kind: ``dead`` dead-lettered with ``error``, ``pending`` waiting
+        to run, ``done`` finished, ``stuck`` taken by a worker long ago."""
+        ...
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        """Jobs a worker would pick up now."""
+        ...
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        """A worker takes these waiting jobs."""
+        ...
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        """A worker finishes these jobs (waiting or taken) successfully."""
+        ...
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        """A worker fails these jobs for good: they are dead letters again, with ``error``."""
+        ...
+
+
+class WorkerQueueAdapter:
+    """dev_r_worker_queue: dead rows are ``failed`` (canonical FAILED); integer ids."""
+
+    profile_class: ClassVar[type[QueueProfile]] = WorkerQueueProfile
+    dead_state: ClassVar[CanonicalState] = CanonicalState.FAILED
+    missing_id: ClassVar[str] = "987654321"
+
+    @staticmethod
+    def config() -> QueueConfig:
+        return QueueConfig(profile="worker_queue")
+
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+
+    async def _insert(
+        self, conn: AsyncConnection, status: str, queued: datetime, **values: Any
+    ) -> str:
+        q = (await self.profile.tables(conn))["queue"]
+        row = {"job_type": "contract", "status": status, "queued_at": queued, **values}
+        done = await conn.execute(q.table.insert().values(row).returning(q.c("id")))
+        return str(done.scalar_one())
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        built = Built()
+        for i in range(dead):
+            at = dead_at(now, i)
+            built.dead.append(
+                await self._insert(
+                    conn,
+                    "failed",
+                    at,
+                    failure_reason="timeout",
+                    error_message=error,
+                    retry_count=3,
+                    claimed_at=at,
+                    started_at=at,
+                )
+            )
+        for i in range(pending):
+            built.pending.append(await self._insert(conn, "queued", pending_at(now, i)))
+        for i in range(done):
+            at = done_at(now, i)
+            built.done.append(await self._insert(conn, "done", at, claimed_at=at, started_at=at))
+        for _ in range(stuck):
+            since = stuck_since(now)
+            built.stuck.append(
+                await self._insert(conn, "claimed", since, claimed_at=since, server_node="w-1")
+            )
+        return built
+
+    async def _update(
+        self, conn: AsyncConnection, ids: list[str], states: tuple[str, ...], **values: Any
+    ) -> None:
+        q = (await self.profile.tables(conn))["queue"]
+        keys = [self.profile.coerce_id(q.c("id"), i) for i in ids]
+        await conn.execute(
+            q.table.update().where(q.c("id").in_(keys), q.c("status").in_(states)).values(values)
+        )
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        q = (await self.profile.tables(conn))["queue"]
+        rows = await conn.execute(sa.select(q.c("id")).where(q.c("status") == "queued"))
+        return [str(r[0]) for r in rows.all()]
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._update(
+            conn, ids, ("queued",), status="claimed", claimed_at=now, server_node="w-1"
+        )
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._update(
+            conn, ids, ("queued", "claimed", "running"), status="done", started_at=now
+        )
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        await self._update(
+            conn,
+            ids,
+            ("queued", "claimed", "running"),
+            status="failed",
+            failure_reason="other",
+            error_message=error,
+            retry_count=3,
+            claimed_at=now,
+            started_at=now,
+        )
+
+
+class MessageJobAdapter:
+    """queue_messages + clip_jobs (+ video_assets): a job is dead when its message is in
+    the DLQ and the job FAILED (canonical DEAD); UUID ids, one message per job."""
+
+    profile_class: ClassVar[type[QueueProfile]] = MessageJobProfile
+    dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
+    missing_id: ClassVar[str] = "00000000-0000-4000-8000-000000000000"
+
+    @staticmethod
+    def config() -> QueueConfig:
+        return QueueConfig(profile="message_job")
+
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+
+    async def _job(
+        self,
+        conn: AsyncConnection,
+        message: str,
+        job: str,
+        at: datetime,
+        *,
+        claimed: datetime | None = None,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> str:
+        t = await self.profile.tables(conn)
+        m, j, a = t["messages"], t["jobs"], t["assets"]
+
+        def key(table: Any, value: uuid.UUID) -> Any:
+            return self.profile.coerce_id(table.c("id"), str(value))
+
+        asset, job_id = key(a, uuid.uuid4()), key(j, uuid.uuid4())
+        await conn.execute(
+            a.table.insert().values(
+                id=asset,
+                tenant_id="acme",
+                source_object_key=f"uploads/{asset}.mp4",
+                status="READY",
+                created_at=at,
+            )
+        )
+        finished = at if job in ("SUCCEEDED", "FAILED") else None
+        await conn.execute(
+            j.table.insert().values(
+                id=job_id,
+                asset_id=asset,
+                tenant_id="acme",
+                status=job,
+                attempt_count=attempts,
+                error_message=error,
+                created_at=at,
+                started_at=claimed,
+                finished_at=finished,
+            )
+        )
+        await conn.execute(
+            m.table.insert().values(
+                id=key(m, uuid.uuid4()),
+                job_id=job_id,
+                status=message,
+                attempt_count=attempts,
+                available_at=at,
+                claimed_at=claimed,
+                last_error=error,
+            )
+        )
+        return str(plain(job_id))
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        built = Built()
+        for i in range(dead):
+            at = dead_at(now, i)
+            built.dead.append(
+                await self._job(
+                    conn,
+                    "DLQ",
+                    "FAILED",
+                    at - timedelta(minutes=5),
+                    claimed=at,
+                    attempts=3,
+                    error=error,
+                )
+            )
+        for i in range(pending):
+            built.pending.append(await self._job(conn, "PENDING", "QUEUED", pending_at(now, i)))
+        for i in range(done):
+            at = done_at(now, i)
+            built.done.append(
+                await self._job(conn, "COMPLETED", "SUCCEEDED", at, claimed=at, attempts=1)
+            )
+        for _ in range(stuck):
+            since = stuck_since(now)
+            built.stuck.append(
+                await self._job(conn, "PROCESSING", "RUNNING", since, claimed=since, attempts=1)
+            )
+        return built
+
+    async def _move(
+        self,
+        conn: AsyncConnection,
+        ids: list[str],
+        *,
+        messages: tuple[tuple[str, ...], dict[str, Any]],
+        jobs: tuple[tuple[str, ...], dict[str, Any]],
+    ) -> None:
+        """Move the jobs' messages in the first states and the jobs in the second."""
+        t = await self.profile.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        keys = [self.profile.coerce_id(j.c("id"), i) for i in ids]
+        (m_from, m_values), (j_from, j_values) = messages, jobs
+        await conn.execute(
+            m.table.update()
+            .where(m.c("job_id").in_(keys), m.c("status").in_(m_from))
+            .values(m_values)
+        )
+        await conn.execute(
+            j.table.update().where(j.c("id").in_(keys), j.c("status").in_(j_from)).values(j_values)
+        )
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        m = (await self.profile.tables(conn))["messages"]
+        rows = await conn.execute(
+            sa.select(m.c("job_id")).where(m.c("status") == "PENDING").distinct()
+        )
+        return [str(plain(r[0])) for r in rows.all()]
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._move(
+            conn,
+            ids,
+            messages=(("PENDING",), {"status": "PROCESSING", "claimed_at": now}),
+            jobs=(("QUEUED",), {"status": "RUNNING", "started_at": now}),
+        )
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._move(
+            conn,
+            ids,
+            messages=(("PENDING", "PROCESSING"), {"status": "COMPLETED", "claimed_at": now}),
+            jobs=(
+                ("QUEUED", "RUNNING"),
+                {"status": "SUCCEEDED", "progress_percent": 100, "finished_at": now},
+            ),
+        )
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        await self._move(
+            conn,
+            ids,
+            messages=(
+                ("PENDING", "PROCESSING"),
+                {"status": "DLQ", "attempt_count": 3, "claimed_at": now, "last_error": error},
+            ),
+            jobs=(
+                ("QUEUED", "RUNNING"),
+                {"status": "FAILED", "error_message": error, "finished_at": now},
+            ),
+        )

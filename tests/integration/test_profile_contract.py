@@ -1,0 +1,349 @@
+"""The queue-profile contract: what every profile must do, asserted the same way for the
+two shipped ones and a third written only for the tests (single_table_profile.py), on
+SQLite and PostgreSQL.
+
+Each case builds its profile's tables with known rows through the profile's adapter
+(profile_adapters.py): 8 dead jobs with one error, 3 pending, 4 done and 1 stuck. The
+assertions are what a person would notice: counts, listings, which rows a change touched
+and what a staged redrive did to the jobs, never how the profile stores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.bootstrap import Services
+from services import samples
+from services.audit import Actor
+from services.changes.model import ChangeKind, RequestState
+from services.db import create_engine
+from services.errors import NotFound, UsageError
+from services.estate.ddl import create_estate_tables
+from services.estate.estate import Estate
+from services.estate.model import CanonicalState, Count, DeadFilter, JobList
+from services.estate.ops import Action, Selector, Target
+from services.estate.profile import QueueProfile
+from services.estate.registry import ProfileRegistry, shipped_profiles
+from services.estate.signature import display_signature, error_signature
+from services.migrate import upgrade
+from services.plans.model import PlanState
+from tests.integration.profile_adapters import (
+    Built,
+    MessageJobAdapter,
+    ProfileAdapter,
+    WorkerQueueAdapter,
+    pending_at,
+)
+from tests.integration.single_table_profile import SingleTableAdapter, SingleTableProfile
+from tests.integration.support import START, Clock, RecordingNotifier, build_services
+
+QUEUE = "jobs"
+DEAD, PENDING, DONE, STUCK = 8, 3, 4, 1
+ERROR = "upstream timeout after 30000 ms calling billing-api"
+AGAIN = "upstream timeout after 30000 ms calling billing-api, again"
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "console", "bob")
+ADAPTERS: list[type[ProfileAdapter]] = [WorkerQueueAdapter, MessageJobAdapter, SingleTableAdapter]
+
+
+def registry() -> ProfileRegistry:
+    """The shipped profiles and the test-only one, as the wiring would be given them."""
+    profiles = shipped_profiles()
+    profiles.add(SingleTableProfile)
+    return profiles
+
+
+@dataclass
+class World:
+    engine: AsyncEngine
+    estate: Estate
+    profile: QueueProfile
+    adapter: ProfileAdapter
+    built: Built
+    clock: Clock
+    services: Services
+
+
+@pytest.fixture(params=ADAPTERS, ids=lambda a: a.profile_class.name)
+async def world(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[World]:
+    kind: type[ProfileAdapter] = request.param
+    engine = create_engine(db_url)
+    await upgrade(engine)  # queuebot's own tables beside the queue's: plans need both
+    clock = Clock()
+    estate = Estate(engine=engine, queues={QUEUE: kind.config()}, clock=clock, registry=registry())
+    profile = estate.profile(QUEUE)
+    assert profile.name == kind.profile_class.name
+    adapter = kind(profile)
+    async with engine.begin() as conn:
+        await create_estate_tables(conn, kind.profile_class)
+        built = await adapter.add(
+            conn, now=START, dead=DEAD, error=ERROR, pending=PENDING, done=DONE, stuck=STUCK
+        )
+    services = build_services(engine, estate, clock, RecordingNotifier())
+    yield World(engine, estate, profile, adapter, built, clock, services)
+    await engine.dispose()
+
+
+async def dead_list(world: World, **filters: str) -> JobList:
+    async with world.estate.connect() as conn:
+        return await world.profile.dead(conn, filters=DeadFilter(limit=100, **filters))
+
+
+async def canonical(world: World, job_id: str) -> CanonicalState:
+    async with world.estate.connect() as conn:
+        return (await world.profile.show(conn, job_id=job_id)).canonical
+
+
+async def counts(world: World) -> dict[CanonicalState, int]:
+    async with world.estate.connect() as conn:
+        triage = await world.profile.triage(conn, now=world.clock.now, since=None, job_type=None)
+    return {s: n for s in CanonicalState if (n := triage.count_in(s))}
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+async def test_reads_show_the_rows_built(world: World) -> None:
+    profile, built, dead_state = world.profile, world.built, world.adapter.dead_state
+    async with world.estate.connect() as conn:
+        tables = await profile.tables(conn)
+        triage = await profile.triage(conn, now=START, since=None, job_type=None)
+        listed = await profile.dead(conn, filters=DeadFilter(limit=100))
+        shown = await profile.show(conn, job_id=built.dead[-1])
+        done = await profile.show(conn, job_id=built.done[0])
+        with pytest.raises((UsageError, NotFound)):  # malformed: refused or not found
+            await profile.show(conn, job_id="not-an-id")
+        with pytest.raises(NotFound):
+            await profile.show(conn, job_id=world.adapter.missing_id)
+        stuck = await profile.stuck(conn, now=START, limit=10)
+
+    assert set(tables) == {spec.role for spec in profile.specs}
+    assert {s: triage.count_in(s) for s in CanonicalState if triage.count_in(s)} == {
+        CanonicalState.PENDING: PENDING,
+        CanonicalState.IN_FLIGHT: STUCK,
+        CanonicalState.SUCCEEDED: DONE,
+        dead_state: DEAD,
+    }
+    assert triage.total == DEAD + PENDING + DONE + STUCK
+    assert triage.stuck == STUCK
+    assert triage.oldest_pending_at == pending_at(START, PENDING - 1)
+    assert triage.by_signature == [Count(display_signature(error_signature(ERROR)), DEAD)]
+
+    assert listed.total == DEAD
+    assert [r.id for r in listed.rows] == built.dead[::-1]  # newest first
+    assert {(r.canonical, r.error) for r in listed.rows} == {(dead_state, ERROR)}
+
+    assert (shown.job_id, shown.canonical) == (built.dead[-1], dead_state)
+    assert (done.job_id, done.canonical) == (built.done[0], CanonicalState.SUCCEEDED)
+    assert stuck.total == STUCK
+    assert [(r.id, r.canonical) for r in stuck.rows] == [
+        (job, CanonicalState.IN_FLIGHT) for job in built.stuck
+    ]
+
+
+async def test_a_plan_selects_the_dead_rows_dead_lists_in_the_same_order(world: World) -> None:
+    ops = world.profile.plan_ops
+    async with world.estate.connect() as conn:
+        every = await ops.candidate_ids(conn, selector=Selector(all_dead=True))
+        like = await ops.candidate_ids(conn, selector=Selector(error_like="BILLING-api"))
+        none = await ops.candidate_ids(conn, selector=Selector(error_like="no such error"))
+    assert every == [r.id for r in (await dead_list(world)).rows] == world.built.dead[::-1]
+    assert like == [r.id for r in (await dead_list(world, error_like="BILLING-api")).rows]
+    assert like == every
+    assert none == [] and (await dead_list(world, error_like="no such error")).total == 0
+
+
+# -- guarded changes -----------------------------------------------------------------------
+
+
+async def test_a_redrive_changes_exactly_the_frozen_rows_still_dead(world: World) -> None:
+    profile, built, changes = world.profile, world.built, world.profile.changes
+    others = [built.done[0], built.pending[0], *built.stuck]
+    named = (*built.dead, *others, world.adapter.missing_id)
+    async with world.estate.connect() as conn:
+        frozen = await changes.freeze(conn, action=Action.REDRIVE, selector=Selector(ids=named))
+    assert sorted(t.id for t in frozen.targets) == sorted(built.dead)
+    assert {i.id for i in frozen.ineligible} == {*others, world.adapter.missing_id}
+    assert all(i.why.strip() for i in frozen.ineligible)
+
+    moved = built.dead[0]  # meanwhile another redrive of it goes through and a worker takes it
+    async with world.engine.begin() as conn:
+        first = await changes.freeze(conn, action=Action.REDRIVE, selector=Selector(ids=(moved,)))
+        await changes.apply(
+            conn,
+            action=Action.REDRIVE,
+            targets=first.targets,
+            now=world.clock.now,
+            note="an earlier request",
+            duplicates=False,
+        )
+        await world.adapter.claim(conn, [moved], now=world.clock.now)
+
+    async with world.engine.begin() as conn:
+        applied = await changes.apply(
+            conn,
+            action=Action.REDRIVE,
+            targets=frozen.targets,
+            now=world.clock.now,
+            note="the contract's request",
+            duplicates=False,
+        )
+    assert sorted(applied.changed) == sorted(built.dead[1:])
+    assert [s.id for s in applied.skipped] == [moved] and applied.skipped[0].why.strip()
+    assert await canonical(world, moved) is CanonicalState.IN_FLIGHT  # not forced back
+    assert {await canonical(world, job) for job in built.dead[1:]} == {CanonicalState.PENDING}
+    assert await counts(world) == {
+        CanonicalState.PENDING: PENDING + DEAD - 1,
+        CanonicalState.IN_FLIGHT: STUCK + 1,
+        CanonicalState.SUCCEEDED: DONE,
+    }
+    assert (await dead_list(world)).total == 0
+    assert profile.dead_count(await _status_counts(world)) == 0
+
+
+async def test_a_cancelled_dead_job_is_never_redriven(world: World) -> None:
+    changes, victim = world.profile.changes, world.built.dead[-1]
+    async with world.engine.begin() as conn:
+        frozen = await changes.freeze(conn, action=Action.CANCEL, selector=Selector(ids=(victim,)))
+        assert [t.id for t in frozen.targets] == [victim]
+        applied = await changes.apply(
+            conn,
+            action=Action.CANCEL,
+            targets=frozen.targets,
+            now=world.clock.now,
+            note="not wanted any more",
+            duplicates=False,
+        )
+    assert applied.changed == [victim]
+    async with world.estate.connect() as conn:
+        again = await changes.freeze(conn, action=Action.REDRIVE, selector=Selector(ids=(victim,)))
+    assert again.targets == []
+    assert [i.id for i in again.ineligible] == [victim]
+    assert "cancelled" in again.ineligible[0].why.lower()
+
+
+# -- a staged redrive through the real services ----------------------------------------
+
+
+async def _status_counts(world: World) -> dict[str, int]:
+    async with world.estate.connect() as conn:
+        return await world.profile.status_counts(conn)
+
+
+async def tick(world: World, seconds: float = 5) -> None:
+    world.clock.advance(seconds=seconds)
+    await world.services.scheduler.run_due()
+
+
+async def waiting(world: World) -> list[str]:
+    async with world.engine.connect() as conn:
+        return sorted(await world.adapter.waiting(conn))
+
+
+async def complete(world: World, jobs: list[str]) -> None:
+    async with world.engine.begin() as conn:
+        await world.adapter.complete(conn, jobs, now=world.clock.now)
+
+
+async def flat_history(world: World) -> None:
+    """The dead-letter count written down 15 minutes ago, equal to now: not growing."""
+    async with world.engine.begin() as conn:
+        await samples.record(
+            conn, profile=world.profile, now=world.clock.now - timedelta(minutes=15)
+        )
+
+
+async def request_plan(world: World) -> int:
+    view = await world.services.changes.request(
+        kind=ChangeKind.PLAN,
+        queue=QUEUE,
+        selector=Selector(all_dead=True),
+        reason="billing-api timeouts fixed by the new connection pool",
+        actor=ALICE,
+    )
+    assert view.state is RequestState.PENDING
+    return view.number
+
+
+async def test_a_staged_redrive_completes_halts_on_refailure_and_rolls_back(
+    world: World,
+) -> None:
+    built, changes, plans = world.built, world.services.changes, world.services.plan_desk
+    await complete(world, await waiting(world))  # the worker drains what was already queued
+    await flat_history(world)
+
+    # A plan over every dead job, approved by a second person, runs wave by wave.
+    number = await request_plan(world)
+    preview = await changes.get(number=number)
+    assert preview.eligible == DEAD and preview.schedule == [5, DEAD - 5]
+    decision = await changes.approve(number=number, actor=BOB)
+    assert decision.executed and decision.view.result is not None
+    plan = decision.view.result.plan
+    assert plan is not None
+    waves = []
+    for _ in range(5):
+        jobs = await waiting(world)
+        if not jobs:
+            break
+        waves.append(len(jobs))
+        await tick(world)  # a wave still running: the plan waits for it
+        assert await waiting(world) == jobs
+        await complete(world, jobs)
+        await tick(world)
+    assert waves == [5, DEAD - 5]
+    done = await plans.view(number=plan)
+    assert done.state is PlanState.COMPLETED and done.succeeded == DEAD
+    assert {await canonical(world, job) for job in built.dead} == {CanonicalState.SUCCEEDED}
+    assert (await dead_list(world)).total == 0
+    async with world.estate.connect() as conn:  # each redrive counted once
+        redriven = await world.profile.plan_ops.redrive_counts(
+            conn, targets=[Target(id=j, key={}, state="", signature="", row={}) for j in built.dead]
+        )
+    assert redriven == dict.fromkeys(built.dead, 1)
+
+    # A second plan: the worker fails one job of its sample again, so the plan halts.
+    async with world.engine.begin() as conn:
+        fresh = await world.adapter.add(conn, now=world.clock.now, dead=6, error=ERROR)
+    await flat_history(world)
+    before = {r.id: (r.error, r.attempts) for r in (await dead_list(world)).rows}
+    assert sorted(before) == sorted(fresh.dead)
+    second = await request_plan(world)
+    decision = await changes.approve(number=second, actor=BOB)
+    assert decision.view.result is not None and decision.view.result.plan is not None
+    plan = decision.view.result.plan
+    sample = await waiting(world)
+    assert len(sample) == 5 and set(sample) <= set(fresh.dead)
+    refailed, claimed, unclaimed = sample[0], sample[1], sample[2:]
+    async with world.engine.begin() as conn:
+        await world.adapter.fail(conn, [refailed], now=world.clock.now, error=AGAIN)
+        await world.adapter.claim(conn, [claimed], now=world.clock.now)
+    await tick(world)
+    halted = await plans.view(number=plan)
+    assert halted.state is PlanState.HALTED and halted.redead == 1
+    await tick(world, 60)
+    assert await waiting(world) == unclaimed  # nothing more was redriven
+
+    # Rolled back, approved: the unclaimed go back to dead with their earlier values.
+    rollback = await changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan),
+        reason="the fix did not hold",
+        actor=ALICE,
+    )
+    back = await changes.approve(number=rollback.number, actor=BOB)
+    assert back.executed and back.view.result is not None
+    assert sorted(back.view.result.changed) == unclaimed
+    view = await plans.view(number=plan)
+    assert view.state is PlanState.ROLLED_BACK and view.rolled_back == len(unclaimed)
+    dead_now = {r.id: (r.error, r.attempts) for r in (await dead_list(world)).rows}
+    assert {job: dead_now[job] for job in unclaimed} == {job: before[job] for job in unclaimed}
+    assert dead_now[refailed][0] == AGAIN
+    assert sorted(dead_now) == sorted(set(fresh.dead) - {claimed})
+    assert await canonical(world, claimed) is CanonicalState.IN_FLIGHT  # left alone
+    assert await waiting(world) == []
