@@ -113,6 +113,8 @@ class QueueProfile(ABC):
     name: ClassVar[str]
     specs: ClassVar[tuple[TableSpec, ...]]
     states: ClassVar[Mapping[str, CanonicalState]]
+    # The main table's column (by its logical name) that holds the states above.
+    status_column: ClassVar[str] = "status"
     changes: RowChanges
     plan_ops: PlanOps
 
@@ -175,11 +177,8 @@ class QueueProfile(ABC):
     async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
         """Rows per status of the main table: one GROUP BY an index can answer."""
         main = (await self.tables(conn))[self.specs[0].role]
-        rows = (
-            await conn.execute(
-                sa.select(main.c("status"), sa.func.count()).group_by(main.c("status"))
-            )
-        ).all()
+        status = main.c(self.status_column)
+        rows = (await conn.execute(sa.select(status, sa.func.count()).group_by(status))).all()
         return count_map(rows)
 
     def statuses_in(self, *states: CanonicalState) -> list[str]:

@@ -125,6 +125,7 @@ class SingleTableProfile(QueueProfile):
             ("id", "state", "last_error", "attempts", "enqueued_at", "locked_at", "updated_at"),
         ),
     )
+    status_column = "state"
     states = {
         "ready": CanonicalState.PENDING,
         "working": CanonicalState.IN_FLIGHT,
@@ -150,12 +151,6 @@ class SingleTableProfile(QueueProfile):
 
     async def table(self, conn: AsyncConnection) -> BoundTable:
         return (await self.tables(conn))[ROLE]
-
-    async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
-        """Rows per state (the base class groups by a column named ``status``)."""
-        t = await self.table(conn)
-        rows = await conn.execute(sa.select(t.c("state"), sa.func.count()).group_by(t.c("state")))
-        return count_map(rows.all())
 
     def _stuck(self, t: BoundTable, now: datetime) -> sa.ColumnElement[bool]:
         return sa.and_(t.c("state") == "working", t.c("locked_at") < self.stuck_cutoff(now))
