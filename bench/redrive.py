@@ -27,8 +27,7 @@ import sqlalchemy as sa
 from scratch_db import drop, recreate
 
 from bot.bootstrap import wire_services
-from services.audit import Actor
-from services.audit import verify as verify_audit
+from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
@@ -95,6 +94,7 @@ async def run(url: str, jobs: int) -> int:
         approval=ApprovalConfig(large_change_rows=jobs + 1),
         redrive=RedriveConfig(),
         notifier=None,
+        audit=AuditTrail(),
         housekeeping=False,
     ).changes
     t0 = time.perf_counter()
@@ -113,7 +113,7 @@ async def run(url: str, jobs: int) -> int:
     async with engine.connect() as conn:
         events = (await conn.execute(sa.text("SELECT count(*) FROM job_events"))).scalar_one()
         assert events == jobs, events
-        assert (await verify_audit(conn)).ok
+        assert (await AuditTrail().verify(conn)).ok
 
     async with engine.begin() as conn:
         for statement in RESET.split(";\n"):

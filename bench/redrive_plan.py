@@ -23,7 +23,7 @@ from scratch_db import drop, recreate
 
 from bot.bootstrap import wire_services
 from services import samples
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
@@ -95,6 +95,7 @@ async def run(url: str, jobs: int, velocity: float) -> int:
         approval=ApprovalConfig(large_change_rows=jobs + 1),
         redrive=config,
         notifier=None,
+        audit=AuditTrail(),
         housekeeping=False,  # only the plan's ticks run here, nothing periodic
     )
     changes, plans = services.changes, services.plan_desk

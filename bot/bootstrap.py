@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
+from services.audit import AuditTrail
 from services.changes.execute import Executor
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, RedriveConfig
@@ -51,6 +52,7 @@ class Services:
     publisher: PlanPublisher
     ledger: DeliveryLedger
     scheduler: Scheduler
+    audit: AuditTrail
 
 
 def wire_services(
@@ -61,6 +63,7 @@ def wire_services(
     approval: ApprovalConfig,
     redrive: RedriveConfig,
     notifier: Notifier | None,
+    audit: AuditTrail,
     housekeeping: bool = True,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
@@ -68,19 +71,20 @@ def wire_services(
     queuebot's tables live beside the queue, which plans and samples need)."""
     ledger = DeliveryLedger(engine=state_engine, clock=clock)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
-    plans = PlanEngine(estate=estate, config=redrive, clock=clock, publisher=publisher)
-    control = PlanControl(estate=estate, clock=clock, publisher=publisher)
+    plans = PlanEngine(estate=estate, config=redrive, clock=clock, publisher=publisher, audit=audit)
+    control = PlanControl(estate=estate, clock=clock, publisher=publisher, audit=audit)
     changes = ChangeRequests(
         estate=estate,
         engine=state_engine,
         approval=approval,
         redrive=redrive,
         clock=clock,
-        executor=Executor(estate=estate, plans=plans, control=control),
+        executor=Executor(estate=estate, plans=plans, control=control, audit=audit),
+        audit=audit,
     )
     sched = Scheduler(engine=state_engine, clock=clock)
     if housekeeping:
-        jobs.register(sched, estate=estate, plans=plans)
+        jobs.register(sched, estate=estate, plans=plans, audit=audit)
     return Services(
         changes=changes,
         plans=plans,
@@ -89,6 +93,7 @@ def wire_services(
         publisher=publisher,
         ledger=ledger,
         scheduler=sched,
+        audit=audit,
     )
 
 
@@ -142,6 +147,7 @@ async def build_app(
             approval=config.file.approval,
             redrive=config.file.redrive,
             notifier=notifier,
+            audit=AuditTrail(),
             housekeeping=estate_url == state_url,
         )
         deps = Deps(

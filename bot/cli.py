@@ -16,7 +16,7 @@ from bot.bootstrap import App, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
 from bot.demo import demo_url, ensure_demo_estate, record_history, write_demo_config
 from bot.serve import serve
-from services.audit import verify as verify_audit
+from services.audit import AuditTrail
 from services.config import Config, load_config
 from services.db import create_engine, redacted
 from services.errors import QueuebotError
@@ -181,7 +181,7 @@ async def _audit_verify(config: Config) -> int:
     engine = create_engine(config.env.state_url)
     try:
         async with engine.connect() as conn:
-            result = await verify_audit(conn)
+            result = await AuditTrail().verify(conn)
     finally:
         await engine.dispose()
     if result.ok:

@@ -68,48 +68,59 @@ async def lock_chain(conn: AsyncConnection) -> None:
         await conn.execute(_head.update().where(sa.false()).values(last_id=_head.c.last_id))
 
 
-async def append(
-    conn: AsyncConnection,
-    *,
-    action: str,
-    actor: Actor,
-    at: datetime,
-    subject: str | None = None,
-    queue: str | None = None,
-    incident: str | None = None,
-    reason: str | None = None,
-    evidence: str | None = None,
-    details: Mapping[str, Any] | None = None,
-) -> int:
-    """Append one event inside the caller's transaction; return its id."""
-    await lock_chain(conn)
-    head = (await conn.execute(sa.select(_head.c.last_hash).where(_head.c.id == 1))).first()
-    prev = head[0] if head else GENESIS
-    row: dict[str, Any] = {
-        "occurred_at": at,
-        "action": action,
-        "actor_person": actor.person,
-        "actor_platform": actor.platform,
-        "actor_account": actor.account,
-        "subject": subject,
-        "queue": queue,
-        "incident": incident,
-        "reason": reason,
-        "evidence": evidence,
-        "details": canonical(dict(details or {})),  # stored as the very text that is hashed
-        "prev_hash": prev,
-    }
-    row["hash"] = event_hash(row)
-    event_id = (
-        await conn.execute(_events.insert().values(**row).returning(_events.c.id))
-    ).scalar_one()
-    if head is None:
-        await conn.execute(_head.insert().values(id=1, last_id=event_id, last_hash=row["hash"]))
-    else:
-        await conn.execute(
-            _head.update().where(_head.c.id == 1).values(last_id=event_id, last_hash=row["hash"])
-        )
-    return int(event_id)
+class AuditTrail:
+    """The trail's writer and checker. Built once in the wiring and given to every service
+    that records what it did; each ``append`` runs inside the caller's transaction."""
+
+    async def append(
+        self,
+        conn: AsyncConnection,
+        *,
+        action: str,
+        actor: Actor,
+        at: datetime,
+        subject: str | None = None,
+        queue: str | None = None,
+        incident: str | None = None,
+        reason: str | None = None,
+        evidence: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append one event inside the caller's transaction; return its id."""
+        await lock_chain(conn)
+        head = (await conn.execute(sa.select(_head.c.last_hash).where(_head.c.id == 1))).first()
+        prev = head[0] if head else GENESIS
+        row: dict[str, Any] = {
+            "occurred_at": at,
+            "action": action,
+            "actor_person": actor.person,
+            "actor_platform": actor.platform,
+            "actor_account": actor.account,
+            "subject": subject,
+            "queue": queue,
+            "incident": incident,
+            "reason": reason,
+            "evidence": evidence,
+            "details": canonical(dict(details or {})),  # stored as the very text that is hashed
+            "prev_hash": prev,
+        }
+        row["hash"] = event_hash(row)
+        event_id = (
+            await conn.execute(_events.insert().values(**row).returning(_events.c.id))
+        ).scalar_one()
+        if head is None:
+            await conn.execute(_head.insert().values(id=1, last_id=event_id, last_hash=row["hash"]))
+        else:
+            await conn.execute(
+                _head.update()
+                .where(_head.c.id == 1)
+                .values(last_id=event_id, last_hash=row["hash"])
+            )
+        return int(event_id)
+
+    async def verify(self, conn: AsyncConnection) -> Verification:
+        """Walk the whole chain; the first event that does not fit is reported."""
+        return await _verify_chain(conn)
 
 
 @dataclass(frozen=True)
@@ -123,7 +134,7 @@ class Verification:
         return self.problem is None
 
 
-async def verify(conn: AsyncConnection, *, batch: int = 5000) -> Verification:
+async def _verify_chain(conn: AsyncConnection, *, batch: int = 5000) -> Verification:
     """Walk the chain in id order and report the first event that does not fit."""
     prev = GENESIS
     checked = 0

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import samples, scheduler
+from services.audit import AuditTrail
 from services.changes import store as requests
 from services.estate.estate import Estate
 from services.plans.engine import PlanEngine
@@ -21,7 +22,7 @@ SAMPLE_EVERY = timedelta(minutes=1)
 EXPIRE_EVERY = timedelta(seconds=30)
 
 
-def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine) -> None:
+def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine, audit: AuditTrail) -> None:
     """Give the scheduler its handlers: each runs in the scheduler's transaction."""
 
     async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
@@ -33,7 +34,7 @@ def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine) -> None:
         return []
 
     async def expire(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        await requests.expire_due(conn, now=now)
+        await requests.expire_due(conn, now=now, audit=audit)
         await scheduler.schedule(
             conn, kind=EXPIRE, subject=subject, due_at=now + EXPIRE_EVERY, created_at=now
         )

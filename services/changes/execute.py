@@ -9,8 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import audit
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.changes import store
 from services.changes.model import ChangeKind, Executed, RequestRow, RequestState
 from services.errors import ConcurrentChange
@@ -22,7 +21,10 @@ from services.scheduler import FollowUp
 
 
 class Executor:
-    def __init__(self, *, estate: Estate, plans: PlanEngine, control: PlanControl) -> None:
+    def __init__(
+        self, *, estate: Estate, plans: PlanEngine, control: PlanControl, audit: AuditTrail
+    ) -> None:
+        self.audit = audit
         self.estate = estate
         self.plans = plans
         self.control = control
@@ -79,7 +81,7 @@ class Executor:
             raise ValueError(f"{request.ref}: a {request.kind.value} request names no plan")
         await store.save_result(conn, number, outcome.as_json())
         changed = set(outcome.changed)
-        await audit.append(
+        await self.audit.append(
             conn,
             action="change.executed",
             actor=actor,

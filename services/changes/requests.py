@@ -20,8 +20,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services import audit
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.changes import store
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, nothing_to_do
@@ -60,7 +59,9 @@ class ChangeRequests:
         redrive: RedriveConfig,
         clock: Callable[[], datetime],
         executor: Executor,
+        audit: AuditTrail,
     ) -> None:
+        self.audit = audit
         self.estate = estate
         self.engine = engine
         self.approval = approval
@@ -118,7 +119,8 @@ class ChangeRequests:
                 raise await store.already_decided(conn, request)
             expired = now >= request.expires_at
             if expired:
-                await store.expire(conn, request, now)  # committed: the expiry is a fact
+                # committed all the same: the expiry is a fact, whatever became of the approval
+                await store.expire(conn, request, now, audit=self.audit)
             else:
                 decision, follow_ups = await self._approve(conn, request, actor, now)
         if expired:
@@ -145,7 +147,7 @@ class ChangeRequests:
                 result={"rejected_by": actor.person, "reason": reason, "withdrawn": own},
             )
             await store.record_decision(conn, number, actor, "reject", now)
-            await audit.append(
+            await self.audit.append(
                 conn,
                 action="change.rejected",
                 actor=actor,
@@ -173,7 +175,7 @@ class ChangeRequests:
     async def expire_due(self) -> list[int]:
         """Mark every pending request past its expiry as expired (with an audit event)."""
         async with transaction(self._writable(), subject="expiring requests") as conn:
-            return await store.expire_due(conn, now=self.clock())
+            return await store.expire_due(conn, now=self.clock(), audit=self.audit)
 
     # -- steps -----------------------------------------------------------------------
 
@@ -244,7 +246,7 @@ class ChangeRequests:
                 "origin": jsonable(origin),
             },
         )
-        await audit.append(
+        await self.audit.append(
             conn,
             action="change.requested",
             actor=actor,
@@ -279,7 +281,7 @@ class ChangeRequests:
             )
         await store.record_decision(conn, number, actor, "approve", now)
         approvers.append(str(actor.person))
-        await audit.append(
+        await self.audit.append(
             conn,
             action="change.approved",
             actor=actor,

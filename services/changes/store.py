@@ -13,8 +13,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import audit
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeView, RequestRow, RequestState
 from services.errors import Conflict, NotFound, RequestDecided, RequestExpired
 from services.estate.ops import Target
@@ -72,18 +71,20 @@ async def due_for_expiry(conn: AsyncConnection, now: datetime) -> list[int]:
     return [int(n) for n in found.scalars().all()]
 
 
-async def expire_due(conn: AsyncConnection, *, now: datetime) -> list[int]:
+async def expire_due(conn: AsyncConnection, *, now: datetime, audit: AuditTrail) -> list[int]:
     """Mark every pending request past its expiry as expired (each with an audit event)."""
     expired = []
     for number in await due_for_expiry(conn, now):
         request = await lock(conn, number)
         if request.state is RequestState.PENDING:
-            await expire(conn, request, now)
+            await expire(conn, request, now, audit=audit)
             expired.append(number)
     return expired
 
 
-async def expire(conn: AsyncConnection, request: RequestRow, now: datetime) -> None:
+async def expire(
+    conn: AsyncConnection, request: RequestRow, now: datetime, *, audit: AuditTrail
+) -> None:
     await conn.execute(
         REQUESTS.update()
         .where(REQUESTS.c.id == request.id, REQUESTS.c.state == RequestState.PENDING.value)

@@ -11,8 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import audit
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.errors import PlanStateConflict
 from services.estate.estate import Estate
 from services.plans import store
@@ -23,8 +22,14 @@ from services.scheduler import FollowUp
 
 class PlanControl:
     def __init__(
-        self, *, estate: Estate, clock: Callable[[], datetime], publisher: PlanPublisher
+        self,
+        *,
+        estate: Estate,
+        clock: Callable[[], datetime],
+        publisher: PlanPublisher,
+        audit: AuditTrail,
     ) -> None:
+        self.audit = audit
         self.estate = estate
         self.clock = clock
         self.publisher = publisher
@@ -47,7 +52,7 @@ class PlanControl:
         note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
         await store.set_state(conn, number, PlanState.HALTED, note, now)
         await store.no_more_ticks(conn, number)
-        await audit.append(
+        await self.audit.append(
             conn,
             action="plan.halted",
             actor=actor,
@@ -72,7 +77,7 @@ class PlanControl:
         note = f"resumed by {actor.person} (CR-{request})"
         await store.set_state(conn, number, PlanState.RUNNING, note, now)
         await store.next_tick(conn, number, due=now, now=now)
-        await audit.append(
+        await self.audit.append(
             conn,
             action="plan.resumed",
             actor=actor,
@@ -107,7 +112,7 @@ class PlanControl:
         )
         await store.set_state(conn, number, PlanState.ROLLED_BACK, summary, now)
         await store.no_more_ticks(conn, number)
-        await audit.append(
+        await self.audit.append(
             conn,
             action="plan.rolled_back",
             actor=actor,

@@ -18,8 +18,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import audit
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.config import RedriveConfig
 from services.estate.estate import Estate
 from services.estate.ops import Action, Target, WaveStatus
@@ -54,7 +53,9 @@ class PlanEngine:
         config: RedriveConfig,
         clock: Callable[[], datetime],
         publisher: PlanPublisher,
+        audit: AuditTrail,
     ) -> None:
+        self.audit = audit
         self.estate = estate
         self.config = config
         self.clock = clock
@@ -127,7 +128,7 @@ class PlanEngine:
                 for seq, t in enumerate(targets)
             ],
         )
-        await audit.append(
+        await self.audit.append(
             conn,
             action="plan.started",
             actor=actor,
@@ -178,7 +179,7 @@ class PlanEngine:
             )
             waves = waves.with_wave(current)
             await store.save_waves(conn, plan.id, waves, now)
-            await audit.append(
+            await self.audit.append(
                 conn,
                 action="plan.wave_finished",
                 actor=SYSTEM,
@@ -191,7 +192,7 @@ class PlanEngine:
             news.append(WaveFinished(current.number))
         if plan.cursor >= plan.total:
             await store.set_state(conn, plan.id, PlanState.COMPLETED, "every wave succeeded", now)
-            await audit.append(
+            await self.audit.append(
                 conn,
                 action="plan.completed",
                 actor=SYSTEM,
@@ -296,7 +297,7 @@ class PlanEngine:
             dead_before=dead_before,
             now=now,
         )
-        await audit.append(
+        await self.audit.append(
             conn,
             action="plan.wave_started",
             actor=actor,
@@ -355,7 +356,7 @@ class PlanEngine:
         )
         await store.save_waves(conn, plan.id, plan.waves.with_wave(halted), now)
         await store.set_state(conn, plan.id, PlanState.HALTED, note, now)
-        await audit.append(
+        await self.audit.append(
             conn,
             action="plan.halted",
             actor=SYSTEM,

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
 from services import samples
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
@@ -66,6 +66,7 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
         approval=ApprovalConfig(large_change_rows=1000),
         redrive=RedriveConfig(poll_seconds=0.2, velocity=100_000),
         notifier=None,
+        audit=AuditTrail(),
     ).changes
     request = await changes.request(
         kind=ChangeKind.PLAN,

@@ -14,7 +14,7 @@ import time
 
 from bot.bootstrap import wire_services
 from commands.messages import describe
-from services.audit import Actor
+from services.audit import Actor, AuditTrail
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
@@ -46,6 +46,7 @@ async def main(url: str, number: int, start_at: float, people: list[str]) -> Non
         approval=ApprovalConfig(),
         redrive=RedriveConfig(),
         notifier=None,
+        audit=AuditTrail(),
     ).changes
     await asyncio.sleep(max(0.0, start_at - time.time()))
     results = await asyncio.gather(*(attempt(changes, number, p) for p in people))

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services, wire_services
+from services.audit import AuditTrail
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig
 from services.estate.demo import DemoEstate
@@ -106,6 +107,7 @@ def build_services(
         approval=approval or ApprovalConfig(),
         redrive=redrive,
         notifier=notifier,
+        audit=AuditTrail(),
     )
 
 

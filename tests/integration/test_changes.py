@@ -255,14 +255,14 @@ async def test_failure_between_update_and_audit_leaves_neither(
         reason="fixed",
         actor=ALICE,
     )
-    real_append = audit.append
+    real_append = audit.AuditTrail.append
 
-    async def failing_append(conn: Any, **kwargs: Any) -> int:
+    async def failing_append(self: audit.AuditTrail, conn: Any, **kwargs: Any) -> int:
         if kwargs["action"] == "change.executed":
             raise RuntimeError("injected: the database went away")
-        return await real_append(conn, **kwargs)
+        return await real_append(self, conn, **kwargs)
 
-    monkeypatch.setattr(audit, "append", failing_append)
+    monkeypatch.setattr(audit.AuditTrail, "append", failing_append)
     with pytest.raises(RuntimeError, match="injected"):
         await shop.changes.approve(number=1, actor=BOB)
     monkeypatch.undo()
@@ -274,7 +274,7 @@ async def test_failure_between_update_and_audit_leaves_neither(
     assert (await shop.changes.get(number=1)).state is RequestState.PENDING
     assert await audit_actions(shop) == [("change.requested", "CR-1")]
     async with shop.engine.connect() as conn:
-        assert (await audit.verify(conn)).ok
+        assert (await audit.AuditTrail().verify(conn)).ok
     # and it can still be approved for real afterwards
     assert (await shop.changes.approve(number=1, actor=BOB)).executed
 

@@ -15,8 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.bootstrap import wire_services
-from services.audit import Actor
-from services.audit import verify as verify_audit
+from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
@@ -51,6 +50,7 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
             approval=ApprovalConfig(),
             redrive=RedriveConfig(),
             notifier=None,
+            audit=AuditTrail(),
         ).changes
         await changes.request(
             kind=ChangeKind.REDRIVE,
@@ -114,7 +114,7 @@ def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
             }
             approvals = (await conn.execute(sa.text("SELECT person FROM qb_approvals"))).all()
             assert [a for (a,) in approvals] == [winner]
-            assert (await verify_audit(conn)).ok
+            assert (await AuditTrail().verify(conn)).ok
         await engine.dispose()
 
     asyncio.run(check())
