@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from commands import messages
 from commands.reply import Reply
-from services.errors import QueuebotError
+from services.errors import QueuebotError, Unavailable
 
 log = logging.getLogger("queuebot")
 T = TypeVar("T")
@@ -21,6 +21,9 @@ T = TypeVar("T")
 async def answer(call: Awaitable[T], *, correlation_id: str, where: str) -> T | Reply:
     try:
         return await call
+    except Unavailable as exc:  # one line, no traceback: the cause is outside queuebot
+        log.warning("[%s] %s: %s", correlation_id, where, exc.message)
+        return messages.error_reply(exc)
     except QueuebotError as exc:
         return messages.error_reply(exc)
     except Exception:

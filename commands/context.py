@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
+from services.ledger import Claim
 from services.people import Person
 
 
@@ -20,3 +21,6 @@ class Invocation:
     channel: str | None = None
     thread: str | None = None
     correlation_id: str = field(default_factory=new_correlation_id)
+    # The platform delivery this came in, claimed in the delivery ledger: a change marks it
+    # done in its own transaction, so a redelivery after a crash acts exactly once.
+    delivery: Claim | None = None

@@ -12,6 +12,7 @@ from services.changes.requests import Decision
 from services.config import AccessConfig
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
+from services.ledger import Claim
 from services.people import Directory
 from services.plans.model import PlanView
 from services.plans.service import PlanOutcome
@@ -50,12 +51,21 @@ class ChangeService(Protocol):
         incident: str | None = None,
         evidence: str | None = None,
         origin: dict[str, Any] | None = None,
+        delivery: Claim | None = None,
     ) -> ChangeView: ...
 
-    async def approve(self, *, number: int, actor: Actor) -> Decision: ...
+    async def approve(
+        self, *, number: int, actor: Actor, delivery: Claim | None = None
+    ) -> Decision: ...
 
     async def reject(
-        self, *, number: int, actor: Actor, reason: str | None, may_reject_others: bool
+        self,
+        *,
+        number: int,
+        actor: Actor,
+        reason: str | None,
+        may_reject_others: bool,
+        delivery: Claim | None = None,
     ) -> ChangeView: ...
 
     async def pending(self, *, queue: str | None = None) -> list[ChangeView]: ...
@@ -66,7 +76,9 @@ class PlanService(Protocol):
 
     async def view(self, *, number: int) -> PlanView: ...
 
-    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanOutcome: ...
+    async def halt(
+        self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None
+    ) -> PlanOutcome: ...
 
 
 @dataclass(frozen=True)

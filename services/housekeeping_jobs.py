@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services import samples, scheduler
+from services import ledger, samples, scheduler
 from services.audit import AuditTrail
 from services.changes import store as requests
 from services.estate.estate import Estate
@@ -18,8 +18,10 @@ from services.scheduler import FollowUp, Scheduler
 
 SAMPLE = "queue.sample"
 EXPIRE = "change.expire"
+FORGET = "deliveries.forget"
 SAMPLE_EVERY = timedelta(minutes=1)
 EXPIRE_EVERY = timedelta(seconds=30)
+FORGET_EVERY = timedelta(hours=1)
 
 
 def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine, audit: AuditTrail) -> None:
@@ -40,8 +42,16 @@ def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine, audit: Audi
         )
         return []
 
+    async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+        await ledger.forget(conn, before=now - ledger.KEEP)
+        await scheduler.schedule(
+            conn, kind=FORGET, subject=subject, due_at=now + FORGET_EVERY, created_at=now
+        )
+        return []
+
     sched.register(SAMPLE, sample)
     sched.register(EXPIRE, expire)
+    sched.register(FORGET, forget)
     sched.register(TICK, plans.tick)
 
 
@@ -52,3 +62,4 @@ async def seed(engine: AsyncEngine, *, estate: Estate, clock: Callable[[], datet
         for queue in estate.profiles:
             await scheduler.ensure(conn, kind=SAMPLE, subject=queue, due_at=now)
         await scheduler.ensure(conn, kind=EXPIRE, subject="all", due_at=now)
+        await scheduler.ensure(conn, kind=FORGET, subject="all", due_at=now + FORGET_EVERY)

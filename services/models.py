@@ -96,12 +96,42 @@ class Approval(Base):
 
 
 class Delivery(Base):
-    """A platform delivery already acted on (Slack retries, double clicks, event ids)."""
+    """A platform delivery (Slack retries, double clicks, event ids), or a piece of work to
+    be done once: claimed by one owner while in progress, then done."""
 
     __tablename__ = "qb_deliveries"
 
     key: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
-    seen_at: Mapped[datetime] = mapped_column(index=True)
+    seen_at: Mapped[datetime] = mapped_column(index=True)  # claimed, or last heartbeat
+    state: Mapped[str] = mapped_column(sa.String(16), server_default="done")
+    owner: Mapped[str | None] = mapped_column(sa.String(64))
+    done_at: Mapped[datetime | None]
+
+
+class OutboxItem(Base):
+    """A chat post to make, written in the same transaction as the change it reports and
+    delivered (retried until done) by the outbox relay."""
+
+    __tablename__ = "qb_outbox"
+    __table_args__ = (
+        sa.Index(
+            "ix_qb_outbox_due",
+            "due_at",
+            "id",
+            postgresql_where=sa.text("done_at IS NULL"),
+            sqlite_where=sa.text("done_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(sa.String(64))
+    subject: Mapped[str] = mapped_column(sa.String(64))
+    payload: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+    due_at: Mapped[datetime]
+    attempts: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    done_at: Mapped[datetime | None]
 
 
 class ScheduledItem(Base):

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -31,7 +31,7 @@ from commands.model import Approve, Command, Reject
 from commands.parser import GROUPS
 from commands.reply import Reply
 from commands.router import Router
-from services.ledger import DeliveryLedger
+from services.ledger import HEARTBEAT, Claim, DeliveryLedger
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
@@ -189,21 +189,49 @@ def _action_listener(w: SlackWiring) -> Any:
 
 async def handle_delivery(w: SlackWiring, d: Delivery) -> None:
     """Answer one acknowledged delivery: once per ledger key, through the one error
-    boundary, back to its response_url."""
+    boundary, back to its response_url.
+
+    The key is claimed first and kept fresh while the work runs. A change marks it done
+    in its own transaction; anything else (a read, a refusal) is marked done once its
+    answer is out. A crash in between leaves a claim that goes stale, and the platform's
+    redelivery takes it over: a read is answered again, a change acts once."""
     inv = invocation(w, d.user, d.channel, d.thread)
+    claim: Claim | None = None
 
     async def run() -> Reply | None:
-        if not await w.ledger.first_time(d.key):
-            log.info("repeated delivery %s: acted on once already, ignored", d.key)
+        nonlocal claim
+        claim = await w.ledger.claim(d.key)
+        if claim is None:
+            log.info("repeated delivery %s: acted on or in hand already, ignored", d.key)
             return None
-        if d.decision is not None:
-            return await w.router.handle(d.decision, inv)
-        return await w.router.handle_text(d.group, d.text, inv)
+        beating = asyncio.create_task(_keep_fresh(w.ledger, claim))
+        try:
+            work = replace(inv, delivery=claim)
+            if d.decision is not None:
+                return await w.router.handle(d.decision, work)
+            return await w.router.handle_text(d.group, d.text, work)
+        finally:
+            beating.cancel()
 
     reply = await answer(run(), correlation_id=inv.correlation_id, where=d.where)
     if reply is None:
         return
     # A successful click rewrites the request's own message (who approved, the result); a
     # refusal goes only to whoever clicked and leaves the buttons for someone else.
-    replace = d.decision is not None and not reply.error
-    await w.answer(d.response_url, payload(reply, replace_original=replace))
+    rewrite = d.decision is not None and not reply.error
+    try:
+        await w.answer(d.response_url, payload(reply, replace_original=rewrite))
+    finally:
+        if claim is not None:  # answered (or unanswerable): a redelivery does nothing more
+            await answer(w.ledger.finish(claim), correlation_id=inv.correlation_id, where=d.where)
+
+
+async def _keep_fresh(ledger: DeliveryLedger, claim: Claim) -> None:
+    """Refresh the claim while its work runs, so that only a dead owner's goes stale."""
+    while True:
+        await asyncio.sleep(HEARTBEAT)
+        try:
+            if not await ledger.heartbeat(claim):
+                return  # taken over: the change will find out and roll back
+        except Exception:  # the database is away; the work will say so
+            log.debug("could not refresh the claim on %s", claim.key)

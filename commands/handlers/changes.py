@@ -52,6 +52,7 @@ async def handle_requeue(cmd: Requeue, inv: Invocation, deps: Deps) -> Reply:
         reason=cmd.reason,
         actor=actor_of(inv),
         origin=_origin(inv),
+        delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
 
@@ -67,6 +68,7 @@ async def handle_cancel(cmd: Cancel, inv: Invocation, deps: Deps) -> Reply:
         reason=cmd.reason,
         actor=actor_of(inv),
         origin=_origin(inv),
+        delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
 
@@ -91,6 +93,7 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         incident=cmd.incident,
         evidence=cmd.evidence,
         origin=_origin(inv),
+        delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
 
@@ -143,7 +146,9 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_approve(cmd: Approve, inv: Invocation, deps: Deps) -> Reply:
-    decision = await deps.changes.approve(number=cmd.request, actor=actor_of(inv))
+    decision = await deps.changes.approve(
+        number=cmd.request, actor=actor_of(inv), delivery=inv.delivery
+    )
     message = with_post_failures(change_message(decision.view), decision.post_failures)
     return Reply(message, ephemeral=False)
 
@@ -156,6 +161,7 @@ async def handle_reject(cmd: Reject, inv: Invocation, deps: Deps) -> Reply:
         actor=actor_of(inv),
         reason=cmd.reason,
         may_reject_others=inv.person.has("approver"),
+        delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
 
@@ -283,7 +289,9 @@ async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
-    done = await deps.plans.halt(number=cmd.plan, actor=actor_of(inv), reason=cmd.reason)
+    done = await deps.plans.halt(
+        number=cmd.plan, actor=actor_of(inv), reason=cmd.reason, delivery=inv.delivery
+    )
     return Reply(with_post_failures(plan_message(done.view), done.post_failures), ephemeral=False)
 
 
@@ -306,5 +314,6 @@ async def _plan_change(
         reason=reason,
         actor=actor_of(inv),
         origin=_origin(inv),
+        delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)

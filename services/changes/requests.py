@@ -37,6 +37,7 @@ from services.errors import (
 from services.estate.estate import Estate
 from services.estate.ops import Selector
 from services.jsonable import digest, jsonable
+from services.ledger import Claim, complete_in
 from services.plans import store as plan_store
 from services.scheduler import PostFailure, run_follow_ups
 
@@ -92,10 +93,12 @@ class ChangeRequests:
         incident: str | None = None,
         evidence: str | None = None,
         origin: dict[str, Any] | None = None,
+        delivery: Claim | None = None,
     ) -> ChangeView:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
         async with transaction(self._writable(), subject=f"the {kind.value} request") as conn:
+            await _done_with(conn, delivery, self.clock())
             if selector.plan is not None and queue is None:
                 queue = await plan_store.queue_of(conn, selector.plan)
             number = await self._request(
@@ -111,9 +114,12 @@ class ChangeRequests:
             )
             return await store.view(conn, number)
 
-    async def approve(self, *, number: int, actor: Actor) -> Decision:
+    async def approve(
+        self, *, number: int, actor: Actor, delivery: Claim | None = None
+    ) -> Decision:
         now = self.clock()
         async with transaction(self._writable(), subject=f"CR-{number}") as conn:
+            await _done_with(conn, delivery, now)
             request = await store.lock(conn, number)
             if request.state is not RequestState.PENDING:
                 raise await store.already_decided(conn, request)
@@ -129,10 +135,17 @@ class ChangeRequests:
         return Decision(decision.view, decision.executed, decision.approvals, failures)
 
     async def reject(
-        self, *, number: int, actor: Actor, reason: str | None, may_reject_others: bool
+        self,
+        *,
+        number: int,
+        actor: Actor,
+        reason: str | None,
+        may_reject_others: bool,
+        delivery: Claim | None = None,
     ) -> ChangeView:
         now = self.clock()
         async with transaction(self._writable(), subject=f"CR-{number}") as conn:
+            await _done_with(conn, delivery, now)
             request = await store.lock(conn, number)
             if request.state is not RequestState.PENDING:
                 raise await store.already_decided(conn, request)
@@ -299,3 +312,10 @@ class ChangeRequests:
         )
         view = await store.view(conn, number)
         return Decision(view, executed=True, approvals=len(approvers)), follow_ups
+
+
+async def _done_with(conn: AsyncConnection, delivery: Claim | None, now: datetime) -> None:
+    """The delivery that asked for this change is done in the change's own transaction:
+    both commit, or neither (a redelivery after a crash then acts exactly once)."""
+    if delivery is not None:
+        await complete_in(conn, delivery, now=now)

@@ -16,13 +16,13 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import reading, transaction
-from services.ledger import DeliveryLedger
+from services.ledger import Claim, DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef, Notifier
 from services.plans import messages, store
@@ -95,9 +95,9 @@ class PlanPublisher:
                 latest = await self.view(number)  # newer than what an earlier poster rendered
                 await notifier.update(ref=stored, message=messages.plan_message(latest))
                 return stored
-            token = await self.ledger.claim(key, stale_after=CLAIM_STALE)
-            if token is not None:
-                return await self._post_plan_message(notifier, number, view, key, token)
+            claim = await self.ledger.claim(key, stale_after=CLAIM_STALE)
+            if claim is not None:
+                return await self._post_plan_message(notifier, number, view, claim)
             if loop.time() >= deadline:
                 log.warning(
                     "P-%s: its message was being posted elsewhere and never appeared", number
@@ -106,17 +106,17 @@ class PlanPublisher:
             await asyncio.sleep(POLL)
 
     async def _post_plan_message(
-        self, notifier: Notifier, number: int, view: PlanView, key: str, token: datetime
+        self, notifier: Notifier, number: int, view: PlanView, claim: Claim
     ) -> MessageRef | None:
         try:
             posted = await notifier.post(
                 channel=await self._origin(number), message=messages.plan_message(view)
             )
         except BaseException:
-            await self.ledger.release(key, token)
+            await self.ledger.release(claim)
             raise
         if not posted:
-            await self.ledger.release(key, token)  # nothing to thread under; the next one tries
+            await self.ledger.release(claim)  # nothing to thread under; the next one tries
             return None
         ref = posted[0]
         async with transaction(self.engine, subject=f"P-{number}") as conn:

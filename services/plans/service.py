@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.audit import Actor
 from services.db import reading, transaction
+from services.ledger import Claim, complete_in
 from services.plans import store
 from services.plans.control import PlanControl
 from services.plans.model import PlanView
@@ -45,11 +46,16 @@ class Plans:
         async with reading(self.engine) as conn:
             return await store.queue_of(conn, number)
 
-    async def halt(self, *, number: int, actor: Actor, reason: str | None) -> PlanOutcome:
+    async def halt(
+        self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None
+    ) -> PlanOutcome:
         follow_ups: list[FollowUp] = []
+        now = self.clock()
         async with transaction(self.engine, subject=f"P-{number}") as conn:
+            if delivery is not None:  # done together with the halt, or not at all
+                await complete_in(conn, delivery, now=now)
             view, post = await self.control.halt(
-                conn, number=number, actor=actor, reason=reason, now=self.clock()
+                conn, number=number, actor=actor, reason=reason, now=now
             )
             follow_ups.append(post)
         failures = await run_follow_ups(follow_ups, what=f"halt of P-{number}")

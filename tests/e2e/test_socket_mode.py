@@ -136,7 +136,7 @@ def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket
     again = socket.socket.send("interactive", payload, retry_attempt=1, retry_reason="timeout")
     socket.socket.wait_ack(again)
     key = f"slack:action:{payload['actions'][0]['action_ts']}:{BOB}:{approve['action_id']}"
-    socket.served.wait_for_log(f"repeated delivery {key}: acted on once already, ignored")
+    socket.served.wait_for_log(f"repeated delivery {key}: acted on or in hand already, ignored")
     assert len(socket.fake.recorded(f"/response/{click_name}")) == 1
     executed = socket.sql(
         "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' "

@@ -1,34 +1,118 @@
-"""The delivery ledger lets each platform delivery through once, also under concurrency."""
+"""The delivery ledger lets each platform delivery through once, also under concurrency,
+and loses none: a claim whose owner died is taken over, and a change marks its delivery
+done in its own transaction."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
 
-from services.ledger import DeliveryLedger
+import pytest
+import sqlalchemy as sa
+
+from services.audit import Actor
+from services.changes.model import ChangeKind, RequestState
+from services.errors import ConcurrentChange
+from services.estate.model import DeadFilter
+from services.estate.ops import Selector
+from services.ledger import STALE, DeliveryLedger
 from tests.integration.support import Shop
 
 
-async def test_first_delivery_wins_and_repeats_are_refused(shop: Shop) -> None:
-    ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
-    assert await ledger.first_time("slack:command:1.abc")
-    assert not await ledger.first_time("slack:command:1.abc")
-    assert await ledger.first_time("slack:command:2.abc")
+def ledger_of(shop: Shop) -> DeliveryLedger:
+    """A ledger as one process has it (each process, one owner)."""
+    return DeliveryLedger(engine=shop.engine, clock=shop.clock)
+
+
+async def test_a_finished_delivery_is_not_acted_on_again(shop: Shop) -> None:
+    ledger = ledger_of(shop)
+    first = await ledger.claim("slack:command:1.abc")
+    assert first is not None
+    assert await ledger.claim("slack:command:1.abc") is None  # in hand
+    await ledger.finish(first)
+    shop.clock.advance(hours=1)
+    assert await ledger.claim("slack:command:1.abc") is None  # done, however late
+    assert await ledger.claim("slack:command:2.abc") is not None
 
 
 async def test_simultaneous_deliveries_yield_one_winner(shop: Shop) -> None:
-    ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
+    replicas = [ledger_of(shop) for _ in range(8)]
     results = await asyncio.gather(
-        *(ledger.first_time("slack:action:9:U0BOB:cr:approve:1") for _ in range(8))
+        *(r.claim("slack:action:9:U0BOB:cr:approve:1") for r in replicas)
     )
-    assert sorted(results) == [False] * 7 + [True]
+    assert len([r for r in results if r is not None]) == 1
+
+
+async def test_a_claim_kept_fresh_is_not_taken_over_and_a_dead_owners_is(shop: Shop) -> None:
+    alive, other = ledger_of(shop), ledger_of(shop)
+    claim = await alive.claim("slack:command:7.abc")
+    assert claim is not None
+    shop.clock.advance(seconds=STALE.total_seconds() - 1)
+    assert await alive.heartbeat(claim)  # still working
+    shop.clock.advance(seconds=STALE.total_seconds() - 1)
+    assert await other.claim("slack:command:7.abc") is None
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)  # its owner stopped beating: gone
+    taken = await other.claim("slack:command:7.abc")
+    assert taken is not None
+    assert not await alive.heartbeat(claim)  # and the old owner learns it
+
+
+async def test_a_change_and_its_delivery_commit_together_so_a_redelivery_acts_once(
+    shop: Shop,
+) -> None:
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(error_like="ffmpeg"))
+    ids = tuple(r.id for r in dead.rows)
+    alice = Actor("alice", "slack", "U0ALICE")
+    crashed, replica = ledger_of(shop), ledger_of(shop)
+    # A process claims the delivery, then dies before its transaction commits: nothing
+    # was requested, and the claim is left behind.
+    lost = await crashed.claim("slack:command:trigger-1")
+    assert lost is not None
+    assert await shop.changes.pending() == []
+
+    # Slack redelivers; while the claim is fresh the redelivery waits its turn ...
+    assert await replica.claim("slack:command:trigger-1") is None
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    # ... and once it is stale, the replica takes it over and acts, exactly once.
+    claim = await replica.claim("slack:command:trigger-1")
+    assert claim is not None
+    view = await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=ids),
+        reason="transcoder fixed",
+        actor=alice,
+        delivery=claim,
+    )
+    assert view.state is RequestState.PENDING
+    # The crashed owner, had it only been stalled, cannot act on the same delivery now:
+    with pytest.raises(ConcurrentChange):
+        await shop.changes.request(
+            kind=ChangeKind.REDRIVE,
+            queue="clips",
+            selector=Selector(ids=ids),
+            reason="transcoder fixed",
+            actor=alice,
+            delivery=lost,
+        )
+    # and a later redelivery finds the key done, in the same commit as the request.
+    shop.clock.advance(minutes=5)
+    assert await replica.claim("slack:command:trigger-1") is None
+    assert len(await shop.changes.pending()) == 1
 
 
 async def test_old_keys_are_forgotten(shop: Shop) -> None:
-    ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
-    await ledger.first_time("old")
+    ledger = ledger_of(shop)
+    old = await ledger.claim("old")
+    assert old is not None
+    await ledger.finish(old)
     shop.clock.advance(days=3)
-    await ledger.first_time("new")
+    new = await ledger.claim("new")
+    assert new is not None
+    await ledger.finish(new)
     await ledger.forget_older_than(timedelta(days=2))
-    assert await ledger.first_time("old")
-    assert not await ledger.first_time("new")
+    assert await ledger.claim("old") is not None
+    assert await ledger.claim("new") is None
+    async with shop.engine.connect() as conn:
+        kept = (await conn.execute(sa.text("SELECT count(*) FROM qb_deliveries"))).scalar_one()
+    assert kept == 2  # "new", and "old" claimed again

@@ -96,9 +96,9 @@ async def test_a_stale_claim_goes_to_one_caller_only(shop: Shop) -> None:
     taken = await asyncio.gather(*(ledger.claim("work:1", stale_after=STALE) for _ in range(4)))
     winners = [t for t in taken if t is not None]
     assert len(winners) == 1
-    await ledger.release("work:1", first)  # the old holder gives back what is no longer its
+    await ledger.release(first)  # the old holder gives back what is no longer its
     assert await ledger.claim("work:1", stale_after=STALE) is None
-    await ledger.release("work:1", winners[0])
+    await ledger.release(winners[0])
     assert await ledger.claim("work:1", stale_after=STALE) is not None
 
 
