@@ -29,10 +29,11 @@ from services.estate.registry import shipped_profiles
 from services.ledger import DeliveryLedger
 from services.migrate import upgrade
 from services.notify import Notifier
+from services.outbox import Outbox
 from services.people import Directory
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
-from services.plans.publish import PlanPublisher
+from services.plans.publish import PLAN_NEWS, PlanPublisher
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
@@ -50,6 +51,7 @@ class Services:
     control: PlanControl  # halting, resuming, rolling back
     plan_desk: Plans  # plans as commands use them
     publisher: PlanPublisher
+    outbox: Outbox
     ledger: DeliveryLedger
     scheduler: Scheduler
     audit: AuditTrail
@@ -71,8 +73,10 @@ def wire_services(
     queuebot's tables live beside the queue, which plans and samples need)."""
     ledger = DeliveryLedger(engine=state_engine, clock=clock)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
-    plans = PlanEngine(estate=estate, config=redrive, clock=clock, publisher=publisher, audit=audit)
-    control = PlanControl(estate=estate, clock=clock, publisher=publisher, audit=audit)
+    outbox = Outbox(engine=state_engine, clock=clock)
+    outbox.register(PLAN_NEWS, publisher.deliver)
+    plans = PlanEngine(estate=estate, config=redrive, clock=clock, outbox=outbox, audit=audit)
+    control = PlanControl(estate=estate, clock=clock, outbox=outbox, audit=audit)
     changes = ChangeRequests(
         estate=estate,
         engine=state_engine,
@@ -91,6 +95,7 @@ def wire_services(
         control=control,
         plan_desk=Plans(engine=state_engine, control=control, clock=clock),
         publisher=publisher,
+        outbox=outbox,
         ledger=ledger,
         scheduler=sched,
         audit=audit,
@@ -108,6 +113,7 @@ class App:
     scheduler: Scheduler
     plans: PlanEngine
     changes: ChangeRequests
+    outbox: Outbox
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -173,6 +179,7 @@ async def build_app(
             scheduler=services.scheduler,
             plans=services.plans,
             changes=services.changes,
+            outbox=services.outbox,
             _engines=engines,
         )
     except BaseException:
@@ -189,9 +196,12 @@ async def running_scheduler(app: App) -> AsyncIterator[None]:
         return
     await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
     stop = asyncio.Event()
-    task = asyncio.create_task(app.scheduler.run_forever(stop))
+    tasks = [
+        asyncio.create_task(app.scheduler.run_forever(stop)),
+        asyncio.create_task(app.outbox.run_forever(stop)),  # posts that still have to go out
+    ]
     try:
         yield
     finally:
         stop.set()
-        await task
+        await asyncio.gather(*tasks)

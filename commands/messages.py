@@ -192,9 +192,8 @@ def with_post_failures(message: Message, failures: Sequence[PostFailure]) -> Mes
         return message
     why = "; ".join(f.error for f in failures)
     note = (
-        "Done, but the chat post about it failed "
-        f"({why}); the plan's message catches up with its next post, and /queue plan shows "
-        "the state now."
+        f"Done, but the chat post about it failed ({why}); it is retried until it goes out, "
+        "and /queue plan shows the state now."
     )
     blocks: tuple[Block, ...] = (*message.blocks, Text(note))
     return Message(f"{message.summary} ({note})", blocks)

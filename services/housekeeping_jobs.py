@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services import ledger, samples, scheduler
+from services import ledger, outbox, samples, scheduler
 from services.audit import AuditTrail
 from services.changes import store as requests
 from services.estate.estate import Estate
@@ -44,6 +44,7 @@ def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine, audit: Audi
 
     async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         await ledger.forget(conn, before=now - ledger.KEEP)
+        await outbox.forget_done(conn, before=now - outbox.KEEP_DONE)
         await scheduler.schedule(
             conn, kind=FORGET, subject=subject, due_at=now + FORGET_EVERY, created_at=now
         )

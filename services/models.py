@@ -121,6 +121,14 @@ class OutboxItem(Base):
             postgresql_where=sa.text("done_at IS NULL"),
             sqlite_where=sa.text("done_at IS NULL"),
         ),
+        sa.Index(
+            "ix_qb_outbox_subject",
+            "kind",
+            "subject",
+            "id",
+            postgresql_where=sa.text("done_at IS NULL"),
+            sqlite_where=sa.text("done_at IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

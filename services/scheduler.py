@@ -33,6 +33,11 @@ Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
 MAX_BACKOFF = timedelta(minutes=5)
 
 
+class PostsDeferred(Exception):
+    """Chat posts of a committed change did not go out yet; they stay in the outbox and
+    are retried until they do."""
+
+
 @dataclass(frozen=True)
 class PostFailure:
     """A follow-up (a chat post) that failed after its change was committed."""
@@ -48,6 +53,9 @@ async def run_follow_ups(follow_ups: Sequence[FollowUp], *, what: str) -> tuple[
     for follow_up in follow_ups:
         try:
             await follow_up()
+        except PostsDeferred as exc:  # kept in the outbox: one line, no traceback
+            log.warning("chat posts after the %s are deferred: %s", what, exc)
+            failures.append(PostFailure(what, str(exc)[:300]))
         except Exception as exc:  # a chat post failing must not undo committed work
             log.exception("a chat post after the %s failed", what)
             failures.append(PostFailure(what, f"{type(exc).__name__}: {exc}"[:300]))

@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.audit import Actor, AuditTrail
 from services.errors import PlanStateConflict
 from services.estate.estate import Estate
+from services.outbox import Outbox
 from services.plans import store
 from services.plans.model import ACTIVE, ItemState, Note, PlanState, PlanView
-from services.plans.publish import PlanPublisher
+from services.plans.publish import announce
 from services.scheduler import FollowUp
 
 
@@ -26,13 +27,13 @@ class PlanControl:
         *,
         estate: Estate,
         clock: Callable[[], datetime],
-        publisher: PlanPublisher,
+        outbox: Outbox,
         audit: AuditTrail,
     ) -> None:
         self.audit = audit
         self.estate = estate
         self.clock = clock
-        self.publisher = publisher
+        self.outbox = outbox
 
     async def halt(
         self,
@@ -64,7 +65,7 @@ class PlanControl:
             details={},
         )
         view = await store.view(conn, number)
-        return view, self.publisher.follow_up(number, [Note(note)])
+        return view, await announce(conn, self.outbox, number, [Note(note)], now=now)
 
     async def resume(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
@@ -87,7 +88,7 @@ class PlanControl:
             incident=plan.incident,
             details={"request": f"CR-{request}"},
         )
-        return [self.publisher.follow_up(number, [Note(note)])]
+        return [await announce(conn, self.outbox, number, [Note(note)], now=now)]
 
     async def rollback(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
@@ -126,4 +127,4 @@ class PlanControl:
                 "left_alone": [i.job_id for i in items if i.job_id not in returned],
             },
         )
-        return back, [self.publisher.follow_up(number, [Note(summary)])]
+        return back, [await announce(conn, self.outbox, number, [Note(summary)], now=now)]

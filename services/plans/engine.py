@@ -24,6 +24,7 @@ from services.estate.estate import Estate
 from services.estate.ops import Action, Target, WaveStatus
 from services.estate.profile import QueueProfile
 from services.estate.signature import display_signature, error_signature
+from services.outbox import Outbox
 from services.plans import store
 from services.plans.candidates import wave_schedule
 from services.plans.model import (
@@ -37,7 +38,7 @@ from services.plans.model import (
     WaveOutcome,
     WaveStarted,
 )
-from services.plans.publish import PlanPublisher
+from services.plans.publish import announce
 from services.scheduler import FollowUp
 
 SYSTEM = Actor.system("plan")
@@ -52,14 +53,14 @@ class PlanEngine:
         estate: Estate,
         config: RedriveConfig,
         clock: Callable[[], datetime],
-        publisher: PlanPublisher,
+        outbox: Outbox,
         audit: AuditTrail,
     ) -> None:
         self.audit = audit
         self.estate = estate
         self.config = config
         self.clock = clock
-        self.publisher = publisher
+        self.outbox = outbox
 
     # -- approval -> the sample ------------------------------------------------------
 
@@ -202,7 +203,7 @@ class PlanEngine:
                 incident=plan.incident,
                 details={"total": plan.total},
             )
-            return [self.publisher.follow_up(plan.id, news)]
+            return [await announce(conn, self.outbox, plan.id, news, now=now)]
         if current is not None:
             waiting = await self._wait_reason(conn, plan, current, now)
             if waiting is not None:
@@ -211,7 +212,7 @@ class PlanEngine:
                     await store.set_note(conn, plan.id, note, now)
                     news.append(Note(note))
                 await store.next_tick(conn, plan.id, due=due, now=now)
-                return [self.publisher.follow_up(plan.id, news)] if news else []
+                return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
         plan = replace(plan, waves=waves)
         return await self._start_wave(conn, plan, now, SYSTEM, news)
 
@@ -315,7 +316,8 @@ class PlanEngine:
             },
         )
         await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
-        return [self.publisher.follow_up(plan.id, [*(news or []), WaveStarted(wave_no)])]
+        started = [*(news or []), WaveStarted(wave_no)]
+        return [await announce(conn, self.outbox, plan.id, started, now=now)]
 
     async def _halt_on_redead(
         self,
@@ -367,7 +369,8 @@ class PlanEngine:
             reason=note,
             details={"redead": [[j, e] for j, e in redead], "same_signature": same},
         )
-        return [self.publisher.follow_up(plan.id, [WaveFinished(current.number), Note(note)])]
+        halted_news: list[News] = [WaveFinished(current.number), Note(note)]
+        return [await announce(conn, self.outbox, plan.id, halted_news, now=now)]
 
 
 def _poll(plan: PlanRow) -> timedelta:

@@ -257,6 +257,31 @@ class WaveFinished:
 News = Note | WaveStarted | WaveFinished
 
 
+def news_json(news: list[News]) -> list[dict[str, Any]]:
+    """News as the outbox keeps it."""
+    out: list[dict[str, Any]] = []
+    for item in news:
+        if isinstance(item, Note):
+            out.append({"note": item.text})
+        elif isinstance(item, WaveStarted):
+            out.append({"started": item.wave})
+        else:
+            out.append({"finished": item.wave})
+    return out
+
+
+def news_from(data: list[dict[str, Any]]) -> list[News]:
+    out: list[News] = []
+    for item in data:
+        if "note" in item:
+            out.append(Note(str(item["note"])))
+        elif "started" in item:
+            out.append(WaveStarted(int(item["started"])))
+        else:
+            out.append(WaveFinished(int(item["finished"])))
+    return out
+
+
 def _utc(value: datetime) -> datetime:
     out = as_utc(value)
     if out is None:

@@ -16,21 +16,23 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import reading, transaction
 from services.ledger import Claim, DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef, Notifier
+from services.outbox import Item, Outbox, add
 from services.plans import messages, store
-from services.plans.model import News, Note, PlanView, WaveStarted
+from services.plans.model import News, Note, PlanView, WaveStarted, news_from, news_json
 from services.plans.store import PLANS
 from services.scheduler import FollowUp
 
 log = logging.getLogger("queuebot.plans")
+PLAN_NEWS = "plan.news"  # the outbox kind of a plan's posts
 CLAIM_STALE = timedelta(minutes=2)  # far beyond a post, even one waiting out a 429
 WAIT_FOR_MESSAGE = 15.0  # seconds a second publisher waits for the first one's post
 POLL = 0.1
@@ -53,14 +55,9 @@ class PlanPublisher:
         self.ledger = ledger
         self.wait = wait
 
-    def follow_up(self, number: int, news: Sequence[News]) -> FollowUp:
-        """The publishing of ``news`` as work to run after the commit that made it."""
-        items = list(news)
-
-        async def publish() -> None:
-            await self.publish(number, items)
-
-        return publish
+    async def deliver(self, item: Item) -> None:
+        """The outbox's delivery of a plan's news (see ``announce``)."""
+        await self.publish(int(item.subject), news_from(item.payload["news"]))
 
     async def view(self, number: int) -> PlanView:
         async with reading(self.engine) as conn:
@@ -156,3 +153,13 @@ def _news(view: PlanView, news: News) -> Message:
     if isinstance(news, WaveStarted):
         return messages.wave_started(view, wave)
     return messages.wave_finished(view, wave)
+
+
+async def announce(
+    conn: AsyncConnection, outbox: Outbox, number: int, news: Sequence[News], *, now: datetime
+) -> FollowUp:
+    """Inside the step's transaction: the plan's news goes into the outbox, to be posted
+    once (and only if) the step commits. Returns the kick that posts it right after."""
+    payload = {"news": news_json(list(news))}
+    await add(conn, kind=PLAN_NEWS, subject=str(number), payload=payload, now=now)
+    return outbox.kick(PLAN_NEWS, str(number))

@@ -50,9 +50,17 @@ def upgrade() -> None:
         postgresql_where=sa.text("done_at IS NULL"),
         sqlite_where=sa.text("done_at IS NULL"),
     )
+    op.create_index(
+        "ix_qb_outbox_subject",
+        "qb_outbox",
+        ["kind", "subject", "id"],
+        postgresql_where=sa.text("done_at IS NULL"),
+        sqlite_where=sa.text("done_at IS NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_qb_outbox_subject", table_name="qb_outbox")
     op.drop_index("ix_qb_outbox_due", table_name="qb_outbox")
     op.drop_table("qb_outbox")
     with op.batch_alter_table("qb_deliveries") as batch:

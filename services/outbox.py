@@ -1,0 +1,210 @@
+"""The transactional outbox: chat posts a change makes are written in the change's own
+transaction and delivered after it, retried until they go out.
+
+``add`` writes an item inside the caller's transaction, so a post exists exactly when the
+change it reports committed. The relay then delivers items: it claims the oldest due item
+(``FOR UPDATE SKIP LOCKED``; SQLite: the write lock) by pushing its due time one lease
+ahead, commits, delivers outside any transaction, and marks it done, or due again after a
+backoff with the error kept. Items of one subject go out in the order they were written:
+an item waits while an older one of its subject is undone. A relay that dies mid-delivery
+leaves the item to come due again when its lease ends, so delivery is at least once: an
+update of a message is idempotent; a thread post delivered just before a crash can show
+twice (never zero times).
+
+After a commit, ``kick`` delivers the subject's items at once, so posts are not late by a
+relay's poll; the relay loop (``run_forever``) picks up everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services.db import transaction
+from services.models import OutboxItem
+from services.scheduler import FollowUp, PostsDeferred
+
+log = logging.getLogger("queuebot.outbox")
+_items = cast(sa.Table, OutboxItem.__table__)
+LEASE = timedelta(minutes=2)  # far beyond one delivery, even one waiting out a 429
+MAX_BACKOFF = timedelta(minutes=5)
+KEEP_DONE = timedelta(days=2)
+
+
+@dataclass(frozen=True)
+class Item:
+    id: int
+    kind: str
+    subject: str
+    payload: dict[str, Any]
+    attempts: int
+
+
+Deliver = Callable[[Item], Awaitable[None]]
+
+
+async def add(
+    conn: AsyncConnection, *, kind: str, subject: str, payload: dict[str, Any], now: datetime
+) -> None:
+    """A post to make once the caller's transaction commits (and only if it does)."""
+    await conn.execute(
+        _items.insert().values(
+            kind=kind, subject=subject, payload=payload, created_at=now, due_at=now, attempts=0
+        )
+    )
+
+
+async def forget_done(conn: AsyncConnection, *, before: datetime) -> None:
+    """Drop items delivered before ``before`` (a step of a housekeeping job)."""
+    await conn.execute(_items.delete().where(_items.c.done_at < before))
+
+
+class Outbox:
+    """Delivers the items of the kinds registered with it."""
+
+    def __init__(self, *, engine: AsyncEngine, clock: Callable[[], datetime]) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.deliverers: dict[str, Deliver] = {}
+
+    def register(self, kind: str, deliver: Deliver) -> None:
+        self.deliverers[kind] = deliver
+
+    def kick(self, kind: str, subject: str) -> FollowUp:
+        """After a commit: deliver the subject's due items now. Raises ``PostsDeferred``
+        when one failed (it stays in the outbox and is retried)."""
+
+        async def deliver_now() -> None:
+            failures = await self.run_due(kind=kind, subject=subject)
+            if failures:
+                raise PostsDeferred("; ".join(failures))
+            held = await self._held_back(kind, subject)
+            if held is not None:  # behind an older post of the subject that failed
+                raise PostsDeferred(held)
+
+        return deliver_now
+
+    async def _held_back(self, kind: str, subject: str) -> str | None:
+        """Why the subject still has undone items, if it has (the oldest one's error)."""
+        async with transaction(self.engine, subject="the outbox") as conn:
+            oldest = (
+                await conn.execute(
+                    sa.select(_items.c.last_error)
+                    .where(
+                        _items.c.kind == kind,
+                        _items.c.subject == subject,
+                        _items.c.done_at.is_(None),
+                    )
+                    .order_by(_items.c.id)
+                    .limit(1)
+                )
+            ).first()
+        if oldest is None:
+            return None
+        return str(oldest[0] or "an earlier post is still on its way")
+
+    async def run_due(
+        self, *, limit: int = 100, kind: str | None = None, subject: str | None = None
+    ) -> list[str]:
+        """Deliver due items (of one subject, when given); the errors of those that failed."""
+        failures: list[str] = []
+        for _ in range(limit):
+            claimed = await self._claim(kind, subject)
+            if claimed is None:
+                break
+            error = await self._deliver(claimed)
+            if error is not None:
+                failures.append(error)
+                if subject is not None:
+                    break  # its later items wait for it: no use trying them now
+        return failures
+
+    async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_due()
+            except Exception:
+                log.exception("outbox pass failed; trying again")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+
+    async def _claim(self, kind: str | None, subject: str | None) -> Item | None:
+        now = self.clock()
+        older = _items.alias("older")
+        waiting_for_older = (
+            sa.select(older.c.id)
+            .where(
+                older.c.kind == _items.c.kind,
+                older.c.subject == _items.c.subject,
+                older.c.done_at.is_(None),
+                older.c.id < _items.c.id,
+            )
+            .exists()
+        )
+        query = (
+            sa.select(_items)
+            .where(
+                _items.c.done_at.is_(None),
+                _items.c.due_at <= now,
+                _items.c.kind.in_(list(self.deliverers)),
+                ~waiting_for_older,
+            )
+            .order_by(_items.c.due_at, _items.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        if kind is not None:
+            query = query.where(_items.c.kind == kind)
+        if subject is not None:
+            query = query.where(_items.c.subject == subject)
+        async with transaction(self.engine, subject="the outbox") as conn:
+            row = (await conn.execute(query)).mappings().first()
+            if row is None:
+                return None
+            await conn.execute(
+                _items.update()
+                .where(_items.c.id == row["id"])
+                .values(due_at=now + LEASE, attempts=row["attempts"] + 1)
+            )
+        return Item(
+            id=int(row["id"]),
+            kind=str(row["kind"]),
+            subject=str(row["subject"]),
+            payload=dict(row["payload"]),
+            attempts=int(row["attempts"]) + 1,
+        )
+
+    async def _deliver(self, item: Item) -> str | None:
+        """Deliver one claimed item and record how it went; its error, if it failed."""
+        try:
+            await self.deliverers[item.kind](item)
+        except Exception as exc:  # a chat platform's failure: retried later, never lost
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            log.warning(
+                "outbox %s %s failed (attempt %d): %s",
+                item.kind,
+                item.subject,
+                item.attempts,
+                error,
+            )
+            backoff = min(timedelta(seconds=2 ** min(item.attempts, 10)), MAX_BACKOFF)
+            async with transaction(self.engine, subject="the outbox") as conn:
+                await conn.execute(
+                    _items.update()
+                    .where(_items.c.id == item.id)
+                    .values(due_at=self.clock() + backoff, last_error=error)
+                )
+            return error
+        async with transaction(self.engine, subject="the outbox") as conn:
+            await conn.execute(
+                _items.update().where(_items.c.id == item.id).values(done_at=self.clock())
+            )
+        return None
