@@ -7,6 +7,7 @@ PostgreSQL through psycopg 3, SQLite through aiosqlite. Plain ``postgresql://`` 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -180,3 +181,25 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         if not _unavailable(exc):
             raise
         raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
+
+
+class Outage:
+    """A background loop's memory of a database outage: it says once that the database
+    is away and once that it is back, instead of a traceback every pass."""
+
+    def __init__(self, log: logging.Logger, what: str) -> None:
+        self.log = log
+        self.what = what
+        self.down = False
+
+    def failed(self, exc: DatabaseUnavailable) -> None:
+        if not self.down:
+            self.log.warning(
+                "%s paused: %s; it goes on by itself when it is back", self.what, exc.message
+            )
+            self.down = True
+
+    def passed(self) -> None:
+        if self.down:
+            self.log.info("%s resumed: the database is back", self.what)
+            self.down = False

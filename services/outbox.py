@@ -28,7 +28,8 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.db import transaction
+from services.db import Outage, transaction
+from services.errors import DatabaseUnavailable
 from services.models import OutboxItem
 from services.scheduler import FollowUp, PostsDeferred
 
@@ -128,9 +129,13 @@ class Outbox:
         return failures
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
+        outage = Outage(log, "the outbox relay")
         while not stop.is_set():
             try:
                 await self.run_due()
+                outage.passed()
+            except DatabaseUnavailable as exc:
+                outage.failed(exc)
             except Exception:
                 log.exception("outbox pass failed; trying again")
             with contextlib.suppress(TimeoutError):

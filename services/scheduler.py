@@ -23,6 +23,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from services.db import Outage, transaction
+from services.errors import DatabaseUnavailable
 from services.models import ScheduledItem
 
 log = logging.getLogger("queuebot.scheduler")
@@ -53,7 +55,7 @@ async def run_follow_ups(follow_ups: Sequence[FollowUp], *, what: str) -> tuple[
     for follow_up in follow_ups:
         try:
             await follow_up()
-        except PostsDeferred as exc:  # kept in the outbox: one line, no traceback
+        except (PostsDeferred, DatabaseUnavailable) as exc:  # kept; one line, no traceback
             log.warning("chat posts after the %s are deferred: %s", what, exc)
             failures.append(PostFailure(what, str(exc)[:300]))
         except Exception as exc:  # a chat post failing must not undo committed work
@@ -125,7 +127,7 @@ class Scheduler:
         follow_ups: list[FollowUp] = []
         claimed: tuple[int, str, str] | None = None
         try:
-            async with self.engine.begin() as conn:
+            async with transaction(self.engine, subject="the scheduler") as conn:
                 row = (
                     await conn.execute(
                         sa.select(_items.c.id, _items.c.kind, _items.c.subject)
@@ -140,6 +142,8 @@ class Scheduler:
                 claimed = (int(row[0]), str(row[1]), str(row[2]))
                 await conn.execute(_items.delete().where(_items.c.id == claimed[0]))
                 follow_ups = await self.handlers[claimed[1]](conn, claimed[2], now)
+        except DatabaseUnavailable:
+            raise  # rolled back: the item is still due, and runs once the database is back
         except Exception as exc:
             if claimed is None:
                 raise
@@ -153,7 +157,7 @@ class Scheduler:
         self, claimed: tuple[int, str, str], now: datetime, exc: Exception
     ) -> None:
         item_id = claimed[0]
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine, subject="the scheduler") as conn:
             current = (
                 await conn.execute(sa.select(_items.c.attempts).where(_items.c.id == item_id))
             ).scalar_one_or_none()
@@ -178,9 +182,13 @@ class Scheduler:
         return ran
 
     async def run_forever(self, stop: asyncio.Event) -> None:
+        outage = Outage(log, "the scheduler")
         while not stop.is_set():
             try:
                 await self.run_due(limit=100)
+                outage.passed()
+            except DatabaseUnavailable as exc:
+                outage.failed(exc)
             except Exception:
                 log.exception("scheduler pass failed; trying again")
             with contextlib.suppress(TimeoutError):

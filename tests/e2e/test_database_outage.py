@@ -1,0 +1,154 @@
+"""A database outage while `queuebot serve` runs: every command answers that the database
+is unavailable and nothing was changed, /readyz says 503, the log holds one line per
+command and no traceback, and service resumes by itself when the database is back.
+
+PostgreSQL is reached through a TCP proxy the test can cut, as a failover or a network
+partition would."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from testkit.fake_slack import FakeSlack
+from testkit.slack_requests import SECRET
+from tests.e2e.serving import demo_database, free_port, running_serve
+from tests.e2e.test_slack import Stack, answer_to, requests_count, slash, texts
+
+
+class CuttableProxy:
+    """Forwards 127.0.0.1:port to the database until cut; cut closes every connection
+    and refuses new ones, restore lets them through again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self._open = threading.Event()
+        self._open.set()
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", self.port))
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            if not self._open.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self._open.clear()
+        with self._lock:
+            for s in self._conns:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+            self._conns.clear()
+
+    def restore(self) -> None:
+        self._open.set()
+
+    def close(self) -> None:
+        self._stop = True
+        self.cut()
+        self._server.close()
+
+
+@contextlib.contextmanager
+def proxied(db_url: str) -> Iterator[tuple[CuttableProxy, str]]:
+    url = make_url(db_url)
+    proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
+    try:
+        yield proxy, url.set(port=proxy.port).render_as_string(hide_password=False)
+    finally:
+        proxy.close()
+
+
+@pytest.fixture
+def outage_stack(tmp_path: Path) -> Iterator[tuple[Stack, CuttableProxy]]:
+    with (
+        demo_database("postgres", tmp_path) as db_url,
+        proxied(db_url) as (proxy, through),
+        FakeSlack().start() as fake,
+    ):
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-fake-token",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_BASE_URL": fake.api_url,
+        }
+        with running_serve(tmp_path, through, env) as served:
+            yield Stack(fake, served, db_url), proxy
+
+
+def ready(stack: Stack) -> int:
+    return httpx.get(f"{stack.url}/readyz", timeout=10).status_code
+
+
+def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
+    outage_stack: tuple[Stack, CuttableProxy],
+) -> None:
+    stack, proxy = outage_stack
+    (failed,) = stack.sql("SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
+    assert ready(stack) == 200
+    before = requests_count(stack)
+
+    proxy.cut()
+    time.sleep(2.5)  # the scheduler and the outbox relay each meet the outage too
+    commands = [
+        "triage --queue workers",
+        f'requeue {failed} --queue workers --reason "during the outage"',
+        "pending",
+    ]
+    for text in commands:
+        response, name, _ = slash(stack, text)
+        assert response.status_code == 200  # acknowledged: Slack never sees an error
+        reply = texts(answer_to(stack, name))
+        assert "Database unavailable" in reply, reply
+        assert "nothing was changed" in reply, reply
+        assert "unexpected error" not in reply
+    assert ready(stack) == 503
+    log = stack.served.log.read_text()
+    assert "Traceback" not in log
+    assert log.count("Database unavailable") == 0  # the log says it in its own words:
+    assert sum("is unavailable" in line for line in log.splitlines()) <= len(commands) + 2
+
+    proxy.restore()
+    deadline = time.monotonic() + 30
+    while ready(stack) != 200:
+        assert time.monotonic() < deadline, "serve did not recover"
+        time.sleep(0.5)
+    _, name, _ = slash(stack, f'requeue {failed} --queue workers --reason "after the outage"')
+    reply = texts(answer_to(stack, name))
+    assert "waiting for approval" in reply, reply
+    assert requests_count(stack) == before + 1  # the outage's request was never made
