@@ -23,7 +23,8 @@ from services.audit import AuditTrail
 from services.changes.execute import Executor
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, RedriveConfig
-from services.db import create_engine, redacted
+from services.db import create_engine, reading, redacted
+from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
 from services.ledger import DeliveryLedger
@@ -40,6 +41,27 @@ from services.read_gate import ReadGate
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
+
+UNKEYED = (
+    "QUEUEBOT_AUDIT_KEY is not set: the audit trail is tamper-evident only against people "
+    "without access to queuebot's database (see docs/audit.md)"
+)
+
+
+def audit_trail(config: Config) -> AuditTrail:
+    """The one audit trail of a process, keyed with QUEUEBOT_AUDIT_KEY when it is set."""
+    return AuditTrail(key=config.env.audit_key)
+
+
+async def check_audit_key(engine: AsyncEngine, audit: AuditTrail, *, announce: bool) -> None:
+    """Refuse to start with a key that cannot extend the trail (none for a keyed trail, or
+    another key than it was written with); say so when the trail is unkeyed."""
+    async with reading(engine) as conn:
+        problem = await audit.key_problem(conn)
+    if problem is not None:
+        raise ConfigError(problem)
+    if announce and not audit.keyed:
+        log.warning(UNKEYED)
 
 
 @dataclass(frozen=True)
@@ -127,7 +149,11 @@ async def build_app(
     clock: Callable[[], datetime] = utcnow,
     migrate: bool = True,
     notifier: Notifier | None = None,
+    announce: bool = True,
 ) -> App:
+    """Build everything. With ``migrate`` (serve, console) queuebot's tables are brought up
+    to date and the audit key is checked against the trail; ``announce`` then warns when
+    the trail is unkeyed (the demo, on a throwaway SQLite file, does not)."""
     state_url, estate_url = config.env.state_url, config.env.estate_url
     state_engine = create_engine(state_url)
     engines = [state_engine]
@@ -142,6 +168,9 @@ async def build_app(
         if migrate:
             revision = await upgrade(state_engine)
             log.info("queuebot state at %s is at revision %s", redacted(state_url), revision)
+        audit = audit_trail(config)
+        if migrate:
+            await check_audit_key(state_engine, audit, announce=announce)
         estate = Estate(
             engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()
         )
@@ -153,7 +182,7 @@ async def build_app(
             approval=config.file.approval,
             redrive=config.file.redrive,
             notifier=notifier,
-            audit=AuditTrail(),
+            audit=audit,
             housekeeping=estate_url == state_url,
         )
         deps = Deps(

@@ -1,4 +1,9 @@
-"""``queuebot``: the command line. Every failure exits non-zero with one line."""
+"""``queuebot``: the command line. Every failure exits non-zero with one line.
+
+Exit codes: 0 done; 1 the audit trail does not hold (or `config check` found problems);
+2 any other failure; 3 the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set;
+4 `db grant` refused; 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +17,31 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.bootstrap import App, build_app, running_scheduler
+from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
 from bot.demo import demo_url, ensure_demo_estate, record_history, write_demo_config
 from bot.serve import serve
-from services.audit import AuditTrail
+from services import grants
+from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
-from services.db import create_engine, redacted
+from services.db import create_engine, reading, redacted
 from services.errors import QueuebotError
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
-from services.migrate import head_revision, upgrade
+from services.migrate import current_revision, head_revision, upgrade
 
 log = logging.getLogger("queuebot")
 
+EXIT_BROKEN = 1  # the audit trail does not hold
+EXIT_FAILED = 2  # anything else queuebot can explain
+EXIT_AUDIT_KEY = 3  # the trail is keyed and no key was given
+EXIT_GRANT_REFUSED = 4
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="queuebot", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="queuebot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--config", help="TOML file (default: $QUEUEBOT_CONFIG or ./queuebot.toml)")
     p.add_argument(
         "--log-level",
@@ -57,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="queuebot's own database")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
     db_sub.add_parser("upgrade", help="migrate queuebot's own tables to the newest schema")
+    grant = db_sub.add_parser(
+        "grant",
+        help="the least privilege of the role serve and console run as (PostgreSQL)",
+        description="Print the GRANT statements for the runtime role, or apply them as the "
+        "owner of queuebot's tables (QUEUEBOT_DATABASE_URL). The role must not own the tables.",
+    )
+    grant.add_argument("role", help="the runtime role (an existing PostgreSQL role)")
+    grant.add_argument("--apply", action="store_true", help="run them now instead of printing them")
 
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
@@ -64,7 +85,25 @@ def _parser() -> argparse.ArgumentParser:
 
     audit = sub.add_parser("audit", help="queuebot's audit trail")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="SUBCOMMAND")
-    audit_sub.add_parser("verify", help="check the audit hash chain; non-zero on any tampering")
+    verify = audit_sub.add_parser(
+        "verify", help="check the audit chain and its anchors; non-zero on any tampering"
+    )
+    verify.add_argument(
+        "--anchor",
+        action="append",
+        default=[],
+        metavar="N:MAC",
+        help="an anchor kept outside the database (from `audit head`); repeatable",
+    )
+    verify.add_argument(
+        "--anchor-file",
+        type=Path,
+        metavar="PATH",
+        help="anchors one per line (blank lines and lines starting with # are skipped)",
+    )
+    audit_sub.add_parser(
+        "head", help="verify the trail, then print its head as an anchor (N:MAC) to keep elsewhere"
+    )
 
     estate = sub.add_parser("estate", help="the queue estate")
     estate_sub = estate.add_subparsers(dest="estate_command", required=True, metavar="SUBCOMMAND")
@@ -79,20 +118,34 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    return _parser().parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return asyncio.run(_dispatch(args))
-    except QueuebotError as exc:
-        print(f"queuebot: {exc.message}", file=sys.stderr)
-        return 2
+        return asyncio.run(run(args))
     except KeyboardInterrupt:
         return 130
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Run one parsed command; every failure is one line on stderr and its exit code."""
+    try:
+        return await _dispatch(args)
+    except QueuebotError as exc:
+        print(f"queuebot: {exc.message}", file=sys.stderr)
+        if isinstance(exc, AuditKeyMissing):
+            return EXIT_AUDIT_KEY
+        if isinstance(exc, grants.GrantRefused):
+            return EXIT_GRANT_REFUSED
+        return EXIT_FAILED
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -102,17 +155,23 @@ async def _dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Any] = {
         "console": lambda: _console(config, args.person),
         "serve": lambda: serve(config, host=args.host, port=args.port),
-        "db": lambda: _db_upgrade(config),
+        "db": lambda: (
+            _db_grant(config, args.role, apply=args.apply)
+            if args.db_command == "grant"
+            else _db_upgrade(config)
+        ),
         "config": lambda: _config_check(config),
         "estate": lambda: _indexes(config),
-        "audit": lambda: _audit_verify(config),
+        "audit": lambda: (
+            _audit_head(config) if args.audit_command == "head" else _audit_verify(config, args)
+        ),
     }
     run: Coroutine[Any, Any, int] = handlers[args.command]()
     return await run
 
 
 async def _console(config: Config, person: str | None, banner: str | None = None) -> int:
-    app = await build_app(config, notifier=ConsoleNotifier(sys.stdout))
+    app = await build_app(config, notifier=ConsoleNotifier(sys.stdout), announce=banner is None)
     try:
         if person is not None and app.directory.by_name(person) is None:
             known = ", ".join(app.directory.names()) or "nobody is configured"
@@ -142,7 +201,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
 
 async def _demo_banner(config: Config, db: Path, config_path: Path, built: bool) -> str:
-    app = await build_app(config)
+    app = await build_app(config, announce=False)
     try:
         if built:  # the demo's queues have a history: their counts a quarter hour ago
             await record_history(app.state_engine, app.estate, ago=timedelta(minutes=15))
@@ -177,22 +236,88 @@ async def _db_upgrade(config: Config) -> int:
     return 0
 
 
-async def _audit_verify(config: Config) -> int:
+async def _db_grant(config: Config, role: str, *, apply: bool) -> int:
+    if not apply:
+        print(grants.script(role))
+        return 0
     engine = create_engine(config.env.state_url)
     try:
-        async with engine.connect() as conn:
-            result = await AuditTrail().verify(conn)
+        count = await grants.apply(engine, role)
     finally:
         await engine.dispose()
-    if result.ok:
-        print(f"audit trail intact: {result.checked} event(s) verified")
-        return 0
+    print(f"granted: {count} statement(s) give role {role!r} queuebot's runtime privileges")
+    print(grants.QUEUE_TABLES_NOTE)
+    return 0
+
+
+def _anchors(args: argparse.Namespace) -> list[Anchor]:
+    texts: list[str] = list(args.anchor)
+    if args.anchor_file is not None:
+        try:
+            lines = args.anchor_file.read_text("utf-8").splitlines()
+        except OSError as exc:
+            raise QueuebotError(f"cannot read {args.anchor_file}: {exc.strerror}") from exc
+        texts += [t for t in (line.strip() for line in lines) if t and not t.startswith("#")]
+    return [Anchor.parse(t) for t in texts]
+
+
+async def _checked_trail(
+    config: Config, anchors: list[Anchor]
+) -> tuple[Verification, Anchor | None]:
+    """Verify the trail (and read its head) in one snapshot of queuebot's database."""
+    engine = create_engine(config.env.state_url)
+    try:
+        current, newest = await current_revision(engine), head_revision()
+        if current != newest:
+            raise QueuebotError(
+                f"queuebot's database is at revision {current}, newest is {newest}: run "
+                "`queuebot db upgrade` first"
+            )
+        trail = audit_trail(config)
+        async with reading(engine) as conn:
+            if conn.dialect.name == "postgresql":
+                await conn.execution_options(isolation_level="REPEATABLE READ")
+            result = await trail.verify(conn, anchors=anchors)
+            return result, await trail.head(conn)
+    finally:
+        await engine.dispose()
+
+
+def _broken(result: Verification) -> int:
+    where = f" at event {result.first_bad}" if result.first_bad is not None else ""
     print(
-        f"audit trail BROKEN at event {result.first_bad}: {result.problem} "
-        f"({result.checked} event(s) before it verified)",
+        f"audit trail BROKEN{where}: {result.problem} "
+        f"({result.checked} event(s) {'before it ' if where else ''}verified)",
         file=sys.stderr,
     )
-    return 1
+    return EXIT_BROKEN
+
+
+async def _audit_verify(config: Config, args: argparse.Namespace) -> int:
+    anchors = _anchors(args)
+    result, _ = await _checked_trail(config, anchors)
+    if not result.ok:
+        return _broken(result)
+    unkeyed = result.checked - result.keyed
+    print(
+        f"audit trail intact: {result.checked} event(s) verified ({result.keyed} keyed, "
+        f"{unkeyed} unkeyed), {result.anchors} of {len(anchors)} anchor(s) held, "
+        f"{result.records} request(s), approval(s) and plan(s) have their events"
+    )
+    if config.env.audit_key is None:
+        print(f"note: {UNKEYED}", file=sys.stderr)
+    return 0
+
+
+async def _audit_head(config: Config) -> int:
+    result, head = await _checked_trail(config, [])
+    if not result.ok:
+        return _broken(result)
+    if head is None:
+        print("the audit trail is empty: nothing to anchor yet", file=sys.stderr)
+        return 0
+    print(head)
+    return 0
 
 
 async def _config_check(config: Config) -> int:
@@ -205,8 +330,6 @@ async def _config_check(config: Config) -> int:
         f"queue database: {redacted(config.env.estate_url)}",
     ]
     try:
-        from services.migrate import current_revision
-
         current = await current_revision(app.state_engine)
         head = head_revision()
         if current != head:
@@ -235,6 +358,17 @@ async def _config_check(config: Config) -> int:
             ("SLACK_APP_TOKEN", env.slack_app_token),
         ):
             lines.append(f"{var}: {'set' if value is not None else 'not set'}")
+        lines.append(
+            "QUEUEBOT_AUDIT_KEY: set (the audit chain is keyed)"
+            if env.audit_key is not None
+            else f"QUEUEBOT_AUDIT_KEY: not set: {UNKEYED.split(': ', 1)[1]}"
+        )
+        if current == head:
+            trail = audit_trail(config)
+            async with reading(app.state_engine) as conn:
+                key_problem = await trail.key_problem(conn)
+            if key_problem is not None:
+                problems.append(key_problem)
     finally:
         await app.close()
     print("\n".join(lines))

@@ -47,6 +47,7 @@ _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}\Z")
 _SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}\Z")
 _SNOWFLAKE = re.compile(r"^[0-9]{15,21}\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
+AUDIT_KEY_MIN_LENGTH = 32
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -230,6 +231,8 @@ class EnvSettings(BaseSettings):
         default="https://discord.com/api/v10", validation_alias="DISCORD_API_BASE_URL"
     )
     alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
+    # The key of the audit trail's HMAC chain. Only here: the database never holds it.
+    audit_key: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_AUDIT_KEY")
 
     @classmethod
     def settings_customise_sources(
@@ -251,6 +254,21 @@ class EnvSettings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         if not re.match(r"^https?://[^\s/]+", value):
             raise ValueError("expected an http(s) URL")
+        return value
+
+    @field_validator("audit_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        key = value.get_secret_value()
+        if key != key.strip():  # a stray newline would make it another key elsewhere
+            raise ValueError("must not begin or end with white space")
+        if len(key) < AUDIT_KEY_MIN_LENGTH:
+            raise ValueError(
+                f"must be at least {AUDIT_KEY_MIN_LENGTH} characters; make one with "
+                "`openssl rand -hex 32`"
+            )
         return value
 
     @property
@@ -276,8 +294,18 @@ class Config:
         return self.file.queue_map()
 
 
+def _secret_names() -> frozenset[str]:
+    """The environment variables holding secrets: an error about one never shows its value."""
+    return frozenset(
+        str(info.validation_alias)
+        for info in EnvSettings.model_fields.values()
+        if "SecretStr" in str(info.annotation)
+    )
+
+
 def _format_errors(where: str, exc: ValidationError) -> str:
     lines = []
+    secrets = _secret_names()
     for err in exc.errors(include_url=False):
         key = ".".join(str(part) for part in err["loc"]) or "(top level)"
         msg = err["msg"]
@@ -285,7 +313,8 @@ def _format_errors(where: str, exc: ValidationError) -> str:
             msg = "unknown key"
         msg = msg.removeprefix("Value error, ")
         value = err.get("input")
-        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        hidden = isinstance(value, dict) or (err["loc"] and str(err["loc"][0]) in secrets)
+        shown = "" if hidden else f" = {value!r}"
         lines.append(f"{where}: {key}{shown}: {msg}")
     return "\n".join(lines)
 

@@ -20,3 +20,10 @@ def validate_identifier(value: str) -> str:
 def quote_identifier(name: str) -> str:
     """``name`` or ``schema.name`` quoted for SQL text (names are validated first)."""
     return ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
+
+
+def validate_role(value: str) -> str:
+    """A role name: one identifier (letters, digits and '_'), never ``schema.name``."""
+    if "." in value:
+        raise ValueError("expected a role name: letters, digits and '_', no '.'")
+    return validate_identifier(value)

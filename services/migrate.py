@@ -29,12 +29,12 @@ def _alembic_config() -> Config:
     return cfg
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection, revision: str) -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
     cfg = _alembic_config()
     cfg.attributes["connection"] = connection
-    command.upgrade(cfg, "head")
+    command.upgrade(cfg, revision)
 
 
 def _current(connection: Connection) -> str | None:
@@ -45,11 +45,11 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(_alembic_config()).get_current_head()
 
 
-async def upgrade(engine: AsyncEngine) -> str | None:
-    """Migrate to head; return the revision now in place."""
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
+    """Migrate to ``revision`` (the newest by default); return the revision now in place."""
     try:
         async with engine.begin() as conn:
-            await conn.run_sync(_upgrade)
+            await conn.run_sync(_upgrade, revision)
         async with engine.connect() as conn:
             return await conn.run_sync(_current)
     except OperationalError as exc:

@@ -20,7 +20,8 @@ class Base(DeclarativeBase):
 
 
 class AuditEvent(Base):
-    """One append-only, hash-chained record of something queuebot did."""
+    """One append-only, chained record of something queuebot did, sealed with ``scheme``:
+    ``sha256`` (unkeyed) or ``hmac-sha256`` (keyed with QUEUEBOT_AUDIT_KEY)."""
 
     __tablename__ = "qb_audit_events"
 
@@ -37,11 +38,13 @@ class AuditEvent(Base):
     evidence: Mapped[str | None] = mapped_column(sa.Text)
     details: Mapped[str] = mapped_column(sa.Text)  # canonical JSON, exactly as hashed
     prev_hash: Mapped[str] = mapped_column(sa.String(64))
-    hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    hash: Mapped[str] = mapped_column(sa.String(64), unique=True)  # the seal: hash or MAC
+    scheme: Mapped[str] = mapped_column(sa.String(16), server_default="sha256")
 
 
 class AuditHead(Base):
-    """The tip of the audit chain: detects deletion of the latest events."""
+    """The tip of the audit chain: detects deletion of the latest events. Triggers
+    (migration 0006) let it only move forward, to the newest event, with its seal."""
 
     __tablename__ = "qb_audit_head"
 

@@ -57,6 +57,8 @@ def stack(
             "SLACK_BOT_TOKEN": "xoxb-fake-token",
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_BASE_URL": fake.api_url,
+            # configured as in production: a keyed audit trail (unkeyed, serve warns)
+            "QUEUEBOT_AUDIT_KEY": "e2e-audit-key-0123456789abcdef0123456789",
         }
         with running_serve(workdir, db_url, env) as served:
             yield Stack(fake, served, db_url)
@@ -151,7 +153,8 @@ def test_serve_checks_its_token_before_the_first_command(stack: Stack) -> None:
 
 
 def test_serve_starts_without_a_warning(stack: Stack) -> None:
-    # Bolt warns at every start about a token it ignores unless built the way queuebot does
+    # Bolt warns at every start about a token it ignores unless built the way queuebot does;
+    # queuebot warns about an unkeyed audit trail, and this one is keyed
     start = stack.served.log.read_text().partition("queuebot serving on")[0]
     assert [line for line in start.splitlines() if " WARNING " in line] == []
 

@@ -88,7 +88,12 @@ class Shop:
 
     def with_approval(self, approval: ApprovalConfig) -> ChangeRequests:
         return build_services(
-            self.engine, self.estate, self.clock, self.notifier, approval=approval
+            self.engine,
+            self.estate,
+            self.clock,
+            self.notifier,
+            approval=approval,
+            audit=self.services.audit,
         ).changes
 
 
@@ -99,6 +104,7 @@ def build_services(
     notifier: RecordingNotifier | None,
     redrive: RedriveConfig = FAST,
     approval: ApprovalConfig | None = None,
+    audit: AuditTrail | None = None,
 ) -> Services:
     return wire_services(
         state_engine=engine,
@@ -107,7 +113,7 @@ def build_services(
         approval=approval or ApprovalConfig(),
         redrive=redrive,
         notifier=notifier,
-        audit=AuditTrail(),
+        audit=audit or AuditTrail(),
     )
 
 
@@ -213,3 +219,11 @@ def said(exc: BaseException) -> str:
 
 def ids_of(rows: list[Any]) -> list[str]:
     return [str(r[0]) for r in rows]
+
+
+async def assert_trail_holds(shop: Shop) -> None:
+    """The audit chain verifies and every request, approval and plan in the state tables
+    has its events (no flow of queuebot leaves a record without its trail)."""
+    async with shop.engine.connect() as conn:
+        result = await shop.services.audit.verify(conn)
+    assert result.ok, result.problem

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,11 +18,18 @@ from services.config import ApprovalConfig
 from services.errors import Conflict, PermissionDenied, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from tests.integration.support import Shop, said
+from tests.integration.support import Shop, assert_trail_holds, said
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "slack", "U0BOB")
 ALICE_ON_DISCORD = Actor("alice", "discord", "100000000000000001")
+
+
+@pytest.fixture(autouse=True)
+async def trail_holds(shop: Shop) -> AsyncIterator[None]:
+    """After every test here, the audit trail holds, cross-checked with the state tables."""
+    yield
+    await assert_trail_holds(shop)
 
 
 async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:

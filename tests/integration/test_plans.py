@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -16,12 +17,26 @@ from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.plans.model import PlanState
-from tests.integration.support import START, Shop, add_dead_letters, said, simulated_worker
+from tests.integration.support import (
+    START,
+    Shop,
+    add_dead_letters,
+    assert_trail_holds,
+    said,
+    simulated_worker,
+)
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")
 DORA = Actor("dora", "console", "dora")
 ERROR = "transcoder pod evicted while rendering clip 77"
+
+
+@pytest.fixture(autouse=True)
+async def trail_holds(shop: Shop) -> AsyncIterator[None]:
+    """After every test here, the audit trail holds, cross-checked with the state tables."""
+    yield
+    await assert_trail_holds(shop)
 
 
 async def flat_history(shop: Shop) -> None:

@@ -1,0 +1,164 @@
+"""The audit trail's writer and checker: append-only, chained, written in the same
+transaction as the change it records.
+
+Each event's seal covers its content and the previous event's seal, and a one-row head
+records the last id and seal, so an edited, deleted (even the last), inserted or
+reordered event breaks ``verify``. With ``QUEUEBOT_AUDIT_KEY`` the seal is an HMAC nobody
+without the key can recompute; anchors (``head``) kept outside the database catch even a
+rewrite with the key, a truncate or a deleted tail. Database triggers (migrations 0002
+and 0006) refuse UPDATE, DELETE and TRUNCATE on the events, and any move of the head but
+the append's. See docs/audit.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from pydantic import SecretBytes, SecretStr
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.audit.chain import (
+    GENESIS,
+    HMAC_SHA256,
+    KEY_VARIABLE,
+    Actor,
+    Anchor,
+    AuditKeyMissing,
+    Verification,
+    seal,
+    sealed,
+)
+from services.audit.walk import verify_chain
+from services.jsonable import canonical
+from services.models import AuditEvent, AuditHead
+
+AUDIT_LOCK = 0x71B0_0002
+_events = cast(sa.Table, AuditEvent.__table__)
+_head = cast(sa.Table, AuditHead.__table__)
+
+
+async def lock_chain(conn: AsyncConnection) -> None:
+    """Serialise appenders: the chain has one tip."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK})
+    else:  # take SQLite's write lock before reading the tip
+        await conn.execute(_head.update().where(sa.false()).values(last_id=_head.c.last_id))
+
+
+async def _tip(conn: AsyncConnection) -> sa.RowMapping | None:
+    """The newest event as the head names it (id, hash, scheme and what its seal covers)."""
+    found = await conn.execute(
+        sa.select(_events).join(_head, _head.c.last_id == _events.c.id).where(_head.c.id == 1)
+    )
+    return found.mappings().first()
+
+
+class AuditTrail:
+    """The trail's writer and checker. Built once in the wiring (with the key from the
+    environment, or none) and given to every service that records what it did; each
+    ``append`` runs inside the caller's transaction."""
+
+    def __init__(self, *, key: SecretStr | None = None) -> None:
+        # Held as a secret, so no repr, log or traceback of this object shows it.
+        self._secret = SecretBytes(key.get_secret_value().encode()) if key is not None else None
+
+    @property
+    def _key(self) -> bytes | None:
+        return self._secret.get_secret_value() if self._secret is not None else None
+
+    def __repr__(self) -> str:
+        return f"AuditTrail(keyed={self.keyed})"
+
+    @property
+    def keyed(self) -> bool:
+        return self._key is not None
+
+    async def append(
+        self,
+        conn: AsyncConnection,
+        *,
+        action: str,
+        actor: Actor,
+        at: datetime,
+        subject: str | None = None,
+        queue: str | None = None,
+        incident: str | None = None,
+        reason: str | None = None,
+        evidence: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append one event inside the caller's transaction; return its id. Without a key
+        onto a keyed trail it refuses (the trail would read as downgraded)."""
+        await lock_chain(conn)
+        head = (
+            await conn.execute(sa.select(_head.c.last_id, _head.c.last_hash).where(_head.c.id == 1))
+        ).first()
+        if head is not None and self._key is None:
+            scheme = (
+                await conn.execute(sa.select(_events.c.scheme).where(_events.c.id == head[0]))
+            ).scalar()
+            if scheme == HMAC_SHA256:
+                raise AuditKeyMissing(event=int(head[0]), doing="appending to it")
+        row: dict[str, Any] = {
+            "occurred_at": at,
+            "action": action,
+            "actor_person": actor.person,
+            "actor_platform": actor.platform,
+            "actor_account": actor.account,
+            "subject": subject,
+            "queue": queue,
+            "incident": incident,
+            "reason": reason,
+            "evidence": evidence,
+            "details": canonical(dict(details or {})),  # stored as the very text that is sealed
+            "prev_hash": head[1] if head else GENESIS,
+        }
+        row["scheme"], row["hash"] = seal(row, self._key)
+        event_id = (
+            await conn.execute(_events.insert().values(**row).returning(_events.c.id))
+        ).scalar_one()
+        if head is None:
+            await conn.execute(_head.insert().values(id=1, last_id=event_id, last_hash=row["hash"]))
+        else:
+            await conn.execute(
+                _head.update()
+                .where(_head.c.id == 1)
+                .values(last_id=event_id, last_hash=row["hash"])
+            )
+        return int(event_id)
+
+    async def head(self, conn: AsyncConnection) -> Anchor | None:
+        """The newest event as an anchor (``N:MAC``) to keep outside the database, or None
+        for an empty trail. Cheap: it reads the head, not the chain."""
+        head = (
+            await conn.execute(sa.select(_head.c.last_id, _head.c.last_hash).where(_head.c.id == 1))
+        ).first()
+        return Anchor(int(head[0]), str(head[1])) if head is not None else None
+
+    async def key_problem(self, conn: AsyncConnection) -> str | None:
+        """Whether this trail can be extended with this key, checked on the newest event:
+        a keyed trail needs the key, and the key must be the one it was written with."""
+        tip = await _tip(conn)
+        if tip is None or tip["scheme"] != HMAC_SHA256:
+            return None
+        if self._key is None:
+            return AuditKeyMissing(event=int(tip["id"]), doing="appending to it").message
+        if not sealed(tip, self._key):
+            return (
+                f"{KEY_VARIABLE} does not match the newest audit event ({tip['id']}): it is "
+                "another key than the trail was written with, or the event was altered; run "
+                "`queuebot audit verify`"
+            )
+        return None
+
+    async def verify(
+        self, conn: AsyncConnection, *, anchors: Iterable[Anchor] = (), cross_check: bool = True
+    ) -> Verification:
+        """Walk the whole chain; the first event that does not fit is reported. Every
+        anchor must still hold, and (``cross_check``) every change request, approval and
+        plan in the state tables must have its events. Raises ``AuditKeyMissing`` when the
+        trail has keyed events and this trail has no key."""
+        return await verify_chain(conn, key=self._key, anchors=anchors, cross_check=cross_check)

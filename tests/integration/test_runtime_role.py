@@ -1,0 +1,215 @@
+"""Least privilege on PostgreSQL: serve and console run as a role that is not the owner of
+queuebot's tables, granted by `queuebot db grant ROLE --apply`. As that role every way of
+tampering with the audit trail is refused, and the append path still works."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot import cli
+from bot.bootstrap import build_app
+from services import housekeeping_jobs as jobs
+from services.audit import Actor
+from services.changes.model import ChangeKind
+from services.config import load_config
+from services.db import create_engine
+from services.estate.demo import build_demo_estate
+from services.estate.model import DeadFilter
+from services.estate.ops import Selector
+from services.migrate import upgrade
+from tests.conftest import _pg_conninfo
+from tests.integration.support import START
+
+pytestmark = pytest.mark.postgres
+
+KEY = "queuebot-test-audit-key-0123456789abcdef"
+QUEUE_TABLES = ("queue_messages", "clip_jobs", "job_events", "video_assets", "dev_r_worker_queue")
+
+
+@dataclass
+class Roles:
+    owner_url: str
+    runtime_url: str
+    role: str
+    owner: AsyncEngine
+    runtime: AsyncEngine
+
+
+@pytest.fixture
+async def roles(pg_url: str) -> AsyncIterator[Roles]:
+    """queuebot's tables and the demo estate, owned by the test's superuser; a login role
+    for the runtime (dropped afterwards)."""
+    role = f"qb_runtime_{secrets.token_hex(4)}"
+    with psycopg.connect(_pg_conninfo(pg_url), autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    owner = create_engine(pg_url)
+    runtime_url = make_url(pg_url).set(username=role, password=None)
+    runtime = create_engine(runtime_url.render_as_string(hide_password=False))
+    try:
+        await upgrade(owner)
+        async with owner.begin() as conn:
+            await build_demo_estate(conn, now=START)
+        yield Roles(pg_url, runtime_url.render_as_string(hide_password=False), role, owner, runtime)
+    finally:
+        await runtime.dispose()
+        await owner.dispose()
+        with psycopg.connect(_pg_conninfo(pg_url), autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
+async def grant(roles: Roles, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *argv: str) -> int:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QUEUEBOT_CONFIG", raising=False)
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.owner_url)
+    return await cli.run(cli.parse(["db", "grant", *argv]))
+
+
+async def refused(engine: AsyncEngine, statement: str, match: str) -> None:
+    with pytest.raises(DBAPIError, match=match):
+        async with engine.begin() as conn:
+            await conn.execute(sa.text(statement))
+
+
+async def test_the_runtime_role_appends_and_cannot_tamper(
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
+    out = capsys.readouterr().out
+    assert f"give role '{roles.role}' queuebot's runtime privileges" in out
+    async with roles.owner.begin() as conn:  # the team grants on its own queue tables
+        for table in QUEUE_TABLES:
+            await conn.exec_driver_sql(
+                f'GRANT SELECT, INSERT, UPDATE ON TABLE "{table}" TO "{roles.role}"'
+            )
+        await conn.exec_driver_sql(
+            f'GRANT USAGE ON SEQUENCE "dev_r_worker_queue_id_seq" TO "{roles.role}"'
+        )
+
+    # serve's start as the runtime role: the schema check, the key check, the services
+    config = load_config(
+        environ={
+            "QUEUEBOT_DATABASE_URL": roles.runtime_url,
+            "QUEUEBOT_AUDIT_KEY": KEY,
+        }
+    )
+    app = await build_app(config)
+    try:
+        dead = await app.router.deps.reads.list_dead(queue="clips", filters=DeadFilter(limit=2))
+        await app.changes.request(
+            kind=ChangeKind.REDRIVE,
+            queue="clips",
+            selector=Selector(ids=tuple(r.id for r in dead.rows)),
+            reason="fixed upstream",
+            actor=Actor("alice", "console", "alice"),
+        )
+        decision = await app.changes.approve(number=1, actor=Actor("bob", "console", "bob"))
+        assert decision.executed
+        # the rest of what serve does: the delivery ledger, the scheduler's housekeeping
+        event = await app.ledger.claim("slack:event:1")
+        assert event is not None
+        await app.ledger.finish(event)
+        assert await app.ledger.heartbeat(event) is False  # done: nothing left to refresh
+        assert await app.ledger.claim("slack:click:1", stale_after=timedelta(minutes=1))
+        await app.outbox.run_due()
+        await app.ledger.forget_older_than(timedelta(0))
+        await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
+        assert await app.scheduler.run_due() > 0
+    finally:
+        await app.close()
+
+    runtime = roles.runtime
+    for statement, match in (
+        ("UPDATE qb_audit_events SET reason = 'x' WHERE id = 1", "permission denied"),
+        ("DELETE FROM qb_audit_events WHERE id = 3", "permission denied"),
+        ("TRUNCATE qb_audit_events", "permission denied"),
+        ("TRUNCATE qb_audit_head", "permission denied"),
+        (
+            "ALTER TABLE qb_audit_events DISABLE TRIGGER qb_audit_events_append_only",
+            "must be owner",
+        ),
+        ("ALTER TABLE qb_audit_head DISABLE TRIGGER USER", "must be owner"),
+        ("DROP TRIGGER qb_audit_head_guard ON qb_audit_head", "must be owner"),
+        ("DELETE FROM qb_audit_head", "permission denied"),
+        ("UPDATE qb_audit_head SET id = 2", "permission denied"),
+        (  # repoint the head at an earlier event, as after deleting the newest
+            "UPDATE qb_audit_head SET last_id = 1, "
+            "last_hash = (SELECT hash FROM qb_audit_events WHERE id = 1)",
+            "only moves forward",
+        ),
+        ("UPDATE qb_audit_head SET last_id = 99", "must name an event"),
+        (  # an event that does not follow the head
+            "INSERT INTO qb_audit_events (occurred_at, action, actor_platform, "
+            "actor_account, details, prev_hash, hash, scheme) VALUES (now(), 'x', 'x', 'x', "
+            "'{}', repeat('0', 64), repeat('f', 64), 'sha256')",
+            "must follow the head",
+        ),
+        ("UPDATE qb_change_requests SET reason = 'x'", None),  # allowed: not the trail
+    ):
+        if match is None:
+            async with runtime.begin() as conn:
+                await conn.execute(sa.text(statement))
+            continue
+        await refused(runtime, statement, match)
+
+    # a temporary table of the same name does not stand in for the events
+    with pytest.raises(DBAPIError, match="must name an event"):
+        async with runtime.begin() as conn:
+            await conn.execute(sa.text("CREATE TEMP TABLE qb_audit_events (id bigint, hash text)"))
+            await conn.execute(sa.text("INSERT INTO qb_audit_events VALUES (99, repeat('e', 64))"))
+            await conn.execute(
+                sa.text("UPDATE qb_audit_head SET last_id = 99, last_hash = repeat('e', 64)")
+            )
+
+    # the owner cannot truncate either, while the triggers stand
+    await refused(roles.owner, "TRUNCATE qb_audit_events, qb_audit_head", "TRUNCATE refused")
+
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
+    monkeypatch.setenv("QUEUEBOT_AUDIT_KEY", KEY)
+    capsys.readouterr()
+    assert await cli.run(cli.parse(["audit", "verify"])) == 0
+    assert "audit trail intact: 3 event(s) verified (3 keyed, 0 unkeyed)" in capsys.readouterr().out
+
+
+async def test_grant_refuses_roles_that_could_undo_the_rules(
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with psycopg.connect(_pg_conninfo(roles.owner_url), autocommit=True) as conn:
+        owner = conn.execute(
+            "SELECT tableowner FROM pg_tables WHERE tablename = %s", ("qb_audit_events",)
+        ).fetchone()
+    assert owner is not None
+    assert await grant(roles, monkeypatch, tmp_path, owner[0], "--apply") == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a superuser" in err
+    assert await grant(roles, monkeypatch, tmp_path, "qb_nobody_here", "--apply") == 4
+    assert "role 'qb_nobody_here' does not exist" in capsys.readouterr().err
+
+    member = f"qb_member_{secrets.token_hex(4)}"
+    with psycopg.connect(_pg_conninfo(roles.owner_url), autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{member}" IN ROLE "{roles.role}"')
+        conn.execute(f'ALTER TABLE qb_audit_events OWNER TO "{roles.role}"')
+    try:
+        assert await grant(roles, monkeypatch, tmp_path, member, "--apply") == 4
+        assert "or a member of it" in capsys.readouterr().err
+    finally:
+        with psycopg.connect(_pg_conninfo(roles.owner_url), autocommit=True) as conn:
+            conn.execute(f'ALTER TABLE qb_audit_events OWNER TO "{owner[0]}"')
+            conn.execute(f'DROP ROLE "{member}"')
