@@ -1,4 +1,7 @@
-"""The HTTP app: Slack's endpoint, health and readiness. One Starlette app, no globals."""
+"""The HTTP app: Slack's endpoint, health and readiness. One Starlette app, no globals.
+
+Every endpoint sits behind the body limit (bot/body_limit.py): a body over
+``[http] max_body_kb`` is refused with 413 before it is read."""
 
 from __future__ import annotations
 
@@ -9,11 +12,14 @@ import sqlalchemy as sa
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.body_limit import BodyLimit
 from bot.bootstrap import App
+from bot.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger("queuebot.http")
 READY_TIMEOUT = 2.0
@@ -21,6 +27,7 @@ READY_TIMEOUT = 2.0
 
 def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
     handler = AsyncSlackRequestHandler(slack) if slack is not None else None
+    refused = RateLimitedLog(log, what="refused HTTP requests")
 
     async def slack_events(request: Request) -> Response:
         if handler is None:
@@ -55,5 +62,10 @@ def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
             Route("/slack/events", slack_events, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-        ]
+        ],
+        middleware=[
+            Middleware(
+                BodyLimit, max_bytes=app.config.file.http.max_body_kb * 1024, refused=refused
+            )
+        ],
     )
