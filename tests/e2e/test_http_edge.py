@@ -1,6 +1,7 @@
 """The HTTP edge of the real `queuebot serve`: what strangers can send it. Bodies over the
 limit are refused before they are read, on every endpoint, and a flood of them leaves the
-process's memory and Slack's acks alone.
+process's memory and Slack's acks alone. Unsigned or badly signed requests get 401 and
+signed but malformed ones 400, never 500, each costing at most one (rate-limited) log line.
 """
 
 from __future__ import annotations
@@ -222,3 +223,70 @@ def test_a_flood_of_large_unsigned_bodies_leaves_memory_and_acks_alone(edge: Edg
     assert [status for status, _ in acks] == [200] * len(acks)
     assert slowest < 3.0  # Slack's deadline for the ack
     assert {a for a in flood.answers if a is not None} <= {413}
+
+
+GARBAGE: list[bytes] = [
+    b"\xff\xfe\x00\x01 not utf-8",
+    b"payload=%7Bnot-json",
+    b"payload=%5B1%2C2%5D",
+    b'{"type": "block_actions", "actions": "x"',
+    b'{"authorizations": "x", "team": 7}',
+    b"command=%2Fqueue&text=help&user_id=U0ALICE",
+    b"",
+    b"%%%&&&===",
+]
+
+
+# signed, these are no Slack payload at all: Bolt cannot parse the first five, and the
+# last two make its matching raise
+MALFORMED = [
+    *GARBAGE[:5],
+    b'{"type": "block_actions", "actions": "x"}',
+    b'{"type": "event_callback", "event": "x"}',
+]
+
+
+def unsigned_headers(i: int) -> dict[str, str]:
+    now = str(int(time.time()))
+    return [
+        {},
+        {"X-Slack-Request-Timestamp": "not-a-number", "X-Slack-Signature": "v0=00"},
+        {"X-Slack-Request-Timestamp": now, "X-Slack-Signature": "v0=zz"},
+        {"X-Slack-Request-Timestamp": now},
+        {"X-Slack-Signature": "v0=" + "0" * 64},
+        {"X-Slack-Request-Timestamp": "1e9", "X-Slack-Signature": "v0=" + "0" * 64},
+        {"X-Slack-Request-Timestamp": "", "X-Slack-Signature": ""},
+    ][i % 7]
+
+
+def test_unsigned_garbage_gets_401_and_at_most_a_line_each(edge: Edge) -> None:
+    start = edge.log_size()
+    statuses = []
+    with httpx.Client(timeout=10) as client:
+        for i in range(210):
+            body = GARBAGE[i % len(GARBAGE)]
+            headers = {"Content-Type": "application/x-www-form-urlencoded", **unsigned_headers(i)}
+            if body.startswith(b"{"):
+                headers["Content-Type"] = "application/json"
+            response = client.post(f"{edge.served.url}/slack/events", content=body, headers=headers)
+            statuses.append(response.status_code)
+    assert set(statuses) == {401}
+    time.sleep(0.3)
+    logged = edge.log_since(start)
+    assert "Traceback" not in logged
+    assert len(logged.splitlines()) <= 10, logged
+
+
+def test_signed_but_malformed_bodies_get_400(edge: Edge) -> None:
+    start = edge.log_size()
+    with httpx.Client(timeout=10) as client:
+        for body in MALFORMED * 3:
+            headers = signed(body)
+            if body.startswith(b"{"):
+                headers["Content-Type"] = "application/json"
+            response = client.post(f"{edge.served.url}/slack/events", content=body, headers=headers)
+            assert response.status_code == 400, (body, response.status_code, response.text)
+    time.sleep(0.3)
+    logged = edge.log_since(start)
+    assert "Traceback" not in logged
+    assert len(logged.splitlines()) <= 3 * len(MALFORMED), logged
