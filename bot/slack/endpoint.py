@@ -48,7 +48,11 @@ class SlackEndpoint:
             return PlainTextResponse("not signed by Slack\n", status_code=401)
         try:
             bolt_request = to_async_bolt_request(request, body)
-        except Exception as exc:  # an unparsable body is the sender's fault, whatever raised
+            # Bolt turns what its middleware raises into an answer (bot/slack/app.py:
+            # bolt_errors), but on some shapes (an empty "actions") building the error
+            # handler's arguments raises again, out of dispatch.
+            bolt_response = await self.slack.async_dispatch(bolt_request)
+        except Exception as exc:  # the signed body is of a shape Bolt cannot take
             self.refused(
                 "refused a signed request to /slack/events from %s with 400: %s %s",
                 client,
@@ -56,7 +60,7 @@ class SlackEndpoint:
                 _short(exc),
             )
             return PlainTextResponse("malformed Slack request\n", status_code=400)
-        return to_starlette_response(await self.slack.async_dispatch(bolt_request))
+        return to_starlette_response(bolt_response)
 
 
 def _short(exc: BaseException) -> str:
