@@ -1,4 +1,9 @@
-"""The HTTP app: Slack's endpoint, health and readiness. One Starlette app, no globals."""
+"""The HTTP app: Slack's endpoint, health and readiness. One Starlette app, no globals.
+
+Every endpoint sits behind the body limit (bot/body_limit.py): a body over
+``[http] max_body_kb`` is refused with 413 before it is read. Slack's endpoint checks the
+signature before Bolt parses anything (bot/slack/endpoint.py): unsigned is 401, signed
+but malformed is 400, never 500."""
 
 from __future__ import annotations
 
@@ -6,29 +11,39 @@ import asyncio
 import logging
 
 import sqlalchemy as sa
-from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.body_limit import BodyLimit
 from bot.bootstrap import App
+from bot.ratelimited_log import RateLimitedLog
+from bot.slack.endpoint import SlackEndpoint
+from services.errors import ConfigError
 
 log = logging.getLogger("queuebot.http")
 READY_TIMEOUT = 2.0
 
 
 def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
-    handler = AsyncSlackRequestHandler(slack) if slack is not None else None
+    refused = RateLimitedLog(log, what="refused HTTP requests")
+    endpoint: SlackEndpoint | None = None
+    if slack is not None:
+        secret = app.config.env.slack_signing_secret
+        if secret is None:
+            raise ConfigError("SLACK_SIGNING_SECRET is not set; it checks every Slack request")
+        endpoint = SlackEndpoint(slack, signing_secret=secret.get_secret_value(), refused=refused)
 
     async def slack_events(request: Request) -> Response:
-        if handler is None:
+        if endpoint is None:
             return PlainTextResponse(
                 "Slack is not configured: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET",
                 status_code=503,
             )
-        return await handler.handle(request)
+        return await endpoint(request)
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -55,5 +70,10 @@ def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
             Route("/slack/events", slack_events, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-        ]
+        ],
+        middleware=[
+            Middleware(
+                BodyLimit, max_bytes=app.config.file.http.max_body_kb * 1024, refused=refused
+            )
+        ],
     )

@@ -40,7 +40,12 @@ async def slack_app_for(app: App, wiring: SlackWiring) -> AsyncApp | None:
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
     app = await build_app(config, notifier=_notifier(config))
     socket_mode: AsyncSocketModeHandler | None = None
-    wiring = SlackWiring(router=app.router, directory=app.directory, ledger=app.ledger)
+    wiring = SlackWiring(
+        router=app.router,
+        directory=app.directory,
+        ledger=app.ledger,
+        slack_api_base_url=config.env.slack_api_base_url,
+    )
     try:
         slack = await slack_app_for(app, wiring)
         http = build_http_app(app=app, slack=slack)

@@ -55,8 +55,11 @@ _TITLES: dict[type[QueuebotError], str] = {
 }
 UNEXPECTED_TITLE = "Unexpected error"
 FALLBACK_TITLE = "Something went wrong"
+UNKNOWN_BUTTON_TITLE = "Unknown button"
 # Every heading an error reply can carry: tools that read replies (bench/) tell errors by it.
-ERROR_TITLES: frozenset[str] = frozenset({*_TITLES.values(), UNEXPECTED_TITLE, FALLBACK_TITLE})
+ERROR_TITLES: frozenset[str] = frozenset(
+    {*_TITLES.values(), UNEXPECTED_TITLE, FALLBACK_TITLE, UNKNOWN_BUTTON_TITLE}
+)
 
 
 def unknown_user_denied(platform: str, account: str) -> str:
@@ -214,6 +217,20 @@ def unexpected_reply(correlation_id: str) -> Reply:
         "queuebot; the details are in its log."
     )
     return Reply(Message(text, (Heading(UNEXPECTED_TITLE), Text(text))), error=True)
+
+
+def unknown_button(action_id: str) -> Reply:
+    """A click on a button that names no change request (``cr:approve:0``, or a value
+    queuebot never draws): nothing is done, and the person is told so."""
+    shown = action_id if len(action_id) <= 80 else action_id[:79] + "…"
+    text = (
+        f"this button ({shown}) names no change request queuebot can act on; nothing was "
+        "done. /queue pending lists the requests waiting for a decision."
+    )
+    return Reply(
+        Message(f"{UNKNOWN_BUTTON_TITLE}: {text}", (Heading(UNKNOWN_BUTTON_TITLE), Text(text))),
+        error=True,
+    )
 
 
 def help_reply(topic: str | None, group: str = "queue") -> Reply:

@@ -143,6 +143,13 @@ class ReadsConfig(_Strict):
     fresh_seconds: float = Field(default=3.0, ge=0, le=300)
 
 
+class HttpConfig(_Strict):
+    """The HTTP server of ``queuebot serve``: a body over ``max_body_kb`` is refused (413)
+    before it is read. Slack's requests are a few KB; the floor keeps room for them."""
+
+    max_body_kb: int = Field(default=256, ge=16, le=16 * 1024)
+
+
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -162,6 +169,7 @@ class FileConfig(_Strict):
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     redrive: RedriveConfig = Field(default_factory=RedriveConfig)
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
 

@@ -13,10 +13,12 @@ from testkit.fake_slack import FakeSlack
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # noqa: S105
 
 
-def signed(body: str, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
-    """Slack's v0 signature headers: HMAC-SHA256 of ``v0:{timestamp}:{body}``."""
+def signed(body: str | bytes, *, secret: str = SECRET, ts: int | None = None) -> dict[str, str]:
+    """Slack's v0 signature headers: HMAC-SHA256 of ``v0:{timestamp}:{body}``, over the
+    body's exact bytes (a ``str`` is taken as UTF-8)."""
     stamp = str(int(time.time()) if ts is None else ts)
-    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
+    raw = body.encode() if isinstance(body, str) else body
+    digest = hmac.new(secret.encode(), b"v0:%s:%s" % (stamp.encode(), raw), hashlib.sha256)
     return {
         "X-Slack-Request-Timestamp": stamp,
         "X-Slack-Signature": f"v0={digest.hexdigest()}",

@@ -8,13 +8,16 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.authorization.async_authorize import AsyncAuthorize
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.error import BoltUnhandledRequestError
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -22,6 +25,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.ratelimited_log import RateLimitedLog
 from bot.slack.listeners import SlackWiring, register
 from services.config import EnvSettings
 from services.errors import ConfigError
@@ -115,6 +119,42 @@ def _bot_token_variable_hidden() -> Iterator[None]:
             os.environ["SLACK_BOT_TOKEN"] = saved
 
 
+def bolt_errors(refused: RateLimitedLog) -> Callable[..., Awaitable[BoltResponse | None]]:
+    """Bolt's error handler (its public ``app.error``), for signed requests Bolt cannot
+    handle. Left to itself Bolt answers 500 and logs a traceback when a payload of an
+    unexpected shape makes its middleware or matching raise, and logs several lines of
+    advice for a request no listener takes. Here the first is a 400 and the second a
+    404, each one rate-limited line. A listener that fails after its ack is queuebot's
+    own bug and keeps its traceback."""
+
+    async def on_error(
+        error: Exception, body: Any, response: BoltResponse | None
+    ) -> BoltResponse | None:
+        if isinstance(error, BoltUnhandledRequestError):
+            refused("no listener takes a signed Slack request (%s): answered 404", _what(body))
+            return BoltResponse(status=404, body="no listener for this request\n")
+        if response is None:  # Bolt passes none once the request was acknowledged
+            log.error("a Slack listener failed after its ack", exc_info=error)
+            return None
+        refused(
+            "a signed Slack request Bolt could not handle (%s %r): answered 400",
+            type(error).__name__,
+            str(error)[:200],
+        )
+        return BoltResponse(status=400, body="malformed Slack request\n")
+
+    return on_error
+
+
+def _what(body: Any) -> str:
+    """A few words naming a request, for the log: its command, or its type."""
+    if isinstance(body, dict):
+        for key in ("command", "type"):
+            if isinstance(body.get(key), str):
+                return f"{key} {body[key][:40]!r}"
+    return "no command or type"
+
+
 async def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
     """The Bolt app, after asking Slack once who the bot is (see BotIdentity)."""
     if env.slack_signing_secret is None:
@@ -134,6 +174,8 @@ async def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
             signing_secret=env.slack_signing_secret.get_secret_value(),
             process_before_response=False,  # ack first, work after: never miss the 3 s deadline
             logger=logging.getLogger("queuebot.slack"),
+            raise_error_for_unhandled_request=True,  # to bolt_errors: one line, not advice
         )
+    app.error(bolt_errors(RateLimitedLog(log, what="Slack requests refused")))
     register(app, wiring)
     return app

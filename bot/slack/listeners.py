@@ -4,19 +4,28 @@ Every request is acknowledged first, by the ``ack_at_once`` listener middleware 
 up after 3 s and Bolt answers 404 when ack is late). The listener then hands a plain
 delivery to a task, which records it in the ledger so that a retry or a double delivery
 does nothing more, runs the command and answers through ``response_url``.
+
+Before that, ``accepting`` reads what Slack sent into that delivery, checking every part
+queuebot keeps, answers to or records (a signed request is Slack's, but a payload of a shape
+Slack never sends must not become a database error or an answer posted nowhere). A payload
+queuebot cannot act on or answer is refused with 400; a button that names no change
+request is acknowledged and answered with a clear ephemeral reply.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
-from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -25,7 +34,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.boundary import answer
+from bot.ratelimited_log import RateLimitedLog
 from bot.slack.render import blocks, fallback_text
+from commands import messages
 from commands.context import Invocation, new_correlation_id
 from commands.model import Approve, Command, Reject
 from commands.parser import GROUPS
@@ -36,7 +47,9 @@ from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
 
-ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")
+BUTTON = re.compile(r"^cr:")  # every button queuebot draws; Bolt routes these here
+ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")  # the ones it can act on
+ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bolt's context
 
 
 @dataclass(frozen=True)
@@ -54,13 +67,30 @@ class Delivery:
     decision: Command | None = None  # a button: Approve or Reject
 
 
+@dataclass(frozen=True)
+class UnknownButton:
+    """A click on a ``cr:`` button that names no change request queuebot can act on."""
+
+    action_id: str
+    response_url: str
+
+
+class Malformed(ValueError):
+    """A signed payload queuebot cannot act on or answer; the message says which part."""
+
+
 @dataclass
 class SlackWiring:
     router: Router
     directory: Directory
     ledger: DeliveryLedger
+    # Where Slack's Web API is (SLACK_API_BASE_URL): answers may also go to its origin
+    slack_api_base_url: str = "https://slack.com/api/"
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     session: aiohttp.ClientSession | None = None
+    refused: RateLimitedLog = field(
+        default_factory=lambda: RateLimitedLog(log, what="malformed Slack payloads refused")
+    )
 
     async def answer(self, response_url: str, body: dict[str, Any]) -> None:
         """Post to a response_url over one shared HTTP session (keep-alive), retrying
@@ -81,7 +111,17 @@ class SlackWiring:
                 AsyncServerErrorRetryHandler(max_retry_count=2),
             ],
         )
-        sent = await client.send_dict(body)
+        try:
+            sent = await client.send_dict(body)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            # after its retries: one line, not an exception nobody retrieves from the task
+            log.warning(
+                "could not deliver an answer to %s: %s %s",
+                _host(response_url),
+                type(exc).__name__,
+                exc,
+            )
+            return
         if sent.status_code >= 400:
             log.warning("Slack refused an answer: HTTP %s %s", sent.status_code, sent.body)
 
@@ -139,52 +179,139 @@ async def ack_at_once(ack: AsyncAck, next: Callable[[], Awaitable[None]]) -> Non
 
 def register(app: AsyncApp, w: SlackWiring) -> None:
     for group in GROUPS:
-        app.command(f"/{group}", middleware=[ack_at_once])(_command_listener(w, group))
-    app.action(ACTION, middleware=[ack_at_once])(_action_listener(w))
+        read_command = functools.partial(command_delivery, group=group)
+        app.command(f"/{group}", middleware=[accepting(w, read_command), ack_at_once])(_listener(w))
+    app.action(BUTTON, middleware=[accepting(w, button_click), ack_at_once])(_listener(w))
 
 
-def _command_listener(w: SlackWiring, group: str) -> Any:
-    async def on_command(body: dict[str, Any]) -> None:  # acked already: ack_at_once
-        w.dispatch(
-            Delivery(
-                key=f"slack:command:{body.get('trigger_id')}",
-                where=f"Slack /{group}",
-                user=str(body.get("user_id", "")),
-                channel=body.get("channel_id"),
-                response_url=str(body.get("response_url", "")),
-                group=group,
-                text=str(body.get("text", "")),
-            )
-        )
+def accepting(
+    w: SlackWiring, read: Callable[..., Delivery | UnknownButton]
+) -> Callable[..., Awaitable[BoltResponse | None]]:
+    """A listener middleware that reads the payload before the ack: one ``read`` refuses
+    is answered 400 (one rate-limited log line) and goes no further; otherwise the
+    delivery waits in Bolt's context for the listener."""
 
-    return on_command
+    async def accept(
+        body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        try:
+            context[ACCEPTED] = read(body, slack_api=w.slack_api_base_url)
+        except Malformed as exc:
+            w.refused("refused a signed Slack payload with 400: %s", exc)
+            return BoltResponse(status=400, body=f"malformed Slack request: {exc}\n")
+        await next()
+        return None
+
+    return accept
 
 
-def _action_listener(w: SlackWiring) -> Any:
-    async def on_action(body: dict[str, Any], action: dict[str, Any]) -> None:  # acked already
-        user = str(body.get("user", {}).get("id", ""))
-        action_id = str(action.get("action_id", ""))
-        matched = ACTION.match(action_id)  # Bolt routed it here by this pattern
-        if matched is None:
-            return
-        verb, number = matched.groups()
-        w.dispatch(
-            Delivery(
-                key=f"slack:action:{action.get('action_ts')}:{user}:{action_id}",
-                where=f"Slack button {action_id}",
-                user=user,
-                channel=body.get("channel", {}).get("id"),
-                response_url=str(body.get("response_url", "")),
-                thread=body.get("container", {}).get("thread_ts"),
-                decision=(
-                    Approve(request=int(number))
-                    if verb == "approve"
-                    else Reject(request=int(number))
-                ),
-            )
-        )
+def _listener(w: SlackWiring) -> Any:
+    async def on_accepted(context: AsyncBoltContext) -> None:  # acked already: ack_at_once
+        accepted = context[ACCEPTED]
+        if isinstance(accepted, UnknownButton):
+            reply = messages.unknown_button(accepted.action_id)
+            w.spawn(w.answer(accepted.response_url, payload(reply)))
+        else:
+            w.dispatch(accepted)
 
-    return on_action
+    return on_accepted
+
+
+# What queuebot keeps of a payload. A ledger key is made of Slack's ids: each part
+# printable ASCII without spaces or the key's separator ":" (so no two deliveries can
+# share a key), and short enough that a key always fits the ledger whole (200
+# characters): Slack's ids are a few dozen characters.
+_ID = re.compile(r"[!-9;-~]+")
+_MAX_TEXT = 10_000  # a slash command's text; Slack's are far shorter
+
+
+def _dig(body: Any, *path: str) -> Any:
+    """``body[path[0]][path[1]]...``, or None where a part is missing or not an object."""
+    for key in path:
+        if not isinstance(body, dict):
+            return None
+        body = body.get(key)
+    return body
+
+
+def _id(value: Any, name: str, longest: int = 64) -> str:
+    if not isinstance(value, str) or len(value) > longest or not _ID.fullmatch(value):
+        raise Malformed(f"{name} is missing or not a Slack id")
+    return value
+
+
+def _optional_id(value: Any, name: str) -> str | None:
+    return None if value is None else _id(value, name)
+
+
+def answer_url(value: Any, slack_api: str) -> str:
+    """The response_url to answer at: an https URL (Slack's are https://hooks.slack.com/...)
+    or one at the origin of SLACK_API_BASE_URL. Plain http is allowed there and nowhere
+    else: that is how the tests' fake Slack, serving http on 127.0.0.1, gets its answers
+    (SLACK_API_BASE_URL points at it), while a payload can never send queuebot's answer
+    over plain http to any other address."""
+    if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,2000}", value):
+        raise Malformed("response_url is missing or not a URL")
+    try:
+        url, api = urlsplit(value), urlsplit(slack_api)
+        origin = (url.scheme, url.hostname, url.port)
+        api_origin = (api.scheme, api.hostname, api.port)
+    except ValueError:
+        raise Malformed("response_url is not a URL") from None
+    if not url.hostname or (url.scheme != "https" and origin != api_origin):
+        raise Malformed("response_url is not an https URL")
+    return value
+
+
+def command_delivery(body: dict[str, Any], *, group: str, slack_api: str) -> Delivery:
+    """A slash command's delivery; Malformed names the part Slack would never send."""
+    text = body.get("text", "")
+    if not isinstance(text, str) or "\x00" in text or len(text) > _MAX_TEXT:
+        raise Malformed("text is not a command's text")
+    return Delivery(
+        key=f"slack:command:{_id(body.get('trigger_id'), 'trigger_id', longest=150)}",
+        where=f"Slack /{group}",
+        user=_id(body.get("user_id"), "user_id"),
+        channel=_optional_id(body.get("channel_id"), "channel_id"),
+        response_url=answer_url(body.get("response_url"), slack_api),
+        group=group,
+        text=text,
+    )
+
+
+def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownButton:
+    """A click's delivery, or UnknownButton when the button names no change request that
+    could exist (``cr:approve:0``); Malformed names the part Slack would never send."""
+    actions = body.get("actions")
+    action = actions[0] if isinstance(actions, list) and actions else None
+    action_id = _dig(action, "action_id")
+    if not isinstance(action_id, str) or not action_id.isprintable() or len(action_id) > 255:
+        raise Malformed("the action's action_id is missing or unreadable")
+    response_url = answer_url(body.get("response_url"), slack_api)
+    user = _id(_dig(body, "user", "id"), "user.id")
+    matched = ACTION.match(action_id)
+    if matched is None or int(matched.group(2)) < 1:
+        return UnknownButton(action_id, response_url)
+    verb, number = matched.group(1), int(matched.group(2))
+    return Delivery(
+        key=f"slack:action:{_id(_dig(action, 'action_ts'), 'action_ts')}:{user}:{action_id}",
+        where=f"Slack button {action_id}",
+        user=user,
+        channel=_optional_id(_dig(body, "channel", "id"), "channel.id"),
+        response_url=response_url,
+        thread=_optional_id(_dig(body, "container", "thread_ts"), "container.thread_ts"),
+        decision=Approve(request=number) if verb == "approve" else Reject(request=number),
+    )
+
+
+def _host(url: str) -> str:
+    """Where an answer goes, for the log: host and port only (a response_url's path is
+    what lets anyone post to the conversation)."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    except ValueError:
+        return "an unreadable URL"
 
 
 async def handle_delivery(w: SlackWiring, d: Delivery) -> None:

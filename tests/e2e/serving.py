@@ -64,6 +64,14 @@ def _build(db_url: str) -> None:
 class Served:
     url: str
     log: Path
+    pid: int
+
+    def rss_kb(self) -> int:
+        """The process's resident memory now (VmRSS in /proc/PID/status), in KB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError(f"no VmRSS for process {self.pid}")
 
     def wait_for_log(self, text: str, timeout: float = 15.0) -> None:
         """Until serve's log holds ``text``: proof that it got as far as saying so."""
@@ -107,7 +115,7 @@ def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[S
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(log_path.read_text())
                 time.sleep(0.1)
-            yield Served(url, log_path)
+            yield Served(url, log_path, proc.pid)
         finally:
             proc.terminate()
             try:

@@ -331,3 +331,64 @@ def test_a_plan_approved_by_button_reports_progress_in_a_thread(stack: Stack) ->
         lambda c: c.path == "/api/chat.postMessage" and c.body.get("thread_ts") is not None
     )[0]
     assert "P-1 sample started: 2 job(s) returned to the queue" in thread.body["text"]
+
+
+def ledger_size(stack: Stack) -> int:
+    return int(stack.sql("SELECT count(*) FROM qb_deliveries")[0][0])
+
+
+@pytest.mark.parametrize(
+    "trigger", ["1.\x00.nul", "", "has space", "x" * 300, "ctl\x1b[2J"], ids=repr
+)
+def test_a_trigger_id_slack_never_sends_is_refused_with_400(stack: Stack, trigger: str) -> None:
+    name = f"trigger-{time.monotonic_ns()}"
+    recorded = ledger_size(stack)
+    fields = slash_fields(stack.fake, "help", name=name, user=ALICE, trigger=trigger)
+    response, _, _ = slash(stack, "help", name=name, body=urlencode(fields))
+    assert response.status_code == 400
+    assert "trigger_id" in response.text
+    time.sleep(0.3)
+    assert not stack.fake.recorded(f"/response/{name}")
+    assert ledger_size(stack) == recorded
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["not a url", "ftp://hooks.slack.com/x", "http://hooks.slack.com/commands/x", "https://", ""],
+)
+def test_a_response_url_queuebot_must_not_call_is_refused_with_400(stack: Stack, url: str) -> None:
+    n = next(_counter)
+    fields = slash_fields(stack.fake, "help", name="unused", user=ALICE, trigger=f"{n}.url")
+    fields["response_url"] = url
+    response, _, _ = slash(stack, "help", body=urlencode(fields))
+    assert response.status_code == 400
+    assert "response_url" in response.text
+
+
+def test_an_unreachable_response_url_costs_one_log_line(stack: Stack) -> None:
+    n = next(_counter)
+    fields = slash_fields(stack.fake, "help", name="unused", user=ALICE, trigger=f"{n}.gone")
+    fields["response_url"] = f"https://127.0.0.1:9/commands/gone-{n}"  # nothing listens
+    response, _, _ = slash(stack, "help", body=urlencode(fields))
+    assert response.status_code == 200  # a well-formed URL: acknowledged, answered in vain
+    stack.served.wait_for_log("could not deliver an answer to 127.0.0.1:9")
+    time.sleep(0.5)
+    log = stack.served.log.read_text()
+    assert "Task exception was never retrieved" not in log
+    # the SDK's retries add INFO lines of their own; queuebot's word on it is one line
+    warned = [
+        line
+        for line in log.splitlines()
+        if "127.0.0.1:9" in line and (" WARNING " in line or " ERROR " in line)
+    ]
+    assert len(warned) == 1, warned
+
+
+@pytest.mark.parametrize("action_id", ["cr:approve:0", "cr:reject:000", "cr:approve:x1"])
+def test_a_button_naming_no_request_gets_a_clear_reply(stack: Stack, action_id: str) -> None:
+    response, name = click(stack, action_id, user=BOB)
+    assert response.status_code == 200
+    reply = answer_to(stack, name)
+    assert reply.body["response_type"] == "ephemeral"
+    assert reply.body["replace_original"] is False
+    assert f"this button ({action_id}) names no change request" in texts(reply)

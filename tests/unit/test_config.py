@@ -311,6 +311,20 @@ def test_number_out_of_range(tmp_path: Path) -> None:
     )
 
 
+def test_the_http_body_limit_defaults_to_256_kb_and_is_bounded(tmp_path: Path) -> None:
+    assert FileConfig().http.max_body_kb == 256
+    good = load_config(write(tmp_path, "[http]\nmax_body_kb = 1024\n"), environ={})
+    assert good.file.http.max_body_kb == 1024
+    for value, expected in [
+        (8, "Input should be greater than or equal to 16"),
+        (100_000, "Input should be less than or equal to 16384"),
+        ('"big"', "Input should be a valid integer, unable to parse string as an integer"),
+    ]:
+        path, message = config_error(tmp_path, f"[http]\nmax_body_kb = {value}\n")
+        shown = repr(value.strip('"')) if isinstance(value, str) else value
+        assert message == f"{path}: http.max_body_kb = {shown}: {expected}"
+
+
 def test_queue_and_queues_together(tmp_path: Path) -> None:
     path, message = config_error(
         tmp_path, '[queue]\nprofile = "worker_queue"\n[queues.x]\nprofile = "message_job"\n'
