@@ -1,4 +1,4 @@
-"""Two-person approval through the console, as SPEC §6 describes it, on the demo estate."""
+"""Two-person approval through the console: a second person approves, on the demo estate."""
 
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ def test_request_refusals_approval_skip_and_expiry(tmp_path: Path) -> None:
         f"dev_r_worker_queue WHERE id IN ({', '.join(ids)}) ORDER BY id",
     )
     assert after[0][1] == "claimed"
-    for row in after[1:]:  # exactly seed 002 §10's UPDATE
+    for row in after[
+        1:
+    ]:  # exactly the requeue's UPDATE: queued, retries and failure fields cleared
         assert row[1:] == ("queued", 0, None, None, None, None, None, None)
 
     (other,) = db_rows(db, "SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
