@@ -20,6 +20,8 @@ from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
 from services.audit import AuditTrail
+from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
+from services.audit.anchors import Anchors
 from services.changes.execute import Executor
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, RedriveConfig
@@ -89,14 +91,21 @@ def wire_services(
     notifier: Notifier | None,
     audit: AuditTrail,
     housekeeping: bool = True,
+    audit_channel: bool = False,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
-    queuebot's tables live beside the queue, which plans and samples need)."""
+    queuebot's tables live beside the queue, which plans and samples need);
+    ``audit_channel`` posts the trail's head there after each change and on a schedule."""
     ledger = DeliveryLedger(engine=state_engine, clock=clock)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
     outbox.register(PLAN_NEWS, publisher.deliver)
+    anchors = (
+        Anchors(trail=audit, relay=outbox, notifier=notifier)
+        if audit_channel and notifier is not None
+        else None
+    )
     plans = PlanEngine(estate=estate, config=redrive, clock=clock, outbox=outbox, audit=audit)
     control = PlanControl(estate=estate, clock=clock, outbox=outbox, audit=audit)
     changes = ChangeRequests(
@@ -105,12 +114,14 @@ def wire_services(
         approval=approval,
         redrive=redrive,
         clock=clock,
-        executor=Executor(estate=estate, plans=plans, control=control, audit=audit),
+        executor=Executor(
+            estate=estate, plans=plans, control=control, audit=audit, anchors=anchors
+        ),
         audit=audit,
     )
     sched = Scheduler(engine=state_engine, clock=clock)
     if housekeeping:
-        jobs.register(sched, estate=estate, plans=plans, audit=audit)
+        jobs.register(sched, estate=estate, plans=plans, audit=audit, anchors=anchors)
     return Services(
         changes=changes,
         plans=plans,
@@ -184,6 +195,7 @@ async def build_app(
             notifier=notifier,
             audit=audit,
             housekeeping=estate_url == state_url,
+            audit_channel=ANCHOR_CHANNEL in config.file.channels,
         )
         deps = Deps(
             reads=QueueReads(

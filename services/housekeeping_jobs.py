@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import ledger, outbox, samples, scheduler
 from services.audit import AuditTrail
+from services.audit.anchors import Anchors
 from services.changes import store as requests
 from services.estate.estate import Estate
 from services.plans.engine import PlanEngine
@@ -22,9 +23,18 @@ FORGET = "deliveries.forget"
 SAMPLE_EVERY = timedelta(minutes=1)
 EXPIRE_EVERY = timedelta(seconds=30)
 FORGET_EVERY = timedelta(hours=1)
+ANCHOR = "audit.anchor"
+ANCHOR_EVERY = timedelta(minutes=15)  # the head is posted after each change, and this often
 
 
-def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine, audit: AuditTrail) -> None:
+def register(
+    sched: Scheduler,
+    *,
+    estate: Estate,
+    plans: PlanEngine,
+    audit: AuditTrail,
+    anchors: Anchors | None = None,
+) -> None:
     """Give the scheduler its handlers: each runs in the scheduler's transaction."""
 
     async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
@@ -50,7 +60,17 @@ def register(sched: Scheduler, *, estate: Estate, plans: PlanEngine, audit: Audi
         )
         return []
 
+    async def anchor(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+        await scheduler.schedule(
+            conn, kind=ANCHOR, subject=subject, due_at=now + ANCHOR_EVERY, created_at=now
+        )
+        if anchors is None:
+            return []
+        kick = await anchors.record(conn, now=now, only_if_moved=True)
+        return [kick] if kick else []
+
     sched.register(SAMPLE, sample)
+    sched.register(ANCHOR, anchor)
     sched.register(EXPIRE, expire)
     sched.register(FORGET, forget)
     sched.register(TICK, plans.tick)
@@ -64,3 +84,4 @@ async def seed(engine: AsyncEngine, *, estate: Estate, clock: Callable[[], datet
             await scheduler.ensure(conn, kind=SAMPLE, subject=queue, due_at=now)
         await scheduler.ensure(conn, kind=EXPIRE, subject="all", due_at=now)
         await scheduler.ensure(conn, kind=FORGET, subject="all", due_at=now + FORGET_EVERY)
+        await scheduler.ensure(conn, kind=ANCHOR, subject="all", due_at=now + ANCHOR_EVERY)

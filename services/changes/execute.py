@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
+from services.audit.anchors import Anchors
 from services.changes import store
 from services.changes.model import ChangeKind, Executed, RequestRow, RequestState
 from services.errors import ConcurrentChange
@@ -22,9 +23,16 @@ from services.scheduler import FollowUp
 
 class Executor:
     def __init__(
-        self, *, estate: Estate, plans: PlanEngine, control: PlanControl, audit: AuditTrail
+        self,
+        *,
+        estate: Estate,
+        plans: PlanEngine,
+        control: PlanControl,
+        audit: AuditTrail,
+        anchors: Anchors | None,
     ) -> None:
         self.audit = audit
+        self.anchors = anchors  # None: no audit channel to post the trail's head to
         self.estate = estate
         self.plans = plans
         self.control = control
@@ -103,6 +111,9 @@ class Executor:
                 "before": before,
             },
         )
+        if self.anchors is not None:  # the head after this change, kept outside the database
+            kick = await self.anchors.record(conn, now=now)
+            follow_ups = [*follow_ups, *([kick] if kick else [])]
         return follow_ups
 
     async def _apply(

@@ -105,6 +105,7 @@ def build_services(
     redrive: RedriveConfig = FAST,
     approval: ApprovalConfig | None = None,
     audit: AuditTrail | None = None,
+    audit_channel: bool = False,
 ) -> Services:
     return wire_services(
         state_engine=engine,
@@ -114,6 +115,7 @@ def build_services(
         redrive=redrive,
         notifier=notifier,
         audit=audit or AuditTrail(),
+        audit_channel=audit_channel,
     )
 
 
