@@ -25,7 +25,7 @@ from services.audit.anchors import Anchors
 from services.changes.execute import Executor
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, RedriveConfig
-from services.db import create_engine, reading, redacted
+from services.db import create_engine, reading, redacted, same_database
 from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
@@ -166,9 +166,10 @@ async def build_app(
     to date and the audit key is checked against the trail; ``announce`` then warns when
     the trail is unkeyed (the demo, on a throwaway SQLite file, does not)."""
     state_url, estate_url = config.env.state_url, config.env.estate_url
+    one_database = same_database(state_url, estate_url)
     state_engine = create_engine(state_url)
     engines = [state_engine]
-    if estate_url == state_url and state_engine.dialect.name == "sqlite":
+    if one_database and state_engine.dialect.name == "sqlite":
         estate_engine = state_engine  # one file, one writer: one pool
     else:
         # Reads get a pool of their own, so a burst of triage never makes the delivery
@@ -186,6 +187,11 @@ async def build_app(
             engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()
         )
         directory = Directory.from_config(config.file)
+        if not one_database:
+            log.warning(
+                "queuebot's tables and the queue are in different databases: reads work, "
+                "every change is refused (see `queuebot config check`)"
+            )
         services = wire_services(
             state_engine=state_engine,
             estate=estate,
@@ -194,7 +200,7 @@ async def build_app(
             redrive=config.file.redrive,
             notifier=notifier,
             audit=audit,
-            housekeeping=estate_url == state_url,
+            housekeeping=one_database,
             audit_channel=ANCHOR_CHANNEL in config.file.channels,
         )
         deps = Deps(

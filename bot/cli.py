@@ -24,7 +24,7 @@ from bot.serve import serve
 from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
-from services.db import create_engine, reading, redacted
+from services.db import create_engine, reading, redacted, same_database
 from services.errors import QueuebotError
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
@@ -320,6 +320,15 @@ async def _audit_head(config: Config) -> int:
     return 0
 
 
+SEPARATE_DATABASES = (
+    "queuebot's tables (QUEUEBOT_DATABASE_URL) and the queue (QUEUEBOT_QUEUE_DATABASE_URL) "
+    "are in different databases: reads work, but every change is refused, because a change "
+    "and its audit event must commit in one transaction. Point QUEUEBOT_DATABASE_URL at the "
+    "queue's database (queuebot's tables are prefixed qb_) and unset "
+    "QUEUEBOT_QUEUE_DATABASE_URL."
+)
+
+
 async def _config_check(config: Config) -> int:
     """Validate everything a start would need and say what is there."""
     app: App = await build_app(config, migrate=False)
@@ -329,6 +338,8 @@ async def _config_check(config: Config) -> int:
         f"state database: {redacted(config.env.state_url)}",
         f"queue database: {redacted(config.env.estate_url)}",
     ]
+    if not same_database(config.env.state_url, config.env.estate_url):
+        problems.append(SEPARATE_DATABASES)
     try:
         current = await current_revision(app.state_engine)
         head = head_revision()

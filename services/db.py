@@ -53,6 +53,11 @@ def normalise_url(url: str) -> URL:
     return parsed.set(drivername=driver)
 
 
+def same_database(a: str, b: str) -> bool:
+    """Whether two URLs name one database (as queuebot connects to it)."""
+    return normalise_url(a) == normalise_url(b)
+
+
 def redacted(url: str | URL) -> str:
     """The URL with its password hidden, safe for logs and messages."""
     parsed = url if isinstance(url, URL) else make_url(url)

@@ -73,10 +73,11 @@ class ChangeRequests:
     def _writable(self) -> AsyncEngine:
         if self.estate.engine.url != self.engine.url:
             raise PreconditionFailed(
-                "queuebot changes queue rows only when its own tables live in the queue's "
-                "database, so the change and its audit event commit together. Point "
-                "QUEUEBOT_DATABASE_URL at the queue database (queuebot's tables are "
-                "prefixed qb_)."
+                "this queuebot is read-only: its own tables and the queue are in different "
+                "databases, and a change and its audit event must commit in one "
+                "transaction. Point QUEUEBOT_DATABASE_URL at the queue's database "
+                "(queuebot's tables are prefixed qb_) and unset QUEUEBOT_QUEUE_DATABASE_URL; "
+                "`queuebot config check` says so too."
             )
         return self.engine
 
