@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,7 +26,7 @@ from services.config import ApprovalConfig, Config, RedriveConfig
 from services.db import create_engine, redacted
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
-from services.ledger import DeliveryLedger
+from services.ledger import STALE, DeliveryLedger
 from services.migrate import upgrade
 from services.notify import Notifier
 from services.outbox import Outbox
@@ -67,11 +67,13 @@ def wire_services(
     notifier: Notifier | None,
     audit: AuditTrail,
     housekeeping: bool = True,
+    claim_stale: timedelta = STALE,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
-    queuebot's tables live beside the queue, which plans and samples need)."""
-    ledger = DeliveryLedger(engine=state_engine, clock=clock)
+    queuebot's tables live beside the queue, which plans and samples need);
+    ``claim_stale`` is when a delivery's unrefreshed claim is taken over."""
+    ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
     outbox.register(PLAN_NEWS, publisher.deliver)
@@ -155,6 +157,11 @@ async def build_app(
             notifier=notifier,
             audit=AuditTrail(),
             housekeeping=estate_url == state_url,
+            claim_stale=(
+                STALE
+                if config.env.claim_stale_seconds is None
+                else timedelta(seconds=config.env.claim_stale_seconds)
+            ),
         )
         deps = Deps(
             reads=QueueReads(

@@ -47,6 +47,9 @@ _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}\Z")
 _SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}\Z")
 _SNOWFLAKE = re.compile(r"^[0-9]{15,21}\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
+# A delivery's claim is refreshed every 2 s while its work runs (services/ledger.py
+# HEARTBEAT); one unrefreshed for less than two and a half beats may belong to a live owner.
+MIN_CLAIM_STALE_SECONDS = 5.0
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -230,6 +233,14 @@ class EnvSettings(BaseSettings):
         default="https://discord.com/api/v10", validation_alias="DISCORD_API_BASE_URL"
     )
     alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
+    claim_stale_seconds: float | None = Field(
+        default=None,
+        ge=MIN_CLAIM_STALE_SECONDS,
+        le=3600,
+        validation_alias="QUEUEBOT_CLAIM_STALE_SECONDS",
+        description="how long a delivery's claim may go unrefreshed before its owner is "
+        "taken for dead and a redelivery takes it over (default: services/ledger.py STALE)",
+    )
 
     @classmethod
     def settings_customise_sources(
