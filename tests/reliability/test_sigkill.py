@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from services.outbox import LEASE
 from tests.reliability.harness import (
     ALICE,
     BOB,
@@ -300,9 +301,8 @@ def test_approval_of_300_jobs_survives_sigkill(tmp_path: Path, figures: Figures)
 
 # -- (c) a staged plan's waves -------------------------------------------------------------
 
-PLAN_JOBS = 300  # a sample of 5, then waves of 5 and 10: 31 waves a plan
+PLAN_JOBS = 150  # a sample of 5, then waves of 5 and 10: 16 waves a plan
 PLAN_HORIZON = 2.0  # seconds after serve is up; waves run every few tenths of a second
-OUTBOX_LEASE = 120.0  # services/outbox.py LEASE: an item a dead relay held waits this long
 
 
 def start_plan(c: Cluster, served: Serve, error: str, tag: str) -> int:
@@ -368,6 +368,9 @@ def no_half_wave(c: Cluster, number: int) -> None:
     assert started == list(range(len(waves["waves"]))), started
 
 
+SLOWEST_POST = "SELECT max(extract(epoch FROM done_at - created_at)) FROM qb_outbox"
+
+
 def outbox_undone(c: Cluster) -> int:
     return int(c.scalar("SELECT count(*) FROM qb_outbox WHERE done_at IS NULL"))
 
@@ -381,6 +384,7 @@ def test_plan_waves_survive_sigkill(tmp_path: Path, figures: Figures) -> None:
         served = c.start()
         plans: list[int] = []
         kills: list[dict[str, object]] = []
+        held: set[int] = set()
         with Worker(c) as worker:
             for i in range(KILLS):
                 if not plans or plan_state(c, plans[-1])[0] == "completed":
@@ -390,14 +394,17 @@ def test_plan_waves_survive_sigkill(tmp_path: Path, figures: Figures) -> None:
                 time.sleep(delay)
                 served.kill()
                 state, waves = plan_state(c, plans[-1])
-                leased = c.scalar(
-                    "SELECT count(*) FROM qb_outbox WHERE done_at IS NULL AND due_at > now()"
+                # a post the dead relay was delivering: it waits out its lease
+                held.update(
+                    r[0]
+                    for r in c.sql(
+                        "SELECT id FROM qb_outbox WHERE done_at IS NULL AND due_at > now() "
+                        "AND last_error IS NULL"
+                    )
                 )
                 for number in plans:
                     no_half_wave(c, number)
-                kills.append(
-                    {"delay": round(delay, 3), "plan": state, "waves": waves, "leased": leased}
-                )
+                kills.append({"delay": round(delay, 3), "plan": state, "waves": waves})
                 served = c.start()
             deadline = time.monotonic() + 120
             while plan_state(c, plans[-1])[0] != "completed":
@@ -405,7 +412,8 @@ def test_plan_waves_survive_sigkill(tmp_path: Path, figures: Figures) -> None:
                 time.sleep(0.1)
         finished = time.monotonic()
         while outbox_undone(c):  # an item a killed relay held comes due when its lease ends
-            assert time.monotonic() < finished + OUTBOX_LEASE + 30, "the outbox never drained"
+            lease = LEASE.total_seconds()
+            assert time.monotonic() < finished + lease + 30, "the outbox never drained"
             time.sleep(0.2)
         drained_after = time.monotonic() - finished
 
@@ -445,7 +453,8 @@ def test_plan_waves_survive_sigkill(tmp_path: Path, figures: Figures) -> None:
             "kills": len(kills),
             "seed": SEED + 2,
             "kills while a plan was running": sum(k["plan"] == "running" for k in kills),
-            "kills while an outbox item was leased": sum(bool(k["leased"]) for k in kills),
+            "posts a killed relay was delivering (each waited out its lease)": len(held),
+            "slowest post, written to delivered (s)": round(float(c.scalar(SLOWEST_POST)), 1),
             "plans": len(plans),
             "jobs per plan": PLAN_JOBS,
             "waves": sum(plan_state(c, n)[1] for n in plans),
