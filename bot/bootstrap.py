@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -29,7 +29,7 @@ from services.db import create_engine, reading, redacted, same_database
 from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
-from services.ledger import DeliveryLedger
+from services.ledger import STALE, DeliveryLedger
 from services.migrate import upgrade
 from services.notify import Notifier
 from services.outbox import Outbox
@@ -92,12 +92,14 @@ def wire_services(
     audit: AuditTrail,
     housekeeping: bool = True,
     audit_channel: bool = False,
+    claim_stale: timedelta = STALE,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
     queuebot's tables live beside the queue, which plans and samples need);
-    ``audit_channel`` posts the trail's head there after each change and on a schedule."""
-    ledger = DeliveryLedger(engine=state_engine, clock=clock)
+    ``audit_channel`` posts the trail's head there after each change and on a schedule;
+    ``claim_stale`` is when a delivery's unrefreshed claim is taken over."""
+    ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
     outbox.register(PLAN_NEWS, publisher.deliver)
@@ -202,6 +204,11 @@ async def build_app(
             audit=audit,
             housekeeping=one_database,
             audit_channel=ANCHOR_CHANNEL in config.file.channels,
+            claim_stale=(
+                STALE
+                if config.env.claim_stale_seconds is None
+                else timedelta(seconds=config.env.claim_stale_seconds)
+            ),
         )
         deps = Deps(
             reads=QueueReads(

@@ -48,6 +48,9 @@ _SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}\Z")
 _SNOWFLAKE = re.compile(r"^[0-9]{15,21}\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
 AUDIT_KEY_MIN_LENGTH = 32
+# A delivery's claim is refreshed every 2 s while its work runs (services/ledger.py
+# HEARTBEAT); one unrefreshed for less than two and a half beats may belong to a live owner.
+MIN_CLAIM_STALE_SECONDS = 5.0
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -241,6 +244,14 @@ class EnvSettings(BaseSettings):
     alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
     # The key of the audit trail's HMAC chain. Only here: the database never holds it.
     audit_key: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_AUDIT_KEY")
+    claim_stale_seconds: float | None = Field(
+        default=None,
+        ge=MIN_CLAIM_STALE_SECONDS,
+        le=3600,
+        validation_alias="QUEUEBOT_CLAIM_STALE_SECONDS",
+        description="how long a delivery's claim may go unrefreshed before its owner is "
+        "taken for dead and a redelivery takes it over (default: services/ledger.py STALE)",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -42,7 +42,9 @@ from services.models import Delivery
 
 _deliveries = cast(sa.Table, Delivery.__table__)
 KEEP = timedelta(days=2)  # far beyond any platform's retry window
-STALE = timedelta(seconds=10)  # a delivery's claim unrefreshed this long: its owner is gone
+# A delivery's claim unrefreshed this long: its owner is gone. QUEUEBOT_CLAIM_STALE_SECONDS
+# sets it per process (down to 5 s: the tests that kill processes wait it out).
+STALE = timedelta(seconds=10)
 HEARTBEAT = 2.0  # seconds between refreshes of a claim in progress
 CLAIMED, DONE = "claimed", "done"
 KEY_LENGTH = 200
@@ -65,18 +67,25 @@ class Claim:
 
 class DeliveryLedger:
     def __init__(
-        self, *, engine: AsyncEngine, clock: Callable[[], datetime], owner: str | None = None
+        self,
+        *,
+        engine: AsyncEngine,
+        clock: Callable[[], datetime],
+        owner: str | None = None,
+        stale_after: timedelta = STALE,
     ) -> None:
         self.engine = engine
         self.clock = clock
         self.owner = owner or process_owner()
+        self.stale_after = stale_after
 
-    async def claim(self, key: str, *, stale_after: timedelta = STALE) -> Claim | None:
+    async def claim(self, key: str, *, stale_after: timedelta | None = None) -> Claim | None:
         """Claim ``key`` for this process. None when it is done already, or another owner
-        holds a claim it refreshed within ``stale_after``; a staler claim is taken over
-        by exactly one caller. Staleness is judged by the caller's clock: replicas' clocks
-        must agree to well within ``stale_after``."""
+        holds a claim it refreshed within ``stale_after`` (default: the ledger's); a
+        staler claim is taken over by exactly one caller. Staleness is judged by the
+        caller's clock: replicas' clocks must agree to well within ``stale_after``."""
         key = key[:KEY_LENGTH]
+        stale_after = self.stale_after if stale_after is None else stale_after
         now = self.clock()
         owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
         async with transaction(self.engine, subject="the delivery ledger") as conn:

@@ -57,6 +57,17 @@ async def test_a_claim_kept_fresh_is_not_taken_over_and_a_dead_owners_is(shop: S
     assert not await alive.heartbeat(claim)  # and the old owner learns it
 
 
+async def test_a_ledger_told_a_shorter_staleness_takes_over_sooner(shop: Shop) -> None:
+    quick = timedelta(seconds=5)  # QUEUEBOT_CLAIM_STALE_SECONDS=5
+    dead = DeliveryLedger(engine=shop.engine, clock=shop.clock, stale_after=quick)
+    other = DeliveryLedger(engine=shop.engine, clock=shop.clock, stale_after=quick)
+    assert await dead.claim("slack:command:8.abc") is not None
+    shop.clock.advance(seconds=4)
+    assert await other.claim("slack:command:8.abc") is None
+    shop.clock.advance(seconds=2)
+    assert await other.claim("slack:command:8.abc") is not None
+
+
 async def test_a_change_and_its_delivery_commit_together_so_a_redelivery_acts_once(
     shop: Shop,
 ) -> None:

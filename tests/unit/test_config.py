@@ -70,6 +70,7 @@ ENV_VARS = (
     "DISCORD_BOT_TOKEN",
     "DISCORD_API_BASE_URL",
     "QUEUEBOT_ALERT_TOKEN",
+    "QUEUEBOT_CLAIM_STALE_SECONDS",
 )
 
 
@@ -414,6 +415,20 @@ def test_bad_environment_value() -> None:
     assert str(info.value) == (
         "environment: SLACK_API_BASE_URL = 'slack.com/api': expected an http(s) URL"
     )
+
+
+def test_claim_staleness_is_a_validated_setting() -> None:
+    assert load_config(environ={}).env.claim_stale_seconds is None  # the ledger's default
+    env = load_config(environ={"QUEUEBOT_CLAIM_STALE_SECONDS": "7.5"}).env
+    assert env.claim_stale_seconds == 7.5
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={"QUEUEBOT_CLAIM_STALE_SECONDS": "2"})
+    assert str(info.value) == (
+        "environment: QUEUEBOT_CLAIM_STALE_SECONDS = '2': "
+        "Input should be greater than or equal to 5"
+    )
+    with pytest.raises(ConfigError, match="QUEUEBOT_CLAIM_STALE_SECONDS = 'soon'"):
+        load_config(environ={"QUEUEBOT_CLAIM_STALE_SECONDS": "soon"})
 
 
 # ---------------------------------------------------------------------------------------
