@@ -64,14 +64,14 @@ def signature_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str
 
 def install_sql_functions(engine: AsyncEngine) -> None:
     """Give SQLite connections of ``engine`` the ``qb_signature`` function that
-    ``signature_sql`` calls there (PostgreSQL needs nothing). Registered on checkout, so
-    connections the pool made before the estate was given the engine get it too."""
+    ``signature_sql`` calls there (PostgreSQL needs nothing). Registered on the engine for
+    every checkout, so connections the pool made before the estate was given the engine
+    get it too, and so do those of a pool the engine makes anew (after a dispose)."""
     if engine.dialect.name != "sqlite":
         return
-    pool = engine.sync_engine.pool
-    if event.contains(pool, "checkout", _register_signature):
-        return
-    event.listen(pool, "checkout", _register_signature)
+    target = engine.sync_engine
+    if not event.contains(target, "checkout", _register_signature):
+        event.listen(target, "checkout", _register_signature)
 
 
 def _register_signature(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
