@@ -245,7 +245,7 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
                     "github_issue_number INTEGER, job_type TEXT, state TEXT, failure_reason TEXT, "
                     "error_message TEXT, retry_count INTEGER, max_retries INTEGER, "
                     "queued_at TIMESTAMP, next_attempt_at TIMESTAMP, server_node TEXT, "
-                    "server_preference TEXT, claimed_at TIMESTAMP, started_at TIMESTAMP, "
+                    "server_preference TEXT, started_at TIMESTAMP, "
                     "analyst_notes TEXT, extra_column TEXT)"
                 )
             )
@@ -259,10 +259,16 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
             profile="worker_queue", table="jobs", columns={"queue.status": "state"}
         )
         estate = Estate(engine=engine, queues={"w": renamed})
-        with pytest.raises(ConfigError, match="heartbeat_at"):
+        with pytest.raises(ConfigError, match=r"lacks column\(s\) claimed_at;"):
             await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
-        async with engine.begin() as conn:
-            await conn.execute(sa.text("ALTER TABLE jobs ADD COLUMN heartbeat_at TIMESTAMP"))
+        async with engine.begin() as conn:  # a required column; heartbeat_at stays absent
+            await conn.execute(sa.text("ALTER TABLE jobs ADD COLUMN claimed_at TIMESTAMP"))
+        misnamed = renamed.model_copy(
+            update={"columns": {"queue.status": "state", "queue.heartbeat_at": "beat"}}
+        )
+        estate = Estate(engine=engine, queues={"w": misnamed})
+        with pytest.raises(ConfigError, match=r"heartbeat_at \(as 'beat'\)"):
+            await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         estate = Estate(engine=engine, queues={"w": renamed})
         t = await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         assert statuses(t.by_status) == {"failed": 1, "done": 1}
