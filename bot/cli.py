@@ -352,10 +352,12 @@ async def _config_check(config: Config) -> int:
             try:
                 async with app.estate.connect() as conn:
                     tables = await profile.tables(conn)
+                    described = await profile.describe(conn)
                 lines.append(
                     f"queue {name} ({profile.name}): tables "
                     f"{', '.join(t.name for t in tables.values())} ok"
                 )
+                lines.extend(f"  {line}" for line in described)
             except QueuebotError as exc:
                 problems.append(exc.message)
         people = config.file.people

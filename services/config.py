@@ -38,6 +38,18 @@ log = logging.getLogger("queuebot.config")
 Role = Literal["viewer", "operator", "approver", "duty-officer"]
 ROLES: tuple[Role, ...] = ("viewer", "operator", "approver", "duty-officer")
 ProfileName = Literal["worker_queue", "message_job"]
+# The states every profile maps its own status values onto (services/estate/model.py
+# CanonicalState, without ``unknown``: nothing is mapped to "not known").
+CanonicalStateName = Literal["pending", "in_flight", "succeeded", "failed", "dead", "cancelled"]
+CANONICAL_STATE_NAMES: tuple[CanonicalStateName, ...] = (
+    "pending",
+    "in_flight",
+    "succeeded",
+    "failed",
+    "dead",
+    "cancelled",
+)
+STATUS_VALUE_MAX = 200
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./queuebot.db"
 DEFAULT_CONFIG_PATH = Path("queuebot.toml")
@@ -89,13 +101,54 @@ class QueueConfig(_Strict):
     ``table`` renames the main table (worker_queue); ``tables`` renames any table by its
     role (worker_queue: ``queue``; message_job: ``messages``, ``jobs``, ``events``,
     ``assets``); ``columns`` renames columns as ``"role.column" = "actual"``.
+    ``statuses`` maps the team's own status values onto canonical states, e.g.
+    ``dead = ["DLQ", "DEAD_LETTER"]``: they mean the same as the profile's own values of
+    that state (docs/profiles.md says how writes treat them).
     """
 
     profile: ProfileName
     table: Identifier | None = None
     tables: dict[str, Identifier] = Field(default_factory=dict)
     columns: dict[str, Identifier] = Field(default_factory=dict)
+    statuses: dict[CanonicalStateName, list[str]] = Field(default_factory=dict)
     stuck_after_minutes: int = Field(default=15, ge=1, le=24 * 60)
+
+    @field_validator("statuses", mode="before")
+    @classmethod
+    def _status_mapping(cls, value: Any) -> Any:
+        """Keys are canonical states; values non-empty lists of non-empty status values,
+        no value listed twice or under two states."""
+        if not isinstance(value, dict):
+            return value  # pydantic says what type was expected
+        seen: dict[str, str] = {}
+        for state, values in value.items():
+            if state not in CANONICAL_STATE_NAMES:
+                raise ValueError(
+                    f"{state!r} is not a state; map status values onto one of "
+                    f"{', '.join(CANONICAL_STATE_NAMES)}"
+                )
+            if not isinstance(values, list) or not values:
+                raise ValueError(
+                    f"{state} must be a non-empty list of status values, e.g. "
+                    f'{state} = ["{state.upper()}"]'
+                )
+            for item in values:
+                if not isinstance(item, str) or not item.strip():
+                    raise ValueError(
+                        f"{state}: {item!r} is not a status value (a non-empty string)"
+                    )
+                if item != item.strip() or len(item) > STATUS_VALUE_MAX:
+                    raise ValueError(
+                        f"{state}: {item!r} must not begin or end with white space and must "
+                        f"be at most {STATUS_VALUE_MAX} characters"
+                    )
+                if item in seen:
+                    where = "twice" if seen[item] == state else f"under {seen[item]} and {state}"
+                    raise ValueError(
+                        f"status value {item!r} is listed {where}; a value means one state"
+                    )
+                seen[item] = state
+        return value
 
     @field_validator("columns")
     @classmethod

@@ -25,20 +25,21 @@ async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
 def triage_message(t: TriageResult) -> Message:
     unit, what = t.unit, t.dead_title
     scope = f" queued in the last {fmt.age(t.taken_at - t.since)}" if t.since else ""
-    dead = t.count_in(CanonicalState.DEAD)
-    failed = t.count_in(CanonicalState.FAILED)
+    # One meaning: dead letters are what /queue dlq lists and a redrive takes out, broken
+    # out by the statuses (and, where a job is kept apart, the job statuses) they are in.
+    dead = t.dead_letters
+    parts = _dead_letter_parts(t)
     summary = (
-        f"Queue {t.queue}: {fmt.count(t.total)} {unit}{scope}; {fmt.count(dead)} dead, "
-        f"{fmt.count(failed)} failed, {fmt.count(t.stuck)} stuck, oldest pending "
-        f"{fmt.age(t.oldest_pending_age)}"
+        f"Queue {t.queue}: {fmt.count(t.total)} {unit}{scope}; {fmt.count(dead)} dead "
+        f"letters{f' ({parts})' if parts else ''}, {fmt.count(t.stuck)} stuck, oldest "
+        f"pending {fmt.age(t.oldest_pending_age)}"
     )
     blocks: list[Block] = [
         Heading(f"Triage: queue {t.queue} ({t.profile}), {fmt.when(t.taken_at)}"),
         Fields(
             (
                 (f"{unit}{scope}", fmt.count(t.total)),
-                ("dead", fmt.count(dead)),
-                ("failed", fmt.count(failed)),
+                ("dead letters", fmt.count(dead) + (f" ({parts})" if parts else "")),
                 ("oldest pending", fmt.age(t.oldest_pending_age)),
                 ("stuck", fmt.count(t.stuck)),
                 ("duplicates", _duplicates(t)),
@@ -54,7 +55,7 @@ def triage_message(t: TriageResult) -> Message:
             Table(
                 ("failure_reason", "rows"),
                 tuple((c.key, fmt.count(c.count)) for c in t.by_reason),
-                title="Failed by failure_reason",
+                title=f"{what} by failure_reason",
                 numeric=(1,),
             )
         )
@@ -88,10 +89,23 @@ def triage_message(t: TriageResult) -> Message:
                 numeric=tuple(range(1, len(states) + 2)),
             )
         )
-    hints = _next_steps(t, dead + failed)
+    if t.notes:
+        blocks.append(Text("Not shown: " + "; ".join(t.notes)))
+    hints = _next_steps(t, dead)
     if hints:
         blocks.append(Text("Next: " + " · ".join(hints)))
     return Message(summary, tuple(blocks))
+
+
+def _dead_letter_parts(t: TriageResult) -> str:
+    """e.g. "21 failed, 3 failed_permanently", or "30 DLQ; their jobs: 30 FAILED"."""
+    if not t.dead_letters:
+        return ""
+    parts = ", ".join(f"{fmt.count(s.count)} {s.status}" for s in t.dead_letter_parts)
+    if t.dead_letter_jobs:
+        jobs = ", ".join(f"{fmt.count(s.count)} {s.status}" for s in t.dead_letter_jobs)
+        parts += f"; their jobs: {jobs}"
+    return parts
 
 
 def _sample_scope(t: TriageResult) -> str:

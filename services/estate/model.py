@@ -19,6 +19,10 @@ class CanonicalState(StrEnum):
     UNKNOWN = "unknown"  # a status the profile does not know; shown, never acted on
 
 
+# The canonical states of a dead letter: what /queue dlq lists and a redrive takes out.
+DEAD_LETTER_STATES = (CanonicalState.FAILED, CanonicalState.DEAD)
+
+
 @dataclass(frozen=True)
 class StatusCount:
     status: str
@@ -69,6 +73,11 @@ class Triage:
     unit: str = "jobs"  # what total counts
     dead_title: str = "Failed"  # what the signature breakdown covers
     duplicate_label: str = "issues queued twice"  # what duplicate_groups counts
+    # The dead letters by the status of their job, where a dead letter is one row of a
+    # job kept elsewhere (message_job: DLQ messages by their clip job's status).
+    dead_letter_jobs: list[StatusCount] = field(default_factory=list)
+    # What this queue's triage leaves out because the team's table lacks an optional column.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def oldest_pending_age(self) -> timedelta | None:
@@ -78,6 +87,17 @@ class Triage:
 
     def count_in(self, state: CanonicalState) -> int:
         return sum(s.count for s in self.by_status if s.canonical is state)
+
+    @property
+    def dead_letter_parts(self) -> list[StatusCount]:
+        """The statuses of ``by_status`` that hold dead letters: failed and dead ones."""
+        return [s for s in self.by_status if s.canonical in DEAD_LETTER_STATES]
+
+    @property
+    def dead_letters(self) -> int:
+        """The headline count: rows in a failed or dead state, which is what /queue dlq
+        lists and what a redrive takes out (``QueueProfile.dead_letter_statuses``)."""
+        return sum(s.count for s in self.dead_letter_parts)
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,10 @@ class RowChanges(Protocol):
 
 
 class PlanOps(Protocol):
-    has_sources: bool  # whether the estate names a source object per job
+    @property
+    def has_sources(self) -> bool:
+        """Whether the estate names a source object per job that queuebot can check."""
+        ...
 
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
         """Dead rows matching a bulk selector, newest first."""

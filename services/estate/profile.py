@@ -16,8 +16,8 @@ import enum
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, ClassVar
@@ -29,8 +29,9 @@ from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
-from services.errors import ConfigError, UsageError
+from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate.model import (
+    DEAD_LETTER_STATES,
     CanonicalState,
     DeadFilter,
     DuplicateGroup,
@@ -38,7 +39,7 @@ from services.estate.model import (
     JobList,
     Triage,
 )
-from services.estate.ops import PlanOps, RowChanges
+from services.estate.ops import Action, PlanOps, RowChanges
 
 _UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
@@ -46,11 +47,20 @@ _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A table a profile needs: its role, default name and the columns it reads."""
+    """A table a profile uses: its role, its default name, the columns its reads and
+    writes cannot do without (``required``) and the ones they use when present
+    (``optional``: each with what its absence turns off). ``absent``, when set, makes the
+    whole table optional and says what a queue without it goes without."""
 
     role: str
     default: str
-    columns: tuple[str, ...]
+    required: tuple[str, ...]
+    optional: Mapping[str, str] = field(default_factory=dict)
+    absent: str | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*self.required, *self.optional)
 
 
 # (table role, short name, columns, optional (column, status values) filter, why)
@@ -58,15 +68,34 @@ IndexPlan = tuple[str, str, tuple[str, ...], tuple[str, tuple[str, ...]] | None,
 
 
 class BoundTable:
-    """A reflected table with the profile's logical column names resolved."""
+    """A reflected table with the profile's logical column names resolved: the required
+    ones and the optional ones the team's table has (``has``); ``missing`` names the
+    optional ones it lacks."""
 
-    def __init__(self, table: sa.Table, names: Mapping[str, str], dialect: str) -> None:
+    def __init__(
+        self,
+        table: sa.Table,
+        names: Mapping[str, str],
+        dialect: str,
+        missing: Sequence[str] = (),
+    ) -> None:
         self.table = table
         self._names = dict(names)
         self.dialect = dialect
+        self.missing = tuple(missing)
+
+    def has(self, logical: str) -> bool:
+        """Whether the table has this column (always true of a required one)."""
+        return logical in self._names
 
     def c(self, logical: str) -> sa.Column[Any]:
-        return self.table.c[self._names[logical]]
+        try:
+            return self.table.c[self._names[logical]]
+        except KeyError:
+            raise LookupError(
+                f"{self.name} has no column {logical!r}: it is optional and absent here, "
+                "so the caller must check has() first"
+            ) from None
 
     def isin(self, logical: str, values: Sequence[Any]) -> sa.ColumnElement[bool]:
         """``column IN (values)``; on PostgreSQL ``column = ANY(array)``: one parameter
@@ -115,6 +144,9 @@ class QueueProfile(ABC):
     states: ClassVar[Mapping[str, CanonicalState]]
     # The main table's column (by its logical name) that holds the states above.
     status_column: ClassVar[str] = "status"
+    # The status values each change writes, with their states: a change is refused where
+    # the team's [statuses] maps that state without the value (see ``unwritable``).
+    status_writes: ClassVar[Mapping[Action, tuple[tuple[CanonicalState, str], ...]]] = {}
     changes: RowChanges
     plan_ops: PlanOps
 
@@ -147,6 +179,9 @@ class QueueProfile(ABC):
                     f"{key!r}; columns are named 'role.column', e.g. "
                     f"'{self.specs[0].role}.{self.specs[0].columns[0]}'"
                 )
+        self._statuses: dict[str, list[str]] = {str(k): v for k, v in config.statuses.items()}
+        self._check_status_mapping()
+        self.state_map = self.mapped_states(self.states)
 
     # -- names -------------------------------------------------------------------------
 
@@ -160,15 +195,81 @@ class QueueProfile(ABC):
     def column_name(self, role: str, column: str) -> str:
         return self.config.columns.get(f"{role}.{column}", column)
 
+    # -- states --------------------------------------------------------------------------
+
+    @classmethod
+    def status_vocabularies(cls) -> list[tuple[str, str, Mapping[str, CanonicalState]]]:
+        """Each status column the profile reads, as (table role, logical column, its own
+        values and their states); the first is the main table's ``status_column``."""
+        return [(cls.specs[0].role, cls.status_column, cls.states)]
+
+    def _check_status_mapping(self) -> None:
+        vocabularies = self.status_vocabularies()
+        known = {state for _, _, own in vocabularies for state in own.values()}
+        for name, values in self._statuses.items():
+            state = CanonicalState(name)
+            where = f"queues.{self.queue}.statuses.{name}"
+            if state not in known:
+                states = ", ".join(s.value for s in CanonicalState if s in known)
+                raise ConfigError(
+                    f"{where}: profile {self.name} has no {name} state to map values onto; "
+                    f"its states are {states}"
+                )
+            for value in values:
+                for role, column, own in vocabularies:
+                    if state in own.values() and value in own and own[value] is not state:
+                        raise ConfigError(
+                            f"{where}: {value!r} is {self.name}'s own value for "
+                            f"{own[value].value} ({role}.{column}); [statuses] adds values "
+                            "meaning the same as the profile's, it cannot move one to "
+                            "another state"
+                        )
+
+    def mapped_states(self, own: Mapping[str, CanonicalState]) -> dict[str, CanonicalState]:
+        """A status column's own values with the team's ``[statuses]`` values added, each
+        only for a state the column has (message_job's messages have no failed state, its
+        jobs no dead one). A value in neither stays unknown and is never acted on."""
+        merged = dict(own)
+        states = set(own.values())
+        for name, values in self._statuses.items():
+            state = CanonicalState(name)
+            if state in states:
+                for value in values:
+                    merged.setdefault(value, state)
+        return merged
+
+    def unwritable(self, writes: Iterable[tuple[CanonicalState, str]]) -> str | None:
+        """Why a change writing these (state, value) pairs would write a value the team's
+        table may not take, or None. The profile's own value is written only where its
+        state is unmapped (the team keeps the shipped values) or the mapping lists it."""
+        for state, value in writes:
+            mapped = self._statuses.get(state.value)
+            if mapped is not None and value not in mapped:
+                listed = ", ".join(repr(v) for v in mapped)
+                return (
+                    f"it writes {state.value} as {value!r}, and [statuses] {state.value} "
+                    f"lists {listed} but not {value!r}; add {value!r} there if your table "
+                    "takes it"
+                )
+        return None
+
+    def check_writable(self, action: Action) -> None:
+        """Refuse a change that would write a status value the team's table may not take."""
+        problem = self.unwritable(self.status_writes.get(action, ()))
+        if problem is not None:
+            raise PreconditionFailed(f"{action.value} on queue {self.queue!r} is off: {problem}")
+
     def canonical(self, status: str | None) -> CanonicalState:
         if status is None:
             return CanonicalState.UNKNOWN
-        return self.states.get(status, CanonicalState.UNKNOWN)
+        return self.state_map.get(status, CanonicalState.UNKNOWN)
 
     @property
     def dead_letter_statuses(self) -> tuple[str, ...]:
-        """The statuses a redrive takes rows out of (the dead-letter count)."""
-        return tuple(self.statuses_in(CanonicalState.DEAD, CanonicalState.FAILED))
+        """The statuses a redrive takes rows out of (the dead-letter count): the main
+        table's failed and dead values, mapped ones included. /queue dlq lists exactly
+        these rows, and triage's headline counts them."""
+        return tuple(self.statuses_in(*DEAD_LETTER_STATES))
 
     def dead_count(self, counts: Mapping[str, int]) -> int:
         """Of rows per status, how many are dead letters (what a redrive takes out)."""
@@ -182,7 +283,7 @@ class QueueProfile(ABC):
         return count_map(rows)
 
     def statuses_in(self, *states: CanonicalState) -> list[str]:
-        return [status for status, state in self.states.items() if state in states]
+        return [status for status, state in self.state_map.items() if state in states]
 
     # -- reflection --------------------------------------------------------------------
 
@@ -200,6 +301,11 @@ class QueueProfile(ABC):
                 self._tables = await conn.run_sync(self._reflect)
         return self._tables
 
+    @property
+    def reflected(self) -> dict[str, BoundTable] | None:
+        """The tables once ``tables`` has reflected them, else None."""
+        return self._tables
+
     def _reflect(self, conn: Connection) -> dict[str, BoundTable]:
         metadata = sa.MetaData()
         bound: dict[str, BoundTable] = {}
@@ -209,25 +315,71 @@ class QueueProfile(ABC):
             try:
                 table = sa.Table(name, metadata, autoload_with=conn, schema=schema or None)
             except NoSuchTableError as exc:
+                if spec.absent is not None and spec.role not in self.config.tables:
+                    continue  # an optional table this team does not keep
                 raise ConfigError(
                     f"queue {self.queue!r} ({self.name}): table {full!r} does not exist in "
                     "the queue database. Run `queuebot demo` to build the demo estate, or "
                     "point QUEUEBOT_QUEUE_DATABASE_URL and [queue] at your own tables."
                 ) from exc
             names = {col: self.column_name(spec.role, col) for col in spec.columns}
+            renamed = {c for c in spec.columns if f"{spec.role}.{c}" in self.config.columns}
             missing = [
-                f"{col} (as {actual!r})" if actual != col else col
-                for col, actual in names.items()
-                if actual not in table.c
+                f"{col} (as {names[col]!r})" if col in renamed else col
+                for col in spec.columns
+                if names[col] not in table.c and (col in spec.required or col in renamed)
             ]
             if missing:
                 raise ConfigError(
                     f"queue {self.queue!r} ({self.name}): table {full!r} lacks column(s) "
                     f"{', '.join(missing)}; rename them with [queue.columns] "
-                    f'"{spec.role}.<column>" = "<actual name>"'
+                    f'"{spec.role}.<column>" = "<actual name>" (docs/profiles.md lists '
+                    "which columns are required)"
                 )
-            bound[spec.role] = BoundTable(table, names, conn.dialect.name)
+            present = {col: actual for col, actual in names.items() if actual in table.c}
+            absent = [col for col in spec.optional if col not in present]
+            bound[spec.role] = BoundTable(table, present, conn.dialect.name, absent)
         return bound
+
+    async def describe(self, conn: AsyncConnection) -> list[str]:
+        """What ``queuebot config check`` says of this queue beyond "its tables are there":
+        the status mapping in effect, changes a mapping turns off, and what each absent
+        optional table or column turns off."""
+        tables = await self.tables(conn)
+        lines: list[str] = []
+        for role, column, own in self.status_vocabularies():
+            bound = tables.get(role)
+            where = f"{bound.name}.{bound.c(column).name}" if bound is not None else role
+            merged = self.mapped_states(own)
+            parts = []
+            for state in CanonicalState:
+                values = [v for v, s in merged.items() if s is state]
+                if values:
+                    added = [v for v in values if v not in own]
+                    note = f" ({', '.join(added)} from [statuses])" if added else ""
+                    parts.append(f"{state.value} = {', '.join(values)}{note}")
+            lines.append(
+                f"statuses of {where}: {'; '.join(parts)}; any other value is unknown and "
+                "never acted on"
+            )
+        for action, writes in self.status_writes.items():
+            problem = self.unwritable(writes)
+            if problem is not None:
+                lines.append(f"{action.value} is off: {problem}")
+        off = 0
+        for spec in self.specs:
+            table = tables.get(spec.role)
+            if table is None:
+                off += 1
+                lines.append(f"no {spec.role} table ({self.table_name(spec.role)}): {spec.absent}")
+                continue
+            for col in table.missing:
+                off += 1
+                actual = self.column_name(spec.role, col)
+                lines.append(f"no column {table.name}.{actual}: {spec.optional[col]}")
+        if not off:
+            lines.append("every optional table and column is present: nothing is turned off")
+        return lines
 
     def index_plan(self) -> list[IndexPlan]:
         """Indexes that make this profile's reads fast (see ``estate/indexes.py``)."""

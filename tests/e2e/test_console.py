@@ -146,6 +146,9 @@ def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
     check = queuebot("config", "check", cwd=tmp_path, env=env)
     assert check.returncode == 0, check.stderr
     assert "queue workers (worker_queue): tables dev_r_worker_queue ok" in check.stdout
+    # beneath each queue: the statuses in effect and what its tables turn off (nothing here)
+    assert "  statuses of dev_r_worker_queue.status: pending = queued; " in check.stdout
+    assert "  every optional table and column is present: nothing is turned off" in check.stdout
 
 
 def test_bad_config_file_is_refused_naming_key_value_and_expectation(tmp_path: Path) -> None:

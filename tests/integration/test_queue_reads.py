@@ -14,13 +14,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from bot.render_text import render_message
+from commands.handlers.queue_read import triage_message
 from services.config import QueueConfig, default_queues
 from services.db import create_engine
 from services.errors import ConfigError, NotFound, Unavailable, UsageError
 from services.estate.demo import DemoEstate, build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState, DeadFilter
+from services.estate.ops import Selector
 from services.estate.signature import error_signature, install_sql_functions, signature_sql
+from services.message import Table
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
 
@@ -128,6 +132,50 @@ async def test_worker_queue_triage_filters(world: World) -> None:
     # queued 39..12 min ago (10), twice-queued (6), beside active (2); claimed 27, 5, 5 min
     # ago; spawn_oom 10, 16, 22 and spawn_ram 8, 9 min ago
     assert statuses(recent.by_status) == {"queued": 18, "claimed": 3, "failed": 5}
+
+
+@pytest.mark.parametrize(
+    ("queue", "headline", "parts"),
+    [
+        ("clips", "189 messages; 30 dead letters (30 DLQ; their jobs: 30 FAILED)", {"DLQ": 30}),
+        (
+            "workers",
+            "214 jobs; 24 dead letters (21 failed, 3 failed_permanently)",
+            {"failed": 21, "failed_permanently": 3},
+        ),
+    ],
+)
+async def test_triage_counts_the_dead_letters_dlq_lists_and_a_redrive_takes(
+    world: World, queue: str, headline: str, parts: dict[str, int]
+) -> None:
+    t = await world.reads.triage(queue=queue)
+    listed = await world.reads.list_dead(queue=queue, filters=DeadFilter(limit=1))
+    estate = world.reads.estate
+    async with estate.connect() as conn:
+        taken = await estate.profile(queue).plan_ops.candidate_ids(
+            conn, selector=Selector(all_dead=True)
+        )
+    assert t.dead_letters == listed.total == len(taken) == t.signatures_total
+    assert statuses(t.dead_letter_parts) == parts  # the by-status table's own rows
+    assert {s.status: s.count for s in t.by_status if s.status in parts} == parts
+    message = triage_message(t)
+    assert f"Queue {queue}: {headline}, 3 stuck" in message.summary
+    assert f"/queue dlq --queue {queue}" in render_message(message)
+
+
+async def test_message_job_dead_letters_agree_with_the_job_table(world: World) -> None:
+    t = await world.reads.triage(queue="clips")
+    assert statuses(t.dead_letter_jobs) == {"FAILED": 30}
+    assert statuses(t.by_job_status)["FAILED"] == 30
+    assert t.count_in(CanonicalState.FAILED) == 0  # messages are never "failed": dead is
+    # the tenant table: one count per tenant, not a total beside an equal dead column
+    assert all(tc.by_state == {} for tc in t.by_type)
+    assert sum(tc.total for tc in t.by_type) == t.dead_letters
+    (tenants,) = [
+        b for b in triage_message(t).blocks if isinstance(b, Table) and "tenant" in b.columns
+    ]
+    assert tenants.columns == ("tenant", "total")
+    assert tenants.title is not None and tenants.title.startswith("Dead letters by tenant")
 
 
 async def test_show_message_job_with_events(world: World) -> None:
@@ -245,7 +293,7 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
                     "github_issue_number INTEGER, job_type TEXT, state TEXT, failure_reason TEXT, "
                     "error_message TEXT, retry_count INTEGER, max_retries INTEGER, "
                     "queued_at TIMESTAMP, next_attempt_at TIMESTAMP, server_node TEXT, "
-                    "server_preference TEXT, claimed_at TIMESTAMP, started_at TIMESTAMP, "
+                    "server_preference TEXT, started_at TIMESTAMP, "
                     "analyst_notes TEXT, extra_column TEXT)"
                 )
             )
@@ -259,10 +307,16 @@ async def test_missing_table_and_column_are_explained(db_url: str) -> None:
             profile="worker_queue", table="jobs", columns={"queue.status": "state"}
         )
         estate = Estate(engine=engine, queues={"w": renamed})
-        with pytest.raises(ConfigError, match="heartbeat_at"):
+        with pytest.raises(ConfigError, match=r"lacks column\(s\) claimed_at;"):
             await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
-        async with engine.begin() as conn:
-            await conn.execute(sa.text("ALTER TABLE jobs ADD COLUMN heartbeat_at TIMESTAMP"))
+        async with engine.begin() as conn:  # a required column; heartbeat_at stays absent
+            await conn.execute(sa.text("ALTER TABLE jobs ADD COLUMN claimed_at TIMESTAMP"))
+        misnamed = renamed.model_copy(
+            update={"columns": {"queue.status": "state", "queue.heartbeat_at": "beat"}}
+        )
+        estate = Estate(engine=engine, queues={"w": misnamed})
+        with pytest.raises(ConfigError, match=r"heartbeat_at \(as 'beat'\)"):
+            await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         estate = Estate(engine=engine, queues={"w": renamed})
         t = await QueueReads(estate, gate=ReadGate(fresh_for=0.0)).triage()
         assert statuses(t.by_status) == {"failed": 1, "done": 1}

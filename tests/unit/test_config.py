@@ -534,3 +534,48 @@ def test_config_is_a_plain_value() -> None:
     config = load_config(environ={})
     assert isinstance(config, Config)
     assert isinstance(config.file, FileConfig)
+
+
+# ---------------------------------------------------------------------------------------
+# [queue.statuses]: the team's status values mapped onto the profile's states
+
+
+def test_a_status_mapping_loads_per_queue(tmp_path: Path) -> None:
+    text = (
+        '[queues.clips]\nprofile = "message_job"\n'
+        '[queues.clips.statuses]\ndead = ["DLQ", "DEAD_LETTER"]\nfailed = ["ERRORED"]\n'
+        '[queues.workers]\nprofile = "worker_queue"\n'
+    )
+    queues = load_config(write(tmp_path, text), environ={}).queues
+    assert queues["clips"].statuses == {"dead": ["DLQ", "DEAD_LETTER"], "failed": ["ERRORED"]}
+    assert queues["workers"].statuses == {}
+
+
+@pytest.mark.parametrize(
+    ("mapping", "expected"),
+    [
+        (
+            'deadd = ["DLQ"]',
+            "'deadd' is not a state; map status values onto one of pending, in_flight, "
+            "succeeded, failed, dead, cancelled",
+        ),
+        ('unknown = ["X"]', "'unknown' is not a state"),
+        ("dead = []", 'dead must be a non-empty list of status values, e.g. dead = ["DEAD"]'),
+        ('dead = "DLQ"', "dead must be a non-empty list of status values"),
+        ('dead = [""]', "dead: '' is not a status value (a non-empty string)"),
+        ("dead = [3]", "dead: 3 is not a status value (a non-empty string)"),
+        ('dead = [" DLQ"]', "dead: ' DLQ' must not begin or end with white space"),
+        (
+            'dead = ["DLQ"]\nfailed = ["DLQ"]',
+            "status value 'DLQ' is listed under dead and failed; a value means one state",
+        ),
+        ('dead = ["DLQ", "DLQ"]', "status value 'DLQ' is listed twice"),
+    ],
+)
+def test_a_bad_status_mapping_is_refused_saying_why(
+    tmp_path: Path, mapping: str, expected: str
+) -> None:
+    text = f'[queue]\nprofile = "message_job"\n[queue.statuses]\n{mapping}\n'
+    path, message = config_error(tmp_path, text)
+    assert message.startswith(f"{path}: queue.statuses: ")
+    assert expected in message

@@ -222,13 +222,14 @@ async def test_triage_reply_contains_the_counts() -> None:
     router, fake = make_router()
     reply = await router.handle_line("/queue triage", slack_user("U0ALICE"))
 
+    # one count of dead letters (what /queue dlq lists), broken out by status
     assert reply.message.summary == (
-        "Queue clips: 1,234 messages; 150 dead, 70 failed, 3 stuck, oldest pending 2h00m"
+        "Queue clips: 1,234 messages; 220 dead letters (150 dead_letter, 70 failed), "
+        "3 stuck, oldest pending 2h00m"
     )
     text = text_of(reply)
     assert "messages: 1,234" in text
-    assert "dead: 150" in text
-    assert "failed: 70" in text
+    assert "dead letters: 220 (150 dead_letter, 70 failed)" in text
     assert "stuck: 3" in text
     assert "duplicates: 2 jobs with >1 unfinished message" in text
     assert "oldest pending: 2h00m" in text
@@ -293,7 +294,7 @@ async def test_triage_of_a_worker_queue_counts_jobs_and_duplicate_issues() -> No
     router, _ = make_router(FakeReads(triage_result=result))
     reply = await router.handle_line("/queue triage --queue workers", slack_user("U0ALICE"))
     assert reply.message.summary == (
-        "Queue workers: 10 jobs; 0 dead, 0 failed, 0 stuck, oldest pending none"
+        "Queue workers: 10 jobs; 0 dead letters, 0 stuck, oldest pending none"
     )
     text = text_of(reply)
     assert "4 issues queued twice, 1 queued beside an active row" in text

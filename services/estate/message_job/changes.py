@@ -1,9 +1,15 @@
 """Guarded changes on a message_job estate: the redrive procedure's step that puts a
 dead-lettered message back to PENDING and its FAILED job back to QUEUED, with a
-REDRIVE_REQUESTED job event, made set-based; and the cancel of a dead-lettered job."""
+REDRIVE_REQUESTED job event, made set-based; and the cancel of a dead-lettered job.
+
+Statuses are judged by their canonical state (so a team's [statuses] values count), the
+guard holds each row to the exact status it was frozen in, and columns or tables the
+team's estate lacks are neither read nor reset."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import UsageError
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, insert_events
+from services.estate.message_job.schema import CANCELLED, JOB_STATES, PENDING, QUEUED
+from services.estate.model import CanonicalState
 from services.estate.ops import (
     Action,
     Applied,
@@ -29,6 +37,13 @@ from services.identifiers import quote_identifier
 from services.jsonable import raw_json
 
 _JOB = "job__"
+# What a redrive resets on the job, where the team's table has the column.
+RESET_JOB = (
+    ("attempt_count", 0),
+    ("progress_percent", 0),
+    ("finished_at", None),
+    ("error_message", None),
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +105,7 @@ class _Found:
         return Target(
             id=self.job_id,
             key={"job_id": self.job_id, "message_id": self.message_id},
-            state="DLQ/FAILED",
+            state=f"{self.status}/{self.job_status}",  # what the guard holds each row to
             signature=display_signature(error_signature(self.last_error)),
             row=self.snapshot,
             part=self.message_id,
@@ -106,9 +121,20 @@ def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
     )
 
 
+def frozen_state(target: Target) -> tuple[str, str]:
+    """The (message status, job status) a target was frozen in; requests stored before
+    targets kept both say DLQ/FAILED, which is what they were frozen in then."""
+    message, sep, job = target.state.partition("/")
+    return (message, job) if sep else ("DLQ", "FAILED")
+
+
 class MessageJobChanges:
     def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
+        self.job_states = profile.mapped_states(JOB_STATES)
+
+    def job_state(self, status: str) -> CanonicalState:
+        return self.job_states.get(status, CanonicalState.UNKNOWN)
 
     async def freeze(self, conn: AsyncConnection, *, action: Action, selector: Selector) -> Frozen:
         if action is Action.REQUEUE:
@@ -121,6 +147,7 @@ class MessageJobChanges:
                 f"--duplicates and --failure-reason apply to worker_queue queues; queue "
                 f"{self.profile.queue!r} is message_job: name the job ids"
             )
+        self.profile.check_writable(action)
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
         job_keys = [self.profile.id_text(j.c("id"), raw) for raw in selector.ids]
@@ -145,14 +172,17 @@ class MessageJobChanges:
                 continue
             seen.add(job_id)
             job_status = candidates[0].job_status
-            dead = [c for c in candidates if c.status == "DLQ"]
-            if job_status == "CANCELLED":
-                ineligible.append(Ineligible(job_id, "CANCELLED: cancelled on purpose"))
+            job_state = self.job_state(job_status)
+            dead = [
+                c for c in candidates if self.profile.canonical(c.status) is CanonicalState.DEAD
+            ]
+            if job_state is CanonicalState.CANCELLED:
+                ineligible.append(Ineligible(job_id, f"{job_status}: cancelled on purpose"))
             elif not dead:
                 states = "/".join(sorted({c.status for c in candidates}))
                 ineligible.append(Ineligible(job_id, f"{job_status}/{states}: not dead-lettered"))
-            elif job_status != "FAILED":
-                ineligible.append(Ineligible(job_id, f"{job_status}: job is not FAILED"))
+            elif job_state is not CanonicalState.FAILED:
+                ineligible.append(Ineligible(job_id, f"{job_status}: job is not failed"))
             else:
                 targets.extend(d.target() for d in dead)
         return Frozen(targets, ineligible)
@@ -212,76 +242,112 @@ class MessageJobChanges:
         note: str,
         duplicates: bool,
     ) -> Applied:
+        self.profile.check_writable(action)
         t = await self.profile.tables(conn)
-        m, j, e = t["messages"], t["jobs"], t["events"]
+        m, j, e = t["messages"], t["jobs"], t.get("events")
         changed_jobs: list[Any] = []
         before: list[Any] = []  # row images: dicts, or JSON the database built
-        for part in chunks(targets, chunk_for(m.dialect)):
-            msg_ids = [self.profile.id_text(m.c("id"), str(x.part)) for x in part]
-            postgres = m.dialect == "postgresql"
-            image: list[Any] = (
-                [_row_json(m, j)]
-                if postgres
-                else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
-            )
-            still = (
-                await conn.execute(
-                    sa.select(m.c("id").label("qb_mid"), m.c("job_id").label("qb_jid"), *image)
-                    .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
-                    .where(m.isin("id", msg_ids), m.c("status") == "DLQ", j.c("status") == "FAILED")
-                    .with_for_update(of=m.table)
+        by_state: dict[tuple[str, str], list[Target]] = defaultdict(list)
+        for x in targets:
+            by_state[frozen_state(x)].append(x)
+        for (message_status, job_status), group in by_state.items():
+            for part in chunks(group, chunk_for(m.dialect)):
+                jobs = await self._apply_part(
+                    conn,
+                    m=m,
+                    j=j,
+                    action=action,
+                    part=part,
+                    message_status=message_status,
+                    job_status=job_status,
+                    now=now,
+                    before=before,
                 )
-            ).all()
-            if not still:
-                continue
-            if postgres:
-                before.extend(raw_json(r[2]) for r in still)
-            else:  # the same {"message": ..., "job": ...} image the database builds
-                layout = _Layout.of(m, j)
-                before.extend(_Found.of(tuple(r)[2:], layout).snapshot for r in still)
-            ok_msgs = [r[0] for r in still]
-            ok_jobs = list({r[1] for r in still})
-            if action is Action.REDRIVE:  # back to PENDING / QUEUED, the whole chunk at once
-                await conn.execute(
-                    m.table.update()
-                    .where(m.isin("id", ok_msgs), m.c("status") == "DLQ")
-                    .values(
-                        {
-                            m.c("status").name: "PENDING",
-                            m.c("attempt_count").name: 0,
-                            m.c("available_at").name: now,
-                            m.c("claimed_at").name: None,
-                            m.c("last_error").name: None,
-                        }
+                if e is not None and jobs:
+                    event_type = REDRIVE_EVENT if action is Action.REDRIVE else CANCEL_EVENT
+                    await insert_events(
+                        conn, e, jobs=jobs, event_type=event_type, note=note, now=now
                     )
-                )
-                await conn.execute(
-                    j.table.update()
-                    .where(j.isin("id", ok_jobs), j.c("status") == "FAILED")
-                    .values(
-                        {
-                            j.c("status").name: "QUEUED",
-                            j.c("attempt_count").name: 0,
-                            j.c("progress_percent").name: 0,
-                            j.c("finished_at").name: None,
-                            j.c("error_message").name: None,
-                        }
-                    )
-                )
-            else:  # cancel a dead-lettered job on purpose: it is never redriven
-                await conn.execute(
-                    j.table.update()
-                    .where(j.isin("id", ok_jobs), j.c("status") == "FAILED")
-                    .values({j.c("status").name: "CANCELLED"})
-                )
-            event_type = REDRIVE_EVENT if action is Action.REDRIVE else CANCEL_EVENT
-            await insert_events(conn, e, jobs=ok_jobs, event_type=event_type, note=note, now=now)
-            changed_jobs.extend(ok_jobs)
+                changed_jobs.extend(jobs)
         changed = [str(plain(x)) for x in changed_jobs]
         done = set(changed)
         skipped = [
-            Ineligible(x.id, "moved on since the request (no longer DLQ/FAILED)")
+            Ineligible(x.id, f"moved on since the request (no longer {x.state})")
             for x in targets
             if x.id not in done
         ]
-        return Applied(changed=changed, skipped=skipped, before=before, job_events=len(changed))
+        events = len(changed) if e is not None else 0
+        return Applied(changed=changed, skipped=skipped, before=before, job_events=events)
+
+    async def _apply_part(
+        self,
+        conn: AsyncConnection,
+        *,
+        m: BoundTable,
+        j: BoundTable,
+        action: Action,
+        part: Sequence[Target],
+        message_status: str,
+        job_status: str,
+        now: datetime,
+        before: list[Any],
+    ) -> list[Any]:
+        """Change one chunk of targets frozen in the same statuses; the jobs changed."""
+        msg_ids = [self.profile.id_text(m.c("id"), str(x.part)) for x in part]
+        postgres = m.dialect == "postgresql"
+        image: list[Any] = (
+            [_row_json(m, j)]
+            if postgres
+            else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
+        )
+        still = (
+            await conn.execute(
+                sa.select(m.c("id").label("qb_mid"), m.c("job_id").label("qb_jid"), *image)
+                .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+                .where(
+                    m.isin("id", msg_ids),
+                    m.c("status") == message_status,
+                    j.c("status") == job_status,
+                )
+                .with_for_update(of=m.table)
+            )
+        ).all()
+        if not still:
+            return []
+        if postgres:
+            before.extend(raw_json(r[2]) for r in still)
+        else:  # the same {"message": ..., "job": ...} image the database builds
+            layout = _Layout.of(m, j)
+            before.extend(_Found.of(tuple(r)[2:], layout).snapshot for r in still)
+        ok_msgs = [r[0] for r in still]
+        ok_jobs = list({r[1]: None for r in still})
+        if action is Action.REDRIVE:  # back to pending / queued, the whole chunk at once
+            message: dict[str, Any] = {
+                m.c("status").name: PENDING,
+                m.c("available_at").name: now,
+                m.c("claimed_at").name: None,
+                m.c("last_error").name: None,
+            }
+            if m.has("attempt_count"):
+                message[m.c("attempt_count").name] = 0
+            job: dict[str, Any] = {j.c("status").name: QUEUED}
+            for column, value in RESET_JOB:
+                if j.has(column):
+                    job[j.c(column).name] = value
+            await conn.execute(
+                m.table.update()
+                .where(m.isin("id", ok_msgs), m.c("status") == message_status)
+                .values(message)
+            )
+            await conn.execute(
+                j.table.update()
+                .where(j.isin("id", ok_jobs), j.c("status") == job_status)
+                .values(job)
+            )
+        else:  # cancel a dead-lettered job on purpose: it is never redriven
+            await conn.execute(
+                j.table.update()
+                .where(j.isin("id", ok_jobs), j.c("status") == job_status)
+                .values({j.c("status").name: CANCELLED})
+            )
+        return ok_jobs

@@ -38,7 +38,9 @@ async def insert_events(
             f"{e.name}.id is an integer column without a default; queuebot cannot choose "
             "event ids safely there: give it an identity default"
         )
-    names = [e.c(c).name for c in ("aggregate_id", "event_type", "message", "created_at")]
+    noted = e.has("message")  # without it, the events carry no note
+    columns = ("aggregate_id", "event_type", "message", "created_at")
+    names = [e.c(c).name for c in columns if c != "message" or noted]
     if e.dialect == "postgresql":  # one INSERT ... SELECT over the array of jobs
         agg = e.c("aggregate_id")
         texts = sa.literal([str(job) for job in jobs], postgresql.ARRAY(sa.Text))
@@ -46,7 +48,7 @@ async def insert_events(
         values: list[Any] = [
             job,
             sa.literal(event_type),
-            sa.literal(note),
+            *([sa.literal(note)] if noted else []),
             sa.literal(now, sa.DateTime(timezone=True)),
         ]
         if not generated:
@@ -57,7 +59,7 @@ async def insert_events(
         return
     rows = []
     for job in jobs:
-        row = dict(zip(names, (job, event_type, note, now), strict=True))
+        row = dict(zip(names, (job, event_type, *([note] if noted else []), now), strict=True))
         if not generated:
             new = uuid.uuid4()
             row[col.name] = new if isinstance(col.type, sa.Uuid) else str(new)

@@ -1,15 +1,21 @@
 """Staged redrives on a message_job estate: candidates, per-job checks, wave outcomes and
-the rollback the redrive procedure prescribes (return the affected rows to the DLQ)."""
+the rollback the redrive procedure prescribes (return the affected rows to the DLQ).
+
+Where the estate keeps no ``job_events`` table, redrives are counted in queuebot's own
+redrive log (as worker_queue's are); where it keeps no source objects, the source check
+is n/a."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate.message_job.events import REDRIVE_EVENT, ROLLBACK_EVENT, insert_events
+from services.estate.message_job.schema import DLQ, FAILED, PENDING, QUEUED
+from services.estate.model import CanonicalState
 from services.estate.ops import (
     ItemRef,
     Selector,
@@ -19,17 +25,34 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import QueueProfile, plain
+from services.estate.profile import BoundTable, QueueProfile, plain
+from services.models import RedriveLog
 
-MESSAGE_RESTORED = ("attempt_count", "claimed_at", "last_error", "available_at")
-JOB_RESTORED = ("attempt_count", "progress_percent", "finished_at", "error_message")
+# What a redrive changes and a rollback puts back, where the team's tables have it.
+MESSAGE_RESTORED = ("status", "attempt_count", "claimed_at", "last_error", "available_at")
+JOB_RESTORED = ("status", "attempt_count", "progress_percent", "finished_at", "error_message")
+TERMINAL = (CanonicalState.SUCCEEDED, CanonicalState.DEAD)
+
+_log = cast(sa.Table, RedriveLog.__table__)
+
+
+def has_sources(tables: dict[str, BoundTable]) -> bool:
+    """Whether the source-object check can run: jobs name an asset whose row keeps the
+    source object's key."""
+    assets = tables.get("assets")
+    return tables["jobs"].has("asset_id") and assets is not None and assets.has("source_object_key")
 
 
 class MessageJobPlanOps:
-    has_sources = True  # each job names its video_assets row
-
     def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
+
+    @property
+    def has_sources(self) -> bool:
+        """Each job names its video_assets row, where the estate keeps them (known once
+        the tables are reflected, which ``source_missing`` does first)."""
+        tables = self.profile.reflected
+        return tables is None or has_sources(tables)
 
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
         t = await self.profile.tables(conn)
@@ -48,12 +71,15 @@ class MessageJobPlanOps:
         """Never redrive a job whose source object is gone (deleted by retention): the
         worker would only fail again."""
         t = await self.profile.tables(conn)
+        if not has_sources(t):
+            return {}  # n/a: this estate keeps no source objects queuebot can see
         j, a = t["jobs"], t["assets"]
         missing: dict[str, str] = {}
         ids = [self.profile.id_text(j.c("id"), x.id) for x in targets]
+        status = a.c("status") if a.has("status") else sa.null()
         for part in chunks(ids, chunk_for(j.dialect)):
             rows = await conn.execute(
-                sa.select(j.c("id"), a.c("id"), a.c("source_object_key"), a.c("status"))
+                sa.select(j.c("id"), a.c("id"), a.c("source_object_key"), status)
                 .select_from(j.table.outerjoin(a.table, a.c("id") == j.c("asset_id")))
                 .where(j.isin("id", part))
             )
@@ -69,8 +95,11 @@ class MessageJobPlanOps:
     async def redrive_counts(
         self, conn: AsyncConnection, *, targets: list[Target]
     ) -> dict[str, int]:
-        """Earlier REDRIVE_REQUESTED events per job: queuebot's and operators' alike."""
-        e = (await self.profile.tables(conn))["events"]
+        """Earlier REDRIVE_REQUESTED events per job: queuebot's and operators' alike; or,
+        without a job_events table, the redrives queuebot's own log recorded."""
+        e = (await self.profile.tables(conn)).get("events")
+        if e is None:
+            return await self._logged_redrives(conn, [x.id for x in targets])
         ids = [self.profile.id_text(e.c("aggregate_id"), x.id) for x in targets]
         counts: dict[str, int] = {}
         for part in chunks(ids, chunk_for(e.dialect)):
@@ -87,8 +116,10 @@ class MessageJobPlanOps:
     ) -> dict[str, dict[str, Any]]:
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
+        kept_m = [c for c in MESSAGE_RESTORED if m.has(c)]
+        kept_j = [c for c in JOB_RESTORED if j.has(c)]
         # keyed by message: a job may have two dead-lettered messages, each with its own values
-        cols = [m.c("id"), *(m.c(c) for c in MESSAGE_RESTORED), *(j.c(c) for c in JOB_RESTORED)]
+        cols = [m.c("id"), *(m.c(c) for c in kept_m), *(j.c(c) for c in kept_j)]
         ids = [self.profile.id_text(m.c("id"), str(i.part)) for i in items]
         out: dict[str, dict[str, Any]] = {}
         for part in chunks(ids, chunk_for(m.dialect)):
@@ -100,8 +131,8 @@ class MessageJobPlanOps:
             for r in rows.all():
                 values = [plain(v) for v in r[1:]]
                 out[str(plain(r[0]))] = {
-                    "message": dict(zip(MESSAGE_RESTORED, values[:4], strict=True)),
-                    "job": dict(zip(JOB_RESTORED, values[4:], strict=True)),
+                    "message": dict(zip(kept_m, values[: len(kept_m)], strict=True)),
+                    "job": dict(zip(kept_j, values[len(kept_m) :], strict=True)),
                 }
         return out
 
@@ -116,9 +147,10 @@ class MessageJobPlanOps:
                 sa.select(m.c("job_id"), m.c("status"), m.c("last_error")).where(m.isin("id", part))
             )
             for job, status, error in rows.all():
-                if status in ("COMPLETED", "DLQ"):
+                state = self.profile.canonical(str(plain(status)))
+                if state in TERMINAL:
                     terminal += 1
-                    if status == "DLQ":
+                    if state is CanonicalState.DEAD:
                         redead.append((str(plain(job)), error))
                     else:
                         succeeded.append(str(plain(job)))
@@ -132,45 +164,35 @@ class MessageJobPlanOps:
         """Redriven messages no worker claimed yet go back to DLQ and their jobs to
         FAILED, with the values they had, and a job event says so."""
         t = await self.profile.tables(conn)
-        m, j, e = t["messages"], t["jobs"], t["events"]
+        m, j, e = t["messages"], t["jobs"], t.get("events")
         back: list[str] = []
         for item in items:
             if not item.original or item.part is None:
                 continue
-            message = item.original["message"]
+            message = {"status": DLQ, **item.original["message"]}  # its own status, if kept
             moved = await conn.execute(
                 m.table.update()
                 .where(
                     m.c("id") == self.profile.coerce_id(m.c("id"), item.part),
-                    m.c("status") == "PENDING",
+                    m.c("status") == PENDING,
                     m.c("claimed_at").is_(None),
                 )
-                .values(
-                    {
-                        m.c("status").name: "DLQ",
-                        **{m.c(c).name: restored(c, message.get(c)) for c in MESSAGE_RESTORED},
-                    }
-                )
+                .values(_restored(m, message))
                 .returning(m.c("job_id"))
             )
             if moved.first() is None:
                 continue  # a worker claimed it (or it moved on): leave it alone
-            job = item.original["job"]
+            job = {"status": FAILED, **item.original["job"]}
             await conn.execute(
                 j.table.update()
                 .where(
                     j.c("id") == self.profile.coerce_id(j.c("id"), item.job_id),
-                    j.c("status") == "QUEUED",
+                    j.c("status") == QUEUED,
                 )
-                .values(
-                    {
-                        j.c("status").name: "FAILED",
-                        **{j.c(c).name: restored(c, job.get(c)) for c in JOB_RESTORED},
-                    }
-                )
+                .values(_restored(j, job))
             )
             back.append(item.job_id)
-        if back:  # one event per job, however many of its messages went back
+        if back and e is not None:  # one event per job, however many of its messages went back
             keys = [self.profile.coerce_id(j.c("id"), b) for b in dict.fromkeys(back)]
             await insert_events(conn, e, jobs=keys, event_type=ROLLBACK_EVENT, note=note, now=now)
         return back
@@ -178,4 +200,26 @@ class MessageJobPlanOps:
     async def log_redrives(
         self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
     ) -> None:
-        return None  # the REDRIVE_REQUESTED job events are the record
+        """The REDRIVE_REQUESTED job events are the record; without a job_events table,
+        queuebot's own redrive log is."""
+        if job_ids and "events" not in await self.profile.tables(conn):
+            await conn.execute(
+                _log.insert(),
+                [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
+            )
+
+    async def _logged_redrives(self, conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for part in chunks(ids, chunk_for(conn.dialect.name)):
+            rows = await conn.execute(
+                sa.select(_log.c.job_id, sa.func.count())
+                .where(_log.c.queue == self.profile.queue, _log.c.job_id.in_(part))
+                .group_by(_log.c.job_id)
+            )
+            counts.update({str(j): int(n) for j, n in rows.all()})
+        return counts
+
+
+def _restored(t: BoundTable, values: dict[str, Any]) -> dict[str, Any]:
+    """Kept values as the table's columns take them back, for the columns it has."""
+    return {t.c(c).name: restored(c, v) for c, v in values.items() if t.has(c)}

@@ -8,6 +8,7 @@ carries the business state. A command's ID is the job; a message id resolves to 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,14 @@ from services.config import QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate.message_job.changes import MessageJobChanges
 from services.estate.message_job.plans import MessageJobPlanOps
+from services.estate.message_job.schema import (
+    CANCELLED,
+    JOB_STATES,
+    MESSAGE_STATES,
+    PENDING,
+    QUEUED,
+    UNFINISHED,
+)
 from services.estate.model import (
     CanonicalState,
     Count,
@@ -32,6 +41,7 @@ from services.estate.model import (
     Triage,
     TypeCounts,
 )
+from services.estate.ops import Action
 from services.estate.profile import (
     BoundTable,
     IndexPlan,
@@ -44,21 +54,11 @@ from services.estate.profile import (
 )
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
 
-MESSAGE_STATES = {
-    "PENDING": CanonicalState.PENDING,
-    "PROCESSING": CanonicalState.IN_FLIGHT,
-    "COMPLETED": CanonicalState.SUCCEEDED,
-    "DLQ": CanonicalState.DEAD,
-}
-JOB_STATES = {
-    "QUEUED": CanonicalState.PENDING,
-    "RUNNING": CanonicalState.IN_FLIGHT,
-    "SUCCEEDED": CanonicalState.SUCCEEDED,
-    "FAILED": CanonicalState.FAILED,
-    "CANCEL_REQUESTED": CanonicalState.IN_FLIGHT,
-    "CANCELLED": CanonicalState.CANCELLED,
-}
-UNFINISHED = ("PENDING", "PROCESSING")
+NOT_READ = "nothing: queuebot does not read it"
+NO_SOURCES = (
+    "the source-object check before a redrive is n/a (it cannot tell a job whose source "
+    "object is gone), and /queue show has no source asset"
+)
 
 
 class MessageJobProfile(QueueProfile):
@@ -67,34 +67,69 @@ class MessageJobProfile(QueueProfile):
         TableSpec(
             "messages",
             "queue_messages",
-            ("id", "job_id", "status", "attempt_count", "available_at", "claimed_at", "last_error"),
+            required=("id", "job_id", "status", "available_at", "claimed_at", "last_error"),
+            optional={
+                "attempt_count": "a redrive does not reset the message's attempts; /queue dlq "
+                "and the stuck report show no tries",
+            },
         ),
         TableSpec(
             "jobs",
             "clip_jobs",
-            (
-                "id",
-                "asset_id",
-                "tenant_id",
-                "status",
-                "attempt_count",
-                "progress_percent",
-                "error_message",
-                "started_at",
-                "finished_at",
-            ),
+            required=("id", "status"),
+            optional={
+                "asset_id": NO_SOURCES,
+                "tenant_id": "no by-tenant breakdown in triage and no tenant in listings; "
+                "--tenant is a usage error",
+                "attempt_count": "a redrive does not reset the job's attempts",
+                "progress_percent": "a redrive does not reset progress; the stuck report "
+                "shows none",
+                "error_message": "a redrive does not clear the job's error",
+                "started_at": NOT_READ,
+                "finished_at": "a redrive does not clear finished_at",
+            },
         ),
         TableSpec(
-            "events", "job_events", ("id", "aggregate_id", "event_type", "message", "created_at")
+            "events",
+            "job_events",
+            required=("id", "aggregate_id", "event_type", "created_at"),
+            optional={"message": "the job events queuebot writes carry no note"},
+            absent="no job events: /queue show lists none, a change writes none, and "
+            "earlier redrives are counted in queuebot's own redrive log",
         ),
-        TableSpec("assets", "video_assets", ("id", "source_object_key", "status")),
+        TableSpec(
+            "assets",
+            "video_assets",
+            required=("id",),
+            optional={
+                "source_object_key": NO_SOURCES,
+                "status": "a source object marked DELETED is not recognised: only a missing "
+                "asset row or an empty key keeps a job from a redrive",
+            },
+            absent=NO_SOURCES,
+        ),
     )
     states = MESSAGE_STATES
+    status_writes = {
+        Action.REDRIVE: (
+            (CanonicalState.PENDING, PENDING),
+            (CanonicalState.PENDING, QUEUED),
+        ),
+        Action.CANCEL: ((CanonicalState.CANCELLED, CANCELLED),),
+    }
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
         super().__init__(queue, config)
+        self.job_state_map = self.mapped_states(JOB_STATES)
         self.changes = MessageJobChanges(self)
         self.plan_ops = MessageJobPlanOps(self)
+
+    @classmethod
+    def status_vocabularies(cls) -> list[tuple[str, str, Mapping[str, CanonicalState]]]:
+        return [("messages", "status", MESSAGE_STATES), ("jobs", "status", JOB_STATES)]
+
+    def job_statuses_in(self, *states: CanonicalState) -> list[str]:
+        return [status for status, state in self.job_state_map.items() if state in states]
 
     def index_plan(self) -> list[IndexPlan]:
         return [
@@ -116,7 +151,10 @@ class MessageJobProfile(QueueProfile):
                 "messages",
                 "claimed",
                 ("status", "claimed_at"),
-                ("status", ("PROCESSING", "DLQ")),
+                (
+                    "status",
+                    tuple(self.statuses_in(CanonicalState.IN_FLIGHT, CanonicalState.DEAD)),
+                ),
                 "stuck messages; /queue dlq newest first",
             ),
             ("jobs", "status", ("status",), None, "job status counts as an index-only scan"),
@@ -130,7 +168,13 @@ class MessageJobProfile(QueueProfile):
         ]
 
     def job_canonical(self, status: str) -> CanonicalState:
-        return JOB_STATES.get(status, CanonicalState.UNKNOWN)
+        return self.job_state_map.get(status, CanonicalState.UNKNOWN)
+
+    def _notes(self, t: dict[str, BoundTable]) -> list[str]:
+        """What triage leaves out for lack of an optional column."""
+        if not t["jobs"].has("tenant_id"):
+            return ["no tenant_id column: no breakdown by tenant"]
+        return []
 
     async def triage(
         self,
@@ -151,16 +195,15 @@ class MessageJobProfile(QueueProfile):
         if since is not None:
             where.append(m.c("available_at") >= since)
         status = m.c("status")
+        dead = status.in_(self.dead_letter_statuses)
         # Counts alone (an index-only scan of (status, available_at)); the oldest pending
         # message and the stuck count are two small index lookups beside them.
         by_status = sa.select(status, sa.func.count()).where(*where).group_by(status)
         extras = sa.select(
             sa.select(sa.func.min(m.c("available_at")))
-            .where(status == "PENDING", *where)
+            .where(status.in_(self.statuses_in(CanonicalState.PENDING)), *where)
             .scalar_subquery(),
-            sa.select(sa.func.count())
-            .where(status == "PROCESSING", m.c("claimed_at") < self.stuck_cutoff(now), *where)
-            .scalar_subquery(),
+            sa.select(sa.func.count()).where(self._stuck(m, now), *where).scalar_subquery(),
         )
         if since is None:
             by_job = sa.select(j.c("status"), sa.func.count()).group_by(j.c("status"))
@@ -171,18 +214,25 @@ class MessageJobProfile(QueueProfile):
                 .where(j.c("id").in_(recent))
                 .group_by(j.c("status"))
             )
+        # The dead letters by their job's status: what the headline's count is made of,
+        # beside the job table's own counts (a redrive takes those whose job FAILED).
+        dead_jobs = (
+            sa.select(j.c("status"), sa.func.count())
+            .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
+            .where(dead, *where)
+            .group_by(j.c("status"))
+        )
         # Signatures and tenants of the newest dead letters, read backwards off the
         # (status, claimed_at) index with each tenant looked up by the job's primary key,
         # so the cost does not grow with the size of the DLQ; the reply says how many.
+        tenant: sa.ColumnElement[Any] = (
+            sa.select(j.c("tenant_id")).where(j.c("id") == m.c("job_id")).scalar_subquery()
+            if j.has("tenant_id")
+            else sa.null()
+        )
         newest = (
-            sa.select(
-                m.c("last_error").label("error"),
-                sa.select(j.c("tenant_id"))
-                .where(j.c("id") == m.c("job_id"))
-                .scalar_subquery()
-                .label("tenant"),
-            )
-            .where(status == "DLQ", *where)
+            sa.select(m.c("last_error").label("error"), tenant.label("tenant"))
+            .where(dead, *where)
             .order_by(m.c("claimed_at").desc())
             .limit(SIGNATURE_SAMPLE)
             .cte("newest_dead")
@@ -202,7 +252,7 @@ class MessageJobProfile(QueueProfile):
         )
         per_job = (
             sa.select(m.c("job_id"), sa.func.count().label("n"))
-            .where(m.c("status").in_(UNFINISHED), *where)
+            .where(status.in_(self.statuses_in(*UNFINISHED)), *where)
             .group_by(m.c("job_id"))
             .having(sa.func.count() > 1)
             .subquery()
@@ -212,10 +262,11 @@ class MessageJobProfile(QueueProfile):
         counts = count_map((await conn.execute(by_status)).all())
         oldest_raw, stuck_total = (await conn.execute(extras)).one()
         job_counts = count_map((await conn.execute(by_job)).all())
+        dead_job_counts = count_map((await conn.execute(dead_jobs)).all())
         sig_rows = (await conn.execute(signatures)).all()
-        tenant_rows = (await conn.execute(tenants)).all()
+        tenant_rows = (await conn.execute(tenants)).all() if j.has("tenant_id") else []
         n_groups, n_surplus = (await conn.execute(dups)).one()
-        dead_total = counts.get("DLQ", 0)
+        dead_total = self.dead_count(counts)
         sampled = min(dead_total, SIGNATURE_SAMPLE)
         return Triage(
             queue=self.queue,
@@ -227,20 +278,38 @@ class MessageJobProfile(QueueProfile):
             since=since,
             total=sum(counts.values()),
             status_title="message status",
-            by_status=_status_counts(counts, MESSAGE_STATES),
-            by_job_status=_status_counts(job_counts, JOB_STATES),
+            by_status=self._status_counts(counts, self.canonical),
+            by_job_status=self._status_counts(job_counts, self.job_canonical),
+            dead_letter_jobs=self._status_counts(dead_job_counts, self.job_canonical),
             by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
             signatures_of=sampled,
             signatures_total=dead_total,
             type_title="tenant",
             by_type_dead_only=True,
-            by_type=[
-                TypeCounts(str(k), int(n), {CanonicalState.DEAD: int(n)}) for k, n in tenant_rows
-            ],
+            # one count per tenant: its dead letters among those sampled (no per-state
+            # columns, which would only repeat it)
+            by_type=[TypeCounts(str(k), int(n), {}) for k, n in tenant_rows],
             oldest_pending_at=as_utc(oldest_raw),
             stuck=int(stuck_total or 0),
             duplicate_groups=int(n_groups),
             duplicate_rows=int(n_surplus),
+            notes=self._notes(t),
+        )
+
+    @staticmethod
+    def _status_counts(
+        counts: dict[str, int], canonical: Callable[[str], CanonicalState]
+    ) -> list[StatusCount]:
+        return [
+            StatusCount(s, canonical(s), n)
+            for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
+        ]
+
+    def _stuck(self, m: BoundTable, now: datetime) -> sa.ColumnElement[bool]:
+        """In flight (PROCESSING) and claimed longer ago than the threshold."""
+        return sa.and_(
+            m.c("status").in_(self.statuses_in(CanonicalState.IN_FLIGHT)),
+            m.c("claimed_at") < self.stuck_cutoff(now),
         )
 
     async def _resolve_job(
@@ -262,7 +331,7 @@ class MessageJobProfile(QueueProfile):
 
     async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail:
         t = await self.tables(conn)
-        m, j, e, a = t["messages"], t["jobs"], t["events"], t["assets"]
+        m, j = t["messages"], t["jobs"]
         job = await self._resolve_job(conn, t, job_id)
         key = job._mapping[j.c("id").name]
         messages = (
@@ -270,19 +339,25 @@ class MessageJobProfile(QueueProfile):
                 sa.select(m.table).where(m.c("job_id") == key).order_by(m.c("available_at").desc())
             )
         ).all()
-        asset = (
-            await conn.execute(
-                sa.select(a.table).where(a.c("id") == job._mapping[j.c("asset_id").name])
-            )
-        ).first()
-        events = (
-            await conn.execute(
-                sa.select(e.c("event_type"), e.c("message"), e.c("created_at"))
+        asset = None
+        a = t.get("assets")
+        if a is not None and j.has("asset_id"):
+            asset = (
+                await conn.execute(
+                    sa.select(a.table).where(a.c("id") == job._mapping[j.c("asset_id").name])
+                )
+            ).first()
+        e = t.get("events")
+        events: list[JobEvent] = []
+        if e is not None:
+            note = e.c("message") if e.has("message") else sa.null()
+            found = await conn.execute(
+                sa.select(e.c("event_type"), note, e.c("created_at"))
                 .where(e.c("aggregate_id") == key)
                 .order_by(e.c("created_at"), e.c("id"))
                 .limit(200)
             )
-        ).all()
+            events = [JobEvent(str(r[0]), r[1], as_utc(r[2])) for r in found.all()]
         job_status = str(job._mapping[j.c("status").name])
         message_status = str(messages[0]._mapping[m.c("status").name]) if messages else None
         sections = [
@@ -291,7 +366,7 @@ class MessageJobProfile(QueueProfile):
                 [row_dict(r) for r in messages],
             )
         ]
-        if asset is not None:
+        if asset is not None and a is not None:
             sections.append(Section(f"source asset ({a.name})", [row_dict(asset)]))
         status = f"{job_status} / {message_status}" if message_status else job_status
         canonical = (
@@ -304,7 +379,11 @@ class MessageJobProfile(QueueProfile):
             canonical=canonical,
             row=row_dict(job),
             sections=sections,
-            events=[JobEvent(str(r[0]), r[1], as_utc(r[2])) for r in events],
+            events=events,
+            events_note=None
+            if e is not None
+            else f"queue {self.queue!r} keeps no job events table; queuebot's own audit "
+            "trail records every change it makes",
         )
 
     def dead_where(
@@ -318,8 +397,13 @@ class MessageJobProfile(QueueProfile):
                 "columns; filter with --error-like TEXT or --tenant T"
             )
         m, j = tables["messages"], tables["jobs"]
-        where: list[sa.ColumnElement[bool]] = [m.c("status") == "DLQ"]
+        where: list[sa.ColumnElement[bool]] = [m.c("status").in_(self.dead_letter_statuses)]
         if filters.tenant is not None:
+            if not j.has("tenant_id"):
+                raise UsageError(
+                    f"queue {self.queue!r} (message_job) has no tenant_id column, so dead "
+                    "letters cannot be selected by tenant; filter with --error-like TEXT"
+                )
             where.append(j.c("tenant_id") == filters.tenant)
         if filters.error_like is not None:
             where.append(m.c("last_error").icontains(filters.error_like, autoescape=True))
@@ -329,6 +413,10 @@ class MessageJobProfile(QueueProfile):
         """Newest dead letters first (never-claimed ones last)."""
         m = tables["messages"]
         return [m.c("claimed_at").desc().nulls_last(), m.c("available_at").desc()]
+
+    @staticmethod
+    def _or_null(t: BoundTable, column: str, label: str) -> sa.ColumnElement[Any]:
+        return (t.c(column) if t.has(column) else sa.null()).label(label)
 
     async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
         t = await self.tables(conn)
@@ -341,12 +429,13 @@ class MessageJobProfile(QueueProfile):
         listing = (
             sa.select(
                 m.c("id").label("mid"),
-                m.c("job_id"),
-                m.c("attempt_count"),
-                m.c("claimed_at"),
-                m.c("available_at"),
-                m.c("last_error"),
-                j.c("tenant_id"),
+                m.c("job_id").label("job_id"),
+                m.c("status").label("msg_status"),
+                self._or_null(m, "attempt_count", "attempt_count"),
+                m.c("claimed_at").label("claimed_at"),
+                m.c("available_at").label("available_at"),
+                m.c("last_error").label("last_error"),
+                self._or_null(j, "tenant_id", "tenant_id"),
                 j.c("status").label("job_status"),
             )
             .select_from(joined)
@@ -358,11 +447,11 @@ class MessageJobProfile(QueueProfile):
             JobSummary(
                 id=str(plain(r.job_id)),
                 message_id=str(plain(r.mid)),
-                status=f"{r.job_status} / DLQ",
-                canonical=CanonicalState.DEAD,
+                status=f"{r.job_status} / {r.msg_status}",
+                canonical=self.canonical(str(r.msg_status)),
                 reason=None,
                 error=r.last_error,
-                group=str(r.tenant_id),
+                group=str(r.tenant_id) if r.tenant_id is not None else None,
                 attempts=r.attempt_count,
                 at=as_utc(r.claimed_at or r.available_at),
             )
@@ -373,17 +462,18 @@ class MessageJobProfile(QueueProfile):
     async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList:
         t = await self.tables(conn)
         m, j = t["messages"], t["jobs"]
-        cond = sa.and_(m.c("status") == "PROCESSING", m.c("claimed_at") < self.stuck_cutoff(now))
+        cond = self._stuck(m, now)
         total = (await conn.execute(sa.select(sa.func.count()).where(cond))).scalar_one()
         listing = (
             sa.select(
                 m.c("id").label("mid"),
-                m.c("job_id"),
-                m.c("attempt_count"),
-                m.c("claimed_at"),
-                j.c("tenant_id"),
+                m.c("job_id").label("job_id"),
+                m.c("status").label("msg_status"),
+                self._or_null(m, "attempt_count", "attempt_count"),
+                m.c("claimed_at").label("claimed_at"),
+                self._or_null(j, "tenant_id", "tenant_id"),
                 j.c("status").label("job_status"),
-                j.c("progress_percent"),
+                self._or_null(j, "progress_percent", "progress_percent"),
             )
             .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
             .where(cond)
@@ -394,34 +484,36 @@ class MessageJobProfile(QueueProfile):
         for r in (await conn.execute(listing)).all():
             claimed = as_utc(r.claimed_at)
             minutes = int((now - claimed).total_seconds() // 60) if claimed else 0
+            progress = f" at {r.progress_percent}%" if r.progress_percent is not None else ""
             rows.append(
                 JobSummary(
                     id=str(plain(r.job_id)),
                     message_id=str(plain(r.mid)),
-                    status=f"{r.job_status} / PROCESSING",
+                    status=f"{r.job_status} / {r.msg_status}",
                     canonical=CanonicalState.IN_FLIGHT,
                     reason=None,
                     error=None,
-                    group=str(r.tenant_id),
+                    group=str(r.tenant_id) if r.tenant_id is not None else None,
                     attempts=r.attempt_count,
                     at=claimed,
-                    note=f"processing for {minutes}m at {r.progress_percent}%",
+                    note=f"processing for {minutes}m{progress}",
                 )
             )
         return JobList(total=int(total), rows=rows)
 
     async def duplicates(self, conn: AsyncConnection, *, limit: int) -> list[DuplicateGroup]:
         m = (await self.tables(conn))["messages"]
+        unfinished = m.c("status").in_(self.statuses_in(*UNFINISHED))
         dup_jobs = (
             sa.select(m.c("job_id"))
-            .where(m.c("status").in_(UNFINISHED))
+            .where(unfinished)
             .group_by(m.c("job_id"))
             .having(sa.func.count() > 1)
             .limit(limit)
         )
         listing = (
             sa.select(m.c("job_id"), m.c("id"))
-            .where(m.c("job_id").in_(dup_jobs), m.c("status").in_(UNFINISHED))
+            .where(m.c("job_id").in_(dup_jobs), unfinished)
             .order_by(m.c("job_id"), m.c("available_at"))
         )
         groups: dict[str, list[str]] = defaultdict(list)
@@ -431,10 +523,3 @@ class MessageJobProfile(QueueProfile):
             DuplicateGroup(f"job {k}", ids, f"{len(ids)} unfinished messages")
             for k, ids in groups.items()
         ]
-
-
-def _status_counts(counts: dict[str, int], states: dict[str, CanonicalState]) -> list[StatusCount]:
-    return [
-        StatusCount(s, states.get(s, CanonicalState.UNKNOWN), n)
-        for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
-    ]

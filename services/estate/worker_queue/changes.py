@@ -1,7 +1,8 @@
 """Guarded changes on a worker_queue table: the runbook's requeue (failed rows back to
 queued, retry count and failure fields cleared) and its cancels (queued duplicates, failed
 rows cancelled on purpose). ``failed_permanently`` rows are never cancelled: they are the
-record of a job that died after every retry."""
+record of a job that died after every retry. Columns the team's table lacks are neither
+read nor cleared; statuses go by their canonical state, so a team's own values count."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import UsageError
+from services.estate.model import CanonicalState
 from services.estate.ops import (
     Action,
     Applied,
@@ -25,10 +27,12 @@ from services.estate.ops import (
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
 from services.estate.signature import display_signature, error_signature
-from services.estate.worker_queue.schema import ACTIVE, FAILURE_REASONS
+from services.estate.worker_queue.schema import ACTIVE, CANCELLED, FAILURE_REASONS, QUEUED
 
-RESET_STATES = ("failed", "failed_permanently")  # what a requeue puts back in the queue
-CANCEL_STATES = ("queued", "failed")
+# What a requeue or redrive puts back in the queue, and what a cancel takes: by state, so
+# a team's own values for these states ([statuses]) count as the profile's do.
+RESET_STATES = (CanonicalState.FAILED, CanonicalState.DEAD)
+CANCEL_STATES = (CanonicalState.PENDING, CanonicalState.FAILED)
 WHY_NOT = {
     "cancelled": "cancelled on purpose",
     "done": "already done",
@@ -38,6 +42,24 @@ WHY_NOT = {
     "failed_permanently": "failed_permanently is the record of a job that died after full "
     "retry; it is never cancelled",
 }
+WHY_NOT_STATE = {
+    CanonicalState.CANCELLED: "cancelled on purpose",
+    CanonicalState.SUCCEEDED: "already done",
+    CanonicalState.PENDING: "already queued",
+    CanonicalState.IN_FLIGHT: "a worker holds it right now",
+    CanonicalState.DEAD: "a dead row is the record of a job that died after full retry; it "
+    "is never cancelled",
+    CanonicalState.UNKNOWN: "a status queuebot does not know; never acted on",
+}
+# What a requeue or redrive clears, where the team's table has it.
+CLEARED = (
+    "failure_reason",
+    "error_message",
+    "next_attempt_at",
+    "server_node",
+    "claimed_at",
+    "started_at",
+)
 
 
 class WorkerQueueChanges:
@@ -47,11 +69,22 @@ class WorkerQueueChanges:
     async def _table(self, conn: AsyncConnection) -> BoundTable:
         return (await self.profile.tables(conn))["queue"]
 
+    def _no_column(self, column: str, what: str) -> UsageError:
+        return UsageError(
+            f"queue {self.profile.queue!r} (worker_queue) has no {column} column, so {what}; "
+            "name the job ids instead"
+        )
+
     async def freeze(self, conn: AsyncConnection, *, action: Action, selector: Selector) -> Frozen:
+        self.profile.check_writable(action)
         q = await self._table(conn)
         if selector.duplicates:
+            if not q.has("issue_number"):
+                raise self._no_column("issue_number", "duplicate queued rows cannot be found")
             return await self._duplicates(conn, q)
         if selector.failure_reason is not None:
+            if not q.has("failure_reason"):
+                raise self._no_column("failure_reason", "--failure-reason selects nothing")
             if selector.failure_reason not in FAILURE_REASONS:
                 raise UsageError(
                     f"unknown failure reason {selector.failure_reason!r}; "
@@ -61,7 +94,7 @@ class WorkerQueueChanges:
                 await conn.execute(
                     sa.select(q.table)
                     .where(
-                        q.c("status") == "failed",
+                        q.c("status").in_(self.profile.statuses_in(CanonicalState.FAILED)),
                         q.c("failure_reason") == selector.failure_reason,
                     )
                     .order_by(q.c("id"))
@@ -82,10 +115,11 @@ class WorkerQueueChanges:
                 ineligible.append(Ineligible(raw, "not found"))
                 continue
             status = str(plain(row._mapping[q.c("status").name]))
-            if status in allowed:
+            state = self.profile.canonical(status)
+            if state in allowed:
                 targets.append(self._target(q, row))
             else:
-                why = WHY_NOT.get(status, f"is {status}")
+                why = WHY_NOT.get(status) or WHY_NOT_STATE.get(state, f"is {status}")
                 ineligible.append(Ineligible(raw, f"{status}: {why}"))
         return Frozen(targets, ineligible)
 
@@ -93,18 +127,20 @@ class WorkerQueueChanges:
         """Queued duplicates: all but the most recently queued row of an issue, and every
         queued row whose issue already has a claimed, running or done row."""
         issue, status = q.c("issue_number"), q.c("status")
+        pending = self.profile.statuses_in(CanonicalState.PENDING)
         queued = (
             await conn.execute(
                 sa.select(q.table)
-                .where(status == "queued", issue.is_not(None))
+                .where(status.in_(pending), issue.is_not(None))
                 .order_by(issue, q.c("queued_at").desc(), q.c("id").desc())
             )
         ).all()
-        queued_issues = sa.select(issue).where(status == "queued")
+        queued_issues = sa.select(issue).where(status.in_(pending))
+        active = self.profile.statuses_in(*ACTIVE)
         busy = set(
             (
                 await conn.execute(
-                    sa.select(issue).where(status.in_(ACTIVE), issue.in_(queued_issues)).distinct()
+                    sa.select(issue).where(status.in_(active), issue.in_(queued_issues)).distinct()
                 )
             )
             .scalars()
@@ -122,15 +158,16 @@ class WorkerQueueChanges:
     def _target(self, q: BoundTable, row: sa.Row[Any]) -> Target:
         m = row._mapping
         status = str(plain(m[q.c("status").name]))
-        reason = m[q.c("failure_reason").name]
+        reason = m[q.c("failure_reason").name] if q.has("failure_reason") else None
         label = str(plain(reason)) if reason is not None else "(no failure_reason)"
         sig = display_signature(error_signature(m[q.c("error_message").name]))
         key = plain(m[q.c("id").name])
+        pending = self.profile.canonical(status) is CanonicalState.PENDING
         return Target(
             id=str(key),
             key={"id": key},
             state=status,
-            signature=f"{label}: {sig}" if status != "queued" else "duplicate queued",
+            signature="duplicate queued" if pending else f"{label}: {sig}",
             row=dict(row._mapping),
         )
 
@@ -144,22 +181,15 @@ class WorkerQueueChanges:
         note: str,
         duplicates: bool,
     ) -> Applied:
+        self.profile.check_writable(action)
         q = await self._table(conn)
         if action is Action.CANCEL:
-            values: dict[str, Any] = {q.c("status").name: "cancelled"}
+            values: dict[str, Any] = {q.c("status").name: CANCELLED}
         else:  # requeue and redrive: back to queued, retries and failure fields cleared
-            values = {
-                q.c(c).name: None
-                for c in (
-                    "failure_reason",
-                    "error_message",
-                    "next_attempt_at",
-                    "server_node",
-                    "claimed_at",
-                    "started_at",
-                )
-            }
-            values.update({q.c("status").name: "queued", q.c("retry_count").name: 0})
+            values = {q.c(c).name: None for c in CLEARED if q.has(c)}
+            values[q.c("status").name] = QUEUED
+            if q.has("retry_count"):
+                values[q.c("retry_count").name] = 0
         by_state: dict[str, list[Target]] = defaultdict(list)
         for t in targets:
             by_state[t.state].append(t)
@@ -167,13 +197,15 @@ class WorkerQueueChanges:
         before: list[dict[str, Any]] = []
         for state, group in by_state.items():
             extra: dict[str, Any] = {}
-            if action is Action.CANCEL and state == "queued":  # a duplicate, said so
-                extra = {
-                    q.c("failure_reason").name: "other",
-                    q.c("error_message").name: "manually cancelled: duplicate queued row"
+            pending = self.profile.canonical(state) is CanonicalState.PENDING
+            if action is Action.CANCEL and pending:  # a duplicate, said so
+                extra[q.c("error_message").name] = (
+                    "manually cancelled: duplicate queued row"
                     if duplicates
-                    else f"manually cancelled: {note}"[:500],
-                }
+                    else f"manually cancelled: {note}"[:500]
+                )
+                if q.has("failure_reason"):
+                    extra[q.c("failure_reason").name] = "other"
             ids = [self.profile.coerce_id(q.c("id"), t.id) for t in group]
             for part in chunks(ids, chunk_for(q.dialect)):
                 guard = sa.and_(q.isin("id", part), q.c("status") == state)

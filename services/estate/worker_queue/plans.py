@@ -9,6 +9,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate.model import CanonicalState
 from services.estate.ops import (
     ItemRef,
     Selector,
@@ -19,10 +20,12 @@ from services.estate.ops import (
     restored,
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.worker_queue.schema import QUEUED
 from services.models import RedriveLog
 
 _log = cast(sa.Table, RedriveLog.__table__)
 
+# What a redrive changes and a rollback puts back, where the team's table has it.
 RESTORED = (
     "status",
     "retry_count",
@@ -33,7 +36,12 @@ RESTORED = (
     "claimed_at",
     "started_at",
 )
-TERMINAL = ("done", "failed", "failed_permanently", "cancelled")
+TERMINAL = (
+    CanonicalState.SUCCEEDED,
+    CanonicalState.FAILED,
+    CanonicalState.DEAD,
+    CanonicalState.CANCELLED,
+)
 
 
 class WorkerQueuePlanOps:
@@ -79,11 +87,12 @@ class WorkerQueuePlanOps:
     ) -> dict[str, dict[str, Any]]:
         q = await self._table(conn)
         ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
-        cols = [q.c("id"), *(q.c(c) for c in RESTORED)]
+        kept = [c for c in RESTORED if q.has(c)]
+        cols = [q.c("id"), *(q.c(c) for c in kept)]
         out: dict[str, dict[str, Any]] = {}
         for part in chunks(ids, chunk_for(q.dialect)):
             for r in (await conn.execute(sa.select(*cols).where(q.isin("id", part)))).all():
-                out[str(plain(r[0]))] = dict(zip(RESTORED, (plain(v) for v in r[1:]), strict=True))
+                out[str(plain(r[0]))] = dict(zip(kept, (plain(v) for v in r[1:]), strict=True))
         return out
 
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
@@ -98,11 +107,12 @@ class WorkerQueuePlanOps:
             )
             for job, raw_status, error in rows.all():
                 status = str(plain(raw_status))
-                if status in TERMINAL:
+                state = self.profile.canonical(status)
+                if state in TERMINAL:
                     terminal += 1
                     if status in self.profile.dead_letter_statuses:
                         redead.append((str(plain(job)), error))
-                    elif status == "done":
+                    elif state is CanonicalState.SUCCEEDED:
                         succeeded.append(str(plain(job)))
                 else:
                     open_ += 1
@@ -116,12 +126,16 @@ class WorkerQueuePlanOps:
         for item in items:  # each row goes back to its own earlier values
             if not item.original:
                 continue
-            values = {q.c(c).name: restored(c, item.original.get(c)) for c in RESTORED}
+            values = {
+                q.c(c).name: restored(c, item.original[c])
+                for c in RESTORED
+                if q.has(c) and c in item.original
+            }
             done = await conn.execute(
                 q.table.update()
                 .where(
                     q.c("id") == self.profile.coerce_id(q.c("id"), item.job_id),
-                    q.c("status") == "queued",
+                    q.c("status") == QUEUED,
                     q.c("claimed_at").is_(None),
                 )
                 .values(values)

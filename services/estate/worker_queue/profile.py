@@ -26,6 +26,7 @@ from services.estate.model import (
     Triage,
     TypeCounts,
 )
+from services.estate.ops import Action
 from services.estate.profile import (
     BoundTable,
     IndexPlan,
@@ -38,7 +39,15 @@ from services.estate.profile import (
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
 from services.estate.worker_queue.changes import WorkerQueueChanges
 from services.estate.worker_queue.plans import WorkerQueuePlanOps
-from services.estate.worker_queue.schema import ACTIVE, FAILURE_REASONS
+from services.estate.worker_queue.schema import (
+    ACTIVE,
+    CANCELLED,
+    CLAIMED,
+    FAILURE_REASONS,
+    QUEUED,
+)
+
+NOT_READ = "nothing: queuebot does not read it"
 
 
 class WorkerQueueProfile(QueueProfile):
@@ -47,25 +56,27 @@ class WorkerQueueProfile(QueueProfile):
         TableSpec(
             "queue",
             "dev_r_worker_queue",
-            (
-                "id",
-                "issue_number",
-                "github_issue_number",
-                "job_type",
-                "status",
-                "failure_reason",
-                "error_message",
-                "retry_count",
-                "max_retries",
-                "queued_at",
-                "next_attempt_at",
-                "server_node",
-                "server_preference",
-                "claimed_at",
-                "started_at",
-                "heartbeat_at",
-                "analyst_notes",
-            ),
+            # what triage, requeue, cancel, redrive and the plan ops cannot work without
+            required=("id", "status", "error_message", "queued_at", "claimed_at"),
+            optional={
+                "issue_number": "no duplicate detection (triage, cancel --duplicates) and "
+                "no other rows of the issue in /queue show",
+                "github_issue_number": NOT_READ,
+                "job_type": "no by-type breakdown in triage; --type and --job-type are "
+                "usage errors",
+                "failure_reason": "no failure_reason breakdown in triage or /queue dlq; "
+                "--reason and --failure-reason are usage errors",
+                "retry_count": "a requeue or redrive does not reset the retry count; /queue "
+                "dlq shows no tries",
+                "max_retries": NOT_READ,
+                "next_attempt_at": "a requeue or redrive does not clear next_attempt_at",
+                "server_node": "no node in the stuck report; a requeue does not clear it",
+                "server_preference": NOT_READ,
+                "started_at": "stuck is judged without it (by heartbeat_at, else "
+                "claimed_at); a requeue does not clear it",
+                "heartbeat_at": "stuck is judged by started_at, else claimed_at",
+                "analyst_notes": NOT_READ,
+            },
         ),
     )
     states = {
@@ -76,6 +87,11 @@ class WorkerQueueProfile(QueueProfile):
         "failed": CanonicalState.FAILED,
         "failed_permanently": CanonicalState.DEAD,
         "cancelled": CanonicalState.CANCELLED,
+    }
+    status_writes = {
+        Action.REQUEUE: ((CanonicalState.PENDING, QUEUED),),
+        Action.REDRIVE: ((CanonicalState.PENDING, QUEUED),),
+        Action.CANCEL: ((CanonicalState.CANCELLED, CANCELLED),),
     }
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
@@ -110,24 +126,43 @@ class WorkerQueueProfile(QueueProfile):
                 "queue",
                 "in_flight_claimed",
                 ("status", "claimed_at"),
-                ("status", ("claimed", "running")),
+                ("status", tuple(self.statuses_in(CanonicalState.IN_FLIGHT))),
                 "stuck rows (claimed or running with no sign of life)",
             ),
         ]
 
+    # -- what the team's table has --------------------------------------------------------
+
+    def _no_column(self, column: str, what: str) -> UsageError:
+        return UsageError(
+            f"queue {self.queue!r} (worker_queue) has no {column} column, so {what}; "
+            "see `queuebot config check` for what this queue's table turns off"
+        )
+
+    def _notes(self, q: BoundTable) -> list[str]:
+        """What triage leaves out for lack of an optional column."""
+        notes = []
+        if not q.has("job_type"):
+            notes.append("no job_type column: no breakdown by job type")
+        if not q.has("failure_reason"):
+            notes.append("no failure_reason column: no breakdown by failure reason")
+        if not q.has("issue_number"):
+            notes.append("no issue_number column: duplicates are not detected")
+        if not q.has("heartbeat_at"):
+            judged = "started_at, else claimed_at" if q.has("started_at") else "claimed_at"
+            notes.append(f"no heartbeat_at column: stuck is judged by {judged}")
+        return notes
+
     def _stuck_condition(self, q: BoundTable, cutoff: datetime) -> sa.ColumnElement[bool]:
-        # Stuck: claimed but never started and no heartbeat; or running with a stale beat.
-        claimed = sa.and_(
-            q.c("status") == "claimed",
-            q.c("started_at").is_(None),
-            q.c("heartbeat_at").is_(None),
-            q.c("claimed_at") < cutoff,
-        )
-        running = sa.and_(
-            q.c("status") == "running",
-            sa.func.coalesce(q.c("heartbeat_at"), q.c("started_at"), q.c("claimed_at")) < cutoff,
-        )
-        return sa.or_(claimed, running)
+        # Stuck: claimed but never started and no heartbeat; or running (any other
+        # in-flight status) whose latest sign of life (heartbeat, start, claim) is stale.
+        status = q.c("status")
+        claimed: list[sa.ColumnElement[bool]] = [status == CLAIMED, q.c("claimed_at") < cutoff]
+        signs = [q.c(c) for c in ("heartbeat_at", "started_at") if q.has(c)]
+        claimed.extend(c.is_(None) for c in signs)
+        life = sa.func.coalesce(*signs, q.c("claimed_at")) if signs else q.c("claimed_at")
+        running = [s for s in self.statuses_in(CanonicalState.IN_FLIGHT) if s != CLAIMED]
+        return sa.or_(sa.and_(*claimed), sa.and_(status.in_(running), life < cutoff))
 
     async def triage(
         self,
@@ -138,22 +173,29 @@ class WorkerQueueProfile(QueueProfile):
         job_type: str | None,
     ) -> Triage:
         q = (await self.tables(conn))["queue"]
+        has_type, has_reason = q.has("job_type"), q.has("failure_reason")
         where: list[sa.ColumnElement[bool]] = []
         if since is not None:
             where.append(q.c("queued_at") >= since)
         if job_type is not None:
+            if not has_type:
+                raise self._no_column("job_type", "triage cannot select by --type")
             where.append(q.c("job_type") == job_type)
         status, queued_at = q.c("status"), q.c("queued_at")
         # Counts alone, so an index on (status, failure_reason, job_type) answers them
         # without reading the table; the oldest pending row and the stuck count are two
         # small index lookups beside it.
-        grouped = (
-            sa.select(status, q.c("failure_reason"), q.c("job_type"), sa.func.count())
-            .where(*where)
-            .group_by(status, q.c("failure_reason"), q.c("job_type"))
+        groups = [status, *(q.c(c) for c in ("failure_reason", "job_type") if q.has(c))]
+        grouped = sa.select(
+            status,
+            q.c("failure_reason") if has_reason else sa.null(),
+            q.c("job_type") if has_type else sa.null(),
+            sa.func.count(),
         )
+        grouped = grouped.where(*where).group_by(*groups)
+        pending = self.statuses_in(CanonicalState.PENDING)
         extras = sa.select(
-            sa.select(sa.func.min(queued_at)).where(status == "queued", *where).scalar_subquery(),
+            sa.select(sa.func.min(queued_at)).where(status.in_(pending), *where).scalar_subquery(),
             sa.select(sa.func.count())
             .where(self._stuck_condition(q, self.stuck_cutoff(now)), *where)
             .scalar_subquery(),
@@ -161,7 +203,9 @@ class WorkerQueueProfile(QueueProfile):
         rows = (await conn.execute(grouped)).all()
         oldest_raw, stuck_total = (await conn.execute(extras)).one()
         sig_rows = (await conn.execute(self._signatures(q, where, conn.dialect.name))).all()
-        dup_groups, dup_rows, dup_active = await self._duplicate_counts(conn, q, where)
+        dup_groups, dup_rows, dup_active = (
+            await self._duplicate_counts(conn, q, where) if q.has("issue_number") else (0, 0, 0)
+        )
 
         status_counts: dict[str, int] = defaultdict(int)
         reasons: dict[str, int] = defaultdict(int)
@@ -169,16 +213,17 @@ class WorkerQueueProfile(QueueProfile):
         for raw_status, reason, jtype, count in rows:
             name = str(plain(raw_status))
             status_counts[name] += count
-            if name in self.dead_letter_statuses:
+            if has_reason and name in self.dead_letter_statuses:
                 reasons[str(plain(reason)) if reason is not None else "(none)"] += count
-            types[str(jtype)][self.canonical(name)] += count
+            if has_type:
+                types[str(jtype)][self.canonical(name)] += count
         oldest = as_utc(oldest_raw)
         dead_total = sum(status_counts.get(s, 0) for s in self.dead_letter_statuses)
         return Triage(
             queue=self.queue,
             profile=self.name,
             unit="jobs",
-            dead_title="Failed",
+            dead_title="Dead letters",
             duplicate_label="issues queued twice",
             taken_at=now,
             since=since,
@@ -202,12 +247,13 @@ class WorkerQueueProfile(QueueProfile):
             duplicate_groups=dup_groups,
             duplicate_rows=dup_rows,
             duplicates_of_active=dup_active,
+            notes=self._notes(q),
         )
 
     def _signatures(
         self, q: BoundTable, where: list[sa.ColumnElement[bool]], dialect: str
     ) -> sa.Select[Any]:
-        """Top signatures among the newest failed rows: each dead status's newest rows
+        """Top signatures among the newest dead letters: each dead status's newest rows
         come straight off the (status, queued_at) index, so the cost does not grow with
         the size of the failure pile; the reply says how many rows the breakdown covers."""
         status, queued_at = q.c("status"), q.c("queued_at")
@@ -236,7 +282,8 @@ class WorkerQueueProfile(QueueProfile):
     async def _duplicate_counts(
         self, conn: AsyncConnection, q: BoundTable, where: list[sa.ColumnElement[bool]]
     ) -> tuple[int, int, int]:
-        queued = [q.c("status") == "queued", q.c("issue_number").is_not(None), *where]
+        pending = self.statuses_in(CanonicalState.PENDING)
+        queued = [q.c("status").in_(pending), q.c("issue_number").is_not(None), *where]
         per_issue = (
             sa.select(q.c("issue_number"), sa.func.count().label("n"))
             .where(*queued)
@@ -248,7 +295,7 @@ class WorkerQueueProfile(QueueProfile):
         other = q.table.alias("active")
         active_issue = sa.exists().where(
             other.c[q.c("issue_number").name] == q.c("issue_number"),
-            other.c[q.c("status").name].in_(ACTIVE),
+            other.c[q.c("status").name].in_(self.statuses_in(*ACTIVE)),
         )
         beside_active = sa.select(sa.func.count()).where(*queued, active_issue)
         n_groups, n_rows = (await conn.execute(groups)).one()
@@ -264,10 +311,11 @@ class WorkerQueueProfile(QueueProfile):
         data = row_dict(row)
         status = str(data[q.c("status").name])
         sections: list[Section] = []
-        issue = data.get(q.c("issue_number").name)
+        issue = data.get(q.c("issue_number").name) if q.has("issue_number") else None
         if issue is not None:
+            columns = [q.c(c) for c in ("id", "status", "job_type", "queued_at") if q.has(c)]
             siblings = (
-                sa.select(q.c("id"), q.c("status"), q.c("job_type"), q.c("queued_at"))
+                sa.select(*columns)
                 .where(q.c("issue_number") == issue, q.c("id") != key)
                 .order_by(q.c("queued_at"))
                 .limit(20)
@@ -300,6 +348,8 @@ class WorkerQueueProfile(QueueProfile):
             )
         where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.dead_letter_statuses)]
         if filters.reason is not None:
+            if not q.has("failure_reason"):
+                raise self._no_column("failure_reason", "dead letters cannot be selected by it")
             if filters.reason not in FAILURE_REASONS:
                 raise UsageError(
                     f"unknown failure reason {filters.reason!r}; expected one of "
@@ -307,6 +357,8 @@ class WorkerQueueProfile(QueueProfile):
                 )
             where.append(q.c("failure_reason") == filters.reason)
         if filters.job_type is not None:
+            if not q.has("job_type"):
+                raise self._no_column("job_type", "dead letters cannot be selected by it")
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
@@ -330,16 +382,20 @@ class WorkerQueueProfile(QueueProfile):
 
     def _summary(self, q: BoundTable, row: sa.Row[Any], note: str | None = None) -> JobSummary:
         m = row._mapping
+
+        def value(column: str) -> Any:
+            return m[q.c(column).name] if q.has(column) else None
+
         status = str(plain(m[q.c("status").name]))
-        reason = m[q.c("failure_reason").name]
+        reason = value("failure_reason")
         return JobSummary(
             id=str(plain(m[q.c("id").name])),
             status=status,
             canonical=self.canonical(status),
             reason=str(plain(reason)) if reason is not None else None,
             error=m[q.c("error_message").name],
-            group=m[q.c("job_type").name],
-            attempts=m[q.c("retry_count").name],
+            group=value("job_type"),
+            attempts=value("retry_count"),
             at=as_utc(m[q.c("queued_at").name]),
             note=note,
         )
@@ -352,30 +408,45 @@ class WorkerQueueProfile(QueueProfile):
         rows = []
         for r in (await conn.execute(listing)).all():
             m = r._mapping
-            if m[q.c("status").name] == "claimed":
-                since = as_utc(m[q.c("claimed_at").name])
-                note = "claimed, never started, no heartbeat"
+            signs = {
+                c: as_utc(m[q.c(c).name])
+                for c in ("heartbeat_at", "started_at", "claimed_at")
+                if q.has(c)
+            }
+            if m[q.c("status").name] == CLAIMED:
+                since = signs["claimed_at"]
+                note = "claimed, never started" + (
+                    ", no heartbeat" if q.has("heartbeat_at") else ""
+                )
             else:
-                since = as_utc(m[q.c("heartbeat_at").name] or m[q.c("started_at").name])
-                note = "running, heartbeat stale"
+                since = next((v for v in signs.values() if v is not None), None)
+                note = (
+                    "running, heartbeat stale"
+                    if q.has("heartbeat_at")
+                    else "running, no sign of life since it started"
+                )
             age = f" for {_minutes(now, since)}" if since else ""
-            summary = self._summary(q, r, note=f"{note}{age} on {m[q.c('server_node').name]}")
-            rows.append(summary)
+            node = m[q.c("server_node").name] if q.has("server_node") else None
+            where = f" on {node}" if node else ""
+            rows.append(self._summary(q, r, note=f"{note}{age}{where}"))
         return JobList(total=int(total), rows=rows)
 
     async def duplicates(self, conn: AsyncConnection, *, limit: int) -> list[DuplicateGroup]:
         q = (await self.tables(conn))["queue"]
+        if not q.has("issue_number"):
+            raise self._no_column("issue_number", "duplicate queued rows cannot be told apart")
+        pending = self.statuses_in(CanonicalState.PENDING)
         queued = (
             sa.select(q.c("issue_number"), q.c("id"), q.c("status"))
             .where(
                 q.c("issue_number").in_(
                     sa.select(q.c("issue_number"))
-                    .where(q.c("status") == "queued")
+                    .where(q.c("status").in_(pending))
                     .group_by(q.c("issue_number"))
                     .having(sa.func.count() > 1)
                     .limit(limit)
                 ),
-                q.c("status") == "queued",
+                q.c("status").in_(pending),
             )
             .order_by(q.c("issue_number"), q.c("queued_at"))
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from services.estate.model import CanonicalState
+
 FAILURE_REASONS = (
     "implementation_error",
     "timeout",
@@ -11,5 +13,8 @@ FAILURE_REASONS = (
     "mutex_collision",
     "other",
 )
-# A queued row of an issue that already has one of these is a duplicate.
-ACTIVE = ("claimed", "running", "done")
+QUEUED = "queued"  # what a requeue or a redrive writes (and a rollback finds)
+CANCELLED = "cancelled"  # what a cancel writes
+CLAIMED = "claimed"  # taken by a worker that has not started it yet
+# A queued row of an issue that already has a row in one of these states is a duplicate.
+ACTIVE = (CanonicalState.IN_FLIGHT, CanonicalState.SUCCEEDED)
