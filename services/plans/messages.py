@@ -83,7 +83,17 @@ def plan_message(p: PlanView) -> Message:
     if p.waves:
         blocks.append(
             Table(
-                ("wave", "size", "started", "finished", "ok", "dead again", "skipped", "outcome"),
+                (
+                    "wave",
+                    "size",
+                    "started",
+                    "finished",
+                    "ok",
+                    "dead again",
+                    "skipped",
+                    "rolled back",
+                    "outcome",
+                ),
                 tuple(
                     (
                         w.label,
@@ -93,12 +103,13 @@ def plan_message(p: PlanView) -> Message:
                         str(w.succeeded),
                         str(w.redead),
                         str(w.skipped),
-                        w.outcome,
+                        str(w.rolled_back),
+                        w.outcome.replace("_", " "),
                     )
                     for w in p.waves
                 ),
                 title="Waves",
-                numeric=(1, 4, 5, 6),
+                numeric=(1, 4, 5, 6, 7),
             )
         )
     if p.state is PlanState.HALTED:

@@ -10,13 +10,15 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from bot.render_text import render_message
 from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.plans.model import PlanState
+from services.plans.messages import plan_message
+from services.plans.model import PlanState, WaveOutcome
 from tests.integration.support import (
     START,
     Shop,
@@ -470,3 +472,38 @@ async def test_reason_is_a_precondition(shop: Shop) -> None:
             reason="  ",
             actor=ALICE,
         )
+
+
+async def test_rollback_updates_each_wave_row_and_the_status_line(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=60, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop)  # the sample succeeded; wave 1 (10) starts and stays unclaimed
+    async with shop.engine.begin() as conn:  # a worker claims one of wave 1 meanwhile
+        await conn.execute(
+            sa.text(
+                "UPDATE queue_messages SET status = 'PROCESSING', claimed_at = :n WHERE id = "
+                "(SELECT m.id FROM queue_messages m JOIN qb_plan_items i ON i.message_id = "
+                "CAST(m.id AS VARCHAR(64)) WHERE i.plan_id = :p AND i.wave = 1 "
+                "ORDER BY i.seq LIMIT 1)"
+            ),
+            {"n": shop.clock.now, "p": plan_no},
+        )
+    rollback = await shop.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="fix did not hold",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=rollback.number, actor=BOB)
+    view = await shop.plans.view(number=plan_no)
+    sample, wave1 = view.waves
+    assert (sample.outcome, sample.rolled_back) == (WaveOutcome.OK, 0)
+    assert (wave1.outcome, wave1.rolled_back) == (WaveOutcome.ROLLED_BACK, 9)
+    text = render_message(plan_message(view))
+    assert "now: rolled back during wave 1 of 3 (10 jobs): 9 job(s) returned" in text
+    row = next(line for line in text.splitlines() if line.startswith("wave 1 "))
+    assert row.split()[-4:] == ["0", "9", "rolled", "back"]  # skipped, rolled back, outcome
