@@ -21,6 +21,7 @@ from services.estate.ops import (
 )
 from services.estate.profile import QueueProfile, plain
 
+DLQ_EVENT = "DLQ"  # the job event the estate writes when a message is dead-lettered
 MESSAGE_RESTORED = ("attempt_count", "claimed_at", "last_error", "available_at")
 JOB_RESTORED = ("attempt_count", "progress_percent", "finished_at", "error_message")
 
@@ -179,3 +180,20 @@ class MessageJobPlanOps:
         self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
     ) -> None:
         return None  # the REDRIVE_REQUESTED job events are the record
+
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+        """DLQ job events since ``since``: the estate writes one when a message dies. An
+        estate that never wrote one does not record deaths that way (None)."""
+        e = (await self.profile.tables(conn))["events"]
+        dlq = e.c("event_type") == DLQ_EVENT
+        died = (
+            await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(e.table)
+                .where(dlq, e.c("created_at") >= since)
+            )
+        ).scalar_one()
+        if died:
+            return int(died)
+        ever = (await conn.execute(sa.select(e.c("id")).where(dlq).limit(1))).first()
+        return 0 if ever is not None else None
