@@ -102,7 +102,10 @@ def _decided(e: RequestDecided) -> str:
             f"{e.skipped:,} skipped. Nothing more was done."
         )
     when = _hm(e.decided_at)
-    return f"CR-{e.number} was rejected by {e.rejected_by} at {when}; nothing was changed."
+    if e.withdrawn:
+        return f"CR-{e.number} was withdrawn by {e.rejected_by} at {when}; nothing was changed."
+    why = f" ({e.rejection_reason})" if e.rejection_reason else ""
+    return f"CR-{e.number} was rejected by {e.rejected_by} at {when}{why}; nothing was changed."
 
 
 def _expired(e: RequestExpired) -> str:

@@ -180,7 +180,8 @@ def change_message(v: ChangeView) -> Message:
         RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
         f"{v.approvals_required})",
         RequestState.EXECUTED: f"approved by {', '.join(v.approvals)} and executed",
-        RequestState.REJECTED: f"rejected by {v.rejected_by}",
+        RequestState.REJECTED: f"{'withdrawn' if v.withdrawn else 'rejected'} by "
+        f"{v.rejected_by}" + (f": {v.rejection_reason}" if v.rejection_reason else ""),
         RequestState.EXPIRED: "expired without approval",
     }[v.state]
     blocks: list[Block] = [
