@@ -103,6 +103,7 @@ CATALOG: tuple[CommandSpec, ...] = (
             SHARE_FLAG,
         ),
         example='/queue dlq --error-like "NoSuchKey" --limit 10',
+        note="Filters combine: a row must match every one given.",
     ),
     CommandSpec(
         "queue",
@@ -240,6 +241,9 @@ CATALOG += (
         ),
         example='/queue redrive --error-like "ffmpeg exited" --sample 3 --reason "OOM fix '
         'deployed" --incident INC-4',
+        note="Name jobs by id, or select dead letters with filters, or take them --all. "
+        "Filters combine: a row must match every one given. --error-like ffmpeg --tenant acme "
+        "takes acme's ffmpeg failures; --all takes every dead letter and goes alone.",
     ),
     CommandSpec(
         "queue",

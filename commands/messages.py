@@ -268,6 +268,8 @@ def _one_help(spec: CommandSpec) -> Message:
                 ),
             )
         )
+    if spec.note:
+        blocks.append(Text(spec.note))
     if spec.example:
         blocks.append(Text(f"Example: {spec.example}", mono=True))
     if spec.role != "viewer":

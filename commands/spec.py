@@ -62,6 +62,7 @@ class CommandSpec:
     positionals: tuple[Positional, ...] = ()
     flags: tuple[Flag, ...] = field(default_factory=tuple)
     example: str | None = None
+    note: str | None = None  # a rule of the options, said in the command's help
 
     @property
     def path(self) -> str:

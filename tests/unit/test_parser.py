@@ -679,3 +679,24 @@ def test_dlq_options_round_trip_through_a_command_line(model: Dlq, data: st.Data
         else:
             parts.extend([f"--{flag}", quoted])
     assert parse_line(" ".join(parts)) == model
+
+
+def test_redrive_all_goes_alone_and_filters_combine() -> None:
+    for line in (
+        '/queue redrive --error-like ffmpeg --all --reason "OOM fix deployed"',
+        "/queue redrive --all --tenant acme --reason fixed",
+    ):
+        err = usage_error(line)
+        assert "--all takes every dead letter: leave it out to use filters" in err.message
+        assert err.usage == USAGE["redrive"]
+    both = parse_line("/queue redrive --error-like ffmpeg --tenant acme --reason fixed")
+    assert both == Redrive(error_like="ffmpeg", tenant="acme", reason="fixed")
+
+
+@pytest.mark.parametrize("name", ["redrive", "dlq"])
+def test_the_help_says_filters_combine(name: str) -> None:
+    from bot.render_text import render_message
+    from commands.messages import help_reply
+
+    shown = render_message(help_reply(name).message)
+    assert "Filters combine: a row must match every one given." in shown
