@@ -205,6 +205,14 @@ def with_post_failures(message: Message, failures: Sequence[PostFailure]) -> Mes
     return Message(f"{message.summary} ({note})", blocks)
 
 
+def with_renamed_flags(message: Message, renamed: Sequence[tuple[str, str]]) -> Message:
+    """A reply to a command written with earlier flag spellings: it worked, and the
+    person learns the one name each concept has now."""
+    note = "; ".join(f"--{old} is now spelled --{new}" for old, new in renamed)
+    note += " (the old spelling still works for now)."
+    return Message(f"{message.summary} (Note: {note})", (*message.blocks, Text(f"Note: {note}")))
+
+
 def error_reply(exc: QueuebotError) -> Reply:
     title, text = describe(exc)
     blocks: list[Heading | Text] = [Heading(title), Text(text)]

@@ -340,7 +340,10 @@ def test_unknown_flag_suggests_the_closest_and_lists_the_options() -> None:
     err = usage_error("/queue dlq --limt 5")
     assert "unknown option --limt for /queue dlq" in err.message
     assert "Did you mean --limit?" in err.message
-    assert "Options: --error-like, --tenant, --reason, --type, --limit, --queue" in err.message
+    assert (
+        "Options: --error-like, --tenant, --failure-reason, --job-type, --limit, --queue"
+        in err.message
+    )
     assert err.usage == USAGE["dlq"]
 
 
@@ -655,8 +658,8 @@ dlq_models = st.builds(
 DLQ_FLAGS = {
     "error_like": "error-like",
     "tenant": "tenant",
-    "reason": "reason",
-    "job_type": "type",
+    "reason": "failure-reason",
+    "job_type": "job-type",
     "limit": "limit",
     "queue": "queue",
 }
