@@ -72,8 +72,9 @@ class Console:
         person = self.directory.by_name(name)
         if person is None:
             known = ", ".join(self.directory.names()) or "nobody is configured"
+            where = self.router.deps.config_file or "the configuration (no file was read)"
             raise NotFound(
-                f"no person named {name!r} in the configuration (people: {known}); "
+                f"no person named {name!r} under [people] in {where} (people: {known}); "
                 "start a line with @name to act as someone"
             )
         return Invocation(

@@ -62,28 +62,46 @@ ERROR_TITLES: frozenset[str] = frozenset(
 )
 
 
-def unknown_user_denied(platform: str, account: str) -> str:
+def how_to_be_known(
+    platform: str, account: str, people: Sequence[str], config_file: str | None
+) -> str:
+    """What an unknown user can do about it. In the console they choose who they act as
+    (and learn which file was read); in a chat an admin has to add their account."""
+    if platform == "console":
+        where = config_file or "no file (queuebot runs on its defaults; see --config)"
+        if not people:
+            return f"Nobody is listed under [people] in {where}: add people there to act as them."
+        first = people[0]
+        return (
+            f"To act as someone listed under [people] in {where}, start the line with "
+            f"@{first} (e.g. @{first} /queue pending) or start the console with --as {first}; "
+            f"people: {', '.join(people)}."
+        )
     return (
-        f"queuebot does not know your {platform} account {account}. Ask an admin to add you "
-        "under [people] in queuebot.toml."
+        f"Ask an admin to add you under [people] in queuebot's configuration: "
+        f'[people.NAME] {platform} = "{account}", with your roles.'
     )
 
 
-def unknown_user_read_only(platform: str, account: str, path: str) -> str:
+def unknown_user_denied(platform: str, account: str, join: str = "") -> str:
+    return f"queuebot does not know your {platform} account {account}. {join}".strip()
+
+
+def unknown_user_read_only(platform: str, account: str, path: str, join: str = "") -> str:
     group = path.split(maxsplit=1)[0]
     reads = ", ".join(s.name for s in group_specs(group.lstrip("/")) if s.role == "viewer")
     return (
         f"{path} changes things, and your {platform} account {account} is not listed under "
-        f"[people] in queuebot.toml, so you may only use read-only commands ({group} {reads})."
-    )
+        f"[people], so you may only use read-only commands ({group} {reads}). {join}"
+    ).strip()
 
 
-def unknown_user_share(platform: str, account: str) -> str:
+def unknown_user_share(platform: str, account: str, join: str = "") -> str:
     return (
         f"--share posts the answer for the whole channel, and your {platform} account "
-        f"{account} is not listed under [people] in queuebot.toml. Run it without --share "
-        "to see the answer yourself."
-    )
+        f"{account} is not listed under [people]. Run it without --share to see the answer "
+        f"yourself. {join}"
+    ).strip()
 
 
 def missing_role(person: Person, path: str, role: str) -> str:

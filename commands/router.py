@@ -76,7 +76,14 @@ class Router:
     async def handle(self, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         spec = spec_for(command)
-        authorize(spec, inv, self.deps.access, shares=shares)
+        authorize(
+            spec,
+            inv,
+            self.deps.access,
+            shares=shares,
+            people=self.deps.directory.names(),
+            config_file=self.deps.config_file,
+        )
         reply = await HANDLERS[type(command)](command, inv, self.deps)
         if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
             self.deps.reads.forget_recent()

@@ -185,7 +185,9 @@ DIRECTORY = Directory([ALICE, BOB])
 
 
 def make_router(
-    reads: FakeReads | None = None, access: AccessConfig | None = None
+    reads: FakeReads | None = None,
+    access: AccessConfig | None = None,
+    config_file: str | None = None,
 ) -> tuple[Router, FakeReads]:
     fake = reads or FakeReads()
     deps = Deps(
@@ -194,6 +196,7 @@ def make_router(
         plans=NoPlans(),
         directory=DIRECTORY,
         access=access or AccessConfig(),
+        config_file=config_file,
     )
     return Router(deps), fake
 
@@ -658,3 +661,33 @@ async def test_one_flag_name_per_concept_and_old_spellings_still_work_with_a_hin
         flags = {f.name for f in spec.flags}
         assert "failure-reason" in flags and "type" not in flags
         assert ("job-type" in flags) == (name != "cancel")
+
+
+CONSOLE_STRANGER = Invocation(person=None, platform="console", account="console:ubuntu")
+
+
+@pytest.mark.parametrize("access", [AccessConfig(), AccessConfig(unknown_users="deny")])
+async def test_an_unknown_console_user_learns_how_to_act_as_someone_and_which_file(
+    access: AccessConfig,
+) -> None:
+    router, _ = make_router(access=access, config_file="/etc/queuebot/queuebot.toml")
+    with pytest.raises(PermissionDenied) as info:
+        await router.handle_line(REQUEST_LINE, CONSOLE_STRANGER)
+    message = str(info.value)
+    assert "console account console:ubuntu" in message
+    assert "listed under [people] in /etc/queuebot/queuebot.toml" in message
+    assert "start the line with @alice" in message and "--as alice" in message
+    assert "people: alice, bob" in message
+
+
+async def test_an_unknown_slack_user_is_told_to_ask_an_admin() -> None:
+    router, _ = make_router(config_file="/etc/queuebot/queuebot.toml")
+    with pytest.raises(PermissionDenied) as info:
+        await router.handle_line(REQUEST_LINE, slack_user("U0STRANGER"))
+    message = str(info.value)
+    assert "Ask an admin to add you under [people]" in message
+    assert '[people.NAME] slack = "U0STRANGER"' in message
+    assert "/etc/queuebot" not in message and "--as" not in message
+
+
+REQUEST_LINE = '/queue requeue 4102 --reason "allowlist fixed"'
