@@ -222,6 +222,7 @@ async def build_app(
             plans=services.plan_desk,
             directory=directory,
             access=config.file.access,
+            config_file=str(config.source) if config.source else None,
         )
         return App(
             config=config,

@@ -19,7 +19,14 @@ from typing import Any
 
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
-from bot.demo import demo_url, ensure_demo_estate, record_history, write_demo_config
+from bot.demo import (
+    demo_state,
+    demo_url,
+    ensure_demo_estate,
+    record_history,
+    running_demo_worker,
+    write_demo_config,
+)
 from bot.serve import serve
 from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
@@ -66,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--fresh", action="store_true", help="rebuild the demo from scratch")
     demo.add_argument("--as", dest="person", help="act as this person (alice, bob, dora)")
+    demo.add_argument(
+        "--no-worker",
+        dest="worker",
+        action="store_false",
+        help="run no simulated worker: redriven and requeued jobs stay queued",
+    )
 
     db = sub.add_parser("db", help="queuebot's own database")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
@@ -196,11 +209,19 @@ async def _demo(args: argparse.Namespace) -> int:
     url = demo_url(db)
     env = {**os.environ, "QUEUEBOT_DATABASE_URL": url, "QUEUEBOT_QUEUE_DATABASE_URL": url}
     config = load_config(config_path, environ=env)
-    banner = await _demo_banner(config, db, config_path, built)
-    return await _console(config, args.person, banner=banner)
+    banner = await _demo_banner(config, db, config_path, built, worker=args.worker)
+    if not args.worker:
+        return await _console(config, args.person, banner=banner)
+    async with running_demo_worker(config):  # beside the console, on the same event loop
+        return await _console(config, args.person, banner=banner)
 
 
-async def _demo_banner(config: Config, db: Path, config_path: Path, built: bool) -> str:
+async def _demo_banner(
+    config: Config, db: Path, config_path: Path, built: bool, *, worker: bool = True
+) -> str:
+    """The demo's welcome, with suggestions that fit the estate as it is now: the request
+    and plan numbers they name are the next ones, and a plan or request left by an earlier
+    run is followed up instead of suggesting a new one."""
     app = await build_app(config, announce=False)
     try:
         if built:  # the demo's queues have a history: their counts a quarter hour ago
@@ -208,19 +229,80 @@ async def _demo_banner(config: Config, db: Path, config_path: Path, built: bool)
         reads = app.router.deps.reads
         dead = await reads.list_dead(queue="clips", filters=DeadFilter(limit=1))
         example = dead.rows[0].id if dead.rows else "<job id>"
+        ffmpeg = (
+            await reads.list_dead(queue="clips", filters=DeadFilter(error_like="ffmpeg", limit=1))
+        ).total
+        timeouts = (
+            await reads.list_dead(
+                queue="clips", filters=DeadFilter(error_like="upstream timeout", limit=1)
+            )
+        ).total
+        pending = await app.changes.pending()
+        state = await demo_state(app.state_engine)
     finally:
         await app.close()
-    state = "built" if built else "reused (use --fresh to rebuild)"
+    cr, plan = state.next_request, state.next_plan
+    steps: list[str] = []
+    for number, queue, plan_state in state.active_plans:
+        if plan_state == "halted":
+            steps.append(
+                f"P-{number} ({queue}) is halted: /queue plan P-{number}; go on with @alice "
+                f'/queue resume P-{number} --reason "...", or return its unclaimed jobs with '
+                f'@alice /queue rollback P-{number} --reason "...", then @bob /queue approve '
+                f"CR-{cr}."
+            )
+        else:
+            steps.append(f"P-{number} ({queue}) is running: /queue plan P-{number} follows it.")
+    for request in pending:
+        other = "alice" if request.requester != "alice" else "bob"
+        steps.append(
+            f"{request.ref} ({request.kind.value} by {request.requester}) waits for approval: "
+            f"@{other} /queue approve {request.ref}   (/queue pending lists every one)."
+        )
+    busy = any(queue == "clips" for _, queue, _ in state.active_plans) or any(
+        r.kind.value == "plan" and r.queue == "clips" for r in pending
+    )
+    if not busy:  # one plan per queue: suggest a new one only when clips has none
+
+        def halt(cr: int, plan: int) -> str:
+            return (
+                f'@alice /queue redrive --all --reason "transcoder fixed", then @bob /queue '
+                f'approve CR-{cr}: its "upstream timeout" jobs die again and halt P-{plan}.'
+            )
+
+        if ffmpeg:
+            steps.append(
+                f'Watch a plan: @alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM '
+                f'fix deployed", then @bob /queue approve CR-{cr}, and /queue plan P-{plan}.'
+            )
+            if timeouts and worker:
+                steps.append("When it is done, watch a halt: " + halt(cr + 1, plan + 1))
+        elif timeouts and worker:
+            steps.append("Watch a halt: " + halt(cr, plan))
+        elif not timeouts:
+            steps.append(
+                "Every dead letter of clips that can be redriven was: `queuebot demo --fresh` "
+                "starts over."
+            )
+    runs = (
+        "A simulated worker finishes redriven and requeued jobs a few seconds later; clips "
+        'jobs that died of "upstream timeout" and workers rows of type continue-issue fail '
+        "again (--no-worker turns it off)."
+        if worker
+        else "No worker runs (--no-worker): redriven and requeued jobs stay queued, so a "
+        "plan waits after its sample."
+    )
+    built_or_reused = "built" if built else "reused (use --fresh to rebuild)"
     return "\n".join(
         [
-            f"queuebot demo: estate {state} in {db}; config in {config_path}.",
+            f"queuebot demo: estate {built_or_reused} in {db}; config in {config_path}.",
             "Queues: clips (message_job: messages + jobs), workers (worker_queue: one table).",
             "People: alice (operator, approver), bob (operator, approver), "
             "dora (duty-officer, operator).",
             f"Try: /queue triage | /queue triage --queue workers | @alice /queue show {example} | "
             "/queue help. End with Ctrl-D.",
-            '     @alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix '
-            'deployed" then @bob /queue approve CR-1, and /queue plan P-1.',
+            *(f"     {step}" for step in steps),
+            runs,
             "",
         ]
     )

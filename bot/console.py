@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import getpass
 import itertools
+import os
 import re
+import time
 from typing import TextIO
 
 from bot.boundary import answer
@@ -26,20 +28,44 @@ _AS = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
 EXIT_WORDS = {"exit", "quit", r"\q"}
 
 
-class ConsoleNotifier:
-    """Implements the notifier port by printing to the console."""
+_RUNS = itertools.count()
 
-    def __init__(self, out: TextIO) -> None:
+
+def run_id() -> str:
+    """A session's mark on its message numbers: the time (seconds) and the process id, in
+    base 36, and which session of the process it is after the first. No two sessions share
+    all three, so their numbers never collide."""
+    mark = f"{_base36(int(time.time()))}.{_base36(os.getpid())}"
+    later = next(_RUNS)
+    return f"{mark}.{_base36(later)}" if later else mark
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, rest = divmod(n, 36)
+        out = digits[rest] + out
+        if n == 0:
+            return out
+
+
+class ConsoleNotifier:
+    """Implements the notifier port by printing to the console. Messages are numbered
+    ``RUN-N``: a plan's message is kept by reference in the database and may be updated
+    by a later session, whose own posts must not take the same numbers."""
+
+    def __init__(self, out: TextIO, run: str | None = None) -> None:
         self._out = out
+        self._run = run or run_id()
         self._ids = itertools.count(1)
 
     async def post(
         self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:
         name = channel.channel if isinstance(channel, ChannelRef) else channel
-        ref = MessageRef(
-            "console", name, str(next(self._ids)), thread.message_id if thread else None
-        )
+        number = f"{self._run}-{next(self._ids)}"
+        ref = MessageRef("console", name, number, thread.message_id if thread else None)
         where = f"#{name}" + (f" thread {thread.message_id}" if thread else "")
         self._out.write(f"[{where}] (message {ref.message_id})\n{render_message(message)}\n\n")
         self._out.flush()
@@ -72,8 +98,9 @@ class Console:
         person = self.directory.by_name(name)
         if person is None:
             known = ", ".join(self.directory.names()) or "nobody is configured"
+            where = self.router.deps.config_file or "the configuration (no file was read)"
             raise NotFound(
-                f"no person named {name!r} in the configuration (people: {known}); "
+                f"no person named {name!r} under [people] in {where} (people: {known}); "
                 "start a line with @name to act as someone"
             )
         return Invocation(

@@ -1,18 +1,27 @@
-"""``queuebot demo``: a SQLite demo estate of both profiles, a demo config, the console."""
+"""``queuebot demo``: a SQLite demo estate of both profiles, a demo config, the console,
+and a simulated worker beside it (``services/estate/demo_worker.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services import samples
-from services.db import create_engine
+from services.config import Config
+from services.db import create_engine, reading
 from services.estate.demo import build_demo_estate
+from services.estate.demo_worker import DemoWorker
 from services.estate.estate import Estate
+from services.estate.registry import shipped_profiles
+from services.models import ChangeRequest, Plan
 
 DEMO_CONFIG = """\
 # queuebot demo configuration (written by `queuebot demo`; edit freely).
@@ -52,6 +61,9 @@ roles = ["duty-officer", "operator"]
 
 [approval]
 expiry_minutes = 30
+
+[redrive]
+poll_seconds = 2                 # the demo's worker is quick: look at a running wave often
 """
 
 
@@ -98,3 +110,53 @@ async def record_history(engine: AsyncEngine, estate: Estate, *, ago: timedelta)
     async with engine.begin() as conn:
         for profile in estate.profiles.values():
             await samples.record(conn, profile=profile, now=estate.clock() - ago)
+
+
+@asynccontextmanager
+async def running_demo_worker(config: Config) -> AsyncIterator[DemoWorker]:
+    """The simulated worker over the demo's estate, as a task beside the console for as
+    long as the block lasts (its own engine: SQLite's WAL lets it write between the
+    console's transactions)."""
+    engine = create_engine(config.env.estate_url)
+    estate = Estate(engine=engine, queues=config.queues, registry=shipped_profiles())
+    worker = DemoWorker(estate)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run_forever(stop))
+    try:
+        yield worker
+    finally:
+        stop.set()
+        await task
+        await engine.dispose()
+
+
+_requests = cast(sa.Table, ChangeRequest.__table__)
+_plans = cast(sa.Table, Plan.__table__)
+
+
+@dataclass(frozen=True)
+class DemoState:
+    """What the banner's suggestions depend on: the numbers the next request and plan
+    will get, and the plans still active (number, queue, state)."""
+
+    next_request: int
+    next_plan: int
+    active_plans: list[tuple[int, str, str]]
+
+
+async def demo_state(engine: AsyncEngine) -> DemoState:
+    async with reading(engine) as conn:
+        last_request = (await conn.execute(sa.select(sa.func.max(_requests.c.id)))).scalar()
+        last_plan = (await conn.execute(sa.select(sa.func.max(_plans.c.id)))).scalar()
+        active = (
+            await conn.execute(
+                sa.select(_plans.c.id, _plans.c.queue, _plans.c.state)
+                .where(_plans.c.state.in_(("running", "halted")))
+                .order_by(_plans.c.id)
+            )
+        ).all()
+    return DemoState(
+        next_request=int(last_request or 0) + 1,
+        next_plan=int(last_plan or 0) + 1,
+        active_plans=[(int(n), str(q), str(st)) for n, q, st in active],
+    )

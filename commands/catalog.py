@@ -96,13 +96,28 @@ CATALOG: tuple[CommandSpec, ...] = (
                 help="error text contains TEXT (case-insensitive)",
             ),
             Flag("tenant", "tenant", kind="word", metavar="T", help="only this tenant"),
-            Flag("reason", "reason", kind="word", metavar="R", help="only this failure_reason"),
-            Flag("type", "job_type", kind="word", metavar="T", help="only this job type"),
+            Flag(
+                "failure-reason",
+                "reason",
+                kind="word",
+                metavar="R",
+                help="only this failure_reason",
+                aliases=("reason",),
+            ),
+            Flag(
+                "job-type",
+                "job_type",
+                kind="word",
+                metavar="T",
+                help="only this job type",
+                aliases=("type",),
+            ),
             LIMIT_FLAG,
             QUEUE_FLAG,
             SHARE_FLAG,
         ),
         example='/queue dlq --error-like "NoSuchKey" --limit 10',
+        note="Filters combine: a row must match every one given.",
     ),
     CommandSpec(
         "queue",
@@ -240,6 +255,9 @@ CATALOG += (
         ),
         example='/queue redrive --error-like "ffmpeg exited" --sample 3 --reason "OOM fix '
         'deployed" --incident INC-4',
+        note="Name jobs by id, or select dead letters with filters, or take them --all. "
+        "Filters combine: a row must match every one given. --error-like ffmpeg --tenant acme "
+        "takes acme's ffmpeg failures; --all takes every dead letter and goes alone.",
     ),
     CommandSpec(
         "queue",

@@ -88,3 +88,4 @@ class Deps:
     plans: PlanService
     directory: Directory
     access: AccessConfig
+    config_file: str | None = None  # the file [people] was read from (None: no file)

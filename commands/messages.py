@@ -62,28 +62,46 @@ ERROR_TITLES: frozenset[str] = frozenset(
 )
 
 
-def unknown_user_denied(platform: str, account: str) -> str:
+def how_to_be_known(
+    platform: str, account: str, people: Sequence[str], config_file: str | None
+) -> str:
+    """What an unknown user can do about it. In the console they choose who they act as
+    (and learn which file was read); in a chat an admin has to add their account."""
+    if platform == "console":
+        where = config_file or "no file (queuebot runs on its defaults; see --config)"
+        if not people:
+            return f"Nobody is listed under [people] in {where}: add people there to act as them."
+        first = people[0]
+        return (
+            f"To act as someone listed under [people] in {where}, start the line with "
+            f"@{first} (e.g. @{first} /queue pending) or start the console with --as {first}; "
+            f"people: {', '.join(people)}."
+        )
     return (
-        f"queuebot does not know your {platform} account {account}. Ask an admin to add you "
-        "under [people] in queuebot.toml."
+        f"Ask an admin to add you under [people] in queuebot's configuration: "
+        f'[people.NAME] {platform} = "{account}", with your roles.'
     )
 
 
-def unknown_user_read_only(platform: str, account: str, path: str) -> str:
+def unknown_user_denied(platform: str, account: str, join: str = "") -> str:
+    return f"queuebot does not know your {platform} account {account}. {join}".strip()
+
+
+def unknown_user_read_only(platform: str, account: str, path: str, join: str = "") -> str:
     group = path.split(maxsplit=1)[0]
     reads = ", ".join(s.name for s in group_specs(group.lstrip("/")) if s.role == "viewer")
     return (
         f"{path} changes things, and your {platform} account {account} is not listed under "
-        f"[people] in queuebot.toml, so you may only use read-only commands ({group} {reads})."
-    )
+        f"[people], so you may only use read-only commands ({group} {reads}). {join}"
+    ).strip()
 
 
-def unknown_user_share(platform: str, account: str) -> str:
+def unknown_user_share(platform: str, account: str, join: str = "") -> str:
     return (
         f"--share posts the answer for the whole channel, and your {platform} account "
-        f"{account} is not listed under [people] in queuebot.toml. Run it without --share "
-        "to see the answer yourself."
-    )
+        f"{account} is not listed under [people]. Run it without --share to see the answer "
+        f"yourself. {join}"
+    ).strip()
 
 
 def missing_role(person: Person, path: str, role: str) -> str:
@@ -102,7 +120,10 @@ def _decided(e: RequestDecided) -> str:
             f"{e.skipped:,} skipped. Nothing more was done."
         )
     when = _hm(e.decided_at)
-    return f"CR-{e.number} was rejected by {e.rejected_by} at {when}; nothing was changed."
+    if e.withdrawn:
+        return f"CR-{e.number} was withdrawn by {e.rejected_by} at {when}; nothing was changed."
+    why = f" ({e.rejection_reason})" if e.rejection_reason else ""
+    return f"CR-{e.number} was rejected by {e.rejected_by} at {when}{why}; nothing was changed."
 
 
 def _expired(e: RequestExpired) -> str:
@@ -202,6 +223,14 @@ def with_post_failures(message: Message, failures: Sequence[PostFailure]) -> Mes
     return Message(f"{message.summary} ({note})", blocks)
 
 
+def with_renamed_flags(message: Message, renamed: Sequence[tuple[str, str]]) -> Message:
+    """A reply to a command written with earlier flag spellings: it worked, and the
+    person learns the one name each concept has now."""
+    note = "; ".join(f"--{old} is now spelled --{new}" for old, new in renamed)
+    note += " (the old spelling still works for now)."
+    return Message(f"{message.summary} (Note: {note})", (*message.blocks, Text(f"Note: {note}")))
+
+
 def error_reply(exc: QueuebotError) -> Reply:
     title, text = describe(exc)
     blocks: list[Heading | Text] = [Heading(title), Text(text)]
@@ -265,6 +294,8 @@ def _one_help(spec: CommandSpec) -> Message:
                 ),
             )
         )
+    if spec.note:
+        blocks.append(Text(spec.note))
     if spec.example:
         blocks.append(Text(f"Example: {spec.example}", mono=True))
     if spec.role != "viewer":

@@ -105,6 +105,14 @@ class Redrive(ChangeCommand):
                 "name the jobs (IDs) or select dead letters with --error-like, "
                 "--tenant, --failure-reason, --job-type or --all; not both"
             )
+        if self.all and any(
+            v is not None
+            for v in (self.error_like, self.tenant, self.failure_reason, self.job_type)
+        ):
+            raise ValueError(
+                "--all takes every dead letter: leave it out to use filters (--error-like, "
+                "--tenant, --failure-reason, --job-type), which combine, or drop the filters"
+            )
         if not self.staged and (self.sample is not None or self.max is not None):
             raise ValueError(
                 "--sample and --max shape a staged plan: use them with a "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -44,8 +45,26 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_DURATION = timedelta(days=366)
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A command, and the earlier flag spellings it was written with (old, new)."""
+
+    command: Command
+    renamed: tuple[tuple[str, str], ...] = ()
+
+
 def parse_line(line: str) -> Command:
     """Parse a whole line such as ``/queue dlq --limit 5`` (the leading slash is optional)."""
+    return read_line(line).command
+
+
+def parse(group: str, text: str) -> Command:
+    """Parse the text after ``/<group>`` (what Slack sends as ``text``)."""
+    return read(group, text).command
+
+
+def read_line(line: str) -> Parsed:
+    """``parse_line``, saying which earlier flag spellings were used."""
     _check_length(line)
     head, *tail = line.split(maxsplit=1) or [""]
     rest = tail[0] if tail else ""
@@ -57,15 +76,15 @@ def parse_line(line: str) -> Command:
             f"{' or '.join('/' + g for g in GROUPS)}",
             usage="/queue help",
         )
-    return parse(group, rest)
+    return read(group, rest)
 
 
-def parse(group: str, text: str) -> Command:
-    """Parse the text after ``/<group>`` (what Slack sends as ``text``)."""
+def read(group: str, text: str) -> Parsed:
+    """``parse``, saying which earlier flag spellings were used."""
     _check_length(text)
     tokens = _tokenize(text, usage=f"/{group} help")
     if not tokens or tokens[0] in ("--help", "-h"):
-        return Help()
+        return Parsed(Help())
     name = tokens[0].lower()
     spec = find_spec(group, name)
     if spec is None:
@@ -78,10 +97,11 @@ def parse(group: str, text: str) -> Command:
             usage=f"/{group} help",
         )
     if any(t in ("--help", "-h") for t in tokens[1:]):
-        return Help(topic=spec.name)
-    values = _bind(spec, tokens[1:])
+        return Parsed(Help(topic=spec.name))
+    renamed: list[tuple[str, str]] = []
+    values = _bind(spec, tokens[1:], renamed)
     try:
-        return spec.model(**values)  # type: ignore[return-value]
+        return Parsed(spec.model(**values), tuple(renamed))  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -114,7 +134,7 @@ def _tokenize(text: str, *, usage: str) -> list[str]:
         ) from exc
 
 
-def _bind(spec: CommandSpec, tokens: list[str]) -> dict[str, Any]:
+def _bind(spec: CommandSpec, tokens: list[str], renamed: list[tuple[str, str]]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     loose: list[str] = []
     i = 0
@@ -125,6 +145,8 @@ def _bind(spec: CommandSpec, tokens: list[str]) -> dict[str, Any]:
             flag = spec.flag(name.lower())
             if flag is None:
                 raise UsageError(_unknown_flag(spec, name), usage=spec.usage)
+            if name.lower() != flag.name:
+                renamed.append((name.lower(), flag.name))
             if flag.field in values:
                 raise UsageError(f"--{flag.name} was given twice", usage=spec.usage)
             if not flag.takes_value:

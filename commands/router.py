@@ -11,6 +11,7 @@ from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
 from commands.handlers import changes, queue_read
+from commands.messages import with_renamed_flags
 from commands.model import (
     Approve,
     Cancel,
@@ -29,7 +30,7 @@ from commands.model import (
     Stuck,
     Triage,
 )
-from commands.parser import parse, parse_line
+from commands.parser import Parsed, read, read_line
 from commands.reply import Reply
 
 Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
@@ -61,15 +62,28 @@ class Router:
         self.deps = deps
 
     async def handle_line(self, line: str, inv: Invocation) -> Reply:
-        return await self.handle(parse_line(line), inv)
+        return await self._handle(read_line(line), inv)
 
     async def handle_text(self, group: str, text: str, inv: Invocation) -> Reply:
-        return await self.handle(parse(group, text), inv)
+        return await self._handle(read(group, text), inv)
+
+    async def _handle(self, parsed: Parsed, inv: Invocation) -> Reply:
+        reply = await self.handle(parsed.command, inv)
+        if not parsed.renamed:
+            return reply
+        return replace(reply, message=with_renamed_flags(reply.message, parsed.renamed))
 
     async def handle(self, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         spec = spec_for(command)
-        authorize(spec, inv, self.deps.access, shares=shares)
+        authorize(
+            spec,
+            inv,
+            self.deps.access,
+            shares=shares,
+            people=self.deps.directory.names(),
+            config_file=self.deps.config_file,
+        )
         reply = await HANDLERS[type(command)](command, inv, self.deps)
         if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
             self.deps.reads.forget_recent()

@@ -27,6 +27,7 @@ class Flag:
     maximum: int | None = None
     required: bool = False
     example: str | None = None
+    aliases: tuple[str, ...] = ()  # earlier spellings, still read (the reply names this one)
 
     @property
     def takes_value(self) -> bool:
@@ -62,6 +63,7 @@ class CommandSpec:
     positionals: tuple[Positional, ...] = ()
     flags: tuple[Flag, ...] = field(default_factory=tuple)
     example: str | None = None
+    note: str | None = None  # a rule of the options, said in the command's help
 
     @property
     def path(self) -> str:
@@ -89,4 +91,5 @@ class CommandSpec:
         return " ".join(parts)
 
     def flag(self, name: str) -> Flag | None:
-        return next((f for f in self.flags if f.name == name), None)
+        """The flag spelled ``name``, or once spelled so (one of its ``aliases``)."""
+        return next((f for f in self.flags if name == f.name or name in f.aliases), None)

@@ -87,8 +87,10 @@ class RequestDecided(Conflict):
         changed: int = 0,
         skipped: int = 0,
         rejected_by: str | None = None,
+        rejection_reason: str | None = None,
+        withdrawn: bool = False,
     ) -> None:
-        super().__init__(f"CR-{number} is already {state}")
+        super().__init__(f"CR-{number} is already {'withdrawn' if withdrawn else state}")
         self.number = number
         self.state = state
         self.decided_at = decided_at
@@ -96,6 +98,8 @@ class RequestDecided(Conflict):
         self.changed = changed
         self.skipped = skipped
         self.rejected_by = rejected_by
+        self.rejection_reason = rejection_reason
+        self.withdrawn = withdrawn  # rejected by its own requester
 
 
 class RequestExpired(Conflict):

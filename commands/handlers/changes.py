@@ -24,7 +24,8 @@ from services.changes.model import ChangeKind, ChangeView, RequestState
 from services.errors import PermissionDenied
 from services.estate.ops import Selector
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
-from services.plans.messages import plan_message
+from services.plans.messages import plan_message, where_now
+from services.plans.model import PlanView
 
 MAX_LISTED = 20
 
@@ -179,7 +180,8 @@ def change_message(v: ChangeView) -> Message:
         RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
         f"{v.approvals_required})",
         RequestState.EXECUTED: f"approved by {', '.join(v.approvals)} and executed",
-        RequestState.REJECTED: f"rejected by {v.rejected_by}",
+        RequestState.REJECTED: f"{'withdrawn' if v.withdrawn else 'rejected'} by "
+        f"{v.rejected_by}" + (f": {v.rejection_reason}" if v.rejection_reason else ""),
         RequestState.EXPIRED: "expired without approval",
     }[v.state]
     blocks: list[Block] = [
@@ -292,7 +294,24 @@ async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
     done = await deps.plans.halt(
         number=cmd.plan, actor=actor_of(inv), reason=cmd.reason, delivery=inv.delivery
     )
-    return Reply(with_post_failures(plan_message(done.view), done.post_failures), ephemeral=False)
+    return Reply(with_post_failures(halted_message(done.view), done.post_failures), ephemeral=False)
+
+
+def halted_message(view: PlanView) -> Message:
+    """The reply to a halt: what happened and what can follow. The plan's own message,
+    updated in place where the plan was requested, carries the rest (in the console it is
+    printed just above), so the reply does not repeat it."""
+    head = f"{view.ref} {view.note}" if view.note else f"{view.ref} halted"
+    text = (
+        f"No further wave starts; jobs already redriven run to their end. Now: "
+        f"{where_now(view)}. The plan's message is updated where it was requested; "
+        f"/queue plan {view.ref} shows it."
+    )
+    nxt = (
+        f'Resume (needs a new approval): /queue resume {view.ref} --reason "..."   '
+        f'Roll back the unclaimed: /queue rollback {view.ref} --reason "..."'
+    )
+    return Message(f"{head}. {text}", (Heading(head), Text(text), Text(nxt)))
 
 
 async def handle_resume(cmd: Resume, inv: Invocation, deps: Deps) -> Reply:

@@ -199,6 +199,8 @@ class ChangeView:
     approvals_required: int
     approvals: list[str] = field(default_factory=list)
     rejected_by: str | None = None
+    rejection_reason: str | None = None
+    withdrawn: bool = False  # rejected by its own requester
     result: Executed | None = None
     checks: list[tuple[str, str, str]] = field(default_factory=list)  # name, verdict, detail
     schedule: list[int] = field(default_factory=list)

@@ -164,6 +164,8 @@ async def already_decided(conn: AsyncConnection, request: RequestRow) -> Conflic
         changed=len(done.changed) if done else 0,
         skipped=len(done.skipped) if done else 0,
         rejected_by=request.rejection.rejected_by if request.rejection else None,
+        rejection_reason=request.rejection.reason if request.rejection else None,
+        withdrawn=bool(request.rejection and request.rejection.withdrawn),
     )
 
 
@@ -200,6 +202,8 @@ async def view(conn: AsyncConnection, number: int) -> ChangeView:
         approvals_required=request.approvals_required,
         approvals=await approvers(conn, number),
         rejected_by=request.rejection.rejected_by if request.rejection else None,
+        rejection_reason=request.rejection.reason if request.rejection else None,
+        withdrawn=bool(request.rejection and request.rejection.withdrawn),
         checks=preview.checks,
         schedule=preview.schedule,
         plan=(request.executed.plan if request.executed else None) or preview.plan,

@@ -265,6 +265,12 @@ class PlanOps(Protocol):
         """Remember redrives where the estate keeps no events of its own."""
         ...
 
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+        """How many rows died (entered the dead state) since ``since``, where the estate
+        records when rows die; None where it does not (the growth check then compares
+        counts queuebot wrote down)."""
+        ...
+
 
 def restored(column: str, value: Any) -> Any:
     """A value kept in a plan item's JSON, as the column takes it back: timestamps were

@@ -6,6 +6,7 @@ and returns the chat posts to make after the commit as follow-ups.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 
@@ -16,7 +17,16 @@ from services.errors import PlanStateConflict
 from services.estate.estate import Estate
 from services.outbox import Outbox
 from services.plans import store
-from services.plans.model import ACTIVE, ItemState, Note, PlanState, PlanView
+from services.plans.model import (
+    ACTIVE,
+    ItemState,
+    Note,
+    PlanItemRow,
+    PlanState,
+    PlanView,
+    WaveOutcome,
+    Waves,
+)
 from services.plans.publish import announce
 from services.scheduler import FollowUp
 
@@ -106,6 +116,7 @@ class PlanControl:
         back = await profile.plan_ops.rollback(conn, items=store.refs(items), now=now, note=note)
         await store.mark(conn, number, back, ItemState.ROLLED_BACK)
         returned = set(back)
+        await store.save_waves(conn, number, _rolled_back(plan.waves, items, returned, now), now)
         summary = (
             f"rolled back by {actor.person} (CR-{request}): {len(back)} unclaimed job(s) "
             f"returned to the dead letters; {len(items) - len(back)} already claimed or "
@@ -128,3 +139,23 @@ class PlanControl:
             },
         )
         return back, [await announce(conn, self.outbox, number, [Note(summary)], now=now)]
+
+
+def _rolled_back(
+    waves: Waves, items: list[PlanItemRow], returned: set[str], now: datetime
+) -> Waves:
+    """The waves after a rollback: each says how many of its jobs went back to the dead
+    letters; a wave still out (or one that gave jobs back) ends as rolled back."""
+    back = Counter(i.wave for i in items if i.job_id in returned)
+    for wave in waves.waves:
+        if back[wave.number] or wave.outcome is WaveOutcome.RUNNING:
+            waves = waves.with_wave(
+                wave.model_copy(
+                    update={
+                        "rolled_back": back[wave.number],
+                        "outcome": WaveOutcome.ROLLED_BACK,
+                        "finished_at": wave.finished_at or now,
+                    }
+                )
+            )
+    return waves

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.message import Fields, Heading, Message, Table, Text
-from services.plans.model import PlanState, PlanView, Wave
+from services.plans.model import PlanState, PlanView, Wave, WaveOutcome
 
 BAR = 20
 
@@ -13,11 +13,45 @@ def progress_bar(done: int, total: int) -> str:
     return "[" + "#" * filled + "." * (BAR - filled) + "]"
 
 
-def plan_message(p: PlanView) -> Message:
+def _jobs(n: int) -> str:
+    return f"{n:,} job" if n == 1 else f"{n:,} jobs"
+
+
+def wave_name(p: PlanView, number: int, size: int | None = None) -> str:
+    """A wave as a person reads it: "sample (2 jobs)", "wave 1 of 3 (10 jobs)". Waves are
+    counted after the sample; the size is the wave's own, else the schedule's."""
+    if size is None:
+        size = p.schedule[number] if number < len(p.schedule) else 0
+    if number == 0:
+        return f"sample ({_jobs(size)})"
+    return f"wave {number} of {max(len(p.schedule) - 1, number)} ({_jobs(size)})"
+
+
+def where_now(p: PlanView) -> str:
+    """Where the plan is: the wave it is in, how that wave stands, and what comes next."""
     current = p.waves[-1] if p.waves else None
-    where = (
-        f"{current.label} of {len(p.schedule)} ({current.outcome})" if current else "not started"
-    )
+    if current is None:
+        return "not started"
+    name = wave_name(p, current.number, current.size)
+    after = current.number + 1
+    then = wave_name(p, after) if after < len(p.schedule) else None
+    if p.state is PlanState.COMPLETED:
+        waves = len(p.waves) - 1
+        return (
+            "done: the sample finished"
+            if waves == 0
+            else (f"done: the sample and {waves} wave(s) finished")
+        )
+    if p.state is PlanState.ROLLED_BACK:
+        return f"rolled back during {name}: {p.rolled_back:,} job(s) returned to the dead letters"
+    if p.state is PlanState.HALTED:
+        return f"halted in {name}" + (f"; {then} has not started" if then else "")
+    doing = "running" if current.outcome is WaveOutcome.RUNNING else "finished"
+    return f"{name} {doing}, " + (f"{then} next" if then else "the last wave")
+
+
+def plan_message(p: PlanView) -> Message:
+    where = where_now(p)
     state = {
         PlanState.RUNNING: "running",
         PlanState.HALTED: "HALTED",
@@ -49,7 +83,17 @@ def plan_message(p: PlanView) -> Message:
     if p.waves:
         blocks.append(
             Table(
-                ("wave", "size", "started", "finished", "ok", "dead again", "skipped", "outcome"),
+                (
+                    "wave",
+                    "size",
+                    "started",
+                    "finished",
+                    "ok",
+                    "dead again",
+                    "skipped",
+                    "rolled back",
+                    "outcome",
+                ),
                 tuple(
                     (
                         w.label,
@@ -59,12 +103,13 @@ def plan_message(p: PlanView) -> Message:
                         str(w.succeeded),
                         str(w.redead),
                         str(w.skipped),
-                        w.outcome,
+                        str(w.rolled_back),
+                        w.outcome.replace("_", " "),
                     )
                     for w in p.waves
                 ),
                 title="Waves",
-                numeric=(1, 4, 5, 6),
+                numeric=(1, 4, 5, 6, 7),
             )
         )
     if p.state is PlanState.HALTED:

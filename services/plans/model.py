@@ -76,6 +76,7 @@ class WaveOutcome(StrEnum):
     RUNNING = "running"
     OK = "ok"
     HALTED = "halted"
+    ROLLED_BACK = "rolled_back"  # the plan was rolled back while this wave was out
 
 
 class Wave(BaseModel):
@@ -91,6 +92,7 @@ class Wave(BaseModel):
     finished_at: datetime | None = None
     succeeded: int = 0
     redead: int = 0
+    rolled_back: int = 0  # returned to the dead letters by the plan's rollback
     outcome: WaveOutcome = WaveOutcome.RUNNING
 
     @property

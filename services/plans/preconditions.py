@@ -65,9 +65,10 @@ async def evaluate(
     growth_ok: bool | None = {"ok": True, "growing": False, "unknown": False if staged else None}[
         growth.verdict
     ]
+    minutes = growth.minutes(now)  # the span actually judged, which a label must name
     checks.append(
         Check(
-            f"dead letters not growing ({config.growth_window_minutes} min)",
+            "dead letters not growing" + (f" ({minutes} min)" if minutes else ""),
             growth_ok,
             growth.describe(),
         )

@@ -30,6 +30,7 @@ def test_request_refusals_approval_skip_and_expiry(tmp_path: Path) -> None:
     request = REQUEUE.format(ids=" ".join(ids))
     first = queuebot(
         "demo",
+        "--no-worker",  # the rows' state is asserted below: no simulated worker moves them
         stdin=f"{request}\n@alice /queue approve CR-1\n@dora /queue approve CR-1\n",
         cwd=tmp_path,
     )
@@ -47,7 +48,7 @@ def test_request_refusals_approval_skip_and_expiry(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:  # a worker picks one row up before bob approves
         conn.execute("UPDATE dev_r_worker_queue SET status = 'claimed' WHERE id = ?", (ids[0],))
 
-    second = queuebot("demo", stdin="@bob /queue approve CR-1\n", cwd=tmp_path)
+    second = queuebot("demo", "--no-worker", stdin="@bob /queue approve CR-1\n", cwd=tmp_path)
     approved = replies(second.stdout)["@bob /queue approve CR-1"]
     assert "CR-1: requeue 7 row(s) in queue workers - approved by bob and executed" in approved
     assert "Result: 6 row(s) changed, 1 skipped." in approved

@@ -76,7 +76,8 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
         actor=Actor("alice", "t", "a"),
     )
     decision = await changes.approve(number=request.number, actor=Actor("bob", "t", "b"))
-    (tmp_path / "queuebot.toml").write_text(DEMO_CONFIG.format(config="queuebot.toml") + FAST)
+    demo = DEMO_CONFIG.format(config="queuebot.toml").split("\n[redrive]")[0]  # ours instead
+    (tmp_path / "queuebot.toml").write_text(demo + FAST)
     yield Setup(engine, pg_url, tmp_path, int(decision.view.result.plan or 0), jobs)
     await engine.dispose()
 

@@ -509,6 +509,9 @@ class SingleTablePlanOps:
                 [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
             )
 
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+        return None  # no record of when a row died: the counts queuebot writes decide
+
 
 # -- the contract tests' adapter -----------------------------------------------------------
 

@@ -120,9 +120,17 @@ def build_services(
 
 
 async def add_dead_letters(
-    engine: AsyncEngine, *, count: int, error: str, tenant: str = "acme", at: datetime = START
+    engine: AsyncEngine,
+    *,
+    count: int,
+    error: str,
+    tenant: str = "acme",
+    at: datetime = START,
+    died_at: datetime | None = None,
 ) -> list[str]:
-    """``count`` more dead-lettered message_job jobs with one error, oldest first."""
+    """``count`` more dead-lettered message_job jobs with one error, oldest first, each
+    with the ``DLQ`` job event the estate writes when a message dies (at ``died_at``, else
+    when the job was made)."""
     jobs: list[str] = []
     async with engine.begin() as conn:
         pg = conn.dialect.name == "postgresql"
@@ -151,6 +159,13 @@ async def add_dead_letters(
                     "claimed_at, last_error) VALUES (:m, :j, 'DLQ', 3, :w, :w, :e)"
                 ),
                 {"m": key(msg), "j": key(job), "e": error, "w": when},
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO job_events (id, aggregate_id, event_type, message, created_at) "
+                    "VALUES (:i, :j, 'DLQ', 'Message moved to DLQ after 3 attempts', :w)"
+                ),
+                {"i": key(uuid.uuid4()), "j": key(job), "w": died_at or when},
             )
             jobs.append(str(job))
     return jobs

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bot.render_text import render_message
+from commands.handlers.changes import change_message
 from services import audit
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
@@ -394,3 +396,31 @@ async def test_simultaneous_approvals_execute_once(shop: Shop) -> None:
     assert len(executed) == 1 and len(conflicts) == 8, outcomes
     assert all("already approved by" in said(c) for c in conflicts)
     assert [a for a, _ in await audit_actions(shop)].count("change.executed") == 1
+
+
+async def test_a_rejection_shows_its_reason_and_a_withdrawal_is_called_one(shop: Shop) -> None:
+    targets = await failed_worker_ids(shop, "spawn_oom")
+    for _ in range(2):
+        await shop.changes.request(
+            kind=ChangeKind.REQUEUE,
+            queue="workers",
+            selector=Selector(ids=tuple(targets)),
+            reason="reroute",
+            actor=ALICE,
+        )
+    rejected = await shop.changes.reject(
+        number=1, actor=BOB, reason="wrong node", may_reject_others=True
+    )
+    text = render_message(change_message(rejected))
+    assert "CR-1: requeue 4 row(s) in queue workers - rejected by bob: wrong node" in text
+    withdrawn = await shop.changes.reject(
+        number=2, actor=ALICE, reason=None, may_reject_others=False
+    )
+    text = render_message(change_message(withdrawn))
+    assert "- withdrawn by alice ==" in text and "rejected" not in text
+    with pytest.raises(Conflict) as decided:
+        await shop.changes.approve(number=2, actor=BOB)
+    assert "CR-2 was withdrawn by alice" in said(decided.value)
+    with pytest.raises(Conflict) as decided:
+        await shop.changes.approve(number=1, actor=ALICE)
+    assert "CR-1 was rejected by bob at 03:00 UTC (wrong node)" in said(decided.value)

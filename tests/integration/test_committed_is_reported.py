@@ -79,7 +79,7 @@ async def test_a_halt_whose_chat_post_fails_is_reported_as_done(shop: Shop) -> N
     halted = await say(router, '/queue halt P-1 --reason "looks wrong"', ALICE)
     text = render_message(halted.message)
     assert not halted.error, text
-    assert "HALTED" in text and "Temporarily unavailable" not in text
+    assert "P-1 halted by alice: looks wrong" in text and "Temporarily unavailable" not in text
     assert "the chat post about it failed" in text and "connection refused" in text
     assert await plan_state(shop) == PlanState.HALTED
 

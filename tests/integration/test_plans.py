@@ -10,13 +10,15 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from bot.render_text import render_message
 from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.plans.model import PlanState
+from services.plans.messages import plan_message
+from services.plans.model import PlanState, WaveOutcome
 from tests.integration.support import (
     START,
     Shop,
@@ -395,18 +397,88 @@ async def test_one_active_plan_per_queue(shop: Shop) -> None:
 
 
 async def test_refused_when_dead_letters_are_growing(shop: Shop) -> None:
-    await flat_history(shop)
-    await add_dead_letters(shop.engine, count=20, error=ERROR)  # 20 more since then
+    """message_job records when rows died (DLQ job events): growth is judged from them at
+    once, over exactly the configured window, with no earlier count needed."""
+    await add_dead_letters(
+        shop.engine, count=20, error=ERROR, died_at=shop.clock.now - timedelta(minutes=3)
+    )
     with pytest.raises(
-        PreconditionFailed, match=r"dead letters not growing \(10 min\): .*\(\+20\)"
+        PreconditionFailed,
+        match=r"dead letters not growing \(10 min\): 20 dead-lettered since 02:50 UTC",
     ):
         await request_plan(shop)
 
 
-async def test_refused_without_an_earlier_count(shop: Shop) -> None:
-    await add_dead_letters(shop.engine, count=20, error=ERROR)
-    with pytest.raises(PreconditionFailed, match="no earlier count recorded yet"):
-        await request_plan(shop)
+async def test_growth_is_judged_from_when_rows_died_without_any_count(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=20, error=ERROR)  # died two hours ago
+    number = await request_plan(shop)  # no count was ever written down
+    checks = {
+        name: (verdict, detail)
+        for name, verdict, detail in (await shop.changes.get(number=number)).checks
+    }
+    verdict, detail = checks["dead letters not growing (10 min)"]
+    assert verdict == "ok"
+    assert "0 dead-lettered since 02:50 UTC (the estate's DLQ job events)" in detail
+
+
+async def workers_plan(shop: Shop) -> int:
+    view = await shop.changes.request(
+        kind=ChangeKind.PLAN,
+        queue="workers",
+        selector=Selector(all_dead=True),
+        reason="spawn host fixed",
+        actor=ALICE,
+    )
+    return view.number
+
+
+async def test_growth_from_counts_is_labelled_with_the_window_it_used(shop: Shop) -> None:
+    """worker_queue records no deaths: the counts written down decide, and the label
+    names the span between the count used and now, not the configured window."""
+    async with shop.engine.begin() as conn:
+        await samples.record(
+            conn, profile=shop.estate.profile("workers"), now=shop.clock.now - timedelta(minutes=15)
+        )
+    number = await workers_plan(shop)
+    names = [name for name, _, _ in (await shop.changes.get(number=number)).checks]
+    assert "dead letters not growing (15 min)" in names
+
+
+async def test_refused_when_counts_show_growth(shop: Shop) -> None:
+    async with shop.engine.begin() as conn:
+        await samples.record(
+            conn, profile=shop.estate.profile("workers"), now=shop.clock.now - timedelta(minutes=12)
+        )
+        await conn.execute(
+            sa.text(
+                "UPDATE dev_r_worker_queue SET status = 'failed', failure_reason = 'timeout', "
+                "error_message = 'ssh spawn timed out' WHERE status = 'queued'"
+            )
+        )
+    with pytest.raises(
+        PreconditionFailed, match=r"dead letters not growing \(12 min\): .*\(\+20\)"
+    ):
+        await workers_plan(shop)
+
+
+async def test_refused_without_an_earlier_count_says_what_to_do(shop: Shop) -> None:
+    with pytest.raises(PreconditionFailed) as refused:
+        await workers_plan(shop)
+    assert (
+        "no earlier count yet: keep queuebot running; the first count is written at start "
+        "and every minute; retry after 03:01 UTC"
+    ) in refused.value.message
+    async with shop.engine.begin() as conn:  # the first count, half a minute ago
+        await samples.record(
+            conn, profile=shop.estate.profile("workers"), now=shop.clock.now - timedelta(seconds=30)
+        )
+    with pytest.raises(PreconditionFailed, match="retry after 03:01 UTC"):
+        await workers_plan(shop)
+    shop.clock.advance(seconds=20)
+    with pytest.raises(PreconditionFailed, match="retry after 03:01 UTC"):
+        await workers_plan(shop)
+    shop.clock.advance(seconds=15)
+    assert await workers_plan(shop)  # the count is a minute old now
 
 
 async def test_refused_while_an_incident_blocks_redrives(shop: Shop) -> None:
@@ -470,3 +542,38 @@ async def test_reason_is_a_precondition(shop: Shop) -> None:
             reason="  ",
             actor=ALICE,
         )
+
+
+async def test_rollback_updates_each_wave_row_and_the_status_line(shop: Shop) -> None:
+    await add_dead_letters(shop.engine, count=60, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop)  # the sample succeeded; wave 1 (10) starts and stays unclaimed
+    async with shop.engine.begin() as conn:  # a worker claims one of wave 1 meanwhile
+        await conn.execute(
+            sa.text(
+                "UPDATE queue_messages SET status = 'PROCESSING', claimed_at = :n WHERE id = "
+                "(SELECT m.id FROM queue_messages m JOIN qb_plan_items i ON i.message_id = "
+                "CAST(m.id AS VARCHAR(64)) WHERE i.plan_id = :p AND i.wave = 1 "
+                "ORDER BY i.seq LIMIT 1)"
+            ),
+            {"n": shop.clock.now, "p": plan_no},
+        )
+    rollback = await shop.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="fix did not hold",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=rollback.number, actor=BOB)
+    view = await shop.plans.view(number=plan_no)
+    sample, wave1 = view.waves
+    assert (sample.outcome, sample.rolled_back) == (WaveOutcome.OK, 0)
+    assert (wave1.outcome, wave1.rolled_back) == (WaveOutcome.ROLLED_BACK, 9)
+    text = render_message(plan_message(view))
+    assert "now: rolled back during wave 1 of 3 (10 jobs): 9 job(s) returned" in text
+    row = next(line for line in text.splitlines() if line.startswith("wave 1 "))
+    assert row.split()[-4:] == ["0", "9", "rolled", "back"]  # skipped, rolled back, outcome

@@ -185,7 +185,9 @@ DIRECTORY = Directory([ALICE, BOB])
 
 
 def make_router(
-    reads: FakeReads | None = None, access: AccessConfig | None = None
+    reads: FakeReads | None = None,
+    access: AccessConfig | None = None,
+    config_file: str | None = None,
 ) -> tuple[Router, FakeReads]:
     fake = reads or FakeReads()
     deps = Deps(
@@ -194,6 +196,7 @@ def make_router(
         plans=NoPlans(),
         directory=DIRECTORY,
         access=access or AccessConfig(),
+        config_file=config_file,
     )
     return Router(deps), fake
 
@@ -308,8 +311,8 @@ async def test_triage_of_a_worker_queue_counts_jobs_and_duplicate_issues() -> No
 async def test_dlq_passes_filters_through() -> None:
     router, fake = make_router()
     await router.handle_line(
-        '/queue dlq --error-like "NoSuchKey" --tenant acme --reason asset_missing '
-        "--type transcode --limit 5 --queue workers",
+        '/queue dlq --error-like "NoSuchKey" --tenant acme --failure-reason asset_missing '
+        "--job-type transcode --limit 5 --queue workers",
         slack_user("U0ALICE"),
     )
     assert fake.calls == [
@@ -560,7 +563,7 @@ async def test_help_for_one_command_shows_usage_options_and_example(line: str) -
     text = text_of(await router.handle_line(line, slack_user("U0ALICE")))
     assert "== /queue dlq ==" in text
     assert "Usage: /queue dlq [--error-like TEXT]" in text
-    assert "--error-like TEXT  error text contains TEXT (case-insensitive)" in text
+    assert "--error-like TEXT   error text contains TEXT (case-insensitive)" in text
     assert "--limit N" in text
     assert 'Example: /queue dlq --error-like "NoSuchKey" --limit 10' in text
 
@@ -638,3 +641,54 @@ def test_unexpected_reply_quotes_the_reference() -> None:
     reply = messages.unexpected_reply("abc123")
     assert reply.error
     assert "abc123" in render_message(reply.message)
+
+
+async def test_one_flag_name_per_concept_and_old_spellings_still_work_with_a_hint() -> None:
+    router, fake = make_router()
+    new = await router.handle_line(
+        "/queue dlq --failure-reason asset_missing --job-type transcode", slack_user("U0ALICE")
+    )
+    old = await router.handle_line(
+        "/queue dlq --reason asset_missing --type transcode", slack_user("U0ALICE")
+    )
+    wanted = DeadFilter(reason="asset_missing", job_type="transcode", limit=20)
+    assert [c[1]["filters"] for c in fake.calls] == [wanted, wanted]
+    assert "is now" not in text_of(new)
+    said = text_of(old)
+    assert "--reason is now spelled --failure-reason" in said
+    assert "--type is now spelled --job-type" in said
+    for name in ("dlq", "redrive", "cancel"):
+        spec = next(s for s in CATALOG if s.name == name)
+        flags = {f.name for f in spec.flags}
+        assert "failure-reason" in flags and "type" not in flags
+        assert ("job-type" in flags) == (name != "cancel")
+
+
+CONSOLE_STRANGER = Invocation(person=None, platform="console", account="console:ubuntu")
+
+
+@pytest.mark.parametrize("access", [AccessConfig(), AccessConfig(unknown_users="deny")])
+async def test_an_unknown_console_user_learns_how_to_act_as_someone_and_which_file(
+    access: AccessConfig,
+) -> None:
+    router, _ = make_router(access=access, config_file="/etc/queuebot/queuebot.toml")
+    with pytest.raises(PermissionDenied) as info:
+        await router.handle_line(REQUEST_LINE, CONSOLE_STRANGER)
+    message = str(info.value)
+    assert "console account console:ubuntu" in message
+    assert "listed under [people] in /etc/queuebot/queuebot.toml" in message
+    assert "start the line with @alice" in message and "--as alice" in message
+    assert "people: alice, bob" in message
+
+
+async def test_an_unknown_slack_user_is_told_to_ask_an_admin() -> None:
+    router, _ = make_router(config_file="/etc/queuebot/queuebot.toml")
+    with pytest.raises(PermissionDenied) as info:
+        await router.handle_line(REQUEST_LINE, slack_user("U0STRANGER"))
+    message = str(info.value)
+    assert "Ask an admin to add you under [people]" in message
+    assert '[people.NAME] slack = "U0STRANGER"' in message
+    assert "/etc/queuebot" not in message and "--as" not in message
+
+
+REQUEST_LINE = '/queue requeue 4102 --reason "allowlist fixed"'

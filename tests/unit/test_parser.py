@@ -340,7 +340,10 @@ def test_unknown_flag_suggests_the_closest_and_lists_the_options() -> None:
     err = usage_error("/queue dlq --limt 5")
     assert "unknown option --limt for /queue dlq" in err.message
     assert "Did you mean --limit?" in err.message
-    assert "Options: --error-like, --tenant, --reason, --type, --limit, --queue" in err.message
+    assert (
+        "Options: --error-like, --tenant, --failure-reason, --job-type, --limit, --queue"
+        in err.message
+    )
     assert err.usage == USAGE["dlq"]
 
 
@@ -655,8 +658,8 @@ dlq_models = st.builds(
 DLQ_FLAGS = {
     "error_like": "error-like",
     "tenant": "tenant",
-    "reason": "reason",
-    "job_type": "type",
+    "reason": "failure-reason",
+    "job_type": "job-type",
     "limit": "limit",
     "queue": "queue",
 }
@@ -679,3 +682,24 @@ def test_dlq_options_round_trip_through_a_command_line(model: Dlq, data: st.Data
         else:
             parts.extend([f"--{flag}", quoted])
     assert parse_line(" ".join(parts)) == model
+
+
+def test_redrive_all_goes_alone_and_filters_combine() -> None:
+    for line in (
+        '/queue redrive --error-like ffmpeg --all --reason "OOM fix deployed"',
+        "/queue redrive --all --tenant acme --reason fixed",
+    ):
+        err = usage_error(line)
+        assert "--all takes every dead letter: leave it out to use filters" in err.message
+        assert err.usage == USAGE["redrive"]
+    both = parse_line("/queue redrive --error-like ffmpeg --tenant acme --reason fixed")
+    assert both == Redrive(error_like="ffmpeg", tenant="acme", reason="fixed")
+
+
+@pytest.mark.parametrize("name", ["redrive", "dlq"])
+def test_the_help_says_filters_combine(name: str) -> None:
+    from bot.render_text import render_message
+    from commands.messages import help_reply
+
+    shown = render_message(help_reply(name).message)
+    assert "Filters combine: a row must match every one given." in shown

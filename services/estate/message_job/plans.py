@@ -28,6 +28,7 @@ from services.estate.ops import (
 from services.estate.profile import BoundTable, QueueProfile, plain
 from services.models import RedriveLog
 
+DLQ_EVENT = "DLQ"  # the job event the estate writes when a message is dead-lettered
 # What a redrive changes and a rollback puts back, where the team's tables have it.
 MESSAGE_RESTORED = ("status", "attempt_count", "claimed_at", "last_error", "available_at")
 JOB_RESTORED = ("status", "attempt_count", "progress_percent", "finished_at", "error_message")
@@ -207,6 +208,25 @@ class MessageJobPlanOps:
                 _log.insert(),
                 [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
             )
+
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+        """DLQ job events since ``since``: the estate writes one when a message dies. An
+        estate that never wrote one does not record deaths that way (None)."""
+        e = (await self.profile.tables(conn)).get("events")
+        if e is None:  # no job events table: deaths are not recorded this way
+            return None
+        dlq = e.c("event_type") == DLQ_EVENT
+        died = (
+            await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(e.table)
+                .where(dlq, e.c("created_at") >= since)
+            )
+        ).scalar_one()
+        if died:
+            return int(died)
+        ever = (await conn.execute(sa.select(e.c("id")).where(dlq).limit(1))).first()
+        return 0 if ever is not None else None
 
     async def _logged_redrives(self, conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
         counts: dict[str, int] = {}

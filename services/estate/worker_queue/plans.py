@@ -154,3 +154,6 @@ class WorkerQueuePlanOps:
                 log.insert(),
                 [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
             )
+
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+        return None  # the table keeps no record of when a row failed

@@ -1,0 +1,127 @@
+"""A staged redrive through the console, as a person sees it: each action prints the
+plan's message once."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.e2e.test_console import queuebot, replies
+
+REDRIVE = '@alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"'
+
+
+def test_each_plan_action_prints_the_plan_once(tmp_path: Path) -> None:
+    lines = [
+        REDRIVE,
+        "@bob /queue approve CR-1",
+        "@alice /queue halt P-1 --reason looks-wrong",
+        '@alice /queue resume P-1 --reason "false alarm"',
+        "@bob /queue approve CR-2",
+    ]
+    run = queuebot("demo", "--no-worker", stdin="".join(f"{x}\n" for x in lines), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    out = replies(run.stdout)
+    for line in (lines[1], lines[2], lines[4]):  # approve (it starts), halt, approve resume
+        assert out[line].count("== P-1: redrive 14 dead letters in clips") == 1, (line, out[line])
+    halt = out["@alice /queue halt P-1 --reason looks-wrong"]
+    assert "P-1 halted by alice: looks-wrong" in halt
+    assert "/queue resume P-1" in halt and "/queue rollback P-1" in halt
+
+
+def plan_state(db: Path, number: int) -> str | None:
+    try:
+        with sqlite3.connect(db) as conn:
+            found = conn.execute("SELECT state FROM qb_plans WHERE id = ?", (number,)).fetchone()
+    except sqlite3.OperationalError:  # the demo is still building its estate
+        return None
+    return str(found[0]) if found else None
+
+
+def test_the_demo_worker_takes_a_plan_to_done_and_another_to_a_halt(tmp_path: Path) -> None:
+    db = tmp_path / "queuebot.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "demo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert demo.stdin is not None
+
+    def say(line: str) -> None:
+        assert demo.stdin is not None
+        demo.stdin.write(line + "\n")
+        demo.stdin.flush()
+
+    def wait_for(number: int, state: str) -> None:
+        deadline = time.monotonic() + 90
+        while plan_state(db, number) != state:
+            assert demo.poll() is None, demo.communicate()
+            assert time.monotonic() < deadline, f"P-{number} is {plan_state(db, number)}"
+            time.sleep(0.5)
+
+    try:
+        say(REDRIVE)
+        say("@bob /queue approve CR-1")
+        wait_for(1, "completed")
+        say("/queue plan P-1")
+        say('@alice /queue redrive --all --reason "transcoder fixed"')
+        say("@bob /queue approve CR-2")
+        wait_for(2, "halted")
+        say("/queue plan P-2")
+        out, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.communicate()
+    assert demo.returncode == 0, err
+    banner = out.split("\n> ", 1)[0]
+    assert "A simulated worker finishes redriven and requeued jobs" in banner
+    said = replies(out)
+    assert "now: done: the sample and 2 wave(s) finished" in said["/queue plan P-1"]
+    assert "14/14 succeeded" in said["/queue plan P-1"]
+    halted = said["/queue plan P-2"]
+    assert "HALTED: 3 job(s) of sample re-entered the dead-letter state" in halted
+    assert "the new error matches the original signature" in halted
+    assert "Traceback" not in out + err
+
+
+def banner(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split("\n> ", 1)[0]
+
+
+def test_the_banner_suggests_what_fits_the_estate_left_by_earlier_runs(tmp_path: Path) -> None:
+    first = queuebot(
+        "demo", "--no-worker", stdin=f"{REDRIVE}\n@bob /queue approve CR-1\n", cwd=tmp_path
+    )
+    assert "@bob /queue approve CR-1," in banner(first)
+    assert "No worker runs (--no-worker)" in banner(first)
+
+    second = queuebot(
+        "demo",
+        "--no-worker",
+        stdin='@alice /queue halt P-1\n@alice /queue rollback P-1 --reason "fix did not hold"\n',
+        cwd=tmp_path,
+    )
+    said = banner(second)
+    assert "approve CR-1" not in said and "redrive --error-like" not in said
+    assert "P-1 (clips) is running: /queue plan P-1 follows it." in said
+
+    third = queuebot("demo", "--no-worker", stdin="@bob /queue approve CR-2\n", cwd=tmp_path)
+    said = banner(third)
+    assert "P-1 (clips) is halted" in said and "then @bob /queue approve CR-3." in said
+    assert "CR-2 (rollback by alice) waits for approval: @bob /queue approve CR-2" in said
+
+    fourth = queuebot("demo", "--no-worker", cwd=tmp_path)
+    said = banner(fourth)  # rolled back: the sample's two jobs are dead letters again
+    assert "Watch a plan: @alice /queue redrive --error-like ffmpeg" in said
+    assert "then @bob /queue approve CR-3, and /queue plan P-2." in said
