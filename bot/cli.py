@@ -357,7 +357,8 @@ async def _config_check(config: Config) -> int:
             ("SLACK_SIGNING_SECRET", env.slack_signing_secret),
             ("SLACK_APP_TOKEN", env.slack_app_token),
         ):
-            lines.append(f"{var}: {'set' if value is not None else 'not set'}")
+            said = "empty (counts as not set)" if var in env.empty else "not set"
+            lines.append(f"{var}: {'set' if value is not None else said}")
         lines.append(
             "QUEUEBOT_AUDIT_KEY: set (the audit chain is keyed)"
             if env.audit_key is not None

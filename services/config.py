@@ -23,8 +23,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -48,6 +50,9 @@ _SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}\Z")
 _SNOWFLAKE = re.compile(r"^[0-9]{15,21}\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
 AUDIT_KEY_MIN_LENGTH = 32
+# Chat platform variables: one set to nothing (or blanks) counts as not set. A deploy
+# template often writes `SLACK_SIGNING_SECRET=` for a value it did not fill in.
+BLANK_IS_UNSET = ("SLACK_", "DISCORD_")
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -241,6 +246,30 @@ class EnvSettings(BaseSettings):
     alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
     # The key of the audit trail's HMAC chain. Only here: the database never holds it.
     audit_key: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_AUDIT_KEY")
+    _empty: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _blank_is_unset(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> EnvSettings:
+        empty: frozenset[str] = frozenset()
+        if isinstance(data, dict):
+            empty = frozenset(
+                name
+                for name, value in data.items()
+                if isinstance(name, str)
+                and name.startswith(BLANK_IS_UNSET)
+                and isinstance(value, str)
+                and not value.strip()
+            )
+            data = {name: value for name, value in data.items() if name not in empty}
+        settings: EnvSettings = handler(data)
+        settings._empty = empty
+        return settings
+
+    @property
+    def empty(self) -> frozenset[str]:
+        """The chat platform variables that were set to nothing (and so count as unset)."""
+        return self._empty
 
     @classmethod
     def settings_customise_sources(
