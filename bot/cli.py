@@ -14,8 +14,9 @@ import os
 import sys
 from collections.abc import Coroutine
 from datetime import timedelta
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
@@ -25,7 +26,7 @@ from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
 from services.db import create_engine, reading, redacted
-from services.errors import QueuebotError
+from services.errors import ConfigError, QueuebotError
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
 from services.migrate import current_revision, head_revision, upgrade
@@ -34,27 +35,69 @@ log = logging.getLogger("queuebot")
 
 EXIT_BROKEN = 1  # the audit trail does not hold
 EXIT_FAILED = 2  # anything else queuebot can explain
+EXIT_USAGE = 2  # the command line or the configuration is wrong
 EXIT_AUDIT_KEY = 3  # the trail is keyed and no key was given
 EXIT_GRANT_REFUSED = 4
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="queuebot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command and where help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("queuebot")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _common(*, top: bool) -> _Parser:
+    """Options every command takes, before or after its name (``queuebot console --config
+    x.toml`` as well as ``queuebot --config x.toml console``). After the name they default
+    to nothing, so they never undo the same option given before it."""
+    p = _Parser(add_help=False)
+    unset = None if top else argparse.SUPPRESS
+    p.add_argument(
+        "--config",
+        default=unset,
+        help="TOML file (default: $QUEUEBOT_CONFIG or ./queuebot.toml)",
     )
-    p.add_argument("--config", help="TOML file (default: $QUEUEBOT_CONFIG or ./queuebot.toml)")
     p.add_argument(
         "--log-level",
-        default=os.environ.get("QUEUEBOT_LOG_LEVEL", "WARNING"),
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=unset,
+        help="log threshold (default: $QUEUEBOT_LOG_LEVEL or WARNING)",
     )
+    return p
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common(top=False)
+    p = _Parser(
+        prog="queuebot",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common(top=True)],
+    )
+    p.add_argument("--version", action="version", version=f"queuebot {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="the bot: HTTP app (Slack endpoint, health), Slack")
+    serve = sub.add_parser(
+        "serve", help="the bot: HTTP app (Slack endpoint, health), Slack", parents=[common]
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", default=8080, type=int, help="port to listen on")
 
-    console = sub.add_parser("console", help="chat with queuebot from the terminal (stdin)")
+    console = sub.add_parser(
+        "console", help="chat with queuebot from the terminal (stdin)", parents=[common]
+    )
     console.add_argument("--as", dest="person", help="act as this person from [people]")
 
     demo = sub.add_parser("demo", help="demo estate + config on SQLite, then the console")
@@ -67,26 +110,35 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--fresh", action="store_true", help="rebuild the demo from scratch")
     demo.add_argument("--as", dest="person", help="act as this person (alice, bob, dora)")
 
-    db = sub.add_parser("db", help="queuebot's own database")
+    db = sub.add_parser("db", help="queuebot's own database", parents=[common])
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
-    db_sub.add_parser("upgrade", help="migrate queuebot's own tables to the newest schema")
+    db_sub.add_parser(
+        "upgrade",
+        help="migrate queuebot's own tables to the newest schema",
+        parents=[common],
+    )
     grant = db_sub.add_parser(
         "grant",
         help="the least privilege of the role serve and console run as (PostgreSQL)",
         description="Print the GRANT statements for the runtime role, or apply them as the "
         "owner of queuebot's tables (QUEUEBOT_DATABASE_URL). The role must not own the tables.",
+        parents=[common],
     )
     grant.add_argument("role", help="the runtime role (an existing PostgreSQL role)")
     grant.add_argument("--apply", action="store_true", help="run them now instead of printing them")
 
-    config = sub.add_parser("config", help="configuration")
+    config = sub.add_parser("config", help="configuration", parents=[common])
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
-    config_sub.add_parser("check", help="validate config, environment and the estate")
+    config_sub.add_parser(
+        "check", help="validate config, environment and the estate", parents=[common]
+    )
 
-    audit = sub.add_parser("audit", help="queuebot's audit trail")
+    audit = sub.add_parser("audit", help="queuebot's audit trail", parents=[common])
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="SUBCOMMAND")
     verify = audit_sub.add_parser(
-        "verify", help="check the audit chain and its anchors; non-zero on any tampering"
+        "verify",
+        help="check the audit chain and its anchors; 1 on any tampering",
+        parents=[common],
     )
     verify.add_argument(
         "--anchor",
@@ -102,12 +154,16 @@ def _parser() -> argparse.ArgumentParser:
         help="anchors one per line (blank lines and lines starting with # are skipped)",
     )
     audit_sub.add_parser(
-        "head", help="verify the trail, then print its head as an anchor (N:MAC) to keep elsewhere"
+        "head",
+        help="verify the trail, then print its head as an anchor (N:MAC) to keep elsewhere",
+        parents=[common],
     )
 
-    estate = sub.add_parser("estate", help="the queue estate")
+    estate = sub.add_parser("estate", help="the queue estate", parents=[common])
     estate_sub = estate.add_subparsers(dest="estate_command", required=True, metavar="SUBCOMMAND")
-    indexes = estate_sub.add_parser("indexes", help="recommended indexes for your tables")
+    indexes = estate_sub.add_parser(
+        "indexes", help="recommended indexes for your tables", parents=[common]
+    )
     indexes.add_argument(
         "--print",
         dest="print_sql",
@@ -122,10 +178,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return _parser().parse_args(argv)
 
 
+def _log_level(given: str | None) -> str:
+    """``--log-level``, else QUEUEBOT_LOG_LEVEL (any case), else WARNING."""
+    if given is not None:
+        return given
+    raw = os.environ.get("QUEUEBOT_LOG_LEVEL", "")
+    level = raw.strip().upper() or "WARNING"
+    if level not in LOG_LEVELS:
+        raise ConfigError(
+            f"environment: QUEUEBOT_LOG_LEVEL = {raw!r}: expected one of {', '.join(LOG_LEVELS)}"
+        )
+    return level
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    try:
+        level = _log_level(args.log_level)
+    except ConfigError as exc:
+        print(f"queuebot: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(
-        level=args.log_level,
+        level=level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
