@@ -1,8 +1,17 @@
-"""``queuebot``: the command line. Every failure exits non-zero with one line.
+"""``queuebot``: the command line. Every failure is one line on stderr and an exit code
+that names its kind (the table is in README.md, "Exit codes"):
 
-Exit codes: 0 done; 1 the audit trail does not hold (or `config check` found problems);
-2 any other failure; 3 the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set;
-4 `db grant` refused; 130 interrupted.
+  0  done
+  1  a check found a problem: `audit verify` or `audit head` found the trail tampered
+     with, `config check` listed problems
+  2  the command line, the configuration file or the environment is wrong
+  3  the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set
+  4  `db grant` refused
+  5  a database cannot be reached (down, wrong address or credentials, no such SQLite
+     file or directory)
+  6  queuebot's own tables are missing or at another revision: `queuebot db upgrade`
+  70 an unexpected error (a bug): run again with --log-level DEBUG for the traceback
+  130 interrupted
 """
 
 from __future__ import annotations
@@ -26,18 +35,21 @@ from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
 from services.db import create_engine, reading, redacted
-from services.errors import ConfigError, QueuebotError
+from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
-from services.migrate import current_revision, head_revision, upgrade
+from services.migrate import current_revision, head_revision, require_newest, upgrade
 
 log = logging.getLogger("queuebot")
 
-EXIT_BROKEN = 1  # the audit trail does not hold
-EXIT_FAILED = 2  # anything else queuebot can explain
-EXIT_USAGE = 2  # the command line or the configuration is wrong
+EXIT_PROBLEM = 1  # a check found a problem (the audit trail does not hold, config check)
+EXIT_USAGE = 2  # the command line, the configuration file or the environment is wrong
 EXIT_AUDIT_KEY = 3  # the trail is keyed and no key was given
 EXIT_GRANT_REFUSED = 4
+EXIT_UNAVAILABLE = 5  # a database cannot be reached
+EXIT_NOT_MIGRATED = 6  # queuebot's tables are missing or at another revision
+EXIT_BUG = 70  # an error queuebot did not expect (sysexits' EX_SOFTWARE)
+EXIT_INTERRUPTED = 130
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -206,7 +218,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def exit_code(exc: QueuebotError) -> int:
+    """The exit code of a failure queuebot can explain."""
+    if isinstance(exc, AuditKeyMissing):
+        return EXIT_AUDIT_KEY
+    if isinstance(exc, grants.GrantRefused):
+        return EXIT_GRANT_REFUSED
+    if isinstance(exc, NotMigrated):
+        return EXIT_NOT_MIGRATED
+    if isinstance(exc, Unavailable):
+        return EXIT_UNAVAILABLE
+    return EXIT_USAGE
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -215,11 +240,16 @@ async def run(args: argparse.Namespace) -> int:
         return await _dispatch(args)
     except QueuebotError as exc:
         print(f"queuebot: {exc.message}", file=sys.stderr)
-        if isinstance(exc, AuditKeyMissing):
-            return EXIT_AUDIT_KEY
-        if isinstance(exc, grants.GrantRefused):
-            return EXIT_GRANT_REFUSED
-        return EXIT_FAILED
+        return exit_code(exc)
+    except Exception as exc:  # a bug: one line here, the traceback under --log-level DEBUG
+        log.debug("unexpected error", exc_info=exc)
+        said = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(
+            f"queuebot: unexpected error ({type(exc).__name__}: {said}); run again with "
+            "--log-level DEBUG to see where, and report it",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -341,12 +371,7 @@ async def _checked_trail(
     """Verify the trail (and read its head) in one snapshot of queuebot's database."""
     engine = create_engine(config.env.state_url)
     try:
-        current, newest = await current_revision(engine), head_revision()
-        if current != newest:
-            raise QueuebotError(
-                f"queuebot's database is at revision {current}, newest is {newest}: run "
-                "`queuebot db upgrade` first"
-            )
+        await require_newest(engine)
         trail = audit_trail(config)
         async with reading(engine) as conn:
             if conn.dialect.name == "postgresql":
@@ -364,7 +389,7 @@ def _broken(result: Verification) -> int:
         f"({result.checked} event(s) {'before it ' if where else ''}verified)",
         file=sys.stderr,
     )
-    return EXIT_BROKEN
+    return EXIT_PROBLEM
 
 
 async def _audit_verify(config: Config, args: argparse.Namespace) -> int:
@@ -450,7 +475,7 @@ async def _config_check(config: Config) -> int:
     if problems:
         for problem in problems:
             print(f"problem: {problem}", file=sys.stderr)
-        return 1
+        return EXIT_PROBLEM
     print("config check: ok")
     return 0
 

@@ -23,7 +23,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
+from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable, Unavailable
 from services.jsonable import dumps, loads
 
 _DRIVERS = {
@@ -87,6 +87,14 @@ def error_line(exc: DBAPIError) -> str:
     """The first line of what the database driver said, for a person to read."""
     said = str(exc.orig).strip().splitlines() if exc.orig is not None else []
     return said[0] if said else type(exc.orig or exc).__name__
+
+
+def unreachable(engine: AsyncEngine, exc: DBAPIError, *, doing: str = "reach") -> Unavailable:
+    """queuebot's own database cannot be reached, in one line that names the fix."""
+    return Unavailable(
+        f"cannot {doing} queuebot's database {redacted(engine.url)} ({error_line(exc)}): "
+        "check QUEUEBOT_DATABASE_URL and that the database is up"
+    )
 
 
 def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:

@@ -4,6 +4,8 @@ only reads."""
 
 from __future__ import annotations
 
+import re
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot.demo import DEMO_CONFIG
-from tests.e2e.serving import demo_database
+from services.migrate import head_revision
+from tests.e2e.serving import demo_database, free_port
 from tests.e2e.test_console import queuebot
 
 
@@ -114,3 +117,91 @@ def test_a_bad_log_level_variable_is_one_line(tmp_path: Path) -> None:
         "estate", "indexes", "--print", cwd=tmp_path, env={"QUEUEBOT_LOG_LEVEL": "error"}
     )
     assert quiet.returncode == 0, quiet.stderr
+
+
+def closed_port_url() -> str:
+    """A PostgreSQL URL where nothing listens."""
+    return f"postgresql://queuebot@127.0.0.1:{free_port()}/queuebot"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("config", "check"),
+        ("audit", "verify"),
+        ("audit", "head"),
+        ("db", "upgrade"),
+        ("db", "grant", "qb_runtime", "--apply"),
+        ("console",),
+        ("serve", "--port", "0"),
+    ],
+    ids=" ".join,
+)
+def test_an_unreachable_database_is_one_line_and_exit_5(tmp_path: Path, args: list[str]) -> None:
+    result = queuebot(*args, cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": closed_port_url()})
+    assert result.returncode == 5, result.stderr
+    line = one_line(result.stderr)
+    assert "queuebot's database postgresql+psycopg://queuebot@127.0.0.1:" in line
+    assert "Connection refused" in line
+    assert line.endswith("check QUEUEBOT_DATABASE_URL and that the database is up"), line
+
+
+def set_revision(db: Path, revision: str) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("db", "upgrade"), ("console",), ("audit", "verify"), ("serve", "--port", "0")],
+    ids=" ".join,
+)
+def test_tables_from_a_newer_queuebot_are_one_line_and_exit_6(
+    tmp_path: Path, args: list[str]
+) -> None:
+    db = tmp_path / "state.db"
+    url = f"sqlite:///{db}"
+    assert (
+        queuebot("db", "upgrade", cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url}).returncode == 0
+    )
+    set_revision(db, "9999")
+    result = queuebot(*args, cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url})
+    assert result.returncode == 6
+    assert one_line(result.stderr) == (
+        f"queuebot: queuebot's database sqlite+aiosqlite:///{db} is at revision 9999, which "
+        f"this queuebot does not know (its newest is {head_revision()}): a newer queuebot "
+        "migrated it; run that version"
+    )
+
+
+@pytest.mark.parametrize("args", [("audit", "verify"), ("audit", "head")], ids=" ".join)
+def test_reading_the_trail_before_db_upgrade_is_one_line_and_exit_6(
+    tmp_path: Path, args: list[str]
+) -> None:
+    db = tmp_path / "state.db"
+    sqlite3.connect(db).close()  # a database, but queuebot's tables were never made
+    env = {"QUEUEBOT_DATABASE_URL": f"sqlite:///{db}"}
+    result = queuebot(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 6
+    assert one_line(result.stderr) == (
+        f"queuebot: queuebot's tables are not in sqlite+aiosqlite:///{db} yet: run "
+        "`queuebot db upgrade` first"
+    )
+    assert queuebot("db", "upgrade", cwd=tmp_path, env=env).returncode == 0
+    set_revision(db, "0004")
+    older = queuebot(*args, cwd=tmp_path, env=env)
+    assert older.returncode == 6
+    assert one_line(older.stderr).endswith(
+        f"is at revision 0004, newest is {head_revision()}: run `queuebot db upgrade` first"
+    )
+
+
+def test_readme_documents_every_exit_code() -> None:
+    from bot import cli
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
+    codes = {v for k, v in vars(cli).items() if k.startswith("EXIT_")}
+    assert documented == codes | {0}
+    assert f"| {cli.EXIT_UNAVAILABLE} |" in table and f"| {cli.EXIT_NOT_MIGRATED} |" in table
