@@ -34,7 +34,7 @@ from bot.serve import serve
 from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
-from services.db import create_engine, reading, redacted
+from services.db import create_engine, reading, redacted, require_sqlite_file
 from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
@@ -256,6 +256,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return await _demo(args)
     config = load_config(args.config)
+    _databases_there(config, args)
     handlers: dict[str, Any] = {
         "console": lambda: _console(config, args.person),
         "serve": lambda: serve(config, host=args.host, port=args.port),
@@ -272,6 +273,26 @@ async def _dispatch(args: argparse.Namespace) -> int:
     }
     run: Coroutine[Any, Any, int] = handlers[args.command]()
     return await run
+
+
+def _databases_there(config: Config, args: argparse.Namespace) -> None:
+    """Before connecting: a SQLite database's directory exists, and, for a command that
+    only reads, so does its file (SQLite would create an empty one on connect)."""
+    if args.command == "estate":  # prints SQL from the configuration; connects to nothing
+        return
+    reads_only = args.command in ("config", "audit")
+    state, estate = config.env.state_url, config.env.estate_url
+    require_sqlite_file(
+        state,
+        variable="QUEUEBOT_DATABASE_URL",
+        state=True,
+        must_exist=reads_only,
+        default="database_url" not in config.env.model_fields_set,
+    )
+    if estate != state and args.command in ("config", "console", "serve"):
+        require_sqlite_file(
+            estate, variable="QUEUEBOT_QUEUE_DATABASE_URL", state=False, must_exist=reads_only
+        )
 
 
 async def _console(config: Config, person: str | None, banner: str | None = None) -> int:

@@ -205,3 +205,55 @@ def test_readme_documents_every_exit_code() -> None:
     codes = {v for k, v in vars(cli).items() if k.startswith("EXIT_")}
     assert documented == codes | {0}
     assert f"| {cli.EXIT_UNAVAILABLE} |" in table and f"| {cli.EXIT_NOT_MIGRATED} |" in table
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("config", "check"), ("audit", "verify"), ("audit", "head"), ("estate", "indexes", "--print")],
+    ids=" ".join,
+)
+def test_a_command_that_only_reads_creates_no_database(tmp_path: Path, args: list[str]) -> None:
+    result = queuebot(*args, cwd=tmp_path)  # no variables: the default ./queuebot.db
+    assert list(tmp_path.iterdir()) == []
+    if args[0] == "estate":  # prints SQL from the configuration: needs no database
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode == 6
+    assert one_line(result.stderr) == (
+        f"queuebot: the SQLite database {tmp_path}/queuebot.db (the default, as "
+        "QUEUEBOT_DATABASE_URL is not set) does not exist: run `queuebot db upgrade` to create "
+        "it (or `queuebot demo` to try queuebot), or point QUEUEBOT_DATABASE_URL at "
+        "queuebot's database"
+    )
+
+
+def test_config_check_creates_no_queue_database_either(demo: Demo, tmp_path: Path) -> None:
+    missing = tmp_path / "jobs.db"
+    result = queuebot(
+        "config",
+        "check",
+        cwd=demo.dir,
+        env=demo.env(QUEUEBOT_QUEUE_DATABASE_URL=f"sqlite:///{missing}"),
+    )
+    assert result.returncode == 5
+    assert one_line(result.stderr) == (
+        f"queuebot: the SQLite database {missing} (QUEUEBOT_QUEUE_DATABASE_URL) does not "
+        "exist: point QUEUEBOT_QUEUE_DATABASE_URL at the file that holds your queue tables"
+    )
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("db", "upgrade"), ("config", "check"), ("console",), ("serve", "--port", "0")],
+    ids=" ".join,
+)
+def test_a_missing_sqlite_directory_is_one_line_and_exit_5(tmp_path: Path, args: list[str]) -> None:
+    env = {"QUEUEBOT_DATABASE_URL": f"sqlite:///{tmp_path}/nowhere/queuebot.db"}
+    result = queuebot(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 5
+    assert one_line(result.stderr) == (
+        f"queuebot: the directory {tmp_path}/nowhere of the SQLite database queuebot.db "
+        "(QUEUEBOT_DATABASE_URL) does not exist: create it, or point QUEUEBOT_DATABASE_URL "
+        "elsewhere"
+    )
