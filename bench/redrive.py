@@ -24,7 +24,7 @@ import uuid
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from scratch_db import drop, recreate
+from scratch_db import create, drop
 
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
@@ -193,11 +193,11 @@ def main() -> int:
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--jobs", type=int, default=10_000)
     args = parser.parse_args()
-    url = recreate(args.url, DB)
+    name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
     try:
         return asyncio.run(run(url, args.jobs))
     finally:
-        drop(args.url, DB)
+        drop(args.url, name)
 
 
 if __name__ == "__main__":

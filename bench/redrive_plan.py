@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
-from scratch_db import drop, recreate
+from scratch_db import create, drop
 
 from bot.bootstrap import wire_services
 from services import samples
@@ -197,11 +197,11 @@ def main() -> int:
         help="the plan's velocity cap in jobs/s (default: the config default)",
     )
     args = parser.parse_args()
-    url = recreate(args.url, DB)
+    name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
     try:
         return asyncio.run(run(url, args.jobs, args.velocity))
     finally:
-        drop(args.url, DB)
+        drop(args.url, name)
 
 
 if __name__ == "__main__":

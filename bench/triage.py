@@ -1,7 +1,8 @@
 """Triage latency on a 1,000,000-row estate of each profile, against the bare status count.
 
-Builds a throw-away PostgreSQL database (``qb_bench_triage``) holding one estate of each
-profile (``worker_queue``: 1,000,000 rows in dev_r_worker_queue; ``message_job``:
+Builds a throw-away PostgreSQL database (named for the run; ``qb_bench_triage`` when it is
+kept or reused) holding one estate of each profile (``worker_queue``: 1,000,000 rows in
+dev_r_worker_queue; ``message_job``:
 1,000,000 queue_messages over ~1,000,000 clip_jobs and video_assets plus job_events),
 filled server-side with ``INSERT ... SELECT ... FROM generate_series`` and a realistic
 mix: ~90% done/COMPLETED, a few % failed/DLQ with varied error texts (ids, numbers,
@@ -42,6 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from scratch_db import unique_name
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -351,26 +353,33 @@ WHERE (k = 0 AND (i % 4 = 0 OR mstatus <> 'COMPLETED'))
 # -- database lifecycle ----------------------------------------------------------------------
 
 
-def bench_url(admin: URL) -> URL:
-    return admin.set(drivername="postgresql+psycopg", database=DB_NAME)
+def database_name(*, keep: bool, reuse: bool) -> str:
+    """The named estate ``qb_bench_triage`` when the run keeps or reuses it (on purpose:
+    it takes a minute to build, and bench/slack_ack.py serves it too); otherwise a name
+    of this run's own, so two runs at once never drop each other's database."""
+    return DB_NAME if keep or reuse else unique_name(DB_NAME)
 
 
-async def database_exists(admin: AsyncEngine) -> bool:
+def bench_url(admin: URL, name: str) -> URL:
+    return admin.set(drivername="postgresql+psycopg", database=name)
+
+
+async def database_exists(admin: AsyncEngine, name: str) -> bool:
     async with admin.connect() as conn:
         found = await conn.execute(
-            sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": DB_NAME}
+            sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
         )
         return found.first() is not None
 
 
-async def drop_database(admin: AsyncEngine) -> None:
+async def drop_database(admin: AsyncEngine, name: str) -> None:
     async with admin.connect() as conn:
-        await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-async def create_database(admin: AsyncEngine) -> None:
+async def create_database(admin: AsyncEngine, name: str) -> None:
     async with admin.connect() as conn:
-        await conn.exec_driver_sql(f'CREATE DATABASE "{DB_NAME}"')
+        await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
 
 
 async def read_meta(url: URL) -> dict[str, str]:
@@ -748,7 +757,8 @@ async def run_phase(
 
 async def main(args: argparse.Namespace) -> int:
     admin_url = make_url(args.url).set(drivername="postgresql+psycopg")
-    url = bench_url(admin_url)
+    name = database_name(keep=args.keep, reuse=args.reuse)
+    url = bench_url(admin_url, name)
     admin = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
     task = asyncio.current_task()
     if task is not None:  # SIGTERM cancels like Ctrl-C does, so the cleanup below runs
@@ -759,18 +769,18 @@ async def main(args: argparse.Namespace) -> int:
     results: list[Result] = []
     try:
         reuse = False
-        if await database_exists(admin):
+        if await database_exists(admin, name):
             if args.reuse:
                 meta = await read_meta(url)
                 reuse = meta.get("version") == GENERATOR_VERSION and meta.get("rows") == str(
                     args.rows
                 )
                 if not reuse:
-                    print(f"{DB_NAME} exists but does not hold this build; rebuilding it")
+                    print(f"{name} exists but does not hold this build; rebuilding it")
             if not reuse:
-                await drop_database(admin)
+                await drop_database(admin, name)
         if not reuse:
-            await create_database(admin)
+            await create_database(admin, name)
         print(f"database {redacted(url)} ({'reused' if reuse else 'fresh'})")
 
         # Loading, indexing and VACUUM go through a non-pooling engine; the reads go
@@ -814,10 +824,10 @@ async def main(args: argparse.Namespace) -> int:
             if each is not None:
                 await each.dispose()
         if args.keep:
-            print(f"kept {DB_NAME} (reuse it with --reuse --keep)")
+            print(f"kept {name} (reuse it with --reuse --keep)")
         else:
-            await drop_database(admin)
-            print(f"dropped {DB_NAME}")
+            await drop_database(admin, name)
+            print(f"dropped {name}")
         await admin.dispose()
         print(f"total runtime {time.perf_counter() - started:.1f}s")
     indexed = [r for r in results if r.indexes]

@@ -1,8 +1,17 @@
-"""``queuebot``: the command line. Every failure exits non-zero with one line.
+"""``queuebot``: the command line. Every failure is one line on stderr and an exit code
+that names its kind (the table is in README.md, "Exit codes"):
 
-Exit codes: 0 done; 1 the audit trail does not hold (or `config check` found problems);
-2 any other failure; 3 the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set;
-4 `db grant` refused; 130 interrupted.
+  0  done
+  1  a check found a problem: `audit verify` or `audit head` found the trail tampered
+     with, `config check` listed problems
+  2  the command line, the configuration file or the environment is wrong
+  3  the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set
+  4  `db grant` refused
+  5  a database cannot be reached (down, wrong address or credentials, no such SQLite
+     file or directory)
+  6  queuebot's own tables are missing or at another revision: `queuebot db upgrade`
+  70 an unexpected error (a bug): run again with --log-level DEBUG for the traceback
+  130 interrupted
 """
 
 from __future__ import annotations
@@ -14,8 +23,9 @@ import os
 import sys
 from collections.abc import Coroutine
 from datetime import timedelta
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
@@ -31,37 +41,82 @@ from bot.serve import serve
 from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
-from services.db import create_engine, reading, redacted, same_database
-from services.errors import QueuebotError
+from services.db import create_engine, reading, redacted, require_sqlite_file, same_database
+from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
-from services.migrate import current_revision, head_revision, upgrade
+from services.migrate import current_revision, head_revision, require_newest, upgrade
 
 log = logging.getLogger("queuebot")
 
-EXIT_BROKEN = 1  # the audit trail does not hold
-EXIT_FAILED = 2  # anything else queuebot can explain
+EXIT_PROBLEM = 1  # a check found a problem (the audit trail does not hold, config check)
+EXIT_USAGE = 2  # the command line, the configuration file or the environment is wrong
 EXIT_AUDIT_KEY = 3  # the trail is keyed and no key was given
 EXIT_GRANT_REFUSED = 4
+EXIT_UNAVAILABLE = 5  # a database cannot be reached
+EXIT_NOT_MIGRATED = 6  # queuebot's tables are missing or at another revision
+EXIT_BUG = 70  # an error queuebot did not expect (sysexits' EX_SOFTWARE)
+EXIT_INTERRUPTED = 130
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command and where help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("queuebot")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _common(*, top: bool) -> _Parser:
+    """Options every command takes, before or after its name (``queuebot console --config
+    x.toml`` as well as ``queuebot --config x.toml console``). After the name they default
+    to nothing, so they never undo the same option given before it."""
+    p = _Parser(add_help=False)
+    unset = None if top else argparse.SUPPRESS
+    p.add_argument(
+        "--config",
+        default=unset,
+        help="TOML file (default: $QUEUEBOT_CONFIG or ./queuebot.toml)",
+    )
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=unset,
+        help="log threshold (default: $QUEUEBOT_LOG_LEVEL or WARNING)",
+    )
+    return p
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="queuebot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    common = _common(top=False)
+    p = _Parser(
+        prog="queuebot",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common(top=True)],
     )
-    p.add_argument("--config", help="TOML file (default: $QUEUEBOT_CONFIG or ./queuebot.toml)")
-    p.add_argument(
-        "--log-level",
-        default=os.environ.get("QUEUEBOT_LOG_LEVEL", "WARNING"),
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-    )
+    p.add_argument("--version", action="version", version=f"queuebot {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="the bot: HTTP app (Slack endpoint, health), Slack")
+    serve = sub.add_parser(
+        "serve", help="the bot: HTTP app (Slack endpoint, health), Slack", parents=[common]
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", default=8080, type=int, help="port to listen on")
 
-    console = sub.add_parser("console", help="chat with queuebot from the terminal (stdin)")
+    console = sub.add_parser(
+        "console", help="chat with queuebot from the terminal (stdin)", parents=[common]
+    )
     console.add_argument("--as", dest="person", help="act as this person from [people]")
 
     demo = sub.add_parser("demo", help="demo estate + config on SQLite, then the console")
@@ -80,26 +135,35 @@ def _parser() -> argparse.ArgumentParser:
         help="run no simulated worker: redriven and requeued jobs stay queued",
     )
 
-    db = sub.add_parser("db", help="queuebot's own database")
+    db = sub.add_parser("db", help="queuebot's own database", parents=[common])
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
-    db_sub.add_parser("upgrade", help="migrate queuebot's own tables to the newest schema")
+    db_sub.add_parser(
+        "upgrade",
+        help="migrate queuebot's own tables to the newest schema",
+        parents=[common],
+    )
     grant = db_sub.add_parser(
         "grant",
         help="the least privilege of the role serve and console run as (PostgreSQL)",
         description="Print the GRANT statements for the runtime role, or apply them as the "
         "owner of queuebot's tables (QUEUEBOT_DATABASE_URL). The role must not own the tables.",
+        parents=[common],
     )
     grant.add_argument("role", help="the runtime role (an existing PostgreSQL role)")
     grant.add_argument("--apply", action="store_true", help="run them now instead of printing them")
 
-    config = sub.add_parser("config", help="configuration")
+    config = sub.add_parser("config", help="configuration", parents=[common])
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
-    config_sub.add_parser("check", help="validate config, environment and the estate")
+    config_sub.add_parser(
+        "check", help="validate config, environment and the estate", parents=[common]
+    )
 
-    audit = sub.add_parser("audit", help="queuebot's audit trail")
+    audit = sub.add_parser("audit", help="queuebot's audit trail", parents=[common])
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="SUBCOMMAND")
     verify = audit_sub.add_parser(
-        "verify", help="check the audit chain and its anchors; non-zero on any tampering"
+        "verify",
+        help="check the audit chain and its anchors; 1 on any tampering",
+        parents=[common],
     )
     verify.add_argument(
         "--anchor",
@@ -115,12 +179,16 @@ def _parser() -> argparse.ArgumentParser:
         help="anchors one per line (blank lines and lines starting with # are skipped)",
     )
     audit_sub.add_parser(
-        "head", help="verify the trail, then print its head as an anchor (N:MAC) to keep elsewhere"
+        "head",
+        help="verify the trail, then print its head as an anchor (N:MAC) to keep elsewhere",
+        parents=[common],
     )
 
-    estate = sub.add_parser("estate", help="the queue estate")
+    estate = sub.add_parser("estate", help="the queue estate", parents=[common])
     estate_sub = estate.add_subparsers(dest="estate_command", required=True, metavar="SUBCOMMAND")
-    indexes = estate_sub.add_parser("indexes", help="recommended indexes for your tables")
+    indexes = estate_sub.add_parser(
+        "indexes", help="recommended indexes for your tables", parents=[common]
+    )
     indexes.add_argument(
         "--print",
         dest="print_sql",
@@ -135,17 +203,48 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return _parser().parse_args(argv)
 
 
+def _log_level(given: str | None) -> str:
+    """``--log-level``, else QUEUEBOT_LOG_LEVEL (any case), else WARNING."""
+    if given is not None:
+        return given
+    raw = os.environ.get("QUEUEBOT_LOG_LEVEL", "")
+    level = raw.strip().upper() or "WARNING"
+    if level not in LOG_LEVELS:
+        raise ConfigError(
+            f"environment: QUEUEBOT_LOG_LEVEL = {raw!r}: expected one of {', '.join(LOG_LEVELS)}"
+        )
+    return level
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    try:
+        level = _log_level(args.log_level)
+    except ConfigError as exc:
+        print(f"queuebot: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(
-        level=args.log_level,
+        level=level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def exit_code(exc: QueuebotError) -> int:
+    """The exit code of a failure queuebot can explain."""
+    if isinstance(exc, AuditKeyMissing):
+        return EXIT_AUDIT_KEY
+    if isinstance(exc, grants.GrantRefused):
+        return EXIT_GRANT_REFUSED
+    if isinstance(exc, NotMigrated):
+        return EXIT_NOT_MIGRATED
+    if isinstance(exc, Unavailable):
+        return EXIT_UNAVAILABLE
+    return EXIT_USAGE
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -154,17 +253,23 @@ async def run(args: argparse.Namespace) -> int:
         return await _dispatch(args)
     except QueuebotError as exc:
         print(f"queuebot: {exc.message}", file=sys.stderr)
-        if isinstance(exc, AuditKeyMissing):
-            return EXIT_AUDIT_KEY
-        if isinstance(exc, grants.GrantRefused):
-            return EXIT_GRANT_REFUSED
-        return EXIT_FAILED
+        return exit_code(exc)
+    except Exception as exc:  # a bug: one line here, the traceback under --log-level DEBUG
+        log.debug("unexpected error", exc_info=exc)
+        said = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(
+            f"queuebot: unexpected error ({type(exc).__name__}: {said}); run again with "
+            "--log-level DEBUG to see where, and report it",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return await _demo(args)
     config = load_config(args.config)
+    _databases_there(config, args)
     handlers: dict[str, Any] = {
         "console": lambda: _console(config, args.person),
         "serve": lambda: serve(config, host=args.host, port=args.port),
@@ -181,6 +286,26 @@ async def _dispatch(args: argparse.Namespace) -> int:
     }
     run: Coroutine[Any, Any, int] = handlers[args.command]()
     return await run
+
+
+def _databases_there(config: Config, args: argparse.Namespace) -> None:
+    """Before connecting: a SQLite database's directory exists, and, for a command that
+    only reads, so does its file (SQLite would create an empty one on connect)."""
+    if args.command == "estate":  # prints SQL from the configuration; connects to nothing
+        return
+    reads_only = args.command in ("config", "audit")
+    state, estate = config.env.state_url, config.env.estate_url
+    require_sqlite_file(
+        state,
+        variable="QUEUEBOT_DATABASE_URL",
+        state=True,
+        must_exist=reads_only,
+        default="database_url" not in config.env.model_fields_set,
+    )
+    if estate != state and args.command in ("config", "console", "serve"):
+        require_sqlite_file(
+            estate, variable="QUEUEBOT_QUEUE_DATABASE_URL", state=False, must_exist=reads_only
+        )
 
 
 async def _console(config: Config, person: str | None, banner: str | None = None) -> int:
@@ -349,12 +474,7 @@ async def _checked_trail(
     """Verify the trail (and read its head) in one snapshot of queuebot's database."""
     engine = create_engine(config.env.state_url)
     try:
-        current, newest = await current_revision(engine), head_revision()
-        if current != newest:
-            raise QueuebotError(
-                f"queuebot's database is at revision {current}, newest is {newest}: run "
-                "`queuebot db upgrade` first"
-            )
+        await require_newest(engine)
         trail = audit_trail(config)
         async with reading(engine) as conn:
             if conn.dialect.name == "postgresql":
@@ -372,7 +492,7 @@ def _broken(result: Verification) -> int:
         f"({result.checked} event(s) {'before it ' if where else ''}verified)",
         file=sys.stderr,
     )
-    return EXIT_BROKEN
+    return EXIT_PROBLEM
 
 
 async def _audit_verify(config: Config, args: argparse.Namespace) -> int:
@@ -452,7 +572,8 @@ async def _config_check(config: Config) -> int:
             ("SLACK_SIGNING_SECRET", env.slack_signing_secret),
             ("SLACK_APP_TOKEN", env.slack_app_token),
         ):
-            lines.append(f"{var}: {'set' if value is not None else 'not set'}")
+            said = "empty (counts as not set)" if var in env.empty else "not set"
+            lines.append(f"{var}: {'set' if value is not None else said}")
         lines.append(
             "QUEUEBOT_AUDIT_KEY: set (the audit chain is keyed)"
             if env.audit_key is not None
@@ -470,7 +591,7 @@ async def _config_check(config: Config) -> int:
     if problems:
         for problem in problems:
             print(f"problem: {problem}", file=sys.stderr)
-        return 1
+        return EXIT_PROBLEM
     print("config check: ok")
     return 0
 

@@ -7,10 +7,8 @@ but malformed is 400, never 500."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-import sqlalchemy as sa
 from slack_bolt.async_app import AsyncApp
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -21,26 +19,32 @@ from starlette.routing import Route
 from bot.body_limit import BodyLimit
 from bot.bootstrap import App
 from bot.ratelimited_log import RateLimitedLog
+from bot.readiness import Readiness, SlackProblem
 from bot.slack.endpoint import SlackEndpoint
-from services.errors import ConfigError
 
 log = logging.getLogger("queuebot.http")
-READY_TIMEOUT = 2.0
 
 
-def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
+def build_http_app(
+    *, app: App, slack: AsyncApp | None, slack_problem: SlackProblem | None = None
+) -> Starlette:
+    """The app ``serve`` runs. ``slack`` answers /slack/events when the signing secret is
+    set (without it Slack comes over Socket Mode only); ``slack_problem`` says, for
+    /readyz, why Slack cannot work, if it cannot."""
     refused = RateLimitedLog(log, what="refused HTTP requests")
     endpoint: SlackEndpoint | None = None
-    if slack is not None:
-        secret = app.config.env.slack_signing_secret
-        if secret is None:
-            raise ConfigError("SLACK_SIGNING_SECRET is not set; it checks every Slack request")
+    secret = app.config.env.slack_signing_secret
+    if slack is not None and secret is not None:
         endpoint = SlackEndpoint(slack, signing_secret=secret.get_secret_value(), refused=refused)
+    readiness = Readiness(app, slack=slack_problem)
 
     async def slack_events(request: Request) -> Response:
         if endpoint is None:
             return PlainTextResponse(
-                "Slack is not configured: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET",
+                "Slack's HTTP endpoint is off: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET"
+                if slack is None
+                else "Slack's HTTP endpoint is off: SLACK_SIGNING_SECRET is not set "
+                "(this queuebot takes Slack over Socket Mode)",
                 status_code=503,
             )
         return await endpoint(request)
@@ -49,21 +53,8 @@ def build_http_app(*, app: App, slack: AsyncApp | None) -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
-        checks: dict[str, str] = {}
-        engines = {"state": app.state_engine, "estate": app.estate.engine}
-        for name, engine in engines.items():
-            try:
-                async with asyncio.timeout(READY_TIMEOUT), engine.connect() as conn:
-                    await conn.execute(sa.text("SELECT 1"))
-                checks[name] = "ok"
-            except Exception as exc:  # any failure means not ready; say which, not why
-                log.warning("readiness: %s database unreachable: %s", name, type(exc).__name__)
-                checks[name] = "unreachable"
-        ready = all(v == "ok" for v in checks.values())
-        return JSONResponse(
-            {"status": "ready" if ready else "not ready", "databases": checks},
-            status_code=200 if ready else 503,
-        )
+        ready, body = await readiness.check()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     return Starlette(
         routes=[

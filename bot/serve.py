@@ -3,23 +3,28 @@ Slack Socket Mode."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import socket
 import sys
+from dataclasses import dataclass
 
 import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
 
-from bot.bootstrap import App, build_app, running_scheduler
+from bot.bootstrap import build_app, running_scheduler
 from bot.http import build_http_app
-from bot.slack.app import build_slack_app, web_client
+from bot.readiness import SlackProblem
+from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
 from bot.slack.listeners import SlackWiring
 from bot.slack.notifier import SlackNotifier
-from services.config import Config
+from services.config import Config, EnvSettings
+from services.errors import ConfigError
 from services.notify import FanoutNotifier, Notifier
 
 log = logging.getLogger("queuebot")
+MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
 
 
 def _notifier(config: Config) -> Notifier | None:
@@ -30,49 +35,206 @@ def _notifier(config: Config) -> Notifier | None:
     return FanoutNotifier([("slack", SlackNotifier(web_client(config.env), channels))])
 
 
-async def slack_app_for(app: App, wiring: SlackWiring) -> AsyncApp | None:
-    env = app.config.env
-    if env.slack_bot_token is None and env.slack_signing_secret is None:
+@dataclass(frozen=True)
+class SlackSetup:
+    """The ways Slack reaches this process, from the SLACK_* variables."""
+
+    http: bool  # POST /slack/events: the bot token and the signing secret
+    socket: bool  # Socket Mode: the bot token and an app-level token (no signing secret)
+    env: EnvSettings
+
+    def _unset(self, variable: str) -> str:
+        return f"{variable} {'is empty' if variable in self.env.empty else 'not set'}"
+
+    def describe(self, *, socket_failure: str | None = None) -> str:
+        """For the start line: what is on, and for what is off, why."""
+        if not (self.http or self.socket):
+            return "Slack off (no SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET or SLACK_APP_TOKEN set)"
+        secret, app = self._unset("SLACK_SIGNING_SECRET"), self._unset("SLACK_APP_TOKEN")
+        http = (
+            "Slack HTTP on at /slack/events"
+            if self.http
+            else f"Slack HTTP off ({secret}; Socket Mode needs none)"
+        )
+        sock = "Socket Mode on" if self.socket else f"Socket Mode off ({app})"
+        if self.socket and socket_failure is not None:
+            sock = f"Socket Mode not connected yet ({socket_failure}; retried with backoff)"
+        return f"{http}, {sock}"
+
+
+def slack_setup(env: EnvSettings) -> SlackSetup:
+    """Which ways in Slack has. Half a setup is refused, naming what is missing: Slack's
+    HTTP requests need the bot token and the signing secret, Socket Mode needs the bot
+    token and an app-level token."""
+    bot, secret, app = env.slack_bot_token, env.slack_signing_secret, env.slack_app_token
+
+    def unset(variable: str) -> str:
+        return f"{variable} is {'empty' if variable in env.empty else 'not set'}"
+
+    if bot is None:
+        if app is not None:
+            raise ConfigError(
+                f"SLACK_APP_TOKEN is set but {unset('SLACK_BOT_TOKEN')}: Socket Mode needs "
+                "the bot token (xoxb-) too, from the app's OAuth & Permissions page"
+            )
+        if secret is not None:
+            raise ConfigError(
+                f"SLACK_SIGNING_SECRET is set but {unset('SLACK_BOT_TOKEN')}: Slack needs "
+                "the bot token (xoxb-) too, from the app's OAuth & Permissions page"
+            )
+        return SlackSetup(http=False, socket=False, env=env)
+    if secret is None and app is None:
+        raise ConfigError(
+            f"SLACK_BOT_TOKEN is set but {unset('SLACK_SIGNING_SECRET')} and "
+            f"{unset('SLACK_APP_TOKEN')}: set SLACK_SIGNING_SECRET for Slack's HTTP "
+            "requests, or SLACK_APP_TOKEN for Socket Mode"
+        )
+    return SlackSetup(http=secret is not None, socket=app is not None, env=env)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind and listen before saying "serving on": a client that reads it can connect at
+    once (uvicorn serves this socket). A port in use is one line, not a traceback."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {host}: {exc.strerror}; check --host") from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port, or stop "
+            "what holds it"
+        ) from exc
+    return sock
+
+
+def _where(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class SocketModeLink:
+    """Socket Mode's connection. Dialled once before serve says it is serving; when Slack
+    refuses to open one (Socket Mode off in the app, a revoked app token, Slack
+    unreachable) that is one line, dialled again with backoff, and /readyz says why until
+    it holds. Once connected, the Socket Mode client keeps the connection by itself."""
+
+    def __init__(self, handler: AsyncSocketModeHandler, app_token: str) -> None:
+        self.handler = handler
+        self.app_token = app_token
+        self.failure: str | None = "not connected yet"
+        self._retrying: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        if await self._dial():
+            return
+        log.error("Slack Socket Mode cannot connect: %s; retried with backoff", self.failure)
+        self._retrying = asyncio.create_task(self._redial())
+
+    async def _dial(self) -> bool:
+        # The address is asked for here, not by the Socket Mode client: its connect()
+        # retries a refusal forever, logging a traceback every 10 s, and never returns.
+        client = self.handler.client
+        try:
+            opened = await client.web_client.apps_connections_open(app_token=self.app_token)
+        except SLACK_FAILURES as exc:
+            self.failure = slack_failure(exc)
+            return False
+        client.wss_uri = str(opened["url"])
+        await self.handler.connect_async()  # type: ignore[no-untyped-call]
+        self.failure = None
+        return True
+
+    async def _redial(self) -> None:
+        wait = 2.0
+        while True:
+            await asyncio.sleep(wait)
+            said = self.failure
+            if await self._dial():
+                log.info("Slack Socket Mode connected")
+                return
+            if self.failure != said:
+                log.error("Slack Socket Mode cannot connect: %s; retried", self.failure)
+            wait = min(wait * 2, MAX_RECONNECT_WAIT)
+
+    async def problem(self) -> str | None:
+        if self.failure is not None:
+            return f"Socket Mode cannot connect: {self.failure}"
+        if not await self.handler.client.is_connected():
+            return "Socket Mode is reconnecting"
         return None
-    return await build_slack_app(env, wiring)
+
+    async def close(self) -> None:
+        if self._retrying is not None:
+            self._retrying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retrying
+        await self.handler.close_async()  # type: ignore[no-untyped-call]
 
 
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
-    app = await build_app(config, notifier=_notifier(config))
-    socket_mode: AsyncSocketModeHandler | None = None
-    wiring = SlackWiring(
-        router=app.router,
-        directory=app.directory,
-        ledger=app.ledger,
-        slack_api_base_url=config.env.slack_api_base_url,
-    )
+    setup = slack_setup(config.env)  # before anything else: half a Slack setup is refused
+    listener = sock or listen(host, port)
+    link: SocketModeLink | None = None
     try:
-        slack = await slack_app_for(app, wiring)
-        http = build_http_app(app=app, slack=slack)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                http, host=host, port=port, lifespan="off", log_level="warning", access_log=False
-            )
+        app = await build_app(config, notifier=_notifier(config))
+        wiring = SlackWiring(
+            router=app.router,
+            directory=app.directory,
+            ledger=app.ledger,
+            slack_api_base_url=config.env.slack_api_base_url,
         )
-        if slack is not None and config.env.slack_app_token is not None:
-            socket_mode = AsyncSocketModeHandler(
-                slack, config.env.slack_app_token.get_secret_value()
+        try:
+            identity: BotIdentity | None = None
+            slack = None
+            if setup.http or setup.socket:
+                identity = BotIdentity(web_client(config.env))
+                slack = await build_slack_app(config.env, wiring, identity=identity)
+            if slack is not None and setup.socket and config.env.slack_app_token is not None:
+                app_token = config.env.slack_app_token.get_secret_value()
+                link = SocketModeLink(AsyncSocketModeHandler(slack, app_token), app_token)
+                await link.connect()
+            http = build_http_app(
+                app=app,
+                slack=slack,
+                slack_problem=_slack_problem(identity, link) if identity else None,
             )
-            await socket_mode.connect_async()  # type: ignore[no-untyped-call]
-        where = f"{sock.getsockname()}" if sock else f"http://{host}:{port}"
-        print(
-            f"queuebot serving on {where}: Slack HTTP "
-            f"{'on at /slack/events' if slack else 'off (no SLACK_* variables)'}, "
-            f"Socket Mode {'on' if socket_mode else 'off'}",
-            file=sys.stderr,
-            flush=True,
-        )
-        async with running_scheduler(app):
-            await server.serve(sockets=[sock] if sock else None)
-        return 0
+            server = uvicorn.Server(
+                uvicorn.Config(http, lifespan="off", log_level="warning", access_log=False)
+            )
+            print(
+                f"queuebot serving on {_where(listener)}: "
+                f"{setup.describe(socket_failure=link.failure if link else None)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            async with running_scheduler(app):
+                await server.serve(sockets=[listener])
+            return 0
+        finally:
+            # Stop taking envelopes first: one acked while answers drain would be lost.
+            if link is not None:
+                await link.close()
+            await wiring.drain()
+            await app.close()
     finally:
-        # Stop taking envelopes first: one acked while answers drain would be lost.
-        if socket_mode is not None:
-            await socket_mode.close_async()  # type: ignore[no-untyped-call]
-        await wiring.drain()
-        await app.close()
+        listener.close()
+
+
+def _slack_problem(identity: BotIdentity, link: SocketModeLink | None) -> SlackProblem:
+    """For /readyz: why Slack cannot work, if it cannot."""
+
+    async def problem() -> str | None:
+        said = await identity.problem()
+        if said is None and link is not None:
+            said = await link.problem()
+        return said
+
+    return problem

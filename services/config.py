@@ -23,8 +23,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -63,6 +65,10 @@ AUDIT_KEY_MIN_LENGTH = 32
 # A delivery's claim is refreshed every 2 s while its work runs (services/ledger.py
 # HEARTBEAT); one unrefreshed for less than two and a half beats may belong to a live owner.
 MIN_CLAIM_STALE_SECONDS = 5.0
+
+# Chat platform variables: one set to nothing (or blanks) counts as not set. A deploy
+# template often writes `SLACK_SIGNING_SECRET=` for a value it did not fill in.
+BLANK_IS_UNSET = ("SLACK_", "DISCORD_")
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -305,6 +311,31 @@ class EnvSettings(BaseSettings):
         description="how long a delivery's claim may go unrefreshed before its owner is "
         "taken for dead and a redelivery takes it over (default: services/ledger.py STALE)",
     )
+
+    _empty: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _blank_is_unset(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> EnvSettings:
+        empty: frozenset[str] = frozenset()
+        if isinstance(data, dict):
+            empty = frozenset(
+                name
+                for name, value in data.items()
+                if isinstance(name, str)
+                and name.startswith(BLANK_IS_UNSET)
+                and isinstance(value, str)
+                and not value.strip()
+            )
+            data = {name: value for name, value in data.items() if name not in empty}
+        settings: EnvSettings = handler(data)
+        settings._empty = empty
+        return settings
+
+    @property
+    def empty(self) -> frozenset[str]:
+        """The chat platform variables that were set to nothing (and so count as unset)."""
+        return self._empty
 
     @classmethod
     def settings_customise_sources(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -23,7 +24,13 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
+from services.errors import (
+    ConcurrentChange,
+    ConfigError,
+    DatabaseUnavailable,
+    NotMigrated,
+    Unavailable,
+)
 from services.jsonable import dumps, loads
 
 _DRIVERS = {
@@ -64,6 +71,49 @@ def redacted(url: str | URL) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for other databases, in-memory ones and URI
+    filenames (``file:...``, which say themselves whether a file may be created)."""
+    parsed = normalise_url(url)
+    name = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not name or name == ":memory:":
+        return None
+    if name.startswith("file:"):
+        return None
+    return Path(name)
+
+
+def require_sqlite_file(
+    url: str, *, variable: str, state: bool, must_exist: bool, default: bool = False
+) -> None:
+    """SQLite creates a missing file when it connects, and cannot when its directory is
+    missing ("unable to open database file"). Say either in one line before connecting:
+    a command that only reads must not leave an empty database behind. ``state`` says the
+    file is queuebot's own database (``queuebot db upgrade`` makes it), not the queue's;
+    ``default`` that ``variable`` is not set and the URL is queuebot's default."""
+    path = sqlite_file(url)
+    if path is None:
+        return
+    where = f"the default, as {variable} is not set" if default else variable
+    if not path.parent.is_dir():
+        raise Unavailable(
+            f"the directory {path.parent.absolute()} of the SQLite database {path.name} "
+            f"({where}) does not exist: create it, or point {variable} elsewhere"
+        )
+    if not must_exist or path.exists():
+        return
+    if state:
+        raise NotMigrated(
+            f"the SQLite database {path.absolute()} ({where}) does not exist: run "
+            "`queuebot db upgrade` to create it (or `queuebot demo` to try queuebot), or "
+            f"point {variable} at queuebot's database"
+        )
+    raise Unavailable(
+        f"the SQLite database {path.absolute()} ({where}) does not exist: point {variable} "
+        "at the file that holds your queue tables"
+    )
+
+
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     # WAL lets readers run beside the one writer; busy_timeout turns "database is locked"
     # into a short wait. SQL functions a domain needs are registered by that domain.
@@ -92,6 +142,14 @@ def error_line(exc: DBAPIError) -> str:
     """The first line of what the database driver said, for a person to read."""
     said = str(exc.orig).strip().splitlines() if exc.orig is not None else []
     return said[0] if said else type(exc.orig or exc).__name__
+
+
+def unreachable(engine: AsyncEngine, exc: DBAPIError, *, doing: str = "reach") -> Unavailable:
+    """queuebot's own database cannot be reached, in one line that names the fix."""
+    return Unavailable(
+        f"cannot {doing} queuebot's database {redacted(engine.url)} ({error_line(exc)}): "
+        "check QUEUEBOT_DATABASE_URL and that the database is up"
+    )
 
 
 def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:

@@ -10,6 +10,7 @@
      +-- PreconditionFailed       a safety check refused the change
      +-- Unavailable              a database or platform could not be reached
      +-- ConfigError              the configuration file or environment is invalid
+          +-- NotMigrated         queuebot's own tables are missing or at another revision
 
 Some carry the facts of a cause instead of prose (``RequestDecided``, ``RequestExpired``,
 ``AlreadyApproved``, ``PlanActive``, ``PlanStateConflict``, ``ConcurrentChange`` under
@@ -67,6 +68,11 @@ class Unavailable(QueuebotError):
 
 class ConfigError(QueuebotError):
     """The configuration file or the environment is invalid."""
+
+
+class NotMigrated(ConfigError):
+    """queuebot's own tables are not at the revision this version needs: missing or older
+    (``queuebot db upgrade`` fixes it), or newer than this version knows."""
 
 
 # -- structured causes -------------------------------------------------------------------

@@ -12,10 +12,10 @@ team, who grant on them; queuebot never grants on tables it does not own.
 from __future__ import annotations
 
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.db import error_line, redacted
+from services.db import error_line, redacted, unreachable
 from services.errors import QueuebotError
 from services.identifiers import quote_identifier, validate_role
 
@@ -135,6 +135,8 @@ async def apply(engine: AsyncEngine, role: str) -> int:
                 )
             for statement in body:
                 await conn.exec_driver_sql(statement)
+    except OperationalError as exc:  # no connection: nothing was granted
+        raise unreachable(engine, exc) from exc
     except DBAPIError as exc:  # the database's refusal, in one line
         raise GrantRefused(f"granting to {role!r} failed: {error_line(exc)}") from exc
     return len(body)

@@ -29,7 +29,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import Outage, transaction
-from services.errors import DatabaseUnavailable
+from services.errors import ConfigError, DatabaseUnavailable
+from services.known_problems import KnownProblems
 from services.models import OutboxItem
 from services.scheduler import FollowUp, PostsDeferred
 
@@ -75,6 +76,7 @@ class Outbox:
         self.engine = engine
         self.clock = clock
         self.deliverers: dict[str, Deliver] = {}
+        self.problems = KnownProblems(log, "the outbox relay")
 
     def register(self, kind: str, deliver: Deliver) -> None:
         self.deliverers[kind] = deliver
@@ -130,16 +132,21 @@ class Outbox:
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
         outage = Outage(log, "the outbox relay")
+        pause = interval
         while not stop.is_set():
             try:
                 await self.run_due()
                 outage.passed()
+                pause = interval
             except DatabaseUnavailable as exc:
                 outage.failed(exc)
+            except ConfigError as exc:  # waits for a person: back off, say it once
+                self.problems.report(exc, doing="a pass")
+                pause = min(pause * 2, MAX_BACKOFF.total_seconds())
             except Exception:
                 log.exception("outbox pass failed; trying again")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+                await asyncio.wait_for(stop.wait(), timeout=pause)
 
     async def _claim(self, kind: str | None, subject: str | None) -> Item | None:
         now = self.clock()
@@ -193,13 +200,16 @@ class Outbox:
             await self.deliverers[item.kind](item)
         except Exception as exc:  # a chat platform's failure: retried later, never lost
             error = f"{type(exc).__name__}: {exc}"[:500]
-            log.warning(
-                "outbox %s %s failed (attempt %d): %s",
-                item.kind,
-                item.subject,
-                item.attempts,
-                error,
-            )
+            if isinstance(exc, ConfigError):  # the same line every attempt helps nobody
+                self.problems.report(exc, doing=f"delivering {item.kind} {item.subject}")
+            else:
+                log.warning(
+                    "outbox %s %s failed (attempt %d): %s",
+                    item.kind,
+                    item.subject,
+                    item.attempts,
+                    error,
+                )
             backoff = min(timedelta(seconds=2 ** min(item.attempts, 10)), MAX_BACKOFF)
             async with transaction(self.engine, subject="the outbox") as conn:
                 await conn.execute(

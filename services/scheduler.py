@@ -24,7 +24,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import Outage, transaction
-from services.errors import DatabaseUnavailable
+from services.errors import ConfigError, DatabaseUnavailable
+from services.known_problems import KnownProblems
 from services.models import ScheduledItem
 
 log = logging.getLogger("queuebot.scheduler")
@@ -117,6 +118,7 @@ class Scheduler:
         self.clock = clock
         self.interval = interval
         self.handlers: dict[str, Handler] = {}
+        self.problems = KnownProblems(log, "the scheduler")
 
     def register(self, kind: str, handler: Handler) -> None:
         self.handlers[kind] = handler
@@ -147,7 +149,10 @@ class Scheduler:
         except Exception as exc:
             if claimed is None:
                 raise
-            log.exception("scheduled %s %s failed; it will be retried", claimed[1], claimed[2])
+            if isinstance(exc, ConfigError):  # a queue's setup, not a bug: one line at most
+                self.problems.report(exc, doing=f"scheduled {claimed[1]} {claimed[2]}")
+            else:
+                log.exception("scheduled %s %s failed; it will be retried", claimed[1], claimed[2])
             await self._retry_later(claimed, now, exc)
             return True
         await run_follow_ups(follow_ups, what=f"scheduled {claimed[1]} {claimed[2]}")
@@ -183,13 +188,18 @@ class Scheduler:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         outage = Outage(log, "the scheduler")
+        pause = self.interval
         while not stop.is_set():
             try:
                 await self.run_due(limit=100)
                 outage.passed()
+                pause = self.interval
             except DatabaseUnavailable as exc:
                 outage.failed(exc)
+            except ConfigError as exc:  # waits for a person: back off, say it once
+                self.problems.report(exc, doing="a pass")
+                pause = min(pause * 2, MAX_BACKOFF.total_seconds())
             except Exception:
                 log.exception("scheduler pass failed; trying again")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.interval)
+                await asyncio.wait_for(stop.wait(), timeout=pause)

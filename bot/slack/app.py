@@ -51,6 +51,17 @@ def web_client(env: EnvSettings, *, with_token: bool = True) -> AsyncWebClient:
     )
 
 
+SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, TimeoutError)
+
+
+def slack_failure(exc: BaseException) -> str:
+    """Why a call to Slack failed, in words that carry no token: Slack's error code
+    (``invalid_auth``, ``socket_mode_not_enabled``), or that it could not be reached."""
+    if isinstance(exc, SlackApiError):
+        return f"Slack answered {exc.response.get('error') or 'an error'}"
+    return f"Slack cannot be reached ({type(exc).__name__})"
+
+
 class BotIdentity(AsyncAuthorize):
     """Who the bot is, from Slack's auth.test, asked once and kept: Bolt's ``authorize``,
     which hands it to each request. Left to itself, Bolt would call auth.test inside the
@@ -62,18 +73,40 @@ class BotIdentity(AsyncAuthorize):
         self._client = client  # carries the bot token
         self._result: AuthorizeResult | None = None
         self._asking = asyncio.Lock()
+        self._problem: str | None = None
+        self._asking_again: asyncio.Task[None] | None = None
 
     async def check(self) -> None:
         """At start. A failure is only logged: the first request asks again."""
         try:
             await self.result()
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("Slack auth.test at start failed (%s); retried on first use", exc)
+        except SLACK_FAILURES as exc:
+            log.warning(
+                "Slack auth.test at start failed (%s); retried on first use", slack_failure(exc)
+            )
+
+    async def problem(self) -> str | None:
+        """Why the bot cannot work with Slack (auth.test failed), or None once Slack has
+        said who the bot is. Until then each call asks Slack again in the background (one
+        ask at a time), so readiness recovers by itself and never waits on Slack."""
+        if self._result is not None:
+            return None
+        if self._asking_again is None or self._asking_again.done():
+            self._asking_again = asyncio.create_task(self._ask_again())
+        return self._problem or "auth.test has not answered yet"
+
+    async def _ask_again(self) -> None:
+        with contextlib.suppress(*SLACK_FAILURES):
+            await self.result()
 
     async def result(self) -> AuthorizeResult:
         async with self._asking:  # requests that arrive together wait for one answer
             if self._result is None:
-                answer = await self._client.auth_test()
+                try:
+                    answer = await self._client.auth_test()
+                except SLACK_FAILURES as exc:
+                    self._problem = f"auth.test failed: {slack_failure(exc)}"
+                    raise
                 self._result = AuthorizeResult.from_auth_test_response(
                     auth_test_response=answer,
                     bot_token=self._client.token,
@@ -97,8 +130,8 @@ class BotIdentity(AsyncAuthorize):
         the next one asks again."""
         try:
             return await self.result()
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.error("Slack auth.test failed (%s); this request is refused", exc)
+        except SLACK_FAILURES as exc:
+            log.error("Slack auth.test failed (%s); this request is refused", slack_failure(exc))
             return None
 
 
@@ -155,13 +188,18 @@ def _what(body: Any) -> str:
     return "no command or type"
 
 
-async def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
-    """The Bolt app, after asking Slack once who the bot is (see BotIdentity)."""
-    if env.slack_signing_secret is None:
+async def build_slack_app(
+    env: EnvSettings, wiring: SlackWiring, *, identity: BotIdentity | None = None
+) -> AsyncApp:
+    """The Bolt app, after asking Slack once who the bot is (see BotIdentity). Slack's HTTP
+    requests need the signing secret; Socket Mode (SLACK_APP_TOKEN) needs none: its
+    envelopes arrive over a socket the app token opened, and Bolt checks no signature."""
+    secret = env.slack_signing_secret
+    if secret is None and env.slack_app_token is None:
         raise ConfigError(
             "SLACK_SIGNING_SECRET is not set; queuebot only accepts signed requests from Slack"
         )
-    identity = BotIdentity(web_client(env))
+    identity = identity or BotIdentity(web_client(env))
     await identity.check()
     with _bot_token_variable_hidden():
         app = AsyncApp(
@@ -171,7 +209,9 @@ async def build_slack_app(env: EnvSettings, wiring: SlackWiring) -> AsyncApp:
             # Bolt's annotation says a callable returning AuthorizeResult; it takes an
             # AsyncAuthorize too, whose __call__ may return None (the request is refused)
             authorize=identity,  # type: ignore[arg-type]
-            signing_secret=env.slack_signing_secret.get_secret_value(),
+            # "" rather than None, or Bolt would read SLACK_SIGNING_SECRET itself; without a
+            # secret serve answers /slack/events 503 and Slack comes over the socket only
+            signing_secret=secret.get_secret_value() if secret is not None else "",
             process_before_response=False,  # ack first, work after: never miss the 3 s deadline
             logger=logging.getLogger("queuebot.slack"),
             raise_error_for_unhandled_request=True,  # to bolt_errors: one line, not advice

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -53,7 +54,6 @@ def socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Socket]:
         fake.socket_url = ws.url
         env = {
             "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": "unused-over-the-socket",
             "SLACK_APP_TOKEN": "xapp-1-A0QUEUEBOT-fake",
             "SLACK_API_BASE_URL": fake.api_url,
         }
@@ -86,6 +86,23 @@ def texts(call: Call) -> str:
 def test_serve_dials_the_socket_it_was_handed(socket: Socket) -> None:
     opened = socket.fake.recorded("/api/apps.connections.open")
     assert opened and socket.socket.connections >= 1
+
+
+def test_socket_mode_needs_no_signing_secret(socket: Socket) -> None:
+    """The bot token and the app-level token are all Socket Mode needs: envelopes come
+    over the socket the app token opened, and nothing signs them. The HTTP endpoint,
+    which would need the signing secret, says it is off and why."""
+    start = socket.served.log.read_text().partition("queuebot serving on")[2].splitlines()[0]
+    assert start.endswith(
+        ": Slack HTTP off (SLACK_SIGNING_SECRET not set; Socket Mode needs none), Socket Mode on"
+    )
+    off = httpx.post(f"{socket.served.url}/slack/events", content=b"command=/queue")
+    assert off.status_code == 503
+    assert (
+        "SLACK_SIGNING_SECRET is not set (this queuebot takes Slack over Socket Mode)" in off.text
+    )
+    ready = httpx.get(f"{socket.served.url}/readyz").json()
+    assert (ready["status"], ready["slack"]) == ("ready", "ok")
 
 
 def test_triage_over_the_socket_is_acknowledged_and_answered(socket: Socket) -> None:

@@ -579,3 +579,29 @@ def test_a_bad_status_mapping_is_refused_saying_why(
     path, message = config_error(tmp_path, text)
     assert message.startswith(f"{path}: queue.statuses: ")
     assert expected in message
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\n"])
+def test_an_empty_slack_variable_counts_as_not_set(blank: str) -> None:
+    """A deploy template's `SLACK_SIGNING_SECRET=` is no secret: it counts as missing (so
+    serve never checks signatures against an empty key), and config check can say so."""
+    env = load_config(
+        environ={
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_SIGNING_SECRET": blank,
+            "SLACK_APP_TOKEN": blank,
+            "SLACK_API_BASE_URL": blank,
+        }
+    ).env
+    assert env.slack_signing_secret is None and env.slack_app_token is None
+    assert env.slack_api_base_url == "https://slack.com/api/"
+    assert env.slack_bot_token is not None
+    assert env.empty == {"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_BASE_URL"}
+
+
+def test_an_empty_slack_variable_in_the_process_environment_counts_as_not_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "")
+    env = load_config().env
+    assert env.slack_signing_secret is None and env.empty == {"SLACK_SIGNING_SECRET"}
