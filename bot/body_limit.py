@@ -15,6 +15,7 @@ Nothing is buffered here: the app asks for the body piece by piece, as the serve
 
 from __future__ import annotations
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.ratelimited_log import RateLimitedLog
@@ -74,6 +75,8 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, answer)
+        except ClientDisconnect:
+            return  # the client went away mid-body: there is nobody to answer, nothing to log
         except BodyTooLarge:
             if answering:
                 return  # the answer is on its way; the server closes the connection

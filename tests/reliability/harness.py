@@ -233,7 +233,9 @@ class Cluster:
     def __post_init__(self) -> None:
         self.config = self.workdir / "queuebot.toml"
         self.config.write_text(
-            DEMO_CONFIG.format(config=self.config) + BASE_TOML + self.toml, encoding="utf-8"
+            # the demo's own [redrive] table gives way to the suite's (TOML allows one)
+            DEMO_CONFIG.format(config=self.config).split("\n[redrive]")[0] + BASE_TOML + self.toml,
+            encoding="utf-8",
         )
         (self.workdir / "logs").mkdir(exist_ok=True)
         base = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
