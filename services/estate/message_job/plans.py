@@ -84,12 +84,12 @@ class MessageJobPlanOps:
                 .select_from(j.table.outerjoin(a.table, a.c("id") == j.c("asset_id")))
                 .where(j.isin("id", part))
             )
-            for job, asset, key, status in rows.all():
+            for job, asset, key, asset_status in rows.all():
                 if asset is None:
                     missing[str(plain(job))] = "source asset row is gone"
                 elif not key:
                     missing[str(plain(job))] = "source object key is empty"
-                elif str(status).upper() == "DELETED":
+                elif str(asset_status).upper() == "DELETED":
                     missing[str(plain(job))] = f"source object {key} was deleted"
         return missing
 
