@@ -8,11 +8,12 @@ is n/a."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import redrive_log
 from services.estate.message_job.events import REDRIVE_EVENT, ROLLBACK_EVENT, insert_events
 from services.estate.message_job.schema import DLQ, FAILED, PENDING, QUEUED
 from services.estate.model import CanonicalState
@@ -26,15 +27,12 @@ from services.estate.ops import (
     restored,
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
-from services.models import RedriveLog
 
 DLQ_EVENT = "DLQ"  # the job event the estate writes when a message is dead-lettered
 # What a redrive changes and a rollback puts back, where the team's tables have it.
 MESSAGE_RESTORED = ("status", "attempt_count", "claimed_at", "last_error", "available_at")
 JOB_RESTORED = ("status", "attempt_count", "progress_percent", "finished_at", "error_message")
 TERMINAL = (CanonicalState.SUCCEEDED, CanonicalState.DEAD)
-
-_log = cast(sa.Table, RedriveLog.__table__)
 
 
 def has_sources(tables: dict[str, BoundTable]) -> bool:
@@ -100,7 +98,9 @@ class MessageJobPlanOps:
         without a job_events table, the redrives queuebot's own log recorded."""
         e = (await self.profile.tables(conn)).get("events")
         if e is None:
-            return await self._logged_redrives(conn, [x.id for x in targets])
+            return await redrive_log.counts(
+                conn, queue=self.profile.queue, job_ids=[x.id for x in targets]
+            )
         ids = [self.profile.id_text(e.c("aggregate_id"), x.id) for x in targets]
         counts: dict[str, int] = {}
         for part in chunks(ids, chunk_for(e.dialect)):
@@ -203,11 +203,8 @@ class MessageJobPlanOps:
     ) -> None:
         """The REDRIVE_REQUESTED job events are the record; without a job_events table,
         queuebot's own redrive log is."""
-        if job_ids and "events" not in await self.profile.tables(conn):
-            await conn.execute(
-                _log.insert(),
-                [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
-            )
+        if "events" not in await self.profile.tables(conn):
+            await redrive_log.record(conn, queue=self.profile.queue, job_ids=job_ids, now=now)
 
     async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
         """DLQ job events since ``since``: the estate writes one when a message dies. An
@@ -227,17 +224,6 @@ class MessageJobPlanOps:
             return int(died)
         ever = (await conn.execute(sa.select(e.c("id")).where(dlq).limit(1))).first()
         return 0 if ever is not None else None
-
-    async def _logged_redrives(self, conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for part in chunks(ids, chunk_for(conn.dialect.name)):
-            rows = await conn.execute(
-                sa.select(_log.c.job_id, sa.func.count())
-                .where(_log.c.queue == self.profile.queue, _log.c.job_id.in_(part))
-                .group_by(_log.c.job_id)
-            )
-            counts.update({str(j): int(n) for j, n in rows.all()})
-        return counts
 
 
 def _restored(t: BoundTable, values: dict[str, Any]) -> dict[str, Any]:

@@ -4,11 +4,12 @@ queued, a wave's outcome, and the rollback that gives each row its earlier value
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import redrive_log
 from services.estate.model import CanonicalState
 from services.estate.ops import (
     ItemRef,
@@ -21,9 +22,6 @@ from services.estate.ops import (
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
 from services.estate.worker_queue.schema import QUEUED
-from services.models import RedriveLog
-
-_log = cast(sa.Table, RedriveLog.__table__)
 
 # What a redrive changes and a rollback puts back, where the team's table has it.
 RESTORED = (
@@ -70,17 +68,9 @@ class WorkerQueuePlanOps:
     async def redrive_counts(
         self, conn: AsyncConnection, *, targets: list[Target]
     ) -> dict[str, int]:
-        log = _log
-        counts: dict[str, int] = {}
-        ids = [t.id for t in targets]
-        for part in chunks(ids, chunk_for(conn.dialect.name)):
-            rows = await conn.execute(
-                sa.select(log.c.job_id, sa.func.count())
-                .where(log.c.queue == self.profile.queue, log.c.job_id.in_(part))
-                .group_by(log.c.job_id)
-            )
-            counts.update({str(j): int(n) for j, n in rows.all()})
-        return counts
+        return await redrive_log.counts(
+            conn, queue=self.profile.queue, job_ids=[t.id for t in targets]
+        )
 
     async def originals(
         self, conn: AsyncConnection, *, items: list[ItemRef]
@@ -148,12 +138,7 @@ class WorkerQueuePlanOps:
     async def log_redrives(
         self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
     ) -> None:
-        log = _log
-        if job_ids:
-            await conn.execute(
-                log.insert(),
-                [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
-            )
+        await redrive_log.record(conn, queue=self.profile.queue, job_ids=job_ids, now=now)
 
     async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
         return None  # the table keeps no record of when a row failed
