@@ -19,6 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
+from services.alert_settings import AlertsConfig
+from services.alerts.desk import ALERT_POST, AlertCounters, AlertDesk
+from services.alerts.publish import AlertPublisher
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
@@ -79,6 +82,7 @@ class Services:
     ledger: DeliveryLedger
     scheduler: Scheduler
     audit: AuditTrail
+    alerts: AlertDesk
 
 
 def wire_services(
@@ -93,12 +97,18 @@ def wire_services(
     housekeeping: bool = True,
     audit_channel: bool = False,
     claim_stale: timedelta = STALE,
+    alerts: AlertsConfig | None = None,
+    reads: QueueReads | None = None,
+    counters: AlertCounters | None = None,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
     queuebot's tables live beside the queue, which plans and samples need);
     ``audit_channel`` posts the trail's head there after each change and on a schedule;
-    ``claim_stale`` is when a delivery's unrefreshed claim is taken over."""
+    ``claim_stale`` is when a delivery's unrefreshed claim is taken over; ``alerts``
+    routes alert groups and sets the detectors; ``reads`` answers the triage that comes
+    with an alert."""
+    alerts = alerts or AlertsConfig()
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
@@ -121,9 +131,30 @@ def wire_services(
         ),
         audit=audit,
     )
+    desk = AlertDesk(
+        engine=state_engine,
+        clock=clock,
+        config=alerts,
+        queues=list(estate.profiles),
+        outbox=outbox,
+        counters=counters,
+    )
+    alert_posts = AlertPublisher(
+        engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
+    )
+    outbox.register(ALERT_POST, alert_posts.deliver)
     sched = Scheduler(engine=state_engine, clock=clock)
     if housekeeping:
-        jobs.register(sched, estate=estate, plans=plans, audit=audit, anchors=anchors)
+        jobs.register(
+            sched,
+            estate=estate,
+            plans=plans,
+            audit=audit,
+            anchors=anchors,
+            alerts=desk,
+            detect=alerts.detectors,
+            sample_every=timedelta(seconds=alerts.sample_seconds),
+        )
     return Services(
         changes=changes,
         plans=plans,
@@ -134,6 +165,7 @@ def wire_services(
         ledger=ledger,
         scheduler=sched,
         audit=audit,
+        alerts=desk,
     )
 
 
@@ -149,6 +181,7 @@ class App:
     plans: PlanEngine
     changes: ChangeRequests
     outbox: Outbox
+    alerts: AlertDesk
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -194,6 +227,13 @@ async def build_app(
                 "queuebot's tables and the queue are in different databases: reads work, "
                 "every change is refused (see `queuebot config check`)"
             )
+        reads = QueueReads(
+            estate,
+            gate=ReadGate(
+                concurrency=config.file.reads.concurrency,
+                fresh_for=config.file.reads.fresh_seconds,
+            ),
+        )
         services = wire_services(
             state_engine=state_engine,
             estate=estate,
@@ -209,15 +249,11 @@ async def build_app(
                 if config.env.claim_stale_seconds is None
                 else timedelta(seconds=config.env.claim_stale_seconds)
             ),
+            alerts=config.file.alerts,
+            reads=reads,
         )
         deps = Deps(
-            reads=QueueReads(
-                estate,
-                gate=ReadGate(
-                    concurrency=config.file.reads.concurrency,
-                    fresh_for=config.file.reads.fresh_seconds,
-                ),
-            ),
+            reads=reads,
             changes=services.changes,
             plans=services.plan_desk,
             directory=directory,
@@ -235,6 +271,7 @@ async def build_app(
             plans=services.plans,
             changes=services.changes,
             outbox=services.outbox,
+            alerts=services.alerts,
             _engines=engines,
         )
     except BaseException:
@@ -243,18 +280,22 @@ async def build_app(
         raise
 
 
+RELAYS = 4  # outbox relays per process: a channel waiting out its rate holds only one
+
+
 @asynccontextmanager
 async def running_scheduler(app: App) -> AsyncIterator[None]:
-    """Run the durable scheduler beside the adapters for as long as the block lasts."""
-    if not app.scheduler.handlers:
-        yield
-        return
-    await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
+    """Run the durable scheduler, the outbox relays and alert processing beside the
+    adapters for as long as the block lasts."""
+    if app.scheduler.handlers:
+        await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
     stop = asyncio.Event()
-    tasks = [
-        asyncio.create_task(app.scheduler.run_forever(stop)),
-        asyncio.create_task(app.outbox.run_forever(stop)),  # posts that still have to go out
-    ]
+    tasks = [asyncio.create_task(app.alerts.run_forever(stop))]
+    # posts that still have to go out; several relays, so one channel's pace holds one
+    relays = RELAYS if app.state_engine.dialect.name == "postgresql" else 1  # one writer
+    tasks += [asyncio.create_task(app.outbox.run_forever(stop)) for _ in range(relays)]
+    if app.scheduler.handlers:
+        tasks.append(asyncio.create_task(app.scheduler.run_forever(stop)))
     try:
         yield
     finally:

@@ -1,4 +1,5 @@
-"""The HTTP app: Slack's endpoint, health and readiness. One Starlette app, no globals.
+"""The HTTP app: Slack's endpoint, Alertmanager's webhook, health and readiness. One
+Starlette app, no globals.
 
 Every endpoint sits behind the body limit (bot/body_limit.py): a body over
 ``[http] max_body_kb`` is refused with 413 before it is read. Slack's endpoint checks the
@@ -16,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.alertmanager import PATH as ALERTMANAGER
+from bot.alertmanager import AlertmanagerEndpoint
 from bot.body_limit import BodyLimit
 from bot.bootstrap import App
 from bot.ratelimited_log import RateLimitedLog
@@ -37,6 +40,10 @@ def build_http_app(
     if slack is not None and secret is not None:
         endpoint = SlackEndpoint(slack, signing_secret=secret.get_secret_value(), refused=refused)
     readiness = Readiness(app, slack=slack_problem)
+    token = app.config.env.alert_token
+    alertmanager = AlertmanagerEndpoint(
+        app.alerts, token=token.get_secret_value() if token else None, refused=refused
+    )
 
     async def slack_events(request: Request) -> Response:
         if endpoint is None:
@@ -49,6 +56,9 @@ def build_http_app(
             )
         return await endpoint(request)
 
+    async def alerts_in(request: Request) -> Response:
+        return await alertmanager(request)
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -59,6 +69,7 @@ def build_http_app(
     return Starlette(
         routes=[
             Route("/slack/events", slack_events, methods=["POST"]),
+            Route(ALERTMANAGER, alerts_in, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
         ],

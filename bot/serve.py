@@ -19,6 +19,7 @@ from bot.readiness import SlackProblem
 from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
 from bot.slack.listeners import SlackWiring
 from bot.slack.notifier import SlackNotifier
+from bot.slack.pacing import ChannelPacer
 from services.config import Config, EnvSettings
 from services.errors import ConfigError
 from services.notify import FanoutNotifier, Notifier
@@ -32,7 +33,9 @@ def _notifier(config: Config) -> Notifier | None:
     if config.env.slack_bot_token is None:
         return None
     channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
-    return FanoutNotifier([("slack", SlackNotifier(web_client(config.env), channels))])
+    pacer = ChannelPacer(config.file.slack.post_interval_seconds)
+    slack = SlackNotifier(web_client(config.env), channels, pacer=pacer)
+    return FanoutNotifier([("slack", slack)])
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from services.alert_settings import AlertsConfig
 from services.errors import ConfigError
 from services.identifiers import validate_identifier
 
@@ -212,6 +213,14 @@ class HttpConfig(_Strict):
     max_body_kb: int = Field(default=256, ge=16, le=16 * 1024)
 
 
+class SlackConfig(_Strict):
+    """Posting to Slack: posts to one channel are spaced ``post_interval_seconds`` apart
+    (Slack takes about one message per second per channel; 0 turns the spacing off and
+    leaves only 429 Retry-After)."""
+
+    post_interval_seconds: float = Field(default=1.0, ge=0, le=60)
+
+
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -232,8 +241,10 @@ class FileConfig(_Strict):
     redrive: RedriveConfig = Field(default_factory=RedriveConfig)
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> FileConfig:
@@ -257,7 +268,29 @@ class FileConfig(_Strict):
                         f"people.{seen[account]}.{platform}; one account belongs to one person"
                     )
                 seen[account] = person
+        self._check_routes()
         return self
+
+    def _check_routes(self) -> None:
+        """Every route names channels of [channels] and, if any, a configured queue."""
+        queues = self.queue_map()
+        names = {route.name for route in self.alerts.routes}
+        for index, route in enumerate(self.alerts.routes):
+            where = f"alerts.routes.{index} ({route.name})"
+            for channel in route.channels:
+                if channel not in self.channels:
+                    known = ", ".join(sorted(self.channels)) or "none yet"
+                    raise ValueError(
+                        f"{where}: channel {channel!r} is not in [channels] (known: {known}); "
+                        f"add [channels.{channel}] with its slack or discord id"
+                    )
+            if route.queue is not None and route.queue not in queues:
+                raise ValueError(
+                    f"{where}: queue {route.queue!r} is not configured "
+                    f"(configured: {', '.join(queues)})"
+                )
+        if len(names) != len(self.alerts.routes):
+            raise ValueError("alerts.routes: two routes have the same name; names are unique")
 
     def queue_map(self) -> dict[str, QueueConfig]:
         """Configured queues by name, in file order; the first is the default."""

@@ -9,6 +9,10 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import ledger, outbox, samples, scheduler
+from services.alert_settings import DetectorsConfig
+from services.alerts import desk as inbox
+from services.alerts import detectors
+from services.alerts.desk import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import Anchors
 from services.changes import store as requests
@@ -34,16 +38,35 @@ def register(
     plans: PlanEngine,
     audit: AuditTrail,
     anchors: Anchors | None = None,
+    alerts: AlertDesk | None = None,
+    detect: DetectorsConfig | None = None,
+    sample_every: timedelta = SAMPLE_EVERY,
 ) -> None:
-    """Give the scheduler its handlers: each runs in the scheduler's transaction."""
+    """Give the scheduler its handlers: each runs in the scheduler's transaction.
+    ``detect``: the built-in detectors judge each queue's counts right after they are
+    written down, and raise their alerts at ``alerts``."""
 
     async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        if subject in estate.profiles:  # a queue removed from the config stops here
-            await samples.record(conn, profile=estate.profile(subject), now=now)
-            await scheduler.schedule(
-                conn, kind=SAMPLE, subject=subject, due_at=now + SAMPLE_EVERY, created_at=now
-            )
-        return []
+        if subject not in estate.profiles:  # a queue removed from the config stops here
+            return []
+        profile = estate.profile(subject)
+        await samples.record(conn, profile=profile, now=now)
+        await scheduler.schedule(
+            conn, kind=SAMPLE, subject=subject, due_at=now + sample_every, created_at=now
+        )
+        if alerts is None or detect is None:
+            return []
+        verdicts = await detectors.judge(conn, profile=profile, config=detect, now=now)
+        raised = await detectors.raise_changes(
+            conn, queue=subject, verdicts=verdicts, now=now, counter=alerts.firings
+        )
+        if not raised:
+            return []
+
+        async def wake() -> None:
+            alerts.wake()
+
+        return [wake]
 
     async def expire(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         await requests.expire_due(conn, now=now, audit=audit)
@@ -55,6 +78,7 @@ def register(
     async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         await ledger.forget(conn, before=now - ledger.KEEP)
         await outbox.forget_done(conn, before=now - outbox.KEEP_DONE)
+        await inbox.forget_processed(conn, before=now - inbox.KEEP_PROCESSED)
         await scheduler.schedule(
             conn, kind=FORGET, subject=subject, due_at=now + FORGET_EVERY, created_at=now
         )

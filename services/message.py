@@ -3,8 +3,8 @@ discord.py embeds and views, plain text); nothing here knows a platform."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,41 @@ class Message:
 
     summary: str
     blocks: tuple[Block, ...] = field(default_factory=tuple)
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A message as JSON, for an outbox item that posts it later."""
+    return {"summary": message.summary, "blocks": [_block_json(b) for b in message.blocks]}
+
+
+def _block_json(block: Block) -> dict[str, Any]:
+    data = asdict(block)
+    data["type"] = type(block).__name__
+    return data
+
+
+def message_from_json(data: dict[str, Any]) -> Message:
+    blocks: list[Block] = []
+    for raw in data.get("blocks", []):
+        item = dict(raw)
+        kind = item.pop("type")
+        if kind == "Text":
+            blocks.append(Text(**item))
+        elif kind == "Heading":
+            blocks.append(Heading(**item))
+        elif kind == "Fields":
+            blocks.append(Fields(tuple((str(k), str(v)) for k, v in item["items"])))
+        elif kind == "Table":
+            blocks.append(
+                Table(
+                    columns=tuple(item["columns"]),
+                    rows=tuple(tuple(r) for r in item["rows"]),
+                    title=item.get("title"),
+                    numeric=tuple(item.get("numeric", ())),
+                )
+            )
+        elif kind == "Actions":
+            blocks.append(Actions(tuple(Button(**b) for b in item["buttons"])))
+        else:
+            raise ValueError(f"unknown message block {kind!r}")
+    return Message(summary=str(data["summary"]), blocks=tuple(blocks))

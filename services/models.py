@@ -245,3 +245,46 @@ class RedriveLog(Base):
     queue: Mapped[str] = mapped_column(sa.String(64))
     job_id: Mapped[str] = mapped_column(sa.String(64))
     at: Mapped[datetime]
+
+
+class AlertInbox(Base):
+    """A notification as it arrived (Alertmanager's, or a detector's), stored before it is
+    acknowledged; ``processed_at`` is set once its changes went into the group's thread."""
+
+    __tablename__ = "qb_alert_inbox"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(sa.String(32))
+    received_at: Mapped[datetime]
+    receiver: Mapped[str] = mapped_column(sa.String(200))
+    group_key: Mapped[str] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column(sa.String(16))
+    payload: Mapped[dict[str, Any]]
+    processed_at: Mapped[datetime | None]
+
+
+class AlertGroup(Base):
+    """One alert group (Alertmanager's groupKey per receiver, or one detector on one
+    queue): what is firing, and where its chat thread is."""
+
+    __tablename__ = "qb_alert_groups"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    key_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    source: Mapped[str] = mapped_column(sa.String(32))
+    receiver: Mapped[str] = mapped_column(sa.String(200))
+    group_key: Mapped[str] = mapped_column(sa.Text)
+    alertname: Mapped[str] = mapped_column(sa.String(200))
+    queue: Mapped[str | None] = mapped_column(sa.String(64))
+    route: Mapped[dict[str, Any]]
+    labels: Mapped[dict[str, Any]]
+    annotations: Mapped[dict[str, Any]]
+    links: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(sa.String(16))
+    alerts: Mapped[dict[str, Any]]
+    episode: Mapped[int] = mapped_column(sa.Integer)
+    opened_at: Mapped[datetime]
+    changed_at: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    notifications: Mapped[int] = mapped_column(sa.Integer)
+    roots: Mapped[dict[str, Any]]

@@ -18,7 +18,6 @@ relay's poll; the relay loop (``run_forever``) picks up everything else.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -77,6 +76,12 @@ class Outbox:
         self.clock = clock
         self.deliverers: dict[str, Deliver] = {}
         self.problems = KnownProblems(log, "the outbox relay")
+        self._wake: asyncio.Event | None = None
+
+    def wake(self) -> None:
+        """New items were committed: relays waiting for their next pass start it now."""
+        if self._wake is not None:
+            self._wake.set()
 
     def register(self, kind: str, deliver: Deliver) -> None:
         self.deliverers[kind] = deliver
@@ -131,9 +136,15 @@ class Outbox:
         return failures
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
+        """One relay; several may run at once (in one process or many): each claims its
+        own items, and the items of one subject still go out in order."""
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        wake = self._wake
         outage = Outage(log, "the outbox relay")
         pause = interval
         while not stop.is_set():
+            wake.clear()
             try:
                 await self.run_due()
                 outage.passed()
@@ -145,8 +156,10 @@ class Outbox:
                 pause = min(pause * 2, MAX_BACKOFF.total_seconds())
             except Exception:
                 log.exception("outbox pass failed; trying again")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=pause)
+            waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+            await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
 
     async def _claim(self, kind: str | None, subject: str | None) -> Item | None:
         now = self.clock()

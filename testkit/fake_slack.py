@@ -30,6 +30,7 @@ class Call:
     path: str
     body: dict[str, Any]
     at: float
+    ts: str | None = None  # the ts a successful chat.postMessage was given
 
 
 class FakeSlack:
@@ -126,9 +127,9 @@ class FakeSlack:
                 self.calls.append(Call(path + "#503", body, time.monotonic()))
             return PlainTextResponse("service unavailable", status_code=503)
         with self._lock:
-            self.calls.append(Call(path, body, time.monotonic()))
             self._ts += 1
             ts = f"1764480000.{self._ts:06d}"
+            self.calls.append(Call(path, body, time.monotonic(), ts))
         if path.startswith("/response/"):
             return PlainTextResponse("ok")
         if path == "/api/auth.test":

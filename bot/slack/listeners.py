@@ -38,7 +38,7 @@ from bot.ratelimited_log import RateLimitedLog
 from bot.slack.render import blocks, fallback_text
 from commands import messages
 from commands.context import Invocation, new_correlation_id
-from commands.model import Approve, Command, Reject
+from commands.model import Approve, Command, Dlq, Reject, Triage
 from commands.parser import GROUPS
 from commands.reply import Reply
 from commands.router import Router
@@ -47,8 +47,10 @@ from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
 
-BUTTON = re.compile(r"^cr:")  # every button queuebot draws; Bolt routes these here
+BUTTON = re.compile(r"^(cr|q):")  # every button queuebot draws; Bolt routes these here
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")  # the ones it can act on
+# an alert thread's reads: the full triage, the failed rows (of a queue by its name)
+READ_ACTION = re.compile(r"^q:(triage|failed):([a-z][a-z0-9_-]{0,31})\Z")
 ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bolt's context
 
 
@@ -289,10 +291,18 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         raise Malformed("the action's action_id is missing or unreadable")
     response_url = answer_url(body.get("response_url"), slack_api)
     user = _id(_dig(body, "user", "id"), "user.id")
+    decision: Command
+    read = READ_ACTION.match(action_id)
     matched = ACTION.match(action_id)
-    if matched is None or int(matched.group(2)) < 1:
+    if read is not None:
+        queue = read.group(2)
+        decision = Triage(queue=queue) if read.group(1) == "triage" else Dlq(queue=queue)
+    elif matched is not None and int(matched.group(2)) >= 1:
+        number = int(matched.group(2))
+        verb = matched.group(1)
+        decision = Approve(request=number) if verb == "approve" else Reject(request=number)
+    else:
         return UnknownButton(action_id, response_url)
-    verb, number = matched.group(1), int(matched.group(2))
     return Delivery(
         key=f"slack:action:{_id(_dig(action, 'action_ts'), 'action_ts')}:{user}:{action_id}",
         where=f"Slack button {action_id}",
@@ -300,7 +310,7 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         channel=_optional_id(_dig(body, "channel", "id"), "channel.id"),
         response_url=response_url,
         thread=_optional_id(_dig(body, "container", "thread_ts"), "container.thread_ts"),
-        decision=Approve(request=number) if verb == "approve" else Reject(request=number),
+        decision=decision,
     )
 
 
@@ -345,7 +355,7 @@ async def handle_delivery(w: SlackWiring, d: Delivery) -> None:
         return
     # A successful click rewrites the request's own message (who approved, the result); a
     # refusal goes only to whoever clicked and leaves the buttons for someone else.
-    rewrite = d.decision is not None and not reply.error
+    rewrite = isinstance(d.decision, Approve | Reject) and not reply.error
     try:
         await w.answer(d.response_url, payload(reply, replace_original=rewrite))
     finally:

@@ -1,8 +1,8 @@
 """The notifier port on Slack: chat.postMessage and chat.update through the Web client.
 
 Channel names come from ``[channels.NAME] slack = "C..."``; a name with no Slack id is
-skipped. The client's rate-limit handler honours 429 Retry-After (about one message per
-second per channel).
+skipped. Posts to one channel are spaced about a second apart (Slack's pace per channel);
+the client's rate-limit handler honours a 429's Retry-After all the same.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.pacing import ChannelPacer
 from bot.slack.render import blocks, fallback_text
 from services.errors import Unavailable
 from services.message import Message
@@ -17,9 +18,16 @@ from services.notify import ChannelRef, MessageRef
 
 
 class SlackNotifier:
-    def __init__(self, client: AsyncWebClient, channels: dict[str, str]) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        channels: dict[str, str],
+        *,
+        pacer: ChannelPacer | None = None,
+    ) -> None:
         self.client = client
         self.channels = channels
+        self.pacer = pacer or ChannelPacer()
 
     async def post(
         self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
@@ -34,12 +42,13 @@ class SlackNotifier:
             return []
         thread_ts = (thread.thread_id or thread.message_id) if thread else None
         try:
-            sent = await self.client.chat_postMessage(
-                channel=target,
-                text=fallback_text(message),
-                blocks=blocks(message),
-                thread_ts=thread_ts,
-            )
+            async with self.pacer.turn(target):
+                sent = await self.client.chat_postMessage(
+                    channel=target,
+                    text=fallback_text(message),
+                    blocks=blocks(message),
+                    thread_ts=thread_ts,
+                )
         except SlackApiError as exc:
             raise Unavailable(
                 f"Slack refused a message to {target}: {exc.response.get('error', 'unknown error')}"

@@ -1,0 +1,336 @@
+"""Alerts in: notifications are stored in the inbox before they are acknowledged, then
+processed into their group's state and the chat posts it needs (through the outbox).
+
+Storing is one INSERT, so the webhook answers fast and a store that fails is a 503
+Alertmanager retries. Processing runs beside it: it claims unprocessed notifications in
+order (``FOR UPDATE SKIP LOCKED``, so replicas share the work), locks their groups in a
+fixed order (no deadlock between replicas), merges each notification into its group and
+writes the posts of real changes to the outbox in the same transaction. A notification
+that changes nothing (Alertmanager's repeats) posts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services import outbox as relay
+from services.alert_settings import AlertsConfig
+from services.alerts import groups, messages
+from services.alerts.groups import AlertRecord, Merge
+from services.alerts.payload import Notification, from_stored
+from services.alerts.routes import destination
+from services.db import Outage, transaction
+from services.errors import DatabaseUnavailable
+from services.models import AlertGroup, AlertInbox
+from services.outbox import Outbox
+
+log = logging.getLogger("queuebot.alerts")
+INBOX = cast(sa.Table, AlertInbox.__table__)
+GROUPS = cast(sa.Table, AlertGroup.__table__)
+ALERT_POST = "alert.post"  # the outbox kind of alert threads' posts
+BATCH = 200
+KEEP_PROCESSED = timedelta(days=7)
+
+
+class FiringCounter(Protocol):
+    def detector_fired(self, detector: str) -> None: ...
+
+
+class AlertCounters(FiringCounter, Protocol):
+    def alert_received(self, source: str) -> None: ...
+
+    def alert_posted(self, kind: str) -> None: ...
+
+
+def key_hash(source: str, receiver: str, group_key: str) -> str:
+    return hashlib.sha256(f"{source}\x00{receiver}\x00{group_key}".encode()).hexdigest()
+
+
+def subject(group_id: int) -> str:
+    return f"alert:{group_id}"
+
+
+async def store(
+    conn: AsyncConnection, notification: Notification, *, source: str, now: datetime
+) -> int:
+    """Put a notification in the inbox (inside the caller's transaction)."""
+    stored = await conn.execute(
+        INBOX.insert()
+        .values(
+            source=source,
+            received_at=now,
+            receiver=notification.receiver,
+            group_key=notification.groupKey,
+            status=notification.status,
+            payload=notification.stored(),
+        )
+        .returning(INBOX.c.id)
+    )
+    return int(stored.scalar_one())
+
+
+@dataclass(frozen=True)
+class _Row:
+    id: int
+    source: str
+    notification: Notification
+
+
+class AlertDesk:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        clock: Callable[[], datetime],
+        config: AlertsConfig,
+        queues: Sequence[str],
+        outbox: Outbox,
+        counters: AlertCounters | None = None,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.config = config
+        self.queues = list(queues)
+        self.outbox = outbox
+        self.counters = counters
+        self._wake: asyncio.Event | None = None
+
+    async def receive(self, notification: Notification, *, source: str = "alertmanager") -> int:
+        """Store a notification; its id once committed. Raises DatabaseUnavailable (and
+        anything else the database says) when it could not be stored."""
+        async with transaction(self.engine, subject="the alert inbox") as conn:
+            number = await store(conn, notification, source=source, now=self.clock())
+        if self.counters is not None:
+            self.counters.alert_received(source)
+        self.wake()
+        return number
+
+    def wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def process_due(self, limit: int = BATCH) -> int:
+        """Process up to ``limit`` stored notifications; how many were processed."""
+        now = self.clock()
+        async with transaction(self.engine, subject="the alert inbox") as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(INBOX.c.id, INBOX.c.source, INBOX.c.payload)
+                    .where(INBOX.c.processed_at.is_(None))
+                    .order_by(INBOX.c.id)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
+                )
+            ).all()
+            if not rows:
+                return 0
+            batch = [_Row(int(r[0]), str(r[1]), from_stored(dict(r[2]))) for r in rows]
+            posted = await self._apply(conn, batch, now)
+            await conn.execute(
+                INBOX.update().where(INBOX.c.id.in_([r.id for r in batch])).values(processed_at=now)
+            )
+        if posted:
+            self.outbox.wake()
+        return len(batch)
+
+    async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
+        self._wake = asyncio.Event()
+        outage = Outage(log, "alert processing")
+        while not stop.is_set():
+            try:
+                while await self.process_due():
+                    pass
+                outage.passed()
+            except DatabaseUnavailable as exc:
+                outage.failed(exc)
+            except Exception:
+                log.exception("processing stored alerts failed; trying again")
+            self._wake.clear()
+            waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+            await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
+
+    # -- processing ------------------------------------------------------------------
+
+    async def _apply(self, conn: AsyncConnection, batch: Sequence[_Row], now: datetime) -> int:
+        firsts: dict[str, _Row] = {}
+        for row in batch:
+            n = row.notification
+            firsts.setdefault(key_hash(row.source, n.receiver, n.groupKey), row)
+        await self._create_missing(conn, firsts, now)
+        locked = (
+            await conn.execute(
+                sa.select(GROUPS)
+                .where(GROUPS.c.key_hash.in_(sorted(firsts)))
+                .order_by(GROUPS.c.key_hash)
+                .with_for_update()
+            )
+        ).mappings()
+        state = {str(g["key_hash"]): dict(g) for g in locked}
+        changed: set[str] = set()
+        posts = 0
+        for row in batch:
+            n = row.notification
+            key = key_hash(row.source, n.receiver, n.groupKey)
+            group = state[key]
+            posts += await self._merge_into(conn, group, n, now)
+            changed.add(key)
+        for key in changed:
+            group = state[key]
+            await conn.execute(
+                GROUPS.update()
+                .where(GROUPS.c.id == group["id"])
+                .values(
+                    status=group["status"],
+                    alerts=group["alerts"],
+                    episode=group["episode"],
+                    changed_at=group["changed_at"],
+                    resolved_at=group["resolved_at"],
+                    notifications=group["notifications"],
+                    annotations=group["annotations"],
+                    links=group["links"],
+                )
+            )
+        return posts
+
+    async def _create_missing(
+        self, conn: AsyncConnection, firsts: dict[str, _Row], now: datetime
+    ) -> None:
+        present = set(
+            (
+                await conn.execute(
+                    sa.select(GROUPS.c.key_hash).where(GROUPS.c.key_hash.in_(list(firsts)))
+                )
+            ).scalars()
+        )
+        missing = [key for key in sorted(firsts) if key not in present]
+        if not missing:
+            return
+        values = [self._new_group(key, firsts[key], now) for key in missing]
+        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        await conn.execute(insert(GROUPS).values(values).on_conflict_do_nothing())
+
+    def _new_group(self, key: str, row: _Row, now: datetime) -> dict[str, Any]:
+        n = row.notification
+        labels = {**n.commonLabels, **n.groupLabels}
+        alertname = labels.get("alertname") or (n.alerts[0].name if n.alerts else "alert")
+        where = destination(self.config, alertname=alertname, labels=labels, queues=self.queues)
+        return {
+            "key_hash": key,
+            "source": row.source,
+            "receiver": n.receiver,
+            "group_key": n.groupKey,
+            "alertname": alertname[:200],
+            "queue": where.queue,
+            "route": where.json(),
+            "labels": labels,
+            "annotations": dict(n.commonAnnotations),
+            "links": {},
+            "status": "resolved",
+            "alerts": {},
+            "episode": 0,
+            "opened_at": now,
+            "changed_at": now,
+            "resolved_at": None,
+            "notifications": 0,
+            "roots": {},
+        }
+
+    async def _merge_into(
+        self, conn: AsyncConnection, group: dict[str, Any], n: Notification, now: datetime
+    ) -> int:
+        """Merge one notification into ``group`` (in place); write its posts; how many."""
+        known = {fp: AlertRecord.from_json(fp, data) for fp, data in group["alerts"].items()}
+        result = groups.merge(known, n)
+        group["notifications"] = int(group["notifications"]) + 1
+        if n.commonAnnotations:
+            group["annotations"] = dict(n.commonAnnotations)
+        group["links"] = _links(n)
+        group["alerts"] = {fp: record.json() for fp, record in result.alerts.items()}
+        if not result.changed:
+            return 0
+        before = str(group["status"])
+        group["status"] = result.status
+        group["changed_at"] = now
+        posts = self._posts(group, result, before, now)
+        if result.status == "resolved" and before == "firing":
+            group["resolved_at"] = now
+        elif result.status == "firing":
+            group["resolved_at"] = None
+        for payload in posts:
+            await relay.add(
+                conn, kind=ALERT_POST, subject=subject(int(group["id"])), payload=payload, now=now
+            )
+        return len(posts)
+
+    def _posts(
+        self, group: dict[str, Any], result: Merge, before: str, now: datetime
+    ) -> list[dict[str, Any]]:
+        common = dict(group["labels"])
+        episode = int(group["episode"])
+        if before != "firing" and result.status == "firing":
+            resolved_at = group["resolved_at"]
+            reopen = timedelta(hours=self.config.reopen_hours)
+            if episode == 0 or resolved_at is None or now - _aware(resolved_at, now) > reopen:
+                group["episode"] = episode + 1
+                posts = [{"action": "root", "episode": episode + 1}]
+                if group["route"].get("triage") and group.get("queue"):
+                    posts.append({"action": "triage", "episode": episode + 1})
+                return [{**p, "group": int(group["id"])} for p in posts]
+        refired = before != "firing" and result.status == "firing"
+        group_resolved = before == "firing" and result.status == "resolved"
+        started = min((a.starts_at for a in result.alerts.values() if a.starts_at), default=None)
+        message = messages.news(
+            started=result.started,
+            resolved=result.resolved,
+            common=common,
+            group_resolved=group_resolved,
+            refired=refired,
+            lasted=messages.lasted(started, now) if group_resolved else None,
+        )
+        return [
+            {
+                "action": "reply",
+                "group": int(group["id"]),
+                "episode": episode,
+                "message": messages.to_json(message),
+            },
+            {"action": "update", "group": int(group["id"]), "episode": episode},
+        ]
+
+    @property
+    def firings(self) -> FiringCounter | None:
+        return self.counters
+
+
+async def forget_processed(conn: AsyncConnection, *, before: datetime) -> None:
+    """Drop notifications processed before ``before`` (a step of a housekeeping job)."""
+    await conn.execute(
+        INBOX.delete().where(INBOX.c.processed_at.is_not(None), INBOX.c.processed_at < before)
+    )
+
+
+def _aware(at: datetime, now: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
+
+
+def _links(n: Notification) -> dict[str, str]:
+    links: dict[str, str] = {}
+    source = next((a.generatorURL for a in n.alerts if a.generatorURL), "")
+    if source:
+        links["Source"] = source
+    if n.externalURL:
+        links["Alertmanager"] = n.externalURL
+    return links

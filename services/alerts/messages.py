@@ -1,0 +1,194 @@
+"""What alert threads say: the root message of a group, the news posted in its thread,
+and the triage breakdown that comes with FailedJobsAccumulating."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from services.alerts.groups import AlertRecord, distinct_labels
+from services.estate.model import Triage
+from services.message import (
+    Actions,
+    Block,
+    Button,
+    Fields,
+    Heading,
+    Message,
+    Table,
+    Text,
+    message_from_json,
+    message_json,
+)
+
+to_json = message_json
+from_json = message_from_json
+
+MOST_LISTED = 10
+
+
+def _ago(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return "unknown"
+    minutes = max(0, int((now - since).total_seconds() // 60))
+    if minutes < 90:
+        return f"{since:%H:%M} UTC ({minutes} min ago)"
+    return f"{since:%Y-%m-%d %H:%M} UTC ({minutes // 60} h ago)"
+
+
+def lasted(start: datetime | None, end: datetime | None) -> str:
+    if start is None or end is None:
+        return "unknown"
+    minutes = max(0, int((end - start).total_seconds() // 60))
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def describe_alert(record: AlertRecord, common: Mapping[str, str]) -> str:
+    own = distinct_labels(record, common)
+    words = record.annotations.get("summary") or record.annotations.get("description") or ""
+    tag = ", ".join(f"{k}={v}" for k, v in own.items() if k != "alertname")
+    name = record.labels.get("alertname", "alert")
+    parts = [name + (f" ({tag})" if tag else "")]
+    if words:
+        parts.append(words)
+    return " — ".join(parts)
+
+
+def _listed(records: Sequence[AlertRecord], common: Mapping[str, str], mark: str) -> str:
+    lines = [f"{mark} {describe_alert(r, common)}" for r in records[:MOST_LISTED]]
+    if len(records) > MOST_LISTED:
+        lines.append(f"… and {len(records) - MOST_LISTED} more")
+    return "\n".join(lines)
+
+
+def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: datetime) -> Message:
+    """The group's own message, kept current: firing or resolved, and how many."""
+    name = str(group["alertname"])
+    queue = group.get("queue")
+    firing = [a for a in alerts if a.status == "firing"]
+    where = f" · queue {queue}" if queue else ""
+    annotations: Mapping[str, str] = group.get("annotations") or {}
+    words = annotations.get("summary") or annotations.get("description")
+    started = min((a.starts_at for a in alerts if a.starts_at), default=None)
+    fields: list[tuple[str, str]] = []
+    if firing:
+        title = f"🔴 FIRING: {name}{where}"
+        fields.append(("Firing", f"{len(firing)} of {len(alerts)} alert(s)"))
+        fields.append(
+            ("Since", _ago(min((a.starts_at for a in firing if a.starts_at), default=started), now))
+        )
+    else:
+        title = f"✅ RESOLVED: {name}{where}"
+        fields.append(("Lasted", lasted(started, group.get("resolved_at") or now)))
+        fields.append(("Resolved", _ago(group.get("resolved_at") or now, now)))
+    source = str(group["source"])
+    fields.append(
+        (
+            "From",
+            "queuebot's own detector"
+            if source == "detector"
+            else f"Alertmanager ({group['receiver']})",
+        )
+    )
+    blocks: list[Block] = [Heading(title)]
+    if words:
+        blocks.append(Text(words))
+    blocks.append(Fields(tuple(fields)))
+    links: Mapping[str, str] = group.get("links") or {}
+    shown = [f"{label}: {url}" for label, url in links.items() if url]
+    if shown:
+        blocks.append(Text(" · ".join(shown)))
+    blocks.append(Text("Updates and the resolution are posted in this thread."))
+    state = "firing" if firing else "resolved"
+    return Message(summary=f"{name}{where}: {state}", blocks=tuple(blocks))
+
+
+def news(
+    *,
+    started: Sequence[AlertRecord],
+    resolved: Sequence[AlertRecord],
+    common: Mapping[str, str],
+    group_resolved: bool,
+    refired: bool,
+    lasted: str | None = None,
+) -> Message:
+    """What changed, for the thread."""
+    blocks: list[Block] = []
+    if refired:
+        blocks.append(Heading("🔴 Firing again"))
+    if started:
+        if not refired:
+            blocks.append(Heading(f"🔴 {len(started)} more alert(s) firing"))
+        blocks.append(Text(_listed(started, common, "🔴")))
+    if resolved:
+        blocks.append(Heading(f"✅ {len(resolved)} alert(s) resolved"))
+        blocks.append(Text(_listed(resolved, common, "✅")))
+    if group_resolved:
+        blocks.append(
+            Text(f"All alerts of this group are resolved{f' after {lasted}' if lasted else ''}.")
+        )
+    summary = (
+        "All alerts resolved"
+        if group_resolved
+        else "Firing again"
+        if refired
+        else f"{len(started)} firing, {len(resolved)} resolved"
+    )
+    return Message(summary=summary, blocks=tuple(blocks))
+
+
+def triage(report: Triage, *, queue: str) -> Message:
+    """The breakdown that comes with FailedJobsAccumulating: failed rows by reason, the
+    top error signatures, the oldest pending job; buttons for the full triage and the
+    failed rows."""
+    blocks: list[Block] = [Heading(f"Triage of {queue} at {report.taken_at:%H:%M} UTC")]
+    facts: list[tuple[str, str]] = [(report.unit.capitalize(), f"{report.total:,}")]
+    age = report.oldest_pending_age
+    facts.append(
+        ("Oldest pending", "none pending" if age is None else _minutes(age.total_seconds()))
+    )
+    facts.append((report.dead_title, f"{report.signatures_total:,}"))
+    blocks.append(Fields(tuple(facts)))
+    if report.by_reason:
+        blocks.append(
+            Table(
+                ("failure reason", "rows"),
+                tuple((c.key, f"{c.count:,}") for c in report.by_reason[:MOST_LISTED]),
+                title=f"{report.dead_title} by failure reason",
+                numeric=(1,),
+            )
+        )
+    if report.by_signature:
+        blocks.append(
+            Table(
+                ("error signature", "rows"),
+                tuple((c.key, f"{c.count:,}") for c in report.by_signature[:5]),
+                title=f"Top error signatures (of the newest {report.signatures_of:,})",
+                numeric=(1,),
+            )
+        )
+    blocks.append(
+        Actions(
+            (
+                Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
+                Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
+            )
+        )
+    )
+    return Message(
+        summary=f"Triage of {queue}: {report.signatures_total:,} failed", blocks=tuple(blocks)
+    )
+
+
+def triage_unavailable(queue: str | None, why: str) -> Message:
+    what = f"of {queue} " if queue else ""
+    return Message(
+        summary="Triage unavailable",
+        blocks=(Text(f"The triage {what}could not be read: {why}. Try /queue triage."),),
+    )
+
+
+def _minutes(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
