@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from bot.ratelimited_log import RateLimitedLog
 from services.alerts.desk import AlertDesk
 from services.alerts.payload import BadPayload, parse
+from services.config import Config
 from services.errors import DatabaseUnavailable
 
 log = logging.getLogger("queuebot.alerts")
@@ -71,3 +72,47 @@ def _unavailable() -> Response:
         status_code=503,
         headers={"Retry-After": "1"},
     )
+
+
+def describe(config: Config) -> tuple[list[str], list[str]]:
+    """For ``config check`` and serve's start: how alerts come in and where they go
+    (lines), and what will not work as meant (problems)."""
+    alerts = config.file.alerts
+    lines: list[str] = []
+    problems: list[str] = []
+    token = config.env.alert_token
+    lines.append(
+        f"alerts: POST {PATH}, "
+        + (
+            "QUEUEBOT_ALERT_TOKEN set (Alertmanager sends it as a bearer token)"
+            if token is not None
+            else "QUEUEBOT_ALERT_TOKEN not set: anyone who reaches the port may post alerts"
+        )
+    )
+    routes = [
+        f"{r.name} -> {', '.join(r.channels)}{' (triage)' if r.triage else ''}"
+        for r in alerts.routes
+    ]
+    routes.append(f"FailedJobsAccumulating -> {alerts.channel} (triage)")
+    routes.append(f"anything else -> {alerts.channel}")
+    lines.append(f"alert routes: {'; '.join(routes)}")
+    chat = config.env.slack_bot_token is not None or config.env.discord_bot_token is not None
+    if chat and alerts.channel not in config.file.channels:
+        problems.append(
+            f"[channels.{alerts.channel}] is not set: alerts no route matches are stored but "
+            f"posted nowhere; add it, or set [alerts] channel to a channel you have"
+        )
+    d = alerts.detectors
+    on = []
+    if d.queue_loss.enabled:
+        on.append(f"queue loss ({d.queue_loss.minutes} min, backlog >= {d.queue_loss.min_backlog})")
+    if d.dead_letter_growth.enabled:
+        g = d.dead_letter_growth
+        on.append(f"dead-letter growth (+{g.min_increase} in {g.window_minutes} min)")
+    if d.failed_actionable.enabled:
+        f = d.failed_actionable
+        on.append(f"failed-actionable (> {f.threshold} for {f.minutes} min)")
+    lines.append(
+        f"detectors (every {alerts.sample_seconds} s): {', '.join(on) if on else 'all off'}"
+    )
+    return lines, problems

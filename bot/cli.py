@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
 from bot.demo import (
@@ -562,6 +563,9 @@ async def _config_check(config: Config) -> int:
                 lines.extend(f"  {line}" for line in described)
             except QueuebotError as exc:
                 problems.append(exc.message)
+        alerting, alert_problems = describe_alerting(config)
+        lines.extend(alerting)
+        problems.extend(alert_problems)
         people = config.file.people
         lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
         if people and not app.directory.with_role("approver"):

@@ -218,6 +218,11 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 file=sys.stderr,
                 flush=True,
             )
+            if config.env.alert_token is None:
+                log.warning(
+                    "QUEUEBOT_ALERT_TOKEN is not set: anyone who reaches this port may post "
+                    "alerts to /alerts/alertmanager"
+                )
             async with running_scheduler(app):
                 await server.serve(sockets=[listener])
             return 0

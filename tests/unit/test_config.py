@@ -298,10 +298,10 @@ def test_unknown_section(tmp_path: Path) -> None:
 
 def test_a_route_must_name_configured_channels_and_queues(tmp_path: Path) -> None:
     route = '[[alerts.routes]]\nname = "r"\nchannels = ["pager"]\n'
-    path, message = config_error(tmp_path, '[channels.alerts]\nslack = "C0ALERTS"\n' + route)
+    _, message = config_error(tmp_path, '[channels.alerts]\nslack = "C0ALERTS"\n' + route)
     assert "alerts.routes.0 (r): channel 'pager' is not in [channels] (known: alerts)" in message
     route = '[[alerts.routes]]\nname = "r"\nchannels = ["alerts"]\nqueue = "nope"\n'
-    path, message = config_error(tmp_path, '[channels.alerts]\nslack = "C0ALERTS"\n' + route)
+    _, message = config_error(tmp_path, '[channels.alerts]\nslack = "C0ALERTS"\n' + route)
     assert "queue 'nope' is not configured (configured: clips, workers)" in message
 
 
