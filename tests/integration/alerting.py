@@ -51,6 +51,7 @@ class AlertBot:
     client: httpx.AsyncClient
     fake: FakeSlack
     clock: Clock
+    pacer: ChannelPacer
 
     async def send(
         self, body: dict[str, Any] | bytes, *, token: str | None = TOKEN
@@ -78,7 +79,8 @@ class AlertBot:
         return [
             c
             for c in self.fake.recorded("/api/chat.postMessage")
-            if channel is None or c.body.get("channel") == channel
+            if c.path == "/api/chat.postMessage"
+            and (channel is None or c.body.get("channel") == channel)
         ]
 
     def roots(self, channel: str | None = None) -> list[Call]:
@@ -112,6 +114,7 @@ async def alert_bot(
             config_path,
             environ={**environ, "SLACK_BOT_TOKEN": "xoxb-fake", "SLACK_API_BASE_URL": fake.api_url},
         ).env
+        pacer = ChannelPacer(0)
         notifier = FanoutNotifier(
             [
                 (
@@ -119,7 +122,7 @@ async def alert_bot(
                     SlackNotifier(
                         web_client(slack_env),
                         {"alerts": "C0ALERTS", "operators": "C0OPS"},
-                        pacer=ChannelPacer(0),
+                        pacer=pacer,
                     ),
                 )
             ]
@@ -129,7 +132,7 @@ async def alert_bot(
         transport = httpx.ASGITransport(app=http)
         async with httpx.AsyncClient(transport=transport, base_url="http://queuebot") as client:
             try:
-                yield AlertBot(app, client, fake, clock)
+                yield AlertBot(app, client, fake, clock, pacer)
             finally:
                 await app.close()
 

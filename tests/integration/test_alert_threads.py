@@ -192,3 +192,22 @@ async def test_a_group_firing_again_soon_continues_its_thread_later_starts_anew(
         await bot.send(notification(group=STUCK, alerts=[later]))
         await bot.settle()
         assert len(bot.roots("C0OPS")) == 2
+
+
+async def test_a_burst_of_groups_is_paced_per_channel_and_survives_429s(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path) as bot:
+        bot.pacer.interval = 0.2  # the Slack notifier's pace per channel, for the test
+        for n in range(6):
+            group = {"alertname": f"Burst{n}", "queue": "clips"}
+            assert (
+                await bot.send(notification(group=group, alerts=[alert(f"b{n}", labels=group)]))
+            ).status_code == 200
+        bot.fake.rate_limit(2)  # Slack says 429 twice: waited out, nothing lost
+        await bot.settle()
+        roots = bot.roots("C0ALERTS")
+        assert len(roots) == 6
+        gaps = [b.at - a.at for a, b in zip(roots, roots[1:], strict=False)]
+        assert min(gaps) >= 0.19
+        assert len(bot.fake.recorded("/api/chat.postMessage#429")) == 2
