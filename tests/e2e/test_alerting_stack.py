@@ -258,9 +258,9 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
 
 
 def test_a_503_is_retried_within_the_same_send(receiver: Receiver) -> None:
-    """(d) 5xx: Alertmanager tries again after a backoff (about 0.3 s, growing by about
-    half each time, jittered) within one notification, which has max(group_interval, 10 s);
-    the body is the same each time."""
+    """(d) 5xx: Alertmanager tries again after a backoff (0.3 to 0.7 s at first, growing
+    by about half each time, jittered) within one notification, which has
+    max(group_interval, 10 s); the body is the same each time."""
     receiver.answer(503, 503, 503)
     # A long group_interval, so the retries cannot be the next flush's sends.
     with Alertmanager(receiver.url, group_interval="20s", repeat_interval="1h") as am:
