@@ -197,7 +197,7 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
         )
         first = receiver.wait_for_count(1, 5)[0]
         # group_wait is 1s
-        assert 0.8 < first.at - posted < 2.5, first.at - posted
+        assert 0.8 < first.at - posted < 4.0, first.at - posted
         assert first.path == "/alerts/alertmanager"
         assert first.headers["Authorization"] == f"Bearer {TOKEN}"
         assert first.headers["Content-Type"] == "application/json"
@@ -224,12 +224,12 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
         _check_fixture("firing.json", first)
 
         # (c) two repeats, unchanged
-        first, *repeats = receiver.wait_for_count(3, 16)[:3]
+        first, *repeats = receiver.wait_for_count(3, 20)[:3]
         for before, after in itertools.pairwise([first, *repeats]):
             gap = after.at - before.at
             print(f"repeat after {gap:.2f} s")
             # 4s repeat_interval, considered at flushes every 2s: 4 s or 6 s apart
-            assert 3.8 < gap < 7.0, gap
+            assert 3.8 < gap < 8.5, gap
             assert after.raw == first.raw
 
         am.resolve(LABELS)
@@ -238,7 +238,7 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
             lambda: [d for d in receiver.got() if d.body["status"] == "resolved"], 5
         )[0]
         print(f"resolved {resolved.at - resolved_at:.2f} s after the post")
-        assert resolved.at - resolved_at < 2.8  # the next flush, group_interval 2s
+        assert resolved.at - resolved_at < 4.5  # the next flush, group_interval 2s
         rbody = resolved.body
         assert rbody["groupKey"] == GROUP_KEY
         assert rbody["version"] == "4"
@@ -285,7 +285,7 @@ def test_a_400_is_not_retried_until_the_next_flush(receiver: Receiver) -> None:
         assert [d.answered for d in tries[:2]] == [400, 200]
         gap = tries[1].at - tries[0].at
         print(f"400, then the next send after {gap:.2f} s")
-        assert 1.8 < gap < 3.0, gap
+        assert 1.8 < gap < 4.5, gap
         assert tries[1].raw == tries[0].raw
         assert "unrecoverable error after 1 attempts" in am.log()
 
@@ -304,7 +304,7 @@ def test_what_makes_a_new_notification(receiver: Receiver) -> None:
         am.post_alerts([{"labels": ticket, "annotations": {"summary": "a ticket"}}])
         posted = time.monotonic()
         second = receiver.wait_for_count(2, 5)[1]
-        assert second.at - posted < 2.8
+        assert second.at - posted < 4.5  # the next flush
         body = second.body
         assert body["groupKey"] == GROUP_KEY
         assert [(a["labels"], a["annotations"]) for a in body["alerts"]] == [
