@@ -285,7 +285,7 @@ def test_a_400_is_not_retried_until_the_next_flush(receiver: Receiver) -> None:
         assert [d.answered for d in tries[:2]] == [400, 200]
         gap = tries[1].at - tries[0].at
         print(f"400, then the next send after {gap:.2f} s")
-        assert 1.8 < gap < 4.5, gap
+        assert 1.5 < gap < 4.5, gap  # a retry would come after 0.3 to 0.7 s
         assert tries[1].raw == tries[0].raw
         assert "unrecoverable error after 1 attempts" in am.log()
 
