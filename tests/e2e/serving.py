@@ -83,11 +83,13 @@ class Served:
 
 
 @contextlib.contextmanager
-def running_serve(workdir: Path, db_url: str, env: dict[str, str]) -> Iterator[Served]:
-    """`queuebot serve` with the demo config and these variables, until it answers
-    /healthz. Stopped after, and its log must hold no traceback."""
+def running_serve(
+    workdir: Path, db_url: str, env: dict[str, str], *, extra: str = ""
+) -> Iterator[Served]:
+    """`queuebot serve` with the demo config (and ``extra`` TOML after it) and these
+    variables, until it answers /healthz. Stopped after; its log must hold no traceback."""
     config = workdir / "queuebot.toml"
-    config.write_text(DEMO_CONFIG.format(config=config))
+    config.write_text(DEMO_CONFIG.format(config=config) + extra)
     port = free_port()
     full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
     full.update(

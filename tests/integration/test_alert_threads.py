@@ -3,6 +3,7 @@ only for real changes, the resolution in the thread and on the root."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,6 @@ async def test_a_burst_of_groups_is_paced_per_channel_and_survives_429s(
         await bot.settle()
         roots = bot.roots("C0ALERTS")
         assert len(roots) == 6
-        gaps = [b.at - a.at for a, b in zip(roots, roots[1:], strict=False)]
+        gaps = [b.at - a.at for a, b in itertools.pairwise(roots)]
         assert min(gaps) >= 0.19
         assert len(bot.fake.recorded("/api/chat.postMessage#429")) == 2

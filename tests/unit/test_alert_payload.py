@@ -1,0 +1,50 @@
+"""The webhook's parser reads what Alertmanager 0.25 really sent (the recorded bodies in
+tests/fixtures/alertmanager/) and every RFC 3339 form it may send."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from services.alerts.payload import BadPayload, parse, parse_time
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "alertmanager"
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.stem)
+def test_recorded_bodies_parse(path: Path) -> None:
+    notification = parse(path.read_bytes())
+    assert notification.version == "4" and notification.alerts
+    for alert in notification.alerts:
+        assert alert.startsAt is not None and alert.startsAt.tzinfo is UTC
+        assert (alert.endsAt is None) == (alert.status == "firing")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-30T12:00:00Z", datetime(2026, 11, 30, 12, tzinfo=UTC)),
+        ("2026-11-30T12:00:00.1Z", datetime(2026, 11, 30, 12, 0, 0, 100000, tzinfo=UTC)),
+        ("2026-11-30T12:00:00.123456789Z", datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)),
+        ("2026-11-30T14:00:00.5+02:00", datetime(2026, 11, 30, 12, 0, 0, 500000, tzinfo=UTC)),
+        ("0001-01-01T00:00:00Z", None),
+    ],
+)
+def test_times_with_0_to_9_fractional_digits(text: str, expected: datetime | None) -> None:
+    assert parse_time(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2026-11-30", "2026-11-30T12:00:00", "2026-11-30T25:00:00Z",
+                                  "2026-11-30T12:00:00.1234567890Z"])  # fmt: skip
+def test_other_times_are_refused_with_an_example(text: str) -> None:
+    with pytest.raises(ValueError, match=r"RFC 3339|not a real time"):
+        parse_time(text)
+
+
+def test_unknown_fields_are_ignored_and_a_wrong_type_is_named() -> None:
+    body = (FIXTURES / "firing.json").read_text()
+    assert parse(body.replace('"version"', '"notification_reason":"x","version"').encode())
+    with pytest.raises(BadPayload, match="truncatedAlerts"):
+        parse(body.replace('"truncatedAlerts":0', '"truncatedAlerts":"0"').encode())
