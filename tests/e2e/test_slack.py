@@ -392,3 +392,14 @@ def test_a_button_naming_no_request_gets_a_clear_reply(stack: Stack, action_id: 
     assert reply.body["response_type"] == "ephemeral"
     assert reply.body["replace_original"] is False
     assert f"this button ({action_id}) names no change request" in texts(reply)
+
+
+def test_an_alert_threads_triage_button_answers_whoever_clicked(stack: Stack) -> None:
+    response, name = click(stack, "q:triage:workers", user=BOB)
+    assert response.status_code == 200
+    answer = answer_to(stack, name)
+    assert answer.body["response_type"] == "ephemeral"
+    assert not answer.body.get("replace_original")  # the thread's breakdown stays
+    assert "Triage: queue workers (worker_queue)" in texts(answer)
+    response, name = click(stack, "q:failed:workers", user=STRANGER)
+    assert "queue workers" in texts(answer_to(stack, name))

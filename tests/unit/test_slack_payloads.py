@@ -19,7 +19,7 @@ from bot.slack.listeners import (
     button_click,
     command_delivery,
 )
-from commands.model import Approve, Reject
+from commands.model import Approve, Dlq, Reject, Triage
 
 API = "https://slack.com/api/"
 FAKE_API = "http://127.0.0.1:5555/api/"
@@ -136,10 +136,18 @@ def test_a_click_slack_would_never_send_is_malformed(body: dict[str, Any], part:
         button_click(body, slack_api=API)
 
 
+def test_an_alert_threads_buttons_become_reads_of_their_queue() -> None:
+    triage = button_click(click("q:triage:workers"), slack_api=API)
+    assert isinstance(triage, Delivery) and triage.decision == Triage(queue="workers")
+    failed = button_click(click("q:failed:clips"), slack_api=API)
+    assert isinstance(failed, Delivery) and failed.decision == Dlq(queue="clips")
+
+
 @pytest.mark.parametrize(
     "action_id",
-    ["cr:approve:0", "cr:reject:000", "cr:approve:x1", "cr:frob:3", "cr:approve:1234567890123"],
-)
+    ["cr:approve:0", "cr:reject:000", "cr:approve:x1", "cr:frob:3", "cr:approve:1234567890123",
+     "q:triage:", "q:triage:Workers", "q:frob:workers", "q:failed:a b"],
+)  # fmt: skip
 def test_a_button_naming_no_request_is_an_unknown_button(action_id: str) -> None:
     assert button_click(click(action_id), slack_api=API) == UnknownButton(action_id, HOOK)
 
