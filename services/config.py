@@ -212,6 +212,13 @@ class HttpConfig(_Strict):
     max_body_kb: int = Field(default=256, ge=16, le=16 * 1024)
 
 
+class MetricsConfig(_Strict):
+    """``GET /metrics``: the queue gauges are read from the estate at most once every
+    ``refresh_seconds``, however often Prometheus scrapes (docs/metrics.md)."""
+
+    refresh_seconds: float = Field(default=15.0, ge=1, le=3600)
+
+
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -232,6 +239,7 @@ class FileConfig(_Strict):
     redrive: RedriveConfig = Field(default_factory=RedriveConfig)
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
 

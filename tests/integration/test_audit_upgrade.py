@@ -17,7 +17,7 @@ from bot.bootstrap import UNKEYED, build_app
 from services.audit import GENESIS, Actor, AuditTrail, event_hash
 from services.config import load_config
 from services.db import create_engine
-from services.migrate import upgrade
+from services.migrate import head_revision, upgrade
 from services.models import AuditEvent, AuditHead
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
@@ -53,7 +53,7 @@ async def test_a_trail_from_before_keys_keeps_verifying(db_url: str) -> None:
                 sa.text("INSERT INTO qb_audit_head (id, last_id, last_hash) VALUES (1, :i, :h)"),
                 {"i": last, "h": prev},
             )
-        assert await upgrade(engine) == "0006"
+        assert await upgrade(engine) == head_revision()
         async with engine.connect() as conn:
             schemes = (await conn.execute(sa.select(EVENTS.c.scheme))).scalars().all()
             assert schemes == ["sha256"] * 3
