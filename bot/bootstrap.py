@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
@@ -23,13 +24,15 @@ from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
 from services.changes.execute import Executor
+from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, Config, RedriveConfig
+from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig
 from services.db import create_engine, reading, redacted, same_database
 from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
 from services.ledger import STALE, DeliveryLedger
+from services.metrics import Metrics
 from services.migrate import upgrade
 from services.notify import Notifier
 from services.outbox import Outbox
@@ -79,6 +82,7 @@ class Services:
     ledger: DeliveryLedger
     scheduler: Scheduler
     audit: AuditTrail
+    metrics: Metrics
 
 
 def wire_services(
@@ -93,12 +97,14 @@ def wire_services(
     housekeeping: bool = True,
     audit_channel: bool = False,
     claim_stale: timedelta = STALE,
+    metrics: MetricsConfig | None = None,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
     queuebot's tables live beside the queue, which plans and samples need);
     ``audit_channel`` posts the trail's head there after each change and on a schedule;
-    ``claim_stale`` is when a delivery's unrefreshed claim is taken over."""
+    ``claim_stale`` is when a delivery's unrefreshed claim is taken over; ``metrics`` how
+    often the queue gauges of ``GET /metrics`` are read."""
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
@@ -134,6 +140,13 @@ def wire_services(
         ledger=ledger,
         scheduler=sched,
         audit=audit,
+        metrics=Metrics(
+            estate=estate,
+            state_engine=state_engine,
+            refresh_seconds=(metrics or MetricsConfig()).refresh_seconds,
+            commands=[spec.name for spec in CATALOG],
+            request_states=[state.value for state in RequestState],
+        ),
     )
 
 
@@ -149,9 +162,11 @@ class App:
     plans: PlanEngine
     changes: ChangeRequests
     outbox: Outbox
+    metrics: Metrics
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
+        await self.metrics.close()
         for engine in self._engines:
             await engine.dispose()
 
@@ -209,6 +224,7 @@ async def build_app(
                 if config.env.claim_stale_seconds is None
                 else timedelta(seconds=config.env.claim_stale_seconds)
             ),
+            metrics=config.file.metrics,
         )
         deps = Deps(
             reads=QueueReads(
@@ -223,6 +239,7 @@ async def build_app(
             directory=directory,
             access=config.file.access,
             config_file=str(config.source) if config.source else None,
+            metrics=services.metrics,
         )
         return App(
             config=config,
@@ -235,6 +252,7 @@ async def build_app(
             plans=services.plans,
             changes=services.changes,
             outbox=services.outbox,
+            metrics=services.metrics,
             _engines=engines,
         )
     except BaseException:
