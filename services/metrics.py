@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 import sqlalchemy as sa
-from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import reading
@@ -59,21 +59,37 @@ def bounded(counts: Mapping[str, int], limit: int = MAX_VALUES) -> dict[str, int
     return kept
 
 
-class _Labels:
-    """A counter label's values as first seen: after ``limit`` distinct ones, any new
-    value is counted as ``OTHER``."""
+class _Counter:
+    """A counter family with its own labels, rendered without the ``_created`` series the
+    client library adds (a second series per counter that no rule here needs). The first
+    value of the first label is capped: after ``MAX_VALUES`` - 1 distinct ones, any new
+    one is counted as ``OTHER``; the other labels take fixed words."""
 
-    def __init__(self, limit: int = MAX_VALUES) -> None:
-        self.limit = limit
-        self.seen: set[str] = set()
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labels = labels
+        self.values: dict[tuple[str, ...], float] = {}
+        self._firsts: set[str] = set()
 
-    def __call__(self, value: str) -> str:
-        if value in self.seen:
-            return value
-        if len(self.seen) >= self.limit - 1:
-            return OTHER
-        self.seen.add(value)
-        return value
+    def inc(self, *values: str, by: float = 1.0) -> None:
+        first, *rest = values
+        if first not in self._firsts:
+            if len(self._firsts) >= MAX_VALUES - 1:
+                first = OTHER
+            else:
+                self._firsts.add(first)
+        key = (first, *rest)
+        self.values[key] = self.values.get(key, 0.0) + by
+
+    def describe(self) -> Iterable[Metric]:
+        return [CounterMetricFamily(self.name, self.documentation, labels=self.labels)]
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+        for key, value in self.values.items():
+            family.add_metric(list(key), value)
+        return [family]
 
 
 @dataclass
@@ -100,63 +116,60 @@ class Metrics:
         commands: Sequence[str] = (),
         request_states: Sequence[str] = (),
         monotonic: Callable[[], float] = time.monotonic,
+        first_wait: float = FIRST_WAIT,
+        scrape_wait: float = SCRAPE_WAIT,
     ) -> None:
         self.estate = estate
         self.state_engine = state_engine
         self.refresh_seconds = refresh_seconds
         self.request_states = tuple(request_states)
         self.monotonic = monotonic
+        self.first_wait = first_wait
+        self.scrape_wait = scrape_wait
         self.registry = CollectorRegistry()
-        self._commands = Counter(
+        self._commands = _Counter(
             "queuebot_commands",
             "Commands handled, by command and outcome: ok; refused (the person may not "
             "run it); error (any other refusal or failure)",
             ("command", "outcome"),
-            registry=self.registry,
         )
-        self._alerts = Counter(
-            "queuebot_alerts_received",
-            "Alerts received, by where they came from",
-            ("source",),
-            registry=self.registry,
+        self._alerts = _Counter(
+            "queuebot_alerts_received", "Alerts received, by where they came from", ("source",)
         )
-        self._posts = Counter(
-            "queuebot_alert_posts",
-            "Alert posts made to chat, by kind",
-            ("kind",),
-            registry=self.registry,
+        self._posts = _Counter(
+            "queuebot_alert_posts", "Alert posts made to chat, by kind", ("kind",)
         )
-        self._firings = Counter(
+        self._firings = _Counter(
             "queuebot_detector_firings",
             "Times a built-in detector fired, by detector",
             ("detector",),
-            registry=self.registry,
         )
-        self._labels = {name: _Labels() for name in ("command", "source", "kind", "detector")}
         for name in commands:  # every series from 0, so the first increase shows
             for outcome in OUTCOMES:
-                self._commands.labels(self._labels["command"](name), outcome)
+                self._commands.inc(name, outcome, by=0)
         self._readings: dict[str, _Reading] = {}
         self._change_requests: dict[str, int] | None = None
         self._started: float | None = None  # when the latest refresh started
         self._completed = False  # whether any refresh has finished
         self._task: asyncio.Task[None] | None = None
         self._problems = KnownProblems(log, "metrics")
+        for counter in (self._commands, self._alerts, self._posts, self._firings):
+            self.registry.register(counter)
         self.registry.register(_QueueGauges(self))
 
     # -- counters --------------------------------------------------------------------------
 
     def command(self, name: str, outcome: Outcome) -> None:
-        self._commands.labels(self._labels["command"](name), outcome).inc()
+        self._commands.inc(name, outcome)
 
     def alert_received(self, source: str) -> None:
-        self._alerts.labels(self._labels["source"](source)).inc()
+        self._alerts.inc(source)
 
     def alert_posted(self, kind: str) -> None:
-        self._posts.labels(self._labels["kind"](kind)).inc()
+        self._posts.inc(kind)
 
     def detector_fired(self, detector: str) -> None:
-        self._firings.labels(self._labels["detector"](detector)).inc()
+        self._firings.inc(detector)
 
     # -- the scrape --------------------------------------------------------------------------
 
@@ -169,7 +182,7 @@ class Metrics:
     async def refresh_if_due(self) -> None:
         """Start a refresh of the queue gauges when the last one started at least
         ``refresh_seconds`` ago and none is running; then wait for the running one, up to
-        ``FIRST_WAIT`` before the first has finished and ``SCRAPE_WAIT`` after."""
+        ``first_wait`` before the first has finished and ``scrape_wait`` after."""
         if self.estate is None and self.state_engine is None:
             return
         loop = asyncio.get_running_loop()
@@ -181,7 +194,8 @@ class Metrics:
             self._started = now
             task = self._task = loop.create_task(self._refresh())
         if task is not None:
-            await asyncio.wait({task}, timeout=SCRAPE_WAIT if self._completed else FIRST_WAIT)
+            wait = self.scrape_wait if self._completed else self.first_wait
+            await asyncio.wait({task}, timeout=wait)
 
     async def close(self) -> None:
         """Stop a refresh still running (the process is stopping)."""
