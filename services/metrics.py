@@ -179,10 +179,11 @@ class Metrics:
         await self.refresh_if_due()
         return generate_latest(self.registry)
 
-    async def refresh_if_due(self) -> None:
+    async def refresh_if_due(self, *, wait: float | None = None) -> None:
         """Start a refresh of the queue gauges when the last one started at least
         ``refresh_seconds`` ago and none is running; then wait for the running one, up to
-        ``first_wait`` before the first has finished and ``scrape_wait`` after."""
+        ``wait`` seconds: by default ``first_wait`` before the first has finished and
+        ``scrape_wait`` after."""
         if self.estate is None and self.state_engine is None:
             return
         loop = asyncio.get_running_loop()
@@ -194,7 +195,8 @@ class Metrics:
             self._started = now
             task = self._task = loop.create_task(self._refresh())
         if task is not None:
-            wait = self.scrape_wait if self._completed else self.first_wait
+            if wait is None:
+                wait = self.scrape_wait if self._completed else self.first_wait
             await asyncio.wait({task}, timeout=wait)
 
     async def close(self) -> None:
