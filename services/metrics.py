@@ -182,8 +182,8 @@ class Metrics:
     async def refresh_if_due(self, *, wait: float | None = None) -> None:
         """Start a refresh of the queue gauges when the last one started at least
         ``refresh_seconds`` ago and none is running; then wait for the running one, up to
-        ``wait`` seconds: by default ``first_wait`` before the first has finished and
-        ``scrape_wait`` after."""
+        ``wait`` seconds: by default until ``first_wait`` after the first reading started
+        while it runs, and ``scrape_wait`` once one has finished."""
         if self.estate is None and self.state_engine is None:
             return
         loop = asyncio.get_running_loop()
@@ -195,8 +195,11 @@ class Metrics:
             self._started = now
             task = self._task = loop.create_task(self._refresh())
         if task is not None:
-            if wait is None:
-                wait = self.scrape_wait if self._completed else self.first_wait
+            if wait is None and self._completed:
+                wait = self.scrape_wait
+            elif wait is None:  # the first reading: every scrape waits until the same time
+                started = self._started if self._started is not None else now
+                wait = max(0.0, self.first_wait - (now - started))
             await asyncio.wait({task}, timeout=wait)
 
     async def close(self) -> None:
@@ -217,19 +220,20 @@ class Metrics:
             self._completed = True
 
     async def _read_queue(self, estate: Estate, queue: str) -> None:
-        reading_ = self._readings.setdefault(queue, _Reading())
+        """Read one queue; its series appear once a first reading has ended, either way."""
         profile = estate.profiles[queue]
         started = self.monotonic()
         try:
             async with asyncio.timeout(READ_TIMEOUT), estate.connect() as conn:
                 taken = await snapshot(conn, profile=profile, now=estate.clock())
         except Exception as exc:  # any failure: keep the last values, say it is down
-            reading_.up = False
-            reading_.seconds = self.monotonic() - started
+            last = self._readings.get(queue, _Reading())
+            ended = self.monotonic()
+            self._readings[queue] = _Reading(last.snapshot, last.read_at, False, ended - started)
             self._problems.report(_problem(exc, f"queue {queue!r}"), doing="reading the queue")
             return
-        reading_.snapshot, reading_.read_at, reading_.up = taken, self.monotonic(), True
-        reading_.seconds = reading_.read_at - started
+        ended = self.monotonic()
+        self._readings[queue] = _Reading(taken, ended, True, ended - started)
 
     async def _read_change_requests(self, engine: AsyncEngine) -> None:
         state = _requests.c.state

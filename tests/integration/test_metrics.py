@@ -261,6 +261,36 @@ async def test_a_slow_read_does_not_hold_the_scrape(world: World) -> None:
     assert of(found, "queuebot_queue_jobs", queue="workers")["queued"] == 6
 
 
+async def test_a_long_first_reading_answers_with_what_there_is(world: World) -> None:
+    real = world.app.estate.profiles["workers"].status_counts
+    release = asyncio.Event()
+
+    async def slow(conn: Any) -> dict[str, int]:
+        await release.wait()
+        return await real(conn)
+
+    world.app.estate.profiles["workers"].status_counts = slow  # type: ignore[method-assign]
+    world.app.metrics.first_wait = 0.3
+    started = time.monotonic()
+    found = await world.scrape()  # waits for the first reading until 0.3 s after it began
+    assert 0.25 < time.monotonic() - started < 1.0
+    assert of(found, "queuebot_queue_gauges_up") == {}  # nothing read yet: no queue series
+    assert of(found, "queuebot_commands_total", command="help", outcome="ok") == {"": 0}
+
+    world.advance(0.3)  # a scrape after that moment does not wait again
+    started = time.monotonic()
+    await world.scrape()
+    assert time.monotonic() - started < 0.25
+
+    release.set()
+    for _ in range(100):
+        found = await world.scrape()
+        if of(found, "queuebot_queue_gauges_up") == {"workers": 1, "clips": 1}:
+            break
+        await asyncio.sleep(0.05)
+    assert of(found, "queuebot_queue_dead_letters") == {"workers": 11, "clips": CLIPS_DEAD}
+
+
 async def test_a_queue_that_cannot_be_read_keeps_its_last_values_and_is_down(
     world: World,
 ) -> None:
