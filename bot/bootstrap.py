@@ -16,23 +16,26 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
 from services.alert_settings import AlertsConfig
-from services.alerts.desk import ALERT_POST, AlertCounters, AlertDesk
+from services.alerts.desk import ALERT_POST, AlertDesk
 from services.alerts.publish import AlertPublisher
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
 from services.changes.execute import Executor
+from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, Config, RedriveConfig
+from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig
 from services.db import create_engine, reading, redacted, same_database
 from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
 from services.ledger import STALE, DeliveryLedger
+from services.metrics import Metrics
 from services.migrate import upgrade
 from services.notify import Notifier
 from services.outbox import Outbox
@@ -83,6 +86,7 @@ class Services:
     scheduler: Scheduler
     audit: AuditTrail
     alerts: AlertDesk
+    metrics: Metrics
 
 
 def wire_services(
@@ -99,7 +103,7 @@ def wire_services(
     claim_stale: timedelta = STALE,
     alerts: AlertsConfig | None = None,
     reads: QueueReads | None = None,
-    counters: AlertCounters | None = None,
+    metrics: MetricsConfig | None = None,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -107,8 +111,16 @@ def wire_services(
     ``audit_channel`` posts the trail's head there after each change and on a schedule;
     ``claim_stale`` is when a delivery's unrefreshed claim is taken over; ``alerts``
     routes alert groups and sets the detectors; ``reads`` answers the triage that comes
-    with an alert."""
+    with an alert; ``metrics`` how often the queue gauges of ``GET /metrics``
+    are read."""
     alerts = alerts or AlertsConfig()
+    counters = Metrics(
+        estate=estate,
+        state_engine=state_engine,
+        refresh_seconds=(metrics or MetricsConfig()).refresh_seconds,
+        commands=[spec.name for spec in CATALOG],
+        request_states=[state.value for state in RequestState],
+    )
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
@@ -166,6 +178,7 @@ def wire_services(
         scheduler=sched,
         audit=audit,
         alerts=desk,
+        metrics=counters,
     )
 
 
@@ -182,9 +195,11 @@ class App:
     changes: ChangeRequests
     outbox: Outbox
     alerts: AlertDesk
+    metrics: Metrics
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
+        await self.metrics.close()
         for engine in self._engines:
             await engine.dispose()
 
@@ -251,6 +266,7 @@ async def build_app(
             ),
             alerts=config.file.alerts,
             reads=reads,
+            metrics=config.file.metrics,
         )
         deps = Deps(
             reads=reads,
@@ -259,6 +275,7 @@ async def build_app(
             directory=directory,
             access=config.file.access,
             config_file=str(config.source) if config.source else None,
+            metrics=services.metrics,
         )
         return App(
             config=config,
@@ -272,6 +289,7 @@ async def build_app(
             changes=services.changes,
             outbox=services.outbox,
             alerts=services.alerts,
+            metrics=services.metrics,
             _engines=engines,
         )
     except BaseException:

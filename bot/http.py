@@ -1,5 +1,5 @@
-"""The HTTP app: Slack's endpoint, Alertmanager's webhook, health and readiness. One
-Starlette app, no globals.
+"""The HTTP app: Slack's endpoint, Alertmanager's webhook, health, readiness and
+Prometheus metrics. One Starlette app, no globals.
 
 Every endpoint sits behind the body limit (bot/body_limit.py): a body over
 ``[http] max_body_kb`` is refused with 413 before it is read. Slack's endpoint checks the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from slack_bolt.async_app import AsyncApp
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -66,12 +67,18 @@ def build_http_app(
         ready, body = await readiness.check()
         return JSONResponse(body, status_code=200 if ready else 503)
 
+    async def metrics(_: Request) -> Response:
+        # never a 500 for the estate: a queue that cannot be read shows gauges_up 0
+        body = await app.metrics.exposition()
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
     return Starlette(
         routes=[
             Route("/slack/events", slack_events, methods=["POST"]),
             Route(ALERTMANAGER, alerts_in, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[
             Middleware(

@@ -13,6 +13,7 @@ from services.config import AccessConfig
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
 from services.ledger import Claim
+from services.metrics import Outcome
 from services.people import Directory
 from services.plans.model import PlanView
 from services.plans.service import PlanOutcome
@@ -81,6 +82,12 @@ class PlanService(Protocol):
     ) -> PlanOutcome: ...
 
 
+class CommandMetrics(Protocol):
+    """Where each command's outcome is counted (``services.metrics.Metrics``)."""
+
+    def command(self, name: str, outcome: Outcome) -> None: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     reads: QueueReader
@@ -89,3 +96,4 @@ class Deps:
     directory: Directory
     access: AccessConfig
     config_file: str | None = None  # the file [people] was read from (None: no file)
+    metrics: CommandMetrics | None = None  # None: commands are not counted (unit tests)

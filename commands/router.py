@@ -32,6 +32,9 @@ from commands.model import (
 )
 from commands.parser import Parsed, read, read_line
 from commands.reply import Reply
+from commands.spec import CommandSpec
+from services.errors import PermissionDenied
+from services.metrics import Outcome
 
 Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
 
@@ -74,8 +77,26 @@ class Router:
         return replace(reply, message=with_renamed_flags(reply.message, parsed.renamed))
 
     async def handle(self, command: Command, inv: Invocation) -> Reply:
-        shares = bool(getattr(command, "share", False))  # --share on a read command
+        """Authorize and run one command, counting its outcome by the command's name: ok,
+        refused (the person may not run it) or error (anything else raised)."""
         spec = spec_for(command)
+        try:
+            reply = await self._authorized(spec, command, inv)
+        except PermissionDenied:
+            self._count(spec, "refused")
+            raise
+        except Exception:
+            self._count(spec, "error")
+            raise
+        self._count(spec, "ok")
+        return reply
+
+    def _count(self, spec: CommandSpec, outcome: Outcome) -> None:
+        if self.deps.metrics is not None:
+            self.deps.metrics.command(spec.name, outcome)
+
+    async def _authorized(self, spec: CommandSpec, command: Command, inv: Invocation) -> Reply:
+        shares = bool(getattr(command, "share", False))  # --share on a read command
         authorize(
             spec,
             inv,

@@ -221,6 +221,13 @@ class SlackConfig(_Strict):
     post_interval_seconds: float = Field(default=1.0, ge=0, le=60)
 
 
+class MetricsConfig(_Strict):
+    """``GET /metrics``: the queue gauges are read from the estate at most once every
+    ``refresh_seconds``, however often Prometheus scrapes (docs/metrics.md)."""
+
+    refresh_seconds: float = Field(default=15.0, ge=1, le=3600)
+
+
 class AccessConfig(_Strict):
     unknown_users: Literal["read-only", "deny"] = "read-only"
 
@@ -242,6 +249,7 @@ class FileConfig(_Strict):
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)

@@ -161,7 +161,7 @@ class ScheduledItem(Base):
 
 
 class QueueSample(Base):
-    """The queue's counts, written down periodically (the baseline of the growth check)."""
+    """The queue's counts, written down periodically (the baseline of the growth checks)."""
 
     __tablename__ = "qb_queue_samples"
 
@@ -172,6 +172,9 @@ class QueueSample(Base):
     dead: Mapped[int] = mapped_column(sa.BigInteger)
     pending: Mapped[int] = mapped_column(sa.BigInteger)
     counts: Mapped[dict[str, Any]]
+    # By canonical state, failed by failure reason, failed-actionable and the oldest
+    # pending row (services/queue_gauges.py: QueueSnapshot.detail); None before 0007.
+    detail: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
 
 
 class Incident(Base):

@@ -11,7 +11,7 @@ from typing import Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.estate.model import CanonicalState
+from services import queue_gauges
 from services.estate.profile import QueueProfile, as_utc
 from services.models import QueueSample
 
@@ -21,24 +21,26 @@ OLD_ENOUGH = timedelta(minutes=1)  # the youngest count a growth check compares 
 
 
 async def record(conn: AsyncConnection, *, profile: QueueProfile, now: datetime) -> int:
-    """Count the queue by status and store it; return the dead-letter count."""
-    counts = await profile.status_counts(conn)
-    dead = profile.dead_count(counts)
-    pending = sum(counts.get(s, 0) for s in profile.statuses_in(CanonicalState.PENDING))
+    """Read the queue's gauges and store them; return the dead-letter count. Beside the
+    counts by status, ``detail`` keeps the counts by canonical state, the failed rows by
+    failure reason and how many of them are actionable, and the oldest pending row
+    (``QueueSnapshot.detail``), so checks over time need no other read of the queue."""
+    taken = await queue_gauges.snapshot(conn, profile=profile, now=now)
     await conn.execute(
         _samples.insert().values(
             queue=profile.queue,
             at=now,
-            total=sum(counts.values()),
-            dead=dead,
-            pending=pending,
-            counts=counts,
+            total=taken.total,
+            dead=taken.dead_letters,
+            pending=taken.pending,
+            counts=dict(taken.by_status),
+            detail=taken.detail(),
         )
     )
     await conn.execute(
         _samples.delete().where(_samples.c.queue == profile.queue, _samples.c.at < now - KEEP)
     )
-    return dead
+    return taken.dead_letters
 
 
 @dataclass(frozen=True)

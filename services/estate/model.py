@@ -21,6 +21,8 @@ class CanonicalState(StrEnum):
 
 # The canonical states of a dead letter: what /queue dlq lists and a redrive takes out.
 DEAD_LETTER_STATES = (CanonicalState.FAILED, CanonicalState.DEAD)
+# What a failure-reason breakdown calls rows whose reason is empty.
+NO_REASON = "(none)"
 
 
 @dataclass(frozen=True)

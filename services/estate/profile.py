@@ -454,6 +454,21 @@ class QueueProfile(ABC):
     def stuck_cutoff(self, now: datetime) -> datetime:
         return now - timedelta(minutes=self.config.stuck_after_minutes)
 
+    # -- gauges (GET /metrics and the periodic queue sample) ---------------------------------
+
+    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
+        """When the oldest pending row was queued (None: nothing is pending), as triage
+        reports it. This default asks triage itself, so any profile answers; the shipped
+        profiles override it with the one index lookup triage makes for it."""
+        now = datetime.now(UTC)  # triage judges stuck rows by it; the oldest does not
+        return (await self.triage(conn, now=now, since=None, job_type=None)).oldest_pending_at
+
+    async def failure_reason_counts(self, conn: AsyncConnection) -> dict[str, int] | None:
+        """Rows in the failed state (the main table's canonical failed statuses, mapped
+        ones included; not the dead ones) per failure reason, a row without one under
+        ``NO_REASON``. None, the default, where the queue keeps no failure reason."""
+        return None
+
 
 def count_map(rows: Sequence[sa.Row[Any]]) -> dict[str, int]:
     return {str(plain(r[0])): int(r[1]) for r in rows}

@@ -59,6 +59,8 @@ class Built:
 class ProfileAdapter(Protocol):
     profile_class: ClassVar[type[QueueProfile]]
     dead_state: ClassVar[CanonicalState]  # the canonical state of the dead rows it builds
+    # the failure reason of the dead rows it builds (None: the profile keeps none)
+    failure_reason: ClassVar[str | None]
     missing_id: ClassVar[str]  # a well-formed id no job has
 
     @staticmethod
@@ -105,6 +107,7 @@ class WorkerQueueAdapter:
 
     profile_class: ClassVar[type[QueueProfile]] = WorkerQueueProfile
     dead_state: ClassVar[CanonicalState] = CanonicalState.FAILED
+    failure_reason: ClassVar[str | None] = "timeout"
     missing_id: ClassVar[str] = "987654321"
 
     @staticmethod
@@ -206,6 +209,7 @@ class MessageJobAdapter:
 
     profile_class: ClassVar[type[QueueProfile]] = MessageJobProfile
     dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
+    failure_reason: ClassVar[str | None] = None
     missing_id: ClassVar[str] = "00000000-0000-4000-8000-000000000000"
 
     @staticmethod

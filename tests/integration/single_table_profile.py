@@ -521,6 +521,7 @@ class SingleTableAdapter:
 
     profile_class: ClassVar[type[QueueProfile]] = SingleTableProfile
     dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
+    failure_reason: ClassVar[str | None] = None
     missing_id: ClassVar[str] = "987654321"
 
     @staticmethod

@@ -118,3 +118,32 @@ async def test_a_detector_turned_off_stays_silent(db_url: str, tmp_path: Path) -
             await submit(bot, 4)
             await minute(bot)
         assert alert_roots(bot, "QueueLoss") == []
+
+
+async def test_failed_actionable_fires_after_its_window_with_the_triage(
+    db_url: str, tmp_path: Path
+) -> None:
+    window = DETECT + "[alerts.detectors.failed_actionable]\nthreshold = 3\nminutes = 5\n"
+    async with alert_bot(db_url, tmp_path, extra=window) as bot:
+        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.run_due()
+        await submit(bot, 15)
+        await finish(bot, 15, status="failed")  # 15 more with implementation_error
+        for _ in range(4):  # above the threshold, but not for the whole window yet
+            await minute(bot)
+        assert alert_roots(bot, "FailedJobsAccumulating") == []
+        for _ in range(2):
+            await minute(bot)
+        (root,) = alert_roots(bot, "FailedJobsAccumulating")
+        assert "FIRING: FailedJobsAccumulating · queue workers" in root
+        (call,) = [c for c in bot.roots() if "FailedJobsAccumulating" in str(c.body["blocks"])]
+        (triage,) = bot.replies(call)
+        assert "Triage of workers" in str(triage.body["blocks"])
+        async with bot.app.estate.engine.begin() as conn:  # fixed with SQL
+            await conn.execute(
+                sa.text(
+                    "UPDATE dev_r_worker_queue SET status = 'cancelled' WHERE status = 'failed'"
+                )
+            )
+        await minute(bot)
+        assert "All alerts of this group are resolved" in str(bot.replies(call)[-1].body["blocks"])

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from services import samples
+from services import queue_gauges, samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.db import create_engine
@@ -31,6 +33,7 @@ from services.estate.profile import QueueProfile
 from services.estate.registry import ProfileRegistry, shipped_profiles
 from services.estate.signature import display_signature, error_signature
 from services.migrate import upgrade
+from services.models import QueueSample
 from services.plans.model import PlanState
 from tests.integration.profile_adapters import (
     Built,
@@ -48,6 +51,7 @@ ERROR = "upstream timeout after 30000 ms calling billing-api"
 AGAIN = "upstream timeout after 30000 ms calling billing-api, again"
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")
+SAMPLES = cast(sa.Table, QueueSample.__table__)
 ADAPTERS: list[type[ProfileAdapter]] = [WorkerQueueAdapter, MessageJobAdapter, SingleTableAdapter]
 
 
@@ -144,6 +148,40 @@ async def test_reads_show_the_rows_built(world: World) -> None:
     assert [(r.id, r.canonical) for r in stuck.rows] == [
         (job, CanonicalState.IN_FLIGHT) for job in built.stuck
     ]
+
+
+async def test_gauges_and_the_periodic_sample_count_the_rows_built(world: World) -> None:
+    async with world.estate.connect() as conn:
+        taken = await queue_gauges.snapshot(conn, profile=world.profile, now=START)
+    dead_state, reason = world.adapter.dead_state, world.adapter.failure_reason
+    by_state = {
+        CanonicalState.PENDING: PENDING,
+        CanonicalState.IN_FLIGHT: STUCK,
+        CanonicalState.SUCCEEDED: DONE,
+        dead_state: DEAD,
+    }
+    assert {s: n for s, n in taken.by_state.items() if n} == by_state
+    assert set(taken.by_state) == set(CanonicalState)  # the others are there, as 0
+    assert (taken.total, taken.pending, taken.dead_letters) == (16, PENDING, DEAD)
+    assert taken.oldest_pending_at == pending_at(START, PENDING - 1)
+    assert taken.oldest_pending_age == 10 * 60 * PENDING
+    if reason is None:  # no failure reason kept: no breakdown, nothing judged actionable
+        assert (taken.by_reason, taken.failed_actionable) == (None, None)
+    else:  # the dead rows are failed with a timeout: all of them are actionable
+        assert (taken.by_reason, taken.failed_actionable) == ({reason: DEAD}, DEAD)
+
+    async with world.engine.begin() as conn:
+        assert await samples.record(conn, profile=world.profile, now=START) == DEAD
+        stored = (
+            await conn.execute(sa.select(SAMPLES.c.total, SAMPLES.c.pending, SAMPLES.c.detail))
+        ).one()
+    assert stored.total == 16 and stored.pending == PENDING
+    assert stored.detail == {
+        "failed_actionable": None if reason is None else DEAD,
+        "by_reason": None if reason is None else {reason: DEAD},
+        "oldest_pending_at": pending_at(START, PENDING - 1).isoformat(),
+        "by_state": {s.value: by_state.get(s, 0) for s in CanonicalState},
+    }
 
 
 async def test_a_plan_selects_the_dead_rows_dead_lists_in_the_same_order(world: World) -> None:

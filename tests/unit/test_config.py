@@ -335,6 +335,20 @@ def test_the_http_body_limit_defaults_to_256_kb_and_is_bounded(tmp_path: Path) -
         assert message == f"{path}: http.max_body_kb = {shown}: {expected}"
 
 
+def test_the_metrics_refresh_defaults_to_15_s_and_is_bounded(tmp_path: Path) -> None:
+    assert FileConfig().metrics.refresh_seconds == 15
+    good = load_config(write(tmp_path, "[metrics]\nrefresh_seconds = 60\n"), environ={})
+    assert good.file.metrics.refresh_seconds == 60
+    for value, expected in [
+        (0.5, "Input should be greater than or equal to 1"),
+        (7200, "Input should be less than or equal to 3600"),
+    ]:
+        path, message = config_error(tmp_path, f"[metrics]\nrefresh_seconds = {value}\n")
+        assert message == f"{path}: metrics.refresh_seconds = {value}: {expected}"
+    path, message = config_error(tmp_path, "[metrics]\nrefresh = 5\n")
+    assert "metrics.refresh" in message
+
+
 def test_queue_and_queues_together(tmp_path: Path) -> None:
     path, message = config_error(
         tmp_path, '[queue]\nprofile = "worker_queue"\n[queues.x]\nprofile = "message_job"\n'

@@ -200,9 +200,7 @@ class MessageJobProfile(QueueProfile):
         # message and the stuck count are two small index lookups beside them.
         by_status = sa.select(status, sa.func.count()).where(*where).group_by(status)
         extras = sa.select(
-            sa.select(sa.func.min(m.c("available_at")))
-            .where(status.in_(self.statuses_in(CanonicalState.PENDING)), *where)
-            .scalar_subquery(),
+            self._oldest_pending(m, where).scalar_subquery(),
             sa.select(sa.func.count()).where(self._stuck(m, now), *where).scalar_subquery(),
         )
         if since is None:
@@ -295,6 +293,16 @@ class MessageJobProfile(QueueProfile):
             duplicate_rows=int(n_surplus),
             notes=self._notes(t),
         )
+
+    def _oldest_pending(self, m: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
+        """The oldest pending message's available_at: the top of the (status,
+        available_at) index."""
+        pending = m.c("status").in_(self.statuses_in(CanonicalState.PENDING))
+        return sa.select(sa.func.min(m.c("available_at"))).where(pending, *where)
+
+    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
+        m = (await self.tables(conn))["messages"]
+        return as_utc((await conn.execute(self._oldest_pending(m, []))).scalar_one())
 
     @staticmethod
     def _status_counts(

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate.model import (
+    NO_REASON,
     CanonicalState,
     Count,
     DeadFilter,
@@ -181,7 +182,7 @@ class WorkerQueueProfile(QueueProfile):
             if not has_type:
                 raise self._no_column("job_type", "triage cannot select by --type")
             where.append(q.c("job_type") == job_type)
-        status, queued_at = q.c("status"), q.c("queued_at")
+        status = q.c("status")
         # Counts alone, so an index on (status, failure_reason, job_type) answers them
         # without reading the table; the oldest pending row and the stuck count are two
         # small index lookups beside it.
@@ -193,9 +194,8 @@ class WorkerQueueProfile(QueueProfile):
             sa.func.count(),
         )
         grouped = grouped.where(*where).group_by(*groups)
-        pending = self.statuses_in(CanonicalState.PENDING)
         extras = sa.select(
-            sa.select(sa.func.min(queued_at)).where(status.in_(pending), *where).scalar_subquery(),
+            self._oldest_pending(q, where).scalar_subquery(),
             sa.select(sa.func.count())
             .where(self._stuck_condition(q, self.stuck_cutoff(now)), *where)
             .scalar_subquery(),
@@ -214,7 +214,7 @@ class WorkerQueueProfile(QueueProfile):
             name = str(plain(raw_status))
             status_counts[name] += count
             if has_reason and name in self.dead_letter_statuses:
-                reasons[str(plain(reason)) if reason is not None else "(none)"] += count
+                reasons[str(plain(reason)) if reason is not None else NO_REASON] += count
             if has_type:
                 types[str(jtype)][self.canonical(name)] += count
         oldest = as_utc(oldest_raw)
@@ -249,6 +249,31 @@ class WorkerQueueProfile(QueueProfile):
             duplicates_of_active=dup_active,
             notes=self._notes(q),
         )
+
+    def _oldest_pending(self, q: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
+        """The oldest pending row's queued_at: the top of the (status, queued_at) index."""
+        pending = q.c("status").in_(self.statuses_in(CanonicalState.PENDING))
+        return sa.select(sa.func.min(q.c("queued_at"))).where(pending, *where)
+
+    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
+        q = (await self.tables(conn))["queue"]
+        return as_utc((await conn.execute(self._oldest_pending(q, []))).scalar_one())
+
+    async def failure_reason_counts(self, conn: AsyncConnection) -> dict[str, int] | None:
+        """Failed rows (not failed_permanently, which is dead) per failure_reason: one
+        GROUP BY over the (status, failure_reason, job_type) index."""
+        q = (await self.tables(conn))["queue"]
+        if not q.has("failure_reason"):
+            return None
+        reason = q.c("failure_reason")
+        failed = q.c("status").in_(self.statuses_in(CanonicalState.FAILED))
+        rows = (
+            await conn.execute(sa.select(reason, sa.func.count()).where(failed).group_by(reason))
+        ).all()
+        counts: dict[str, int] = defaultdict(int)
+        for value, n in rows:
+            counts[str(plain(value)) if value is not None else NO_REASON] += int(n)
+        return dict(counts)
 
     def _signatures(
         self, q: BoundTable, where: list[sa.ColumnElement[bool]], dialect: str
