@@ -1,7 +1,7 @@
 """``POST /alerts/alertmanager``: Alertmanager's webhook (version "4").
 
 The answer says what Alertmanager should do next:
-- 200 once the notification is stored (processing and chat posts come after);
+- 200 once the notification is stored (committed) (processing and chat posts come after);
 - 401 without the bearer token QUEUEBOT_ALERT_TOKEN asks for (when it is set);
 - 400 with the reason for a body that is not a notification (Alertmanager does not
   retry a 4xx, but sends the whole group again on its next interval);
@@ -56,14 +56,14 @@ class AlertmanagerEndpoint:
             self.refused("%s: bad payload (400): %s", PATH, exc)
             return JSONResponse({"error": f"not an Alertmanager notification: {exc}"}, 400)
         try:
-            number = await self.desk.receive(notification)
+            await self.desk.receive(notification)
         except DatabaseUnavailable as exc:
             log.warning("an alert notification could not be stored (503, retried): %s", exc)
             return _unavailable()
         except Exception:
             log.exception("an alert notification could not be stored (503, retried)")
             return _unavailable()
-        return JSONResponse({"stored": number})
+        return JSONResponse({"stored": True})
 
 
 def _unavailable() -> Response:

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from services import outbox as relay
 from services.alert_settings import AlertsConfig
 from services.alerts import groups, messages
+from services.alerts.group_commit import GroupCommit
 from services.alerts.groups import AlertRecord, Merge
 from services.alerts.payload import Notification, from_stored
 from services.alerts.routes import destination
@@ -61,23 +62,22 @@ def subject(group_id: int) -> str:
     return f"alert:{group_id}"
 
 
+def _row(notification: Notification, *, source: str, now: datetime) -> dict[str, Any]:
+    return {
+        "source": source,
+        "received_at": now,
+        "receiver": notification.receiver,
+        "group_key": notification.groupKey,
+        "status": notification.status,
+        "payload": notification.stored(),
+    }
+
+
 async def store(
     conn: AsyncConnection, notification: Notification, *, source: str, now: datetime
-) -> int:
+) -> None:
     """Put a notification in the inbox (inside the caller's transaction)."""
-    stored = await conn.execute(
-        INBOX.insert()
-        .values(
-            source=source,
-            received_at=now,
-            receiver=notification.receiver,
-            group_key=notification.groupKey,
-            status=notification.status,
-            payload=notification.stored(),
-        )
-        .returning(INBOX.c.id)
-    )
-    return int(stored.scalar_one())
+    await conn.execute(INBOX.insert().values(**_row(notification, source=source, now=now)))
 
 
 @dataclass(frozen=True)
@@ -105,16 +105,16 @@ class AlertDesk:
         self.outbox = outbox
         self.counters = counters
         self._wake: asyncio.Event | None = None
+        self._inbox = GroupCommit(engine, INBOX, subject="the alert inbox")
 
-    async def receive(self, notification: Notification, *, source: str = "alertmanager") -> int:
-        """Store a notification; its id once committed. Raises DatabaseUnavailable (and
-        anything else the database says) when it could not be stored."""
-        async with transaction(self.engine, subject="the alert inbox") as conn:
-            number = await store(conn, notification, source=source, now=self.clock())
+    async def receive(self, notification: Notification, *, source: str = "alertmanager") -> None:
+        """Store a notification; return once it is committed. Raises DatabaseUnavailable
+        (and anything else the database says) when it could not be stored. Notifications
+        arriving together are written in one commit (``GroupCommit``)."""
+        await self._inbox.write(_row(notification, source=source, now=self.clock()))
         if self.counters is not None:
             self.counters.alert_received(source)
         self.wake()
-        return number
 
     def wake(self) -> None:
         if self._wake is not None:
