@@ -3,7 +3,7 @@ that names its kind (the table is in README.md, "Exit codes"):
 
   0  done
   1  a check found a problem: `audit verify` or `audit head` found the trail tampered
-     with, `config check` listed problems
+     with, `config check` listed problems, `runbook check` found a runbook broken
   2  the command line, the configuration file or the environment is wrong
   3  the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set
   4  `db grant` refused
@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bot import runbook_cli
 from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
@@ -197,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="print the SQL (queuebot never creates them itself)",
     )
+    runbook_cli.add_parser(sub, common)
     return p
 
 
@@ -269,6 +271,9 @@ async def run(args: argparse.Namespace) -> int:
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return await _demo(args)
+    if args.command == "runbook":  # reads files (and, with none, the configuration) only
+        held = runbook_cli.check(args.files, lambda: load_config(args.config))
+        return 0 if held else EXIT_PROBLEM
     config = load_config(args.config)
     _databases_there(config, args)
     handlers: dict[str, Any] = {

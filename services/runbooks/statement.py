@@ -125,6 +125,19 @@ def _draft(value: str) -> str:
     return value
 
 
+def say_window(ms: int) -> str:
+    seconds, rest = divmod(ms, 1000)
+    if rest:
+        return f"{ms} ms"
+    minutes, secs = divmod(seconds, 60)
+    if secs:
+        return f"{seconds} s"
+    hours, mins = divmod(minutes, 60)
+    if not hours:
+        return f"{mins} min"
+    return f"{hours} h" + (f" {mins} min" if mins else "")
+
+
 def fill_draft(draft: str, values: Mapping[str, str]) -> str:
     """A draft with its placeholders filled; one without a value reads ``-``."""
     return draft.format_map({name: values.get(name, "-") for name in PLACEHOLDERS})
@@ -164,6 +177,11 @@ class Communication(_Part):
     @property
     def within(self) -> timedelta:
         return timedelta(milliseconds=self.within_ms)
+
+    @property
+    def window(self) -> str:
+        """``within`` for people: "5 min", "1 h", "1 h 30 min", "90 s"."""
+        return say_window(self.within_ms)
 
 
 class Secret(_Part):
