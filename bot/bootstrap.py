@@ -43,6 +43,7 @@ from services.plans.publish import PLAN_NEWS, PlanPublisher
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
+from services.runbooks import library_for
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
@@ -222,6 +223,7 @@ async def build_app(
             engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()
         )
         directory = Directory.from_config(config.file)
+        runbooks = library_for(config)  # shipped, then [runbooks] dir; a bad file stops here
         if not one_database:
             log.warning(
                 "queuebot's tables and the queue are in different databases: reads work, "
@@ -259,6 +261,8 @@ async def build_app(
             directory=directory,
             access=config.file.access,
             config_file=str(config.source) if config.source else None,
+            runbooks=runbooks,
+            roles=config.file.roles,
         )
         return App(
             config=config,

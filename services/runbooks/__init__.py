@@ -1,6 +1,7 @@
 """Runbooks as data: Markdown for people, with a statement (JSON) queuebot checks and
 uses. docs/runbooks.md describes the format, queuebot's additions and the rules."""
 
+from services.runbooks.authority import queuebot_role
 from services.runbooks.library import (
     RunbookLibrary,
     RunbookNotFound,
@@ -41,6 +42,7 @@ __all__ = [
     "known_dependencies",
     "library_for",
     "parse_runbook",
+    "queuebot_role",
     "read_runbook",
     "runbook_folder",
     "shipped_runbooks",
