@@ -201,6 +201,8 @@ async def build_app(
     """Build everything. With ``migrate`` (serve, console) queuebot's tables are brought up
     to date and the audit key is checked against the trail; ``announce`` then warns when
     the trail is unkeyed (the demo, on a throwaway SQLite file, does not)."""
+    # Shipped, then [runbooks] dir: a bad runbook stops the start, before any database work.
+    runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
     one_database = same_database(state_url, estate_url)
     state_engine = create_engine(state_url)
@@ -223,7 +225,6 @@ async def build_app(
             engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()
         )
         directory = Directory.from_config(config.file)
-        runbooks = library_for(config)  # shipped, then [runbooks] dir; a bad file stops here
         if not one_database:
             log.warning(
                 "queuebot's tables and the queue are in different databases: reads work, "

@@ -33,7 +33,8 @@ def read_markdown(text: str) -> Found:
     if not markers:
         return Found(title, problems=[_no_marker(lines)])
     if len(markers) > 1:
-        shown = ", ".join(str(n + 1) for n in markers)
+        numbers = [str(n + 1) for n in markers]
+        shown = ", ".join(numbers[:-1]) + f" and {numbers[-1]}"
         return Found(
             title,
             problems=[
