@@ -48,6 +48,7 @@ from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
 from services.migrate import current_revision, head_revision, require_newest, upgrade
+from services.runbooks import queuebot_role
 
 log = logging.getLogger("queuebot")
 
@@ -571,6 +572,7 @@ async def _config_check(config: Config) -> int:
         alerting, alert_problems = describe_alerting(config)
         lines.extend(alerting)
         problems.extend(alert_problems)
+        lines.extend(_runbook_lines(app, config))
         people = config.file.people
         lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
         if people and not app.directory.with_role("approver"):
@@ -603,6 +605,26 @@ async def _config_check(config: Config) -> int:
         return EXIT_PROBLEM
     print("config check: ok")
     return 0
+
+
+def _runbook_lines(app: App, config: Config) -> list[str]:
+    """The runbooks loaded, and each declaring authority [roles] does not map yet."""
+    shelf = app.router.deps.runbooks
+    if shelf is None:
+        return []
+    runbooks = shelf.all()
+    own = [r for r in runbooks if not r.shipped]
+    lines = [
+        f"runbooks: {', '.join(r.scenario_id for r in runbooks)} ({len(runbooks) - len(own)} "
+        f"shipped, {len(own)} from [runbooks] dir)"
+    ]
+    lines += [
+        f"  {r.scenario_id}: declared by {r.declaration_role!r}, which [roles] does not map "
+        "to a queuebot role yet (incidents need it)"
+        for r in runbooks
+        if queuebot_role(config.file.roles, r.declaration_role) is None
+    ]
+    return lines
 
 
 async def _indexes(config: Config) -> int:

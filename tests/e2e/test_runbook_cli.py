@@ -198,6 +198,13 @@ def test_console_lists_the_runbooks_of_the_configured_folder(tmp_path: Path) -> 
         assert "operators, within 10 min, over dep:notification-channel:" in detail
         assert "/incident runbooks [SCENARIO] [options]" in out["/incident help"]
 
+        check = queuebot("config", "check", cwd=tmp_path, env=env)
+        assert check.returncode == 0, check.stderr
+        assert (
+            "runbooks: gd:dlq-redrive, gd:failed-jobs-accumulating, gd:queue-loss "
+            "(2 shipped, 1 from [runbooks] dir)\n"
+        ) in check.stdout
+
         broken(tmp_path / "runbooks" / "queue-loss.md")
         refused = queuebot("console", stdin="/incident runbooks\n", cwd=tmp_path, env=env)
         assert refused.returncode == 2
