@@ -572,3 +572,17 @@ def test_an_authority_maps_to_a_queuebot_role_whatever_its_case_and_spacing() ->
     assert queuebot_role(roles, "operations  duty officer") == "duty-officer"  # type: ignore[arg-type]
     assert queuebot_role(roles, "service on-call") == "operator"  # type: ignore[arg-type]
     assert queuebot_role(roles, "incident commander") is None  # type: ignore[arg-type]
+
+
+def test_the_shipped_runbooks_are_installed_as_package_data() -> None:
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))
+    patterns = project["tool"]["setuptools"]["package-data"]["services"]
+    shipped = sorted((root / "services" / "runbooks" / "shipped").glob("*.md"))
+    assert len(shipped) == len(shipped_runbooks()) == 3
+    for path in shipped:
+        relative = path.relative_to(root / "services").as_posix()
+        assert any(fnmatch.fnmatch(relative, p) for p in patterns), relative
