@@ -46,6 +46,7 @@ from services.plans.publish import PLAN_NEWS, PlanPublisher
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
+from services.runbooks import library_for
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
@@ -215,6 +216,8 @@ async def build_app(
     """Build everything. With ``migrate`` (serve, console) queuebot's tables are brought up
     to date and the audit key is checked against the trail; ``announce`` then warns when
     the trail is unkeyed (the demo, on a throwaway SQLite file, does not)."""
+    # Shipped, then [runbooks] dir: a bad runbook stops the start, before any database work.
+    runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
     one_database = same_database(state_url, estate_url)
     state_engine = create_engine(state_url)
@@ -276,6 +279,8 @@ async def build_app(
             access=config.file.access,
             config_file=str(config.source) if config.source else None,
             metrics=services.metrics,
+            runbooks=runbooks,
+            roles=config.file.roles,
         )
         return App(
             config=config,

@@ -3,7 +3,7 @@ that names its kind (the table is in README.md, "Exit codes"):
 
   0  done
   1  a check found a problem: `audit verify` or `audit head` found the trail tampered
-     with, `config check` listed problems
+     with, `config check` listed problems, `runbook check` found a runbook broken
   2  the command line, the configuration file or the environment is wrong
   3  the audit trail is keyed and QUEUEBOT_AUDIT_KEY is not set
   4  `db grant` refused
@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bot import runbook_cli
 from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
@@ -47,6 +48,7 @@ from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
 from services.migrate import current_revision, head_revision, require_newest, upgrade
+from services.runbooks import queuebot_role
 
 log = logging.getLogger("queuebot")
 
@@ -197,6 +199,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="print the SQL (queuebot never creates them itself)",
     )
+    runbook_cli.add_parser(sub, common)
     return p
 
 
@@ -269,6 +272,9 @@ async def run(args: argparse.Namespace) -> int:
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return await _demo(args)
+    if args.command == "runbook":  # reads files (and, with none, the configuration) only
+        held = runbook_cli.check(args.files, lambda: load_config(args.config))
+        return 0 if held else EXIT_PROBLEM
     config = load_config(args.config)
     _databases_there(config, args)
     handlers: dict[str, Any] = {
@@ -566,6 +572,7 @@ async def _config_check(config: Config) -> int:
         alerting, alert_problems = describe_alerting(config)
         lines.extend(alerting)
         problems.extend(alert_problems)
+        lines.extend(_runbook_lines(app, config))
         people = config.file.people
         lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
         if people and not app.directory.with_role("approver"):
@@ -598,6 +605,26 @@ async def _config_check(config: Config) -> int:
         return EXIT_PROBLEM
     print("config check: ok")
     return 0
+
+
+def _runbook_lines(app: App, config: Config) -> list[str]:
+    """The runbooks loaded, and each declaring authority [roles] does not map yet."""
+    shelf = app.router.deps.runbooks
+    if shelf is None:
+        return []
+    runbooks = shelf.all()
+    own = [r for r in runbooks if not r.shipped]
+    lines = [
+        f"runbooks: {', '.join(r.scenario_id for r in runbooks)} ({len(runbooks) - len(own)} "
+        f"shipped, {len(own)} from [runbooks] dir)"
+    ]
+    lines += [
+        f"  {r.scenario_id}: declared by {r.declaration_role!r}, which [roles] does not map "
+        "to a queuebot role yet (incidents need it)"
+        for r in runbooks
+        if queuebot_role(config.file.roles, r.declaration_role) is None
+    ]
+    return lines
 
 
 async def _indexes(config: Config) -> int:

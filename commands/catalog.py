@@ -20,6 +20,7 @@ from commands.model import (
     Requeue,
     Resume,
     Rollback,
+    Runbooks,
     Show,
     ShowPlan,
     Stuck,
@@ -326,10 +327,38 @@ CATALOG += (
         example='/queue reject CR-17 --reason "wrong tenant"',
     ),
 )
-SPECS_BY_MODEL: dict[type[BaseModel], CommandSpec] = {s.model: s for s in CATALOG}
+# Incidents: what is declared, under which runbook.
+CATALOG += (
+    CommandSpec(
+        "incident",
+        "help",
+        Help,
+        "list the commands, or explain one",
+        positionals=(Positional("topic", "COMMAND", kind="word", required=False),),
+        example="/incident help runbooks",
+    ),
+    CommandSpec(
+        "incident",
+        "runbooks",
+        Runbooks,
+        "the runbooks: who may declare each scenario, who is told what within how long, "
+        "the restore order; name a scenario to see one in full",
+        positionals=(Positional("scenario", "SCENARIO", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident runbooks gd:queue-loss",
+    ),
+)
+
+# Every group has its own help command, all of them the one Help model.
+HELP_SPECS: dict[str, CommandSpec] = {s.group: s for s in CATALOG if s.model is Help}
+SPECS_BY_MODEL: dict[type[BaseModel], CommandSpec] = {
+    s.model: s for s in CATALOG if s.model is not Help
+}
 
 
 def spec_for(command: Command) -> CommandSpec:
+    if isinstance(command, Help):
+        return HELP_SPECS[command.group]
     return SPECS_BY_MODEL[type(command)]
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
 from services.audit import Actor
 from services.changes.model import ChangeKind, ChangeView
 from services.changes.requests import Decision
-from services.config import AccessConfig
+from services.config import AccessConfig, Role
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
 from services.ledger import Claim
@@ -17,6 +18,7 @@ from services.metrics import Outcome
 from services.people import Directory
 from services.plans.model import PlanView
 from services.plans.service import PlanOutcome
+from services.runbooks import Runbook
 
 
 class QueueReader(Protocol):
@@ -88,6 +90,14 @@ class CommandMetrics(Protocol):
     def command(self, name: str, outcome: Outcome) -> None: ...
 
 
+class RunbookShelf(Protocol):
+    """The runbooks this process knows (``services.runbooks.RunbookLibrary``)."""
+
+    def all(self) -> Sequence[Runbook]: ...
+
+    def get(self, scenario_id: str) -> Runbook: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     reads: QueueReader
@@ -97,3 +107,5 @@ class Deps:
     access: AccessConfig
     config_file: str | None = None  # the file [people] was read from (None: no file)
     metrics: CommandMetrics | None = None  # None: commands are not counted (unit tests)
+    runbooks: RunbookShelf | None = None  # None: this process loaded no runbooks
+    roles: Mapping[str, Role] = field(default_factory=dict)  # [roles]: authority -> role

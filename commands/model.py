@@ -21,6 +21,7 @@ class QueueCommand(Command):
 
 class Help(Command):
     topic: str | None = None
+    group: str = "queue"  # the command group it was asked in: /queue help, /incident help
 
 
 class ReadCommand(QueueCommand):
@@ -152,3 +153,13 @@ class Approve(Command):
 class Reject(Command):
     request: int = Field(ge=1)
     reason: str | None = Field(default=None, max_length=500)
+
+
+# -- incidents ---------------------------------------------------------------------------
+
+
+class Runbooks(Command):
+    """The runbooks queuebot knows; with a scenario, that one in full."""
+
+    scenario: str | None = None
+    share: bool = False

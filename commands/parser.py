@@ -84,7 +84,7 @@ def read(group: str, text: str) -> Parsed:
     _check_length(text)
     tokens = _tokenize(text, usage=f"/{group} help")
     if not tokens or tokens[0] in ("--help", "-h"):
-        return Parsed(Help())
+        return Parsed(Help(group=group))
     name = tokens[0].lower()
     spec = find_spec(group, name)
     if spec is None:
@@ -97,9 +97,11 @@ def read(group: str, text: str) -> Parsed:
             usage=f"/{group} help",
         )
     if any(t in ("--help", "-h") for t in tokens[1:]):
-        return Parsed(Help(topic=spec.name))
+        return Parsed(Help(topic=spec.name, group=group))
     renamed: list[tuple[str, str]] = []
     values = _bind(spec, tokens[1:], renamed)
+    if spec.model is Help:
+        values["group"] = group
     try:
         return Parsed(spec.model(**values), tuple(renamed))  # type: ignore[arg-type]
     except ValidationError as exc:

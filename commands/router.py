@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, queue_read
+from commands.handlers import changes, queue_read, runbooks
 from commands.messages import with_renamed_flags
 from commands.model import (
     Approve,
@@ -25,6 +25,7 @@ from commands.model import (
     Requeue,
     Resume,
     Rollback,
+    Runbooks,
     Show,
     ShowPlan,
     Stuck,
@@ -54,6 +55,7 @@ HANDLERS: dict[type[Command], Handler] = {
     Halt: changes.handle_halt,
     Resume: changes.handle_resume,
     Rollback: changes.handle_rollback,
+    Runbooks: runbooks.handle_runbooks,
 }
 
 

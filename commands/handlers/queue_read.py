@@ -14,7 +14,7 @@ from services.message import Block, Fields, Heading, Message, Table, Text
 
 
 async def handle_help(cmd: Help, inv: Invocation, deps: Deps) -> Reply:
-    return messages.help_reply(cmd.topic)
+    return messages.help_reply(cmd.topic, cmd.group)
 
 
 async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:

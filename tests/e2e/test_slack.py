@@ -403,3 +403,16 @@ def test_an_alert_threads_triage_button_answers_whoever_clicked(stack: Stack) ->
     assert "Triage: queue workers (worker_queue)" in texts(answer)
     response, name = click(stack, "q:failed:workers", user=STRANGER)
     assert "queue workers" in texts(answer_to(stack, name))
+
+
+def test_the_incident_command_is_answered_like_queue(stack: Stack) -> None:
+    n = next(_counter)
+    name = f"incident{n}-{time.monotonic_ns()}"
+    fields = slash_fields(stack.fake, "runbooks", name=name, user=DORA, trigger=f"{n}.{name}")
+    response, _, _ = slash(stack, "", body=urlencode({**fields, "command": "/incident"}))
+    assert response.status_code == 200
+    answer = answer_to(stack, name)
+    assert answer.body["response_type"] == "ephemeral"
+    shown = texts(answer)
+    assert "Runbooks (3)" in shown
+    assert "queuebot role duty-officer: dora" in shown

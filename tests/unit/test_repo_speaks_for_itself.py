@@ -31,7 +31,9 @@ def test_no_code_outside_tests_cites_the_spec_or_a_seed() -> None:
 
 def test_no_help_text_cites_the_spec_or_a_seed() -> None:
     shown = [render_message(messages.help_reply(None).message)]
-    shown += [render_message(messages.help_reply(spec.name).message) for spec in CATALOG]
+    shown += [
+        render_message(messages.help_reply(spec.name, spec.group).message) for spec in CATALOG
+    ]
     for args in (["--help"], *([name, "--help"] for name in ("serve", "demo", "console"))):
         run = subprocess.run(
             [sys.executable, "-m", "bot.cli", *args],

@@ -1,0 +1,203 @@
+"""The /incident group: its spellings, its help and /incident runbooks through the router
+(commands/catalog.py, commands/parser.py, commands/handlers/runbooks.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.render_text import render_message
+from commands.catalog import CATALOG, find_spec, group_specs, spec_for
+from commands.context import Invocation
+from commands.deps import Deps
+from commands.model import Help, Runbooks
+from commands.parser import GROUPS, parse, parse_line
+from commands.router import Router
+from services.config import AccessConfig, Role
+from services.errors import ConfigError, NotFound, PermissionDenied, UsageError
+from services.people import Directory, Person
+from services.runbooks import RunbookLibrary
+from tests.unit.test_handlers import FakeReads, NoChanges, NoPlans
+
+DORA = Person("dora", frozenset({"duty-officer", "operator"}), slack="U0DORA")
+ALICE = Person("alice", frozenset({"operator", "approver"}), slack="U0ALICE")
+DIRECTORY = Directory([ALICE, DORA])
+ROLES: dict[str, Role] = {"operations duty officer": "duty-officer", "service on-call": "operator"}
+
+
+def router(
+    *,
+    roles: dict[str, Role] | None = None,
+    library: RunbookLibrary | None = None,
+    loaded: bool = True,
+    access: AccessConfig | None = None,
+) -> Router:
+    return Router(
+        Deps(
+            reads=FakeReads(),
+            changes=NoChanges(),
+            plans=NoPlans(),
+            directory=DIRECTORY,
+            access=access or AccessConfig(),
+            runbooks=(library or RunbookLibrary.load()) if loaded else None,
+            roles=ROLES if roles is None else roles,
+        )
+    )
+
+
+def who(account: str) -> Invocation:
+    return Invocation(
+        person=DIRECTORY.by_account("slack", account), platform="slack", account=account
+    )
+
+
+async def answer(line: str, account: str = "U0ALICE", **kwargs: object) -> str:
+    reply = await router(**kwargs).handle_line(line, who(account))  # type: ignore[arg-type]
+    return render_message(reply.message)
+
+
+# ---------------------------------------------------------------------------------------
+# Spellings
+
+
+def test_incident_is_a_command_group() -> None:
+    assert GROUPS == ("queue", "incident")
+    assert [s.name for s in group_specs("incident")] == ["help", "runbooks"]
+    assert all(s.role == "viewer" for s in group_specs("incident"))
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("/incident runbooks", Runbooks()),
+        ("/incident runbooks gd:queue-loss", Runbooks(scenario="gd:queue-loss")),
+        ("/incident runbooks --share", Runbooks(share=True)),
+        ("/incident", Help(group="incident")),
+        ("/incident help", Help(group="incident")),
+        ("/incident help runbooks", Help(topic="runbooks", group="incident")),
+        ("/incident runbooks --help", Help(topic="runbooks", group="incident")),
+        ("/queue help", Help(group="queue")),
+    ],
+)
+def test_incident_lines_parse(line: str, expected: object) -> None:
+    assert parse_line(line) == expected
+
+
+def test_each_group_has_its_own_help_spec() -> None:
+    assert spec_for(Help(group="incident")) is find_spec("incident", "help")
+    assert spec_for(Help()) is find_spec("queue", "help")
+    assert spec_for(Runbooks()) is find_spec("incident", "runbooks")
+    assert {s.group for s in CATALOG if s.name == "help"} == set(GROUPS)
+
+
+def test_an_unknown_incident_command_names_the_group_and_its_commands() -> None:
+    with pytest.raises(UsageError) as info:
+        parse("incident", "declar gd:queue-loss")
+    assert info.value.message == ("unknown command /incident declar. Commands: help, runbooks.")
+    assert info.value.usage == "/incident help"
+
+
+# ---------------------------------------------------------------------------------------
+# Help
+
+
+async def test_incident_help_explains_runbooks() -> None:
+    text = await answer("/incident help runbooks")
+    assert "== /incident runbooks ==" in text
+    assert "Usage: /incident runbooks [SCENARIO] [--share]" in text
+    assert "Example: /incident runbooks gd:queue-loss" in text
+    assert "role" not in text.split("Example")[1]  # a read: no role needed
+
+
+async def test_incident_help_for_an_unknown_topic_names_the_incident_commands() -> None:
+    with pytest.raises(UsageError) as info:
+        await answer("/incident help triage")
+    assert info.value.message == "no command /incident triage; commands: help, runbooks"
+    assert info.value.usage == "/incident help"
+
+
+async def test_the_command_list_has_both_groups() -> None:
+    text = await answer("/incident help")
+    assert "/incident runbooks [SCENARIO] [options]" in text
+    assert "/queue triage [options]" in text
+
+
+# ---------------------------------------------------------------------------------------
+# /incident runbooks
+
+
+async def test_runbooks_lists_each_with_who_declares_and_who_is_told_when() -> None:
+    text = await answer("/incident runbooks")
+    assert text.startswith("== Runbooks (3) ==")
+    assert "== gd:queue-loss: Queue loss ==\nrunbook:queue-loss, version 1 (shipped" in text
+    assert (
+        "declared by: operations duty officer (operations duty officer on shift), queuebot "
+        "role duty-officer: dora\n"
+    ) in text
+    assert "detected by: service on-call (queue service on-call), queuebot role operator: " in text
+    assert "told: operators within 5 min, actors within 15 min\n" in text
+    assert "restore order: dep:job-queue, then dep:job-worker-pool" in text
+    assert "== gd:failed-jobs-accumulating: Failed jobs accumulating ==" in text
+    assert "== gd:dlq-redrive: Dead-letter redrive ==" in text
+
+
+async def test_an_unmapped_authority_says_how_to_map_it() -> None:
+    text = await answer("/incident runbooks", roles={})
+    assert (
+        "declared by: operations duty officer (operations duty officer on shift): not mapped "
+        'to a queuebot role; add [roles] "operations duty officer" = "ROLE"'
+    ) in text
+
+
+async def test_a_mapped_role_nobody_holds_is_said() -> None:
+    roles: dict[str, Role] = {"operations duty officer": "approver"}
+    library = RunbookLibrary.load()
+    reply = await router(roles=roles, library=library).handle_line(
+        "/incident runbooks", who("U0DORA")
+    )
+    assert "queuebot role approver: alice\n" in render_message(reply.message)
+    roles = {"Operations  Duty Officer": "duty-officer"}  # case and spacing do not matter
+    text = await answer("/incident runbooks", roles=roles)
+    assert "queuebot role duty-officer: dora" in text
+
+
+async def test_one_runbook_in_full() -> None:
+    text = await answer("/incident runbooks gd:queue-loss")
+    assert text.startswith("== gd:queue-loss: Queue loss ==")
+    assert (
+        "operators, within 5 min, over dep:notification-channel: {incident}: the queue-loss "
+        "runbook is running, led by {lead}"
+    ) in text
+    assert "actors, within 15 min, over dep:notification-channel: " in text
+    assert "count-restored (the queue holds the job count written down before the stop)" in text
+    assert "assumes healthy: dep:primary-store, dep:blob-store" in text
+    assert "fencing: none (nothing is promoted)" in text
+
+
+async def test_an_unknown_scenario_lists_the_known_ones() -> None:
+    with pytest.raises(NotFound) as info:
+        await answer("/incident runbooks gd:nope")
+    assert "known scenarios: gd:dlq-redrive, gd:failed-jobs-accumulating, gd:queue-loss" in str(
+        info.value
+    )
+
+
+async def test_runbooks_is_a_read_for_unknown_users_too() -> None:
+    text = await answer("/incident runbooks", account="U0STRANGER")
+    assert "Runbooks (3)" in text
+    with pytest.raises(PermissionDenied):
+        await answer("/incident runbooks --share", account="U0STRANGER")
+    with pytest.raises(PermissionDenied):
+        await answer(
+            "/incident runbooks", account="U0STRANGER", access=AccessConfig(unknown_users="deny")
+        )
+
+
+async def test_shared_runbooks_are_posted_for_the_channel() -> None:
+    reply = await router().handle_line("/incident runbooks --share", who("U0ALICE"))
+    assert reply.ephemeral is False
+
+
+async def test_a_process_without_runbooks_says_so() -> None:
+    with pytest.raises(ConfigError) as info:
+        await answer("/incident runbooks", loaded=False)
+    assert str(info.value) == "this queuebot process loaded no runbooks"
