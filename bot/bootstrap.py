@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,11 +29,14 @@ from services.audit.anchors import Anchors
 from services.changes.execute import Executor
 from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig
+from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig, Role
 from services.db import create_engine, reading, redacted, same_database
 from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
+from services.incident_settings import IncidentsConfig
+from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
+from services.incidents.publish import IncidentPublisher
 from services.ledger import STALE, DeliveryLedger
 from services.metrics import Metrics
 from services.migrate import upgrade
@@ -46,7 +49,7 @@ from services.plans.publish import PLAN_NEWS, PlanPublisher
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
-from services.runbooks import library_for
+from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_role
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
@@ -88,6 +91,7 @@ class Services:
     audit: AuditTrail
     alerts: AlertDesk
     metrics: Metrics
+    incidents: Incidents
 
 
 def wire_services(
@@ -105,6 +109,10 @@ def wire_services(
     alerts: AlertsConfig | None = None,
     reads: QueueReads | None = None,
     metrics: MetricsConfig | None = None,
+    runbooks: RunbookLibrary | None = None,
+    directory: Directory | None = None,
+    roles: Mapping[str, Role] | None = None,
+    incidents: IncidentsConfig | None = None,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -156,7 +164,29 @@ def wire_services(
         engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
     )
     outbox.register(ALERT_POST, alert_posts.deliver)
+    library = runbooks or RunbookLibrary.load()
+    people = directory or Directory([])
+    role_names = dict(roles or {})
+
+    def authority(runbook: Runbook) -> list[str]:
+        role = queuebot_role(role_names, runbook.declaration_role)
+        return [p.name for p in people.with_role(role)] if role else []
+
+    desk_of_incidents = Incidents(
+        engine=state_engine,
+        clock=clock,
+        outbox=outbox,
+        audit=audit,
+        config=incidents or IncidentsConfig(),
+        runbook=library.get,
+        authority=authority,
+    )
+    outbox.register(
+        INCIDENT_POST, IncidentPublisher(engine=state_engine, notifier=notifier).deliver
+    )
     sched = Scheduler(engine=state_engine, clock=clock)
+    sched.register(REMIND, desk_of_incidents.remind)
+    sched.register(DEADLINE, desk_of_incidents.deadline)
     if housekeeping:
         jobs.register(
             sched,
@@ -180,6 +210,7 @@ def wire_services(
         audit=audit,
         alerts=desk,
         metrics=counters,
+        incidents=desk_of_incidents,
     )
 
 
@@ -270,6 +301,10 @@ async def build_app(
             alerts=config.file.alerts,
             reads=reads,
             metrics=config.file.metrics,
+            runbooks=runbooks,
+            directory=directory,
+            roles=config.file.roles,
+            incidents=config.file.incidents,
         )
         deps = Deps(
             reads=reads,
@@ -281,6 +316,7 @@ async def build_app(
             metrics=services.metrics,
             runbooks=runbooks,
             roles=config.file.roles,
+            incidents=services.incidents,
         )
         return App(
             config=config,

@@ -11,9 +11,13 @@ from commands.model import (
     Approve,
     Cancel,
     Command,
+    Declare,
     Dlq,
     Halt,
     Help,
+    IncidentStatus,
+    IncidentTimeline,
+    Notify,
     Pending,
     Redrive,
     Reject,
@@ -23,6 +27,7 @@ from commands.model import (
     Runbooks,
     Show,
     ShowPlan,
+    StepDone,
     Stuck,
     Triage,
 )
@@ -36,6 +41,13 @@ SHARE_FLAG = Flag(
     "share",
     kind="bool",
     help="post the answer in the channel for everyone (by default only you see it)",
+)
+INCIDENT_FLAG = Flag(
+    "incident",
+    "incident",
+    kind="word",
+    metavar="INC-N",
+    help="which incident (default: the open one)",
 )
 LIMIT_FLAG = Flag(
     "limit",
@@ -346,6 +358,69 @@ CATALOG += (
         positionals=(Positional("scenario", "SCENARIO", kind="word", required=False),),
         flags=(SHARE_FLAG,),
         example="/incident runbooks gd:queue-loss",
+    ),
+    CommandSpec(
+        "incident",
+        "declare",
+        Declare,
+        "declare an incident: open its thread, post the runbook's checklist, start the "
+        "clocks of its communications",
+        positionals=(
+            Positional("scenario", "SCENARIO", kind="word"),
+            Positional("summary", '"SUMMARY"', kind="text"),
+        ),
+        flags=(QUEUE_FLAG,),
+        example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
+        note="only people holding the runbook's declaration authority may declare "
+        "(/incident runbooks shows who)",
+    ),
+    CommandSpec(
+        "incident",
+        "notify",
+        Notify,
+        "tell an audience (posts to its channels; with no text, the runbook's draft) and "
+        "mark its communication met",
+        role="operator",
+        positionals=(
+            Positional("audience", "AUDIENCE", kind="word"),
+            Positional("text", '"MESSAGE"', kind="text", required=False),
+        ),
+        flags=(INCIDENT_FLAG,),
+        example='/incident notify actors "your jobs are safe; do not resubmit"',
+    ),
+    CommandSpec(
+        "incident",
+        "status",
+        IncidentStatus,
+        "the incident's communications, restore steps and validation (default: the open one)",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident status INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "timeline",
+        IncidentTimeline,
+        "everything that happened in the incident, in order",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident timeline INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "step",
+        StepDone,
+        "mark a restore step done (in the runbook's order) or a validation item confirmed",
+        role="operator",
+        positionals=(
+            Positional("step", "STEP", kind="word"),
+            Positional("done", "done", kind="word"),
+        ),
+        flags=(
+            INCIDENT_FLAG,
+            Flag("result", "result", metavar='"WHAT WAS SEEN"', help="what you checked"),
+        ),
+        example="/incident step dep:job-queue done",
     ),
 )
 

@@ -13,6 +13,8 @@ from services.changes.requests import Decision
 from services.config import AccessConfig, Role
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
+from services.incidents.desk import Declared
+from services.incidents.model import IncidentView
 from services.ledger import Claim
 from services.metrics import Outcome
 from services.people import Directory
@@ -98,6 +100,35 @@ class RunbookShelf(Protocol):
     def get(self, scenario_id: str) -> Runbook: ...
 
 
+class IncidentService(Protocol):
+    """Incidents (``services.incidents.desk.Incidents``)."""
+
+    async def declare(
+        self,
+        *,
+        scenario: str,
+        summary: str,
+        actor: Actor,
+        queue: str | None = None,
+        origin: Mapping[str, Any] | None = None,
+        alert_group: int | None = None,
+    ) -> Declared: ...
+
+    async def alert_context(self, group: int) -> tuple[str, str, str | None]: ...
+
+    async def notify(
+        self, *, number: int, audience: str, text: str | None, actor: Actor
+    ) -> IncidentView: ...
+
+    async def step_done(
+        self, *, number: int, step: str, actor: Actor, result: str | None = None
+    ) -> IncidentView: ...
+
+    async def view(self, number: int) -> IncidentView: ...
+
+    async def open_incidents(self) -> list[IncidentView]: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     reads: QueueReader
@@ -107,5 +138,6 @@ class Deps:
     access: AccessConfig
     config_file: str | None = None  # the file [people] was read from (None: no file)
     metrics: CommandMetrics | None = None  # None: commands are not counted (unit tests)
+    incidents: IncidentService | None = None
     runbooks: RunbookShelf | None = None  # None: this process loaded no runbooks
     roles: Mapping[str, Role] = field(default_factory=dict)  # [roles]: authority -> role

@@ -163,3 +163,51 @@ class Runbooks(Command):
 
     scenario: str | None = None
     share: bool = False
+
+
+# -- incidents ---------------------------------------------------------------------------
+
+_INCIDENT_REF = r"^(INC-)?[0-9]{1,9}$"
+
+
+class Declare(Command):
+    """Declare an incident of a scenario; from an alert thread's button, the alert group
+    names the scenario (its route's) and the queue."""
+
+    scenario: str | None = Field(default=None, min_length=1, max_length=100)
+    summary: str | None = Field(default=None, min_length=3, max_length=500)
+    queue: str | None = None
+    alert_group: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _what(self) -> Declare:
+        if self.alert_group is None and (self.scenario is None or self.summary is None):
+            raise ValueError('name the scenario and say what happened: SCENARIO "SUMMARY"')
+        return self
+
+
+class IncidentCommand(Command):
+    incident: str | None = Field(default=None, pattern=_INCIDENT_REF)
+
+    @property
+    def number(self) -> int | None:
+        return None if self.incident is None else int(self.incident.removeprefix("INC-"))
+
+
+class Notify(IncidentCommand):
+    audience: str = Field(min_length=1, max_length=64)
+    text: str | None = Field(default=None, min_length=1, max_length=3000)
+
+
+class IncidentStatus(IncidentCommand):
+    share: bool = False
+
+
+class IncidentTimeline(IncidentCommand):
+    share: bool = False
+
+
+class StepDone(IncidentCommand):
+    step: str = Field(min_length=1, max_length=200)
+    done: str = Field(pattern=r"^done$")
+    result: str | None = Field(default=None, max_length=500)

@@ -10,15 +10,19 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, queue_read, runbooks
+from commands.handlers import changes, incidents, queue_read, runbooks
 from commands.messages import with_renamed_flags
 from commands.model import (
     Approve,
     Cancel,
     Command,
+    Declare,
     Dlq,
     Halt,
     Help,
+    IncidentStatus,
+    IncidentTimeline,
+    Notify,
     Pending,
     Redrive,
     Reject,
@@ -28,6 +32,7 @@ from commands.model import (
     Runbooks,
     Show,
     ShowPlan,
+    StepDone,
     Stuck,
     Triage,
 )
@@ -40,6 +45,11 @@ from services.metrics import Outcome
 Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
 
 HANDLERS: dict[type[Command], Handler] = {
+    Declare: incidents.handle_declare,
+    Notify: incidents.handle_notify,
+    IncidentStatus: incidents.handle_status,
+    IncidentTimeline: incidents.handle_timeline,
+    StepDone: incidents.handle_step,
     Help: queue_read.handle_help,
     Triage: queue_read.handle_triage,
     Show: queue_read.handle_show,

@@ -35,6 +35,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from services.alert_settings import AlertsConfig
 from services.errors import ConfigError
 from services.identifiers import validate_identifier
+from services.incident_settings import IncidentsConfig
 
 log = logging.getLogger("queuebot.config")
 
@@ -253,6 +254,7 @@ class FileConfig(_Strict):
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    incidents: IncidentsConfig = Field(default_factory=IncidentsConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> FileConfig:
@@ -297,6 +299,13 @@ class FileConfig(_Strict):
                     f"{where}: queue {route.queue!r} is not configured "
                     f"(configured: {', '.join(queues)})"
                 )
+        for audience, channels in self.incidents.audiences.items():
+            for channel in channels:
+                if channel not in self.channels:
+                    raise ValueError(
+                        f"incidents.audiences.{audience}: channel {channel!r} is not in "
+                        f"[channels]; add [channels.{channel}] with its slack or discord id"
+                    )
         if len(names) != len(self.alerts.routes):
             raise ValueError("alerts.routes: two routes have the same name; names are unique")
 

@@ -189,6 +189,68 @@ class Incident(Base):
     blocks_redrive: Mapped[bool] = mapped_column(sa.Boolean, default=True)
     queue: Mapped[str | None] = mapped_column(sa.String(64))
     declared_at: Mapped[datetime]
+    runbook: Mapped[str | None] = mapped_column(sa.String(200))
+    runbook_version: Mapped[str | None] = mapped_column(sa.String(32))
+    lead: Mapped[str | None] = mapped_column(sa.String(64))
+    lead_platform: Mapped[str | None] = mapped_column(sa.String(16))
+    lead_account: Mapped[str | None] = mapped_column(sa.String(64))
+    fault_at: Mapped[datetime | None]
+    alert_group: Mapped[int | None] = mapped_column(BigId)
+    origin: Mapped[dict[str, Any] | None]
+    thread: Mapped[dict[str, Any] | None]
+    resolved_at: Mapped[datetime | None]
+
+
+class IncidentObligation(Base):
+    """One audience's communication of an incident: due ``within_ms`` after declaration;
+    pending until someone notifies the audience (met) or the deadline passes (missed)."""
+
+    __tablename__ = "qb_incident_obligations"
+    __table_args__ = (
+        sa.UniqueConstraint("incident_id", "audience", name="uq_qb_incident_obligation"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    incident_id: Mapped[int] = mapped_column(BigId, index=True)
+    audience: Mapped[str] = mapped_column(sa.String(64))
+    channel_dependency: Mapped[str] = mapped_column(sa.String(200))
+    within_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    due_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(sa.String(16))
+    met_at: Mapped[datetime | None]
+    met_by: Mapped[str | None] = mapped_column(sa.String(64))
+    reminders: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    escalated_at: Mapped[datetime | None]
+
+
+class IncidentStep(Base):
+    """A restore step (in the runbook's order) or a validation item of an incident."""
+
+    __tablename__ = "qb_incident_steps"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    incident_id: Mapped[int] = mapped_column(BigId, index=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))  # restore | validation
+    position: Mapped[int] = mapped_column(sa.Integer)
+    name: Mapped[str] = mapped_column(sa.Text)
+    check_id: Mapped[str | None] = mapped_column(sa.String(32))
+    state: Mapped[str] = mapped_column(sa.String(16))
+    done_at: Mapped[datetime | None]
+    done_by: Mapped[str | None] = mapped_column(sa.String(64))
+    result: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class IncidentEvent(Base):
+    """One line of an incident's timeline (every step is also an audit event)."""
+
+    __tablename__ = "qb_incident_timeline"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    incident_id: Mapped[int] = mapped_column(BigId, index=True)
+    at: Mapped[datetime]
+    kind: Mapped[str] = mapped_column(sa.String(32))
+    actor: Mapped[str | None] = mapped_column(sa.String(64))
+    text: Mapped[str] = mapped_column(sa.Text)
 
 
 class Plan(Base):

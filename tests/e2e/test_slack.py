@@ -328,7 +328,7 @@ def test_a_plan_approved_by_button_reports_progress_in_a_thread(stack: Stack) ->
     )[0]
     assert plan_post.body["channel"] == "C0OPS"
     thread = stack.fake.wait_for(
-        lambda c: c.path == "/api/chat.postMessage" and c.body.get("thread_ts") is not None
+        lambda c: c.path == "/api/chat.postMessage" and c.body.get("thread_ts") == plan_post.ts
     )[0]
     assert "P-1 sample started: 2 job(s) returned to the queue" in thread.body["text"]
 

@@ -1,0 +1,128 @@
+"""``/incident declare | notify | status | timeline | step``.
+
+Declaring is allowed only to the people who hold the runbook's declaration authority
+([roles] maps the runbook's name for it to a queuebot role); everyone else is told who
+may declare."""
+
+from __future__ import annotations
+
+from commands.context import Invocation
+from commands.deps import Deps, IncidentService
+from commands.handlers.changes import actor_of
+from commands.model import (
+    Declare,
+    IncidentCommand,
+    IncidentStatus,
+    IncidentTimeline,
+    Notify,
+    StepDone,
+)
+from commands.reply import Reply
+from services.errors import ConfigError, PermissionDenied, UsageError
+from services.incidents.model import IncidentView
+from services.incidents.report import status_message, timeline_message
+from services.message import Message, Text
+from services.runbooks import queuebot_role
+
+
+def _service(deps: Deps) -> IncidentService:
+    if deps.incidents is None or deps.runbooks is None:
+        raise ConfigError("this queuebot process runs no incidents (no runbooks were loaded)")
+    return deps.incidents
+
+
+async def handle_declare(cmd: Declare, inv: Invocation, deps: Deps) -> Reply:
+    incidents = _service(deps)
+    scenario, summary, queue = cmd.scenario, cmd.summary, cmd.queue
+    if cmd.alert_group is not None:
+        scenario, alert_summary, queue = await incidents.alert_context(cmd.alert_group)
+        summary = summary or alert_summary
+    assert scenario is not None and summary is not None and deps.runbooks is not None
+    runbook = deps.runbooks.get(scenario)
+    role = queuebot_role(deps.roles, runbook.declaration_role)
+    if role is None:
+        raise PermissionDenied(
+            f"nobody may declare {runbook.scenario_id} yet: [roles] does not map "
+            f"{runbook.declaration_role!r} to a queuebot role; add "
+            f'"{runbook.declaration_role}" = "duty-officer" under [roles]'
+        )
+    if inv.person is None or not inv.person.has(role):
+        holders = [p.name for p in deps.directory.with_role(role)]
+        who = ", ".join(holders) if holders else f"nobody has the {role} role yet"
+        raise PermissionDenied(
+            f"only the {runbook.declaration_role} may declare {runbook.scenario_id} "
+            f"(queuebot role {role}: {who}); ask one of them, or /incident runbooks"
+        )
+    if queue is not None and queue not in deps.reads.queue_names:
+        raise UsageError(
+            f"no queue {queue!r}; configured: {', '.join(deps.reads.queue_names)}",
+            usage='/incident declare SCENARIO "SUMMARY" [--queue Q]',
+        )
+    declared = await incidents.declare(
+        scenario=runbook.scenario_id,
+        summary=summary,
+        actor=actor_of(inv),
+        queue=queue,
+        origin={"platform": inv.platform, "channel": inv.channel, "thread": inv.thread},
+        alert_group=cmd.alert_group,
+    )
+    view = declared.incident
+    if declared.linked:
+        text = (
+            f"{view.name} ({view.scenario}) is already open for this queue: your declaration "
+            f"is on its timeline. /incident status {view.name}"
+        )
+        return Reply(Message(f"{view.name} is already open", (Text(text),)), ephemeral=False)
+    due = ", ".join(f"{o.audience} by {o.due_at:%H:%M:%S} UTC" for o in view.obligations)
+    text = (
+        f"{view.name} declared ({view.scenario}), led by {view.lead or inv.account}. "
+        f"Communications due: {due}. The checklist is in the incident's thread."
+    )
+    return Reply(Message(f"{view.name} declared", (Text(text),)), ephemeral=False)
+
+
+async def _which(cmd: IncidentCommand, incidents: IncidentService) -> IncidentView:
+    if cmd.number is not None:
+        return await incidents.view(cmd.number)
+    open_ = await incidents.open_incidents()
+    if len(open_) == 1:
+        return open_[0]
+    if not open_:
+        raise UsageError("no incident is open; name one: --incident INC-N")
+    names = ", ".join(f"{v.name} ({v.scenario})" for v in open_)
+    raise UsageError(f"{len(open_)} incidents are open ({names}); name one: --incident INC-N")
+
+
+async def handle_notify(cmd: Notify, inv: Invocation, deps: Deps) -> Reply:
+    incidents = _service(deps)
+    view = await _which(cmd, incidents)
+    after = await incidents.notify(
+        number=view.number, audience=cmd.audience, text=cmd.text, actor=actor_of(inv)
+    )
+    obligation = next(o for o in after.obligations if o.audience == cmd.audience)
+    latency = obligation.latency
+    late = obligation.state == "missed"
+    said = f"{after.name}: the {cmd.audience} are told"
+    if latency is not None:
+        said += f", {int(latency.total_seconds())} s after the declaration"
+        said += " (after the deadline)" if late else " (within the window)"
+    return Reply(Message(said, (Text(said),)), ephemeral=False)
+
+
+async def handle_status(cmd: IncidentStatus, inv: Invocation, deps: Deps) -> Reply:
+    view = await _which(cmd, _service(deps))
+    return Reply(status_message(view))
+
+
+async def handle_timeline(cmd: IncidentTimeline, inv: Invocation, deps: Deps) -> Reply:
+    view = await _which(cmd, _service(deps))
+    return Reply(timeline_message(view))
+
+
+async def handle_step(cmd: StepDone, inv: Invocation, deps: Deps) -> Reply:
+    incidents = _service(deps)
+    view = await _which(cmd, incidents)
+    after = await incidents.step_done(
+        number=view.number, step=cmd.step, actor=actor_of(inv), result=cmd.result
+    )
+    return Reply(status_message(after), ephemeral=False)

@@ -1,0 +1,597 @@
+"""The incident use cases: declare, notify an audience, mark a restore step or a
+validation done, and the timers (reminders, then escalation at the deadline).
+
+Each use case is one transaction: the incident's rows, its timeline, its audit event,
+its scheduled timers and its chat posts (through the outbox) commit together, so a
+declaration is never half made and a post never reports what did not happen. The timers
+live in the durable scheduler: they survive restarts and fire once across replicas.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from services import outbox as relay
+from services import scheduler
+from services.alerts.desk import GROUPS
+from services.alerts.groups import AlertRecord
+from services.audit import Actor, AuditTrail
+from services.db import reading, transaction
+from services.errors import Conflict, NotFound, UsageError
+from services.incident_settings import OPERATORS, IncidentsConfig
+from services.incidents import messages, store
+from services.incidents.model import IncidentView, number_text
+from services.incidents.store import INCIDENTS, OBLIGATIONS, STEPS
+from services.message import message_json
+from services.outbox import Outbox
+from services.runbooks import Runbook, fill_draft
+from services.scheduler import FollowUp
+
+log = logging.getLogger("queuebot.incidents")
+INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
+REMIND = "incident.remind"
+DEADLINE = "incident.deadline"
+SYSTEM = Actor.system("incident")
+
+
+@dataclass(frozen=True)
+class Declared:
+    incident: IncidentView
+    linked: bool  # an open incident of the scenario and queue existed: this is it
+
+
+def subject(number: int) -> str:
+    return f"incident:{number}"
+
+
+class Incidents:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        clock: Callable[[], datetime],
+        outbox: Outbox,
+        audit: AuditTrail,
+        config: IncidentsConfig,
+        runbook: Callable[[str], Runbook],
+        authority: Callable[[Runbook], Sequence[str]],
+    ) -> None:
+        """``runbook`` finds a scenario's runbook (NotFound lists the known ones);
+        ``authority`` names the people who hold a runbook's declaration authority."""
+        self.engine = engine
+        self.clock = clock
+        self.outbox = outbox
+        self.audit = audit
+        self.config = config
+        self.runbook = runbook
+        self.authority = authority
+
+    # -- declaring -----------------------------------------------------------------
+
+    async def declare(
+        self,
+        *,
+        scenario: str,
+        summary: str,
+        actor: Actor,
+        queue: str | None = None,
+        origin: Mapping[str, Any] | None = None,
+        alert_group: int | None = None,
+    ) -> Declared:
+        runbook = self.runbook(scenario)
+        now = self.clock()
+        async with transaction(self.engine, subject="the incident") as conn:
+            fault_at: datetime | None = None
+            if alert_group is not None:
+                queue, fault_at = await self._from_alert(conn, alert_group, queue)
+            existing = await store.open_for(conn, runbook.scenario_id, queue)
+            if existing is not None:
+                text = f"{_who(actor)} declared it again: {summary}"
+                await store.note(
+                    conn, existing, at=now, kind="linked", text=text, actor=actor.person
+                )
+                await self._post(
+                    conn, existing, "thread", messages.linked(existing, actor, summary), now
+                )
+                view = await store.view(conn, existing)
+                return Declared(view, linked=True)
+            number = await self._insert(
+                conn, runbook, summary, actor, queue, origin, alert_group, fault_at, now
+            )
+            view = await store.view(conn, number)
+            await self.audit.append(
+                conn,
+                action="incident.declared",
+                actor=actor,
+                at=now,
+                subject=view.name,
+                queue=queue,
+                incident=view.name,
+                reason=summary,
+                details={
+                    "scenario": runbook.scenario_id,
+                    "runbook": runbook.id,
+                    "version": runbook.version,
+                    "fault_at": fault_at.isoformat() if fault_at else None,
+                    "alert_group": alert_group,
+                },
+            )
+            await self._post(
+                conn,
+                number,
+                "open",
+                messages.checklist(view, runbook, self.authority(runbook)),
+                now,
+            )
+        self.outbox.wake()
+        return Declared(view, linked=False)
+
+    async def _from_alert(
+        self, conn: AsyncConnection, group: int, queue: str | None
+    ) -> tuple[str | None, datetime | None]:
+        """The queue and the fault time (the earliest startsAt of its alerts)."""
+        found = (
+            await conn.execute(
+                sa.select(GROUPS.c.queue, GROUPS.c.alerts).where(GROUPS.c.id == group)
+            )
+        ).first()
+        if found is None:
+            raise NotFound(f"alert group {group} does not exist")
+        records = [AlertRecord.from_json(fp, data) for fp, data in (found[1] or {}).items()]
+        starts = [r.starts_at for r in records if r.starts_at is not None]
+        return queue or found[0], min(starts) if starts else None
+
+    async def _insert(  # noqa: PLR0917 - one call site, every value named there
+        self,
+        conn: AsyncConnection,
+        runbook: Runbook,
+        summary: str,
+        actor: Actor,
+        queue: str | None,
+        origin: Mapping[str, Any] | None,
+        alert_group: int | None,
+        fault_at: datetime | None,
+        now: datetime,
+    ) -> int:
+        number = int(
+            (
+                await conn.execute(
+                    INCIDENTS.insert()
+                    .values(
+                        scenario=runbook.scenario_id,
+                        summary=summary,
+                        state="open",
+                        # redriving into a queue that is being restored is not safe
+                        blocks_redrive="dep:job-queue" in runbook.restore_order,
+                        queue=queue,
+                        declared_at=now,
+                        runbook=runbook.id,
+                        runbook_version=runbook.version,
+                        lead=actor.person,
+                        lead_platform=actor.platform,
+                        lead_account=actor.account,
+                        fault_at=fault_at,
+                        alert_group=alert_group,
+                        origin=dict(origin or {}),
+                        thread=None,
+                    )
+                    .returning(INCIDENTS.c.id)
+                )
+            ).scalar_one()
+        )
+        for communication in runbook.communications:
+            due = now + communication.within
+            inserted = await conn.execute(
+                OBLIGATIONS.insert()
+                .values(
+                    incident_id=number,
+                    audience=communication.audience,
+                    channel_dependency=communication.channel_dependency_id,
+                    within_ms=communication.within_ms,
+                    due_at=due,
+                    state="pending",
+                    reminders=0,
+                )
+                .returning(OBLIGATIONS.c.id)
+            )
+            obligation = int(inserted.scalar_one())
+            for fraction in self.config.remind_at:
+                await scheduler.schedule(
+                    conn,
+                    kind=REMIND,
+                    subject=f"{obligation}:{round(fraction * 100)}",
+                    due_at=now + communication.within * fraction,
+                    created_at=now,
+                )
+            await scheduler.schedule(
+                conn, kind=DEADLINE, subject=str(obligation), due_at=due, created_at=now
+            )
+        steps: list[tuple[str, str, str | None]] = [
+            ("restore", name, None) for name in runbook.restore_order
+        ]
+        steps += [("validation", item.text, item.check) for item in runbook.validation]
+        for position, (kind, name, check) in enumerate(steps):
+            await conn.execute(
+                STEPS.insert().values(
+                    incident_id=number,
+                    kind=kind,
+                    position=position,
+                    name=name,
+                    check_id=check,
+                    state="pending",
+                )
+            )
+        where = f"from alert group {alert_group}" if alert_group else "from chat"
+        await store.note(
+            conn,
+            number,
+            at=now,
+            kind="declared",
+            text=f"{_who(actor)} declared {runbook.scenario_id} {where}: {summary}",
+            actor=actor.person,
+        )
+        if fault_at is not None:
+            await store.note(
+                conn, number, at=fault_at, kind="fault", text="the alert started firing", actor=None
+            )
+        return number
+
+    async def alert_context(self, group: int) -> tuple[str, str, str | None]:
+        """From an alert thread's button: the scenario (its route's), a summary (the
+        alert's name and queue) and the queue."""
+        async with reading(self.engine) as conn:
+            found = (
+                await conn.execute(
+                    sa.select(GROUPS.c.route, GROUPS.c.alertname, GROUPS.c.queue).where(
+                        GROUPS.c.id == group
+                    )
+                )
+            ).first()
+        if found is None:
+            raise NotFound(f"alert group {group} does not exist")
+        scenario = (found[0] or {}).get("scenario")
+        if not scenario:
+            raise UsageError(
+                f"the route of {found[1]} names no scenario; declare with "
+                '/incident declare SCENARIO "SUMMARY"'
+            )
+        where = f" on {found[2]}" if found[2] else ""
+        return str(scenario), f"{found[1]}{where}", found[2]
+
+    # -- communications ------------------------------------------------------------
+
+    def draft(self, view: IncidentView, audience: str) -> str:
+        runbook = self.runbook(view.scenario)
+        for communication in runbook.communications:
+            if communication.audience == audience and communication.draft:
+                return fill_draft(
+                    communication.draft,
+                    {
+                        "incident": view.name,
+                        "lead": view.lead or "-",
+                        "queue": view.queue or "-",
+                        "summary": view.summary,
+                        "scenario": view.scenario,
+                    },
+                )
+        raise UsageError(
+            f"the runbook of {view.name} has no draft for {audience}; write the message: "
+            f'/incident notify {audience} "..." --incident {view.name}'
+        )
+
+    async def notify(
+        self, *, number: int, audience: str, text: str | None, actor: Actor
+    ) -> IncidentView:
+        """Post to the audience's channels and mark its communication met (late, if its
+        deadline passed), with the latency from declaration."""
+        now = self.clock()
+        async with transaction(self.engine, subject=number_text(number)) as conn:
+            incident = await store.row(conn, number, lock=True)
+            if incident["state"] != "open":
+                raise Conflict(f"{number_text(number)} is resolved; nothing more is sent for it")
+            found = (
+                (
+                    await conn.execute(
+                        sa.select(OBLIGATIONS)
+                        .where(
+                            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.audience == audience
+                        )
+                        .with_for_update()
+                    )
+                )
+                .mappings()
+                .first()
+            )
+            view = await store.view(conn, number)
+            if found is None:
+                known = ", ".join(o.audience for o in view.obligations)
+                raise NotFound(
+                    f"{view.name}'s runbook tells no audience {audience!r}; it tells: {known}"
+                )
+            message_text = text if text is not None else self.draft(view, audience)
+            channels = self.config.channels_of(audience)
+            await self._post(
+                conn,
+                number,
+                "audience",
+                messages.to_audience(view, audience, message_text, actor),
+                now,
+                channels=channels,
+            )
+            late = found["state"] == "missed"
+            latency = now - view.declared_at
+            if found["met_at"] is None:
+                await conn.execute(
+                    OBLIGATIONS.update()
+                    .where(OBLIGATIONS.c.id == found["id"])
+                    .values(
+                        state="missed" if late else "met",
+                        met_at=now,
+                        met_by=actor.person or actor.account,
+                    )
+                )
+                for fraction in self.config.remind_at:
+                    await scheduler.unschedule(
+                        conn, kind=REMIND, subject=f"{found['id']}:{round(fraction * 100)}"
+                    )
+                await scheduler.unschedule(conn, kind=DEADLINE, subject=str(found["id"]))
+            said = (
+                f"{_who(actor)} told the {audience} ({', '.join(channels)}) after "
+                f"{messages.duration(latency)}{' — after its deadline' if late else ''}"
+            )
+            await store.note(conn, number, at=now, kind="notified", text=said, actor=actor.person)
+            await self.audit.append(
+                conn,
+                action="incident.notified",
+                actor=actor,
+                at=now,
+                subject=view.name,
+                queue=view.queue,
+                incident=view.name,
+                details={
+                    "audience": audience,
+                    "channels": channels,
+                    "latency_ms": int(latency.total_seconds() * 1000),
+                    "late": late,
+                    "text": message_text,
+                },
+            )
+            await self._post(
+                conn, number, "thread", messages.notified(view, audience, actor, latency, late), now
+            )
+            view = await store.view(conn, number)
+        self.outbox.wake()
+        return view
+
+    # -- restore order and validation ----------------------------------------------
+
+    async def step_done(
+        self, *, number: int, step: str, actor: Actor, result: str | None = None
+    ) -> IncidentView:
+        now = self.clock()
+        async with transaction(self.engine, subject=number_text(number)) as conn:
+            await store.row(conn, number, lock=True)
+            view = await store.view(conn, number)
+            target = _find_step(view, step)
+            if target.state == "done":
+                raise Conflict(f"{view.name}: {target.name} is done already")
+            if target.kind == "restore":
+                before = [
+                    s for s in view.restore() if s.position < target.position and s.state != "done"
+                ]
+                if before:
+                    raise Conflict(
+                        f"{view.name}: {target.name} rests on {before[-1].name}, which is not "
+                        f"done; the runbook restores {_order(view)}"
+                    )
+            await conn.execute(
+                STEPS.update()
+                .where(
+                    STEPS.c.incident_id == number,
+                    STEPS.c.kind == target.kind,
+                    STEPS.c.position == target.position,
+                )
+                .values(
+                    state="done", done_at=now, done_by=actor.person or actor.account, result=result
+                )
+            )
+            what = "restored" if target.kind == "restore" else "confirmed"
+            await store.note(
+                conn,
+                number,
+                at=now,
+                kind=f"{target.kind}.done",
+                text=f"{_who(actor)} {what}: {target.name}",
+                actor=actor.person,
+            )
+            await self.audit.append(
+                conn,
+                action=f"incident.{target.kind}_done",
+                actor=actor,
+                at=now,
+                subject=view.name,
+                queue=view.queue,
+                incident=view.name,
+                details={"step": target.name, "result": result},
+            )
+            view = await store.view(conn, number)
+        return view
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def view(self, number: int) -> IncidentView:
+        async with reading(self.engine) as conn:
+            return await store.view(conn, number)
+
+    async def open_incidents(self) -> list[IncidentView]:
+        async with reading(self.engine) as conn:
+            return [await store.view(conn, n) for n in await store.open_numbers(conn)]
+
+    # -- the timers (scheduler handlers, in the scheduler's transaction) -------------
+
+    async def remind(self, conn: AsyncConnection, subject_: str, now: datetime) -> list[FollowUp]:
+        obligation_id = int(subject_.split(":", 1)[0])
+        found = await self._pending(conn, obligation_id)
+        if found is None:
+            return []
+        number = int(found["incident_id"])
+        await conn.execute(
+            OBLIGATIONS.update()
+            .where(OBLIGATIONS.c.id == obligation_id)
+            .values(reminders=OBLIGATIONS.c.reminders + 1)
+        )
+        view = await store.view(conn, number)
+        obligation = next(o for o in view.obligations if o.id == obligation_id)
+        await store.note(
+            conn,
+            number,
+            at=now,
+            kind="reminder",
+            text=(
+                f"reminded {view.lead or 'the lead'}: the {obligation.audience} are due by "
+                f"{obligation.due_at:%H:%M:%S} UTC"
+            ),
+            actor=None,
+        )
+        await self._post(
+            conn,
+            number,
+            "thread",
+            messages.reminder(view, obligation, now, self._has_draft(view, obligation.audience)),
+            now,
+        )
+        return [self._kick(number)]
+
+    async def deadline(self, conn: AsyncConnection, subject_: str, now: datetime) -> list[FollowUp]:
+        obligation_id = int(subject_)
+        found = await self._pending(conn, obligation_id)
+        if found is None:
+            return []
+        number = int(found["incident_id"])
+        await conn.execute(
+            OBLIGATIONS.update()
+            .where(OBLIGATIONS.c.id == obligation_id, OBLIGATIONS.c.state == "pending")
+            .values(state="missed", escalated_at=now)
+        )
+        view = await store.view(conn, number)
+        obligation = next(o for o in view.obligations if o.id == obligation_id)
+        runbook = self.runbook(view.scenario)
+        holders = self.authority(runbook)
+        await store.note(
+            conn,
+            number,
+            at=now,
+            kind="missed",
+            text=(
+                f"the {obligation.audience} were not told within "
+                f"{messages.duration(obligation.within)}: escalated to {runbook.declaration_role}"
+            ),
+            actor=None,
+        )
+        await self.audit.append(
+            conn,
+            action="incident.deadline_missed",
+            actor=SYSTEM,
+            at=now,
+            subject=view.name,
+            queue=view.queue,
+            incident=view.name,
+            details={
+                "audience": obligation.audience,
+                "due_at": obligation.due_at.isoformat(),
+                "escalated_to": list(holders),
+            },
+        )
+        escalation = messages.escalation(view, obligation, runbook.declaration_role, holders)
+        await self._post(conn, number, "thread", escalation, now)
+        await self._post(
+            conn, number, "audience", escalation, now, channels=self.config.channels_of(OPERATORS)
+        )
+        return [self._kick(number)]
+
+    async def _pending(self, conn: AsyncConnection, obligation_id: int) -> dict[str, Any] | None:
+        found = (
+            (
+                await conn.execute(
+                    sa.select(
+                        OBLIGATIONS.c.incident_id,
+                        OBLIGATIONS.c.state,
+                        INCIDENTS.c.state.label("incident_state"),
+                    )
+                    .join(INCIDENTS, INCIDENTS.c.id == OBLIGATIONS.c.incident_id)
+                    .where(OBLIGATIONS.c.id == obligation_id)
+                )
+            )
+            .mappings()
+            .first()
+        )
+        if found is None or found["state"] != "pending" or found["incident_state"] != "open":
+            return None  # met, already missed, or the incident is over: nothing to say
+        return dict(found)
+
+    def _has_draft(self, view: IncidentView, audience: str) -> bool:
+        return any(
+            c.audience == audience and c.draft for c in self.runbook(view.scenario).communications
+        )
+
+    def _kick(self, number: int) -> FollowUp:
+        async def wake() -> None:
+            self.outbox.wake()
+
+        return wake
+
+    async def _post(
+        self,
+        conn: AsyncConnection,
+        number: int,
+        action: str,
+        message: Any,
+        now: datetime,
+        *,
+        channels: Sequence[str] = (),
+    ) -> None:
+        await relay.add(
+            conn,
+            kind=INCIDENT_POST,
+            subject=subject(number),
+            payload={
+                "action": action,
+                "incident": number,
+                "message": message_json(message),
+                "channels": list(channels),
+            },
+            now=now,
+        )
+
+
+def _order(view: IncidentView) -> str:
+    return " then ".join(s.name for s in view.restore())
+
+
+def _who(actor: Actor) -> str:
+    return actor.person or f"{actor.platform}:{actor.account}"
+
+
+def _find_step(view: IncidentView, step: str) -> Any:
+    wanted = step.strip().casefold()
+    validation = view.validation()
+    if wanted[:1] == "v" and wanted[1:].isdigit() and 1 <= int(wanted[1:]) <= len(validation):
+        return validation[int(wanted[1:]) - 1]
+    for candidate in view.steps:
+        if (
+            candidate.name.casefold() == wanted
+            or candidate.name.casefold().removeprefix("dep:") == wanted
+        ):
+            return candidate
+    names = ", ".join(s.name for s in view.restore()) or "none"
+    raise NotFound(
+        f"{view.name} has no step {step!r}; its restore order: {names}; its validation "
+        f"items: v1-v{len(validation)} (/incident status)"
+    )

@@ -1,0 +1,75 @@
+"""What an incident looks like to the commands and messages (no database here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+
+def number_text(number: int) -> str:
+    return f"INC-{number}"
+
+
+@dataclass(frozen=True)
+class ObligationView:
+    id: int
+    audience: str
+    channel_dependency: str
+    within: timedelta
+    due_at: datetime
+    state: str  # pending | met | missed
+    met_at: datetime | None
+    met_by: str | None
+    declared_at: datetime
+
+    @property
+    def latency(self) -> timedelta | None:
+        return None if self.met_at is None else self.met_at - self.declared_at
+
+
+@dataclass(frozen=True)
+class StepView:
+    kind: str  # restore | validation
+    position: int
+    name: str
+    state: str  # pending | done
+    check_id: str | None = None
+    done_at: datetime | None = None
+    done_by: str | None = None
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime
+    kind: str
+    actor: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class IncidentView:
+    number: int
+    scenario: str
+    runbook: str
+    summary: str
+    state: str  # open | resolved
+    queue: str | None
+    lead: str | None
+    declared_at: datetime
+    fault_at: datetime | None
+    resolved_at: datetime | None
+    obligations: tuple[ObligationView, ...] = ()
+    steps: tuple[StepView, ...] = ()
+    timeline: tuple[TimelineEntry, ...] = ()
+    drafts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return number_text(self.number)
+
+    def restore(self) -> list[StepView]:
+        return [s for s in self.steps if s.kind == "restore"]
+
+    def validation(self) -> list[StepView]:
+        return [s for s in self.steps if s.kind == "validation"]

@@ -1,0 +1,153 @@
+"""The incident tables: rows in, views out. Every function takes the caller's
+connection and runs inside its transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.errors import NotFound
+from services.estate.profile import as_utc
+from services.incidents.model import IncidentView, ObligationView, StepView, TimelineEntry
+from services.models import Incident, IncidentEvent, IncidentObligation, IncidentStep
+
+INCIDENTS = cast(sa.Table, Incident.__table__)
+OBLIGATIONS = cast(sa.Table, IncidentObligation.__table__)
+STEPS = cast(sa.Table, IncidentStep.__table__)
+TIMELINE = cast(sa.Table, IncidentEvent.__table__)
+
+
+class IncidentNotFound(NotFound):
+    def __init__(self, number: int) -> None:
+        super().__init__(f"INC-{number} does not exist; /incident status lists the open ones")
+
+
+async def note(
+    conn: AsyncConnection, number: int, *, at: datetime, kind: str, text: str, actor: str | None
+) -> None:
+    """One line on the incident's timeline."""
+    await conn.execute(
+        TIMELINE.insert().values(incident_id=number, at=at, kind=kind, actor=actor, text=text)
+    )
+
+
+async def row(conn: AsyncConnection, number: int, *, lock: bool = False) -> dict[str, Any]:
+    query = sa.select(INCIDENTS).where(INCIDENTS.c.id == number)
+    if lock:
+        query = query.with_for_update()
+    found = (await conn.execute(query)).mappings().first()
+    if found is None:
+        raise IncidentNotFound(number)
+    return dict(found)
+
+
+async def open_for(conn: AsyncConnection, scenario: str, queue: str | None) -> int | None:
+    """The open incident of this scenario and queue, if there is one."""
+    same_queue = INCIDENTS.c.queue.is_(None) if queue is None else INCIDENTS.c.queue == queue
+    found = (
+        await conn.execute(
+            sa.select(INCIDENTS.c.id)
+            .where(INCIDENTS.c.scenario == scenario, INCIDENTS.c.state == "open", same_queue)
+            .order_by(INCIDENTS.c.id)
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    return None if found is None else int(found)
+
+
+async def open_numbers(conn: AsyncConnection) -> list[int]:
+    found = await conn.execute(
+        sa.select(INCIDENTS.c.id).where(INCIDENTS.c.state == "open").order_by(INCIDENTS.c.id)
+    )
+    return [int(n) for n in found.scalars()]
+
+
+async def view(conn: AsyncConnection, number: int) -> IncidentView:
+    incident = await row(conn, number)
+    declared = as_utc(incident["declared_at"])
+    assert declared is not None
+    obligations = (
+        (
+            await conn.execute(
+                sa.select(OBLIGATIONS)
+                .where(OBLIGATIONS.c.incident_id == number)
+                .order_by(OBLIGATIONS.c.due_at, OBLIGATIONS.c.id)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    steps = (
+        (
+            await conn.execute(
+                sa.select(STEPS)
+                .where(STEPS.c.incident_id == number)
+                .order_by(STEPS.c.kind, STEPS.c.position)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    timeline = (
+        (
+            await conn.execute(
+                sa.select(TIMELINE)
+                .where(TIMELINE.c.incident_id == number)
+                .order_by(TIMELINE.c.at, TIMELINE.c.id)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    return IncidentView(
+        number=number,
+        scenario=str(incident["scenario"]),
+        runbook=str(incident["runbook"] or incident["scenario"]),
+        summary=str(incident["summary"]),
+        state=str(incident["state"]),
+        queue=incident["queue"],
+        lead=incident["lead"],
+        declared_at=declared,
+        fault_at=as_utc(incident["fault_at"]),
+        resolved_at=as_utc(incident["resolved_at"]),
+        obligations=tuple(
+            ObligationView(
+                id=int(o["id"]),
+                audience=str(o["audience"]),
+                channel_dependency=str(o["channel_dependency"]),
+                within=timedelta(milliseconds=int(o["within_ms"])),
+                due_at=_utc(o["due_at"]),
+                state=str(o["state"]),
+                met_at=as_utc(o["met_at"]),
+                met_by=o["met_by"],
+                declared_at=declared,
+            )
+            for o in obligations
+        ),
+        steps=tuple(
+            StepView(
+                kind=str(s["kind"]),
+                position=int(s["position"]),
+                name=str(s["name"]),
+                state=str(s["state"]),
+                check_id=s["check_id"],
+                done_at=as_utc(s["done_at"]),
+                done_by=s["done_by"],
+                result=s["result"],
+            )
+            for s in steps
+        ),
+        timeline=tuple(
+            TimelineEntry(_utc(t["at"]), str(t["kind"]), t["actor"], str(t["text"]))
+            for t in timeline
+        ),
+    )
+
+
+def _utc(value: datetime) -> datetime:
+    converted = as_utc(value)
+    assert converted is not None
+    return converted

@@ -1,0 +1,85 @@
+"""An incident through the console, with a runbook whose windows are seconds: someone
+without the authority is refused and told who may declare; the duty officer declares;
+the lead is reminded; the audience not told is escalated and recorded as missed; the
+audience told is met, with its latency."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bot.demo import DEMO_CONFIG
+from services.runbooks.library import shipped_runbooks
+from tests.e2e.serving import demo_database
+
+DRILL = "gd:drill"
+
+
+def drill_runbook(folder: Path) -> None:
+    """The shipped queue-loss runbook, with operators due in 4 s and actors in 8 s."""
+    (source,) = [r for r in shipped_runbooks() if r.scenario_id == "gd:queue-loss"]
+    text = (
+        Path(__file__).resolve().parents[2] / "services" / "runbooks" / source.source
+    ).read_text()
+    text = text.replace('"gd:queue-loss"', f'"{DRILL}"').replace(
+        '"runbook:queue-loss"', '"runbook:drill"'
+    )
+    text = text.replace('"withinMs": 900000', '"withinMs": 8000').replace(
+        '"withinMs": 300000', '"withinMs": 4000'
+    )
+    folder.mkdir()
+    (folder / "drill.md").write_text(text)
+
+
+def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
+    drill_runbook(tmp_path / "runbooks")
+    config = tmp_path / "queuebot.toml"
+    config.write_text(DEMO_CONFIG.format(config=config) + '\n[runbooks]\ndir = "runbooks"\n')
+    with demo_database("sqlite", tmp_path) as db_url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+        env.update(QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url)
+        console = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "console", "--as", "alice"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert console.stdin is not None
+
+        def say(line: str) -> None:
+            assert console.stdin is not None
+            console.stdin.write(line + "\n")
+            console.stdin.flush()
+
+        try:
+            say(f'/incident declare {DRILL} "jobs stopped finishing" --queue workers')
+            say(f'@dora /incident declare {DRILL} "jobs stopped finishing" --queue workers')
+            time.sleep(1)
+            say("@dora /incident notify actors")
+            time.sleep(9)  # past both deadlines: operators were never told
+            say("/incident status INC-1")
+            say("/incident timeline INC-1")
+            out, err = console.communicate(timeout=60)
+        finally:
+            if console.poll() is None:
+                console.kill()
+    assert console.returncode == 0, err
+    refusal = out.split("> @dora")[0]
+    assert f"only the operations duty officer may declare {DRILL}" in refusal
+    assert "duty-officer: dora" in refusal
+    assert "INC-1 declared (gd:drill), led by dora" in out
+    assert "🚨 INC-1 declared: jobs stopped finishing" in out  # the checklist, posted
+    assert "INC-1: the actors are told" in out and "(within the window)" in out
+    assert "⏰ dora: the operators must be told by" in out  # reminded at half the window
+    assert "communication to the operators missed" in out  # escalated at the deadline
+    assert "operations duty officer (dora)" in out
+    status = out.split("> /incident status INC-1")[1]
+    assert "operators" in status and "missed" in status
+    assert "actors" in status and "met" in status
+    assert "Please do not resubmit it" in out  # the runbook's draft went to the actors
