@@ -38,7 +38,7 @@ from bot.ratelimited_log import RateLimitedLog
 from bot.slack.render import blocks, fallback_text
 from commands import messages
 from commands.context import Invocation, new_correlation_id
-from commands.model import Approve, Command, Dlq, Reject, Triage
+from commands.model import Approve, Command, Declare, Dlq, Notify, Reject, Triage
 from commands.parser import GROUPS
 from commands.reply import Reply
 from commands.router import Router
@@ -47,10 +47,12 @@ from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
 
-BUTTON = re.compile(r"^(cr|q):")  # every button queuebot draws; Bolt routes these here
+BUTTON = re.compile(r"^(cr|q|inc):")  # every button queuebot draws; Bolt routes these here
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")  # the ones it can act on
 # an alert thread's reads: the full triage, the failed rows (of a queue by its name)
 READ_ACTION = re.compile(r"^q:(triage|failed):([a-z][a-z0-9_-]{0,31})\Z")
+# an alert thread's Declare incident (its group), an incident's Send draft (its audience)
+INCIDENT_ACTION = re.compile(r"^inc:(declare|draft):([0-9]{1,12})(?::([a-z][a-z0-9_-]{0,63}))?\Z")
 ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bolt's context
 
 
@@ -294,7 +296,16 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
     decision: Command
     read = READ_ACTION.match(action_id)
     matched = ACTION.match(action_id)
-    if read is not None:
+    incident = INCIDENT_ACTION.match(action_id)
+    if incident is not None and int(incident.group(2)) >= 1:
+        verb, number, audience = incident.group(1), int(incident.group(2)), incident.group(3)
+        if verb == "declare" and audience is None:
+            decision = Declare(alert_group=number)
+        elif verb == "draft" and audience is not None:
+            decision = Notify(audience=audience, incident=str(number))
+        else:
+            return UnknownButton(action_id, response_url)
+    elif read is not None:
         queue = read.group(2)
         decision = Triage(queue=queue) if read.group(1) == "triage" else Dlq(queue=queue)
     elif matched is not None and int(matched.group(2)) >= 1:

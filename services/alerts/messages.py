@@ -100,6 +100,20 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
     if shown:
         blocks.append(Text(" · ".join(shown)))
     blocks.append(Text("Updates and the resolution are posted in this thread."))
+    scenario = (group.get("route") or {}).get("scenario")
+    if firing and scenario:
+        blocks.append(
+            Actions(
+                (
+                    Button(
+                        f"inc:declare:{group['id']}",
+                        "Declare incident",
+                        style="danger",
+                        command=f'/incident declare {scenario} "{name}{where}"',
+                    ),
+                )
+            )
+        )
     state = "firing" if firing else "resolved"
     return Message(summary=f"{name}{where}: {state}", blocks=tuple(blocks))
 

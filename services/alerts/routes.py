@@ -9,6 +9,7 @@ from typing import Any
 from services.alert_settings import AlertRoute, AlertsConfig
 
 FAILED_JOBS = "FailedJobsAccumulating"
+FAILED_JOBS_SCENARIO = "gd:failed-jobs-accumulating"  # the shipped runbook's scenario
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def built_in(config: AlertsConfig) -> list[AlertRoute]:
             alertname=FAILED_JOBS,
             channels=[config.channel],
             triage=True,
+            scenario=FAILED_JOBS_SCENARIO,
         )
     ]
 

@@ -416,3 +416,72 @@ def test_the_incident_command_is_answered_like_queue(stack: Stack) -> None:
     shown = texts(answer)
     assert "Runbooks (3)" in shown
     assert "queuebot role duty-officer: dora" in shown
+
+
+def incident(stack: Stack, text: str, *, user: str) -> Call:
+    n = next(_counter)
+    name = f"incident{n}-{time.monotonic_ns()}"
+    fields = slash_fields(stack.fake, text, name=name, user=user, trigger=f"{n}.{name}")
+    response, _, _ = slash(stack, "", body=urlencode({**fields, "command": "/incident"}))
+    assert response.status_code == 200
+    return answer_to(stack, name)
+
+
+def test_an_incident_declared_by_slash_command_opens_its_thread_with_the_checklist(
+    stack: Stack,
+) -> None:
+    refused = incident(stack, 'declare gd:queue-loss "jobs stopped" --queue clips', user=ALICE)
+    assert "only the operations duty officer may declare gd:queue-loss" in texts(refused)
+    assert "dora" in texts(refused)
+    declared = incident(stack, 'declare gd:queue-loss "jobs stopped" --queue clips', user=DORA)
+    assert "declared (gd:queue-loss), led by dora" in texts(declared)
+    assert declared.body["response_type"] == "in_channel"
+    checklist = stack.fake.wait_for(
+        lambda c: c.path == "/api/chat.postMessage" and "declared: jobs stopped" in c.body["text"]
+    )[0]
+    assert checklist.body["channel"] == "C0OPS"  # where it was declared
+    notified = incident(stack, "notify operators", user=DORA)
+    assert "the operators are told" in texts(notified)
+    told = stack.fake.wait_for(
+        lambda c: (
+            c.path == "/api/chat.postMessage"
+            and c.body.get("channel") == "C0OPS"
+            and "queue-loss runbook is running, led by dora" in json.dumps(c.body)
+        )
+    )[0]
+    assert not told.body.get("thread_ts")
+    in_thread = stack.fake.wait_for(
+        lambda c: c.path == "/api/chat.postMessage" and c.body.get("thread_ts") == checklist.ts
+    )[0]
+    assert "dora told the operators" in texts(in_thread)
+
+
+def test_the_declare_button_of_an_alert_thread_declares_in_that_thread(stack: Stack) -> None:
+    # the demo's workers queue has more than 3 failed jobs with an actionable reason:
+    # the built-in detector raises FailedJobsAccumulating, with its Declare button
+    root = stack.fake.wait_for(
+        lambda c: (
+            c.path == "/api/chat.postMessage"
+            and not c.body.get("thread_ts")
+            and "FailedJobsAccumulating" in c.body["text"]
+        ),
+        timeout=30,
+    )[0]
+    button = next(
+        e["action_id"]
+        for b in root.body["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"].startswith("inc:declare:")
+    )
+    response, name = click(stack, button, user=DORA)
+    assert response.status_code == 200
+    assert "declared (gd:failed-jobs-accumulating), led by dora" in texts(answer_to(stack, name))
+    checklist = stack.fake.wait_for(
+        lambda c: (
+            c.path == "/api/chat.postMessage"
+            and c.body.get("thread_ts") == root.ts
+            and "declared: FailedJobsAccumulating on workers" in c.body["text"]
+        )
+    )[0]
+    assert "UTC (from the alert)" in texts(checklist)  # the fault time, apart
