@@ -34,6 +34,7 @@ _items = cast(sa.Table, ScheduledItem.__table__)
 FollowUp = Callable[[], Awaitable[None]]
 Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
 MAX_BACKOFF = timedelta(minutes=5)
+MIN_PAUSE = 0.02  # seconds between passes at least
 
 
 class PostsDeferred(Exception):
@@ -186,14 +187,37 @@ class Scheduler:
             ran += 1
         return ran
 
+    async def next_due_in(self) -> float | None:
+        """Seconds until the earliest item comes due (0 when one is due now)."""
+        async with transaction(self.engine, subject="the scheduler") as conn:
+            earliest = (
+                await conn.execute(
+                    sa.select(sa.func.min(_items.c.due_at)).where(
+                        _items.c.kind.in_(list(self.handlers))
+                    )
+                )
+            ).scalar_one_or_none()
+        if earliest is None:
+            return None
+        if earliest.tzinfo is None:  # SQLite gives it back without its zone
+            earliest = earliest.replace(tzinfo=self.clock().tzinfo)
+        return float(max(0.0, (earliest - self.clock()).total_seconds()))
+
     async def run_forever(self, stop: asyncio.Event) -> None:
+        """Run what is due, then sleep until the next item comes due (at most
+        ``interval``, so items another replica schedules are seen that soon)."""
         outage = Outage(log, "the scheduler")
         pause = self.interval
         while not stop.is_set():
             try:
-                await self.run_due(limit=100)
+                ran = await self.run_due(limit=100)
                 outage.passed()
                 pause = self.interval
+                if ran < 100:
+                    until = await self.next_due_in()
+                    if until is not None:
+                        # a floor: an item due now but held by another replica
+                        pause = min(self.interval, max(until, MIN_PAUSE))
             except DatabaseUnavailable as exc:
                 outage.failed(exc)
             except ConfigError as exc:  # waits for a person: back off, say it once
