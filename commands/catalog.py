@@ -13,6 +13,7 @@ from commands.model import (
     Command,
     Declare,
     Dlq,
+    Export,
     Halt,
     Help,
     IncidentStatus,
@@ -22,6 +23,7 @@ from commands.model import (
     Redrive,
     Reject,
     Requeue,
+    Resolve,
     Resume,
     Rollback,
     Runbooks,
@@ -30,6 +32,7 @@ from commands.model import (
     StepDone,
     Stuck,
     Triage,
+    Validate,
 )
 from commands.spec import CommandSpec, Flag, Positional
 
@@ -421,6 +424,35 @@ CATALOG += (
             Flag("result", "result", metavar='"WHAT WAS SEEN"', help="what you checked"),
         ),
         example="/incident step dep:job-queue done",
+    ),
+    CommandSpec(
+        "incident",
+        "validate",
+        Validate,
+        "measure the validation items queuebot can (the count before the fault against "
+        "now, the backlog falling); each that passes is done",
+        role="operator",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        example="/incident validate INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "resolve",
+        Resolve,
+        "resolve the incident: every validation item must be done",
+        role="operator",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        example="/incident resolve INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "export",
+        Export,
+        "the incident as a Markdown postmortem: timeline, fault to recovery, "
+        "communications, changes and their approvers, validation",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident export INC-3",
     ),
 )
 

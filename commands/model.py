@@ -211,3 +211,15 @@ class StepDone(IncidentCommand):
     step: str = Field(min_length=1, max_length=200)
     done: str = Field(pattern=r"^done$")
     result: str | None = Field(default=None, max_length=500)
+
+
+class Validate(IncidentCommand):
+    pass
+
+
+class Resolve(IncidentCommand):
+    pass
+
+
+class Export(IncidentCommand):
+    share: bool = False

@@ -18,6 +18,7 @@ from commands.model import (
     Command,
     Declare,
     Dlq,
+    Export,
     Halt,
     Help,
     IncidentStatus,
@@ -27,6 +28,7 @@ from commands.model import (
     Redrive,
     Reject,
     Requeue,
+    Resolve,
     Resume,
     Rollback,
     Runbooks,
@@ -35,6 +37,7 @@ from commands.model import (
     StepDone,
     Stuck,
     Triage,
+    Validate,
 )
 from commands.parser import Parsed, read, read_line
 from commands.reply import Reply
@@ -50,6 +53,9 @@ HANDLERS: dict[type[Command], Handler] = {
     IncidentStatus: incidents.handle_status,
     IncidentTimeline: incidents.handle_timeline,
     StepDone: incidents.handle_step,
+    Validate: incidents.handle_validate,
+    Resolve: incidents.handle_resolve,
+    Export: incidents.handle_export,
     Help: queue_read.handle_help,
     Triage: queue_read.handle_triage,
     Show: queue_read.handle_show,

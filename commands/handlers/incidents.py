@@ -11,11 +11,14 @@ from commands.deps import Deps, IncidentService
 from commands.handlers.changes import actor_of
 from commands.model import (
     Declare,
+    Export,
     IncidentCommand,
     IncidentStatus,
     IncidentTimeline,
     Notify,
+    Resolve,
     StepDone,
+    Validate,
 )
 from commands.reply import Reply
 from services.errors import ConfigError, PermissionDenied, UsageError
@@ -82,6 +85,7 @@ async def handle_declare(cmd: Declare, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def _which(cmd: IncidentCommand, incidents: IncidentService) -> IncidentView:
+    """The incident named (whatever its state), else the one open incident."""
     if cmd.number is not None:
         return await incidents.view(cmd.number)
     open_ = await incidents.open_incidents()
@@ -126,3 +130,39 @@ async def handle_step(cmd: StepDone, inv: Invocation, deps: Deps) -> Reply:
         number=view.number, step=cmd.step, actor=actor_of(inv), result=cmd.result
     )
     return Reply(status_message(after), ephemeral=False)
+
+
+async def handle_validate(cmd: Validate, inv: Invocation, deps: Deps) -> Reply:
+    incidents = _service(deps)
+    view = await _which(cmd, incidents)
+    default = deps.reads.queue_names[0] if deps.reads.queue_names else None
+    after = await incidents.validate(number=view.number, actor=actor_of(inv), default_queue=default)
+    return Reply(status_message(after), ephemeral=False)
+
+
+async def handle_resolve(cmd: Resolve, inv: Invocation, deps: Deps) -> Reply:
+    incidents = _service(deps)
+    view = await _which(cmd, incidents)
+    after = await incidents.resolve(number=view.number, actor=actor_of(inv))
+    text = f"{after.name} resolved. /incident export {after.name} writes the postmortem."
+    return Reply(Message(f"{after.name} resolved", (Text(text),)), ephemeral=False)
+
+
+EXPORT_PART = 2800  # characters per block: chat platforms cut longer ones
+
+
+async def handle_export(cmd: Export, inv: Invocation, deps: Deps) -> Reply:
+    incidents = _service(deps)
+    view = await _which(cmd, incidents)
+    markdown = await incidents.export(view.number)
+    parts: list[str] = []
+    current = ""
+    for line in markdown.splitlines(keepends=True):
+        if len(current) + len(line) > EXPORT_PART and current:
+            parts.append(current)
+            current = ""
+        current += line[:EXPORT_PART]
+    if current:
+        parts.append(current)
+    blocks = tuple(Text(part.rstrip("\n"), mono=True) for part in parts)
+    return Reply(Message(f"Postmortem of {view.name}", blocks))

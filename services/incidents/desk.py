@@ -26,7 +26,8 @@ from services.audit import Actor, AuditTrail
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.incident_settings import OPERATORS, IncidentsConfig
-from services.incidents import messages, store
+from services.incidents import checks, messages, store
+from services.incidents.export import postmortem
 from services.incidents.model import IncidentView, number_text
 from services.incidents.store import INCIDENTS, OBLIGATIONS, STEPS
 from services.message import message_json
@@ -424,11 +425,125 @@ class Incidents:
             view = await store.view(conn, number)
         return view
 
+    async def validate(
+        self, *, number: int, actor: Actor, default_queue: str | None
+    ) -> IncidentView:
+        """Measure the validation items queuebot can measure; each that passes is done."""
+        now = self.clock()
+        async with transaction(self.engine, subject=number_text(number)) as conn:
+            await store.row(conn, number, lock=True)
+            view = await store.view(conn, number)
+            queue = view.queue or default_queue
+            if queue is None:
+                raise UsageError(f"{view.name} names no queue to measure")
+            before = view.fault_at or view.declared_at
+            for position, step in enumerate(view.validation()):
+                if step.state == "done" or step.check_id not in checks.MEASURED:
+                    continue
+                if step.check_id == "count-restored":
+                    verdict = await checks.count_restored(conn, queue=queue, before=before, now=now)
+                else:
+                    verdict = await checks.backlog_falling(conn, queue=queue, now=now)
+                values: dict[str, Any] = {"result": verdict.says}
+                if verdict.passed:
+                    values.update(state="done", done_at=now, done_by="queuebot")
+                await conn.execute(
+                    STEPS.update()
+                    .where(
+                        STEPS.c.incident_id == number,
+                        STEPS.c.kind == "validation",
+                        STEPS.c.name == step.name,
+                    )
+                    .values(**values)
+                )
+                state = (
+                    "passed"
+                    if verdict.passed
+                    else "not yet"
+                    if verdict.passed is None
+                    else "failed"
+                )
+                await store.note(
+                    conn,
+                    number,
+                    at=now,
+                    kind="validation",
+                    text=f"v{position + 1} {state}: {verdict.says}",
+                    actor=actor.person,
+                )
+            view = await store.view(conn, number)
+        return view
+
+    async def resolve(self, *, number: int, actor: Actor) -> IncidentView:
+        """Close the incident: every validation item must be done."""
+        now = self.clock()
+        async with transaction(self.engine, subject=number_text(number)) as conn:
+            incident = await store.row(conn, number, lock=True)
+            if incident["state"] != "open":
+                raise Conflict(f"{number_text(number)} is resolved already")
+            view = await store.view(conn, number)
+            missing = [
+                f"v{i + 1} ({s.name})" for i, s in enumerate(view.validation()) if s.state != "done"
+            ]
+            if missing:
+                raise Conflict(
+                    f"{view.name} cannot be resolved: not validated yet: {'; '.join(missing)}. "
+                    f"/incident validate {view.name} measures what queuebot can; "
+                    "/incident step vN done confirms the rest"
+                )
+            await conn.execute(
+                INCIDENTS.update()
+                .where(INCIDENTS.c.id == number)
+                .values(state="resolved", resolved_at=now)
+            )
+            pending = (
+                (
+                    await conn.execute(
+                        sa.select(OBLIGATIONS.c.id).where(
+                            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.state == "pending"
+                        )
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            for obligation in pending:
+                for fraction in self.config.remind_at:
+                    await scheduler.unschedule(
+                        conn, kind=REMIND, subject=f"{obligation}:{round(fraction * 100)}"
+                    )
+                await scheduler.unschedule(conn, kind=DEADLINE, subject=str(obligation))
+            since = view.fault_at or view.declared_at
+            said = f"{_who(actor)} resolved it, {messages.duration(now - since)} after the " + (
+                "fault" if view.fault_at else "declaration"
+            )
+            await store.note(conn, number, at=now, kind="resolved", text=said, actor=actor.person)
+            await self.audit.append(
+                conn,
+                action="incident.resolved",
+                actor=actor,
+                at=now,
+                subject=view.name,
+                queue=view.queue,
+                incident=view.name,
+                details={"fault_to_recovery_s": int((now - since).total_seconds())},
+            )
+            await self._post(
+                conn, number, "thread", messages.resolved(view, actor, now - since), now
+            )
+            view = await store.view(conn, number)
+        self.outbox.wake()
+        return view
+
     # -- reads ---------------------------------------------------------------------
 
     async def view(self, number: int) -> IncidentView:
         async with reading(self.engine) as conn:
             return await store.view(conn, number)
+
+    async def export(self, number: int) -> str:
+        async with reading(self.engine) as conn:
+            return await postmortem(conn, number)
 
     async def open_incidents(self) -> list[IncidentView]:
         async with reading(self.engine) as conn:

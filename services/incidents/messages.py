@@ -156,3 +156,13 @@ def escalation(
             ),
         ),
     )
+
+
+def resolved(view: IncidentView, actor: Actor, lasted: timedelta) -> Message:
+    since = "the fault" if view.fault_at else "the declaration"
+    return Message(
+        summary=f"{view.name} resolved",
+        blocks=(
+            Text(f"✅ {view.name} resolved by {_who(actor)}, {duration(lasted)} after {since}."),
+        ),
+    )

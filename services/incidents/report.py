@@ -47,9 +47,9 @@ def status_message(view: IncidentView) -> Message:
         )
     blocks.append(
         Table(
-            ("step", "validation", "state"),
+            ("step", "validation", "state", "seen"),
             tuple(
-                (f"v{i + 1}", s.name, _done(s.state, s.done_by))
+                (f"v{i + 1}", s.name, _done(s.state, s.done_by), s.result or "-")
                 for i, s in enumerate(view.validation())
             ),
             title="Validation (/incident step vN done)",

@@ -65,6 +65,15 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
             time.sleep(9)  # past both deadlines: operators were never told
             say("/incident status INC-1")
             say("/incident timeline INC-1")
+            say("@dora /incident step dep:job-worker-pool done")  # refused: the queue first
+            say("@dora /incident step dep:job-queue done")
+            say("@dora /incident step dep:job-worker-pool done")
+            say("@dora /incident resolve")  # refused: not validated
+            say("@dora /incident validate")
+            for item in ("v1", "v2", "v3"):
+                say(f'@dora /incident step {item} done --result "checked by hand"')
+            say("@dora /incident resolve")
+            say("/incident export INC-1")
             out, err = console.communicate(timeout=60)
         finally:
             if console.poll() is None:
@@ -83,3 +92,14 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
     assert "operators" in status and "missed" in status
     assert "actors" in status and "met" in status
     assert "Please do not resubmit it" in out  # the runbook's draft went to the actors
+    out_of_order = out.split("> @dora /incident step dep:job-worker-pool done")[1]
+    assert "dep:job-worker-pool rests on dep:job-queue, which is not done" in out_of_order
+    refused = out.split("> @dora /incident resolve")[1]
+    assert "INC-1 cannot be resolved: not validated yet" in refused
+    assert "INC-1 resolved." in out.split("> @dora /incident resolve")[2]
+    export = out.split("> /incident export INC-1")[1]
+    assert "# INC-1: jobs stopped finishing" in export
+    assert "| operators | 4 s |" in export and "| missed | never |" in export
+    assert "| actors | 8 s |" in export and "| met |" in export
+    assert "- [x] v2 one synthetic job submitted after recovery" in export
+    assert "From the declaration to recovery:" in export

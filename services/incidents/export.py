@@ -1,0 +1,109 @@
+"""``/incident export``: the incident as a Markdown postmortem — what happened when, how
+long from the fault to recovery, each communication with its latency or its miss, the
+changes made under it with who approved them, and the validation results."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.incidents import store
+from services.incidents.messages import duration
+from services.models import Approval, ChangeRequest
+
+REQUESTS = cast(sa.Table, ChangeRequest.__table__)
+APPROVALS = cast(sa.Table, Approval.__table__)
+
+
+def _when(at: datetime) -> str:
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+async def postmortem(conn: AsyncConnection, number: int) -> str:
+    view = await store.view(conn, number)
+    lines = [f"# {view.name}: {view.summary}", ""]
+    since = view.fault_at or view.declared_at
+    lines += [
+        f"- Scenario: {view.scenario} (runbook {view.runbook})",
+        f"- Queue: {view.queue or '-'}",
+        f"- Lead: {view.lead or '-'}",
+        f"- Fault: {f'{view.fault_at:%Y-%m-%d %H:%M:%S} UTC' if view.fault_at else 'not known'}",
+        f"- Declared: {view.declared_at:%Y-%m-%d %H:%M:%S} UTC"
+        + (
+            f" ({duration(view.declared_at - view.fault_at)} after the fault)"
+            if view.fault_at
+            else ""
+        ),
+        f"- Resolved: {_when(view.resolved_at) if view.resolved_at else 'not yet'}",
+    ]
+    if view.resolved_at is not None:
+        what = "fault" if view.fault_at else "declaration"
+        lines.append(f"- From the {what} to recovery: {duration(view.resolved_at - since)}")
+    lines += ["", "## Communications", "", "| audience | within | due | state | told after |"]
+    lines.append("|---|---|---|---|---|")
+    for o in view.obligations:
+        told = duration(o.latency) if o.latency is not None else "never"
+        lines.append(
+            f"| {o.audience} | {duration(o.within)} | {o.due_at:%H:%M:%S} UTC | {o.state} "
+            f"| {told} |"
+        )
+    lines += ["", "## Restore order", ""]
+    for i, step in enumerate(view.restore()):
+        done = (
+            f"done by {step.done_by} at {step.done_at:%H:%M:%S} UTC" if step.done_at else "not done"
+        )
+        lines.append(f"{i + 1}. {step.name}: {done}")
+    lines += ["", "## Validation", ""]
+    for i, step in enumerate(view.validation()):
+        mark = "x" if step.state == "done" else " "
+        by = f" ({step.done_by})" if step.done_by else ""
+        result = f": {step.result}" if step.result else ""
+        lines.append(f"- [{mark}] v{i + 1} {step.name}{by}{result}")
+    lines += ["", "## Changes made under this incident", ""]
+    changes = (
+        (
+            await conn.execute(
+                sa.select(REQUESTS).where(REQUESTS.c.incident == view.name).order_by(REQUESTS.c.id)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    if not changes:
+        lines.append("None.")
+    else:
+        lines += [
+            "| request | kind | queue | requested by | approved by | state | rows |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for change in changes:
+            approvers = (
+                (
+                    await conn.execute(
+                        sa.select(APPROVALS.c.person).where(
+                            APPROVALS.c.request_id == change["id"],
+                            APPROVALS.c.decision == "approve",
+                        )
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            lines.append(
+                f"| CR-{change['id']} | {change['kind']} | {change['queue']} | "
+                f"{change['requester_person']} | {', '.join(approvers) or '-'} | "
+                f"{change['state']} | {change['eligible_count']} |"
+            )
+    lines += ["", "## Timeline", "", "| UTC | what | who | detail |", "|---|---|---|---|"]
+    for entry in sorted(view.timeline, key=lambda e: e.at):
+        lines.append(
+            f"| {_when(entry.at)} | {entry.kind} | {entry.actor or '-'} | {_cell(entry.text)} |"
+        )
+    return "\n".join(lines) + "\n"
