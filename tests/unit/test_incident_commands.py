@@ -69,12 +69,16 @@ def test_incident_is_a_command_group() -> None:
         "status",
         "timeline",
         "step",
+        "validate",
+        "resolve",
+        "export",
     ]
     roles = {s.name: s.role for s in group_specs("incident")}
     # declaring is checked against the runbook's authority, by person, in its handler
     assert roles == {
         "help": "viewer", "runbooks": "viewer", "declare": "viewer", "notify": "operator",
-        "status": "viewer", "timeline": "viewer", "step": "operator",
+        "status": "viewer", "timeline": "viewer", "step": "operator", "validate": "operator",
+        "resolve": "operator", "export": "viewer",
     }  # fmt: skip
 
 
@@ -107,7 +111,7 @@ def test_an_unknown_incident_command_names_the_group_and_its_commands() -> None:
         parse("incident", "runbok")
     assert info.value.message == (
         "unknown command /incident runbok. Did you mean /incident runbooks? Commands: help, "
-        "runbooks, declare, notify, status, timeline, step."
+        "runbooks, declare, notify, status, timeline, step, validate, resolve, export."
     )
     assert info.value.usage == "/incident help"
 
@@ -129,7 +133,7 @@ async def test_incident_help_for_an_unknown_topic_names_the_incident_commands() 
         await answer("/incident help triage")
     assert info.value.message == (
         "no command /incident triage; commands: help, runbooks, declare, notify, status, "
-        "timeline, step"
+        "timeline, step, validate, resolve, export"
     )
     assert info.value.usage == "/incident help"
 
