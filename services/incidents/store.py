@@ -12,12 +12,21 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.errors import NotFound
 from services.estate.profile import as_utc
 from services.incidents.model import IncidentView, ObligationView, StepView, TimelineEntry
-from services.models import Incident, IncidentEvent, IncidentObligation, IncidentStep
+from services.models import (
+    Approval,
+    ChangeRequest,
+    Incident,
+    IncidentEvent,
+    IncidentObligation,
+    IncidentStep,
+)
 
 INCIDENTS = cast(sa.Table, Incident.__table__)
 OBLIGATIONS = cast(sa.Table, IncidentObligation.__table__)
 STEPS = cast(sa.Table, IncidentStep.__table__)
 TIMELINE = cast(sa.Table, IncidentEvent.__table__)
+REQUESTS = cast(sa.Table, ChangeRequest.__table__)
+APPROVALS = cast(sa.Table, Approval.__table__)
 
 
 class IncidentNotFound(NotFound):
@@ -143,8 +152,56 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
         timeline=tuple(
             TimelineEntry(_utc(t["at"]), str(t["kind"]), t["actor"], str(t["text"]))
             for t in timeline
-        ),
+        )
+        + tuple(await _changes(conn, f"INC-{number}")),
     )
+
+
+async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
+    """The change requests made under the incident (``--incident INC-N``): requested,
+    approved or rejected, and how they ended."""
+    entries: list[TimelineEntry] = []
+    requests = (
+        (await conn.execute(sa.select(REQUESTS).where(REQUESTS.c.incident == name)))
+        .mappings()
+        .all()
+    )
+    for request in requests:
+        label = (
+            f"CR-{request['id']} ({request['kind']} of {request['eligible_count']} "
+            f"in {request['queue']})"
+        )
+        entries.append(
+            TimelineEntry(
+                _utc(request["requested_at"]),
+                "change.requested",
+                request["requester_person"],
+                f"{request['requester_person']} requested {label}: {request['reason']}",
+            )
+        )
+        decisions = (
+            await conn.execute(
+                sa.select(APPROVALS.c.person, APPROVALS.c.decision, APPROVALS.c.at).where(
+                    APPROVALS.c.request_id == request["id"]
+                )
+            )
+        ).all()
+        for person, decision, at in decisions:
+            entries.append(
+                TimelineEntry(
+                    _utc(at), f"change.{decision}", person, f"{person} {decision}d {label}"
+                )
+            )
+        if request["state"] not in ("pending", "approved") and request["decided_at"] is not None:
+            entries.append(
+                TimelineEntry(
+                    _utc(request["decided_at"]),
+                    f"change.{request['state']}",
+                    None,
+                    f"CR-{request['id']} {request['state']}",
+                )
+            )
+    return entries
 
 
 def _utc(value: datetime) -> datetime:

@@ -62,6 +62,11 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
             say(f'@dora /incident declare {DRILL} "jobs stopped finishing" --queue workers')
             time.sleep(1)
             say("@dora /incident notify actors")
+            say(
+                '@alice /queue redrive --error-like ffmpeg --sample 2 --reason "transcoder '
+                'fixed" --incident INC-1'
+            )
+            say("@bob /queue approve CR-1")
             time.sleep(9)  # past both deadlines: operators were never told
             say("/incident status INC-1")
             say("/incident timeline INC-1")
@@ -103,3 +108,8 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
     assert "| actors | 8 s |" in export and "| met |" in export
     assert "- [x] v2 one synthetic job submitted after recovery" in export
     assert "From the declaration to recovery:" in export
+    assert "| CR-1 | plan | clips | alice | bob | executed | 14 |" in export  # made under it
+    timeline = out.split("> /incident timeline INC-1")[1]
+    assert (
+        "alice requested CR-1 (plan of 14 in clips)" in timeline and "bob approved CR-1" in timeline
+    )
