@@ -432,7 +432,8 @@ class Usage:
         )
 
     def others(self, before: Usage, ours: set[int]) -> list[tuple[str, float]]:
-        """Other processes' CPU seconds in between, by name, most first."""
+        """Other processes' CPU seconds in between, by name, most first (those that
+        ended in between are in the machine's busy time only)."""
         by_name: dict[str, float] = {}
         for pid, (name, cpu) in self.processes.items():
             if pid not in ours and name != "postgres":
@@ -459,7 +460,11 @@ class Usage:
             + (f", senders {sender:.2f}s" if sending else "")
             + f", this process (fake Slack, polling) {bench:.2f}s, "
             f"everything else {busy - serve - sender - bench - postgres:.2f}s"
-            + (f" (among them: {', '.join(f'{n} {c:.1f}s' for n, c in others)})" if others else "")
+            + (
+                f" (of it, live processes: {', '.join(f'{n} {c:.1f}s' for n, c in others)})"
+                if others
+                else ""
+            )
         )
 
 
