@@ -57,8 +57,20 @@ STALE_SECONDS = 5.0  # QUEUEBOT_CLAIM_STALE_SECONDS for every serve here: the lo
 
 # The demo configuration, plus what every scenario needs: one approval executes a
 # request of a few hundred rows, and plans poll quickly with no velocity cap to wait for.
+# Posts are not paced (the scenarios count them, not wait for Slack's pace), and the
+# detectors are off (the demo's failed jobs would add an alert thread to every count).
 BASE_TOML = """\
 large_change_rows = 5000
+
+[slack]
+post_interval_seconds = 0
+
+[alerts.detectors.queue_loss]
+enabled = false
+[alerts.detectors.dead_letter_growth]
+enabled = false
+[alerts.detectors.failed_actionable]
+enabled = false
 
 [redrive]
 poll_seconds = 0.2
