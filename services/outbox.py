@@ -63,6 +63,27 @@ async def add(
     )
 
 
+async def add_many(
+    conn: AsyncConnection, *, kind: str, items: list[dict[str, Any]], now: datetime
+) -> None:
+    """Several posts (each ``{"subject": ..., "payload": ...}``) in one statement, in the
+    order given (their ids keep that order, so each subject's posts go out in it)."""
+    await conn.execute(
+        _items.insert(),
+        [
+            {
+                "kind": kind,
+                "subject": item["subject"],
+                "payload": item["payload"],
+                "created_at": now,
+                "due_at": now,
+                "attempts": 0,
+            }
+            for item in items
+        ],
+    )
+
+
 async def forget_done(conn: AsyncConnection, *, before: datetime) -> None:
     """Drop items delivered before ``before`` (a step of a housekeeping job)."""
     await conn.execute(_items.delete().where(_items.c.done_at < before))

@@ -40,7 +40,18 @@ log = logging.getLogger("queuebot.alerts")
 INBOX = cast(sa.Table, AlertInbox.__table__)
 GROUPS = cast(sa.Table, AlertGroup.__table__)
 ALERT_POST = "alert.post"  # the outbox kind of alert threads' posts
-BATCH = 200
+BATCH = 500
+# what processing changes in a group row
+_KEPT = (
+    "status",
+    "alerts",
+    "episode",
+    "changed_at",
+    "resolved_at",
+    "notifications",
+    "annotations",
+    "links",
+)
 KEEP_PROCESSED = timedelta(days=7)
 
 
@@ -179,31 +190,22 @@ class AlertDesk:
             )
         ).mappings()
         state = {str(g["key_hash"]): dict(g) for g in locked}
-        changed: set[str] = set()
-        posts = 0
+        posts: list[dict[str, Any]] = []
         for row in batch:
             n = row.notification
-            key = key_hash(row.source, n.receiver, n.groupKey)
-            group = state[key]
-            posts += await self._merge_into(conn, group, n, now)
-            changed.add(key)
-        for key in changed:
-            group = state[key]
-            await conn.execute(
-                GROUPS.update()
-                .where(GROUPS.c.id == group["id"])
-                .values(
-                    status=group["status"],
-                    alerts=group["alerts"],
-                    episode=group["episode"],
-                    changed_at=group["changed_at"],
-                    resolved_at=group["resolved_at"],
-                    notifications=group["notifications"],
-                    annotations=group["annotations"],
-                    links=group["links"],
-                )
-            )
-        return posts
+            group = state[key_hash(row.source, n.receiver, n.groupKey)]
+            for payload in self._merge_into(group, n, now):
+                posts.append({"subject": subject(int(group["id"])), "payload": payload})
+        # one statement for the batch's groups and one for its posts (in the order made)
+        await conn.execute(
+            GROUPS.update()
+            .where(GROUPS.c.id == sa.bindparam("group_id"))
+            .values({name: sa.bindparam(name) for name in _KEPT}),
+            [{"group_id": g["id"], **{name: g[name] for name in _KEPT}} for g in state.values()],
+        )
+        if posts:
+            await relay.add_many(conn, kind=ALERT_POST, items=posts, now=now)
+        return len(posts)
 
     async def _create_missing(
         self, conn: AsyncConnection, firsts: dict[str, _Row], now: datetime
@@ -248,10 +250,10 @@ class AlertDesk:
             "roots": {},
         }
 
-    async def _merge_into(
-        self, conn: AsyncConnection, group: dict[str, Any], n: Notification, now: datetime
-    ) -> int:
-        """Merge one notification into ``group`` (in place); write its posts; how many."""
+    def _merge_into(
+        self, group: dict[str, Any], n: Notification, now: datetime
+    ) -> list[dict[str, Any]]:
+        """Merge one notification into ``group`` (in place); the posts it makes."""
         known = {fp: AlertRecord.from_json(fp, data) for fp, data in group["alerts"].items()}
         result = groups.merge(known, n)
         group["notifications"] = int(group["notifications"]) + 1
@@ -260,7 +262,7 @@ class AlertDesk:
         group["links"] = _links(n)
         group["alerts"] = {fp: record.json() for fp, record in result.alerts.items()}
         if not result.changed:
-            return 0
+            return []
         before = str(group["status"])
         group["status"] = result.status
         group["changed_at"] = now
@@ -269,11 +271,7 @@ class AlertDesk:
             group["resolved_at"] = now
         elif result.status == "firing":
             group["resolved_at"] = None
-        for payload in posts:
-            await relay.add(
-                conn, kind=ALERT_POST, subject=subject(int(group["id"])), payload=payload, now=now
-            )
-        return len(posts)
+        return posts
 
     def _posts(
         self, group: dict[str, Any], result: Merge, before: str, now: datetime

@@ -8,6 +8,7 @@ Go's zero time, which becomes ``None``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import UTC, datetime, timedelta, timezone
@@ -37,6 +38,12 @@ def parse_time(value: Any) -> datetime | None:
         return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise ValueError("expected an RFC 3339 time such as 2026-11-30T12:00:00.123Z")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> datetime | None:
+    """The same times come again and again (a group is re-sent whole): parsed once."""
     matched = _RFC3339.match(value)
     if matched is None:
         raise ValueError(f"{value[:40]!r} is not an RFC 3339 time such as 2026-11-30T12:00:00.123Z")
