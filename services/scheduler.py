@@ -35,6 +35,7 @@ FollowUp = Callable[[], Awaitable[None]]
 Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
 MAX_BACKOFF = timedelta(minutes=5)
 MIN_PAUSE = 0.02  # seconds between passes at least
+PASS = 100  # items one pass of run_forever runs at most; after a full one it goes straight on
 
 
 class PostsDeferred(Exception):
@@ -210,10 +211,12 @@ class Scheduler:
         pause = self.interval
         while not stop.is_set():
             try:
-                ran = await self.run_due(limit=100)
+                ran = await self.run_due(limit=PASS)
                 outage.passed()
                 pause = self.interval
-                if ran < 100:
+                if ran == PASS:
+                    pause = 0.0  # more are due: a backlog is worked off without a rest
+                else:
                     until = await self.next_due_in()
                     if until is not None:
                         # a floor: an item due now but held by another replica

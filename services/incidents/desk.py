@@ -297,6 +297,11 @@ class Incidents:
             incident = await store.row(conn, number, lock=True)
             if incident["state"] != "open":
                 raise Conflict(f"{number_text(number)} is resolved; nothing more is sent for it")
+            # Its timers first, then the obligation: the order the scheduler takes them in
+            # (an item, then what its handler changes). A reminder or the deadline firing
+            # right now finishes first, and what it did is read below (past the deadline:
+            # late); taken the other way round, the two would wait for each other.
+            await self._cancel_timers(conn, number, audience)
             found = (
                 (
                     await conn.execute(
@@ -338,11 +343,6 @@ class Incidents:
                         met_by=actor.person or actor.account,
                     )
                 )
-                for fraction in self.config.remind_at:
-                    await scheduler.unschedule(
-                        conn, kind=REMIND, subject=f"{found['id']}:{round(fraction * 100)}"
-                    )
-                await scheduler.unschedule(conn, kind=DEADLINE, subject=str(found["id"]))
             said = (
                 f"{_who(actor)} told the {audience} ({', '.join(channels)}) after "
                 f"{messages.duration(latency)}{' — after its deadline' if late else ''}"
@@ -370,6 +370,23 @@ class Incidents:
             view = await store.view(conn, number)
         self.outbox.wake()
         return view
+
+    async def _cancel_timers(self, conn: AsyncConnection, number: int, audience: str) -> None:
+        """Unschedule the reminders and the deadline of the audience's communication."""
+        obligation = (
+            await conn.execute(
+                sa.select(OBLIGATIONS.c.id).where(
+                    OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.audience == audience
+                )
+            )
+        ).scalar_one_or_none()
+        if obligation is None:
+            return
+        for fraction in self.config.remind_at:
+            await scheduler.unschedule(
+                conn, kind=REMIND, subject=f"{obligation}:{round(fraction * 100)}"
+            )
+        await scheduler.unschedule(conn, kind=DEADLINE, subject=str(obligation))
 
     # -- restore order and validation ----------------------------------------------
 
