@@ -183,49 +183,64 @@ class Outbox:
                 waiting.cancel()
 
     async def _claim(self, kind: str | None, subject: str | None) -> Item | None:
+        """Take the oldest due item (whose subject has no older undone one): one UPDATE
+        that pushes its due time a lease ahead, over a ``FOR UPDATE SKIP LOCKED`` pick."""
         now = self.clock()
+        due = _items.alias("due")  # the candidates, apart from the row updated
         older = _items.alias("older")
         waiting_for_older = (
             sa.select(older.c.id)
             .where(
-                older.c.kind == _items.c.kind,
-                older.c.subject == _items.c.subject,
+                older.c.kind == due.c.kind,
+                older.c.subject == due.c.subject,
                 older.c.done_at.is_(None),
-                older.c.id < _items.c.id,
+                older.c.id < due.c.id,
             )
             .exists()
         )
-        query = (
-            sa.select(_items)
+        pick = (
+            sa.select(due.c.id)
             .where(
-                _items.c.done_at.is_(None),
-                _items.c.due_at <= now,
-                _items.c.kind.in_(list(self.deliverers)),
+                due.c.done_at.is_(None),
+                due.c.due_at <= now,
+                due.c.kind.in_(list(self.deliverers)),
                 ~waiting_for_older,
             )
-            .order_by(_items.c.due_at, _items.c.id)
+            .order_by(due.c.due_at, due.c.id)
             .limit(1)
             .with_for_update(skip_locked=True)
         )
         if kind is not None:
-            query = query.where(_items.c.kind == kind)
+            pick = pick.where(due.c.kind == kind)
         if subject is not None:
-            query = query.where(_items.c.subject == subject)
+            pick = pick.where(due.c.subject == subject)
         async with transaction(self.engine, subject="the outbox") as conn:
-            row = (await conn.execute(query)).mappings().first()
-            if row is None:
-                return None
-            await conn.execute(
-                _items.update()
-                .where(_items.c.id == row["id"])
-                .values(due_at=now + LEASE, attempts=row["attempts"] + 1)
+            row = (
+                (
+                    await conn.execute(
+                        _items.update()
+                        .where(_items.c.id == pick.scalar_subquery())
+                        .values(due_at=now + LEASE, attempts=_items.c.attempts + 1)
+                        .returning(
+                            _items.c.id,
+                            _items.c.kind,
+                            _items.c.subject,
+                            _items.c.payload,
+                            _items.c.attempts,
+                        )
+                    )
+                )
+                .mappings()
+                .first()
             )
+        if row is None:
+            return None
         return Item(
             id=int(row["id"]),
             kind=str(row["kind"]),
             subject=str(row["subject"]),
             payload=dict(row["payload"]),
-            attempts=int(row["attempts"]) + 1,
+            attempts=int(row["attempts"]),
         )
 
     async def _deliver(self, item: Item) -> str | None:
