@@ -180,6 +180,7 @@ def wire_services(
         config=incidents or IncidentsConfig(),
         runbook=library.get,
         authority=authority,
+        estate=estate,
     )
     outbox.register(
         INCIDENT_POST, IncidentPublisher(engine=state_engine, notifier=notifier).deliver

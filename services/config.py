@@ -306,6 +306,12 @@ class FileConfig(_Strict):
                         f"incidents.audiences.{audience}: channel {channel!r} is not in "
                         f"[channels]; add [channels.{channel}] with its slack or discord id"
                     )
+        synthetic = self.incidents.synthetic_job
+        if synthetic is not None and synthetic.queue not in queues:
+            raise ValueError(
+                f"incidents.synthetic_job.queue {synthetic.queue!r} is not configured "
+                f"(configured: {', '.join(queues)})"
+            )
         if len(names) != len(self.alerts.routes):
             raise ValueError("alerts.routes: two routes have the same name; names are unique")
 

@@ -6,12 +6,16 @@ sample (``qb_queue_samples``):
 - ``backlog-falling``: the pending backlog of the newest count is below the one written
   down ``BACKLOG_WINDOW`` earlier (falling, not flat or rising).
 
-Anything else (``synthetic-job``, or an item without a check) is confirmed by a person
-with ``/incident step vN done``.
+- ``synthetic-job``: where ``[incidents] synthetic_job`` says how, one job is submitted
+  and the item passes once it is in a terminal state.
+
+Anything else (an item without a check, or a synthetic job with nothing configured) is
+confirmed by a person with ``/incident step vN done``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
@@ -19,6 +23,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate.model import CanonicalState
 from services.models import QueueSample
 
 SAMPLES = cast(sa.Table, QueueSample.__table__)
@@ -71,3 +76,23 @@ async def backlog_falling(conn: AsyncConnection, *, queue: str, now: datetime) -
     if current[2] < earlier[2]:
         return Verdict(True, says + ": falling")
     return Verdict(False, says + (": flat" if current[2] == earlier[2] else ": rising"))
+
+
+TERMINAL = (
+    CanonicalState.SUCCEEDED,
+    CanonicalState.FAILED,
+    CanonicalState.DEAD,
+    CanonicalState.CANCELLED,
+)
+_SUBMITTED = re.compile(r"^synthetic job (\S+) submitted")
+
+
+def synthetic_id(result: str | None) -> str | None:
+    """The id of the synthetic job an earlier validation submitted, if it did."""
+    matched = _SUBMITTED.match(result or "")
+    return matched.group(1) if matched else None
+
+
+def synthetic_verdict(job: str, status: str, state: CanonicalState, queue: str) -> Verdict:
+    says = f"synthetic job {job} submitted to {queue}: {status}"
+    return Verdict(True if state in TERMINAL else None, says)

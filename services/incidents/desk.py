@@ -25,6 +25,7 @@ from services.alerts.groups import AlertRecord
 from services.audit import Actor, AuditTrail
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
+from services.estate.estate import Estate
 from services.incident_settings import OPERATORS, IncidentsConfig
 from services.incidents import checks, messages, store
 from services.incidents.export import postmortem
@@ -38,6 +39,7 @@ from services.scheduler import FollowUp
 log = logging.getLogger("queuebot.incidents")
 INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
 REMIND = "incident.remind"
+SYNTHETIC = "synthetic-job"
 DEADLINE = "incident.deadline"
 SYSTEM = Actor.system("incident")
 
@@ -63,6 +65,7 @@ class Incidents:
         config: IncidentsConfig,
         runbook: Callable[[str], Runbook],
         authority: Callable[[Runbook], Sequence[str]],
+        estate: Estate | None = None,
     ) -> None:
         """``runbook`` finds a scenario's runbook (NotFound lists the known ones);
         ``authority`` names the people who hold a runbook's declaration authority."""
@@ -73,6 +76,7 @@ class Incidents:
         self.config = config
         self.runbook = runbook
         self.authority = authority
+        self.estate = estate
 
     # -- declaring -----------------------------------------------------------------
 
@@ -445,7 +449,10 @@ class Incidents:
     async def validate(
         self, *, number: int, actor: Actor, default_queue: str | None
     ) -> IncidentView:
-        """Measure the validation items queuebot can measure; each that passes is done."""
+        """Measure the validation items queuebot can measure; each that passes is done.
+        A synthetic-job item submits its job (where ``[incidents] synthetic_job`` says how)
+        the first time, and passes once that job is in a terminal state."""
+        synthetic = await self._synthetic(number)
         now = self.clock()
         async with transaction(self.engine, subject=number_text(number)) as conn:
             await store.row(conn, number, lock=True)
@@ -455,9 +462,13 @@ class Incidents:
                 raise UsageError(f"{view.name} names no queue to measure")
             before = view.fault_at or view.declared_at
             for position, step in enumerate(view.validation()):
-                if step.state == "done" or step.check_id not in checks.MEASURED:
+                if step.state == "done" or step.check_id not in (*checks.MEASURED, SYNTHETIC):
                     continue
-                if step.check_id == "count-restored":
+                if step.check_id == SYNTHETIC:
+                    if synthetic is None:
+                        continue
+                    verdict = synthetic
+                elif step.check_id == "count-restored":
                     verdict = await checks.count_restored(conn, queue=queue, before=before, now=now)
                 else:
                     verdict = await checks.backlog_falling(conn, queue=queue, now=now)
@@ -490,6 +501,32 @@ class Incidents:
                 )
             view = await store.view(conn, number)
         return view
+
+    async def _synthetic(self, number: int) -> checks.Verdict | None:
+        """The synthetic job's verdict: submitted now, or how the one submitted is doing;
+        None where no synthetic job is configured (a person confirms that item)."""
+        setting = self.config.synthetic_job
+        if setting is None or self.estate is None:
+            return None
+        async with reading(self.engine) as conn:
+            view = await store.view(conn, number)
+        step = next((s for s in view.validation() if s.check_id == SYNTHETIC), None)
+        if step is None or step.state == "done":
+            return None
+        profile = self.estate.profile(setting.queue)
+        submitted = checks.synthetic_id(step.result)
+        if submitted is None:
+            async with self.estate.engine.begin() as conn:
+                job = (
+                    await conn.execute(sa.text(setting.insert), {"incident": view.name})
+                ).scalar_one()
+            return checks.Verdict(
+                None,
+                f"synthetic job {job} submitted to {setting.queue} at {self.clock():%H:%M:%S} UTC",
+            )
+        async with self.estate.connect() as conn:
+            detail = await profile.show(conn, job_id=submitted)
+        return checks.synthetic_verdict(submitted, detail.status, detail.canonical, setting.queue)
 
     async def resolve(self, *, number: int, actor: Actor) -> IncidentView:
         """Close the incident: every validation item must be done."""

@@ -47,7 +47,7 @@ def served(fake: FakeSlack, tmp_path: Path) -> Iterator[Served]:
                 "QUEUEBOT_ALERT_TOKEN": TOKEN,
             },
             # only Alertmanager's alerts here: the demo's failed jobs would fire a detector
-        extra="\n[slack]\npost_interval_seconds = 0.2\n" + DETECTORS_OFF,
+            extra="\n[slack]\npost_interval_seconds = 0.2\n" + DETECTORS_OFF,
         ) as serve,
     ):
         yield serve
