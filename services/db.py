@@ -177,7 +177,11 @@ def _unavailable(exc: BaseException) -> bool:
 
 
 def _unique_violation(exc: DBAPIError) -> bool:
-    """A unique rule refused the row: a concurrent twin of this change got there first."""
+    """A unique rule refused the row: a concurrent twin of this change got there first;
+    or PostgreSQL broke a deadlock with a concurrent transaction, or could not serialize
+    this one beside it (nothing was done: the change may be tried again)."""
+    if getattr(exc.orig, "sqlstate", None) in ("40P01", "40001"):  # deadlock, serialization
+        return True
     if not isinstance(exc, IntegrityError):
         return False
     if getattr(exc.orig, "sqlstate", None) == "23505":  # PostgreSQL unique_violation

@@ -24,7 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import Outage, transaction
-from services.errors import ConfigError, DatabaseUnavailable
+from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
 from services.models import ScheduledItem
 
@@ -148,6 +148,11 @@ class Scheduler:
                 follow_ups = await self.handlers[claimed[1]](conn, claimed[2], now)
         except DatabaseUnavailable:
             raise  # rolled back: the item is still due, and runs once the database is back
+        except ConcurrentChange:
+            # rolled back beside a concurrent transaction (a deadlock broken, say): the
+            # item is still due and runs on the next pass
+            log.info("scheduled %s ran into a concurrent change; it runs again", claimed)
+            return True
         except Exception as exc:
             if claimed is None:
                 raise

@@ -610,6 +610,9 @@ class Incidents:
         found = await self._pending(conn, obligation_id)
         if found is None:
             return []
+        if now >= _aware(found["due_at"], now):
+            # due already (queuebot was down past it): the deadline's escalation says it
+            return []
         number = int(found["incident_id"])
         await conn.execute(
             OBLIGATIONS.update()
@@ -691,6 +694,7 @@ class Incidents:
                 await conn.execute(
                     sa.select(
                         OBLIGATIONS.c.incident_id,
+                        OBLIGATIONS.c.due_at,
                         OBLIGATIONS.c.state,
                         INCIDENTS.c.state.label("incident_state"),
                     )
@@ -738,6 +742,11 @@ class Incidents:
             },
             now=now,
         )
+
+
+def _aware(at: datetime, now: datetime) -> datetime:
+    """SQLite gives times back without their zone; they were written in UTC."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
 
 
 def _order(view: IncidentView) -> str:

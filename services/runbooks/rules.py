@@ -68,7 +68,8 @@ def rule_problems(data: Mapping[str, Any]) -> list[Problem]:
         *_restore_order(data),
         *_fencing(data),
         *_repeats(data, "secrets", ("id",)),
-        *_repeats(data, "communications", ("audience", "channelDependencyId")),
+        # one communication per audience: an incident keeps one deadline per audience
+        *_repeats(data, "communications", ("audience",)),
         *_repeated_ids(data, "dependencies"),
     ]
 

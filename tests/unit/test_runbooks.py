@@ -275,8 +275,7 @@ def test_repeated_secrets_communications_and_dependencies_are_refused() -> None:
     data["communications"].append(dict(data["communications"][1]))
     assert problems(data) == [
         "secrets[1]: repeats secrets[0] (id 'provider worker credentials')",
-        "communications[2]: repeats communications[1] (audience 'operators' and "
-        "channelDependencyId 'dep:notification-channel')",
+        "communications[2]: repeats communications[1] (audience 'operators')",
         "dependencies[1]: 'dep:cdn' repeats dependencies[0]",
     ]
 
