@@ -33,6 +33,7 @@ from services.alerts.payload import Notification, from_stored
 from services.alerts.routes import destination
 from services.db import Outage, transaction
 from services.errors import DatabaseUnavailable
+from services.estate.profile import as_utc
 from services.models import AlertGroup, AlertInbox
 from services.outbox import Outbox
 
@@ -281,7 +282,7 @@ class AlertDesk:
         if before != "firing" and result.status == "firing":
             resolved_at = group["resolved_at"]
             reopen = timedelta(hours=self.config.reopen_hours)
-            if episode == 0 or resolved_at is None or now - _aware(resolved_at, now) > reopen:
+            if episode == 0 or resolved_at is None or now - (as_utc(resolved_at) or now) > reopen:
                 group["episode"] = episode + 1
                 posts = [{"action": "root", "episode": episode + 1}]
                 if group["route"].get("triage") and group.get("queue"):
@@ -318,10 +319,6 @@ async def forget_processed(conn: AsyncConnection, *, before: datetime) -> None:
     await conn.execute(
         INBOX.delete().where(INBOX.c.processed_at.is_not(None), INBOX.c.processed_at < before)
     )
-
-
-def _aware(at: datetime, now: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
 
 
 def _links(n: Notification) -> dict[str, str]:

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.alert_settings import DetectorsConfig
 from services.alerts.desk import GROUPS, FiringCounter, key_hash, store
-from services.alerts.payload import Alert, Notification
+from services.alerts.payload import Alert, Notification, parse_time
 from services.estate.model import CanonicalState
 from services.estate.profile import QueueProfile, as_utc
 from services.models import QueueSample
@@ -217,7 +217,7 @@ async def raise_changes(
         starts_at = now
         if not verdict.firing and known is not None:
             record = (known[1] or {}).get(fingerprint) or {}
-            starts_at = as_utc(_time(record.get("starts_at"))) or now
+            starts_at = parse_time(record.get("starts_at")) or now
         status: Literal["firing", "resolved"] = "firing" if verdict.firing else "resolved"
         labels = {
             "alertname": verdict.detector,
@@ -250,9 +250,3 @@ async def raise_changes(
         if verdict.firing and counter is not None:
             counter.detector_fired(verdict.detector)
     return stored
-
-
-def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    return datetime.fromisoformat(str(value))

@@ -26,6 +26,7 @@ from services.audit import Actor, AuditTrail
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.estate.estate import Estate
+from services.estate.profile import as_utc
 from services.incident_settings import OPERATORS, IncidentsConfig
 from services.incidents import checks, messages, store
 from services.incidents.export import postmortem
@@ -610,7 +611,7 @@ class Incidents:
         found = await self._pending(conn, obligation_id)
         if found is None:
             return []
-        if now >= _aware(found["due_at"], now):
+        if now >= (as_utc(found["due_at"]) or now):
             # due already (queuebot was down past it): the deadline's escalation says it
             return []
         number = int(found["incident_id"])
@@ -742,11 +743,6 @@ class Incidents:
             },
             now=now,
         )
-
-
-def _aware(at: datetime, now: datetime) -> datetime:
-    """SQLite gives times back without their zone; they were written in UTC."""
-    return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
 
 
 def _order(view: IncidentView) -> str:

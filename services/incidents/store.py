@@ -3,6 +3,7 @@ connection and runs inside its transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -78,39 +79,9 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
     incident = await row(conn, number)
     declared = as_utc(incident["declared_at"])
     assert declared is not None
-    obligations = (
-        (
-            await conn.execute(
-                sa.select(OBLIGATIONS)
-                .where(OBLIGATIONS.c.incident_id == number)
-                .order_by(OBLIGATIONS.c.due_at, OBLIGATIONS.c.id)
-            )
-        )
-        .mappings()
-        .all()
-    )
-    steps = (
-        (
-            await conn.execute(
-                sa.select(STEPS)
-                .where(STEPS.c.incident_id == number)
-                .order_by(STEPS.c.kind, STEPS.c.position)
-            )
-        )
-        .mappings()
-        .all()
-    )
-    timeline = (
-        (
-            await conn.execute(
-                sa.select(TIMELINE)
-                .where(TIMELINE.c.incident_id == number)
-                .order_by(TIMELINE.c.at, TIMELINE.c.id)
-            )
-        )
-        .mappings()
-        .all()
-    )
+    obligations = await _children(conn, OBLIGATIONS, number, "due_at", "id")
+    steps = await _children(conn, STEPS, number, "kind", "position")
+    timeline = await _children(conn, TIMELINE, number, "at", "id")
     return IncidentView(
         number=number,
         scenario=str(incident["scenario"]),
@@ -202,6 +173,18 @@ async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
                 )
             )
     return entries
+
+
+async def _children(
+    conn: AsyncConnection, table: sa.Table, number: int, *order: str
+) -> Sequence[sa.RowMapping]:
+    """The incident's rows of ``table`` (obligations, steps, timeline), in ``order``."""
+    found = await conn.execute(
+        sa.select(table)
+        .where(table.c.incident_id == number)
+        .order_by(*(table.c[name] for name in order))
+    )
+    return found.mappings().all()
 
 
 def _utc(value: datetime) -> datetime:
