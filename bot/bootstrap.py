@@ -141,29 +141,6 @@ def wire_services(
     )
     plans = PlanEngine(estate=estate, config=redrive, clock=clock, outbox=outbox, audit=audit)
     control = PlanControl(estate=estate, clock=clock, outbox=outbox, audit=audit)
-    changes = ChangeRequests(
-        estate=estate,
-        engine=state_engine,
-        approval=approval,
-        redrive=redrive,
-        clock=clock,
-        executor=Executor(
-            estate=estate, plans=plans, control=control, audit=audit, anchors=anchors
-        ),
-        audit=audit,
-    )
-    desk = AlertDesk(
-        engine=state_engine,
-        clock=clock,
-        config=alerts,
-        queues=list(estate.profiles),
-        outbox=outbox,
-        counters=counters,
-    )
-    alert_posts = AlertPublisher(
-        engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
-    )
-    outbox.register(ALERT_POST, alert_posts.deliver)
     library = runbooks or RunbookLibrary.load()
     people = directory or Directory([])
     role_names = dict(roles or {})
@@ -182,6 +159,35 @@ def wire_services(
         authority=authority,
         estate=estate,
     )
+    changes = ChangeRequests(
+        estate=estate,
+        engine=state_engine,
+        approval=approval,
+        redrive=redrive,
+        clock=clock,
+        executor=Executor(
+            estate=estate,
+            plans=plans,
+            control=control,
+            audit=audit,
+            anchors=anchors,
+            incidents=desk_of_incidents,
+        ),
+        audit=audit,
+        incidents=desk_of_incidents,
+    )
+    desk = AlertDesk(
+        engine=state_engine,
+        clock=clock,
+        config=alerts,
+        queues=list(estate.profiles),
+        outbox=outbox,
+        counters=counters,
+    )
+    alert_posts = AlertPublisher(
+        engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
+    )
+    outbox.register(ALERT_POST, alert_posts.deliver)
     outbox.register(
         INCIDENT_POST, IncidentPublisher(engine=state_engine, notifier=notifier).deliver
     )

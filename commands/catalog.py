@@ -439,9 +439,25 @@ CATALOG += (
         "incident",
         "resolve",
         Resolve,
-        "resolve the incident: every validation item must be done",
+        "resolve the incident: every validation item must be done, or --override asks "
+        "another person to approve resolving it without them",
         role="operator",
         positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(
+            Flag(
+                "override",
+                "override",
+                kind="bool",
+                help="a change request: resolved once another person approves",
+            ),
+            Flag(
+                "reason",
+                "reason",
+                metavar='"WHY"',
+                help="with --override: why it is over without those validations",
+                example='--reason "checked by hand with the tenant; counts match"',
+            ),
+        ),
         example="/incident resolve INC-3",
     ),
     CommandSpec(

@@ -218,7 +218,22 @@ class Validate(IncidentCommand):
 
 
 class Resolve(IncidentCommand):
-    pass
+    override: bool = False  # ask another person to approve resolving without validation
+    reason: str | None = Field(default=None, min_length=3, max_length=500)
+
+    @model_validator(mode="after")
+    def _override_has_reason(self) -> Resolve:
+        if self.override and self.reason is None:
+            raise ValueError(
+                'an override needs --reason "WHY": why the incident is over although '
+                "some validation items are not done (kept in the audit trail)"
+            )
+        if self.reason is not None and not self.override:
+            raise ValueError(
+                "--reason goes with --override; without it, /incident resolve needs every "
+                "validation item done"
+            )
+        return self
 
 
 class Export(IncidentCommand):

@@ -36,7 +36,7 @@ def actor_of(inv: Invocation) -> Actor:
     )
 
 
-def _origin(inv: Invocation) -> dict[str, str | None]:
+def origin_of(inv: Invocation) -> dict[str, str | None]:
     return {
         "platform": inv.platform,
         "channel": inv.channel,
@@ -52,7 +52,7 @@ async def handle_requeue(cmd: Requeue, inv: Invocation, deps: Deps) -> Reply:
         selector=Selector(ids=tuple(cmd.ids)),
         reason=cmd.reason,
         actor=actor_of(inv),
-        origin=_origin(inv),
+        origin=origin_of(inv),
         delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
@@ -68,7 +68,7 @@ async def handle_cancel(cmd: Cancel, inv: Invocation, deps: Deps) -> Reply:
         selector=selector,
         reason=cmd.reason,
         actor=actor_of(inv),
-        origin=_origin(inv),
+        origin=origin_of(inv),
         delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
@@ -93,7 +93,7 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         actor=actor_of(inv),
         incident=cmd.incident,
         evidence=cmd.evidence,
-        origin=_origin(inv),
+        origin=origin_of(inv),
         delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)
@@ -175,6 +175,7 @@ def change_message(v: ChangeView) -> Message:
         ChangeKind.RESUME: f"resume plan P-{v.plan} ({fmt.count(v.eligible)} row(s) to go)",
         ChangeKind.ROLLBACK: f"roll back plan P-{v.plan} (up to {fmt.count(v.eligible)} "
         "unclaimed row(s))",
+        ChangeKind.RESOLVE: f"resolve {v.incident} without {len(v.checks)} validation item(s)",
     }.get(v.kind, f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}")
     status = {
         RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
@@ -193,7 +194,9 @@ def change_message(v: ChangeView) -> Message:
                     ("requested by", v.requester),
                     ("at", fmt.when(v.requested_at)),
                     ("expires", fmt.when(v.expires_at)),
-                    ("selection", fmt.clip(v.selector, 80)),
+                    ("selection", fmt.clip(v.selector, 80))
+                    if v.kind is not ChangeKind.RESOLVE
+                    else None,
                     ("incident", v.incident) if v.incident else None,
                     ("evidence", v.evidence) if v.evidence else None,
                 )
@@ -212,9 +215,10 @@ def change_message(v: ChangeView) -> Message:
             )
         )
     if v.checks:
-        blocks.append(
-            Table(("precondition", "verdict", "detail"), tuple(v.checks), title="Preconditions")
-        )
+        title = "Preconditions"
+        if v.kind is ChangeKind.RESOLVE:
+            title = "Validation items resolved without (they stay on the record as overridden)"
+        blocks.append(Table(("precondition", "verdict", "detail"), tuple(v.checks), title=title))
     if v.schedule:
         waves = " + ".join(fmt.count(n) for n in v.schedule[:12])
         more = f" + ... ({len(v.schedule)} waves)" if len(v.schedule) > 12 else ""
@@ -263,6 +267,8 @@ def _outcome_line(v: ChangeView) -> str:
         )
     if v.kind is ChangeKind.RESUME:
         return f"plan P-{result.plan} is running again"
+    if v.kind is ChangeKind.RESOLVE:
+        return f"{v.incident} resolved; /incident export {v.incident} writes the postmortem"
     if v.kind is ChangeKind.ROLLBACK:
         return (
             f"plan P-{result.plan} rolled back: "
@@ -332,7 +338,7 @@ async def _plan_change(
         selector=Selector(plan=plan),
         reason=reason,
         actor=actor_of(inv),
-        origin=_origin(inv),
+        origin=origin_of(inv),
         delivery=inv.delivery,
     )
     return Reply(change_message(view), ephemeral=False)

@@ -1,5 +1,6 @@
 """``/incident declare | notify | status | timeline | step``.
 
+Resolving without every validation item is a change request another person approves.
 Declaring is allowed only to the people who hold the runbook's declaration authority
 ([roles] maps the runbook's name for it to a queuebot role); everyone else is told who
 may declare."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from commands.context import Invocation
 from commands.deps import Deps, IncidentService
-from commands.handlers.changes import actor_of
+from commands.handlers.changes import actor_of, change_message, origin_of
 from commands.model import (
     Declare,
     Export,
@@ -21,7 +22,9 @@ from commands.model import (
     Validate,
 )
 from commands.reply import Reply
-from services.errors import ConfigError, PermissionDenied, UsageError
+from services.changes.model import ChangeKind
+from services.errors import ConfigError, Conflict, PermissionDenied, UsageError
+from services.estate.ops import Selector
 from services.incidents.model import IncidentView
 from services.incidents.report import status_message, timeline_message
 from services.message import Message, Text
@@ -143,9 +146,35 @@ async def handle_validate(cmd: Validate, inv: Invocation, deps: Deps) -> Reply:
 async def handle_resolve(cmd: Resolve, inv: Invocation, deps: Deps) -> Reply:
     incidents = _service(deps)
     view = await _which(cmd, incidents)
+    if cmd.override:
+        return await _override(cmd, view, inv, deps)
     after = await incidents.resolve(number=view.number, actor=actor_of(inv))
     text = f"{after.name} resolved. /incident export {after.name} writes the postmortem."
     return Reply(Message(f"{after.name} resolved", (Text(text),)), ephemeral=False)
+
+
+async def _override(cmd: Resolve, view: IncidentView, inv: Invocation, deps: Deps) -> Reply:
+    """Resolving without every validation is a change request: another person approves
+    it (with the usual Approve and Reject), and the items skipped stay on the record."""
+    assert cmd.reason is not None  # the command's model requires it with --override
+    for pending in await deps.changes.pending():
+        if pending.kind is ChangeKind.RESOLVE and pending.incident == view.name:
+            raise Conflict(
+                f"{pending.ref} already asks to resolve {view.name} without its validation "
+                f"(by {pending.requester}); /queue approve {pending.ref}, or /queue reject "
+                f"{pending.ref} first"
+            )
+    request = await deps.changes.request(
+        kind=ChangeKind.RESOLVE,
+        queue=view.queue,
+        selector=Selector(),
+        reason=cmd.reason,
+        actor=actor_of(inv),
+        incident=view.name,
+        origin=origin_of(inv),
+        delivery=inv.delivery,
+    )
+    return Reply(change_message(request), ephemeral=False)
 
 
 EXPORT_PART = 2800  # characters per block: chat platforms cut longer ones

@@ -12,7 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
 from services.changes import store
-from services.changes.model import ChangeKind, Executed, RequestRow, RequestState
+from services.changes.model import (
+    ChangeKind,
+    Executed,
+    IncidentOverrides,
+    RequestRow,
+    RequestState,
+    incident_number,
+)
 from services.errors import ConcurrentChange
 from services.estate.estate import Estate
 from services.estate.ops import Action, Target
@@ -30,7 +37,9 @@ class Executor:
         control: PlanControl,
         audit: AuditTrail,
         anchors: Anchors | None,
+        incidents: IncidentOverrides | None = None,
     ) -> None:
+        self.incidents = incidents
         self.audit = audit
         self.anchors = anchors  # None: no audit channel to post the trail's head to
         self.estate = estate
@@ -81,12 +90,25 @@ class Executor:
                 conn, number=plan, actor=actor, request=number, now=now
             )
             outcome = Executed(approvers=approvers, plan=plan, changed=back)
+        elif request.kind is ChangeKind.RESOLVE and self.incidents is not None:
+            follow_ups = await self.incidents.resolve_overridden(
+                conn,
+                number=incident_number(request.incident),
+                request=request.ref,
+                requester=request.requester_person,
+                approvers=approvers,
+                reason=request.reason,
+                actor=actor,
+                now=now,
+            )
         elif request.kind.action is not None:
             outcome, before = await self._apply(
                 conn, request, request.kind.action, targets=targets, approvers=approvers, now=now
             )
         else:
-            raise ValueError(f"{request.ref}: a {request.kind.value} request names no plan")
+            raise ValueError(
+                f"{request.ref}: a {request.kind.value} request names no plan or incident here"
+            )
         await store.save_result(conn, number, outcome.as_json())
         changed = set(outcome.changed)
         await self.audit.append(

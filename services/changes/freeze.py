@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.changes.model import ChangeKind
+from services.changes.model import ChangeKind, IncidentOverrides, incident_number
 from services.config import RedriveConfig
 from services.errors import NotFound, PreconditionFailed
 from services.estate.ops import Ineligible, Selector, Target
@@ -36,7 +36,15 @@ async def freeze(
     profile: QueueProfile,
     selector: Selector,
     reason: str,
+    incident: str | None = None,
+    incidents: IncidentOverrides | None = None,
 ) -> Frozen:
+    if kind is ChangeKind.RESOLVE:
+        # no rows: what is frozen is the list of validation items the override skips
+        if incidents is None:
+            raise PreconditionFailed("this queuebot process runs no incidents")
+        skipped = await incidents.unvalidated(conn, incident_number(incident))
+        return Frozen([], [], checks=skipped, affected=0)
     action = kind.action
     if action is not None and kind is not ChangeKind.REDRIVE:  # requeue, cancel
         found = await profile.changes.freeze(conn, action=action, selector=selector)

@@ -7,10 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.audit import Actor
 from services.estate.ops import Action, Ineligible, Selector
 from services.estate.profile import as_utc
+from services.scheduler import FollowUp
 
 
 class ChangeKind(StrEnum):
@@ -20,6 +24,7 @@ class ChangeKind(StrEnum):
     PLAN = "plan"  # a staged redrive: sample, then growing waves
     RESUME = "resume"  # a halted plan goes on
     ROLLBACK = "rollback"  # a plan's redriven, unclaimed jobs go back to dead
+    RESOLVE = "resolve"  # an incident resolved although validation items are not done
 
     @property
     def action(self) -> Action | None:
@@ -28,6 +33,36 @@ class ChangeKind(StrEnum):
             return Action(self.value)
         except ValueError:
             return None
+
+
+class IncidentOverrides(Protocol):
+    """What a change request needs of incidents to resolve one without its validation
+    (``services.incidents.desk.Incidents``; it is given, not imported: incidents and
+    change requests are neighbours, and neither reaches into the other)."""
+
+    async def unvalidated(
+        self, conn: AsyncConnection, number: int
+    ) -> list[tuple[str, str, str]]: ...
+
+    async def resolve_overridden(
+        self,
+        conn: AsyncConnection,
+        *,
+        number: int,
+        request: str,
+        requester: str,
+        approvers: list[str],
+        reason: str,
+        actor: Actor,
+        now: datetime,
+    ) -> list[FollowUp]: ...
+
+
+def incident_number(ref: str | None) -> int:
+    """``INC-12`` -> 12 (a resolve request always names its incident)."""
+    if ref is None or not ref.startswith("INC-") or not ref[4:].isdigit():
+        raise ValueError(f"a resolve request names its incident as INC-N, not {ref!r}")
+    return int(ref[4:])
 
 
 class RequestState(StrEnum):

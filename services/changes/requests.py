@@ -24,7 +24,13 @@ from services.audit import Actor, AuditTrail
 from services.changes import store
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, nothing_to_do
-from services.changes.model import ChangeKind, ChangeView, RequestRow, RequestState
+from services.changes.model import (
+    ChangeKind,
+    ChangeView,
+    IncidentOverrides,
+    RequestRow,
+    RequestState,
+)
 from services.config import ApprovalConfig, RedriveConfig
 from services.db import reading, transaction
 from services.errors import (
@@ -61,8 +67,10 @@ class ChangeRequests:
         clock: Callable[[], datetime],
         executor: Executor,
         audit: AuditTrail,
+        incidents: IncidentOverrides | None = None,
     ) -> None:
         self.audit = audit
+        self.incidents = incidents  # None: no incidents here, so no resolve requests
         self.estate = estate
         self.engine = engine
         self.approval = approval
@@ -216,8 +224,11 @@ class ChangeRequests:
             profile=profile,
             selector=selector,
             reason=reason,
+            incident=incident,
+            incidents=self.incidents,
         )
-        if not frozen.targets and kind not in (ChangeKind.RESUME, ChangeKind.ROLLBACK):
+        rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
+        if not frozen.targets and kind not in rowless:
             raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
         # The full snapshot (every column of every row) is hashed and kept in the
         # hash-chained audit event; the request keeps what execution needs.

@@ -530,65 +530,156 @@ class Incidents:
         return checks.synthetic_verdict(submitted, detail.status, detail.canonical, setting.queue)
 
     async def resolve(self, *, number: int, actor: Actor) -> IncidentView:
-        """Close the incident: every validation item must be done."""
+        """Close the incident: every validation item must be done (or overridden through
+        a change request another person approves: ``resolve_overridden``)."""
         now = self.clock()
         async with transaction(self.engine, subject=number_text(number)) as conn:
-            incident = await store.row(conn, number, lock=True)
-            if incident["state"] != "open":
-                raise Conflict(f"{number_text(number)} is resolved already")
-            view = await store.view(conn, number)
-            missing = [
-                f"v{i + 1} ({s.name})" for i, s in enumerate(view.validation()) if s.state != "done"
-            ]
+            view = await self._open(conn, number)
+            missing = _unvalidated(view)
             if missing:
                 raise Conflict(
-                    f"{view.name} cannot be resolved: not validated yet: {'; '.join(missing)}. "
-                    f"/incident validate {view.name} measures what queuebot can; "
-                    "/incident step vN done confirms the rest"
+                    f"{view.name} cannot be resolved: not validated yet: "
+                    f"{'; '.join(n for n, _, _ in missing)}. /incident validate {view.name} "
+                    "measures what queuebot can; /incident step vN done confirms the rest; "
+                    f'/incident resolve {view.name} --override --reason "WHY" asks another '
+                    "person to approve resolving it without them"
                 )
-            await conn.execute(
-                INCIDENTS.update()
-                .where(INCIDENTS.c.id == number)
-                .values(state="resolved", resolved_at=now)
-            )
-            pending = (
-                (
-                    await conn.execute(
-                        sa.select(OBLIGATIONS.c.id).where(
-                            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.state == "pending"
-                        )
-                    )
-                )
-                .scalars()
-                .all()
-            )
-            for obligation in pending:
-                for fraction in self.config.remind_at:
-                    await scheduler.unschedule(
-                        conn, kind=REMIND, subject=f"{obligation}:{round(fraction * 100)}"
-                    )
-                await scheduler.unschedule(conn, kind=DEADLINE, subject=str(obligation))
-            since = view.fault_at or view.declared_at
-            said = f"{_who(actor)} resolved it, {messages.duration(now - since)} after the " + (
-                "fault" if view.fault_at else "declaration"
-            )
-            await store.note(conn, number, at=now, kind="resolved", text=said, actor=actor.person)
-            await self.audit.append(
-                conn,
-                action="incident.resolved",
-                actor=actor,
-                at=now,
-                subject=view.name,
-                queue=view.queue,
-                incident=view.name,
-                details={"fault_to_recovery_s": int((now - since).total_seconds())},
-            )
-            await self._post(
-                conn, number, "thread", messages.resolved(view, actor, now - since), now
-            )
-            view = await store.view(conn, number)
+            view = await self._close(conn, view, actor, now, said_more="")
         self.outbox.wake()
         return view
+
+    async def unvalidated(self, conn: AsyncConnection, number: int) -> list[tuple[str, str, str]]:
+        """The validation items an override would skip, as (item, verdict, detail); the
+        incident must be open and have at least one."""
+        view = await self._open(conn, number)
+        missing = _unvalidated(view)
+        if not missing:
+            raise Conflict(
+                f"{view.name} is validated: /incident resolve {view.name} resolves it, "
+                "no override needed"
+            )
+        return missing
+
+    async def resolve_overridden(
+        self,
+        conn: AsyncConnection,
+        *,
+        number: int,
+        request: str,
+        requester: str,
+        approvers: list[str],
+        reason: str,
+        actor: Actor,
+        now: datetime,
+    ) -> list[FollowUp]:
+        """Resolve on an approved override (in the approval's transaction): the items not
+        validated are marked overridden, with who asked, who approved and why."""
+        view = await self._open(
+            conn, number, hint=f"; {request} has nothing left to do: /queue reject {request}"
+        )
+        skipped = _unvalidated(view)
+        approved = ", ".join(approvers)
+        for step in view.validation():
+            if step.state == "done":
+                continue
+            await conn.execute(
+                STEPS.update()
+                .where(
+                    STEPS.c.incident_id == number,
+                    STEPS.c.kind == "validation",
+                    STEPS.c.position == step.position,
+                )
+                .values(
+                    state="overridden",
+                    done_at=now,
+                    done_by=approved,
+                    result=f"not validated: overridden by {request}",
+                )
+            )
+        names = ", ".join(n.split(" ", 1)[0] for n, _, _ in skipped) or "none"
+        await self._close(
+            conn,
+            view,
+            actor,
+            now,
+            said_more=(
+                f", without validating {names}: {request} asked by {requester} "
+                f"({reason}), approved by {approved}"
+            ),
+            override={
+                "request": request,
+                "requester": requester,
+                "approvers": approvers,
+                "reason": reason,
+                "unvalidated": [n for n, _, _ in skipped],
+            },
+        )
+        return [self._kick(number)]
+
+    async def _open(self, conn: AsyncConnection, number: int, *, hint: str = "") -> IncidentView:
+        """The incident, locked, which must be open."""
+        incident = await store.row(conn, number, lock=True)
+        if incident["state"] != "open":
+            raise Conflict(f"{number_text(number)} is resolved already{hint}")
+        return await store.view(conn, number)
+
+    async def _close(
+        self,
+        conn: AsyncConnection,
+        view: IncidentView,
+        actor: Actor,
+        now: datetime,
+        *,
+        said_more: str,
+        override: dict[str, Any] | None = None,
+    ) -> IncidentView:
+        """Resolve: cancel the pending timers, write the timeline, the audit event and
+        the thread's post."""
+        number = view.number
+        await conn.execute(
+            INCIDENTS.update()
+            .where(INCIDENTS.c.id == number)
+            .values(state="resolved", resolved_at=now)
+        )
+        pending = (
+            (
+                await conn.execute(
+                    sa.select(OBLIGATIONS.c.id).where(
+                        OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.state == "pending"
+                    )
+                )
+            )
+            .scalars()
+            .all()
+        )
+        for obligation in pending:
+            for fraction in self.config.remind_at:
+                await scheduler.unschedule(
+                    conn, kind=REMIND, subject=f"{obligation}:{round(fraction * 100)}"
+                )
+            await scheduler.unschedule(conn, kind=DEADLINE, subject=str(obligation))
+        since = view.fault_at or view.declared_at
+        said = f"{_who(actor)} resolved it, {messages.duration(now - since)} after the " + (
+            "fault" if view.fault_at else "declaration"
+        )
+        await store.note(
+            conn, number, at=now, kind="resolved", text=said + said_more, actor=actor.person
+        )
+        details: dict[str, Any] = {"fault_to_recovery_s": int((now - since).total_seconds())}
+        if override is not None:
+            details["override"] = override
+        await self.audit.append(
+            conn,
+            action="incident.resolved",
+            actor=actor,
+            at=now,
+            subject=view.name,
+            queue=view.queue,
+            incident=view.name,
+            details=details,
+        )
+        await self._post(conn, number, "thread", messages.resolved(view, actor, now - since), now)
+        return await store.view(conn, number)
 
     # -- reads ---------------------------------------------------------------------
 
@@ -743,6 +834,15 @@ class Incidents:
             },
             now=now,
         )
+
+
+def _unvalidated(view: IncidentView) -> list[tuple[str, str, str]]:
+    """Validation items not done, as (item, verdict, detail)."""
+    return [
+        (f"v{i + 1} ({s.name})", "not validated", s.result or "nobody confirmed it")
+        for i, s in enumerate(view.validation())
+        if s.state != "done"
+    ]
 
 
 def _order(view: IncidentView) -> str:

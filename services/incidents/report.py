@@ -59,7 +59,7 @@ def status_message(view: IncidentView) -> Message:
 
 
 def _done(state: str, by: str | None) -> str:
-    return f"done ({by})" if state == "done" and by else state
+    return f"{state} ({by})" if state in ("done", "overridden") and by else state
 
 
 def timeline_message(view: IncidentView) -> Message:

@@ -139,7 +139,9 @@ async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
     )
     for request in requests:
         label = (
-            f"CR-{request['id']} ({request['kind']} of {request['eligible_count']} "
+            f"CR-{request['id']} (resolve without every validation item)"
+            if request["kind"] == "resolve"
+            else f"CR-{request['id']} ({request['kind']} of {request['eligible_count']} "
             f"in {request['queue']})"
         )
         entries.append(

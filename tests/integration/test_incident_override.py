@@ -1,0 +1,110 @@
+"""Resolving an incident without every validation item: a change request another person
+approves. The requester cannot approve it; the items skipped stay on the record as
+overridden, with who asked, who approved and why; the postmortem and the audit trail say
+so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bot.render_text import render_message
+from commands.context import Invocation
+from commands.reply import Reply
+from services.errors import Conflict, OwnRequest, QueuebotError
+from tests.integration.alerting import AlertBot, alert_bot
+
+pytestmark = pytest.mark.usefixtures("db_url")
+
+PEOPLE = """
+[people.dora]
+slack = "U0DORA"
+roles = ["duty-officer", "operator", "approver"]
+[people.bob]
+slack = "U0BOB"
+roles = ["operator", "approver"]
+[roles]
+"operations duty officer" = "duty-officer"
+"""
+
+
+async def say(bot: AlertBot, who: str, line: str) -> str:
+    inv = Invocation(person=bot.app.directory.by_name(who), platform="console", account=who)
+    reply: Reply = await bot.app.router.handle_line(line, inv)
+    return render_message(reply.message)
+
+
+async def test_override_needs_another_person_and_stays_on_the_record(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await say(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        await say(bot, "dora", '/incident step v1 done --result "counted by hand"')
+        with pytest.raises(Conflict, match="--override"):
+            await say(bot, "dora", "/incident resolve")
+        with pytest.raises(QueuebotError, match="--reason"):
+            await say(bot, "dora", "/incident resolve --override")
+
+        asked = await say(
+            bot, "dora", '/incident resolve INC-1 --override --reason "tenant confirmed by phone"'
+        )
+        assert "CR-1: resolve INC-1 without 2 validation item(s)" in asked
+        assert "waiting for approval" in asked
+        assert "v2" in asked and "v3" in asked and "v1 (" not in asked
+        with pytest.raises(Conflict, match="CR-1 already asks"):
+            await say(bot, "bob", '/incident resolve --override --reason "again, from bob"')
+        with pytest.raises(OwnRequest):
+            await say(bot, "dora", "/queue approve CR-1")
+        status = await say(bot, "dora", "/incident status INC-1")
+        assert "open" in status  # nothing happens before the approval
+
+        approved = await say(bot, "bob", "/queue approve CR-1")
+        assert "approved by bob and executed" in approved
+        assert "INC-1 resolved" in approved
+
+        status = await say(bot, "dora", "/incident status INC-1")
+        assert "resolved" in status
+        assert status.count("overridden (bob)") == 2
+        timeline = await say(bot, "dora", "/incident timeline INC-1")
+        assert (
+            "without validating v2, v3: CR-1 asked by dora" in timeline
+            and "approved by bob" in timeline
+        )
+        export = await say(bot, "dora", "/incident export INC-1")
+        assert "not validated: overridden by CR-1" in export
+        assert "- [x] v1" in export and "- [ ] v2" in export
+        assert "| CR-1 | resolve |" in export
+
+        async with bot.app.state_engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT action, details FROM qb_audit_events WHERE subject IN "
+                        "('INC-1', 'CR-1') ORDER BY id"
+                    )
+                )
+            ).all()
+        actions = [r[0] for r in rows]
+        assert actions[-3:] == ["change.approved", "incident.resolved", "change.executed"]
+        resolved = rows[-2][1]
+        details = json.loads(resolved) if isinstance(resolved, str) else resolved
+        assert details["override"]["request"] == "CR-1"
+        assert details["override"]["approvers"] == ["bob"]
+        assert details["override"]["requester"] == "dora"
+        assert len(details["override"]["unvalidated"]) == 2
+
+        with pytest.raises(Conflict, match="resolved already"):
+            await say(bot, "dora", '/incident resolve INC-1 --override --reason "once more"')
+
+
+async def test_a_validated_incident_needs_no_override(db_url: str, tmp_path: Path) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await say(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        for step in ("v1", "v2", "v3"):
+            await say(bot, "dora", f'/incident step {step} done --result "seen"')
+        with pytest.raises(Conflict, match="no override needed"):
+            await say(bot, "dora", '/incident resolve --override --reason "just in case"')
+        assert "INC-1 resolved" in await say(bot, "dora", "/incident resolve")
