@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
+from services.estate.at_once import read_all
 from services.estate.message_job.changes import MessageJobChanges
 from services.estate.message_job.plans import MessageJobPlanOps
 from services.estate.message_job.schema import (
@@ -257,13 +258,18 @@ class MessageJobProfile(QueueProfile):
         )
         dups = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(per_job.c.n - 1), 0))
 
-        counts = count_map((await conn.execute(by_status)).all())
-        oldest_raw, stuck_total = (await conn.execute(extras)).one()
-        job_counts = count_map((await conn.execute(by_job)).all())
-        dead_job_counts = count_map((await conn.execute(dead_jobs)).all())
-        sig_rows = (await conn.execute(signatures)).all()
-        tenant_rows = (await conn.execute(tenants)).all() if j.has("tenant_id") else []
-        n_groups, n_surplus = (await conn.execute(dups)).one()
+        statements = [by_status, extras, by_job, dead_jobs, signatures, dups]
+        if j.has("tenant_id"):
+            statements.append(tenants)
+        status_rows, extra_rows, job_rows, dead_rows, sig_rows, dup_rows, *tenant_ = await read_all(
+            conn, statements
+        )
+        counts = count_map(status_rows)
+        oldest_raw, stuck_total = extra_rows[0]
+        job_counts = count_map(job_rows)
+        dead_job_counts = count_map(dead_rows)
+        tenant_rows = tenant_[0] if tenant_ else []
+        n_groups, n_surplus = dup_rows[0]
         dead_total = self.dead_count(counts)
         sampled = min(dead_total, SIGNATURE_SAMPLE)
         return Triage(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
+from services.estate.at_once import read_all
 from services.estate.model import (
     NO_REASON,
     CanonicalState,
@@ -200,11 +201,15 @@ class WorkerQueueProfile(QueueProfile):
             .where(self._stuck_condition(q, self.stuck_cutoff(now)), *where)
             .scalar_subquery(),
         )
-        rows = (await conn.execute(grouped)).all()
-        oldest_raw, stuck_total = (await conn.execute(extras)).one()
-        sig_rows = (await conn.execute(self._signatures(q, where, conn.dialect.name))).all()
+        statements = [grouped, extras, self._signatures(q, where, conn.dialect.name)]
+        if q.has("issue_number"):
+            statements += self._duplicate_counts(q, where)
+        rows, extra_rows, sig_rows, *dup_rows_ = await read_all(conn, statements)
+        oldest_raw, stuck_total = extra_rows[0]
         dup_groups, dup_rows, dup_active = (
-            await self._duplicate_counts(conn, q, where) if q.has("issue_number") else (0, 0, 0)
+            (int(dup_rows_[0][0][0]), int(dup_rows_[0][0][1]), int(dup_rows_[1][0][0]))
+            if dup_rows_
+            else (0, 0, 0)
         )
 
         status_counts: dict[str, int] = defaultdict(int)
@@ -304,9 +309,12 @@ class WorkerQueueProfile(QueueProfile):
             .limit(10)
         )
 
-    async def _duplicate_counts(
-        self, conn: AsyncConnection, q: BoundTable, where: list[sa.ColumnElement[bool]]
-    ) -> tuple[int, int, int]:
+    def _duplicate_counts(
+        self, q: BoundTable, where: list[sa.ColumnElement[bool]]
+    ) -> list[sa.Select[Any]]:
+        """Issues queued more than once (groups, surplus rows); and queued rows whose issue
+        already has a claimed, running or done row, probed per queued row through the
+        (issue_number, status) index (the done rows are most of the table: not scanned)."""
         pending = self.statuses_in(CanonicalState.PENDING)
         queued = [q.c("status").in_(pending), q.c("issue_number").is_not(None), *where]
         per_issue = (
@@ -323,9 +331,7 @@ class WorkerQueueProfile(QueueProfile):
             other.c[q.c("status").name].in_(self.statuses_in(*ACTIVE)),
         )
         beside_active = sa.select(sa.func.count()).where(*queued, active_issue)
-        n_groups, n_rows = (await conn.execute(groups)).one()
-        n_active = (await conn.execute(beside_active)).scalar_one()
-        return int(n_groups), int(n_rows), int(n_active)
+        return [groups, beside_active]
 
     async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail:
         q = (await self.tables(conn))["queue"]

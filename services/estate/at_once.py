@@ -1,0 +1,73 @@
+"""The independent read statements of one answer, run at once.
+
+A triage is several counts over the same tables: the status counts, the oldest pending
+row, the failure signatures, the duplicates. One after another on one connection, the
+answer takes their sum, and the database works on one of them at a time: the small ones
+leave the second core idle. On PostgreSQL ``read_all`` runs each statement on a pooled
+connection of its own, at the same time, and every one of them sees the same snapshot:
+the caller's connection exports its snapshot (``pg_export_snapshot``) and each of the
+others imports it (``SET TRANSACTION SNAPSHOT``, in a REPEATABLE READ transaction), the
+way ``pg_dump`` reads in parallel. So the counts still add up to one another exactly, as
+they did on one connection.
+
+At most one answer per engine fans out at a time; while one does, another reads its
+statements one after another on its own connection. That bounds the connections taken
+(the caller's, plus ``WIDTH``) and means a fan never waits on a connection that another
+fan holds while waiting itself. SQLite, and a single statement, read on the caller's
+connection as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Executable
+
+WIDTH = 4  # statements of one answer in flight at once (connections beside the caller's)
+_FANNING: set[int] = set()  # engines (by id) with a fan under way in this process
+_SNAPSHOT = re.compile(r"[0-9A-Fa-f]+-[0-9A-Fa-f]+(-[0-9]+)?")
+
+
+async def read_all(
+    conn: AsyncConnection, statements: Sequence[Executable]
+) -> list[Sequence[Row[Any]]]:
+    """Every statement's rows, in the order given, all read in one snapshot."""
+    engine = conn.engine
+    key = id(engine.sync_engine)
+    if conn.dialect.name != "postgresql" or len(statements) < 2 or key in _FANNING:
+        return [(await conn.execute(s)).all() for s in statements]
+    _FANNING.add(key)
+    try:
+        snapshot = str((await conn.execute(sa.text("SELECT pg_export_snapshot()"))).scalar_one())
+        if not _SNAPSHOT.fullmatch(snapshot):  # it is quoted into SET TRANSACTION below
+            raise ValueError(f"PostgreSQL exported an unexpected snapshot id {snapshot!r}")
+        sync = conn.sync_connection
+        given = sync.get_execution_options() if sync is not None else {}
+        options = {k: v for k, v in given.items() if k != "isolation_level"}
+        slots = asyncio.Semaphore(WIDTH)
+
+        async def one(statement: Executable) -> Sequence[Row[Any]]:
+            async with slots, engine.connect() as fork:
+                await fork.execution_options(**options, isolation_level="REPEATABLE READ")
+                await fork.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+                return (await fork.execute(statement)).all()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(one(s)) for s in statements]
+        except BaseExceptionGroup as failed:  # the first failure, as one statement's would be
+            raise _first(failed) from None
+        return [t.result() for t in tasks]
+    finally:
+        _FANNING.discard(key)
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    error = group.exceptions[0]
+    return _first(error) if isinstance(error, BaseExceptionGroup) else error
