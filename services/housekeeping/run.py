@@ -16,7 +16,7 @@ row nobody could be told of stays failed, and the summary says why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -511,3 +511,19 @@ def _queue_of(q: BoundTable, estate: Estate) -> str | None:
         if tables is not None and tables.get("queue") is q:
             return name
     return None
+
+
+def housekeeping_lines(profile: QueueProfile, tables: Mapping[str, BoundTable]) -> list[str]:
+    """What ``queuebot config check`` says of housekeeping on this queue: each part its
+    table turns off, and why."""
+    if profile.name == MESSAGE_JOB:
+        return [
+            "housekeeping: reports PROCESSING messages past the visibility timeout and "
+            "dead-letter growth; never changes a message queue"
+        ]
+    if profile.name != WORKER_QUEUE or "queue" not in tables:
+        return [f"housekeeping: nothing for the {profile.name} profile"]
+    off = [s for s in (parts.skipped(profile, tables["queue"], p) for p in PARTS) if s]
+    if not off:
+        return ["housekeeping: Parts A-F all run"]
+    return [f"housekeeping Part {s.part} ({parts.TITLES[s.part]}) is off: {s.why}" for s in off]
