@@ -103,6 +103,20 @@ def _set(q: BoundTable, **values: Any) -> dict[str, Any]:
     return {q.c(k).name: v for k, v in values.items() if q.has(k)}
 
 
+def _no_active_sibling(profile: QueueProfile, q: BoundTable) -> list[sa.ColumnElement[bool]]:
+    """Not a row whose issue already has a claimed, running or done row: requeued, it
+    would only be a duplicate (Part A cancels those), so it is left as it is."""
+    if not q.has("issue_number"):
+        return []
+    issue = q.c("issue_number")
+    sibling = q.table.alias("sibling")
+    busy = sa.exists().where(
+        sibling.c[issue.name] == issue,
+        sibling.c[q.c("status").name].in_(profile.statuses_in(*ACTIVE)),
+    )
+    return [~busy]
+
+
 def part_a(profile: QueueProfile, q: BoundTable) -> list[Change]:
     """Queued rows of an issue that already has a claimed, running or done row."""
     issue = q.c("issue_number")
@@ -133,7 +147,12 @@ def part_b_retries(
     """Failed implementation_error / timeout rows with retries left, back to queued with
     the backoff of their next retry: one statement per backoff step."""
     retries, most = q.c("retry_count"), q.c("max_retries")
-    base = [_failed(profile, q), q.c("failure_reason").in_(RETRIED), retries < most]
+    base = [
+        _failed(profile, q),
+        q.c("failure_reason").in_(RETRIED),
+        retries < most,
+        *_no_active_sibling(profile, q),
+    ]
     steps = len(config.retry_backoff_minutes)
     changes = []
     for step in range(1, steps + 1):
@@ -229,7 +248,12 @@ def part_e(
         ("mutex_collision", config.mutex_collision_minutes),
         ("spawn_ram", config.spawn_ram_minutes),
     ):
-        where = [_failed(profile, q), q.c("failure_reason") == reason, retries < most]
+        where = [
+            _failed(profile, q),
+            q.c("failure_reason") == reason,
+            retries < most,
+            *_no_active_sibling(profile, q),
+        ]
         values = _set(
             q, status=QUEUED, retry_count=retries + 1, next_attempt_at=now + timedelta(minutes=wait)
         )
@@ -276,7 +300,12 @@ def part_f(
         Change(
             "F",
             f"re-routed away from {node}",
-            [*oom_where(profile, q, config, now), q.c("server_node") == node, retries < most],
+            [
+                *oom_where(profile, q, config, now),
+                q.c("server_node") == node,
+                retries < most,
+                *_no_active_sibling(profile, q),
+            ],
             values,
             facts=_issue(q),
         )

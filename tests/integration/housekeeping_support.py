@@ -62,6 +62,8 @@ ROWS = [
     # near miss: at max_retries, and the webhook refuses it: not told, so it stays failed
     row(14, "failed", issue_number=999, failure_reason="timeout", retry_count=3),
     row(15, "failed", issue_number=215, failure_reason="spawn_oom", retry_count=0),  # not B's
+    # near miss: retries left, but its issue is already done: requeued, it would be a duplicate
+    row(16, "failed", issue_number=102, failure_reason="implementation_error", retry_count=0),
     # Part C: stale duplicates
     row(20, "cancelled", failure_reason="stale_duplicate", queued_at=ago(hours=25)),  # deleted
     row(21, "cancelled", failure_reason="stale_duplicate", queued_at=ago(hours=23)),
