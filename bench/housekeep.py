@@ -35,6 +35,8 @@ from typing import Any
 
 from scratch_db import create, drop
 from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 from triage import WQ_BESIDE_ACTIVE, WQ_DUPLICATES, worker_queue_sql
 
 from services.audit import Actor, AuditTrail
@@ -54,11 +56,28 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 class Counter:
+    """Every cursor execution while a run is timed, with how long it took."""
+
     def __init__(self) -> None:
         self.count = 0
+        self.slowest: list[tuple[float, str]] = []
 
-    def __call__(self, *_: Any) -> None:
+    def attach(self, engine: AsyncEngine) -> None:
+        event.listen(engine.sync_engine, "before_cursor_execute", self._before)
+        event.listen(engine.sync_engine, "after_cursor_execute", self._after)
+
+    def reset(self) -> None:
+        self.count = 0
+        self.slowest = []
+
+    def _before(self, conn: Any, *_: Any) -> None:
+        conn.info["qb_t0"] = time.perf_counter()
+
+    def _after(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         self.count += 1
+        took = time.perf_counter() - conn.info.pop("qb_t0", time.perf_counter())
+        self.slowest.append((took, " ".join(statement.split())[:110]))
+        self.slowest = sorted(self.slowest, reverse=True)[:3]
 
 
 async def build(url: str, rows: int) -> None:
@@ -92,7 +111,7 @@ async def build(url: str, rows: int) -> None:
 async def timed(
     keeper: Housekeeper, counter: Counter, *, dry_run: bool
 ) -> tuple[float, int, RunReport]:
-    counter.count = 0
+    counter.reset()
     started = time.perf_counter()
     report = await keeper.run(actor=Actor.system("bench"), dry_run=dry_run)
     return time.perf_counter() - started, counter.count, report
@@ -108,7 +127,7 @@ def per_part(report: RunReport) -> str:
 async def measure(url: str) -> bool:
     engine = create_engine(url)
     counter = Counter()
-    event.listen(engine.sync_engine, "after_cursor_execute", counter)
+    counter.attach(engine)
     try:
         estate = Estate(engine=engine, queues={"workers": QueueConfig(profile="worker_queue")})
         keeper = Housekeeper(
@@ -129,6 +148,8 @@ async def measure(url: str) -> bool:
                 f"{label:13s} {seconds * 1000:8.0f} ms  {statements:3d} statements  "
                 f"{report.changed:7,} rows ({per_part(report)})  {verdict}"
             )
+            for took, sql in counter.slowest:
+                print(f"    {took * 1000:6.0f} ms  {sql}")
             ok = ok and seconds < TARGET_SECONDS
             if label == "steady state" and report.changed:
                 print("the run after the first changed rows again: it must change nothing")
@@ -139,12 +160,18 @@ async def measure(url: str) -> bool:
 
 
 async def main(args: argparse.Namespace) -> int:
+    if args.reuse:  # a database an earlier --keep left, as it was left (first run done)
+        url = make_url(args.url).set(drivername="postgresql+psycopg", database=args.reuse)
+        return 0 if await measure(url.render_as_string(hide_password=False)) else 1
     name, url = create(args.url, "qb_bench_housekeep")
     try:
         await build(url, args.rows)
         ok = await measure(url)
     finally:
-        drop(args.url, name)
+        if args.keep:
+            print(f"kept database {name} (--reuse {name} times runs on it again)")
+        else:
+            drop(args.url, name)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     return 0 if ok else 1
 
@@ -153,4 +180,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--url", default=os.environ.get("QUEUEBOT_BENCH_URL", DEFAULT_URL))
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--reuse", metavar="NAME", help="time runs on a kept database")
     sys.exit(asyncio.run(main(parser.parse_args())))

@@ -11,7 +11,7 @@ with the reason, never attempted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -73,6 +73,7 @@ class Change:
     values: Mapping[str, Any] | None  # None: delete the rows
     facts: Mapping[str, sa.ColumnElement[Any]] = field(default_factory=dict)  # as before it
     after: Mapping[str, sa.ColumnElement[Any]] = field(default_factory=dict)  # as after it
+    what_of: Callable[[Mapping[str, Any]], str] | None = None  # splits the rows' report
 
 
 @dataclass(frozen=True)
@@ -145,36 +146,38 @@ def part_b_retries(
     profile: QueueProfile, q: BoundTable, config: HousekeepingConfig, now: datetime
 ) -> list[Change]:
     """Failed implementation_error / timeout rows with retries left, back to queued with
-    the backoff of their next retry: one statement per backoff step."""
+    the backoff of their next retry: one statement, the wait chosen per row by its retry
+    count (the report splits its rows by the backoff each got)."""
     retries, most = q.c("retry_count"), q.c("max_retries")
-    base = [
+    where = [
         _failed(profile, q),
         q.c("failure_reason").in_(RETRIED),
         retries < most,
         *_no_active_sibling(profile, q),
     ]
     steps = len(config.retry_backoff_minutes)
-    changes = []
-    for step in range(1, steps + 1):
-        which = retries >= step - 1 if step == steps else retries == step - 1
-        wait = config.backoff(step)
-        values = _set(
-            q,
-            status=QUEUED,
-            retry_count=retries + 1,
-            next_attempt_at=now + timedelta(minutes=wait),
+    kind = q.c("next_attempt_at").type
+
+    def at(retry: int) -> sa.ColumnElement[Any]:
+        return sa.literal(now + timedelta(minutes=config.backoff(retry)), kind)
+
+    when = sa.case(*((retries == k - 1, at(k)) for k in range(1, steps)), else_=at(steps))
+    values = _set(q, status=QUEUED, retry_count=retries + 1, next_attempt_at=when)
+
+    def what(facts: Mapping[str, Any]) -> str:
+        return f"requeued with a {config.backoff(int(facts['retry']))} min backoff"
+
+    return [
+        Change(
+            "B",
+            "requeued with backoff",
+            where,
+            values,
+            facts={"retry": retries + 1, "max_retries": most, **_issue(q)},
+            after={"retry": retries, "max_retries": most, **_issue(q)},
+            what_of=what,
         )
-        changes.append(
-            Change(
-                "B",
-                f"requeued with a {wait} min backoff",
-                [*base, which],
-                values,
-                facts={"retry": retries + 1, "max_retries": most, **_issue(q)},
-                after={"retry": retries, "max_retries": most, **_issue(q)},
-            )
-        )
-    return changes
+    ]
 
 
 def part_b_exhausted(profile: QueueProfile, q: BoundTable) -> list[sa.ColumnElement[bool]]:

@@ -203,10 +203,8 @@ class Housekeeper:
             elif part == "E":
                 changes = parts.part_e(profile, q, self.config, now)
             for change in changes:
-                result.steps.append(
-                    await self._apply(
-                        conn, q=q, change=change, dry_run=dry_run, actor=actor, now=now
-                    )
+                result.steps += await self._apply(
+                    conn, q=q, change=change, dry_run=dry_run, actor=actor, now=now
                 )
             if part == "B":
                 raised += self._last_retries(profile, result)
@@ -243,8 +241,9 @@ class Housekeeper:
         dry_run: bool,
         actor: Actor,
         now: datetime,
-    ) -> Step:
-        """The change's guarded statement (a SELECT in a dry run), and its audit event."""
+    ) -> list[Step]:
+        """The change's guarded statement (a SELECT in a dry run), and its audit event;
+        its rows as one step, or split by what each got (``Change.what_of``)."""
         ident = q.c("id")
         facts = change.facts if dry_run or not change.after else change.after
         columns = [ident, *(expr.label(f"f_{name}") for name, expr in facts.items())]
@@ -271,7 +270,16 @@ class Housekeeper:
             ),
             key=lambda row: _order(row.id),
         )
-        step = Step(change.part, change.what, rows)
+        steps = [Step(change.part, change.what, rows)]
+        if change.what_of is not None:
+            split: dict[str, list[RowChange]] = {}
+            for row in rows:
+                split.setdefault(change.what_of(row.facts), []).append(row)
+            # in the order of the retry each got (the split is by backoff step)
+            order = sorted(
+                split.items(), key=lambda kv: min(int(r.facts.get("retry") or 0) for r in kv[1])
+            )
+            steps = [Step(change.part, what, part) for what, part in order]
         if rows and not dry_run:
             await self.audit.append(
                 conn,
@@ -290,7 +298,7 @@ class Housekeeper:
                 },
             )
             self.statements.count += 1
-        return step
+        return steps
 
     def _last_retries(self, profile: QueueProfile, result: PartReport) -> list[Notice]:
         """A red LAST-retry notice for each row requeued for its last retry."""
@@ -393,8 +401,8 @@ class Housekeeper:
         self.statements.count += 1
         retire = parts.part_b_retire(profile, q, [key[r["id"]] for r in told])
         for change in retire:
-            result.steps.append(
-                await self._apply(conn, q=q, change=change, dry_run=False, actor=actor, now=now)
+            result.steps += await self._apply(
+                conn, q=q, change=change, dry_run=False, actor=actor, now=now
             )
         retired = {
             row.id for step in result.steps for row in step.rows if step.what == retire[0].what
@@ -447,10 +455,9 @@ class Housekeeper:
         self.statements.count += 1
         affected: dict[str, list[str]] = {}
         for change in parts.part_f(profile, q, self.config, now, list(tripped)):
-            step = await self._apply(
+            result.steps += await self._apply(
                 conn, q=q, change=change, dry_run=dry_run, actor=actor, now=now
             )
-            result.steps.append(step)
         for name, step in zip(tripped, result.steps, strict=False):
             affected[name] = [r.id for r in step.rows]
         if tripped:

@@ -104,7 +104,7 @@ async def test_one_run_changes_exactly_each_parts_rows_and_a_second_changes_noth
         assert "reported unavailable: bms-4" in texts
 
         actions = await _audit_actions(engine)
-        assert actions.count("housekeeping.changed") == 10  # one per statement that changed
+        assert actions.count("housekeeping.changed") == 8  # one per statement that changed
         assert actions.count("housekeeping.notified") == 1
 
         inbox = await _inbox(engine)
@@ -119,7 +119,7 @@ async def test_one_run_changes_exactly_each_parts_rows_and_a_second_changes_noth
         assert await table_rows(engine) == after
         # the node stays reported once, not once per run; no new summary
         assert len(await _inbox(engine)) == len(inbox)
-        assert (await _audit_actions(engine)).count("housekeeping.changed") == 10
+        assert (await _audit_actions(engine)).count("housekeeping.changed") == 8
 
 
 async def test_dry_run_and_real_run_agree_row_for_row(engine: AsyncEngine) -> None:
