@@ -96,7 +96,11 @@ async def _store(
     status: Literal["firing", "resolved"] = (
         "firing" if any(a.status == "firing" for a in alerts) else "resolved"
     )
-    first = alerts[0].annotations if len(alerts) == 1 else {}
+    first = dict(alerts[0].annotations) if len(alerts) == 1 else {}
+    if len(alerts) > 1:  # the root post shows the group's annotations: name every notice
+        shown = "; ".join(a.annotations.get("summary", "") for a in alerts[:10])
+        more = f"; and {len(alerts) - 10} more" if len(alerts) > 10 else ""
+        first = {"summary": f"{len(alerts)} notices: {shown}{more}"[:1000]}
     notification = Notification(
         version="4",
         receiver=RECEIVER,

@@ -31,7 +31,7 @@ from services.people import Directory, Person
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
 from tests.integration.housekeeping_support import NOW, build_estate, housekeeper, table_rows
-from tests.integration.support import FAST, Clock
+from tests.integration.support import FAST, Clock, RecordingNotifier
 
 OLGA = Person("olga", frozenset({"operator"}))
 VERA = Person("vera", frozenset({"viewer"}))
@@ -158,3 +158,52 @@ async def test_parts_whose_columns_the_table_lacks_are_skipped_and_say_so(
         "housekeeping Part F (re-route spawn_oom failures away from an unavailable node) is "
         "off: no column slim_jobs.server_node",
     ]
+
+
+async def test_notices_and_the_summary_reach_the_alerts_channel_in_threads(
+    engine: AsyncEngine,
+) -> None:
+    estate = await build_estate(engine)
+    clock = Clock(now=NOW)
+    chat = RecordingNotifier()
+    services = wire_services(
+        state_engine=engine,
+        estate=estate,
+        clock=clock,
+        approval=ApprovalConfig(),
+        redrive=FAST,
+        notifier=chat,  # a chat platform: retry-exhausted rows are told there
+        audit=AuditTrail(),
+    )
+    assert services.housekeeper is not None
+    report = await services.housekeeper.run(actor=Actor.system("test"))
+    assert report.rows()[("workers", "B", "retired to failed_permanently")] == ["13", "14"]
+
+    async def deliver() -> list[str]:
+        while await services.alerts.process_due():
+            pass
+        assert await services.outbox.run_due(limit=1000) == []
+        return [f"{p.where}: {render_message(p.message)}" for p in chat.posts]
+
+    posts = "\n".join(await deliver())
+    assert "alerts: " in posts
+    for said in (
+        "Housekeeping changed 14 row(s) of workers",
+        "LAST retry of job 12 in workers (issue 212)",
+        "2 notices: Job 13 of workers failed after every retry (issue 213); Job 14",
+        "Worker bms-4 unavailable: spawn_oom x3",
+        "stuck claimed row(s) of workers released",
+    ):
+        assert said in posts, posts
+    seen = len(chat.posts)
+
+    again = await services.housekeeper.run(actor=Actor.system("test"))
+    assert again.changed == 0
+    await deliver()
+    assert len(chat.posts) == seen  # nothing changed: no summary, and bms-4 is told once
+
+    clock.advance(minutes=31)  # no spawn_oom trip on bms-4 for a whole window
+    later = await services.housekeeper.run(actor=Actor.system("test"))
+    assert "available again (no spawn_oom trip for a window): bms-4" in "\n".join(later.lines())
+    posts = "\n".join((await deliver())[seen:])
+    assert "bms-4" in posts and "resolved" in posts.lower()
