@@ -17,7 +17,6 @@ row nobody could be told of stays failed, and the summary says why.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,13 +54,6 @@ def parse_only(text: str | None) -> tuple[str, ...]:
     return tuple(p for p in PARTS if p in chosen)
 
 
-@dataclass
-class Statements:
-    """How many statements a run issued (the benchmark prints it)."""
-
-    count: int = 0
-
-
 class Housekeeper:
     def __init__(
         self,
@@ -83,7 +75,6 @@ class Housekeeper:
         self.chat = chat  # a chat platform is configured: alerts reach people
         self.webhook = webhook
         self.wake_alerts = wake_alerts
-        self.statements = Statements()
 
     # -- the use case ------------------------------------------------------------------
 
@@ -111,7 +102,7 @@ class Housekeeper:
         only: Sequence[str] = PARTS,
     ) -> tuple[RunReport, list[FollowUp]]:
         report = RunReport(at=now, dry_run=dry_run)
-        if not await self._lock(conn, write=not dry_run):
+        if not await self._lock(conn):
             report.locked_out = True
             return report, []
         raised = 0
@@ -158,12 +149,11 @@ class Housekeeper:
             follow_ups.append(kick)
         return report, follow_ups
 
-    async def _lock(self, conn: AsyncConnection, *, write: bool) -> bool:
+    async def _lock(self, conn: AsyncConnection) -> bool:
         if conn.dialect.name == "postgresql":
             got = (
                 await conn.execute(sa.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK})
             ).scalar()
-            self.statements.count += 1
             return bool(got)
         return True  # SQLite: one writer at a time; the guards make a later run a no-op
 
@@ -259,7 +249,6 @@ class Housekeeper:
                 .returning(*columns)
             )
         found = (await conn.execute(statement)).all()
-        self.statements.count += 1
         rows = sorted(
             (
                 RowChange(
@@ -297,7 +286,6 @@ class Housekeeper:
                     "facts": {r.id: dict(r.facts) for r in rows if r.facts},
                 },
             )
-            self.statements.count += 1
         return steps
 
     def _last_retries(self, profile: QueueProfile, result: PartReport) -> list[Notice]:
@@ -344,7 +332,6 @@ class Housekeeper:
                 .order_by(q.c("id"))
             )
         ).all()
-        self.statements.count += 1
         if not found:
             return []
         rows = [
@@ -398,7 +385,6 @@ class Housekeeper:
                 "webhook": [r["id"] for r in told if answers.get(r["id"], "x") is None],
             },
         )
-        self.statements.count += 1
         retire = parts.part_b_retire(profile, q, [key[r["id"]] for r in told])
         for change in retire:
             result.steps += await self._apply(
@@ -452,7 +438,6 @@ class Housekeeper:
                 )
             ).all()
         }
-        self.statements.count += 1
         affected: dict[str, list[str]] = {}
         for change in parts.part_f(profile, q, self.config, now, list(tripped)):
             result.steps += await self._apply(
@@ -488,7 +473,6 @@ class Housekeeper:
     ) -> QueueReport:
         out = QueueReport(profile.queue, profile.name)
         stuck = await profile.stuck(conn, now=now, limit=20)
-        self.statements.count += 1
         minutes = profile.config.stuck_after_minutes
         if stuck.total:
             ids = ", ".join(r.id for r in stuck.rows)
@@ -501,7 +485,6 @@ class Housekeeper:
             out.notes.append(f"no PROCESSING message held longer than {minutes} min")
         window = timedelta(minutes=self.config.dead_letter_window_minutes)
         growth = await samples.dead_growth(conn, profile=profile, now=now, window=window)
-        self.statements.count += 2
         state = {"growing": "growing", "ok": "not growing", "unknown": "not known yet"}
         out.notes.append(f"dead letters {state[growth.verdict]}: {growth.describe()}")
         out.notes.append("message queues are reported on, never changed")
