@@ -34,6 +34,9 @@ from services.db import create_engine, reading, redacted, same_database
 from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
+from services.housekeeping.run import Housekeeper
+from services.housekeeping.webhook import Webhook
+from services.housekeeping_settings import HousekeepingConfig
 from services.incident_settings import IncidentsConfig
 from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
 from services.incidents.publish import IncidentPublisher
@@ -76,6 +79,13 @@ async def check_audit_key(engine: AsyncEngine, audit: AuditTrail, *, announce: b
         log.warning(UNKEYED)
 
 
+def chat_configured(config: Config) -> bool:
+    """Whether a chat platform is configured, so alerts stored now reach people (posted by
+    the serving process, even when this one is a one-shot command)."""
+    env = config.env
+    return env.slack_bot_token is not None or env.discord_bot_token is not None
+
+
 @dataclass(frozen=True)
 class Services:
     """The composed services: each built once, given its collaborators."""
@@ -92,6 +102,7 @@ class Services:
     alerts: AlertDesk
     metrics: Metrics
     incidents: Incidents
+    housekeeper: Housekeeper | None = None  # None: the queue is in another database
 
 
 def wire_services(
@@ -113,6 +124,9 @@ def wire_services(
     directory: Directory | None = None,
     roles: Mapping[str, Role] | None = None,
     incidents: IncidentsConfig | None = None,
+    upkeep: HousekeepingConfig | None = None,
+    upkeep_webhook: Webhook | None = None,
+    chat: bool | None = None,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -121,7 +135,9 @@ def wire_services(
     ``claim_stale`` is when a delivery's unrefreshed claim is taken over; ``alerts``
     routes alert groups and sets the detectors; ``reads`` answers the triage that comes
     with an alert; ``metrics`` how often the queue gauges of ``GET /metrics``
-    are read."""
+    are read. ``upkeep``: the retry worker's thresholds (its runs tell people through
+    alerts when ``chat``, by default when there is a ``notifier``, and through
+    ``upkeep_webhook``)."""
     alerts = alerts or AlertsConfig()
     counters = Metrics(
         estate=estate,
@@ -194,6 +210,20 @@ def wire_services(
     sched = Scheduler(engine=state_engine, clock=clock)
     sched.register(REMIND, desk_of_incidents.remind)
     sched.register(DEADLINE, desk_of_incidents.deadline)
+    keeper = (
+        Housekeeper(
+            engine=state_engine,
+            estate=estate,
+            audit=audit,
+            config=upkeep or HousekeepingConfig(),
+            clock=clock,
+            chat=notifier is not None if chat is None else chat,
+            webhook=upkeep_webhook,
+            wake_alerts=desk.wake,
+        )
+        if housekeeping
+        else None
+    )
     if housekeeping:
         jobs.register(
             sched,
@@ -204,6 +234,7 @@ def wire_services(
             alerts=desk,
             detect=alerts.detectors,
             sample_every=timedelta(seconds=alerts.sample_seconds),
+            housekeeper=keeper,
         )
     return Services(
         changes=changes,
@@ -218,6 +249,7 @@ def wire_services(
         alerts=desk,
         metrics=counters,
         incidents=desk_of_incidents,
+        housekeeper=keeper,
     )
 
 
@@ -235,6 +267,7 @@ class App:
     outbox: Outbox
     alerts: AlertDesk
     metrics: Metrics
+    housekeeper: Housekeeper | None = None
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -312,6 +345,13 @@ async def build_app(
             directory=directory,
             roles=config.file.roles,
             incidents=config.file.incidents,
+            upkeep=config.file.housekeeping,
+            upkeep_webhook=(
+                Webhook(config.env.housekeep_webhook_url)
+                if config.env.housekeep_webhook_url is not None
+                else None
+            ),
+            chat=notifier is not None or chat_configured(config),
         )
         deps = Deps(
             reads=reads,
@@ -324,6 +364,7 @@ async def build_app(
             runbooks=runbooks,
             roles=config.file.roles,
             incidents=services.incidents,
+            housekeeping=services.housekeeper,
         )
         return App(
             config=config,
@@ -338,6 +379,7 @@ async def build_app(
             outbox=services.outbox,
             alerts=services.alerts,
             metrics=services.metrics,
+            housekeeper=services.housekeeper,
             _engines=engines,
         )
     except BaseException:
@@ -354,7 +396,13 @@ async def running_scheduler(app: App) -> AsyncIterator[None]:
     """Run the durable scheduler, the outbox relays and alert processing beside the
     adapters for as long as the block lasts."""
     if app.scheduler.handlers:
-        await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
+        upkeep = app.config.file.housekeeping
+        await jobs.seed(
+            app.state_engine,
+            estate=app.estate,
+            clock=app.scheduler.clock,
+            housekeep_every=timedelta(minutes=upkeep.every_minutes) if upkeep.periodic else None,
+        )
     stop = asyncio.Event()
     tasks = [asyncio.create_task(app.alerts.run_forever(stop))]
     # posts that still have to go out; several relays, so one channel's pace holds one

@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from bot import runbook_cli
+from bot import housekeep_cli, runbook_cli
 from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
 from bot.console import Console, ConsoleNotifier
@@ -47,6 +47,7 @@ from services.db import create_engine, reading, redacted, require_sqlite_file, s
 from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
+from services.housekeeping.run import housekeeping_lines
 from services.migrate import current_revision, head_revision, require_newest, upgrade
 from services.runbooks import queuebot_role
 
@@ -200,6 +201,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print the SQL (queuebot never creates them itself)",
     )
     runbook_cli.add_parser(sub, common)
+    housekeep_cli.add_parser(sub, common)
     return p
 
 
@@ -286,6 +288,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
             else _db_upgrade(config)
         ),
         "config": lambda: _config_check(config),
+        "housekeep": lambda: housekeep_cli.run(config, args),
         "estate": lambda: _indexes(config),
         "audit": lambda: (
             _audit_head(config) if args.audit_command == "head" else _audit_verify(config, args)
@@ -567,6 +570,7 @@ async def _config_check(config: Config) -> int:
                     f"{', '.join(t.name for t in tables.values())} ok"
                 )
                 lines.extend(f"  {line}" for line in described)
+                lines.extend(f"  {line}" for line in housekeeping_lines(profile, tables))
             except QueuebotError as exc:
                 problems.append(exc.message)
         alerting, alert_problems = describe_alerting(config)

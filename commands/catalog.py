@@ -16,6 +16,7 @@ from commands.model import (
     Export,
     Halt,
     Help,
+    Housekeep,
     IncidentStatus,
     IncidentTimeline,
     Notify,
@@ -293,6 +294,29 @@ CATALOG += (
         positionals=(Positional("plan", "P-N", kind="plan"),),
         flags=(Flag("reason", "reason", metavar='"WHY"', help="why it was stopped"),),
         example='/queue halt P-3 --reason "error rate climbing"',
+    ),
+    CommandSpec(
+        "queue",
+        "housekeep",
+        Housekeep,
+        "run the retry worker (Parts A-F) now; --dry-run only lists what it would change",
+        flags=(
+            Flag(
+                "dry-run",
+                "dry_run",
+                kind="bool",
+                help="list exactly what a run would change, and change nothing",
+            ),
+            Flag(
+                "only",
+                "only",
+                metavar="A,B",
+                help="only these parts (A-F, comma-separated)",
+            ),
+        ),
+        role="operator",
+        example="/queue housekeep --dry-run",
+        note="it runs at once, with no approval: every statement is guarded and audited",
     ),
     CommandSpec(
         "queue",

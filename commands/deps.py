@@ -13,6 +13,7 @@ from services.changes.requests import Decision
 from services.config import AccessConfig, Role
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
+from services.housekeeping.report import RunReport
 from services.incidents.desk import Declared
 from services.incidents.model import IncidentView
 from services.ledger import Claim
@@ -137,6 +138,14 @@ class IncidentService(Protocol):
     async def open_incidents(self) -> list[IncidentView]: ...
 
 
+class HousekeepingService(Protocol):
+    """One housekeeping run (``services.housekeeping.run.Housekeeper``)."""
+
+    async def run(
+        self, *, actor: Actor, dry_run: bool = False, only: Sequence[str] = ...
+    ) -> RunReport: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     reads: QueueReader
@@ -149,3 +158,4 @@ class Deps:
     incidents: IncidentService | None = None
     runbooks: RunbookShelf | None = None  # None: this process loaded no runbooks
     roles: Mapping[str, Role] = field(default_factory=dict)  # [roles]: authority -> role
+    housekeeping: HousekeepingService | None = None  # None: changes are off in this process

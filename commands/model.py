@@ -158,6 +158,14 @@ class Reject(Command):
 # -- incidents ---------------------------------------------------------------------------
 
 
+class Housekeep(Command):
+    """One housekeeping run now (Parts A-F of the retry worker); ``dry_run`` only says
+    what it would change."""
+
+    dry_run: bool = False
+    only: str | None = Field(default=None, max_length=20)
+
+
 class Runbooks(Command):
     """The runbooks queuebot knows; with a scenario, that one in full."""
 

@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, incidents, queue_read, runbooks
+from commands.handlers import changes, housekeeping, incidents, queue_read, runbooks
 from commands.messages import with_renamed_flags
 from commands.model import (
     Approve,
@@ -21,6 +21,7 @@ from commands.model import (
     Export,
     Halt,
     Help,
+    Housekeep,
     IncidentStatus,
     IncidentTimeline,
     Notify,
@@ -72,6 +73,7 @@ HANDLERS: dict[type[Command], Handler] = {
     Resume: changes.handle_resume,
     Rollback: changes.handle_rollback,
     Runbooks: runbooks.handle_runbooks,
+    Housekeep: housekeeping.handle_housekeep,
 }
 
 

@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from services.alert_settings import AlertsConfig
 from services.errors import ConfigError
+from services.housekeeping_settings import HousekeepingConfig
 from services.identifiers import validate_identifier
 from services.incident_settings import IncidentsConfig
 
@@ -255,6 +256,7 @@ class FileConfig(_Strict):
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     incidents: IncidentsConfig = Field(default_factory=IncidentsConfig)
+    housekeeping: HousekeepingConfig = Field(default_factory=HousekeepingConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> FileConfig:
@@ -359,6 +361,10 @@ class EnvSettings(BaseSettings):
     alert_token: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_ALERT_TOKEN")
     # The key of the audit trail's HMAC chain. Only here: the database never holds it.
     audit_key: SecretStr | None = Field(default=None, validation_alias="QUEUEBOT_AUDIT_KEY")
+    # Told of each retry-exhausted row before housekeeping retires it (optional).
+    housekeep_webhook_url: SecretStr | None = Field(
+        default=None, validation_alias="QUEUEBOT_HOUSEKEEP_WEBHOOK_URL"
+    )
     claim_stale_seconds: float | None = Field(
         default=None,
         ge=MIN_CLAIM_STALE_SECONDS,

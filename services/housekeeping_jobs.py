@@ -13,10 +13,11 @@ from services.alert_settings import DetectorsConfig
 from services.alerts import desk as inbox
 from services.alerts import detectors
 from services.alerts.desk import AlertDesk
-from services.audit import AuditTrail
+from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
 from services.changes import store as requests
 from services.estate.estate import Estate
+from services.housekeeping.run import Housekeeper
 from services.plans.engine import PlanEngine
 from services.plans.store import TICK
 from services.scheduler import FollowUp, Scheduler
@@ -29,6 +30,7 @@ EXPIRE_EVERY = timedelta(seconds=30)
 FORGET_EVERY = timedelta(hours=1)
 ANCHOR = "audit.anchor"
 ANCHOR_EVERY = timedelta(minutes=15)  # the head is posted after each change, and this often
+HOUSEKEEP = "queue.housekeep"  # the retry worker's periodic run ([housekeeping] periodic)
 
 
 def register(
@@ -41,6 +43,7 @@ def register(
     alerts: AlertDesk | None = None,
     detect: DetectorsConfig | None = None,
     sample_every: timedelta = SAMPLE_EVERY,
+    housekeeper: Housekeeper | None = None,
 ) -> None:
     """Give the scheduler its handlers: each runs in the scheduler's transaction.
     ``detect``: the built-in detectors judge each queue's counts right after they are
@@ -93,15 +96,33 @@ def register(
         kick = await anchors.record(conn, now=now, only_if_moved=True)
         return [kick] if kick else []
 
+    async def housekeep(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+        if housekeeper is None or not housekeeper.config.periodic:  # turned off since
+            return []
+        every = timedelta(minutes=housekeeper.config.every_minutes)
+        await scheduler.schedule(
+            conn, kind=HOUSEKEEP, subject=subject, due_at=now + every, created_at=now
+        )
+        _, follow_ups = await housekeeper.run_in(conn, actor=Actor.system("housekeeping"), now=now)
+        return follow_ups
+
     sched.register(SAMPLE, sample)
+    sched.register(HOUSEKEEP, housekeep)
     sched.register(ANCHOR, anchor)
     sched.register(EXPIRE, expire)
     sched.register(FORGET, forget)
     sched.register(TICK, plans.tick)
 
 
-async def seed(engine: AsyncEngine, *, estate: Estate, clock: Callable[[], datetime]) -> None:
-    """Make sure the periodic jobs exist (a no-op when another replica made them)."""
+async def seed(
+    engine: AsyncEngine,
+    *,
+    estate: Estate,
+    clock: Callable[[], datetime],
+    housekeep_every: timedelta | None = None,
+) -> None:
+    """Make sure the periodic jobs exist (a no-op when another replica made them);
+    ``housekeep_every``: the retry worker runs this often (None: not in this process)."""
     now = clock()
     async with engine.begin() as conn:
         for queue in estate.profiles:
@@ -109,3 +130,5 @@ async def seed(engine: AsyncEngine, *, estate: Estate, clock: Callable[[], datet
         await scheduler.ensure(conn, kind=EXPIRE, subject="all", due_at=now)
         await scheduler.ensure(conn, kind=FORGET, subject="all", due_at=now + FORGET_EVERY)
         await scheduler.ensure(conn, kind=ANCHOR, subject="all", due_at=now + ANCHOR_EVERY)
+        if housekeep_every is not None:
+            await scheduler.ensure(conn, kind=HOUSEKEEP, subject="all", due_at=now)

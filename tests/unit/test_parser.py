@@ -22,6 +22,7 @@ from commands.model import (
     Dlq,
     Halt,
     Help,
+    Housekeep,
     Pending,
     Redrive,
     Reject,
@@ -103,6 +104,8 @@ GOOD: list[tuple[str, list[str], list[tuple[str, str | None]], Command]] = [
         ),
     ),
     ("stuck", [], [], Stuck()),
+    ("housekeep", [], [], Housekeep()),
+    ("housekeep", [], [("dry-run", None), ("only", "A,D")], Housekeep(dry_run=True, only="A,D")),
     ("stuck", [], [("limit", "5"), ("queue", "workers")], Stuck(limit=5, queue="workers")),
     (
         "requeue",
