@@ -14,6 +14,7 @@ import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.bootstrap import build_app, running_scheduler
+from bot.discord.setup import discord_link
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
 from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
@@ -186,6 +187,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     setup = slack_setup(config.env)  # before anything else: half a Slack setup is refused
     listener = sock or listen(host, port)
     link: SocketModeLink | None = None
+    discord = None
     try:
         app = await build_app(config, notifier=_notifier(config))
         wiring = SlackWiring(
@@ -204,17 +206,22 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 app_token = config.env.slack_app_token.get_secret_value()
                 link = SocketModeLink(AsyncSocketModeHandler(slack, app_token), app_token)
                 await link.connect()
+            discord = discord_link(config, app)
+            if discord is not None:
+                discord.start()
             http = build_http_app(
                 app=app,
                 slack=slack,
                 slack_problem=_slack_problem(identity, link) if identity else None,
+                discord_problem=discord.problem if discord is not None else None,
             )
             server = uvicorn.Server(
                 uvicorn.Config(http, lifespan="off", log_level="warning", access_log=False)
             )
             print(
                 f"queuebot serving on {_where(listener)}: "
-                f"{setup.describe(socket_failure=link.failure if link else None)}",
+                f"{setup.describe(socket_failure=link.failure if link else None)}, "
+                f"{'Discord on' if discord is not None else 'Discord off (no DISCORD_BOT_TOKEN)'}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -230,6 +237,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             # Stop taking envelopes first: one acked while answers drain would be lost.
             if link is not None:
                 await link.close()
+            if discord is not None:
+                await discord.close()
             await wiring.drain()
             await app.close()
     finally:
