@@ -231,8 +231,11 @@ class FakeDiscord:
         user: str,
         channel: str | None = None,
         name: str = "someone",
+        stale: bool = False,
     ) -> Interaction:
-        """Deliver ``/group sub option:value ...`` typed by ``user``, as the gateway does."""
+        """Deliver ``/group sub option:value ...`` typed by ``user``, as the gateway does.
+        ``stale``: Discord has given up on it already (its callback is refused with
+        "Unknown interaction", its token is dead), as after a long pause on the way."""
         typed = [
             {"name": k, "type": _option_type(v), "value": v} for k, v in (options or {}).items()
         ]
@@ -247,7 +250,7 @@ class FakeDiscord:
             data["guild_id"] = where
         if group == "ping":  # a command the bot never registered
             data["options"] = []
-        return self._deliver(2, data, user=user, channel=channel, name=name)
+        return self._deliver(2, data, user=user, channel=channel, name=name, stale=stale)
 
     def click(
         self, custom_id: str, *, message_id: str, user: str, name: str = "someone"
@@ -258,6 +261,21 @@ class FakeDiscord:
         return self._deliver(
             3, data, user=user, channel=stored.channel_id, name=name, message=stored
         )
+
+    def posted_earlier(self, channel: str, content: str, custom_ids: list[str]) -> StoredMessage:
+        """A message the bot posted before (an older version, another process): a click
+        can only come from a button a message carries."""
+        components = [
+            {
+                "type": 1,
+                "components": [
+                    {"type": 2, "style": 2, "label": c[:80], "custom_id": c}
+                    for c in custom_ids[row : row + 5]
+                ],
+            }
+            for row in range(0, len(custom_ids), 5)
+        ]
+        return self._store(channel, {"content": content, "components": components}, {})
 
     def _registered(self, group: str) -> tuple[str, str | None]:
         """The command's id and the guild it was registered in (None: globally)."""
@@ -276,6 +294,7 @@ class FakeDiscord:
         channel: str | None,
         name: str,
         message: StoredMessage | None = None,
+        stale: bool = False,
     ) -> Interaction:
         channel = channel or self.channel_ids[0]
         interaction = Interaction(
@@ -314,6 +333,8 @@ class FakeDiscord:
         }
         with self._lock:
             self.interactions[interaction.id] = interaction
+            if stale:
+                self._expired.add(interaction.token)
             if message is not None:
                 payload["message"] = self._message_json(message)
                 self._clicked[interaction.id] = message
@@ -537,7 +558,7 @@ class FakeDiscord:
     ) -> tuple[dict[str, Any] | None, int]:
         with self._lock:
             interaction = self.interactions.get(interaction_id)
-            if interaction is None or interaction.token != token:
+            if interaction is None or interaction.token != token or token in self._expired:
                 return {"message": "Unknown interaction", "code": 10062}, 404
             if interaction.callbacks:
                 return {

@@ -27,7 +27,7 @@ from discord.http import Route
 
 from bot.discord import buttons
 from bot.discord.commands import Choices, groups
-from bot.discord.interactions import DiscordWiring, invocation
+from bot.discord.interactions import DiscordWiring
 from commands import messages
 from commands.context import new_correlation_id
 from services.errors import QueuebotError
@@ -148,11 +148,7 @@ class QueuebotClient(discord.Client):
         data: dict[str, Any] = dict(interaction.data or {})
         custom_id = str(data.get("custom_id", ""))
         if not buttons.is_ours(custom_id):
-            log.info(
-                "a click on an unknown button %r by %s",
-                custom_id[:100],
-                invocation(self.wiring, interaction).account,
-            )
+            log.info("a click on an unknown button %r, answered", custom_id[:100])
             await buttons.answer_unknown(interaction, custom_id)
 
     def problem(self) -> str | None:

@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord, Interaction
+from testkit.fake_discord import DEFAULT_TOKEN, EPHEMERAL, FakeDiscord, Interaction, StoredMessage
+from testkit.fake_slack import FakeSlack
+from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.test_console import queuebot
 
 ALICE, BOB, STRANGER = "100000000000000001", "100000000000000002", "100000000000000099"
 CHANNEL = "200000000000000001"
@@ -29,6 +35,7 @@ EXTRA = f'\n[discord]\nguild = "{GUILD}"\n'
 @dataclass
 class Stack:
     fake: FakeDiscord
+    slack: FakeSlack
     served: Served
     db_url: str
     workdir: Path
@@ -45,18 +52,25 @@ class Stack:
         return asyncio.run(run())
 
 
-def _env(fake: FakeDiscord, token: str = DEFAULT_TOKEN) -> dict[str, str]:
+AUDIT_KEY = "e2e-audit-key-0123456789abcdef0123456789"
+
+
+def _env(fake: FakeDiscord, slack: FakeSlack, token: str = DEFAULT_TOKEN) -> dict[str, str]:
     return {
         "DISCORD_BOT_TOKEN": token,
         "DISCORD_API_BASE_URL": fake.api_url,
-        "QUEUEBOT_AUDIT_KEY": "e2e-audit-key-0123456789abcdef0123456789",
+        # Slack too, in the same process: one person on two platforms
+        "SLACK_BOT_TOKEN": "xoxb-fake-token",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_BASE_URL": slack.api_url,
+        "QUEUEBOT_AUDIT_KEY": AUDIT_KEY,
     }
 
 
 @contextlib.contextmanager
-def serving(fake: FakeDiscord, workdir: Path, db_url: str) -> Iterator[Served]:
+def serving(fake: FakeDiscord, slack: FakeSlack, workdir: Path, db_url: str) -> Iterator[Served]:
     before = fake.identified
-    with running_serve(workdir, db_url, _env(fake), extra=EXTRA) as served:
+    with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
         fake.wait_until(lambda: fake.identified > before and fake.connected() > 0)
         wait_ready(served)
         yield served
@@ -67,8 +81,6 @@ def wait_ready(served: Served) -> None:
         body = httpx.get(f"{served.url}/readyz", timeout=5).json()
         if body.get("discord") == "ok":
             return
-        import time
-
         time.sleep(0.05)
     raise AssertionError(f"Discord never became ready: {body}")
 
@@ -79,9 +91,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with (
         demo_database("sqlite", workdir) as db_url,
         FakeDiscord().start() as fake,
-        serving(fake, workdir, db_url) as served,
+        FakeSlack().start() as slack,
+        serving(fake, slack, workdir, db_url) as served,
     ):
-        yield Stack(fake, served, db_url, workdir)
+        yield Stack(fake, slack, served, db_url, workdir)
 
 
 def answered(fake: FakeDiscord, i: Interaction, *, timeout: float = 15.0) -> str:
@@ -98,6 +111,68 @@ def answered(fake: FakeDiscord, i: Interaction, *, timeout: float = 15.0) -> str
             [(c.method, c.path, c.status, c.body) for c in fake.calls[-5:]]
         ) from None
     return "\n".join(m.text() for m in i.replies() if m.edits or m in i.followups)
+
+
+def failed_ids(stack: Stack, reason: str) -> list[str]:
+    return [
+        str(i)
+        for (i,) in stack.sql(
+            "SELECT id FROM dev_r_worker_queue WHERE status = 'failed' AND failure_reason = "
+            ":reason ORDER BY id",
+            reason=reason,
+        )
+    ]
+
+
+def request_change(stack: Stack, reason: str) -> tuple[StoredMessage, int, list[str]]:
+    """alice asks, from Discord, to requeue the failed rows of one failure reason: the
+    request's message (for everyone, with its buttons) and its number."""
+    ids = failed_ids(stack, reason)
+    assert ids
+    i = stack.fake.command(
+        "queue",
+        "requeue",
+        {"ids": ", ".join(ids), "queue": "workers", "reason": f"{reason} fixed in v2"},
+        user=ALICE,
+    )
+    text = answered(stack.fake, i)
+    assert i.callbacks[0]["type"] == 5
+    assert not i.callbacks[0].get("data", {}).get("flags", 0) & EPHEMERAL  # all see it
+    message = i.replies()[0]
+    assert not message.flags & EPHEMERAL
+    approve = next(c for c in message.custom_ids if c.startswith("cr:approve:"))
+    number = int(approve.rsplit(":", 1)[1])
+    assert f"cr:reject:{number}" in message.custom_ids
+    assert f"CR-{number}" in text
+    return message, number, ids
+
+
+def click_answer(stack: Stack, custom_id: str, message: StoredMessage, user: str) -> Interaction:
+    """A click, once the bot answered it: the clicked message edited, or a follow-up."""
+    edits = message.edits
+    i = stack.fake.click(custom_id, message_id=message.id, user=user)
+    stack.fake.wait_until(lambda: bool(i.followups) or message.edits > edits)
+    return i
+
+
+def executions(stack: Stack, number: int) -> int:
+    rows = stack.sql(
+        "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' AND subject = :s",
+        s=f"CR-{number}",
+    )
+    return int(rows[0][0])
+
+
+def slack_slash(stack: Stack, text: str, *, user: str) -> str:
+    """A signed /queue command from Slack into the same serve; what Slack's user reads."""
+    name = f"slack-{time.monotonic_ns()}"
+    body = urlencode(slash_fields(stack.slack, text, name=name, user=user, trigger=f"1.{name}"))
+    response = httpx.post(
+        f"{stack.served.url}/slack/events", content=body, headers=signed(body), timeout=10
+    )
+    assert response.status_code == 200
+    calls = stack.slack.wait_for(lambda c: c.path == f"/response/{name}")
+    return json.dumps(calls[0].body)
 
 
 def test_commands_are_synced_to_the_guild_with_typed_options(stack: Stack) -> None:
@@ -123,3 +198,147 @@ def test_triage_is_deferred_at_once_then_answered(stack: Stack) -> None:
     took = i.answered_within()
     assert took is not None and took < 3.0
     assert "workers" in text and "failed" in text
+
+
+def test_a_change_is_approved_by_another_person_never_by_its_requester(stack: Stack) -> None:
+    message, number, ids = request_change(stack, "spawn_ram")
+    approve = f"cr:approve:{number}"
+
+    own = click_answer(stack, approve, message, ALICE)
+    assert own.callbacks[0]["type"] == 6  # a deferred update: the buttons stay for others
+    refusal = own.followups[0]
+    assert refusal.flags & EPHEMERAL
+    assert f"you requested CR-{number}" in refusal.text()
+    # alice is one person on every platform: Slack and the console refuse her too
+    said = slack_slash(stack, f"approve CR-{number}", user="U0ALICE")
+    assert f"you requested CR-{number}" in said
+    console = queuebot(
+        "console",
+        "--as",
+        "alice",
+        stdin=f"/queue approve CR-{number}\n",
+        cwd=stack.workdir,
+        env={
+            "QUEUEBOT_CONFIG": str(stack.workdir / "queuebot.toml"),
+            "QUEUEBOT_DATABASE_URL": stack.db_url,
+            "QUEUEBOT_AUDIT_KEY": AUDIT_KEY,
+        },
+    )
+    assert f"you requested CR-{number}" in console.stdout, console.stdout + console.stderr
+    assert executions(stack, number) == 0
+
+    ok = click_answer(stack, approve, message, BOB)
+    assert ok.callbacks[0]["type"] == 6
+    stack.fake.wait_until(lambda: "approved by bob" in message.text())
+    assert "executed" in message.text()
+    assert message.custom_ids == []  # the outcome replaces the buttons
+    assert executions(stack, number) == 1
+    statuses = stack.sql(
+        f"SELECT DISTINCT status FROM dev_r_worker_queue WHERE id IN ({', '.join(ids)})"
+    )
+    assert statuses == [("queued",)]
+
+
+def test_a_long_answer_is_attached_whole_not_cut_or_refused(stack: Stack) -> None:
+    i = stack.fake.command("queue", "dlq", {"queue": "clips", "limit": 200}, user=ALICE)
+    answered(stack.fake, i)
+    message = i.replies()[0]
+    # the fake refuses (fails the test on) anything over Discord's limits
+    assert len(message.content) <= 2000
+    assert message.attachments == ["answer.txt"]
+    assert "the full answer is attached" in message.content
+    sent = [c for c in stack.fake.rest("PATCH", "/messages/@original") if c.files]
+    assert len(sent[-1].files["answer.txt"]) > 2000
+
+
+def test_an_unknown_command_and_an_unknown_button_are_answered_then_commands_work(
+    stack: Stack,
+) -> None:
+    unknown = stack.fake.command("ping", "now", user=ALICE)
+    stack.fake.wait_until(lambda: bool(unknown.callbacks))
+    assert unknown.callbacks[0]["data"]["flags"] & EPHEMERAL
+    assert "no command /ping" in unknown.callbacks[0]["data"]["content"]
+
+    sub = stack.fake.command("queue", "frobnicate", user=ALICE)
+    stack.fake.wait_until(lambda: bool(sub.callbacks))
+    assert "no command /queue frobnicate" in sub.callbacks[0]["data"]["content"]
+
+    strange = ["zz:unknown:1", "cr:approve:0", "q:explode:workers"]
+    message = stack.fake.posted_earlier(CHANNEL, "buttons of an older queuebot", strange)
+    for custom_id in strange:
+        click = stack.fake.click(custom_id, message_id=message.id, user=BOB)
+        stack.fake.wait_until(lambda c=click: bool(c.callbacks))  # type: ignore[misc]
+        said = click.callbacks[0]["data"]
+        assert said["flags"] & EPHEMERAL
+        assert "nothing was done" in said["content"]
+    assert message.edits == 0
+
+    later = stack.fake.command("queue", "pending", user=BOB)
+    assert "waiting for approval" in answered(stack.fake, later)
+
+
+def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
+    stack: Stack,
+) -> None:
+    before = len(stack.fake.channel_messages(CHANNEL))
+    stale = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE, stale=True)
+
+    def noted() -> bool:
+        return len(stack.fake.channel_messages(CHANNEL)) > before
+
+    stack.fake.wait_until(noted)
+    note = stack.fake.channel_messages(CHANNEL)[-1]
+    assert f"<@{ALICE}>" in note.content and "ask again" in note.content
+    assert "failed" not in note.content  # a private answer is not shown to the channel
+    assert stale.followups == []
+    later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE)
+    assert "workers" in answered(stack.fake, later)
+
+
+def test_a_click_from_before_a_restart_acts_once_when_clicked_twice(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("discord-restart")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+    ):
+        with serving(fake, slack, workdir, db_url) as served:
+            stack = Stack(fake, slack, served, db_url, workdir)
+            message, number, ids = request_change(stack, "spawn_oom")
+        # a new process: no view of that message is remembered, only the templates
+        with serving(fake, slack, workdir, db_url) as served:
+            stack = Stack(fake, slack, served, db_url, workdir)
+            approve = f"cr:approve:{number}"
+            first = fake.click(approve, message_id=message.id, user=BOB)
+            second = fake.click(approve, message_id=message.id, user=BOB)
+            fake.wait_until(lambda: bool(first.callbacks and second.callbacks))
+            assert [i.callbacks[0]["type"] for i in (first, second)] == [6, 6]
+            fake.wait_until(lambda: "approved by bob" in message.text())
+            fake.wait_until(lambda: bool(first.followups or second.followups))
+            assert executions(stack, number) == 1
+            other = (first.followups or second.followups)[0]
+            assert other.flags & EPHEMERAL
+            assert f"CR-{number}" in other.text()
+            statuses = stack.sql(
+                f"SELECT DISTINCT status FROM dev_r_worker_queue WHERE id IN ({', '.join(ids)})"
+            )
+            assert statuses == [("queued",)]
+
+
+def test_a_rejected_token_is_one_clear_line(tmp_path_factory: pytest.TempPathFactory) -> None:
+    workdir = tmp_path_factory.mktemp("discord-token")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+        running_serve(workdir, db_url, _env(fake, slack, token="not-the-token")) as served,
+    ):
+        served.wait_for_log("Discord off: Discord rejected DISCORD_BOT_TOKEN")
+        body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+        assert body["status"] == "not ready"
+        assert "rejected DISCORD_BOT_TOKEN" in body["discord"]
+        time.sleep(1)
+        assert served.log.read_text().count("DISCORD_BOT_TOKEN") == 1
+        assert len(fake.rest("GET", "/users/@me")) == 1  # asked once, not in a loop
