@@ -14,7 +14,8 @@ import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.bootstrap import build_app, running_scheduler
-from bot.discord.setup import discord_link
+from bot.discord.notifier import DiscordNotifier
+from bot.discord.setup import discord_link, discord_notifier
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
 from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
@@ -29,14 +30,16 @@ log = logging.getLogger("queuebot")
 MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
 
 
-def _notifier(config: Config) -> Notifier | None:
+def _notifier(config: Config, discord: DiscordNotifier | None = None) -> Notifier | None:
     """Where plans and alerts post: every platform that is configured."""
-    if config.env.slack_bot_token is None:
-        return None
-    channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
-    pacer = ChannelPacer(config.file.slack.post_interval_seconds)
-    slack = SlackNotifier(web_client(config.env), channels, pacer=pacer)
-    return FanoutNotifier([("slack", slack)])
+    platforms: list[tuple[str, Notifier]] = []
+    if config.env.slack_bot_token is not None:
+        channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
+        pacer = ChannelPacer(config.file.slack.post_interval_seconds)
+        platforms.append(("slack", SlackNotifier(web_client(config.env), channels, pacer=pacer)))
+    if discord is not None:
+        platforms.append(("discord", discord))
+    return FanoutNotifier(platforms) if platforms else None
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     link: SocketModeLink | None = None
     discord = None
     try:
-        app = await build_app(config, notifier=_notifier(config))
+        discord_posts = discord_notifier(config)
+        app = await build_app(config, notifier=_notifier(config, discord_posts))
         wiring = SlackWiring(
             router=app.router,
             directory=app.directory,
@@ -208,6 +212,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await link.connect()
             discord = discord_link(config, app)
             if discord is not None:
+                if discord_posts is not None:
+                    discord_posts.attach(discord.client)
                 discord.start()
             http = build_http_app(
                 app=app,

@@ -496,6 +496,9 @@ class FakeDiscord:
                         "X-RateLimit-Reset-After": str(self._retry_after),
                         "X-RateLimit-Bucket": "fake",
                         "X-RateLimit-Scope": "user",
+                        # Discord's own 429s pass its proxy; discord.py takes a 429
+                        # without this header for a Cloudflare ban and gives up
+                        "Via": "1.1 google",
                     },
                 )
         answer, status = self._answer(request.method, path, body, files)

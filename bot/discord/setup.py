@@ -7,6 +7,7 @@ from bot.bootstrap import App
 from bot.discord.client import DEFAULT_API, DiscordLink, QueuebotClient, point_at
 from bot.discord.commands import Choices
 from bot.discord.interactions import DiscordWiring
+from bot.discord.notifier import DiscordNotifier
 from services.config import Config
 from services.estate.worker_queue.schema import FAILURE_REASONS
 
@@ -19,6 +20,14 @@ def choices_for(app: App) -> Choices:
         scenarios=[r.scenario_id for r in runbooks],
         failure_reasons=FAILURE_REASONS,
     )
+
+
+def discord_notifier(config: Config) -> DiscordNotifier | None:
+    """Where alerts, incidents and plans post on Discord: ``[channels.NAME] discord``."""
+    if config.env.discord_bot_token is None:
+        return None
+    channels = {name: c.discord for name, c in config.file.channels.items() if c.discord}
+    return DiscordNotifier(channels)
 
 
 def discord_link(config: Config, app: App) -> DiscordLink | None:

@@ -26,10 +26,23 @@ from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
 from tests.e2e.test_console import queuebot
 
-ALICE, BOB, STRANGER = "100000000000000001", "100000000000000002", "100000000000000099"
-CHANNEL = "200000000000000001"
+ALICE, BOB, DORA = "100000000000000001", "100000000000000002", "100000000000000003"
+CHANNEL = "200000000000000001"  # [channels.alerts] in the demo config
+OPERATORS = "200000000000000009"  # the operators' audience, here
 GUILD = "400000000000000001"
-EXTRA = f'\n[discord]\nguild = "{GUILD}"\n'
+EXTRA = f"""
+[discord]
+guild = "{GUILD}"
+
+[channels.ops-discord]
+discord = "{OPERATORS}"
+
+[incidents.audiences]
+operators = ["ops-discord"]
+""" + "".join(  # only the alerts a test sends: the demo's failed jobs would fire detectors
+    f"[alerts.detectors.{name}]\nenabled = false\n"
+    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
+)
 
 
 @dataclass
@@ -280,14 +293,17 @@ def test_an_unknown_command_and_an_unknown_button_are_answered_then_commands_wor
 def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
     stack: Stack,
 ) -> None:
-    before = len(stack.fake.channel_messages(CHANNEL))
-    stale = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE, stale=True)
+    quiet = OPERATORS  # a channel no alert posts to while the test waits
+    before = len(stack.fake.channel_messages(quiet))
+    stale = stack.fake.command(
+        "queue", "triage", {"queue": "workers"}, user=ALICE, channel=quiet, stale=True
+    )
 
     def noted() -> bool:
-        return len(stack.fake.channel_messages(CHANNEL)) > before
+        return len(stack.fake.channel_messages(quiet)) > before
 
     stack.fake.wait_until(noted)
-    note = stack.fake.channel_messages(CHANNEL)[-1]
+    note = stack.fake.channel_messages(quiet)[-1]
     assert f"<@{ALICE}>" in note.content and "ask again" in note.content
     assert "failed" not in note.content  # a private answer is not shown to the channel
     assert stale.followups == []
@@ -342,3 +358,107 @@ def test_a_rejected_token_is_one_clear_line(tmp_path_factory: pytest.TempPathFac
         time.sleep(1)
         assert served.log.read_text().count("DISCORD_BOT_TOKEN") == 1
         assert len(fake.rest("GET", "/users/@me")) == 1  # asked once, not in a loop
+
+
+FAILED_JOBS = {
+    "receiver": "queuebot",
+    "status": "firing",
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "FailedJobsAccumulating", "queue": "workers"},
+            "annotations": {"summary": "failed jobs accumulate in workers"},
+            "startsAt": "2026-11-30T19:55:06Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus/graph",
+            "fingerprint": "d1sc0rd0000000001",
+        }
+    ],
+    "groupLabels": {"alertname": "FailedJobsAccumulating", "queue": "workers"},
+    "commonLabels": {"alertname": "FailedJobsAccumulating", "queue": "workers"},
+    "commonAnnotations": {"summary": "failed jobs accumulate in workers"},
+    "externalURL": "http://alertmanager",
+    "version": "4",
+    "groupKey": '{}:{alertname="FailedJobsAccumulating", queue="workers"}',
+    "truncatedAlerts": 0,
+}
+
+
+def alertmanager(stack: Stack, status: str) -> None:
+    payload = json.loads(json.dumps(FAILED_JOBS))
+    payload["status"] = payload["alerts"][0]["status"] = status
+    if status == "resolved":
+        payload["alerts"][0]["endsAt"] = "2026-11-30T20:05:06Z"
+    sent = httpx.post(f"{stack.served.url}/alerts/alertmanager", json=payload, timeout=10)
+    assert sent.status_code == 200, sent.text
+
+
+def alert_root(stack: Stack) -> StoredMessage:
+    def found() -> bool:
+        return any(
+            "FailedJobsAccumulating" in m.content and "workers" in m.content
+            for m in stack.fake.channel_messages(CHANNEL)
+        )
+
+    stack.fake.wait_until(found, 30)
+    (root,) = [
+        m
+        for m in stack.fake.channel_messages(CHANNEL)
+        if "FailedJobsAccumulating" in m.content and "workers" in m.content
+    ]
+    return root
+
+
+def test_an_alert_thread_then_an_incident_declared_from_it_with_a_notification(
+    stack: Stack,
+) -> None:
+    alertmanager(stack, "firing")
+    root = alert_root(stack)
+    assert "FIRING" in root.content
+    declare = next(c for c in root.custom_ids if c.startswith("inc:declare:"))
+
+    # the thread hangs from the root; the triage and the news go inside it
+    stack.fake.wait_until(lambda: stack.fake.thread_of(root.id) is not None, 30)
+    inside = lambda: stack.fake.channel_messages(root.id)  # noqa: E731 - the thread's id
+    stack.fake.wait_until(lambda: any("Triage" in m.content for m in inside()), 30)
+    assert stack.fake.rest("POST", f"/messages/{root.id}/threads")[0].status == 201
+    # posted again (Alertmanager repeats itself): no second root, no second thread
+    alertmanager(stack, "firing")
+    time.sleep(1)
+    assert len([m for m in stack.fake.channel_messages(CHANNEL) if m.id == root.id]) == 1
+    assert len(stack.fake.rest("POST", f"/messages/{root.id}/threads")) == 1
+
+    # dora, the duty officer, declares the incident from the alert's button
+    clicked = click_answer(stack, declare, root, DORA)
+    stack.fake.wait_until(lambda: any("INC-" in m.content for m in inside()), 30)
+    checklist = next(m for m in inside() if "INC-" in m.content)
+    number = checklist.content.split("INC-", 1)[1].split()[0].strip("*:,.")
+    assert clicked.callbacks[0]["type"] == 6
+
+    told = stack.fake.command(
+        "incident",
+        "notify",
+        {"audience": "operators", "text": "workers are failing; a fix is on its way"},
+        user=DORA,
+    )
+    answered(stack.fake, told)
+    stack.fake.wait_until(
+        lambda: any(
+            "a fix is on its way" in m.content for m in stack.fake.channel_messages(OPERATORS)
+        ),
+        30,
+    )
+    assert f"INC-{number}" in answered(stack.fake, told)
+
+    alertmanager(stack, "resolved")
+    stack.fake.wait_until(lambda: "RESOLVED" in root.content, 30)
+    stack.fake.wait_until(lambda: any("resolved" in m.content for m in inside()), 30)
+
+
+def test_rate_limits_are_waited_out_and_the_answer_still_arrives(stack: Stack) -> None:
+    limited = len([c for c in stack.fake.calls if c.status == 429])
+    stack.fake.rate_limit(2, retry_after=0.3)
+    i = stack.fake.command("queue", "stuck", {"queue": "workers"}, user=BOB)
+    answered(stack.fake, i)
+    assert len([c for c in stack.fake.calls if c.status == 429]) == limited + 2
+    assert i.callbacks[0]["type"] == 5  # the first response is never held up
