@@ -226,8 +226,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             )
             print(
                 f"queuebot serving on {_where(listener)}: "
-                f"{setup.describe(socket_failure=link.failure if link else None)}, "
-                f"{'Discord on' if discord is not None else 'Discord off (no DISCORD_BOT_TOKEN)'}",
+                f"{setup.describe(socket_failure=link.failure if link else None)}"
+                f"{', Discord on' if discord is not None else ''}",
                 file=sys.stderr,
                 flush=True,
             )
