@@ -90,6 +90,7 @@ class Interaction:
     callbacks: list[dict[str, Any]] = field(default_factory=list)  # POST .../callback bodies
     original: StoredMessage | None = None  # the response message, when one was made
     followups: list[StoredMessage] = field(default_factory=list)
+    deleted: list[StoredMessage] = field(default_factory=list)  # responses taken back
     delivered_at: float = 0.0
     first_answer_at: float | None = None
 
@@ -630,6 +631,15 @@ class FakeDiscord:
                 return {"message": "Unknown Message", "code": 10008}, 404
             self._edit(target, body, files)
             return self._message_json(target), 200
+        if method == "DELETE" and rest == ["messages", "@original"]:
+            gone = interaction.original
+            if gone is None:
+                return {"message": "Unknown Message", "code": 10008}, 404
+            with self._lock:
+                self.messages.pop(gone.id, None)
+                interaction.original = None
+                interaction.deleted.append(gone)
+            return None, 204
         return {"message": "the fake Discord has no such webhook call", "code": 0}, 404
 
     def expire(self, interaction: Interaction) -> None:

@@ -280,6 +280,16 @@ def test_an_unknown_command_and_an_unknown_button_are_answered_then_commands_wor
     stack.fake.wait_until(lambda: bool(sub.callbacks))
     assert "no command /queue frobnicate" in sub.callbacks[0]["data"]["content"]
 
+    # a change is answered for everyone, so its "thinking…" is public; a refusal is not
+    refused = stack.fake.command(
+        "queue", "requeue", {"ids": "1", "reason": "no", "queue": "workers"}, user=ALICE
+    )
+    stack.fake.wait_until(lambda: bool(refused.followups))
+    assert not refused.callbacks[0].get("data", {}).get("flags", 0) & EPHEMERAL
+    assert [m.flags & EPHEMERAL for m in refused.followups] == [EPHEMERAL]
+    assert "reason: String should have at least 3 characters" in refused.followups[0].text()
+    assert refused.original is None and len(refused.deleted) == 1
+
     strange = ["zz:unknown:1", "cr:approve:0", "q:explode:workers"]
     message = stack.fake.posted_earlier(CHANNEL, "buttons of an older queuebot", strange)
     for custom_id in strange:
