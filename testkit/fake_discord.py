@@ -145,6 +145,7 @@ class FakeDiscord:
         self.interactions: dict[str, Interaction] = {}
         self.identified = 0  # IDENTIFYs accepted
         self.heartbeats = 0
+        self.refuse_commands = False  # answer 403 Missing Access, as for a bot not in the guild
         self._clicked: dict[str, StoredMessage] = {}  # interaction id -> the message clicked
         self._expired: set[str] = set()  # interaction tokens made dead by ``expire``
         self._lock = threading.Lock()
@@ -527,6 +528,8 @@ class FakeDiscord:
             return _user(BOT_ID, "queuebot", bot=True), 200
         if method == "GET" and path == "/oauth2/applications/@me":
             return self._application(), 200
+        if method == "PUT" and parts[0] == "applications" and self.refuse_commands:
+            return {"message": "Missing Access", "code": 50001}, 403
         if method == "PUT" and parts[0] == "applications" and parts[-1] == "commands":
             where = parts[3] if len(parts) == 5 else "global"  # .../guilds/{guild}/commands
             registered = [

@@ -196,6 +196,16 @@ class DiscordLink:
                 )
             else:
                 self._stop(f"Discord closed the gateway with code {exc.code}")
+        except discord.Forbidden as exc:
+            guild = self.client.guild_id
+            self._stop(
+                f"Discord refused queuebot's commands (403 {exc.text[:120]}): "
+                + (
+                    f"is the bot in guild {guild}, invited with the applications.commands scope?"
+                    if guild
+                    else "was the bot invited with the applications.commands scope?"
+                )
+            )
         except discord.HTTPException as exc:
             self._stop(f"Discord answered {exc.status} at start-up: {exc.text[:200]}")
         except (TimeoutError, OSError) as exc:

@@ -480,3 +480,20 @@ def test_rate_limits_are_waited_out_and_the_answer_still_arrives(stack: Stack) -
     answered(stack.fake, i)
     assert len([c for c in stack.fake.calls if c.status == 429]) == limited + 2
     assert i.callbacks[0]["type"] == 5  # the first response is never held up
+
+
+def test_commands_refused_by_discord_are_one_clear_line(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("discord-refused")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+    ):
+        fake.refuse_commands = True
+        with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
+            served.wait_for_log(f"is the bot in guild {GUILD}, invited with the")
+            body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+            assert "refused queuebot's commands (403" in body["discord"]
+            assert fake.identified == 0  # it stopped there, not in a retry loop
