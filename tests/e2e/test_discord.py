@@ -497,3 +497,22 @@ def test_commands_refused_by_discord_are_one_clear_line(
             body = httpx.get(f"{served.url}/readyz", timeout=5).json()
             assert "refused queuebot's commands (403" in body["discord"]
             assert fake.identified == 0  # it stopped there, not in a retry loop
+
+
+def test_without_a_guild_the_commands_are_registered_globally(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("discord-global")
+    everywhere = EXTRA.replace(f'[discord]\nguild = "{GUILD}"\n', "")
+    assert "[discord]" not in everywhere
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+        running_serve(workdir, db_url, _env(fake, slack), extra=everywhere) as served,
+    ):
+        wait_ready(served)
+        assert list(fake.commands) == ["global"]
+        assert {c["name"] for c in fake.commands["global"]} == {"queue", "incident"}
+        i = fake.command("queue", "triage", {"queue": "workers"}, user=BOB)
+        assert "workers" in answered(fake, i)
