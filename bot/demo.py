@@ -53,6 +53,7 @@ roles = ["operator", "approver"]
 
 [people.dora]
 slack = "U0DORA"
+discord = "100000000000000003"
 roles = ["duty-officer", "operator"]
 
 [roles]

@@ -9,6 +9,7 @@ but malformed is 400, never 500."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from slack_bolt.async_app import AsyncApp
@@ -30,7 +31,11 @@ log = logging.getLogger("queuebot.http")
 
 
 def build_http_app(
-    *, app: App, slack: AsyncApp | None, slack_problem: SlackProblem | None = None
+    *,
+    app: App,
+    slack: AsyncApp | None,
+    slack_problem: SlackProblem | None = None,
+    discord_problem: Callable[[], str | None] | None = None,
 ) -> Starlette:
     """The app ``serve`` runs. ``slack`` answers /slack/events when the signing secret is
     set (without it Slack comes over Socket Mode only); ``slack_problem`` says, for
@@ -40,7 +45,7 @@ def build_http_app(
     secret = app.config.env.slack_signing_secret
     if slack is not None and secret is not None:
         endpoint = SlackEndpoint(slack, signing_secret=secret.get_secret_value(), refused=refused)
-    readiness = Readiness(app, slack=slack_problem)
+    readiness = Readiness(app, slack=slack_problem, discord=discord_problem)
     token = app.config.env.alert_token
     alertmanager = AlertmanagerEndpoint(
         app.alerts, token=token.get_secret_value() if token else None, refused=refused

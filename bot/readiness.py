@@ -34,11 +34,13 @@ class Readiness:
         app: App,
         *,
         slack: SlackProblem | None,
+        discord: Callable[[], str | None] | None = None,
         fresh_for: float = FRESH_FOR,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.slack = slack
+        self.discord = discord
         self.fresh_for = fresh_for
         self.clock = clock
         self._setup: tuple[float, dict[str, str], str] | None = None
@@ -65,11 +67,15 @@ class Readiness:
             problems += [said for said in queues.values() if said != "ok"]
             if slack not in ("ok", "off"):
                 problems.append(f"Slack: {slack}")
+            discord = "off" if self.discord is None else (self.discord() or "ok")
+            if discord not in ("ok", "off"):
+                problems.append(f"Discord: {discord}")
         body: dict[str, Any] = {
             "status": "not ready" if problems else "ready",
             "databases": databases,
             "queues": queues,
             "slack": slack,
+            "discord": discord,
         }
         if problems:
             body["problems"] = problems

@@ -14,6 +14,8 @@ import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.bootstrap import build_app, running_scheduler
+from bot.discord.notifier import DiscordNotifier
+from bot.discord.setup import discord_link, discord_notifier
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
 from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
@@ -28,14 +30,16 @@ log = logging.getLogger("queuebot")
 MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
 
 
-def _notifier(config: Config) -> Notifier | None:
+def _notifier(config: Config, discord: DiscordNotifier | None = None) -> Notifier | None:
     """Where plans and alerts post: every platform that is configured."""
-    if config.env.slack_bot_token is None:
-        return None
-    channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
-    pacer = ChannelPacer(config.file.slack.post_interval_seconds)
-    slack = SlackNotifier(web_client(config.env), channels, pacer=pacer)
-    return FanoutNotifier([("slack", slack)])
+    platforms: list[tuple[str, Notifier]] = []
+    if config.env.slack_bot_token is not None:
+        channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
+        pacer = ChannelPacer(config.file.slack.post_interval_seconds)
+        platforms.append(("slack", SlackNotifier(web_client(config.env), channels, pacer=pacer)))
+    if discord is not None:
+        platforms.append(("discord", discord))
+    return FanoutNotifier(platforms) if platforms else None
 
 
 @dataclass(frozen=True)
@@ -186,8 +190,10 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     setup = slack_setup(config.env)  # before anything else: half a Slack setup is refused
     listener = sock or listen(host, port)
     link: SocketModeLink | None = None
+    discord = None
     try:
-        app = await build_app(config, notifier=_notifier(config))
+        discord_posts = discord_notifier(config)
+        app = await build_app(config, notifier=_notifier(config, discord_posts))
         wiring = SlackWiring(
             router=app.router,
             directory=app.directory,
@@ -204,17 +210,24 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 app_token = config.env.slack_app_token.get_secret_value()
                 link = SocketModeLink(AsyncSocketModeHandler(slack, app_token), app_token)
                 await link.connect()
+            discord = discord_link(config, app)
+            if discord is not None:
+                if discord_posts is not None:
+                    discord_posts.attach(discord.client)
+                discord.start()
             http = build_http_app(
                 app=app,
                 slack=slack,
                 slack_problem=_slack_problem(identity, link) if identity else None,
+                discord_problem=discord.problem if discord is not None else None,
             )
             server = uvicorn.Server(
                 uvicorn.Config(http, lifespan="off", log_level="warning", access_log=False)
             )
             print(
                 f"queuebot serving on {_where(listener)}: "
-                f"{setup.describe(socket_failure=link.failure if link else None)}",
+                f"{setup.describe(socket_failure=link.failure if link else None)}"
+                f"{', Discord on' if discord is not None else ''}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -230,6 +243,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             # Stop taking envelopes first: one acked while answers drain would be lost.
             if link is not None:
                 await link.close()
+            if discord is not None:
+                await discord.close()
             await wiring.drain()
             await app.close()
     finally:

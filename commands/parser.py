@@ -102,8 +102,14 @@ def read(group: str, text: str) -> Parsed:
     values = _bind(spec, tokens[1:], renamed)
     if spec.model is Help:
         values["group"] = group
+    return Parsed(build_command(spec, values), tuple(renamed))
+
+
+def build_command(spec: CommandSpec, values: dict[str, Any]) -> Command:
+    """The command model from its fields' values, a model's refusal as a UsageError that
+    names the option (shared by the free-text parser and Discord's typed options)."""
     try:
-        return Parsed(spec.model(**values), tuple(renamed))  # type: ignore[arg-type]
+        return spec.model(**values)  # type: ignore[return-value]
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -189,6 +195,16 @@ def _unknown_flag(spec: CommandSpec, name: str) -> str:
         else (" It takes no options.")
     )
     return f"unknown option --{shown} for {spec.path}.{hint}{known}"
+
+
+def convert_value(spec: CommandSpec, flag: Flag, raw: str) -> Any:
+    """One option's value, checked as typed text is (words, numbers, durations)."""
+    return _convert(spec, flag, raw)
+
+
+def check_positional(spec: CommandSpec, pos: Positional, token: str) -> str:
+    """One positional value, checked as typed text is (job ids, CR-N, P-N, words)."""
+    return _check_positional(spec, pos, token)
 
 
 def _convert(spec: CommandSpec, flag: Flag, raw: str) -> Any:

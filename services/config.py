@@ -223,6 +223,14 @@ class SlackConfig(_Strict):
     post_interval_seconds: float = Field(default=1.0, ge=0, le=60)
 
 
+class DiscordConfig(_Strict):
+    """Discord's app commands: registered to one guild (a server's id, they appear at
+    once) when ``guild`` is set, otherwise globally (Discord may take up to an hour to
+    show them everywhere)."""
+
+    guild: Snowflake | None = None
+
+
 class MetricsConfig(_Strict):
     """``GET /metrics``: the queue gauges are read from the estate at most once every
     ``refresh_seconds``, however often Prometheus scrapes (docs/metrics.md)."""
@@ -251,6 +259,7 @@ class FileConfig(_Strict):
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     runbooks: RunbooksConfig = Field(default_factory=RunbooksConfig)

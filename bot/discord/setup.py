@@ -1,0 +1,46 @@
+"""Building the Discord client for ``queuebot serve`` from the settings: nothing when
+DISCORD_BOT_TOKEN is not set."""
+
+from __future__ import annotations
+
+from bot.bootstrap import App
+from bot.discord.client import DEFAULT_API, DiscordLink, QueuebotClient, point_at
+from bot.discord.commands import Choices
+from bot.discord.interactions import DiscordWiring
+from bot.discord.notifier import DiscordNotifier
+from services.config import Config
+from services.estate.worker_queue.schema import FAILURE_REASONS
+
+
+def choices_for(app: App) -> Choices:
+    shelf = app.router.deps.runbooks
+    runbooks = shelf.all() if shelf is not None else []
+    return Choices(
+        audiences=sorted({c.audience for r in runbooks for c in r.communications}),
+        scenarios=[r.scenario_id for r in runbooks],
+        failure_reasons=FAILURE_REASONS,
+    )
+
+
+def discord_notifier(config: Config) -> DiscordNotifier | None:
+    """Where alerts, incidents and plans post on Discord: ``[channels.NAME] discord``."""
+    if config.env.discord_bot_token is None:
+        return None
+    channels = {name: c.discord for name, c in config.file.channels.items() if c.discord}
+    return DiscordNotifier(channels)
+
+
+def discord_link(config: Config, app: App) -> DiscordLink | None:
+    token = config.env.discord_bot_token
+    if token is None:
+        return None
+    base = config.env.discord_api_base_url
+    point_at(base)
+    wiring = DiscordWiring(router=app.router, directory=app.directory, ledger=app.ledger)
+    client = QueuebotClient(
+        wiring,
+        choices=choices_for(app),
+        guild=config.file.discord.guild,
+        ask_gateway=base.rstrip("/") != DEFAULT_API,
+    )
+    return DiscordLink(client, token.get_secret_value())

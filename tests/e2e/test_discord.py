@@ -1,0 +1,518 @@
+"""Discord end to end: the real `queuebot serve` process with DISCORD_BOT_TOKEN set, its
+REST base and gateway pointed at a local fake Discord (testkit/fake_discord.py) that
+speaks gateway v10 JSON and injects INTERACTION_CREATE as the gateway delivers it. The
+tests read what the fake received: interaction callbacks, follow-ups, channel messages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from services.db import create_engine
+from testkit.fake_discord import DEFAULT_TOKEN, EPHEMERAL, FakeDiscord, Interaction, StoredMessage
+from testkit.fake_slack import FakeSlack
+from testkit.slack_requests import SECRET, signed, slash_fields
+from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.test_console import queuebot
+
+ALICE, BOB, DORA = "100000000000000001", "100000000000000002", "100000000000000003"
+CHANNEL = "200000000000000001"  # [channels.alerts] in the demo config
+OPERATORS = "200000000000000009"  # the operators' audience, here
+GUILD = "400000000000000001"
+EXTRA = f"""
+[discord]
+guild = "{GUILD}"
+
+[channels.ops-discord]
+discord = "{OPERATORS}"
+
+[incidents.audiences]
+operators = ["ops-discord"]
+""" + "".join(  # only the alerts a test sends: the demo's failed jobs would fire detectors
+    f"[alerts.detectors.{name}]\nenabled = false\n"
+    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
+)
+
+
+@dataclass
+class Stack:
+    fake: FakeDiscord
+    slack: FakeSlack
+    served: Served
+    db_url: str
+    workdir: Path
+
+    def sql(self, statement: str, **params: Any) -> list[Any]:
+        async def run() -> list[Any]:
+            engine = create_engine(self.db_url)
+            try:
+                async with engine.connect() as conn:
+                    return list((await conn.execute(sa.text(statement), params)).all())
+            finally:
+                await engine.dispose()
+
+        return asyncio.run(run())
+
+
+AUDIT_KEY = "e2e-audit-key-0123456789abcdef0123456789"
+
+
+def _env(fake: FakeDiscord, slack: FakeSlack, token: str = DEFAULT_TOKEN) -> dict[str, str]:
+    return {
+        "DISCORD_BOT_TOKEN": token,
+        "DISCORD_API_BASE_URL": fake.api_url,
+        # Slack too, in the same process: one person on two platforms
+        "SLACK_BOT_TOKEN": "xoxb-fake-token",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_BASE_URL": slack.api_url,
+        "QUEUEBOT_AUDIT_KEY": AUDIT_KEY,
+    }
+
+
+@contextlib.contextmanager
+def serving(fake: FakeDiscord, slack: FakeSlack, workdir: Path, db_url: str) -> Iterator[Served]:
+    before = fake.identified
+    with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
+        fake.wait_until(lambda: fake.identified > before and fake.connected() > 0)
+        wait_ready(served)
+        yield served
+
+
+def wait_ready(served: Served) -> None:
+    for _ in range(300):
+        body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+        if body.get("discord") == "ok":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"Discord never became ready: {body}")
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("discord")
+    with (
+        demo_database(request.param, workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+        serving(fake, slack, workdir, db_url) as served,
+    ):
+        yield Stack(fake, slack, served, db_url, workdir)
+
+
+def answered(fake: FakeDiscord, i: Interaction, *, timeout: float = 15.0) -> str:
+    """Wait for the interaction's answer (the deferred response edited, or a follow-up)
+    and return what the person reads."""
+
+    def done() -> bool:
+        return bool(i.followups) or (i.original is not None and i.original.edits > 0)
+
+    try:
+        fake.wait_until(done, timeout)
+    except AssertionError:
+        raise AssertionError(
+            [(c.method, c.path, c.status, c.body) for c in fake.calls[-5:]]
+        ) from None
+    return "\n".join(m.text() for m in i.replies() if m.edits or m in i.followups)
+
+
+def failed_ids(stack: Stack, reason: str) -> list[str]:
+    return [
+        str(i)
+        for (i,) in stack.sql(
+            "SELECT id FROM dev_r_worker_queue WHERE status = 'failed' AND failure_reason = "
+            ":reason ORDER BY id",
+            reason=reason,
+        )
+    ]
+
+
+def request_change(stack: Stack, reason: str) -> tuple[StoredMessage, int, list[str]]:
+    """alice asks, from Discord, to requeue the failed rows of one failure reason: the
+    request's message (for everyone, with its buttons) and its number."""
+    ids = failed_ids(stack, reason)
+    assert ids
+    i = stack.fake.command(
+        "queue",
+        "requeue",
+        {"ids": ", ".join(ids), "queue": "workers", "reason": f"{reason} fixed in v2"},
+        user=ALICE,
+    )
+    text = answered(stack.fake, i)
+    assert i.callbacks[0]["type"] == 5
+    assert not i.callbacks[0].get("data", {}).get("flags", 0) & EPHEMERAL  # all see it
+    message = i.replies()[0]
+    assert not message.flags & EPHEMERAL
+    approve = next(c for c in message.custom_ids if c.startswith("cr:approve:"))
+    number = int(approve.rsplit(":", 1)[1])
+    assert f"cr:reject:{number}" in message.custom_ids
+    assert f"CR-{number}" in text
+    return message, number, ids
+
+
+def click_answer(stack: Stack, custom_id: str, message: StoredMessage, user: str) -> Interaction:
+    """A click, once the bot answered it: the clicked message edited, or a follow-up."""
+    edits = message.edits
+    i = stack.fake.click(custom_id, message_id=message.id, user=user)
+    stack.fake.wait_until(lambda: bool(i.followups) or message.edits > edits)
+    return i
+
+
+def executions(stack: Stack, number: int) -> int:
+    rows = stack.sql(
+        "SELECT count(*) FROM qb_audit_events WHERE action = 'change.executed' AND subject = :s",
+        s=f"CR-{number}",
+    )
+    return int(rows[0][0])
+
+
+def slack_slash(stack: Stack, text: str, *, user: str) -> str:
+    """A signed /queue command from Slack into the same serve; what Slack's user reads."""
+    name = f"slack-{time.monotonic_ns()}"
+    body = urlencode(slash_fields(stack.slack, text, name=name, user=user, trigger=f"1.{name}"))
+    response = httpx.post(
+        f"{stack.served.url}/slack/events", content=body, headers=signed(body), timeout=10
+    )
+    assert response.status_code == 200
+    calls = stack.slack.wait_for(lambda c: c.path == f"/response/{name}")
+    return json.dumps(calls[0].body)
+
+
+def test_commands_are_synced_to_the_guild_with_typed_options(stack: Stack) -> None:
+    registered = {c["name"]: c for c in stack.fake.commands[GUILD]}
+    assert set(registered) == {"queue", "incident"}
+    subs = {o["name"]: o for o in registered["queue"]["options"]}
+    requeue = {o["name"]: o for o in subs["requeue"]["options"]}
+    assert requeue["ids"]["type"] == 3 and requeue["ids"]["required"]
+    assert requeue["reason"]["required"]
+    dlq = {o["name"]: o for o in subs["dlq"]["options"]}
+    assert dlq["limit"]["type"] == 4 and dlq["limit"]["max_value"] == 200
+    assert "timeout" in [c["value"] for c in dlq["failure-reason"]["choices"]]
+    incident = {o["name"]: o for o in registered["incident"]["options"]}
+    notify = {o["name"]: o for o in incident["notify"]["options"]}
+    assert "operators" in [c["value"] for c in notify["audience"]["choices"]]
+
+
+def test_triage_is_deferred_at_once_then_answered(stack: Stack) -> None:
+    i = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE)
+    text = answered(stack.fake, i)
+    assert i.callbacks[0]["type"] == 5  # deferred within the 3 s
+    assert i.callbacks[0]["data"]["flags"] & 64  # a read is only for whoever asked
+    took = i.answered_within()
+    assert took is not None and took < 3.0
+    assert "workers" in text and "failed" in text
+
+
+def test_a_change_is_approved_by_another_person_never_by_its_requester(stack: Stack) -> None:
+    message, number, ids = request_change(stack, "spawn_ram")
+    approve = f"cr:approve:{number}"
+
+    own = click_answer(stack, approve, message, ALICE)
+    assert own.callbacks[0]["type"] == 6  # a deferred update: the buttons stay for others
+    refusal = own.followups[0]
+    assert refusal.flags & EPHEMERAL
+    assert f"you requested CR-{number}" in refusal.text()
+    # alice is one person on every platform: Slack and the console refuse her too
+    said = slack_slash(stack, f"approve CR-{number}", user="U0ALICE")
+    assert f"you requested CR-{number}" in said
+    console = queuebot(
+        "console",
+        "--as",
+        "alice",
+        stdin=f"/queue approve CR-{number}\n",
+        cwd=stack.workdir,
+        env={
+            "QUEUEBOT_CONFIG": str(stack.workdir / "queuebot.toml"),
+            "QUEUEBOT_DATABASE_URL": stack.db_url,
+            "QUEUEBOT_AUDIT_KEY": AUDIT_KEY,
+        },
+    )
+    assert f"you requested CR-{number}" in console.stdout, console.stdout + console.stderr
+    assert executions(stack, number) == 0
+
+    ok = click_answer(stack, approve, message, BOB)
+    assert ok.callbacks[0]["type"] == 6
+    stack.fake.wait_until(lambda: "approved by bob" in message.text())
+    assert "executed" in message.text()
+    assert message.custom_ids == []  # the outcome replaces the buttons
+    assert executions(stack, number) == 1
+    statuses = stack.sql(
+        f"SELECT DISTINCT status FROM dev_r_worker_queue WHERE id IN ({', '.join(ids)})"
+    )
+    assert statuses == [("queued",)]
+
+
+def test_a_long_answer_is_attached_whole_not_cut_or_refused(stack: Stack) -> None:
+    i = stack.fake.command("queue", "dlq", {"queue": "clips", "limit": 200}, user=ALICE)
+    answered(stack.fake, i)
+    message = i.replies()[0]
+    # the fake refuses (fails the test on) anything over Discord's limits
+    assert len(message.content) <= 2000
+    assert message.attachments == ["answer.txt"]
+    assert "the full answer is attached" in message.content
+    sent = [c for c in stack.fake.rest("PATCH", "/messages/@original") if c.files]
+    assert len(sent[-1].files["answer.txt"]) > 2000
+
+
+def test_an_unknown_command_and_an_unknown_button_are_answered_then_commands_work(
+    stack: Stack,
+) -> None:
+    unknown = stack.fake.command("ping", "now", user=ALICE)
+    stack.fake.wait_until(lambda: bool(unknown.callbacks))
+    assert unknown.callbacks[0]["data"]["flags"] & EPHEMERAL
+    assert "no command /ping" in unknown.callbacks[0]["data"]["content"]
+
+    sub = stack.fake.command("queue", "frobnicate", user=ALICE)
+    stack.fake.wait_until(lambda: bool(sub.callbacks))
+    assert "no command /queue frobnicate" in sub.callbacks[0]["data"]["content"]
+
+    # a change is answered for everyone, so its "thinking…" is public; a refusal is not
+    refused = stack.fake.command(
+        "queue", "requeue", {"ids": "1", "reason": "no", "queue": "workers"}, user=ALICE
+    )
+    stack.fake.wait_until(lambda: bool(refused.followups))
+    assert not refused.callbacks[0].get("data", {}).get("flags", 0) & EPHEMERAL
+    assert [m.flags & EPHEMERAL for m in refused.followups] == [EPHEMERAL]
+    assert "reason: String should have at least 3 characters" in refused.followups[0].text()
+    assert refused.original is None and len(refused.deleted) == 1
+
+    strange = ["zz:unknown:1", "cr:approve:0", "q:explode:workers"]
+    message = stack.fake.posted_earlier(CHANNEL, "buttons of an older queuebot", strange)
+    for custom_id in strange:
+        click = stack.fake.click(custom_id, message_id=message.id, user=BOB)
+        stack.fake.wait_until(lambda c=click: bool(c.callbacks))  # type: ignore[misc]
+        said = click.callbacks[0]["data"]
+        assert said["flags"] & EPHEMERAL
+        assert "nothing was done" in said["content"]
+    assert message.edits == 0
+
+    later = stack.fake.command("queue", "pending", user=BOB)
+    assert "waiting for approval" in answered(stack.fake, later)
+
+
+def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
+    stack: Stack,
+) -> None:
+    quiet = OPERATORS  # a channel the alerts of these tests do not post to
+    before = {m.id for m in stack.fake.channel_messages(quiet)}
+    stale = stack.fake.command(
+        "queue", "triage", {"queue": "workers"}, user=ALICE, channel=quiet, stale=True
+    )
+
+    def notes() -> list[StoredMessage]:
+        return [
+            m
+            for m in stack.fake.channel_messages(quiet)
+            if m.id not in before and f"<@{ALICE}>" in m.content
+        ]
+
+    stack.fake.wait_until(lambda: bool(notes()))
+    (note,) = notes()
+    assert "ask again" in note.content
+    assert "failed" not in note.content  # a private answer is not shown to the channel
+    assert stale.followups == []
+    later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE)
+    assert "workers" in answered(stack.fake, later)
+
+
+def test_a_click_from_before_a_restart_acts_once_when_clicked_twice(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("discord-restart")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+    ):
+        with serving(fake, slack, workdir, db_url) as served:
+            stack = Stack(fake, slack, served, db_url, workdir)
+            message, number, ids = request_change(stack, "spawn_oom")
+        # a new process: no view of that message is remembered, only the templates
+        with serving(fake, slack, workdir, db_url) as served:
+            stack = Stack(fake, slack, served, db_url, workdir)
+            approve = f"cr:approve:{number}"
+            first = fake.click(approve, message_id=message.id, user=BOB)
+            second = fake.click(approve, message_id=message.id, user=BOB)
+            fake.wait_until(lambda: bool(first.callbacks and second.callbacks))
+            assert [i.callbacks[0]["type"] for i in (first, second)] == [6, 6]
+            fake.wait_until(lambda: "approved by bob" in message.text())
+            fake.wait_until(lambda: bool(first.followups or second.followups))
+            assert executions(stack, number) == 1
+            other = (first.followups or second.followups)[0]
+            assert other.flags & EPHEMERAL
+            assert f"CR-{number}" in other.text()
+            statuses = stack.sql(
+                f"SELECT DISTINCT status FROM dev_r_worker_queue WHERE id IN ({', '.join(ids)})"
+            )
+            assert statuses == [("queued",)]
+
+
+def test_a_rejected_token_is_one_clear_line(tmp_path_factory: pytest.TempPathFactory) -> None:
+    workdir = tmp_path_factory.mktemp("discord-token")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+        running_serve(workdir, db_url, _env(fake, slack, token="not-the-token")) as served,
+    ):
+        served.wait_for_log("Discord off: Discord rejected DISCORD_BOT_TOKEN")
+        body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+        assert body["status"] == "not ready"
+        assert "rejected DISCORD_BOT_TOKEN" in body["discord"]
+        time.sleep(1)
+        assert served.log.read_text().count("DISCORD_BOT_TOKEN") == 1
+        assert len(fake.rest("GET", "/users/@me")) == 1  # asked once, not in a loop
+
+
+FAILED_JOBS = {
+    "receiver": "queuebot",
+    "status": "firing",
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "FailedJobsAccumulating", "queue": "workers"},
+            "annotations": {"summary": "failed jobs accumulate in workers"},
+            "startsAt": "2026-11-30T19:55:06Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus/graph",
+            "fingerprint": "d1sc0rd0000000001",
+        }
+    ],
+    "groupLabels": {"alertname": "FailedJobsAccumulating", "queue": "workers"},
+    "commonLabels": {"alertname": "FailedJobsAccumulating", "queue": "workers"},
+    "commonAnnotations": {"summary": "failed jobs accumulate in workers"},
+    "externalURL": "http://alertmanager",
+    "version": "4",
+    "groupKey": '{}:{alertname="FailedJobsAccumulating", queue="workers"}',
+    "truncatedAlerts": 0,
+}
+
+
+def alertmanager(stack: Stack, status: str) -> None:
+    payload = json.loads(json.dumps(FAILED_JOBS))
+    payload["status"] = payload["alerts"][0]["status"] = status
+    if status == "resolved":
+        payload["alerts"][0]["endsAt"] = "2026-11-30T20:05:06Z"
+    sent = httpx.post(f"{stack.served.url}/alerts/alertmanager", json=payload, timeout=10)
+    assert sent.status_code == 200, sent.text
+
+
+def alert_root(stack: Stack) -> StoredMessage:
+    def found() -> bool:
+        return any(
+            "FailedJobsAccumulating" in m.content and "workers" in m.content
+            for m in stack.fake.channel_messages(CHANNEL)
+        )
+
+    stack.fake.wait_until(found, 30)
+    (root,) = [
+        m
+        for m in stack.fake.channel_messages(CHANNEL)
+        if "FailedJobsAccumulating" in m.content and "workers" in m.content
+    ]
+    return root
+
+
+def test_an_alert_thread_then_an_incident_declared_from_it_with_a_notification(
+    stack: Stack,
+) -> None:
+    alertmanager(stack, "firing")
+    root = alert_root(stack)
+    assert "FIRING" in root.content
+    declare = next(c for c in root.custom_ids if c.startswith("inc:declare:"))
+
+    # the thread hangs from the root; the triage and the news go inside it
+    stack.fake.wait_until(lambda: stack.fake.thread_of(root.id) is not None, 30)
+    inside = lambda: stack.fake.channel_messages(root.id)  # noqa: E731 - the thread's id
+    stack.fake.wait_until(lambda: any("Triage" in m.content for m in inside()), 30)
+    assert stack.fake.rest("POST", f"/messages/{root.id}/threads")[0].status == 201
+    # posted again (Alertmanager repeats itself): no second root, no second thread
+    alertmanager(stack, "firing")
+    time.sleep(1)
+    assert len([m for m in stack.fake.channel_messages(CHANNEL) if m.id == root.id]) == 1
+    assert len(stack.fake.rest("POST", f"/messages/{root.id}/threads")) == 1
+
+    # dora, the duty officer, declares the incident from the alert's button
+    clicked = click_answer(stack, declare, root, DORA)
+    stack.fake.wait_until(lambda: any("INC-" in m.content for m in inside()), 30)
+    checklist = next(m for m in inside() if "INC-" in m.content)
+    number = checklist.content.split("INC-", 1)[1].split()[0].strip("*:,.")
+    assert clicked.callbacks[0]["type"] == 6
+
+    told = stack.fake.command(
+        "incident",
+        "notify",
+        {"audience": "operators", "text": "workers are failing; a fix is on its way"},
+        user=DORA,
+    )
+    answered(stack.fake, told)
+    stack.fake.wait_until(
+        lambda: any(
+            "a fix is on its way" in m.content for m in stack.fake.channel_messages(OPERATORS)
+        ),
+        30,
+    )
+    assert f"INC-{number}" in answered(stack.fake, told)
+
+    alertmanager(stack, "resolved")
+    stack.fake.wait_until(lambda: "RESOLVED" in root.content, 30)
+    stack.fake.wait_until(lambda: any("resolved" in m.content for m in inside()), 30)
+
+
+def test_rate_limits_are_waited_out_and_the_answer_still_arrives(stack: Stack) -> None:
+    limited = len([c for c in stack.fake.calls if c.status == 429])
+    stack.fake.rate_limit(2, retry_after=0.3)
+    i = stack.fake.command("queue", "stuck", {"queue": "workers"}, user=BOB)
+    answered(stack.fake, i)
+    assert len([c for c in stack.fake.calls if c.status == 429]) == limited + 2
+    assert i.callbacks[0]["type"] == 5  # the first response is never held up
+
+
+def test_commands_refused_by_discord_are_one_clear_line(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("discord-refused")
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+    ):
+        fake.refuse_commands = True
+        with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
+            served.wait_for_log(f"is the bot in guild {GUILD}, invited with the")
+            body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+            assert "refused queuebot's commands (403" in body["discord"]
+            assert fake.identified == 0  # it stopped there, not in a retry loop
+
+
+def test_without_a_guild_the_commands_are_registered_globally(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("discord-global")
+    everywhere = EXTRA.replace(f'[discord]\nguild = "{GUILD}"\n', "")
+    assert "[discord]" not in everywhere
+    with (
+        demo_database("sqlite", workdir) as db_url,
+        FakeDiscord().start() as fake,
+        FakeSlack().start() as slack,
+        running_serve(workdir, db_url, _env(fake, slack), extra=everywhere) as served,
+    ):
+        wait_ready(served)
+        assert list(fake.commands) == ["global"]
+        assert {c["name"] for c in fake.commands["global"]} == {"queue", "incident"}
+        i = fake.command("queue", "triage", {"queue": "workers"}, user=BOB)
+        assert "workers" in answered(fake, i)
