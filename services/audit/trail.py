@@ -12,7 +12,8 @@ the append's. See docs/audit.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
@@ -56,6 +57,21 @@ async def _tip(conn: AsyncConnection) -> sa.RowMapping | None:
     return found.mappings().first()
 
 
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append (``AuditTrail.append_many``): what ``append`` takes."""
+
+    action: str
+    actor: Actor
+    at: datetime
+    subject: str | None = None
+    queue: str | None = None
+    incident: str | None = None
+    reason: str | None = None
+    evidence: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
 class AuditTrail:
     """The trail's writer and checker. Built once in the wiring (with the key from the
     environment, or none) and given to every service that records what it did; each
@@ -92,6 +108,30 @@ class AuditTrail:
     ) -> int:
         """Append one event inside the caller's transaction; return its id. Without a key
         onto a keyed trail it refuses (the trail would read as downgraded)."""
+        (event_id,) = await self.append_many(
+            conn,
+            [
+                NewEvent(
+                    action=action,
+                    actor=actor,
+                    at=at,
+                    subject=subject,
+                    queue=queue,
+                    incident=incident,
+                    reason=reason,
+                    evidence=evidence,
+                    details=details or {},
+                )
+            ],
+        )
+        return event_id
+
+    async def append_many(self, conn: AsyncConnection, events: Sequence[NewEvent]) -> list[int]:
+        """Append ``events`` in their order inside the caller's transaction; return their
+        ids. The chain is locked and its head read once; then each event follows the one
+        before it and moves the head, exactly as one ``append`` after another would."""
+        if not events:
+            return []
         await lock_chain(conn)
         head = (
             await conn.execute(sa.select(_head.c.last_id, _head.c.last_hash).where(_head.c.id == 1))
@@ -102,33 +142,43 @@ class AuditTrail:
             ).scalar()
             if scheme == HMAC_SHA256:
                 raise AuditKeyMissing(event=int(head[0]), doing="appending to it")
-        row: dict[str, Any] = {
-            "occurred_at": at,
-            "action": action,
-            "actor_person": actor.person,
-            "actor_platform": actor.platform,
-            "actor_account": actor.account,
-            "subject": subject,
-            "queue": queue,
-            "incident": incident,
-            "reason": reason,
-            "evidence": evidence,
-            "details": canonical(dict(details or {})),  # stored as the very text that is sealed
-            "prev_hash": head[1] if head else GENESIS,
-        }
-        row["scheme"], row["hash"] = seal(row, self._key)
-        event_id = (
-            await conn.execute(_events.insert().values(**row).returning(_events.c.id))
-        ).scalar_one()
-        if head is None:
-            await conn.execute(_head.insert().values(id=1, last_id=event_id, last_hash=row["hash"]))
-        else:
-            await conn.execute(
-                _head.update()
-                .where(_head.c.id == 1)
-                .values(last_id=event_id, last_hash=row["hash"])
+        prev = str(head[1]) if head is not None else GENESIS
+        ids: list[int] = []
+        for event in events:
+            row: dict[str, Any] = {
+                "occurred_at": event.at,
+                "action": event.action,
+                "actor_person": event.actor.person,
+                "actor_platform": event.actor.platform,
+                "actor_account": event.actor.account,
+                "subject": event.subject,
+                "queue": event.queue,
+                "incident": event.incident,
+                "reason": event.reason,
+                "evidence": event.evidence,
+                # stored as the very text that is sealed
+                "details": canonical(dict(event.details)),
+                "prev_hash": prev,
+            }
+            row["scheme"], row["hash"] = seal(row, self._key)
+            event_id = int(
+                (
+                    await conn.execute(_events.insert().values(**row).returning(_events.c.id))
+                ).scalar_one()
             )
-        return int(event_id)
+            if head is None and not ids:
+                await conn.execute(
+                    _head.insert().values(id=1, last_id=event_id, last_hash=row["hash"])
+                )
+            else:
+                await conn.execute(
+                    _head.update()
+                    .where(_head.c.id == 1)
+                    .values(last_id=event_id, last_hash=row["hash"])
+                )
+            ids.append(event_id)
+            prev = row["hash"]
+        return ids
 
     async def head(self, conn: AsyncConnection) -> Anchor | None:
         """The newest event as an anchor (``N:MAC``) to keep outside the database, or None
