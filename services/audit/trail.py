@@ -41,6 +41,26 @@ _events = cast(sa.Table, AuditEvent.__table__)
 _head = cast(sa.Table, AuditHead.__table__)
 
 
+def _extend() -> sa.Update:
+    """On PostgreSQL: one event appended and the head moved onto it, in one statement
+    (the head's trigger sees the event the statement inserted before it)."""
+    appended = (
+        _events.insert()
+        .values({c.name: sa.bindparam(c.name) for c in _events.c if c.name != "id"})
+        .returning(_events.c.id, _events.c.hash)
+        .cte("appended")
+    )
+    return (
+        _head.update()
+        .where(_head.c.id == 1, _head.c.last_id < appended.c.id)  # forward only
+        .values(last_id=appended.c.id, last_hash=appended.c.hash)
+        .add_cte(appended)
+    )
+
+
+_EXTEND = _extend()
+
+
 async def lock_chain(conn: AsyncConnection) -> None:
     """Serialise appenders: the chain has one tip."""
     if conn.dialect.name == "postgresql":
@@ -142,8 +162,44 @@ class AuditTrail:
             ).scalar()
             if scheme == HMAC_SHA256:
                 raise AuditKeyMissing(event=int(head[0]), doing="appending to it")
-        prev = str(head[1]) if head is not None else GENESIS
-        ids: list[int] = []
+        rows = self._sealed(events, str(head[1]) if head is not None else GENESIS)
+        if head is not None and len(rows) > 1 and conn.dialect.name == "postgresql":
+            # One round trip for them all (the driver pipelines the statements): each
+            # adds one event and moves the head onto it, and the triggers check each.
+            moved = await conn.execute(_EXTEND, rows)
+            found = await conn.execute(
+                sa.select(_events.c.id).where(_events.c.id > head[0]).order_by(_events.c.id)
+            )
+            ids = [int(event_id) for event_id in found.scalars()]
+            if moved.rowcount != len(rows) or len(ids) != len(rows):
+                raise RuntimeError(
+                    f"appending {len(rows)} audit events moved the head {moved.rowcount} "
+                    f"times and left {len(ids)} events after it"
+                )
+            return ids
+        ids = []
+        for row in rows:
+            event_id = int(
+                (
+                    await conn.execute(_events.insert().values(**row).returning(_events.c.id))
+                ).scalar_one()
+            )
+            if head is None and not ids:
+                await conn.execute(
+                    _head.insert().values(id=1, last_id=event_id, last_hash=row["hash"])
+                )
+            else:
+                await conn.execute(
+                    _head.update()
+                    .where(_head.c.id == 1)
+                    .values(last_id=event_id, last_hash=row["hash"])
+                )
+            ids.append(event_id)
+        return ids
+
+    def _sealed(self, events: Sequence[NewEvent], prev: str) -> list[dict[str, Any]]:
+        """The events' rows, each sealed over its content and the seal before it."""
+        rows: list[dict[str, Any]] = []
         for event in events:
             row: dict[str, Any] = {
                 "occurred_at": event.at,
@@ -161,24 +217,9 @@ class AuditTrail:
                 "prev_hash": prev,
             }
             row["scheme"], row["hash"] = seal(row, self._key)
-            event_id = int(
-                (
-                    await conn.execute(_events.insert().values(**row).returning(_events.c.id))
-                ).scalar_one()
-            )
-            if head is None and not ids:
-                await conn.execute(
-                    _head.insert().values(id=1, last_id=event_id, last_hash=row["hash"])
-                )
-            else:
-                await conn.execute(
-                    _head.update()
-                    .where(_head.c.id == 1)
-                    .values(last_id=event_id, last_hash=row["hash"])
-                )
-            ids.append(event_id)
+            rows.append(row)
             prev = row["hash"]
-        return ids
+        return rows
 
     async def head(self, conn: AsyncConnection) -> Anchor | None:
         """The newest event as an anchor (``N:MAC``) to keep outside the database, or None
