@@ -491,8 +491,8 @@ async def run(
     once = not twice and not never and found == wanted
     print(
         f"committed handler runs {len(fired):,} for {timers:,} timers: {len(twice)} ran "
-        f"twice, {len(never)} never ({sum(r.attempts for r in results):,} started: the "
-        "rest rolled back and ran again)"
+        f"twice, {len(never)} never; {sum(r.attempts for r in results) - len(fired):,} "
+        "more started, were rolled back and ran again"
     )
     for key, want in wanted.items():
         mark = "ok" if found[key] == want else "WRONG"
