@@ -6,6 +6,7 @@ trail still refuses a writer without its key."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -14,6 +15,7 @@ from pydantic import SecretStr
 from services.audit import Actor, AuditKeyMissing, AuditTrail, NewEvent
 from services.db import create_engine
 from services.migrate import upgrade
+from tests.integration.test_runtime_role import Roles, grant, roles  # noqa: F401 - a fixture
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 SYSTEM = Actor.system("test")
@@ -78,3 +80,22 @@ async def test_a_batch_onto_a_keyed_trail_without_the_key_is_refused(db_url: str
         assert count == 3
     finally:
         await engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_the_runtime_role_appends_a_batch(
+    roles: Roles,  # noqa: F811 - the fixture imported above
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """serve and console run as a role that is not the tables' owner (``queuebot db
+    grant``): its privileges are enough for a batch, and the batch verifies."""
+    assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
+    trail = AuditTrail(key=SecretStr("k" * 32))
+    async with roles.runtime.begin() as conn:
+        await trail.append_many(conn, events(2))
+    async with roles.runtime.begin() as conn:
+        await trail.append_many(conn, events(40, start=2))
+    async with roles.runtime.connect() as conn:
+        verified = await trail.verify(conn)
+    assert verified.ok and verified.checked == 42, verified.problem
