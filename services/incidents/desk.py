@@ -610,15 +610,15 @@ class Incidents:
     ) -> list[FollowUp]:
         """The reminders (``incident.remind``, subject ``OBLIGATION:PERCENT``) and the
         deadlines (``incident.deadline``, subject ``OBLIGATION``) that came due, in due
-        order, as one batch: their obligations read and locked in one statement, and
-        their timeline entries, audit events and posts written a statement each (the
-        audit trail's a pair per event). An obligation met or missed since, or of an
+        order, as one batch: their obligations read and locked in one statement, their
+        timeline entries and posts written a statement each, their audit events in one
+        round trip (``AuditTrail.append_many``). An obligation met or missed since, or of an
         incident resolved since, says nothing; a reminder whose deadline passed says
         nothing either (the deadline's escalation says it)."""
         ids = [_obligation_of(item) for item in items]
         pending = await store.pending_obligations(conn, ids)
         reminded: dict[int, int] = {}
-        missed: list[int] = []
+        missed: dict[int, None] = {}  # in due order
         notes: list[dict[str, Any]] = []
         posts: list[dict[str, Any]] = []
         events: list[NewEvent] = []
@@ -633,7 +633,7 @@ class Incidents:
                 reminded[obligation_id] = reminded.get(obligation_id, 0) + 1
                 self._remind(view, obligation, now, notes, posts)
             else:
-                missed.append(obligation_id)
+                missed[obligation_id] = None
                 self._escalate(view, obligation, now, notes, posts, events)
         by_count: dict[int, list[int]] = {}
         for obligation_id, count in reminded.items():
@@ -647,7 +647,7 @@ class Incidents:
         if missed:
             await conn.execute(
                 OBLIGATIONS.update()
-                .where(OBLIGATIONS.c.id.in_(missed), OBLIGATIONS.c.state == "pending")
+                .where(OBLIGATIONS.c.id.in_(list(missed)), OBLIGATIONS.c.state == "pending")
                 .values(state="missed", escalated_at=now)
             )
         await store.note_many(conn, notes)
