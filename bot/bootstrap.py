@@ -208,8 +208,7 @@ def wire_services(
         INCIDENT_POST, IncidentPublisher(engine=state_engine, notifier=notifier).deliver
     )
     sched = Scheduler(engine=state_engine, clock=clock)
-    sched.register(REMIND, desk_of_incidents.remind)
-    sched.register(DEADLINE, desk_of_incidents.deadline)
+    sched.register_batch((REMIND, DEADLINE), desk_of_incidents.fire)
     keeper = (
         Housekeeper(
             engine=state_engine,

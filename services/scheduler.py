@@ -6,6 +6,13 @@ handled in one transaction: the handler's changes and the item's completion comm
 together, and a crash rolls both back, so another replica (or the restart) runs it again.
 Work that leaves the database (chat posts) is returned as follow-ups and run after the
 commit. There is at most one item per (kind, subject); scheduling again moves it.
+
+Kinds registered with ``register_batch`` (an incident's reminders and deadlines, which
+come due by the thousand) are claimed up to ``BATCH`` at a time and handled in one
+transaction by a handler that does for all of them what it would do for each, in a few
+statements. Exactly once still holds: the items' deletion and their handler's changes
+commit together. A batch that fails is rolled back whole and its items are run again one
+per transaction, so a bad item holds back (and retries) only itself.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import NamedTuple, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -33,9 +40,20 @@ _items = cast(sa.Table, ScheduledItem.__table__)
 
 FollowUp = Callable[[], Awaitable[None]]
 Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
+
+
+class Due(NamedTuple):
+    """A claimed item, as a batch handler gets it."""
+
+    kind: str
+    subject: str
+
+
+BatchHandler = Callable[[AsyncConnection, Sequence[Due], datetime], Awaitable[list[FollowUp]]]
 MAX_BACKOFF = timedelta(minutes=5)
 MIN_PAUSE = 0.02  # seconds between passes at least
 PASS = 100  # items one pass of run_forever runs at most; after a full one it goes straight on
+BATCH = 100  # items of the batch kinds one transaction claims at most
 
 
 class PostsDeferred(Exception):
@@ -120,50 +138,114 @@ class Scheduler:
         self.clock = clock
         self.interval = interval
         self.handlers: dict[str, Handler] = {}
+        self.batches: dict[str, BatchHandler] = {}
         self.problems = KnownProblems(log, "the scheduler")
 
     def register(self, kind: str, handler: Handler) -> None:
         self.handlers[kind] = handler
+        self.batches.pop(kind, None)
+
+    def register_batch(self, kinds: Sequence[str], handler: BatchHandler) -> None:
+        """``handler`` fires many due items of ``kinds`` in one transaction: it gets them
+        in due order and must do for each what it would do for it alone, inside the
+        transaction only (what leaves the database goes in its follow-ups), since a
+        failed batch is run again item by item."""
+
+        def alone(kind: str) -> Handler:
+            async def run(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+                return await handler(conn, [Due(kind, subject)], now)
+
+            return run
+
+        for kind in kinds:
+            self.handlers[kind] = alone(kind)
+            self.batches[kind] = handler
 
     async def run_one(self) -> bool:
         """Claim and run one due item; False when nothing is due."""
+        return await self._run_next(1) > 0
+
+    async def _run_next(self, limit: int, only: int | None = None) -> int:
+        """Claim the earliest due item (the one with id ``only``, where given) and run it
+        in a transaction of its own; when it is of a batch kind, claim the next due items
+        of the batch kinds with it (``limit`` in all) and fire them together. Return how
+        many were claimed: 0 when none was due (or free)."""
         now = self.clock()
+        claimed: list[tuple[int, str, str]] = []
         follow_ups: list[FollowUp] = []
-        claimed: tuple[int, str, str] | None = None
+        first = (
+            sa.select(_items.c.id, _items.c.kind, _items.c.subject)
+            .where(_items.c.due_at <= now, _items.c.kind.in_(list(self.handlers)))
+            .order_by(_items.c.due_at, _items.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        if only is not None:
+            first = first.where(_items.c.id == only)
         try:
             async with transaction(self.engine, subject="the scheduler") as conn:
-                row = (
-                    await conn.execute(
+                row = (await conn.execute(first)).first()
+                if row is None:
+                    return 0
+                claimed = [(int(row[0]), str(row[1]), str(row[2]))]
+                batch = self.batches.get(claimed[0][1])
+                if batch is not None and limit > 1 and only is None:
+                    more = await conn.execute(
                         sa.select(_items.c.id, _items.c.kind, _items.c.subject)
-                        .where(_items.c.due_at <= now, _items.c.kind.in_(list(self.handlers)))
+                        .where(
+                            _items.c.due_at <= now,
+                            _items.c.kind.in_(list(self.batches)),
+                            _items.c.id != claimed[0][0],
+                        )
                         .order_by(_items.c.due_at, _items.c.id)
-                        .limit(1)
+                        .limit(limit - 1)
                         .with_for_update(skip_locked=True)
                     )
-                ).first()
-                if row is None:
-                    return False
-                claimed = (int(row[0]), str(row[1]), str(row[2]))
-                await conn.execute(_items.delete().where(_items.c.id == claimed[0]))
-                follow_ups = await self.handlers[claimed[1]](conn, claimed[2], now)
+                    claimed += [(int(r[0]), str(r[1]), str(r[2])) for r in more]
+                await conn.execute(_items.delete().where(_items.c.id.in_([c[0] for c in claimed])))
+                if batch is None:
+                    follow_ups = await self.handlers[claimed[0][1]](conn, claimed[0][2], now)
+                else:
+                    by_handler: dict[BatchHandler, list[Due]] = {}
+                    for _, kind, subject in claimed:  # in due order, each handler its items
+                        by_handler.setdefault(self.batches[kind], []).append(Due(kind, subject))
+                    for handler, items in by_handler.items():
+                        follow_ups += await handler(conn, items, now)
         except DatabaseUnavailable:
-            raise  # rolled back: the item is still due, and runs once the database is back
-        except ConcurrentChange:
-            # rolled back beside a concurrent transaction (a deadlock broken, say): the
-            # item is still due and runs on the next pass
-            log.info("scheduled %s ran into a concurrent change; it runs again", claimed)
-            return True
+            raise  # rolled back: the items are still due, and run once the database is back
         except Exception as exc:
-            if claimed is None:
+            if not claimed:
                 raise
+            if len(claimed) > 1:
+                # rolled back whole: each item on its own, so only a bad one is held back
+                log.warning(
+                    "a batch of %d scheduled items failed (%s: %s); running them one by one",
+                    len(claimed),
+                    type(exc).__name__,
+                    str(exc)[:200],
+                )
+                for item_id, _, _ in claimed:
+                    await self._run_next(1, only=item_id)
+                return len(claimed)
+            (item,) = claimed
+            if isinstance(exc, ConcurrentChange):
+                # rolled back beside a concurrent transaction (a deadlock broken, say): the
+                # item is still due and runs on the next pass
+                log.info("scheduled %s ran into a concurrent change; it runs again", item)
+                return 1
             if isinstance(exc, ConfigError):  # a queue's setup, not a bug: one line at most
-                self.problems.report(exc, doing=f"scheduled {claimed[1]} {claimed[2]}")
+                self.problems.report(exc, doing=f"scheduled {item[1]} {item[2]}")
             else:
-                log.exception("scheduled %s %s failed; it will be retried", claimed[1], claimed[2])
-            await self._retry_later(claimed, now, exc)
-            return True
-        await run_follow_ups(follow_ups, what=f"scheduled {claimed[1]} {claimed[2]}")
-        return True
+                log.exception("scheduled %s %s failed; it will be retried", item[1], item[2])
+            await self._retry_later(item, now, exc)
+            return 1
+        what = (
+            f"scheduled {claimed[0][1]} {claimed[0][2]}"
+            if len(claimed) == 1
+            else f"{len(claimed)} scheduled items"
+        )
+        await run_follow_ups(follow_ups, what=what)
+        return len(claimed)
 
     async def _retry_later(
         self, claimed: tuple[int, str, str], now: datetime, exc: Exception
@@ -187,10 +269,14 @@ class Scheduler:
             )
 
     async def run_due(self, limit: int = 1000) -> int:
-        """Run every item due now (up to ``limit``); return how many ran."""
+        """Run every item due now (up to ``limit``), the earliest first; return how many
+        ran."""
         ran = 0
-        while ran < limit and await self.run_one():
-            ran += 1
+        while ran < limit:
+            claimed = await self._run_next(min(BATCH, limit - ran))
+            if not claimed:
+                break
+            ran += claimed
         return ran
 
     async def next_due_in(self) -> float | None:

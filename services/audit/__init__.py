@@ -14,7 +14,7 @@ from services.audit.chain import (
     event_hash,
     event_mac,
 )
-from services.audit.trail import AUDIT_LOCK, AuditTrail, lock_chain
+from services.audit.trail import AUDIT_LOCK, AuditTrail, NewEvent, lock_chain
 
 __all__ = [
     "AUDIT_LOCK",
@@ -26,6 +26,7 @@ __all__ = [
     "Anchor",
     "AuditKeyMissing",
     "AuditTrail",
+    "NewEvent",
     "Verification",
     "event_hash",
     "event_mac",

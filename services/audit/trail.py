@@ -12,7 +12,8 @@ the append's. See docs/audit.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
@@ -40,6 +41,26 @@ _events = cast(sa.Table, AuditEvent.__table__)
 _head = cast(sa.Table, AuditHead.__table__)
 
 
+def _extend() -> sa.Update:
+    """On PostgreSQL: one event appended and the head moved onto it, in one statement
+    (the head's trigger sees the event the statement inserted before it)."""
+    appended = (
+        _events.insert()
+        .values({c.name: sa.bindparam(c.name) for c in _events.c if c.name != "id"})
+        .returning(_events.c.id, _events.c.hash)
+        .cte("appended")
+    )
+    return (
+        _head.update()
+        .where(_head.c.id == 1, _head.c.last_id < appended.c.id)  # forward only
+        .values(last_id=appended.c.id, last_hash=appended.c.hash)
+        .add_cte(appended)
+    )
+
+
+_EXTEND = _extend()
+
+
 async def lock_chain(conn: AsyncConnection) -> None:
     """Serialise appenders: the chain has one tip."""
     if conn.dialect.name == "postgresql":
@@ -54,6 +75,21 @@ async def _tip(conn: AsyncConnection) -> sa.RowMapping | None:
         sa.select(_events).join(_head, _head.c.last_id == _events.c.id).where(_head.c.id == 1)
     )
     return found.mappings().first()
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append (``AuditTrail.append_many``): what ``append`` takes."""
+
+    action: str
+    actor: Actor
+    at: datetime
+    subject: str | None = None
+    queue: str | None = None
+    incident: str | None = None
+    reason: str | None = None
+    evidence: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 class AuditTrail:
@@ -92,6 +128,30 @@ class AuditTrail:
     ) -> int:
         """Append one event inside the caller's transaction; return its id. Without a key
         onto a keyed trail it refuses (the trail would read as downgraded)."""
+        (event_id,) = await self.append_many(
+            conn,
+            [
+                NewEvent(
+                    action=action,
+                    actor=actor,
+                    at=at,
+                    subject=subject,
+                    queue=queue,
+                    incident=incident,
+                    reason=reason,
+                    evidence=evidence,
+                    details=details or {},
+                )
+            ],
+        )
+        return event_id
+
+    async def append_many(self, conn: AsyncConnection, events: Sequence[NewEvent]) -> list[int]:
+        """Append ``events`` in their order inside the caller's transaction; return their
+        ids. The chain is locked and its head read once; then each event follows the one
+        before it and moves the head, exactly as one ``append`` after another would."""
+        if not events:
+            return []
         await lock_chain(conn)
         head = (
             await conn.execute(sa.select(_head.c.last_id, _head.c.last_hash).where(_head.c.id == 1))
@@ -102,33 +162,64 @@ class AuditTrail:
             ).scalar()
             if scheme == HMAC_SHA256:
                 raise AuditKeyMissing(event=int(head[0]), doing="appending to it")
-        row: dict[str, Any] = {
-            "occurred_at": at,
-            "action": action,
-            "actor_person": actor.person,
-            "actor_platform": actor.platform,
-            "actor_account": actor.account,
-            "subject": subject,
-            "queue": queue,
-            "incident": incident,
-            "reason": reason,
-            "evidence": evidence,
-            "details": canonical(dict(details or {})),  # stored as the very text that is sealed
-            "prev_hash": head[1] if head else GENESIS,
-        }
-        row["scheme"], row["hash"] = seal(row, self._key)
-        event_id = (
-            await conn.execute(_events.insert().values(**row).returning(_events.c.id))
-        ).scalar_one()
-        if head is None:
-            await conn.execute(_head.insert().values(id=1, last_id=event_id, last_hash=row["hash"]))
-        else:
-            await conn.execute(
-                _head.update()
-                .where(_head.c.id == 1)
-                .values(last_id=event_id, last_hash=row["hash"])
+        rows = self._sealed(events, str(head[1]) if head is not None else GENESIS)
+        if head is not None and len(rows) > 1 and conn.dialect.name == "postgresql":
+            # One round trip for them all (the driver pipelines the statements): each
+            # adds one event and moves the head onto it, and the triggers check each.
+            moved = await conn.execute(_EXTEND, rows)
+            found = await conn.execute(
+                sa.select(_events.c.id).where(_events.c.id > head[0]).order_by(_events.c.id)
             )
-        return int(event_id)
+            ids = [int(event_id) for event_id in found.scalars()]
+            if moved.rowcount != len(rows) or len(ids) != len(rows):
+                raise RuntimeError(
+                    f"appending {len(rows)} audit events moved the head {moved.rowcount} "
+                    f"times and left {len(ids)} events after it"
+                )
+            return ids
+        ids = []
+        for row in rows:
+            event_id = int(
+                (
+                    await conn.execute(_events.insert().values(**row).returning(_events.c.id))
+                ).scalar_one()
+            )
+            if head is None and not ids:
+                await conn.execute(
+                    _head.insert().values(id=1, last_id=event_id, last_hash=row["hash"])
+                )
+            else:
+                await conn.execute(
+                    _head.update()
+                    .where(_head.c.id == 1)
+                    .values(last_id=event_id, last_hash=row["hash"])
+                )
+            ids.append(event_id)
+        return ids
+
+    def _sealed(self, events: Sequence[NewEvent], prev: str) -> list[dict[str, Any]]:
+        """The events' rows, each sealed over its content and the seal before it."""
+        rows: list[dict[str, Any]] = []
+        for event in events:
+            row: dict[str, Any] = {
+                "occurred_at": event.at,
+                "action": event.action,
+                "actor_person": event.actor.person,
+                "actor_platform": event.actor.platform,
+                "actor_account": event.actor.account,
+                "subject": event.subject,
+                "queue": event.queue,
+                "incident": event.incident,
+                "reason": event.reason,
+                "evidence": event.evidence,
+                # stored as the very text that is sealed
+                "details": canonical(dict(event.details)),
+                "prev_hash": prev,
+            }
+            row["scheme"], row["hash"] = seal(row, self._key)
+            rows.append(row)
+            prev = row["hash"]
+        return rows
 
     async def head(self, conn: AsyncConnection) -> Anchor | None:
         """The newest event as an anchor (``N:MAC``) to keep outside the database, or None

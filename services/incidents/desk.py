@@ -22,15 +22,14 @@ from services import outbox as relay
 from services import scheduler
 from services.alerts.desk import GROUPS
 from services.alerts.groups import AlertRecord
-from services.audit import Actor, AuditTrail
+from services.audit import Actor, AuditTrail, NewEvent
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.estate.estate import Estate
-from services.estate.profile import as_utc
 from services.incident_settings import OPERATORS, IncidentsConfig
 from services.incidents import checks, messages, store
 from services.incidents.export import postmortem
-from services.incidents.model import IncidentView, number_text
+from services.incidents.model import IncidentView, ObligationView, number_text
 from services.incidents.store import INCIDENTS, OBLIGATIONS, STEPS
 from services.message import message_json
 from services.outbox import Outbox
@@ -614,7 +613,7 @@ class Incidents:
                 "unvalidated": [n for n, _, _ in skipped],
             },
         )
-        return [self._kick(number)]
+        return [self._kick()]
 
     async def _open(self, conn: AsyncConnection, number: int, *, hint: str = "") -> IncidentView:
         """The incident, locked, which must be open."""
@@ -697,116 +696,131 @@ class Incidents:
 
     # -- the timers (scheduler handlers, in the scheduler's transaction) -------------
 
-    async def remind(self, conn: AsyncConnection, subject_: str, now: datetime) -> list[FollowUp]:
-        obligation_id = int(subject_.split(":", 1)[0])
-        found = await self._pending(conn, obligation_id)
-        if found is None:
-            return []
-        if now >= (as_utc(found["due_at"]) or now):
-            # due already (queuebot was down past it): the deadline's escalation says it
-            return []
-        number = int(found["incident_id"])
-        await conn.execute(
-            OBLIGATIONS.update()
-            .where(OBLIGATIONS.c.id == obligation_id)
-            .values(reminders=OBLIGATIONS.c.reminders + 1)
-        )
-        view = await store.view(conn, number)
-        obligation = next(o for o in view.obligations if o.id == obligation_id)
-        await store.note(
-            conn,
-            number,
-            at=now,
-            kind="reminder",
-            text=(
-                f"reminded {view.lead or 'the lead'}: the {obligation.audience} are due by "
-                f"{obligation.due_at:%H:%M:%S} UTC"
-            ),
-            actor=None,
-        )
-        await self._post(
-            conn,
-            number,
-            "thread",
-            messages.reminder(view, obligation, now, self._has_draft(view, obligation.audience)),
-            now,
-        )
-        return [self._kick(number)]
+    async def fire(
+        self, conn: AsyncConnection, items: Sequence[scheduler.Due], now: datetime
+    ) -> list[FollowUp]:
+        """The reminders (``incident.remind``, subject ``OBLIGATION:PERCENT``) and the
+        deadlines (``incident.deadline``, subject ``OBLIGATION``) that came due, in due
+        order, as one batch: their obligations read and locked in one statement, their
+        timeline entries and posts written a statement each, their audit events in one
+        round trip (``AuditTrail.append_many``). An obligation met or missed since, or of an
+        incident resolved since, says nothing; a reminder whose deadline passed says
+        nothing either (the deadline's escalation says it)."""
+        ids = [_obligation_of(item) for item in items]
+        pending = await store.pending_obligations(conn, ids)
+        reminded: dict[int, int] = {}
+        missed: dict[int, None] = {}  # in due order
+        notes: list[dict[str, Any]] = []
+        posts: list[dict[str, Any]] = []
+        events: list[NewEvent] = []
+        for item, obligation_id in zip(items, ids, strict=True):
+            found = pending.get(obligation_id)
+            if found is None or obligation_id in missed:
+                continue  # met, missed already, or the incident is over: nothing to say
+            view, obligation = found
+            if item.kind == REMIND:
+                if now >= obligation.due_at:
+                    continue  # due already (queuebot was down past it): the escalation says it
+                reminded[obligation_id] = reminded.get(obligation_id, 0) + 1
+                self._remind(view, obligation, now, notes, posts)
+            else:
+                missed[obligation_id] = None
+                self._escalate(view, obligation, now, notes, posts, events)
+        by_count: dict[int, list[int]] = {}
+        for obligation_id, count in reminded.items():
+            by_count.setdefault(count, []).append(obligation_id)
+        for count, obligations in sorted(by_count.items()):
+            await conn.execute(
+                OBLIGATIONS.update()
+                .where(OBLIGATIONS.c.id.in_(obligations))
+                .values(reminders=OBLIGATIONS.c.reminders + count)
+            )
+        if missed:
+            await conn.execute(
+                OBLIGATIONS.update()
+                .where(OBLIGATIONS.c.id.in_(list(missed)), OBLIGATIONS.c.state == "pending")
+                .values(state="missed", escalated_at=now)
+            )
+        await store.note_many(conn, notes)
+        if posts:
+            await relay.add_many(conn, kind=INCIDENT_POST, items=posts, now=now)
+        await self.audit.append_many(conn, events)  # last: the chain stays locked till commit
+        return [self._kick()] if posts else []
 
-    async def deadline(self, conn: AsyncConnection, subject_: str, now: datetime) -> list[FollowUp]:
-        obligation_id = int(subject_)
-        found = await self._pending(conn, obligation_id)
-        if found is None:
-            return []
-        number = int(found["incident_id"])
-        await conn.execute(
-            OBLIGATIONS.update()
-            .where(OBLIGATIONS.c.id == obligation_id, OBLIGATIONS.c.state == "pending")
-            .values(state="missed", escalated_at=now)
+    def _remind(
+        self,
+        view: IncidentView,
+        obligation: ObligationView,
+        now: datetime,
+        notes: list[dict[str, Any]],
+        posts: list[dict[str, Any]],
+    ) -> None:
+        """A reminder to the lead: its timeline entry and its post in the thread."""
+        notes.append(
+            _entry(
+                view,
+                now,
+                "reminder",
+                f"reminded {view.lead or 'the lead'}: the {obligation.audience} are due by "
+                f"{obligation.due_at:%H:%M:%S} UTC",
+            )
         )
-        view = await store.view(conn, number)
-        obligation = next(o for o in view.obligations if o.id == obligation_id)
+        draft = self._has_draft(view, obligation.audience)
+        posts.append(
+            _post_item(view.number, "thread", messages.reminder(view, obligation, now, draft))
+        )
+
+    def _escalate(  # noqa: PLR0917 - the batch's lists, filled in due order
+        self,
+        view: IncidentView,
+        obligation: ObligationView,
+        now: datetime,
+        notes: list[dict[str, Any]],
+        posts: list[dict[str, Any]],
+        events: list[NewEvent],
+    ) -> None:
+        """A missed deadline: recorded as missed on the timeline and in the audit trail,
+        and escalated to the declaration authority in the thread and the operators
+        channel."""
         runbook = self.runbook(view.scenario)
         holders = self.authority(runbook)
-        await store.note(
-            conn,
-            number,
-            at=now,
-            kind="missed",
-            text=(
+        notes.append(
+            _entry(
+                view,
+                now,
+                "missed",
                 f"the {obligation.audience} were not told within "
-                f"{messages.duration(obligation.within)}: escalated to {runbook.declaration_role}"
-            ),
-            actor=None,
+                f"{messages.duration(obligation.within)}: escalated to {runbook.declaration_role}",
+            )
         )
-        await self.audit.append(
-            conn,
-            action="incident.deadline_missed",
-            actor=SYSTEM,
-            at=now,
-            subject=view.name,
-            queue=view.queue,
-            incident=view.name,
-            details={
-                "audience": obligation.audience,
-                "due_at": obligation.due_at.isoformat(),
-                "escalated_to": list(holders),
-            },
+        events.append(
+            NewEvent(
+                action="incident.deadline_missed",
+                actor=SYSTEM,
+                at=now,
+                subject=view.name,
+                queue=view.queue,
+                incident=view.name,
+                details={
+                    "audience": obligation.audience,
+                    "due_at": obligation.due_at.isoformat(),
+                    "escalated_to": list(holders),
+                },
+            )
         )
         escalation = messages.escalation(view, obligation, runbook.declaration_role, holders)
-        await self._post(conn, number, "thread", escalation, now)
-        await self._post(
-            conn, number, "audience", escalation, now, channels=self.config.channels_of(OPERATORS)
-        )
-        return [self._kick(number)]
-
-    async def _pending(self, conn: AsyncConnection, obligation_id: int) -> dict[str, Any] | None:
-        found = (
-            (
-                await conn.execute(
-                    sa.select(
-                        OBLIGATIONS.c.incident_id,
-                        OBLIGATIONS.c.due_at,
-                        OBLIGATIONS.c.state,
-                        INCIDENTS.c.state.label("incident_state"),
-                    )
-                    .join(INCIDENTS, INCIDENTS.c.id == OBLIGATIONS.c.incident_id)
-                    .where(OBLIGATIONS.c.id == obligation_id)
-                )
-            )
-            .mappings()
-            .first()
-        )
-        if found is None or found["state"] != "pending" or found["incident_state"] != "open":
-            return None  # met, already missed, or the incident is over: nothing to say
-        return dict(found)
+        channels = self.config.channels_of(OPERATORS)
+        posts.append(_post_item(view.number, "thread", escalation))
+        posts.append(_post_item(view.number, "audience", escalation, channels=channels))
 
     def _has_draft(self, view: IncidentView, audience: str) -> bool:
         return any(
             c.audience == audience and c.draft for c in self.runbook(view.scenario).communications
         )
 
-    def _kick(self, number: int) -> FollowUp:
+    def _kick(self) -> FollowUp:
+        """Wake the outbox relays once the transaction commits."""
+
         async def wake() -> None:
             self.outbox.wake()
 
@@ -822,17 +836,9 @@ class Incidents:
         *,
         channels: Sequence[str] = (),
     ) -> None:
+        item = _post_item(number, action, message, channels=channels)
         await relay.add(
-            conn,
-            kind=INCIDENT_POST,
-            subject=subject(number),
-            payload={
-                "action": action,
-                "incident": number,
-                "message": message_json(message),
-                "channels": list(channels),
-            },
-            now=now,
+            conn, kind=INCIDENT_POST, subject=item["subject"], payload=item["payload"], now=now
         )
 
 
@@ -843,6 +849,31 @@ def _unvalidated(view: IncidentView) -> list[tuple[str, str, str]]:
         for i, s in enumerate(view.validation())
         if s.state != "done"
     ]
+
+
+def _obligation_of(item: scheduler.Due) -> int:
+    """The obligation a timer is for: ``OBLIGATION`` or ``OBLIGATION:PERCENT``."""
+    return int(item.subject.split(":", 1)[0])
+
+
+def _entry(view: IncidentView, at: datetime, kind: str, text: str) -> dict[str, Any]:
+    """A timeline entry of the scheduler's (no actor)."""
+    return {"incident_id": view.number, "at": at, "kind": kind, "actor": None, "text": text}
+
+
+def _post_item(
+    number: int, action: str, message: Any, *, channels: Sequence[str] = ()
+) -> dict[str, Any]:
+    """An incident's post as the outbox holds it (``relay.add``, ``relay.add_many``)."""
+    return {
+        "subject": subject(number),
+        "payload": {
+            "action": action,
+            "incident": number,
+            "message": message_json(message),
+            "channels": list(channels),
+        },
+    }
 
 
 def _order(view: IncidentView) -> str:

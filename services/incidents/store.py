@@ -3,7 +3,7 @@ connection and runs inside its transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -42,6 +42,64 @@ async def note(
     await conn.execute(
         TIMELINE.insert().values(incident_id=number, at=at, kind=kind, actor=actor, text=text)
     )
+
+
+async def note_many(conn: AsyncConnection, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Lines on incidents' timelines (each: incident_id, at, kind, actor, text), in one
+    statement, in the order given."""
+    if entries:
+        await conn.execute(TIMELINE.insert(), [dict(entry) for entry in entries])
+
+
+async def pending_obligations(
+    conn: AsyncConnection, ids: Iterable[int]
+) -> dict[int, tuple[IncidentView, ObligationView]]:
+    """Of the obligations ``ids``, those still pending in open incidents, each with its
+    incident (the incident's own fields only: no steps, no timeline), in one statement.
+    They are locked in id order, so transactions that take several never wait on each
+    other in a circle."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    found = await conn.execute(
+        sa.select(
+            OBLIGATIONS,
+            INCIDENTS.c.scenario,
+            INCIDENTS.c.runbook,
+            INCIDENTS.c.summary,
+            INCIDENTS.c.state.label("incident_state"),
+            INCIDENTS.c.queue,
+            INCIDENTS.c.lead,
+            INCIDENTS.c.declared_at,
+            INCIDENTS.c.fault_at,
+            INCIDENTS.c.resolved_at,
+        )
+        .join(INCIDENTS, INCIDENTS.c.id == OBLIGATIONS.c.incident_id)
+        .where(
+            OBLIGATIONS.c.id.in_(wanted),
+            OBLIGATIONS.c.state == "pending",
+            INCIDENTS.c.state == "open",
+        )
+        .order_by(OBLIGATIONS.c.id)
+        .with_for_update(of=OBLIGATIONS)
+    )
+    pending: dict[int, tuple[IncidentView, ObligationView]] = {}
+    for o in found.mappings():
+        declared = _utc(o["declared_at"])
+        incident = IncidentView(
+            number=int(o["incident_id"]),
+            scenario=str(o["scenario"]),
+            runbook=str(o["runbook"] or o["scenario"]),
+            summary=str(o["summary"]),
+            state=str(o["incident_state"]),
+            queue=o["queue"],
+            lead=o["lead"],
+            declared_at=declared,
+            fault_at=as_utc(o["fault_at"]),
+            resolved_at=as_utc(o["resolved_at"]),
+        )
+        pending[int(o["id"])] = (incident, _obligation(o, declared))
+    return pending
 
 
 async def row(conn: AsyncConnection, number: int, *, lock: bool = False) -> dict[str, Any]:
@@ -93,20 +151,7 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
         declared_at=declared,
         fault_at=as_utc(incident["fault_at"]),
         resolved_at=as_utc(incident["resolved_at"]),
-        obligations=tuple(
-            ObligationView(
-                id=int(o["id"]),
-                audience=str(o["audience"]),
-                channel_dependency=str(o["channel_dependency"]),
-                within=timedelta(milliseconds=int(o["within_ms"])),
-                due_at=_utc(o["due_at"]),
-                state=str(o["state"]),
-                met_at=as_utc(o["met_at"]),
-                met_by=o["met_by"],
-                declared_at=declared,
-            )
-            for o in obligations
-        ),
+        obligations=tuple(_obligation(o, declared) for o in obligations),
         steps=tuple(
             StepView(
                 kind=str(s["kind"]),
@@ -125,6 +170,20 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
             for t in timeline
         )
         + tuple(await _changes(conn, f"INC-{number}")),
+    )
+
+
+def _obligation(o: sa.RowMapping, declared: datetime) -> ObligationView:
+    return ObligationView(
+        id=int(o["id"]),
+        audience=str(o["audience"]),
+        channel_dependency=str(o["channel_dependency"]),
+        within=timedelta(milliseconds=int(o["within_ms"])),
+        due_at=_utc(o["due_at"]),
+        state=str(o["state"]),
+        met_at=as_utc(o["met_at"]),
+        met_by=o["met_by"],
+        declared_at=declared,
     )
 
 

@@ -460,3 +460,56 @@ def test_two_replicas_fire_each_reminder_and_escalation_once(pg_url: str, tmp_pa
 
 async def _equal(engine: AsyncEngine, wanted: Tally) -> bool:
     return await fired(engine) == wanted
+
+
+# ---------------------------------------------------------------------------------------
+# Many incidents' timers due together (fired in batches)
+
+
+async def test_timers_of_many_incidents_due_together_each_fire_once(shop: Shop) -> None:
+    """Forty incidents declared together, their timers coming due by the dozen (the
+    scheduler fires them in batches): past the operators' deadline each untold operators
+    audience is escalated once and not reminded (its reminders are stale by then); both
+    reminders of the actors, due together, are each written; then their escalation. An
+    audience told is never reminded nor escalated, and the audit trail still verifies."""
+    incidents, clock = shop.services.incidents, shop.clock
+    numbers = []
+    for n in range(40):
+        declared = await incidents.declare(
+            scenario="gd:queue-loss", summary="jobs stopped", actor=DORA, queue=f"q{n}"
+        )
+        numbers.append(declared.incident.number)
+    told = numbers[::7]
+    for number in told:
+        await incidents.notify(number=number, audience="actors", text="hi", actor=DORA)
+    clock.advance(minutes=6)  # past the operators' 5 minutes, before the actors' 7.5
+    assert await shop.scheduler.run_due() == 40 * 3  # the operators' two reminders, deadline
+    clock.advance(minutes=7)  # 13 minutes: past the actors' 80% reminder, before 15
+    assert await shop.scheduler.run_due() == (40 - len(told)) * 2
+    clock.advance(minutes=3)  # past the actors' deadline
+    assert await shop.scheduler.run_due() == 40 - len(told)
+    assert await shop.scheduler.run_due() == 0
+
+    want = expected({n: {"operators": False, "actors": n in told} for n in numbers})
+    for number in numbers:  # the operators' reminders came due after their deadline
+        for what in ("post reminder", "timeline reminder"):
+            del want[(what, number, "operators")]
+    assert await fired(shop.engine) == want
+    for number in numbers:
+        view = await incidents.view(number)
+        states = {o.audience: o.state for o in view.obligations}
+        assert states == {"operators": "missed", "actors": "met" if number in told else "missed"}
+    async with shop.engine.connect() as conn:
+        reminders = dict(
+            (
+                await conn.execute(
+                    sa.text(
+                        "SELECT incident_id, reminders FROM qb_incident_obligations "
+                        "WHERE audience = 'actors'"
+                    )
+                )
+            ).all()
+        )
+        assert reminders == {n: 0 if n in told else 2 for n in numbers}
+        verified = await shop.services.audit.verify(conn)
+    assert verified.ok, verified.problem
