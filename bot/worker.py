@@ -89,6 +89,7 @@ class Worker:
         self._proc: BaseProcess | None = None
         self._sock: socket.socket | None = None
         self._buffer = b""
+        self._wakes: set[bytes] = set()
         self._stopping = False
         self._started_at = 0.0
         self._pause = RESTART_FIRST
@@ -122,10 +123,18 @@ class Worker:
         self._send(WAKE_OUTBOX)
 
     def _send(self, wake: bytes) -> None:
+        """Wakes asked for in one turn of the event loop go out as one write (a busy
+        front stores a batch of notifications per commit, each asking)."""
+        if not self._wakes:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._wakes.add(wake)
+
+    def _flush(self) -> None:
+        wakes, self._wakes = b"".join(sorted(self._wakes)), set()
         if self._sock is None:
             return
         with contextlib.suppress(BlockingIOError, ConnectionError):
-            self._sock.send(wake)
+            self._sock.send(wakes)
 
     def _readable(self) -> None:
         assert self._sock is not None
