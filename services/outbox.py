@@ -2,10 +2,11 @@
 transaction and delivered after it, retried until they go out.
 
 ``add`` writes an item inside the caller's transaction, so a post exists exactly when the
-change it reports committed. The relay then delivers items: it claims the oldest due item
-(``FOR UPDATE SKIP LOCKED``; SQLite: the write lock) by pushing its due time one lease
-ahead, commits, delivers outside any transaction, and marks it done, or due again after a
-backoff with the error kept. Items of one subject go out in the order they were written:
+change it reports committed. The relay then delivers items: it claims the oldest due items,
+at most one per subject (``FOR UPDATE SKIP LOCKED``; SQLite: the write lock), by pushing
+their due time one lease ahead, commits, delivers them side by side outside any
+transaction, and marks each done (those that went out together in one UPDATE), or due
+again after a backoff with the error kept. Items of one subject go out in the order they were written:
 an item waits while an older one of its subject is undone. A relay that dies mid-delivery
 leaves the item to come due again when its lease ends, so delivery is at least once: an
 update of a message is idempotent; a thread post delivered just before a crash can show
