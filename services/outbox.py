@@ -6,11 +6,11 @@ change it reports committed. The relay then delivers items: it claims the oldest
 at most one per subject (``FOR UPDATE SKIP LOCKED``; SQLite: the write lock), by pushing
 their due time one lease ahead, commits, delivers them side by side outside any
 transaction, and marks each done (those that went out together in one UPDATE), or due
-again after a backoff with the error kept. Items of one subject go out in the order they were written:
-an item waits while an older one of its subject is undone. A relay that dies mid-delivery
-leaves the item to come due again when its lease ends, so delivery is at least once: an
-update of a message is idempotent; a thread post delivered just before a crash can show
-twice (never zero times).
+again after a backoff with the error kept. Items of one subject go out in the order they
+were written: an item waits while an older one of its subject is undone. A relay that dies
+mid-delivery leaves the item to come due again when its lease ends, so delivery is at least
+once: an update of a message is idempotent; a thread post delivered just before a crash can
+show twice (never zero times).
 
 After a commit, ``kick`` delivers the subject's items at once, so posts are not late by a
 relay's poll; the relay loop (``run_forever``) picks up everything else.
@@ -38,6 +38,8 @@ log = logging.getLogger("queuebot.outbox")
 _items = cast(sa.Table, OutboxItem.__table__)
 LEASE = timedelta(minutes=2)  # far beyond one delivery, even one waiting out a 429
 MAX_BACKOFF = timedelta(minutes=5)
+HANDOVER = 10.0  # seconds a kick waits for another relay's delivery of its subject
+HANDOVER_POLL = 0.05
 CLAIM = 20  # items a relay claims at once (delivered side by side, well within a lease)
 KEEP_DONE = timedelta(days=2)
 
@@ -119,20 +121,33 @@ class Outbox:
 
     def kick(self, kind: str, subject: str) -> FollowUp:
         """After a commit: deliver the subject's due items now. Raises ``PostsDeferred``
-        when one failed (it stays in the outbox and is retried)."""
+        when one failed (it stays in the outbox and is retried).
+
+        A relay (here, or in serve's worker, woken by the same commit) may have claimed
+        one of them first: its delivery is waited for (``HANDOVER`` at most), and the
+        subject's later items delivered here, so the caller's reply still comes after
+        the posts it reports, and "still on its way" only when it really is."""
 
         async def deliver_now() -> None:
-            failures = await self.run_due(kind=kind, subject=subject)
-            if failures:
-                raise PostsDeferred("; ".join(failures))
-            held = await self._held_back(kind, subject)
-            if held is not None:  # behind an older post of the subject that failed
-                raise PostsDeferred(held)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + HANDOVER
+            while True:
+                failures = await self.run_due(kind=kind, subject=subject)
+                if failures:
+                    raise PostsDeferred("; ".join(failures))
+                held = await self._held_back(kind, subject)
+                if held is None:
+                    return
+                error, elsewhere = held
+                if not elsewhere or loop.time() > deadline:
+                    raise PostsDeferred(error)  # behind an older post that failed
+                await asyncio.sleep(HANDOVER_POLL)
 
         return deliver_now
 
-    async def _held_back(self, kind: str, subject: str) -> str | None:
-        """Why the subject still has undone items, if it has (the oldest one's error)."""
+    async def _held_back(self, kind: str, subject: str) -> tuple[str, bool] | None:
+        """Why the subject still has undone items, if it has: the oldest one's error, and
+        whether another relay is delivering it (it never failed: it is leased)."""
         async with transaction(self.engine, subject="the outbox") as conn:
             oldest = (
                 await conn.execute(
@@ -148,7 +163,9 @@ class Outbox:
             ).first()
         if oldest is None:
             return None
-        return str(oldest[0] or "an earlier post is still on its way")
+        if oldest[0]:
+            return str(oldest[0]), False
+        return "an earlier post is still on its way", True
 
     async def run_due(
         self, *, limit: int = 100, kind: str | None = None, subject: str | None = None
