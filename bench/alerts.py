@@ -361,6 +361,28 @@ def cpu_of(pid: int) -> tuple[float, float]:
     return on, waiting
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (serve's worker), from /proc."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def cpu_of_children(pid: int) -> tuple[float, float]:
+    """``cpu_of`` summed over the processes ``pid`` started (0 when it started none)."""
+    on = waiting = 0.0
+    for child in children(pid):
+        child_on, child_waiting = cpu_of(child)
+        if child_on == child_on:  # not NaN: it was still there
+            on += child_on
+            waiting += child_waiting
+    return on, waiting
+
+
 def machine_busy() -> float:
     """Busy CPU seconds of the whole machine since boot, from /proc/stat."""
     try:
@@ -407,6 +429,7 @@ class Usage:
     PostgreSQL server and its backends, other work) and of the whole machine."""
 
     serve: tuple[float, float]
+    worker: tuple[float, float]  # serve's worker process (PostgreSQL), 0 without one
     sender: tuple[float, float]
     bench: tuple[float, float]
     processes: dict[int, tuple[str, float]]
@@ -417,6 +440,7 @@ class Usage:
     def now(serve: int, sender: int) -> Usage:
         return Usage(
             cpu_of(serve),
+            cpu_of_children(serve),
             cpu_of(sender),
             cpu_of(os.getpid()),
             cpu_by_process(),
@@ -447,6 +471,7 @@ class Usage:
         cpus = os.cpu_count() or 1
         busy = self.machine - before.machine
         serve = self.serve[0] - before.serve[0]
+        worker = self.worker[0] - before.worker[0]
         sender = self.sender[0] - before.sender[0] if sending else 0.0
         bench = self.bench[0] - before.bench[0]
         postgres = self.postgres(before)
@@ -456,10 +481,12 @@ class Usage:
             f"({busy / (wall * cpus):.0%})\n"
             f"  queuebot serve {serve:.2f}s on a CPU ({serve / wall:.0%} of one), "
             f"{self.serve[1] - before.serve[1]:.2f}s runnable but waiting for one\n"
+            f"  serve's worker {worker:.2f}s on a CPU ({worker / wall:.0%} of one), "
+            f"{self.worker[1] - before.worker[1]:.2f}s runnable but waiting for one\n"
             f"  PostgreSQL {postgres:.2f}s"
             + (f", senders {sender:.2f}s" if sending else "")
             + f", this process (fake Slack, polling) {bench:.2f}s, "
-            f"everything else {busy - serve - sender - bench - postgres:.2f}s"
+            f"everything else {busy - serve - worker - sender - bench - postgres:.2f}s"
             + (
                 f" (of it, live processes: {', '.join(f'{n} {c:.1f}s' for n, c in others)})"
                 if others
@@ -929,14 +956,16 @@ def report(
         + ", ".join(f"{n} {status}" for status, n in sorted(groups.items()))
     )
     print(f"sending process: {sent['cpu']:.2f}s CPU for {wall:.2f}s of sending")
-    ours = {os.getpid(), *sent["pids"]}
+    ours = {os.getpid(), *sent["pids"], *children(sent["pids"][0])}
     print(usage[1].since(usage[0], "while sending", ours=ours))
     print(usage[2].since(usage[1], "after, until processed and posted", ours=ours, sending=False))
     serve_cpu = usage[2].serve[0] - usage[0].serve[0]
+    worker_cpu = usage[2].worker[0] - usage[0].worker[0]
     pg_cpu = usage[2].postgres(usage[0])
     print(
         f"per notification, from the first send until all was posted: queuebot serve "
-        f"{serve_cpu / len(samples) * 1000:.2f} ms CPU, PostgreSQL "
+        f"{serve_cpu / len(samples) * 1000:.2f} ms CPU (its worker "
+        f"{worker_cpu / len(samples) * 1000:.2f} ms), PostgreSQL "
         f"{pg_cpu / len(samples) * 1000:.2f} ms"
     )
     print(f"load average {loads[0]} before, {loads[1]} after")

@@ -62,9 +62,6 @@ def build_http_app(
             )
         return await endpoint(request)
 
-    async def alerts_in(request: Request) -> Response:
-        return await alertmanager(request)
-
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -80,7 +77,7 @@ def build_http_app(
     return Starlette(
         routes=[
             Route("/slack/events", slack_events, methods=["POST"]),
-            Route(ALERTMANAGER, alerts_in, methods=["POST"]),
+            Route(ALERTMANAGER, alertmanager, methods=["POST"]),  # an ASGI app
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),

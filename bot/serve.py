@@ -1,5 +1,7 @@
-"""``queuebot serve``: one asyncio process running the HTTP app and, when configured,
-Slack Socket Mode."""
+"""``queuebot serve``: the HTTP app and, when configured, Slack Socket Mode, in one
+asyncio process; alert processing, the outbox relays and the scheduler run beside it, in
+a worker process serve starts itself on PostgreSQL (bot/worker.py), in the same process
+on SQLite."""
 
 from __future__ import annotations
 
@@ -13,33 +15,18 @@ from dataclasses import dataclass
 import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from bot.bootstrap import build_app, running_scheduler
-from bot.discord.notifier import DiscordNotifier
+from bot.bootstrap import build_app
 from bot.discord.setup import discord_link, discord_notifier
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
 from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
 from bot.slack.listeners import SlackWiring
-from bot.slack.notifier import SlackNotifier
-from bot.slack.pacing import ChannelPacer
+from bot.worker import background, chat_notifier
 from services.config import Config, EnvSettings
 from services.errors import ConfigError
-from services.notify import FanoutNotifier, Notifier
 
 log = logging.getLogger("queuebot")
 MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
-
-
-def _notifier(config: Config, discord: DiscordNotifier | None = None) -> Notifier | None:
-    """Where plans and alerts post: every platform that is configured."""
-    platforms: list[tuple[str, Notifier]] = []
-    if config.env.slack_bot_token is not None:
-        channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
-        pacer = ChannelPacer(config.file.slack.post_interval_seconds)
-        platforms.append(("slack", SlackNotifier(web_client(config.env), channels, pacer=pacer)))
-    if discord is not None:
-        platforms.append(("discord", discord))
-    return FanoutNotifier(platforms) if platforms else None
 
 
 @dataclass(frozen=True)
@@ -193,7 +180,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     discord = None
     try:
         discord_posts = discord_notifier(config)
-        app = await build_app(config, notifier=_notifier(config, discord_posts))
+        app = await build_app(config, notifier=chat_notifier(config, discord_posts))
         wiring = SlackWiring(
             router=app.router,
             directory=app.directory,
@@ -236,7 +223,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                     "QUEUEBOT_ALERT_TOKEN is not set: anyone who reaches this port may post "
                     "alerts to /alerts/alertmanager"
                 )
-            async with running_scheduler(app):
+            async with background(config, app):
                 await server.serve(sockets=[listener])
             return 0
         finally:

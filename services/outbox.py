@@ -2,14 +2,15 @@
 transaction and delivered after it, retried until they go out.
 
 ``add`` writes an item inside the caller's transaction, so a post exists exactly when the
-change it reports committed. The relay then delivers items: it claims the oldest due item
-(``FOR UPDATE SKIP LOCKED``; SQLite: the write lock) by pushing its due time one lease
-ahead, commits, delivers outside any transaction, and marks it done, or due again after a
-backoff with the error kept. Items of one subject go out in the order they were written:
-an item waits while an older one of its subject is undone. A relay that dies mid-delivery
-leaves the item to come due again when its lease ends, so delivery is at least once: an
-update of a message is idempotent; a thread post delivered just before a crash can show
-twice (never zero times).
+change it reports committed. The relay then delivers items: it claims the oldest due items,
+at most one per subject (``FOR UPDATE SKIP LOCKED``; SQLite: the write lock), by pushing
+their due time one lease ahead, commits, delivers them side by side outside any
+transaction, and marks each done (those that went out together in one UPDATE), or due
+again after a backoff with the error kept. Items of one subject go out in the order they
+were written: an item waits while an older one of its subject is undone. A relay that dies
+mid-delivery leaves the item to come due again when its lease ends, so delivery is at least
+once: an update of a message is idempotent; a thread post delivered just before a crash can
+show twice (never zero times).
 
 After a commit, ``kick`` delivers the subject's items at once, so posts are not late by a
 relay's poll; the relay loop (``run_forever``) picks up everything else.
@@ -37,6 +38,9 @@ log = logging.getLogger("queuebot.outbox")
 _items = cast(sa.Table, OutboxItem.__table__)
 LEASE = timedelta(minutes=2)  # far beyond one delivery, even one waiting out a 429
 MAX_BACKOFF = timedelta(minutes=5)
+HANDOVER = 10.0  # seconds a kick waits for another relay's delivery of its subject
+HANDOVER_POLL = 0.05
+CLAIM = 20  # items a relay claims at once (delivered side by side, well within a lease)
 KEEP_DONE = timedelta(days=2)
 
 
@@ -98,31 +102,52 @@ class Outbox:
         self.deliverers: dict[str, Deliver] = {}
         self.problems = KnownProblems(log, "the outbox relay")
         self._wake: asyncio.Event | None = None
+        self._elsewhere: Callable[[], None] | None = None
 
     def wake(self) -> None:
-        """New items were committed: relays waiting for their next pass start it now."""
+        """New items were committed: relays waiting for their next pass start it now
+        (here, or in the process ``forward_wakes`` named)."""
         if self._wake is not None:
             self._wake.set()
+        if self._elsewhere is not None:
+            self._elsewhere()
+
+    def forward_wakes(self, to: Callable[[], None]) -> None:
+        """The relays run in another process (serve's worker): ``to`` tells it."""
+        self._elsewhere = to
 
     def register(self, kind: str, deliver: Deliver) -> None:
         self.deliverers[kind] = deliver
 
     def kick(self, kind: str, subject: str) -> FollowUp:
         """After a commit: deliver the subject's due items now. Raises ``PostsDeferred``
-        when one failed (it stays in the outbox and is retried)."""
+        when one failed (it stays in the outbox and is retried).
+
+        A relay (here, or in serve's worker, woken by the same commit) may have claimed
+        one of them first: its delivery is waited for (``HANDOVER`` at most), and the
+        subject's later items delivered here, so the caller's reply still comes after
+        the posts it reports, and "still on its way" only when it really is."""
 
         async def deliver_now() -> None:
-            failures = await self.run_due(kind=kind, subject=subject)
-            if failures:
-                raise PostsDeferred("; ".join(failures))
-            held = await self._held_back(kind, subject)
-            if held is not None:  # behind an older post of the subject that failed
-                raise PostsDeferred(held)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + HANDOVER
+            while True:
+                failures = await self.run_due(kind=kind, subject=subject)
+                if failures:
+                    raise PostsDeferred("; ".join(failures))
+                held = await self._held_back(kind, subject)
+                if held is None:
+                    return
+                error, elsewhere = held
+                if not elsewhere or loop.time() > deadline:
+                    raise PostsDeferred(error)  # behind an older post that failed
+                await asyncio.sleep(HANDOVER_POLL)
 
         return deliver_now
 
-    async def _held_back(self, kind: str, subject: str) -> str | None:
-        """Why the subject still has undone items, if it has (the oldest one's error)."""
+    async def _held_back(self, kind: str, subject: str) -> tuple[str, bool] | None:
+        """Why the subject still has undone items, if it has: the oldest one's error, and
+        whether another relay is delivering it (it never failed: it is leased)."""
         async with transaction(self.engine, subject="the outbox") as conn:
             oldest = (
                 await conn.execute(
@@ -138,22 +163,32 @@ class Outbox:
             ).first()
         if oldest is None:
             return None
-        return str(oldest[0] or "an earlier post is still on its way")
+        if oldest[0]:
+            return str(oldest[0]), False
+        return "an earlier post is still on its way", True
 
     async def run_due(
         self, *, limit: int = 100, kind: str | None = None, subject: str | None = None
     ) -> list[str]:
-        """Deliver due items (of one subject, when given); the errors of those that failed."""
+        """Deliver due items (of one subject, when given); the errors of those that failed.
+
+        Items are claimed up to ``CLAIM`` at a time, at most one per subject (a subject's
+        next item waits until the one before it is done), and delivered side by side: a
+        channel waiting out its pace holds only its own. Each is marked done as soon as
+        it went out, together with those that went out meanwhile (one UPDATE)."""
         failures: list[str] = []
-        for _ in range(limit):
-            claimed = await self._claim(kind, subject)
-            if claimed is None:
+        attempted = 0
+        marks = _DoneMarks(self.engine, self.clock)
+        while attempted < limit:
+            most = 1 if subject is not None else min(CLAIM, limit - attempted)
+            claimed = await self._claim_many(kind, subject, most)
+            if not claimed:
                 break
-            error = await self._deliver(claimed)
-            if error is not None:
-                failures.append(error)
-                if subject is not None:
-                    break  # its later items wait for it: no use trying them now
+            attempted += len(claimed)
+            errors = await asyncio.gather(*(self._deliver(item, marks) for item in claimed))
+            failures += [error for error in errors if error is not None]
+            if subject is not None and failures:
+                break  # its later items wait for it: no use trying them now
         return failures
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
@@ -183,8 +218,14 @@ class Outbox:
                 waiting.cancel()
 
     async def _claim(self, kind: str | None, subject: str | None) -> Item | None:
-        """Take the oldest due item (whose subject has no older undone one): one UPDATE
-        that pushes its due time a lease ahead, over a ``FOR UPDATE SKIP LOCKED`` pick."""
+        """Take the oldest due item (whose subject has no older undone one)."""
+        claimed = await self._claim_many(kind, subject, 1)
+        return claimed[0] if claimed else None
+
+    async def _claim_many(self, kind: str | None, subject: str | None, most: int) -> list[Item]:
+        """Take the ``most`` oldest due items whose subjects have no older undone item
+        (so at most one per subject): one UPDATE that pushes their due time a lease
+        ahead, over a ``FOR UPDATE SKIP LOCKED`` pick."""
         now = self.clock()
         due = _items.alias("due")  # the candidates, apart from the row updated
         older = _items.alias("older")
@@ -207,7 +248,7 @@ class Outbox:
                 ~waiting_for_older,
             )
             .order_by(due.c.due_at, due.c.id)
-            .limit(1)
+            .limit(most)
             .with_for_update(skip_locked=True)
         )
         if kind is not None:
@@ -215,11 +256,11 @@ class Outbox:
         if subject is not None:
             pick = pick.where(due.c.subject == subject)
         async with transaction(self.engine, subject="the outbox") as conn:
-            row = (
+            rows = (
                 (
                     await conn.execute(
                         _items.update()
-                        .where(_items.c.id == pick.scalar_subquery())
+                        .where(_items.c.id.in_(pick.scalar_subquery()))
                         .values(due_at=now + LEASE, attempts=_items.c.attempts + 1)
                         .returning(
                             _items.c.id,
@@ -231,19 +272,21 @@ class Outbox:
                     )
                 )
                 .mappings()
-                .first()
+                .all()
             )
-        if row is None:
-            return None
-        return Item(
-            id=int(row["id"]),
-            kind=str(row["kind"]),
-            subject=str(row["subject"]),
-            payload=dict(row["payload"]),
-            attempts=int(row["attempts"]),
-        )
+        items = [
+            Item(
+                id=int(row["id"]),
+                kind=str(row["kind"]),
+                subject=str(row["subject"]),
+                payload=dict(row["payload"]),
+                attempts=int(row["attempts"]),
+            )
+            for row in rows
+        ]
+        return sorted(items, key=lambda item: item.id)
 
-    async def _deliver(self, item: Item) -> str | None:
+    async def _deliver(self, item: Item, marks: _DoneMarks) -> str | None:
         """Deliver one claimed item and record how it went; its error, if it failed."""
         try:
             await self.deliverers[item.kind](item)
@@ -267,8 +310,44 @@ class Outbox:
                     .values(due_at=self.clock() + backoff, last_error=error)
                 )
             return error
-        async with transaction(self.engine, subject="the outbox") as conn:
-            await conn.execute(
-                _items.update().where(_items.c.id == item.id).values(done_at=self.clock())
-            )
+        await marks.done(item.id)
         return None
+
+
+class _DoneMarks:
+    """Items delivered side by side are marked done together: one UPDATE for every item
+    that went out while the previous UPDATE ran (each still waits for its own)."""
+
+    def __init__(self, engine: AsyncEngine, clock: Callable[[], datetime]) -> None:
+        self.engine = engine
+        self.clock = clock
+        self._pending: list[tuple[int, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def done(self, item: int) -> None:
+        marked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, marked))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._mark())
+        await marked
+
+    async def _mark(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                async with transaction(self.engine, subject="the outbox") as conn:
+                    await conn.execute(
+                        _items.update()
+                        .where(_items.c.id.in_([item for item, _ in batch]))
+                        .values(done_at=self.clock())
+                    )
+            except BaseException as exc:
+                for _, marked in batch:
+                    if not marked.done():
+                        marked.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for _, marked in batch:
+                if not marked.done():
+                    marked.set_result(None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Awaitable, Callable
 
 import discord
 
@@ -28,19 +29,38 @@ ALREADY_A_THREAD = 160004  # Discord: "A thread has already been created for thi
 
 
 class DiscordNotifier:
-    def __init__(self, channels: dict[str, str]) -> None:
+    """``login``: for a process without the gateway (serve's worker), a plain client that
+    only logs in over REST, made on the first post (and again after a failed attempt)."""
+
+    def __init__(
+        self,
+        channels: dict[str, str],
+        *,
+        login: Callable[[], Awaitable[discord.Client]] | None = None,
+    ) -> None:
         self.channels = channels
         self.client: discord.Client | None = None
+        self._login = login
         self._threads: set[str] = set()  # messages known to have a thread
 
     def attach(self, client: discord.Client) -> None:
         self.client = client
 
-    def _ready(self) -> discord.Client:
+    async def _ready(self) -> discord.Client:
+        if self.client is None and self._login is not None:
+            try:
+                self.client = await self._login()
+            except (discord.HTTPException, discord.LoginFailure, OSError) as exc:
+                raise Unavailable(f"cannot log in to Discord to post: {exc}") from exc
         client = self.client
         if client is None or client.user is None:
             raise Unavailable("Discord is not connected yet; the post is tried again")
         return client
+
+    async def close(self) -> None:
+        """Close the client this notifier logged in itself (not one attached to it)."""
+        if self._login is not None and self.client is not None:
+            await self.client.close()
 
     async def post(
         self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
@@ -53,7 +73,7 @@ class DiscordNotifier:
             target = self.channels.get(channel)
         if thread is None and target is None:
             return []
-        client = self._ready()
+        client = await self._ready()
         if thread is not None and target is None:
             target = await self._thread_of(client, thread, message)
         assert target is not None
@@ -100,7 +120,7 @@ class DiscordNotifier:
         return key  # a thread started from a message has the message's id
 
     async def update(self, *, ref: MessageRef, message: Message) -> None:
-        client = self._ready()
+        client = await self._ready()
         rendered = render(message)
         attachments = (
             [discord.File(io.BytesIO(rendered.attachment), filename=ATTACHMENT)]

@@ -3,6 +3,8 @@ DISCORD_BOT_TOKEN is not set."""
 
 from __future__ import annotations
 
+import discord
+
 from bot.bootstrap import App
 from bot.discord.client import DEFAULT_API, DiscordLink, QueuebotClient, point_at
 from bot.discord.commands import Choices
@@ -22,12 +24,29 @@ def choices_for(app: App) -> Choices:
     )
 
 
-def discord_notifier(config: Config) -> DiscordNotifier | None:
-    """Where alerts, incidents and plans post on Discord: ``[channels.NAME] discord``."""
-    if config.env.discord_bot_token is None:
+def discord_notifier(config: Config, *, rest_only: bool = False) -> DiscordNotifier | None:
+    """Where alerts, incidents and plans post on Discord: ``[channels.NAME] discord``.
+    In serve's process the gateway client is attached once it is built; ``rest_only``
+    (serve's worker, which has no gateway) logs a plain client in over REST instead."""
+    token = config.env.discord_bot_token
+    if token is None:
         return None
     channels = {name: c.discord for name, c in config.file.channels.items() if c.discord}
-    return DiscordNotifier(channels)
+    if not rest_only:
+        return DiscordNotifier(channels)
+    base = config.env.discord_api_base_url
+
+    async def login() -> discord.Client:
+        point_at(base)
+        client = discord.Client(intents=discord.Intents.none())
+        try:
+            await client.login(token.get_secret_value())
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    return DiscordNotifier(channels, login=login)
 
 
 def discord_link(config: Config, app: App) -> DiscordLink | None:

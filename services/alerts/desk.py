@@ -117,6 +117,7 @@ class AlertDesk:
         self.outbox = outbox
         self.counters = counters
         self._wake: asyncio.Event | None = None
+        self._elsewhere: Callable[[], None] | None = None
         self._inbox = GroupCommit(engine, INBOX, subject="the alert inbox")
 
     async def receive(self, notification: Notification, *, source: str = "alertmanager") -> None:
@@ -129,8 +130,16 @@ class AlertDesk:
         self.wake()
 
     def wake(self) -> None:
+        """Notifications were stored: processing starts its next pass now (here, or in
+        the process ``forward_wakes`` named)."""
         if self._wake is not None:
             self._wake.set()
+        if self._elsewhere is not None:
+            self._elsewhere()
+
+    def forward_wakes(self, to: Callable[[], None]) -> None:
+        """Processing runs in another process (serve's worker): ``to`` tells it."""
+        self._elsewhere = to
 
     async def process_due(self, limit: int = BATCH) -> int:
         """Process up to ``limit`` stored notifications; how many were processed."""

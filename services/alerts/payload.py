@@ -9,11 +9,11 @@ Go's zero time, which becomes ``None``.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 MAX_ALERTS = 1000  # a webhook_config's max_alerts should stay below this
@@ -107,8 +107,8 @@ class Notification(_Lenient):
 def parse(body: bytes) -> Notification:
     """The notification in ``body``, or ``BadPayload`` saying what is wrong with it."""
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = orjson.loads(body)  # a third of the stdlib's time, on every notification
+    except orjson.JSONDecodeError as exc:  # bad UTF-8 too
         raise BadPayload(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadPayload("the body must be a JSON object (Alertmanager's webhook payload)")

@@ -98,6 +98,8 @@ def test_threads_from_the_real_alertmanager(fake: FakeSlack, served: Served) -> 
         am.post_alerts([{"labels": {**STUCK, "instance": "b"}, "annotations": {"summary": "b"}}])
         eventually(lambda: _count(thread(fake, stuck), 1))
         assert "instance=b" in str(thread(fake, stuck)[0].body["blocks"])
+        # the root is brought up to date right after the reply: both, before the repeats
+        eventually(lambda: _count(updates_of(fake, stuck), 1))
 
         seen = len(fake.recorded())
         time.sleep(14)  # at least two repeat intervals (4 s, flushed every 2 s)

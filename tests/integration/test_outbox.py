@@ -161,3 +161,34 @@ async def test_a_tick_posts_through_the_outbox(shop: Shop) -> None:
     await tick(shop)
     assert await undone(shop) == 0
     assert any("sample finished" in t for t in shop.notifier.texts())
+
+
+async def test_a_kick_waits_for_the_relay_that_took_its_post_and_sends_the_rest(
+    shop: Shop,
+) -> None:
+    async with shop.engine.begin() as conn:
+        for n in range(3):
+            await outbox.add(
+                conn, kind="test.post", subject="x", payload={"n": n}, now=shop.clock.now
+            )
+    delivered: list[int] = []
+    started = asyncio.Event()
+
+    async def slow(item: outbox.Item) -> None:  # the relay a commit woke got there first
+        started.set()
+        await asyncio.sleep(0.3)
+        delivered.append(int(item.payload["n"]))
+
+    async def deliver(item: outbox.Item) -> None:
+        delivered.append(int(item.payload["n"]))
+
+    relay = Outbox(engine=shop.engine, clock=shop.clock)
+    relay.register("test.post", slow)
+    kicker = Outbox(engine=shop.engine, clock=shop.clock)
+    kicker.register("test.post", deliver)
+    first = asyncio.create_task(relay.run_due(limit=1))
+    await started.wait()
+    await kicker.kick("test.post", "x")()  # no "still on its way": it waited, then sent
+    assert await first == []
+    assert delivered == [0, 1, 2]  # in the order written, each once
+    assert await undone(shop) == 0

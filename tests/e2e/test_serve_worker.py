@@ -1,0 +1,123 @@
+"""`queuebot serve` on PostgreSQL answers Alertmanager in one process and processes and
+posts in a worker process it starts itself: what the front acknowledged is posted by the
+worker, /metrics counts the worker's posts, a worker that dies is started again and
+posts what was stored meanwhile, and a stopped serve leaves no worker behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from testkit.fake_slack import Call, FakeSlack
+from tests.e2e.serving import Served, demo_database, running_serve
+from tests.integration.alerting import alert, notification
+
+pytestmark = pytest.mark.postgres
+
+TOKEN = "qb-alert-token-for-the-worker-tests"
+DETECTORS_OFF = "".join(
+    f"[alerts.detectors.{name}]\nenabled = false\n"
+    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
+)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    with FakeSlack().start() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving(fake: FakeSlack, tmp_path: Path) -> Iterator[Served]:
+    with (
+        demo_database("postgres", tmp_path) as db_url,
+        running_serve(
+            tmp_path,
+            db_url,
+            {
+                "SLACK_BOT_TOKEN": "xoxb-fake",
+                "SLACK_SIGNING_SECRET": "e2e-signing-secret",
+                "SLACK_API_BASE_URL": fake.api_url,
+                "QUEUEBOT_ALERT_TOKEN": TOKEN,
+            },
+            extra="\n[slack]\npost_interval_seconds = 0\n" + DETECTORS_OFF,
+        ) as served,
+    ):
+        yield served
+
+
+def worker_of(served: Served) -> int:
+    """The pid of serve's worker process (the child running multiprocessing's spawn)."""
+    deadline = time.monotonic() + 30
+    while True:
+        for task in Path(f"/proc/{served.pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                with Path(f"/proc/{child}/cmdline").open("rb") as cmdline:
+                    if b"spawn_main" in cmdline.read():
+                        return int(child)
+        assert time.monotonic() < deadline, "serve started no worker"
+        time.sleep(0.1)
+
+
+def send(served: Served, name: str) -> httpx.Response:
+    group = {"alertname": name, "queue": "clips"}
+    body = notification(group=group, alerts=[alert(f"{len(name):04x}beef", labels=group)])
+    return httpx.post(
+        f"{served.url}/alerts/alertmanager",
+        json=body,
+        headers={"authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    )
+
+
+def roots(fake: FakeSlack) -> list[Call]:
+    return [c for c in fake.recorded("/api/chat.postMessage") if not c.body.get("thread_ts")]
+
+
+def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(0.1)
+
+
+def posted(fake: FakeSlack, name: str) -> bool:
+    return any(name in str(c.body.get("blocks")) for c in roots(fake))
+
+
+def test_the_worker_posts_what_the_front_stored_and_metrics_count_it(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    with serving(fake, tmp_path) as served:
+        worker = worker_of(served)
+        assert worker != served.pid
+        assert send(served, "QueueStuck").status_code == 200
+        eventually(lambda: posted(fake, "QueueStuck"))
+        eventually(
+            lambda: (
+                'queuebot_alert_posts_total{kind="root"} 1.0'
+                in httpx.get(f"{served.url}/metrics", timeout=10).text
+            )
+        )
+    eventually(lambda: not Path(f"/proc/{worker}").exists(), 15)  # stopped with serve
+
+
+def test_a_worker_that_dies_is_started_again_and_nothing_stored_is_lost(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    with serving(fake, tmp_path) as served:
+        first = worker_of(served)
+        os.kill(first, signal.SIGKILL)
+        # the front still stores and acknowledges while no worker runs
+        assert send(served, "DiskFilling").status_code == 200
+        served.wait_for_log("starting it again", timeout=15)
+        eventually(lambda: posted(fake, "DiskFilling"), 60)
+        assert worker_of(served) != first
+        assert len(roots(fake)) == 1
