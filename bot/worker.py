@@ -42,6 +42,8 @@ from contextlib import asynccontextmanager
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from bot.bootstrap import App, build_app, running_scheduler
 from bot.discord.notifier import DiscordNotifier
 from bot.discord.setup import discord_notifier
@@ -49,6 +51,7 @@ from bot.slack.app import web_client
 from bot.slack.notifier import SlackNotifier
 from bot.slack.pacing import ChannelPacer
 from services.config import Config
+from services.db import error_line
 from services.errors import QueuebotError
 from services.notify import FanoutNotifier, Notifier
 
@@ -261,6 +264,9 @@ def work(config: Config, sock: socket.socket, level: int) -> None:
         asyncio.run(_work(config, sock))
     except QueuebotError as exc:
         log.error("background worker stopped: %s", exc.message)
+        sys.exit(1)
+    except DBAPIError as exc:  # the database went away under it: one line, serve restarts it
+        log.error("background worker stopped: the database cannot be reached (%s)", error_line(exc))
         sys.exit(1)
 
 
