@@ -204,9 +204,13 @@ class Serve:
     log: Path
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown, no draining, no commit that was not already made."""
+        """SIGKILL to serve and its worker process at once, as when the service's cgroup is
+        killed: no shutdown, no draining, no commit that was not already made. (Serve
+        alone killed leaves its worker to finish its pass and end; that is a crash of
+        its own, tested with the worker.)"""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
@@ -276,6 +280,7 @@ class Cluster:
                 env={**self.process_env, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: kill() takes the worker too
             )
         served = Serve(name, proc, f"http://127.0.0.1:{port}", log)
         self.serves.append(served)
@@ -330,6 +335,13 @@ class Cluster:
 
     def scalar(self, statement: str, params: Any = None) -> Any:
         return self.sql(statement, params)[0][0]
+
+    @contextlib.contextmanager
+    def one_snapshot(self) -> Iterator[None]:
+        """The block's reads see one moment, even while a process is still committing."""
+        with self.db.transaction():
+            self.db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The queuebot command line with serve's configuration and environment."""

@@ -340,6 +340,11 @@ def plan_state(c: Cluster, number: int) -> tuple[str, int]:
 def no_half_wave(c: Cluster, number: int) -> None:
     """A wave started is started whole: its jobs redriven, each with one event, and the
     plan's cursor, waves and audit agree; jobs of waves not started are untouched."""
+    with c.one_snapshot():
+        _no_half_wave(c, number)
+
+
+def _no_half_wave(c: Cluster, number: int) -> None:
     rows = c.sql(
         "SELECT i.state, count(*), sum((SELECT count(*) FROM job_events e WHERE "
         "e.aggregate_id = CAST(i.job_id AS uuid) AND e.event_type = 'REDRIVE_REQUESTED')), "
