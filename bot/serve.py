@@ -17,6 +17,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.bootstrap import build_app
 from bot.discord.setup import discord_link, discord_notifier
+from bot.heap import settle_heap
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
 from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
@@ -223,6 +224,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                     "QUEUEBOT_ALERT_TOKEN is not set: anyone who reaches this port may post "
                     "alerts to /alerts/alertmanager"
                 )
+            settle_heap()
             async with background(config, app):
                 await server.serve(sockets=[listener])
             return 0
