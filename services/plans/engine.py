@@ -170,7 +170,9 @@ class PlanEngine:
             if status.open:
                 await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
                 return []
-            await store.mark(conn, plan.id, status.succeeded, ItemState.SUCCEEDED)
+            await store.mark(
+                conn, plan.id, status.succeeded, ItemState.SUCCEEDED, wave=current.number
+            )
             current = current.model_copy(
                 update={
                     "outcome": WaveOutcome.OK,
@@ -346,8 +348,9 @@ class PlanEngine:
             f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
             f"state; {verdict}. Nothing more is redriven."
         )
-        await store.mark(conn, plan.id, [job for job, _ in redead], ItemState.REDEAD)
-        await store.mark(conn, plan.id, status.succeeded, ItemState.SUCCEEDED)  # they finished
+        wave = current.number
+        await store.mark(conn, plan.id, [job for job, _ in redead], ItemState.REDEAD, wave=wave)
+        await store.mark(conn, plan.id, status.succeeded, ItemState.SUCCEEDED, wave=wave)  # done
         halted = current.model_copy(
             update={
                 "outcome": WaveOutcome.HALTED,

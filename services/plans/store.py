@@ -190,18 +190,27 @@ async def record_wave_items(
     )
 
 
-async def mark(conn: AsyncConnection, number: int, jobs: list[str], state: ItemState) -> None:
-    """Redriven items of ``jobs`` are now in ``state``."""
+async def mark(
+    conn: AsyncConnection,
+    number: int,
+    jobs: list[str],
+    state: ItemState,
+    *,
+    wave: int | None = None,
+) -> None:
+    """Redriven items of ``jobs`` (of one wave, when given) are now in ``state``. A tick
+    names its wave, so the statement reads that wave's items through the (plan, wave)
+    index instead of every item of the plan: a wave of ten in a plan of 100,000 reads ten
+    rows."""
     for start in range(0, len(jobs), _MARK_CHUNK):
-        await conn.execute(
-            ITEMS.update()
-            .where(
-                ITEMS.c.plan_id == number,
-                ITEMS.c.job_id.in_(jobs[start : start + _MARK_CHUNK]),
-                ITEMS.c.state == ItemState.REDRIVEN.value,
-            )
-            .values(state=state.value)
+        query = ITEMS.update().where(
+            ITEMS.c.plan_id == number,
+            ITEMS.c.job_id.in_(jobs[start : start + _MARK_CHUNK]),
+            ITEMS.c.state == ItemState.REDRIVEN.value,
         )
+        if wave is not None:
+            query = query.where(ITEMS.c.wave == wave)
+        await conn.execute(query.values(state=state.value))
 
 
 async def set_state(

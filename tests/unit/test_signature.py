@@ -139,3 +139,14 @@ def _every_rule(text: str) -> str:
 @example("see http://x/y-0x1f 3")
 def test_skipping_rules_that_cannot_match_changes_nothing(text: str) -> None:
     assert error_signature(text) == _every_rule(text)
+
+
+def test_kept_signatures_agree_with_computed_ones_at_every_length() -> None:
+    """Texts up to the kept length are answered from what was kept; longer ones are
+    computed each time: both give the rules' answer, asked once or many times."""
+    from services.estate import signature
+
+    for length in (10, signature._CACHED_LENGTH, signature._CACHED_LENGTH + 1, 5000):
+        text = ("job 1234 failed at 0xdeadbeef " * 300)[:length]
+        first = error_signature(text)
+        assert first == error_signature(text) == signature._signature(text)

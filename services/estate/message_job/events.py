@@ -7,11 +7,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import PreconditionFailed
-from services.estate.profile import BoundTable
+from services.estate.profile import BoundTable, text_array
 
 REDRIVE_EVENT = "REDRIVE_REQUESTED"
 CANCEL_EVENT = "CANCELLED"
@@ -43,8 +42,8 @@ async def insert_events(
     names = [e.c(c).name for c in columns if c != "message" or noted]
     if e.dialect == "postgresql":  # one INSERT ... SELECT over the array of jobs
         agg = e.c("aggregate_id")
-        texts = sa.literal([str(job) for job in jobs], postgresql.ARRAY(sa.Text))
-        job = sa.func.unnest(sa.cast(texts, postgresql.ARRAY(agg.type))).column_valued("job")
+        texts = text_array([str(job) for job in jobs], agg.type)
+        job = sa.func.unnest(texts).column_valued("job")
         values: list[Any] = [
             job,
             sa.literal(event_type),
