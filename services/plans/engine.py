@@ -206,8 +206,10 @@ class PlanEngine:
                 details={"total": plan.total},
             )
             return [await announce(conn, self.outbox, plan.id, news, now=now)]
+        dead_now: int | None = None
         if current is not None:
-            waiting = await self._wait_reason(conn, plan, current, now)
+            dead_now = await _dead(conn, self.estate.profile(plan.queue))
+            waiting = self._wait_reason(plan, current, dead_now, now)
             if waiting is not None:
                 due, note = waiting
                 if note is not None and plan.note != note:
@@ -216,13 +218,12 @@ class PlanEngine:
                 await store.next_tick(conn, plan.id, due=due, now=now)
                 return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
         plan = replace(plan, waves=waves)
-        return await self._start_wave(conn, plan, now, SYSTEM, news)
+        return await self._start_wave(conn, plan, now, SYSTEM, news, dead=dead_now)
 
-    async def _wait_reason(
-        self, conn: AsyncConnection, plan: PlanRow, current: Wave, now: datetime
+    def _wait_reason(
+        self, plan: PlanRow, current: Wave, dead_now: int, now: datetime
     ) -> tuple[datetime, str | None] | None:
         """When the next wave may not start yet: (when to look again, a note or None)."""
-        dead_now = await _dead(conn, self.estate.profile(plan.queue))
         # The last wave took `changed` rows out of the dead letters; those that came back
         # (`redead`, when it halted and was resumed) are counted again, not as new growth.
         expected = plan.dead_at_wave_start - (current.changed - current.redead)
@@ -245,7 +246,11 @@ class PlanEngine:
         now: datetime,
         actor: Actor,
         news: list[News] | None = None,
+        *,
+        dead: int | None = None,
     ) -> list[FollowUp]:
+        """Start the plan's next wave. ``dead``: the dead letters this tick counted already
+        (in this transaction), taken as the count at the wave's start."""
         profile = self.estate.profile(plan.queue)
         ops = profile.plan_ops
         wave_no = len(plan.waves.waves)
@@ -253,7 +258,7 @@ class PlanEngine:
         size = schedule[wave_no] if wave_no < len(schedule) else plan.max_wave
         items = await store.next_items(conn, plan, size)
         originals = await ops.originals(conn, items=store.refs(items))
-        dead_before = await _dead(conn, profile)
+        dead_before = dead if dead is not None else await _dead(conn, profile)
         targets = [
             Target(
                 id=i.job_id,
@@ -381,4 +386,4 @@ def _poll(plan: PlanRow) -> timedelta:
 
 
 async def _dead(conn: AsyncConnection, profile: QueueProfile) -> int:
-    return profile.dead_count(await profile.status_counts(conn))
+    return await profile.dead_rows(conn)
