@@ -404,10 +404,11 @@ def wait_for_text(workdir: Path, n: int, text: str, timeout: float) -> None:
 @pytest.mark.postgres
 def test_two_replicas_fire_each_reminder_and_escalation_once(pg_url: str, tmp_path: Path) -> None:
     """Two `queuebot console` processes, each running its scheduler and outbox relays,
-    on one database; one declares six incidents with deadlines from 2 s to 5 s, the other
-    tells the operators of INC-2. Every reminder and escalation is written once and
-    printed once, by one of the two."""
-    drill_runbook(tmp_path / "runbooks", "gd:drill-a", operators_ms=2000, actors_ms=4000)
+    on one database; one declares six incidents with deadlines from 3 s to 5 s, the other
+    tells the operators of INC-2 as soon as it is declared (well before its first
+    reminder, at half of 4 s). Every reminder and escalation is written once and printed
+    once, by one of the two."""
+    drill_runbook(tmp_path / "runbooks", "gd:drill-a", operators_ms=4000, actors_ms=4000)
     drill_runbook(tmp_path / "runbooks", "gd:drill-b", operators_ms=3000, actors_ms=5000)
     asyncio.run(prepare(pg_url))
     with consoles(tmp_path, pg_url, 2) as (one, two):
@@ -422,12 +423,15 @@ def test_two_replicas_fire_each_reminder_and_escalation_once(pg_url: str, tmp_pa
             for scenario in ("gd:drill-a", "gd:drill-b")
             for queue in (" --queue workers", " --queue clips", "")
         ]
-        one.stdin.write("\n".join(declarations) + "\n")
+        one.stdin.write("\n".join(declarations[:2]) + "\n")
         one.stdin.flush()
-        wait_for_text(tmp_path, 0, "INC-6 declared", timeout=10)
+        wait_for_text(tmp_path, 0, "INC-2 declared", timeout=10)
         two.stdin.write("/incident notify operators --incident INC-2\n")
         two.stdin.flush()
+        one.stdin.write("\n".join(declarations[2:]) + "\n")
+        one.stdin.flush()
         wait_for_text(tmp_path, 1, "INC-2: the operators are told", timeout=10)
+        wait_for_text(tmp_path, 0, "INC-6 declared", timeout=10)
         timers = {n: {"operators": n == 2, "actors": False} for n in range(1, 7)}
         engine = create_engine(pg_url)
 
