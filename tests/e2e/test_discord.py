@@ -25,11 +25,13 @@ from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
 from tests.e2e.test_console import queuebot
+from tests.integration.test_incident_timers import drill_runbook
 
 ALICE, BOB, DORA = "100000000000000001", "100000000000000002", "100000000000000003"
 CHANNEL = "200000000000000001"  # [channels.alerts] in the demo config
 OPERATORS = "200000000000000009"  # the operators' audience, here
 GUILD = "400000000000000001"
+DRILL = "gd:drill-discord"
 EXTRA = f"""
 [discord]
 guild = "{GUILD}"
@@ -39,6 +41,9 @@ discord = "{OPERATORS}"
 
 [incidents.audiences]
 operators = ["ops-discord"]
+
+[runbooks]
+dir = "runbooks"
 """ + "".join(  # only the alerts a test sends: the demo's failed jobs would fire detectors
     f"[alerts.detectors.{name}]\nenabled = false\n"
     for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
@@ -83,10 +88,17 @@ def _env(fake: FakeDiscord, slack: FakeSlack, token: str = DEFAULT_TOKEN) -> dic
 @contextlib.contextmanager
 def serving(fake: FakeDiscord, slack: FakeSlack, workdir: Path, db_url: str) -> Iterator[Served]:
     before = fake.identified
+    with_drill(workdir)
     with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
         fake.wait_until(lambda: fake.identified > before and fake.connected() > 0)
         wait_ready(served)
         yield served
+
+
+def with_drill(workdir: Path) -> None:
+    """The runbooks folder EXTRA names, holding a drill of the queue-loss runbook whose
+    deadlines come within seconds."""
+    drill_runbook(workdir / "runbooks", DRILL, operators_ms=3000, actors_ms=3000)
 
 
 def wait_ready(served: Served) -> None:
@@ -473,6 +485,37 @@ def test_an_alert_thread_then_an_incident_declared_from_it_with_a_notification(
     stack.fake.wait_until(lambda: any("resolved" in m.content for m in inside()), 30)
 
 
+def test_reminders_and_the_escalation_of_a_missed_deadline_reach_discord(stack: Stack) -> None:
+    """Nobody tells the operators of a drill incident declared from Discord: its lead is
+    reminded in the incident's thread, and at the deadline the miss is escalated there
+    and in the operators' Discord channel."""
+    declared = stack.fake.command(
+        "incident",
+        "declare",
+        {"scenario": DRILL, "summary": "drill: nothing finishes", "queue": "workers"},
+        user=DORA,
+    )
+    said = answered(stack.fake, declared)
+    number = said.split("INC-", 1)[1].split()[0].strip("*:,.")
+    missed = f"INC-{number}: communication to the operators missed"
+
+    def escalated() -> list[StoredMessage]:  # in any channel or thread
+        return [m for m in list(stack.fake.messages.values()) if missed in m.content]
+
+    stack.fake.wait_until(lambda: len(escalated()) >= 2, 30)  # the thread and the channel
+    time.sleep(1)  # a second firing would show by now
+    escalations = escalated()
+    reminders = [
+        m
+        for m in list(stack.fake.messages.values())
+        if f"--incident INC-{number} " in m.content and "the operators must be told by" in m.content
+    ]
+    assert len(reminders) == 2, [m.content for m in reminders]  # at half and at 80%
+    assert {m.channel_id for m in reminders} == {reminders[0].channel_id} != {OPERATORS}
+    assert len(escalations) == 2, [m.content for m in escalations]
+    assert {m.channel_id for m in escalations} == {reminders[0].channel_id, OPERATORS}
+
+
 def test_rate_limits_are_waited_out_and_the_answer_still_arrives(stack: Stack) -> None:
     limited = len([c for c in stack.fake.calls if c.status == 429])
     stack.fake.rate_limit(2, retry_after=0.3)
@@ -492,6 +535,7 @@ def test_commands_refused_by_discord_are_one_clear_line(
         FakeSlack().start() as slack,
     ):
         fake.refuse_commands = True
+        with_drill(workdir)
         with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
             served.wait_for_log(f"is the bot in guild {GUILD}, invited with the")
             body = httpx.get(f"{served.url}/readyz", timeout=5).json()
@@ -503,6 +547,7 @@ def test_without_a_guild_the_commands_are_registered_globally(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     workdir = tmp_path_factory.mktemp("discord-global")
+    with_drill(workdir)
     everywhere = EXTRA.replace(f'[discord]\nguild = "{GUILD}"\n', "")
     assert "[discord]" not in everywhere
     with (
