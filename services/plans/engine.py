@@ -22,7 +22,6 @@ from services.audit import Actor, AuditTrail
 from services.config import RedriveConfig
 from services.estate.estate import Estate
 from services.estate.ops import Action, Target, WaveStatus
-from services.estate.profile import QueueProfile
 from services.estate.signature import display_signature, error_signature
 from services.outbox import Outbox
 from services.plans import store
@@ -208,7 +207,7 @@ class PlanEngine:
             return [await announce(conn, self.outbox, plan.id, news, now=now)]
         dead_now: int | None = None
         if current is not None:
-            dead_now = await _dead(conn, self.estate.profile(plan.queue))
+            dead_now = await self.estate.profile(plan.queue).dead_rows(conn)
             waiting = self._wait_reason(plan, current, dead_now, now)
             if waiting is not None:
                 due, note = waiting
@@ -258,7 +257,7 @@ class PlanEngine:
         size = schedule[wave_no] if wave_no < len(schedule) else plan.max_wave
         items = await store.next_items(conn, plan, size)
         originals = await ops.originals(conn, items=store.refs(items))
-        dead_before = dead if dead is not None else await _dead(conn, profile)
+        dead_before = dead if dead is not None else await profile.dead_rows(conn)
         targets = [
             Target(
                 id=i.job_id,
@@ -383,7 +382,3 @@ class PlanEngine:
 
 def _poll(plan: PlanRow) -> timedelta:
     return timedelta(seconds=plan.poll_seconds)
-
-
-async def _dead(conn: AsyncConnection, profile: QueueProfile) -> int:
-    return await profile.dead_rows(conn)

@@ -1,6 +1,6 @@
 """The columns that hold a change's row images and ids (the audit event's details, a
-change request's frozen targets, ineligible rows and result) are compressed with lz4
-instead of PostgreSQL's default pglz.
+change request's frozen targets, ineligible rows and result, a plan item's original) are
+compressed with lz4 instead of PostgreSQL's default pglz.
 
 A redrive of 10,000 jobs writes several megabytes of row images into the audit event and
 into the request: pglz spent about 200 of the 300 ms those inserts took; lz4 compresses
