@@ -320,14 +320,19 @@ async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both
             await firing.scheduler.run_due()  # its reminders (and the last one's actors')
             clock.now = operators.due_at
 
-            async def notify(n: int = number) -> None:
-                await asyncio.sleep(rng.random() * 0.006)
+            # A third of the attempts give the notify a head start, a third the deadline,
+            # a third neither: both outcomes come up however the machine's timing leans
+            # (on a busy CI host an even race once went 30 times one way).
+            lead = (0.0, 0.03, 0.0)[attempt % 3], (0.03, 0.0, 0.0)[attempt % 3]
+
+            async def notify(n: int = number, wait: float = lead[0]) -> None:
+                await asyncio.sleep(wait + rng.random() * 0.006)
                 await telling.incidents.notify(
                     number=n, audience="operators", text="hi", actor=DORA
                 )
 
-            async def fire() -> None:
-                await asyncio.sleep(rng.random() * 0.006)
+            async def fire(wait: float = lead[1]) -> None:
+                await asyncio.sleep(wait + rng.random() * 0.006)
                 await firing.scheduler.run_due()
 
             await asyncio.gather(notify(), fire())  # neither raises
