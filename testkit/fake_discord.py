@@ -11,7 +11,10 @@ A test plays a person by injecting ``INTERACTION_CREATE`` the way the gateway de
 (``command`` for a slash command, ``click`` for a button) and then reads what the bot sent
 back: ``callbacks`` (interaction responses), ``followups`` (webhook posts and edits),
 ``channel_messages`` and ``threads``. ``rate_limit(n)`` makes the next n REST calls answer
-429 with a ``retry_after``.
+429 with a ``retry_after``. An interaction's token dies as Discord's does 15 minutes after
+delivery: before its first response (``stale``), just after it (``expires_after_callback``)
+or when the test says (``expire``); ``webhook_calls`` lists what the bot sent on a token,
+refusals included.
 """
 
 from __future__ import annotations
@@ -148,6 +151,7 @@ class FakeDiscord:
         self.refuse_commands = False  # answer 403 Missing Access, as for a bot not in the guild
         self._clicked: dict[str, StoredMessage] = {}  # interaction id -> the message clicked
         self._expired: set[str] = set()  # interaction tokens made dead by ``expire``
+        self._dying: set[str] = set()  # tokens that die once their callback is accepted
         self._lock = threading.Lock()
         self._limited = 0
         self._retry_after = 0.2
@@ -234,10 +238,15 @@ class FakeDiscord:
         channel: str | None = None,
         name: str = "someone",
         stale: bool = False,
+        expires_after_callback: bool = False,
     ) -> Interaction:
         """Deliver ``/group sub option:value ...`` typed by ``user``, as the gateway does.
         ``stale``: Discord has given up on it already (its callback is refused with
-        "Unknown interaction", its token is dead), as after a long pause on the way."""
+        "Unknown interaction", its token is dead), as after a long pause on the way.
+        ``expires_after_callback``: its first response (a defer) is accepted, then its
+        token is dead, as when the answer is ready more than 15 minutes later: every
+        webhook call on it (editing the response, a follow-up) answers 401 "Invalid Webhook
+        Token" (code 50027)."""
         typed = [
             {"name": k, "type": _option_type(v), "value": v} for k, v in (options or {}).items()
         ]
@@ -252,7 +261,15 @@ class FakeDiscord:
             data["guild_id"] = where
         if group == "ping":  # a command the bot never registered
             data["options"] = []
-        return self._deliver(2, data, user=user, channel=channel, name=name, stale=stale)
+        return self._deliver(
+            2,
+            data,
+            user=user,
+            channel=channel,
+            name=name,
+            stale=stale,
+            expires_after_callback=expires_after_callback,
+        )
 
     def click(
         self, custom_id: str, *, message_id: str, user: str, name: str = "someone"
@@ -297,6 +314,7 @@ class FakeDiscord:
         name: str,
         message: StoredMessage | None = None,
         stale: bool = False,
+        expires_after_callback: bool = False,
     ) -> Interaction:
         channel = channel or self.channel_ids[0]
         interaction = Interaction(
@@ -337,6 +355,8 @@ class FakeDiscord:
             self.interactions[interaction.id] = interaction
             if stale:
                 self._expired.add(interaction.token)
+            if expires_after_callback:
+                self._dying.add(interaction.token)
             if message is not None:
                 payload["message"] = self._message_json(message)
                 self._clicked[interaction.id] = message
@@ -358,6 +378,13 @@ class FakeDiscord:
     def rest(self, method: str, fragment: str) -> list[Call]:
         with self._lock:
             return [c for c in self.calls if c.method == method and fragment in c.path]
+
+    def webhook_calls(self, interaction: Interaction) -> list[Call]:
+        """The calls made with the interaction's token after its first response (editing
+        or deleting the response, follow-ups), refused ones included (see ``status``)."""
+        prefix = f"/webhooks/{APPLICATION_ID}/{interaction.token}"
+        with self._lock:
+            return [c for c in self.calls if c.path == prefix or c.path.startswith(prefix + "/")]
 
     # -- the gateway ---------------------------------------------------------------------------
 
@@ -574,6 +601,9 @@ class FakeDiscord:
                 }, 400
             interaction.callbacks.append(body)
             interaction.first_answer_at = time.monotonic()
+            if token in self._dying:  # accepted; from now on the token is dead
+                self._dying.discard(token)
+                self._expired.add(token)
         kind = int(body.get("type", 0))
         data = body.get("data") or {}
         resource: dict[str, Any] = {"type": kind}

@@ -341,6 +341,68 @@ def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
     assert "workers" in answered(stack.fake, later)
 
 
+def test_an_answer_ready_after_the_token_died_goes_to_the_channel_then_commands_work(
+    stack: Stack,
+) -> None:
+    """Discord took the defer, but the token died before the answer was ready (as 15
+    minutes on): editing the response is refused, so the answer is posted in the channel,
+    mentioning whoever asked; a private one is not shown there, they are told to ask again."""
+    quiet = OPERATORS  # a channel the alerts of these tests do not post to
+    before = {m.id for m in stack.fake.channel_messages(quiet)}
+
+    def said_to_alice() -> list[StoredMessage]:
+        return [
+            m
+            for m in stack.fake.channel_messages(quiet)
+            if m.id not in before and f"<@{ALICE}>" in m.content
+        ]
+
+    def refused_only(i: Interaction) -> None:
+        """Deferred, then every answer on the token refused: nothing reached the person
+        through the interaction, "thinking…" is all it shows."""
+        assert [c["type"] for c in i.callbacks] == [5]
+        sent = stack.fake.webhook_calls(i)
+        assert ("PATCH", 401) in [(c.method, c.status) for c in sent]
+        assert {c.status for c in sent} == {401}
+        assert i.followups == []
+        assert i.original is not None and i.original.edits == 0
+
+    shared = stack.fake.command(
+        "queue",
+        "triage",
+        {"queue": "workers", "share": True},
+        user=ALICE,
+        channel=quiet,
+        expires_after_callback=True,
+    )
+    stack.fake.wait_until(lambda: bool(said_to_alice()))
+    (public,) = said_to_alice()
+    refused_only(shared)
+    assert not shared.callbacks[0].get("data", {}).get("flags", 0) & EPHEMERAL  # for everyone
+    assert "workers" in public.text() and "failed" in public.text()
+    assert "ask again" not in public.text()
+    before.add(public.id)
+
+    private = stack.fake.command(
+        "queue",
+        "triage",
+        {"queue": "workers"},
+        user=ALICE,
+        channel=quiet,
+        expires_after_callback=True,
+    )
+    stack.fake.wait_until(lambda: bool(said_to_alice()))
+    (note,) = said_to_alice()
+    refused_only(private)
+    assert private.callbacks[0]["data"]["flags"] & EPHEMERAL
+    assert "ask again" in note.content
+    assert "failed" not in note.text()  # a private answer is not shown to the channel
+
+    later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE, channel=quiet)
+    assert "failed" in answered(stack.fake, later)
+    assert {c.status for c in stack.fake.webhook_calls(later)} == {200}
+
+
 def test_a_click_from_before_a_restart_acts_once_when_clicked_twice(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
