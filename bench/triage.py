@@ -13,7 +13,7 @@ indexes exactly as ``queuebot estate indexes --print`` ships them and runs VACUU
 For each profile it times ``QueueReads.triage`` and the bare
 ``SELECT status, count(*) FROM <table> GROUP BY status`` through the same async engine
 (20 alternating runs after a warm-up), prints median and p95 of both and their ratio,
-and checks the targets: triage p95 <= 250 ms and <= 3x the bare query's p95. It also
+and checks the targets: triage p95 <= 250 ms and <= 1.5x the bare query's p95. It also
 times every SQL statement triage issues and prints EXPLAIN (ANALYZE, BUFFERS) of the
 slowest one.
 
@@ -64,7 +64,7 @@ ROWS = 1_000_000
 RUNS = 20
 WARMUP = 3
 TARGET_P95_MS = 250.0
-TARGET_RATIO = 3.0
+TARGET_RATIO = 1.5
 WQ_DUPLICATES = 600  # issues queued twice
 WQ_BESIDE_ACTIVE = 200  # issues queued again although a row for them is done/claimed/running
 MJ_DUPLICATES = 500  # jobs with a second PENDING message
@@ -353,11 +353,14 @@ WHERE (k = 0 AND (i % 4 = 0 OR mstatus <> 'COMPLETED'))
 # -- database lifecycle ----------------------------------------------------------------------
 
 
-def database_name(*, keep: bool, reuse: bool) -> str:
+def database_name(*, keep: bool, reuse: bool, rows: int = ROWS) -> str:
     """The named estate ``qb_bench_triage`` when the run keeps or reuses it (on purpose:
-    it takes a minute to build, and bench/slack_ack.py serves it too); otherwise a name
-    of this run's own, so two runs at once never drop each other's database."""
-    return DB_NAME if keep or reuse else unique_name(DB_NAME)
+    it takes a minute to build, and bench/slack_ack.py serves it too), named for its size
+    when that is not the default (``qb_bench_triage_10000000``: ten minutes to build, so
+    kept beside the 1,000,000-row one, not in its place); otherwise a name of this run's
+    own, so two runs at once never drop each other's database."""
+    kept = DB_NAME if rows == ROWS else f"{DB_NAME}_{rows}"
+    return kept if keep or reuse else unique_name(DB_NAME)
 
 
 def bench_url(admin: URL, name: str) -> URL:
@@ -694,7 +697,7 @@ def report(result: Result, indexes: bool) -> list[str]:
     if t95 * 1000 > TARGET_P95_MS:
         why.append(f"p95 {t95 * 1000:.0f} ms > {TARGET_P95_MS:.0f} ms")
     if t95 > TARGET_RATIO * b95:
-        why.append(f"p95 ratio {t95 / b95:.2f}x > {TARGET_RATIO:.0f}x")
+        why.append(f"p95 ratio {t95 / b95:.2f}x > {TARGET_RATIO:g}x")
     lines = [
         f"{profile} ({'with' if indexes else 'WITHOUT'} recommended indexes), "
         f"{len(result.triage)} runs each; bare = SELECT status, count(*) FROM "
@@ -706,7 +709,7 @@ def report(result: Result, indexes: bool) -> list[str]:
         f"  {'bare status count':<34}{ms(b50):>11}{ms(b95):>12}",
         f"  {'ratio triage / bare':<34}{t50 / b50:>10.2f}x{t95 / b95:>11.2f}x",
         f"  first triage call (incl. reflection): {result.cold * 1000:.1f} ms",
-        f"  targets: p95 <= {TARGET_P95_MS:.0f} ms and <= {TARGET_RATIO:.0f}x bare -> {verdict}"
+        f"  targets: p95 <= {TARGET_P95_MS:.0f} ms and <= {TARGET_RATIO:g}x bare -> {verdict}"
         + (f" ({'; '.join(why)})" if why else ""),
         "  triage per statement (median / p95, share of triage median):",
     ]
@@ -728,6 +731,7 @@ async def run_phase(
     runs: int,
     indexes: bool,
     show_summary: bool,
+    explain_all: bool = False,
 ) -> list[Result]:
     results = []
     for queue in ("workers", "clips"):
@@ -743,11 +747,14 @@ async def run_phase(
                 )
             )
         if result.statements:
-            name, times, stmt = max(result.statements, key=lambda s: statistics.median(s[1]))
-            print(f"  slowest statement: {name} (median {statistics.median(times) * 1000:.1f} ms)")
-            print("    " + " ".join(stmt.sql.split())[:800])
-            print(f"    params: {stmt.params}")
-            print(await explain(engine, stmt))
+            ranked = sorted(result.statements, key=lambda s: -statistics.median(s[1]))
+            for name, times, stmt in ranked if explain_all else ranked[:1]:
+                if stmt.sql.lstrip().upper().startswith(("SET ", "SELECT PG_EXPORT")):
+                    continue
+                print(f"  statement: {name} (median {statistics.median(times) * 1000:.1f} ms)")
+                print("    " + " ".join(stmt.sql.split())[:800])
+                print(f"    params: {stmt.params}")
+                print(await explain(engine, stmt))
         results.append(result)
     return results
 
@@ -757,7 +764,7 @@ async def run_phase(
 
 async def main(args: argparse.Namespace) -> int:
     admin_url = make_url(args.url).set(drivername="postgresql+psycopg")
-    name = database_name(keep=args.keep, reuse=args.reuse)
+    name = database_name(keep=args.keep, reuse=args.reuse, rows=args.rows)
     url = bench_url(admin_url, name)
     admin = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
     task = asyncio.current_task()
@@ -807,7 +814,9 @@ async def main(args: argparse.Namespace) -> int:
                 await drop_indexes(maint)
             print()
             await describe(engine)
-            results += await run_phase(engine, estate, timer, args.runs, indexes, first)
+            results += await run_phase(
+                engine, estate, timer, args.runs, indexes, first, args.explain_all
+            )
             first = False
 
         print()
@@ -845,6 +854,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     mode.add_argument(
         "--compare", action="store_true", help="measure without, then with, the indexes"
+    )
+    parser.add_argument(
+        "--explain-all",
+        action="store_true",
+        help="EXPLAIN (ANALYZE, BUFFERS) every statement triage issues, not only the slowest",
     )
     parser.add_argument("--keep", action="store_true", help=f"keep {DB_NAME} afterwards")
     parser.add_argument(

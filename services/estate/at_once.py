@@ -10,6 +10,14 @@ others imports it (``SET TRANSACTION SNAPSHOT``, in a REPEATABLE READ transactio
 way ``pg_dump`` reads in parallel. So the counts still add up to one another exactly, as
 they did on one connection.
 
+Only the heavy statements (the counts over the whole table, listed first) get a
+connection each; the small ones (index lookups, a sample of rows) run one after another
+on one more connection, with PostgreSQL's parallel workers off for them. On a host of
+few cores every statement in flight, and every parallel worker, competes for the same
+CPUs as the heavy counts: the small reads are done long before the heavy ones, so
+fanning them out too only adds snapshot imports and worker start-ups that the answer
+waits for.
+
 At most one answer per engine fans out at a time; while one does, another reads its
 statements one after another on its own connection. That bounds the connections taken
 (the caller's, plus ``WIDTH``) and means a fan never waits on a connection that another
@@ -35,9 +43,12 @@ _SNAPSHOT = re.compile(r"[0-9A-Fa-f]+-[0-9A-Fa-f]+(-[0-9]+)?")
 
 
 async def read_all(
-    conn: AsyncConnection, statements: Sequence[Executable]
+    conn: AsyncConnection, statements: Sequence[Executable], *, heavy: int | None = None
 ) -> list[Sequence[Row[Any]]]:
-    """Every statement's rows, in the order given, all read in one snapshot."""
+    """Every statement's rows, in the order given, all read in one snapshot.
+
+    The first ``heavy`` statements (all of them when not given) each run on a connection
+    of their own; the rest run one after another on one more connection."""
     engine = conn.engine
     key = id(engine.sync_engine)
     if conn.dialect.name != "postgresql" or len(statements) < 2 or key in _FANNING:
@@ -51,19 +62,28 @@ async def read_all(
         given = sync.get_execution_options() if sync is not None else {}
         options = {k: v for k, v in given.items() if k != "isolation_level"}
         slots = asyncio.Semaphore(WIDTH)
+        split = len(statements) if heavy is None else max(0, min(heavy, len(statements)))
+        lanes = [[s] for s in statements[:split]]
+        if statements[split:]:
+            lanes.append(list(statements[split:]))
 
-        async def one(statement: Executable) -> Sequence[Row[Any]]:
+        async def lane(batch: list[Executable], serial: bool) -> list[Sequence[Row[Any]]]:
             async with slots, engine.connect() as fork:
                 await fork.execution_options(**options, isolation_level="REPEATABLE READ")
                 await fork.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
-                return (await fork.execute(statement)).all()
+                if serial:  # small reads: no parallel workers to compete with the heavy ones
+                    await fork.exec_driver_sql("SET LOCAL max_parallel_workers_per_gather = 0")
+                return [(await fork.execute(s)).all() for s in batch]
 
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(one(s)) for s in statements]
+                tasks = [
+                    group.create_task(lane(batch, serial=i >= split))
+                    for i, batch in enumerate(lanes)
+                ]
         except BaseExceptionGroup as failed:  # the first failure, as one statement's would be
             raise _first(failed) from None
-        return [t.result() for t in tasks]
+        return [rows for t in tasks for rows in t.result()]
     finally:
         _FANNING.discard(key)
 

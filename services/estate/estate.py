@@ -15,7 +15,6 @@ from services.db import READ_ONLY, error_line, redacted
 from services.errors import ConfigError, NotFound, Unavailable
 from services.estate.profile import QueueProfile
 from services.estate.registry import ProfileRegistry, shipped_profiles
-from services.estate.signature import install_sql_functions
 
 
 def utcnow() -> datetime:
@@ -41,7 +40,6 @@ class Estate:
         self.profiles: dict[str, QueueProfile] = {
             name: known.get(cfg.profile)(name, cfg) for name, cfg in queues.items()
         }
-        install_sql_functions(engine)  # the reads group by failure signature in SQL
 
     @property
     def default_queue(self) -> str:

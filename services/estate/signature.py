@@ -1,26 +1,22 @@
 """Failure signatures: an error text with its variable parts (ids, numbers) taken out.
 
 Two failures with the same signature almost always share a cause, so triage and redrive
-group by it. The same rules run in Python (SQLite, through a registered function) and as
-a ``regexp_replace`` chain on PostgreSQL; tests check they agree.
+group by it. The rules run here, in Python, on every database: triage reads a sample of
+the newest error texts and counts their signatures itself.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
-
-from sqlalchemy import event, func
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql.elements import ColumnElement
 
 SIGNATURE_LENGTH = 120
 SIGNATURE_SAMPLE = 2000  # triage groups the newest this many dead rows by signature
 NO_ERROR = "(no error recorded)"
 
-# (POSIX/ARE pattern usable by both PostgreSQL and Python, replacement)
+# (pattern, replacement), applied in this order
 RULES: tuple[tuple[str, str], ...] = (
     (r"[A-Za-z][A-Za-z0-9+.-]*://[^ \t\r\n]+", "<url>"),
     (r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "<uuid>"),
@@ -71,33 +67,20 @@ def _signature(text: str) -> str:
 _cached_signature = lru_cache(maxsize=_CACHED)(_signature)
 
 
-def signature_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
-    """A SQL expression computing ``error_signature(column)`` on the given dialect."""
-    if dialect != "postgresql":
-        return func.qb_signature(column)
-    expr: ColumnElement[str] = column
-    for pattern, replacement in RULES:
-        expr = func.regexp_replace(expr, pattern, replacement, "g")
-    return func.rtrim(func.left(func.btrim(expr, " "), SIGNATURE_LENGTH), " ")
+def top_counts(values: Iterable[str | None], limit: int = 10) -> list[tuple[str | None, int]]:
+    """The ``limit`` most frequent values with their counts, most frequent first, ties by
+    value (None last), as ``GROUP BY v ORDER BY count(*) DESC, v LIMIT n`` on PostgreSQL."""
+    counted = Counter(values)
+    return sorted(
+        counted.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] if kv[0] is not None else "")
+    )[:limit]
 
 
-def install_sql_functions(engine: AsyncEngine) -> None:
-    """Give SQLite connections of ``engine`` the ``qb_signature`` function that
-    ``signature_sql`` calls there (PostgreSQL needs nothing). Registered on the engine for
-    every checkout, so connections the pool made before the estate was given the engine
-    get it too, and so do those of a pool the engine makes anew (after a dispose)."""
-    if engine.dialect.name != "sqlite":
-        return
-    target = engine.sync_engine
-    if not event.contains(target, "checkout", _register_signature):
-        event.listen(target, "checkout", _register_signature)
-
-
-def _register_signature(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-    if record.info.get("qb_signature"):
-        return
-    dbapi_conn.create_function("qb_signature", 1, error_signature, deterministic=True)
-    record.info["qb_signature"] = True
+def top_signatures(errors: Iterable[str | None], limit: int = 10) -> list[tuple[str | None, int]]:
+    """The most frequent signatures of a sample of error texts. Computed here rather than
+    by a ``regexp_replace`` chain in the database: the rules cost PostgreSQL 10-25 us a
+    text, Python 2-6 us, and repeated texts nothing (their signatures are kept)."""
+    return top_counts((error_signature(e) for e in errors), limit)
 
 
 def display_signature(signature: str | None) -> str:

@@ -67,7 +67,7 @@ from services.estate.signature import (
     SIGNATURE_SAMPLE,
     display_signature,
     error_signature,
-    signature_sql,
+    top_signatures,
 )
 from services.models import RedriveLog
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
@@ -188,21 +188,12 @@ class SingleTableProfile(QueueProfile):
         )
         oldest, stuck = (await conn.execute(extras)).one()
         newest = (
-            sa.select(t.c("last_error").label("error"))
+            sa.select(t.c("last_error"))
             .where(state == "dead", *where)
             .order_by(t.c("updated_at").desc())
             .limit(SIGNATURE_SAMPLE)
-            .subquery()
         )
-        sig = signature_sql(newest.c.error, conn.dialect.name).label("sig")
-        sig_rows = (
-            await conn.execute(
-                sa.select(sig, sa.func.count())
-                .group_by(sig)
-                .order_by(sa.func.count().desc(), sig)
-                .limit(10)
-            )
-        ).all()
+        sig_rows = top_signatures(r[0] for r in await conn.execute(newest))
         dead_total = self.dead_count(counts)
         return Triage(
             queue=self.queue,
@@ -218,7 +209,7 @@ class SingleTableProfile(QueueProfile):
                 StatusCount(s, self.canonical(s), n)
                 for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
             ],
-            by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
+            by_signature=[Count(display_signature(s), n) for s, n in sig_rows],
             signatures_of=min(dead_total, SIGNATURE_SAMPLE),
             signatures_total=dead_total,
             oldest_pending_at=as_utc(oldest),

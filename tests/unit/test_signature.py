@@ -15,6 +15,8 @@ from services.estate.signature import (
     SIGNATURE_LENGTH,
     display_signature,
     error_signature,
+    top_counts,
+    top_signatures,
 )
 
 
@@ -150,3 +152,29 @@ def test_kept_signatures_agree_with_computed_ones_at_every_length() -> None:
         text = ("job 1234 failed at 0xdeadbeef " * 300)[:length]
         first = error_signature(text)
         assert first == error_signature(text) == signature._signature(text)
+
+
+def test_top_signatures_count_a_sample_most_frequent_first() -> None:
+    """Triage's breakdown: ids do not split a cause, ties go by signature, and rows with no
+    error are counted together (shown last among equals), ten at most."""
+    sample = [
+        "worker OOM-killed on bms-3",
+        "worker OOM-killed on bms-12",
+        None,
+        "claim_task returned NULL",
+        None,
+        "another worker holds the issue lock (holder pid 4411)",
+    ]
+    assert top_signatures(sample) == [
+        ("worker OOM-killed on bms-<n>", 2),
+        (None, 2),
+        ("another worker holds the issue lock (holder pid <n>)", 1),
+        ("claim_task returned NULL", 1),
+    ]
+    many = (f"error {chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(50))
+    assert len(top_signatures(many)) == 10
+
+
+def test_top_counts_orders_like_the_database_did() -> None:
+    assert top_counts(["b", "a", "b", None, "c", "a"], limit=2) == [("a", 2), ("b", 2)]
+    assert top_counts([]) == []

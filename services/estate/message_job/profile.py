@@ -53,7 +53,12 @@ from services.estate.profile import (
     plain,
     row_dict,
 )
-from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
+from services.estate.signature import (
+    SIGNATURE_SAMPLE,
+    display_signature,
+    top_counts,
+    top_signatures,
+)
 
 NOT_READ = "nothing: queuebot does not read it"
 NO_SOURCES = (
@@ -234,20 +239,6 @@ class MessageJobProfile(QueueProfile):
             .where(dead, *where)
             .order_by(m.c("claimed_at").desc())
             .limit(SIGNATURE_SAMPLE)
-            .cte("newest_dead")
-        )
-        sig = signature_sql(newest.c.error, conn.dialect.name).label("sig")
-        signatures = (
-            sa.select(sig, sa.func.count())
-            .group_by(sig)
-            .order_by(sa.func.count().desc(), sig)
-            .limit(10)
-        )
-        tenants = (
-            sa.select(newest.c.tenant, sa.func.count())
-            .group_by(newest.c.tenant)
-            .order_by(sa.func.count().desc(), newest.c.tenant)
-            .limit(10)
         )
         per_job = (
             sa.select(m.c("job_id"), sa.func.count().label("n"))
@@ -258,17 +249,22 @@ class MessageJobProfile(QueueProfile):
         )
         dups = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(per_job.c.n - 1), 0))
 
-        statements = [by_status, extras, by_job, dead_jobs, signatures, dups]
-        if j.has("tenant_id"):
-            statements.append(tenants)
-        status_rows, extra_rows, job_rows, dead_rows, sig_rows, dup_rows, *tenant_ = await read_all(
-            conn, statements
+        # The three counts that read whole tables (or every dead letter) get a connection
+        # each; the small reads go one after another on another.
+        statements = [by_status, by_job, dead_jobs, extras, newest, dups]
+        status_rows, job_rows, dead_rows, extra_rows, sample, dup_rows = await read_all(
+            conn, statements, heavy=3
+        )
+        sig_rows = top_signatures(r[0] for r in sample)
+        tenant_rows = (
+            top_counts(None if r[1] is None else str(r[1]) for r in sample)
+            if j.has("tenant_id")
+            else []
         )
         counts = count_map(status_rows)
         oldest_raw, stuck_total = extra_rows[0]
         job_counts = count_map(job_rows)
         dead_job_counts = count_map(dead_rows)
-        tenant_rows = tenant_[0] if tenant_ else []
         n_groups, n_surplus = dup_rows[0]
         dead_total = self.dead_count(counts)
         sampled = min(dead_total, SIGNATURE_SAMPLE)
@@ -285,7 +281,7 @@ class MessageJobProfile(QueueProfile):
             by_status=self._status_counts(counts, self.canonical),
             by_job_status=self._status_counts(job_counts, self.job_canonical),
             dead_letter_jobs=self._status_counts(dead_job_counts, self.job_canonical),
-            by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
+            by_signature=[Count(display_signature(s), n) for s, n in sig_rows],
             signatures_of=sampled,
             signatures_total=dead_total,
             type_title="tenant",

@@ -38,7 +38,7 @@ from services.estate.profile import (
     plain,
     row_dict,
 )
-from services.estate.signature import SIGNATURE_SAMPLE, display_signature, signature_sql
+from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
 from services.estate.worker_queue.changes import WorkerQueueChanges
 from services.estate.worker_queue.plans import WorkerQueuePlanOps
 from services.estate.worker_queue.schema import (
@@ -201,15 +201,15 @@ class WorkerQueueProfile(QueueProfile):
             .where(self._stuck_condition(q, self.stuck_cutoff(now)), *where)
             .scalar_subquery(),
         )
-        statements = [grouped, extras, self._signatures(q, where, conn.dialect.name)]
+        # The grouped count reads every row: it alone gets a connection of its own; the
+        # small reads beside it go one after another on another.
+        statements = [grouped, extras, self._newest_errors(q, where)]
         if q.has("issue_number"):
-            statements += self._duplicate_counts(q, where)
-        rows, extra_rows, sig_rows, *dup_rows_ = await read_all(conn, statements)
+            statements.append(self._duplicate_counts(q, where))
+        rows, extra_rows, sig_rows, *dup_rows_ = await read_all(conn, statements, heavy=1)
         oldest_raw, stuck_total = extra_rows[0]
         dup_groups, dup_rows, dup_active = (
-            (int(dup_rows_[0][0][0]), int(dup_rows_[0][0][1]), int(dup_rows_[1][0][0]))
-            if dup_rows_
-            else (0, 0, 0)
+            tuple(int(n or 0) for n in dup_rows_[0][0]) if dup_rows_ else (0, 0, 0)
         )
 
         status_counts: dict[str, int] = defaultdict(int)
@@ -239,7 +239,9 @@ class WorkerQueueProfile(QueueProfile):
                 for s, n in sorted(status_counts.items(), key=lambda kv: -kv[1])
             ],
             by_reason=[Count(k, n) for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])],
-            by_signature=[Count(display_signature(s), int(n)) for s, n in sig_rows],
+            by_signature=[
+                Count(display_signature(s), n) for s, n in top_signatures(r[0] for r in sig_rows)
+            ],
             signatures_of=min(dead_total, SIGNATURE_SAMPLE),
             signatures_total=dead_total,
             type_title="job type",
@@ -280,12 +282,11 @@ class WorkerQueueProfile(QueueProfile):
             counts[str(plain(value)) if value is not None else NO_REASON] += int(n)
         return dict(counts)
 
-    def _signatures(
-        self, q: BoundTable, where: list[sa.ColumnElement[bool]], dialect: str
-    ) -> sa.Select[Any]:
-        """Top signatures among the newest dead letters: each dead status's newest rows
-        come straight off the (status, queued_at) index, so the cost does not grow with
-        the size of the failure pile; the reply says how many rows the breakdown covers."""
+    def _newest_errors(self, q: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
+        """The error texts of the newest dead letters, whose signatures the reply counts:
+        each dead status's newest rows come straight off the (status, queued_at) index, so
+        the cost does not grow with the size of the failure pile; the reply says how many
+        rows the breakdown covers."""
         status, queued_at = q.c("status"), q.c("queued_at")
         parts = []
         for dead in self.dead_letter_statuses:
@@ -298,40 +299,37 @@ class WorkerQueueProfile(QueueProfile):
             )
             parts.append(sa.select(newest.c.error, newest.c.at))
         pool = sa.union_all(*parts).subquery()
-        sample = (
-            sa.select(pool.c.error).order_by(pool.c.at.desc()).limit(SIGNATURE_SAMPLE).subquery()
-        )
-        sig = signature_sql(sample.c.error, dialect).label("sig")
-        return (
-            sa.select(sig, sa.func.count())
-            .group_by(sig)
-            .order_by(sa.func.count().desc(), sig)
-            .limit(10)
-        )
+        return sa.select(pool.c.error).order_by(pool.c.at.desc()).limit(SIGNATURE_SAMPLE)
 
     def _duplicate_counts(
         self, q: BoundTable, where: list[sa.ColumnElement[bool]]
-    ) -> list[sa.Select[Any]]:
-        """Issues queued more than once (groups, surplus rows); and queued rows whose issue
-        already has a claimed, running or done row, probed per queued row through the
-        (issue_number, status) index (the done rows are most of the table: not scanned)."""
+    ) -> sa.Select[Any]:
+        """One pass over the queued rows, grouped by issue: the issues queued more than once
+        (groups, surplus rows), and the queued rows whose issue already has a claimed,
+        running or done row, probed once per issue through the (issue_number, status)
+        index (the done rows are most of the table: not scanned)."""
         pending = self.statuses_in(CanonicalState.PENDING)
         queued = [q.c("status").in_(pending), q.c("issue_number").is_not(None), *where]
-        per_issue = (
-            sa.select(q.c("issue_number"), sa.func.count().label("n"))
-            .where(*queued)
-            .group_by(q.c("issue_number"))
-            .having(sa.func.count() > 1)
-            .subquery()
-        )
-        groups = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(per_issue.c.n - 1), 0))
         other = q.table.alias("active")
         active_issue = sa.exists().where(
             other.c[q.c("issue_number").name] == q.c("issue_number"),
             other.c[q.c("status").name].in_(self.statuses_in(*ACTIVE)),
         )
-        beside_active = sa.select(sa.func.count()).where(*queued, active_issue)
-        return [groups, beside_active]
+        per_issue = (
+            sa.select(
+                sa.func.count().label("n"),
+                sa.case((active_issue, 1), else_=0).label("active"),
+            )
+            .where(*queued)
+            .group_by(q.c("issue_number"))
+            .subquery()
+        )
+        twice = per_issue.c.n > 1
+        return sa.select(
+            sa.func.count().filter(twice),
+            sa.func.coalesce(sa.func.sum(per_issue.c.n - 1).filter(twice), 0),
+            sa.func.coalesce(sa.func.sum(per_issue.c.n * per_issue.c.active), 0),
+        )
 
     async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail:
         q = (await self.tables(conn))["queue"]
