@@ -41,6 +41,11 @@ per-job steps 3 + 4 (when they ran); and with ``--jobs`` >= 100,000: peak RSS - 
 
     .venv/bin/python bench/redrive.py [--url ADMIN_URL] [--jobs 10000] [--repeat 3]
         [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual]
+
+``--trace-memory`` measures nothing of the above: it runs one request and one approval
+under ``tracemalloc`` and prints, at the start of each audit append (the moment a step
+holds everything it built), the Python memory in use and the lines that allocated most
+of it, and the peak of the whole run: where a large redrive's memory goes.
 """
 
 from __future__ import annotations
@@ -52,11 +57,13 @@ import statistics
 import sys
 import threading
 import time
+import tracemalloc
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import sqlalchemy as sa
 from scratch_db import create, drop
@@ -342,7 +349,7 @@ async def run_manual(engine: AsyncEngine, jobs: int) -> Manual:
     return result
 
 
-def wire(engine: AsyncEngine, jobs: int) -> ChangeRequests:
+def wire(engine: AsyncEngine, jobs: int, audit: AuditTrail | None = None) -> ChangeRequests:
     estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
     return wire_services(
         state_engine=engine,
@@ -351,9 +358,42 @@ def wire(engine: AsyncEngine, jobs: int) -> ChangeRequests:
         approval=ApprovalConfig(large_change_rows=jobs + 1),
         redrive=RedriveConfig(),
         notifier=None,
-        audit=AuditTrail(),
+        audit=audit or AuditTrail(),
         housekeeping=False,
     ).changes
+
+
+class TracingTrail(AuditTrail):
+    """An audit trail that shows, as each event is appended, what Python holds."""
+
+    async def append(self, conn: Any, **kwargs: Any) -> int:
+        snap = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(False, tracemalloc.__file__)]
+        )
+        stats = snap.statistics("lineno")
+        held = sum(st.size for st in stats)
+        print(f"  at {kwargs.get('action')}: {held / 2**20:,.0f} MB held by Python; largest:")
+        for st in stats[:12]:
+            frame = st.traceback[0]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            print(f"    {st.size / 2**20:8.1f} MB {st.count:>9,} blocks  {where}")
+        return await super().append(conn, **kwargs)
+
+
+async def trace_memory(url: str, jobs: int) -> None:
+    engine = create_engine(url)
+    try:
+        ids = await build(engine, jobs)
+        changes = wire(engine, jobs, audit=TracingTrail())
+        await reset(engine)
+        print(f"request + approval of {jobs:,} jobs under tracemalloc:")
+        tracemalloc.start()
+        await run_queuebot(engine, changes, ids)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"  peak Python memory during request + approval: {peak / 2**20:,.0f} MB")
+    finally:
+        await engine.dispose()
 
 
 async def measure(url: str, args: argparse.Namespace) -> Results:
@@ -500,11 +540,22 @@ def main() -> int:
         "--manual-jobs", type=int, default=10_000, help="jobs the per-job procedure takes"
     )
     parser.add_argument("--no-manual", action="store_true", help="skip the per-job procedure")
+    parser.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="show where one request + approval's memory goes (tracemalloc), measure nothing",
+    )
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     print(f"load average at start: {_loadavg()}  ({os.cpu_count()} CPUs)")
     name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
+    if args.trace_memory:
+        try:
+            asyncio.run(trace_memory(url, args.jobs))
+        finally:
+            drop(args.url, name)
+        return 0
     try:
         results = asyncio.run(measure(url, args))
     finally:
