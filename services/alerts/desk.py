@@ -88,8 +88,10 @@ def _row(notification: Notification, *, source: str, now: datetime) -> dict[str,
 async def store(
     conn: AsyncConnection, notification: Notification, *, source: str, now: datetime
 ) -> None:
-    """Put a notification in the inbox (inside the caller's transaction)."""
-    await conn.execute(INBOX.insert().values(**_row(notification, source=source, now=now)))
+    """Put a notification in the inbox (inside the caller's transaction). The row goes as
+    parameters: a statement holding it would be kept, with the whole payload, in
+    SQLAlchemy's cache of compiled statements."""
+    await conn.execute(INBOX.insert(), _row(notification, source=source, now=now))
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,17 @@ _events = cast(sa.Table, AuditEvent.__table__)
 _head = cast(sa.Table, AuditHead.__table__)
 
 
+# Values travel as parameters, never inside the statement: SQLAlchemy caches a statement's
+# compiled form together with the statement it was first compiled from, so values given
+# with ``.values(...)`` would stay in memory for the life of the process (an event's
+# details can be a hundred megabytes: every row image of a large redrive).
+_INSERT_ONE = (
+    _events.insert()
+    .values({c.name: sa.bindparam(c.name) for c in _events.c if c.name != "id"})
+    .returning(_events.c.id)
+)
+
+
 def _extend() -> sa.Update:
     """On PostgreSQL: one event appended and the head moved onto it, in one statement
     (the head's trigger sees the event the statement inserted before it)."""
@@ -179,11 +190,7 @@ class AuditTrail:
             return ids
         ids = []
         for row in rows:
-            event_id = int(
-                (
-                    await conn.execute(_events.insert().values(**row).returning(_events.c.id))
-                ).scalar_one()
-            )
+            event_id = int((await conn.execute(_INSERT_ONE, row)).scalar_one())
             if head is None and not ids:
                 await conn.execute(
                     _head.insert().values(id=1, last_id=event_id, last_hash=row["hash"])

@@ -31,10 +31,10 @@ def _missing(number: int) -> NotFound:
 
 
 async def insert(conn: AsyncConnection, values: dict[str, Any]) -> int:
+    # values as parameters, not in the statement, whose compiled form SQLAlchemy caches
+    # with the statement itself: a large request's targets would stay in memory
     return int(
-        (
-            await conn.execute(REQUESTS.insert().values(**values).returning(REQUESTS.c.id))
-        ).scalar_one()
+        (await conn.execute(REQUESTS.insert().returning(REQUESTS.c.id), values)).scalar_one()
     )
 
 
@@ -123,7 +123,12 @@ async def move(
 
 
 async def save_result(conn: AsyncConnection, number: int, result: dict[str, Any]) -> None:
-    await conn.execute(REQUESTS.update().where(REQUESTS.c.id == number).values(result=result))
+    await conn.execute(
+        REQUESTS.update()
+        .where(REQUESTS.c.id == sa.bindparam("number"))
+        .values(result=sa.bindparam("outcome", type_=REQUESTS.c.result.type)),
+        {"number": number, "outcome": result},
+    )
 
 
 async def approvers(conn: AsyncConnection, number: int) -> list[str]:
