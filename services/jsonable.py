@@ -8,8 +8,11 @@ standard library's encoder would dominate it. Keys are sorted, naive datetimes a
 from __future__ import annotations
 
 import hashlib
+import json
+import secrets
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -33,7 +36,16 @@ def dumps(value: Any, *, sort_keys: bool = False) -> str:
     return dumps_bytes(value, sort_keys=sort_keys).decode("utf-8")
 
 
+_LARGE_DOCUMENT = 1 << 20
+
+
 def loads(text: str | bytes) -> Any:
+    """Parse JSON. A document over a megabyte (a large change request's targets) goes to
+    the standard library's parser: orjson sets aside several times a document's size
+    while it parses (360 MB for 23 MB of targets), the standard library only what the
+    values need (80 MB), at about the same speed for such documents."""
+    if len(text) > _LARGE_DOCUMENT:
+        return json.loads(text)
     return orjson.loads(text)
 
 
@@ -48,6 +60,44 @@ def canonical(value: Any) -> str:
 
 def digest(value: Any) -> str:
     return hashlib.sha256(dumps_bytes(value, sort_keys=True)).hexdigest()
+
+
+class _Digest(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
+LARGE_TEXT = 1 << 16  # a text value longer than this is escaped piece by piece
+_PIECE = 1 << 20
+
+
+def update_canonical(
+    h: _Digest, value: Mapping[str, Any], *, piece: int = _PIECE, large: int = LARGE_TEXT
+) -> None:
+    """Feed ``h`` (a hashlib or hmac object) exactly the bytes of ``canonical(value)``.
+
+    orjson sets aside several times a string's length to escape it, so hashing an audit
+    event whose details are a 100 MB text took a gigabyte at once. Here each text value
+    over ``large`` characters is left out of the serialized object (a marker stands
+    in for it) and fed in pieces, each escaped on its own: JSON escapes character by
+    character, so the pieces escaped one by one are the whole text escaped."""
+    texts = {k: v for k, v in value.items() if isinstance(v, str) and len(v) > large}
+    if not texts:
+        h.update(dumps_bytes(value, sort_keys=True))
+        return
+    token = secrets.token_hex(16)
+    marks = {k: f"qb-large-text-{n}-{token}" for n, k in enumerate(texts)}
+    framed = dumps_bytes({**value, **marks}, sort_keys=True)
+    spots = sorted((framed.index(dumps_bytes(mark)), k) for k, mark in marks.items())
+    at = 0
+    for start, key in spots:
+        h.update(framed[at:start])
+        h.update(b'"')
+        text = texts[key]
+        for i in range(0, len(text), piece):
+            h.update(dumps_bytes(text[i : i + piece])[1:-1])
+        h.update(b'"')
+        at = start + len(dumps_bytes(marks[key]))
+    h.update(framed[at:])
 
 
 def raw_json(text: str) -> Any:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.errors import ConfigError, UsageError
-from services.jsonable import digest, dumps_bytes
+from services.jsonable import update_canonical
 
 GENESIS = "0" * 64
 SHA256 = "sha256"
@@ -63,14 +63,18 @@ class Actor:
 def event_hash(row: Mapping[Any, Any]) -> str:
     """The unkeyed seal: SHA-256 over the event's canonical JSON, which includes the
     previous event's seal."""
-    return digest({k: row[k] for k in _HASHED})
+    h = hashlib.sha256()
+    update_canonical(h, {k: row[k] for k in _HASHED})
+    return h.hexdigest()
 
 
 def event_mac(row: Mapping[Any, Any], key: bytes) -> str:
     """The keyed seal: HMAC-SHA256 over the same JSON and the scheme's name."""
     body = {k: row[k] for k in _HASHED}
     body["scheme"] = HMAC_SHA256
-    return hmac.new(key, dumps_bytes(body, sort_keys=True), hashlib.sha256).hexdigest()
+    h = hmac.new(key, digestmod=hashlib.sha256)
+    update_canonical(h, body)
+    return h.hexdigest()
 
 
 def seal(row: Mapping[Any, Any], key: bytes | None) -> tuple[str, str]:
