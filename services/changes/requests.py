@@ -31,6 +31,7 @@ from services.changes.model import (
     RequestRow,
     RequestState,
 )
+from services.collector import collector_paused
 from services.config import ApprovalConfig, RedriveConfig
 from services.db import reading, transaction
 from services.errors import (
@@ -106,38 +107,40 @@ class ChangeRequests:
     ) -> ChangeView:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
-        async with transaction(self._writable(), subject=f"the {kind.value} request") as conn:
-            await _done_with(conn, delivery, self.clock())
-            if selector.plan is not None and queue is None:
-                queue = await plan_store.queue_of(conn, selector.plan)
-            number = await self._request(
-                conn,
-                kind=kind,
-                queue=queue,
-                selector=selector,
-                reason=reason,
-                actor=actor,
-                incident=incident,
-                evidence=evidence,
-                origin=origin or {},
-            )
-            return await store.view(conn, number)
+        with collector_paused():
+            async with transaction(self._writable(), subject=f"the {kind.value} request") as conn:
+                await _done_with(conn, delivery, self.clock())
+                if selector.plan is not None and queue is None:
+                    queue = await plan_store.queue_of(conn, selector.plan)
+                number = await self._request(
+                    conn,
+                    kind=kind,
+                    queue=queue,
+                    selector=selector,
+                    reason=reason,
+                    actor=actor,
+                    incident=incident,
+                    evidence=evidence,
+                    origin=origin or {},
+                )
+                return await store.view(conn, number)
 
     async def approve(
         self, *, number: int, actor: Actor, delivery: Claim | None = None
     ) -> Decision:
         now = self.clock()
-        async with transaction(self._writable(), subject=f"CR-{number}") as conn:
-            await _done_with(conn, delivery, now)
-            request = await store.lock(conn, number)
-            if request.state is not RequestState.PENDING:
-                raise await store.already_decided(conn, request)
-            expired = now >= request.expires_at
-            if expired:
-                # committed all the same: the expiry is a fact, whatever became of the approval
-                await store.expire(conn, request, now, audit=self.audit)
-            else:
-                decision, follow_ups = await self._approve(conn, request, actor, now)
+        with collector_paused():
+            async with transaction(self._writable(), subject=f"CR-{number}") as conn:
+                await _done_with(conn, delivery, now)
+                request = await store.lock(conn, number)
+                if request.state is not RequestState.PENDING:
+                    raise await store.already_decided(conn, request)
+                expired = now >= request.expires_at
+                if expired:
+                    # committed all the same: the expiry is a fact, whatever became of it
+                    await store.expire(conn, request, now, audit=self.audit)
+                else:
+                    decision, follow_ups = await self._approve(conn, request, actor, now)
         if expired:
             raise RequestExpired(number=number, expired_at=request.expires_at)
         failures = await run_follow_ups(follow_ups, what=f"approval of CR-{number}")
