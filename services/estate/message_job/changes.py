@@ -121,6 +121,12 @@ def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
     )
 
 
+def _as_text(column: sa.ColumnElement[Any], postgres: bool) -> sa.ColumnElement[Any]:
+    """An id read as the text a person reads (PostgreSQL prints a uuid lowercase, as
+    ``str(uuid)`` does), so ten thousand ids need no UUID objects to be made and printed."""
+    return sa.cast(column, sa.Text) if postgres else column
+
+
 def frozen_state(target: Target) -> tuple[str, str]:
     """The (message status, job status) a target was frozen in; requests stored before
     targets kept both say DLQ/FAILED, which is what they were frozen in then."""
@@ -200,8 +206,8 @@ class MessageJobChanges:
         layout = _Layout.of(m, j)
         columns: list[Any] = (
             [
-                m.c("id"),
-                m.c("job_id"),
+                _as_text(m.c("id"), postgres),
+                _as_text(m.c("job_id"), postgres),
                 m.c("status"),
                 m.c("last_error"),
                 j.c("status"),
@@ -225,7 +231,7 @@ class MessageJobChanges:
             )
             if postgres:
                 out.extend(
-                    _Found(str(r[0]), str(r[1]), str(r[2]), str(r[4]), r[3], raw_json(r[5]))
+                    _Found(r[0], r[1], str(r[2]), str(r[4]), r[3], raw_json(r[5]))
                     for r in rows.all()
                 )
             else:
@@ -302,7 +308,11 @@ class MessageJobChanges:
         )
         still = (
             await conn.execute(
-                sa.select(m.c("id").label("qb_mid"), m.c("job_id").label("qb_jid"), *image)
+                sa.select(
+                    _as_text(m.c("id"), postgres).label("qb_mid"),
+                    _as_text(m.c("job_id"), postgres).label("qb_jid"),
+                    *image,
+                )
                 .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
                 .where(
                     m.isin("id", msg_ids),
