@@ -576,14 +576,16 @@ def ms(seconds: float) -> str:
 
 def label(sql: str) -> str:
     s = " ".join(sql.split())
-    if "regexp_replace" in s or "qb_signature" in s:
-        return "failure signatures (newest dead rows, top 10)"
-    if "newest_dead" in s:
-        return "dead letters by tenant (newest dead rows, top 10)"
+    if "last_error" in s and "LIMIT" in s:
+        return "newest dead letters' errors and tenants (sample)"
+    if "error_message" in s and "LIMIT" in s:
+        return "newest dead letters' errors (sample)"
+    if "EXISTS" in s:
+        return "duplicates: issues queued twice, beside an active row"
     if "HAVING" in s:
         return "duplicate groups (GROUP BY ... HAVING count > 1)"
-    if "EXISTS" in s:
-        return "duplicates beside an active row (EXISTS)"
+    if "JOIN clip_jobs" in s and "GROUP BY" in s:
+        return "dead letters by job status (join)"
     if "FROM clip_jobs" in s and "GROUP BY" in s:
         return "job status counts"
     if "min(" in s:

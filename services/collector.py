@@ -5,8 +5,10 @@ the frozen targets, their images, the audit event's details. Reference counting 
 them; the cyclic collector only walks them, again and again as they pile up (a fifth to a
 quarter of a 100,000-job request and approval, and the reason its time grew faster than
 its rows). So the collector pauses from the start of a request or an approval until its
-transaction ends, and resumes once no change is under way. Cycles made meanwhile wait
-for the next pass, a few seconds at most.
+transaction ends, and resumes once no change is under way, or ``LONGEST`` seconds after
+the pause began, whichever comes first: a change waiting on a lock, or changes
+overlapping one after another, never keep it off for long. Cycles made meanwhile wait
+for the next pass.
 
 The pause is process-wide, like the collector itself: the webhook's requests served
 meanwhile are not collected either, which only shortens their pauses. Changes under way
@@ -15,16 +17,28 @@ at once share one pause (a count), and a collector that was already off stays of
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+LONGEST = 30.0  # seconds a pause may last, however many changes keep it
+
 
 class _Pause:
-    """Changes under way that paused the collector, and whether it ran before them."""
+    """Changes under way that paused the collector, whether it ran before them, and the
+    timer that ends a pause gone on too long."""
 
     holding = 0
     was_enabled = False
+    timer: asyncio.TimerHandle | None = None
+
+
+def _resume() -> None:
+    _Pause.timer = None
+    if _Pause.was_enabled:
+        gc.enable()
+        _Pause.was_enabled = False  # this pause is over; the changes still under way end it
 
 
 @contextmanager
@@ -32,10 +46,18 @@ def collector_paused() -> Iterator[None]:
     if _Pause.holding == 0:
         _Pause.was_enabled = gc.isenabled()
         gc.disable()
+        try:
+            _Pause.timer = asyncio.get_running_loop().call_later(LONGEST, _resume)
+        except RuntimeError:  # no event loop: nothing else runs meanwhile anyway
+            _Pause.timer = None
     _Pause.holding += 1
     try:
         yield
     finally:
         _Pause.holding -= 1
-        if _Pause.holding == 0 and _Pause.was_enabled:
-            gc.enable()
+        if _Pause.holding == 0:
+            if _Pause.timer is not None:
+                _Pause.timer.cancel()
+                _Pause.timer = None
+            if _Pause.was_enabled:
+                gc.enable()

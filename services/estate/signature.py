@@ -68,8 +68,8 @@ _cached_signature = lru_cache(maxsize=_CACHED)(_signature)
 
 
 def top_counts(values: Iterable[str | None], limit: int = 10) -> list[tuple[str | None, int]]:
-    """The ``limit`` most frequent values with their counts, most frequent first, ties by
-    value (None last), as ``GROUP BY v ORDER BY count(*) DESC, v LIMIT n`` on PostgreSQL."""
+    """The ``limit`` most frequent values with their counts, most frequent first; ties in
+    Python's order of the texts, None last (the same on every database)."""
     counted = Counter(values)
     return sorted(
         counted.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] if kv[0] is not None else "")

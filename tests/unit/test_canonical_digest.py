@@ -8,6 +8,7 @@ import hmac
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -59,3 +60,20 @@ def test_a_large_event_is_sealed_as_before() -> None:
     update_canonical(keyed, row)
     whole = hmac.new(b"k" * 32, dumps_bytes(row, sort_keys=True), hashlib.sha256)
     assert keyed.hexdigest() == whole.hexdigest()
+
+
+@pytest.mark.parametrize("pad", [0, 2 << 20], ids=["small document", "large document"])
+def test_large_and_small_documents_read_numbers_alike(pad: int) -> None:
+    """Documents over a megabyte go to another parser; numbers read the same either way."""
+    filler = ', "pad": "' + "x" * pad + '"'
+    read = jsonable.loads(
+        '{"big": 123456789012345678901234567890, "max": 18446744073709551615, "f": 1.5'
+        + filler
+        + "}"
+    )
+    assert read["big"] == pytest.approx(1.2345678901234568e29) and isinstance(read["big"], float)
+    assert read["max"] == 18446744073709551615 and isinstance(read["max"], int)
+    assert read["f"] == 1.5
+    for bad in ("NaN", "Infinity", "1e400"):
+        with pytest.raises(ValueError):
+            jsonable.loads('{"n": ' + bad + filler + "}")

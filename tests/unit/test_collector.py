@@ -3,11 +3,13 @@ one, also when a change fails; a collector someone else turned off stays off."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
 
 import pytest
 
+from services import collector
 from services.collector import collector_paused
 
 
@@ -42,3 +44,17 @@ def test_a_collector_turned_off_elsewhere_stays_off() -> None:
     with collector_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
+
+
+async def test_a_pause_gone_on_too_long_ends_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change waiting on a lock, or changes overlapping one after another, never keep
+    the collector off for longer than the cap."""
+    gc.enable()
+    monkeypatch.setattr(collector, "LONGEST", 0.05)
+    with collector_paused():
+        assert not gc.isenabled()
+        await asyncio.sleep(0.15)
+        assert gc.isenabled()
+        with collector_paused():  # joins the pause that is over: the collector stays on
+            assert gc.isenabled()
+    assert gc.isenabled()
