@@ -41,26 +41,20 @@ _events = cast(sa.Table, AuditEvent.__table__)
 _head = cast(sa.Table, AuditHead.__table__)
 
 
-# Values travel as parameters, never inside the statement: SQLAlchemy caches a statement's
-# compiled form together with the statement it was first compiled from, so values given
-# with ``.values(...)`` would stay in memory for the life of the process (an event's
-# details can be a hundred megabytes: every row image of a large redrive).
-_INSERT_ONE = (
-    _events.insert()
-    .values({c.name: sa.bindparam(c.name) for c in _events.c if c.name != "id"})
-    .returning(_events.c.id)
+# One event, its values as parameters, never inside the statement: SQLAlchemy caches a
+# statement's compiled form together with the statement it was first compiled from, so
+# values given with ``.values(...)`` would stay in memory for the life of the process (an
+# event's details can be a hundred megabytes: every row image of a large redrive).
+_INSERT = _events.insert().values(
+    {c.name: sa.bindparam(c.name) for c in _events.c if c.name != "id"}
 )
+_INSERT_ONE = _INSERT.returning(_events.c.id)
 
 
 def _extend() -> sa.Update:
     """On PostgreSQL: one event appended and the head moved onto it, in one statement
     (the head's trigger sees the event the statement inserted before it)."""
-    appended = (
-        _events.insert()
-        .values({c.name: sa.bindparam(c.name) for c in _events.c if c.name != "id"})
-        .returning(_events.c.id, _events.c.hash)
-        .cte("appended")
-    )
+    appended = _INSERT.returning(_events.c.id, _events.c.hash).cte("appended")
     return (
         _head.update()
         .where(_head.c.id == 1, _head.c.last_id < appended.c.id)  # forward only

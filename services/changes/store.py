@@ -123,11 +123,12 @@ async def move(
 
 
 async def save_result(conn: AsyncConnection, number: int, result: dict[str, Any]) -> None:
+    # the result (every id changed) as a parameter, not in the cached statement
     await conn.execute(
         REQUESTS.update()
-        .where(REQUESTS.c.id == sa.bindparam("number"))
+        .where(REQUESTS.c.id == number)
         .values(result=sa.bindparam("outcome", type_=REQUESTS.c.result.type)),
-        {"number": number, "outcome": result},
+        {"outcome": result},
     )
 
 

@@ -3,8 +3,9 @@
 A triage is several counts over the same tables: the status counts, the oldest pending
 row, the failure signatures, the duplicates. One after another on one connection, the
 answer takes their sum, and the database works on one of them at a time: the small ones
-leave the second core idle. On PostgreSQL ``read_all`` runs each statement on a pooled
-connection of its own, at the same time, and every one of them sees the same snapshot:
+leave the second core idle. On PostgreSQL ``read_all`` runs them on pooled connections
+of their own, at the same time (how they are shared out: below), and every one of them
+sees the same snapshot:
 the caller's connection exports its snapshot (``pg_export_snapshot``) and each of the
 others imports it (``SET TRANSACTION SNAPSHOT``, in a REPEATABLE READ transaction), the
 way ``pg_dump`` reads in parallel. So the counts still add up to one another exactly, as

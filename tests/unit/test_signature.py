@@ -175,6 +175,7 @@ def test_top_signatures_count_a_sample_most_frequent_first() -> None:
     assert len(top_signatures(many)) == 10
 
 
-def test_top_counts_orders_like_the_database_did() -> None:
+def test_top_counts_breaks_ties_by_value_with_none_last() -> None:
     assert top_counts(["b", "a", "b", None, "c", "a"], limit=2) == [("a", 2), ("b", 2)]
     assert top_counts([]) == []
+    assert top_counts([None, "z", None, "z"]) == [("z", 2), (None, 2)]
