@@ -83,6 +83,42 @@ class ChangeRequest(Base):
     origin: Mapped[dict[str, Any]]
 
 
+class ChangeItem(Base):
+    """One row a change request froze, kept in the database rather than in the request or
+    its audit event: its key, the state execution holds it to and its image when frozen.
+    The audit events carry the images as a digest (``services.estate.items``), which
+    ``audit verify`` recomputes from here."""
+
+    __tablename__ = "qb_change_items"
+
+    # no foreign key: written only beside the request, in its transaction (a check per row
+    # cost a large request as much as writing its rows)
+    request_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    job_id: Mapped[str] = mapped_column(sa.Text)
+    part: Mapped[str | None] = mapped_column(sa.Text)  # the row within the job, if several
+    key: Mapped[str] = mapped_column(sa.Text)  # canonical JSON of the profile's keys
+    state: Mapped[str] = mapped_column(sa.Text)
+    signature: Mapped[str] = mapped_column(sa.Text)
+    image: Mapped[str] = mapped_column(sa.Text)  # JSON text, exactly as digested
+    image_sha256: Mapped[str] = mapped_column(sa.String(64))  # of the image's UTF-8 text
+    # the row's version where the database has one (PostgreSQL: the xmin of each row
+    # imaged): an unchanged version at execution means the image is still the frozen one
+    version: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class ChangeOutcome(Base):
+    """An item the executed request changed, with its image from just before the change:
+    ``before`` is NULL where that image is the frozen one, byte for byte (the common case:
+    the guard held the row to its frozen state, and nothing else about it moved)."""
+
+    __tablename__ = "qb_change_outcomes"
+
+    request_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    before: Mapped[str | None] = mapped_column(sa.Text)
+
+
 class Approval(Base):
     """One person's decision on a change request; a person decides once."""
 

@@ -26,6 +26,7 @@ from services.audit.chain import (
     sealed,
 )
 from services.audit.crosscheck import Expected, expected_trail
+from services.audit.kept_rows import KeptRows
 from services.models import AuditEvent, AuditHead
 
 _events = cast(sa.Table, AuditEvent.__table__)
@@ -45,6 +46,7 @@ class _Walk:
     anchors: dict[int, Anchor]
     expected: Expected | None
     head_id: int | None  # the head read before the walk: its hash is noted on the way
+    kept: KeptRows | None = None  # item digests to check against qb_change_items
     prev: str = GENESIS
     checked: int = 0
     keyed: int = 0
@@ -97,6 +99,8 @@ class _Walk:
             self.head_hash = row["hash"]
         if self.expected is not None:
             self.expected.meet(row)
+        if self.kept is not None:
+            self.kept.meet(row)
         self.prev = row["hash"]
         self.last_id = event
         self.checked += 1
@@ -186,7 +190,8 @@ async def verify_chain(
                 f"anchors {kept.short} and {anchor.short} name the same event with "
                 "different seals: one of them is not from this trail",
             )
-    walk = _Walk(key, by_event, expected, before["last_id"] if before else None)
+    rows_kept = KeptRows() if cross_check else None
+    walk = _Walk(key, by_event, expected, before["last_id"] if before else None, rows_kept)
     try:
         after_id = 0
         while True:
@@ -209,6 +214,9 @@ async def verify_chain(
             after_id = rows[-1]["id"]
         walk.end()
         _check_head(walk, before, await _read_head(conn))
+        mismatch = await rows_kept.problem(conn) if rows_kept is not None else None
+        if mismatch is not None:
+            raise _Broken(*mismatch)
     except _Broken as broken:
         return Verification(walk.checked, broken.event, broken.problem, walk.keyed, walk.held)
     records = expected.records if expected is not None else 0

@@ -5,7 +5,6 @@ together, or not at all."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -21,8 +20,10 @@ from services.changes.model import (
     incident_number,
 )
 from services.errors import ConcurrentChange
+from services.estate import items
 from services.estate.estate import Estate
-from services.estate.ops import Action, Target
+from services.estate.items import EMPTY, Digest
+from services.estate.ops import Action, ChangesInDatabase, Ineligible
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.scheduler import FollowUp
@@ -59,12 +60,13 @@ class Executor:
         if not await store.move(conn, number, to=RequestState.EXECUTED, now=now):
             # cannot happen while we hold the row lock; refuse loudly rather than guess
             raise ConcurrentChange(subject=request.ref)
-        targets = await store.targets(conn, number)
+        await store.adopt_legacy(conn, number)
         plan = request.selector.plan
         follow_ups: list[FollowUp] = []
-        before: list[Any] = []
+        before = Digest(0, EMPTY)
         outcome = Executed(approvers=approvers)
         if request.kind is ChangeKind.PLAN:
+            targets = await store.targets(conn, number)
             plan, follow_ups = await self.plans.start(
                 conn,
                 request=number,
@@ -103,14 +105,13 @@ class Executor:
             )
         elif request.kind.action is not None:
             outcome, before = await self._apply(
-                conn, request, request.kind.action, targets=targets, approvers=approvers, now=now
+                conn, request, request.kind.action, approvers=approvers, now=now
             )
         else:
             raise ValueError(
                 f"{request.ref}: a {request.kind.value} request names no plan or incident here"
             )
         await store.save_result(conn, number, outcome.as_json())
-        changed = set(outcome.changed)
         await self.audit.append(
             conn,
             action="change.executed",
@@ -126,11 +127,12 @@ class Executor:
                 "requester": request.requester_person,
                 "approvers": approvers,
                 "plan": outcome.plan,
-                "changed": outcome.changed,
-                "message_ids": [t.part for t in targets if t.id in changed and t.part],
+                # the jobs changed are in the request's result and its items; each row's
+                # image from just before the change is in its item, digested here
+                "changed": len(outcome.changed),
                 "skipped": [[s.id, s.why] for s in outcome.skipped],
                 "job_events": outcome.job_events,
-                "before": before,
+                "before": before.as_json(),
             },
         )
         if self.anchors is not None:  # the head after this change, kept outside the database
@@ -144,30 +146,42 @@ class Executor:
         request: RequestRow,
         action: Action,
         *,
-        targets: list[Target],
         approvers: list[str],
         now: datetime,
-    ) -> tuple[Executed, list[Any]]:
-        """Requeue, cancel or redrive the frozen rows still in their snapshotted state."""
+    ) -> tuple[Executed, Digest]:
+        """Requeue, cancel or redrive the request's items still in their frozen state,
+        keeping each changed row's image from just before the change in its item."""
         profile = self.estate.profile(request.queue)
         note = (
             f"queuebot {request.ref}: {request.reason} (requested by "
             f"{request.requester_person}, approved by {', '.join(approvers)})"
         )[:1000]
-        applied = await profile.changes.apply(
-            conn,
-            action=action,
-            targets=targets,
-            now=now,
-            note=note,
-            duplicates=request.selector.duplicates,
-        )
+        changes = profile.changes
+        if isinstance(changes, ChangesInDatabase) and changes.in_database(conn.dialect.name):
+            kept = await changes.apply_kept(
+                conn, request=request.id, action=action, now=now, note=note
+            )
+            changed, events = kept.changed, kept.job_events
+            before = Digest(kept.before_rows, kept.before_sha256)
+            skipped = [
+                Ineligible(job, f"moved on since the request (no longer {state})")
+                for job, state in await items.skipped(conn, request.id)
+            ]
+        else:
+            targets = await store.targets(conn, request.id)
+            applied = await changes.apply(
+                conn,
+                action=action,
+                targets=targets,
+                now=now,
+                note=note,
+                duplicates=request.selector.duplicates,
+            )
+            before = await items.save_before(
+                conn, request=request.id, targets=targets, before=applied.before
+            )
+            changed, events, skipped = applied.changed, applied.job_events, applied.skipped
         if action is Action.REDRIVE:
-            await profile.plan_ops.log_redrives(conn, job_ids=applied.changed, now=now)
-        outcome = Executed(
-            approvers=approvers,
-            changed=applied.changed,
-            skipped=applied.skipped,
-            job_events=applied.job_events,
-        )
-        return outcome, applied.before
+            await profile.plan_ops.log_redrives(conn, job_ids=changed, now=now)
+        outcome = Executed(approvers=approvers, changed=changed, skipped=skipped, job_events=events)
+        return outcome, before

@@ -41,9 +41,12 @@ from services.errors import (
     PreconditionFailed,
     RequestExpired,
 )
+from services.estate import items
 from services.estate.estate import Estate
-from services.estate.ops import Selector
-from services.jsonable import digest, jsonable
+from services.estate.items import Digest
+from services.estate.ops import ChangesInDatabase, Selector, Target
+from services.estate.profile import QueueProfile
+from services.jsonable import jsonable
 from services.ledger import Claim, complete_in
 from services.plans import store as plan_store
 from services.scheduler import PostFailure, run_follow_ups
@@ -233,17 +236,12 @@ class ChangeRequests:
         rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
         if not frozen.targets and kind not in rowless:
             raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
-        # The full snapshot (every column of every row) is hashed and kept in the
-        # hash-chained audit event; the request keeps what execution needs.
-        snapshot = [t.as_json() for t in frozen.targets]
-        targets = [{k: v for k, v in t.items() if k != "row"} for t in snapshot]
-        count = frozen.affected if frozen.affected is not None else len(targets)
+        count = frozen.affected if frozen.affected is not None else len(frozen.targets)
         required = (
             self.approval.large_change_approvals if count > self.approval.large_change_rows else 1
         )
         ineligible = [[i.id, i.why] for i in frozen.ineligible]
         selected = jsonable(selector.as_json())
-        snapshot_hash = digest(snapshot)
         number = await store.insert(
             conn,
             {
@@ -260,9 +258,9 @@ class ChangeRequests:
                 "incident": incident,
                 "evidence": evidence,
                 "selector": selected,
-                "targets": {"items": targets},
+                "targets": {"items": []},  # the rows are kept as the request's items
                 "ineligible": {"items": ineligible},
-                "snapshot_hash": snapshot_hash,
+                "snapshot_hash": "",  # set below, once the items are written
                 "preview": {
                     "by_signature": Counter(t.signature for t in frozen.targets).most_common(),
                     "checks": [list(c) for c in frozen.checks],
@@ -274,6 +272,11 @@ class ChangeRequests:
                 "origin": jsonable(origin),
             },
         )
+        # Every row's full image is kept as the request's items, and the hash-chained
+        # audit event carries their digest: the rows never come through queuebot where
+        # the database can copy them itself.
+        snapshot = await _keep_items(conn, profile, number, frozen.targets)
+        await store.set_snapshot_hash(conn, number, snapshot.sha256)
         await self.audit.append(
             conn,
             action="change.requested",
@@ -287,10 +290,9 @@ class ChangeRequests:
             details={
                 "kind": kind.value,
                 "selector": selected,
-                "job_ids": [t.id for t in frozen.targets],
-                "snapshot": snapshot,
+                "items": snapshot.as_json(),
+                "snapshot_hash": snapshot.sha256,
                 "ineligible": ineligible,
-                "snapshot_hash": snapshot_hash,
                 "approvals_required": required,
             },
         )
@@ -327,6 +329,22 @@ class ChangeRequests:
         )
         view = await store.view(conn, number)
         return Decision(view, executed=True, approvals=len(approvers)), follow_ups
+
+
+async def _keep_items(
+    conn: AsyncConnection, profile: QueueProfile, number: int, targets: list[Target]
+) -> Digest:
+    """The frozen rows as the request's items: copied by the database where the profile
+    can have it do so, else written from the images the freeze built."""
+    changes = profile.changes
+    if (
+        targets
+        and isinstance(changes, ChangesInDatabase)
+        and changes.in_database(conn.dialect.name)
+    ):
+        rows, sha = await changes.keep(conn, request=number, targets=targets)
+        return Digest(rows, sha)
+    return await items.write(conn, request=number, targets=targets)
 
 
 async def _done_with(conn: AsyncConnection, delivery: Claim | None, now: datetime) -> None:

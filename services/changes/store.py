@@ -16,12 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeView, RequestRow, RequestState
 from services.errors import Conflict, NotFound, RequestDecided, RequestExpired
+from services.estate import items
 from services.estate.ops import Target
 from services.models import Approval, ChangeRequest
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
 APPROVALS = cast(sa.Table, Approval.__table__)
-# Every column but the frozen targets: ten thousand keys are needed only when executing.
+# Every column but the frozen targets of requests made before their rows were kept as
+# items (``qb_change_items``); newer requests keep an empty list there.
 _COLUMNS = [c for c in REQUESTS.c if c.name != "targets"]
 EXPIRY = Actor.system("expiry")
 
@@ -55,11 +57,25 @@ async def lock(conn: AsyncConnection, number: int) -> RequestRow:
 
 
 async def targets(conn: AsyncConnection, number: int) -> list[Target]:
-    """The request's frozen targets, as execution needs them."""
+    """The request's frozen targets, as execution needs them (keys and states)."""
+    await adopt_legacy(conn, number)
+    return await items.targets(conn, number)
+
+
+async def adopt_legacy(conn: AsyncConnection, number: int) -> None:
+    """A request made before requests kept their rows as items kept its targets in its
+    own JSON: copy them into items (keys and states; their images are in the request's
+    audit event), so that every request executes from its items."""
     stored = (
         await conn.execute(sa.select(REQUESTS.c.targets).where(REQUESTS.c.id == number))
     ).scalar_one()
-    return [Target.from_json(item) for item in stored["items"]]
+    legacy = (stored or {}).get("items") or []
+    if legacy and not await items.count(conn, number):
+        await items.adopt(conn, request=number, targets=[Target.from_json(i) for i in legacy])
+
+
+async def set_snapshot_hash(conn: AsyncConnection, number: int, value: str) -> None:
+    await conn.execute(REQUESTS.update().where(REQUESTS.c.id == number).values(snapshot_hash=value))
 
 
 async def due_for_expiry(conn: AsyncConnection, now: datetime) -> list[int]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -175,8 +175,21 @@ class Frozen:
 class Applied:
     changed: list[str]
     skipped: list[Ineligible]
-    before: list[Any]  # row images before the change (dicts, or database-built JSON)
+    # (item, image): each changed row's image just before the change (a dict, or JSON the
+    # database built), with the part it is (or its job id where a job is one row)
+    before: list[tuple[str, Any]]
     job_events: int = 0
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a change made from its request's items in the database did: the jobs changed,
+    the job events written, and the digest (rows, SHA-256) of the images just before."""
+
+    changed: list[str]
+    job_events: int
+    before_rows: int
+    before_sha256: str
 
 
 @dataclass(frozen=True)
@@ -219,6 +232,32 @@ class RowChanges(Protocol):
     ) -> Applied:
         """Change exactly the targets still in their snapshotted state, set-based, inside
         the caller's transaction; report the rest as skipped."""
+        ...
+
+
+@runtime_checkable
+class ChangesInDatabase(Protocol):
+    """A profile's ``RowChanges`` that, on some databases, keep a request's rows in the
+    database: the request copies each target's image into the request's items with one
+    statement, and the approval changes the queue from those items with one statement,
+    so no row image passes through queuebot."""
+
+    def in_database(self, dialect: str) -> bool:
+        """Whether this database takes the two statements (else the Python path runs)."""
+        ...
+
+    async def keep(
+        self, conn: AsyncConnection, *, request: int, targets: list[Target]
+    ) -> tuple[int, str]:
+        """Copy the targets, each still in its frozen state, and their images into the
+        request's items; (rows, SHA-256 of the images in item order)."""
+        ...
+
+    async def apply_kept(
+        self, conn: AsyncConnection, *, request: int, action: Action, now: datetime, note: str
+    ) -> Kept:
+        """Change the request's items still in their frozen state, keeping each one's image
+        from just before the change in its item."""
         ...
 
 

@@ -425,6 +425,17 @@ class QueueProfile(ABC):
                 ) from exc
         return raw
 
+    def id_texts(self, column: sa.Column[Any], raws: Iterable[str]) -> list[str]:
+        """``id_text`` of each: the column's type is looked at once, not once per id."""
+        if isinstance(column.type, sa.Uuid):
+            match = _UUID_TEXT.match
+            out = []
+            for raw in raws:
+                lowered = raw.lower()
+                out.append(lowered if match(lowered) else str(self.coerce_id(column, raw)))
+            return out
+        return [self.id_text(column, raw) for raw in raws]
+
     def id_text(self, column: sa.Column[Any], raw: str) -> str:
         """Like ``coerce_id`` but as canonical text, for bulk statements that bind ids as
         one text array: canonical UUIDs skip building ten thousand UUID objects."""

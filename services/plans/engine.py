@@ -318,7 +318,7 @@ class PlanEngine:
                 "changed": applied.changed,
                 "skipped": [[s.id, s.why] for s in applied.skipped],
                 "job_events": applied.job_events,
-                "before": applied.before,
+                "before": [image for _, image in applied.before],
             },
         )
         await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)

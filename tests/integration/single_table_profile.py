@@ -379,13 +379,16 @@ class SingleTableChanges:
         for target in targets:
             by_state[target.state].append(target)
         changed: list[str] = []
-        before: list[dict[str, Any]] = []
+        before: list[tuple[str, dict[str, Any]]] = []
+        id_name = t.c("id").name
         for state, group in by_state.items():
             ids = [p.coerce_id(t.c("id"), x.id) for x in group]
             for part in chunks(ids, chunk_for(t.dialect)):
                 guard = sa.and_(t.isin("id", part), t.c("state") == state)
                 rows = await conn.execute(sa.select(t.table).where(guard).with_for_update())
-                before.extend(dict(r._mapping) for r in rows.all())
+                before.extend(
+                    (str(plain(r._mapping[id_name])), dict(r._mapping)) for r in rows.all()
+                )
                 done = await conn.execute(
                     t.table.update().where(guard).values(values).returning(t.c("id"))
                 )

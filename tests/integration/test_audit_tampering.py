@@ -142,8 +142,14 @@ async def rewrite(
 
 
 async def forget_request(shop: Shop, number: int) -> None:
-    """Delete a change request and its decisions from the state tables too."""
+    """Delete a change request, its decisions and its rows from the state tables too."""
     async with shop.engine.begin() as conn:
+        await conn.execute(
+            sa.text("DELETE FROM qb_change_items WHERE request_id = :n"), {"n": number}
+        )
+        await conn.execute(
+            sa.text("DELETE FROM qb_change_outcomes WHERE request_id = :n"), {"n": number}
+        )
         await conn.execute(sa.text("DELETE FROM qb_approvals WHERE request_id = :n"), {"n": number})
         await conn.execute(sa.text("DELETE FROM qb_change_requests WHERE id = :n"), {"n": number})
 

@@ -18,6 +18,7 @@ from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.config import ApprovalConfig
 from services.errors import Conflict, PermissionDenied, PreconditionFailed
+from services.estate.items import digest_of
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop, assert_trail_holds, said
@@ -223,8 +224,26 @@ async def test_redrive_follows_seed_003_step_4(shop: Shop) -> None:
     )[0]
     assert executed["incident"] == "INC-7"
     assert executed["evidence"] == "https://deploys.example/123"
-    images = json.loads(executed["details"])["before"]
-    assert len(images) == 5  # each row as it was, the same shape on SQLite and PostgreSQL
+    kept = await rows(
+        shop,
+        "SELECT i.image, coalesce(o.before, i.image) AS before FROM qb_change_items i "
+        "JOIN qb_change_outcomes o ON o.request_id = i.request_id AND o.seq = i.seq "
+        "WHERE i.request_id = 1 ORDER BY i.seq",
+    )
+    # each row as it was just before the change, kept in its item, the same shape on
+    # SQLite and PostgreSQL; the audit event carries their digest
+    assert json.loads(executed["details"])["before"] == digest_of(
+        [k["before"] for k in kept]
+    ).as_json()
+    requested = (
+        await rows(shop, "SELECT details FROM qb_audit_events WHERE action = 'change.requested'")
+    )[0]
+    frozen = digest_of([k["image"] for k in kept])
+    assert json.loads(requested["details"])["items"] == frozen.as_json()
+    assert (await shop.changes.get(number=1)).state is RequestState.EXECUTED
+    images = [json.loads(k["before"]) for k in kept]
+    assert [json.loads(k["image"]) for k in kept] == images  # nothing moved in between
+    assert len(images) == 5
     assert all(set(i) == {"message", "job"} for i in images)
     assert {i["message"]["id"] for i in images} == set(message_ids.values())
     assert {i["job"]["id"] for i in images} == set(ids)

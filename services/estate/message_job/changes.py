@@ -18,7 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import UsageError
+from services.estate.message_job import kept
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, insert_events
+from services.estate.message_job.kept import RESET_JOB
 from services.estate.message_job.schema import CANCELLED, JOB_STATES, PENDING, QUEUED
 from services.estate.model import CanonicalState
 from services.estate.ops import (
@@ -26,6 +28,7 @@ from services.estate.ops import (
     Applied,
     Frozen,
     Ineligible,
+    Kept,
     Selector,
     Target,
     chunk_for,
@@ -37,13 +40,6 @@ from services.identifiers import quote_identifier
 from services.jsonable import raw_json
 
 _JOB = "job__"
-# What a redrive resets on the job, where the team's table has the column.
-RESET_JOB = (
-    ("attempt_count", 0),
-    ("progress_percent", 0),
-    ("finished_at", None),
-    ("error_message", None),
-)
 
 
 @dataclass(frozen=True)
@@ -127,6 +123,11 @@ def _as_text(column: sa.ColumnElement[Any], postgres: bool) -> sa.ColumnElement[
     return sa.cast(column, sa.Text) if postgres else column
 
 
+def _kind(column: sa.Column[Any]) -> tuple[bool, bool]:
+    """What ``id_text`` looks at in a column's type."""
+    return isinstance(column.type, sa.Uuid), isinstance(column.type, sa.Integer)
+
+
 def frozen_state(target: Target) -> tuple[str, str]:
     """The (message status, job status) a target was frozen in; requests stored before
     targets kept both say DLQ/FAILED, which is what they were frozen in then."""
@@ -156,8 +157,12 @@ class MessageJobChanges:
         self.profile.check_writable(action)
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
-        job_keys = [self.profile.id_text(j.c("id"), raw) for raw in selector.ids]
-        msg_keys = [self.profile.id_text(m.c("id"), raw) for raw in selector.ids]
+        job_keys = self.profile.id_texts(j.c("id"), selector.ids)
+        msg_keys = (
+            job_keys  # the same text when both ids are of one kind (as they usually are)
+            if _kind(j.c("id")) == _kind(m.c("id"))
+            else self.profile.id_texts(m.c("id"), selector.ids)
+        )
         found = await self._lookup(conn, m, j, job_keys, msg_keys)
         by_job: dict[str, list[_Found]] = {}
         by_msg: dict[str, _Found] = {}
@@ -205,13 +210,12 @@ class MessageJobChanges:
         postgres = m.dialect == "postgresql"
         layout = _Layout.of(m, j)
         columns: list[Any] = (
-            [
+            [  # no image: the request copies it into its items (``kept``)
                 _as_text(m.c("id"), postgres),
                 _as_text(m.c("job_id"), postgres),
                 m.c("status"),
                 m.c("last_error"),
                 j.c("status"),
-                _row_json(m, j),
             ]
             if postgres
             else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
@@ -230,13 +234,35 @@ class MessageJobChanges:
                 )
             )
             if postgres:
-                out.extend(
-                    _Found(r[0], r[1], str(r[2]), str(r[4]), r[3], raw_json(r[5]))
-                    for r in rows.all()
-                )
+                out.extend(_Found(r[0], r[1], str(r[2]), str(r[4]), r[3], {}) for r in rows.all())
             else:
                 out.extend(_Found.of(tuple(r), layout) for r in rows.all())
         return out
+
+    def in_database(self, dialect: str) -> bool:
+        return dialect == "postgresql"
+
+    async def keep(
+        self, conn: AsyncConnection, *, request: int, targets: list[Target]
+    ) -> tuple[int, str]:
+        t = await self.profile.tables(conn)
+        return await kept.keep(conn, m=t["messages"], j=t["jobs"], request=request, targets=targets)
+
+    async def apply_kept(
+        self, conn: AsyncConnection, *, request: int, action: Action, now: datetime, note: str
+    ) -> Kept:
+        self.profile.check_writable(action)
+        t = await self.profile.tables(conn)
+        return await kept.apply_kept(
+            conn,
+            m=t["messages"],
+            j=t["jobs"],
+            e=t.get("events"),
+            request=request,
+            action=action,
+            now=now,
+            note=note,
+        )
 
     async def apply(
         self,
@@ -252,7 +278,7 @@ class MessageJobChanges:
         t = await self.profile.tables(conn)
         m, j, e = t["messages"], t["jobs"], t.get("events")
         changed_jobs: list[Any] = []
-        before: list[Any] = []  # row images: dicts, or JSON the database built
+        before: list[tuple[str, Any]] = []  # (message, image): dicts, or database JSON
         by_state: dict[tuple[str, str], list[Target]] = defaultdict(list)
         for x in targets:
             by_state[frozen_state(x)].append(x)
@@ -296,10 +322,10 @@ class MessageJobChanges:
         message_status: str,
         job_status: str,
         now: datetime,
-        before: list[Any],
+        before: list[tuple[str, Any]],
     ) -> list[Any]:
         """Change one chunk of targets frozen in the same statuses; the jobs changed."""
-        msg_ids = [self.profile.id_text(m.c("id"), str(x.part)) for x in part]
+        msg_ids = self.profile.id_texts(m.c("id"), (str(x.part) for x in part))
         postgres = m.dialect == "postgresql"
         image: list[Any] = (
             [_row_json(m, j)]
@@ -325,10 +351,10 @@ class MessageJobChanges:
         if not still:
             return []
         if postgres:
-            before.extend(raw_json(r[2]) for r in still)
+            before.extend((str(r[0]), raw_json(r[2])) for r in still)
         else:  # the same {"message": ..., "job": ...} image the database builds
             layout = _Layout.of(m, j)
-            before.extend(_Found.of(tuple(r)[2:], layout).snapshot for r in still)
+            before.extend((str(r[0]), _Found.of(tuple(r)[2:], layout).snapshot) for r in still)
         ok_msgs = [r[0] for r in still]
         ok_jobs = list({r[1]: None for r in still})
         if action is Action.REDRIVE:  # back to pending / queued, the whole chunk at once

@@ -17,6 +17,24 @@ CANCEL_EVENT = "CANCELLED"
 ROLLBACK_EVENT = "REDRIVE_ROLLED_BACK"
 
 
+def event_id(e: BoundTable) -> str | None:
+    """What queuebot puts in a new event's id: None where the database makes it, "uuid"
+    or "text" (a random UUID as the column's type) where the column has no default.
+    An integer id without a default is refused: queuebot cannot choose one safely."""
+    col = e.c("id")
+    generated = col.server_default is not None or (
+        isinstance(col.type, sa.Integer) and col.primary_key and e.dialect == "sqlite"
+    )
+    if generated:
+        return None
+    if isinstance(col.type, sa.Integer):
+        raise PreconditionFailed(
+            f"{e.name}.id is an integer column without a default; queuebot cannot choose "
+            "event ids safely there: give it an identity default"
+        )
+    return "uuid" if isinstance(col.type, sa.Uuid) else "text"
+
+
 async def insert_events(
     conn: AsyncConnection,
     e: BoundTable,
@@ -29,14 +47,8 @@ async def insert_events(
     """One job event per job. job_events.id may have no default (the team's own
     procedure supplies it), so queuebot supplies a value of the column's type."""
     col = e.c("id")
-    generated = col.server_default is not None or (
-        isinstance(col.type, sa.Integer) and col.primary_key and e.dialect == "sqlite"
-    )
-    if isinstance(col.type, sa.Integer) and not generated:
-        raise PreconditionFailed(
-            f"{e.name}.id is an integer column without a default; queuebot cannot choose "
-            "event ids safely there: give it an identity default"
-        )
+    made = event_id(e)
+    generated = made is None
     noted = e.has("message")  # without it, the events carry no note
     columns = ("aggregate_id", "event_type", "message", "created_at")
     names = [e.c(c).name for c in columns if c != "message" or noted]

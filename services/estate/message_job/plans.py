@@ -74,7 +74,7 @@ class MessageJobPlanOps:
             return {}  # n/a: this estate keeps no source objects queuebot can see
         j, a = t["jobs"], t["assets"]
         missing: dict[str, str] = {}
-        ids = [self.profile.id_text(j.c("id"), x.id) for x in targets]
+        ids = self.profile.id_texts(j.c("id"), (x.id for x in targets))
         status = a.c("status") if a.has("status") else sa.null()
         for part in chunks(ids, chunk_for(j.dialect)):
             rows = await conn.execute(
@@ -101,7 +101,7 @@ class MessageJobPlanOps:
             return await redrive_log.counts(
                 conn, queue=self.profile.queue, job_ids=[x.id for x in targets]
             )
-        ids = [self.profile.id_text(e.c("aggregate_id"), x.id) for x in targets]
+        ids = self.profile.id_texts(e.c("aggregate_id"), (x.id for x in targets))
         counts: dict[str, int] = {}
         for part in chunks(ids, chunk_for(e.dialect)):
             rows = await conn.execute(
@@ -121,7 +121,7 @@ class MessageJobPlanOps:
         kept_j = [c for c in JOB_RESTORED if j.has(c)]
         # keyed by message: a job may have two dead-lettered messages, each with its own values
         cols = [m.c("id"), *(m.c(c) for c in kept_m), *(j.c(c) for c in kept_j)]
-        ids = [self.profile.id_text(m.c("id"), str(i.part)) for i in items]
+        ids = self.profile.id_texts(m.c("id"), (str(i.part) for i in items))
         out: dict[str, dict[str, Any]] = {}
         for part in chunks(ids, chunk_for(m.dialect)):
             rows = await conn.execute(
@@ -139,7 +139,7 @@ class MessageJobPlanOps:
 
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
         m = (await self.profile.tables(conn))["messages"]
-        ids = [self.profile.id_text(m.c("id"), str(i.part)) for i in items]
+        ids = self.profile.id_texts(m.c("id"), (str(i.part) for i in items))
         terminal = open_ = 0
         redead: list[tuple[str, str | None]] = []
         succeeded: list[str] = []

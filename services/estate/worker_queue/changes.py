@@ -194,7 +194,8 @@ class WorkerQueueChanges:
         for t in targets:
             by_state[t.state].append(t)
         changed: list[str] = []
-        before: list[dict[str, Any]] = []
+        before: list[tuple[str, dict[str, Any]]] = []
+        id_name = q.c("id").name
         for state, group in by_state.items():
             extra: dict[str, Any] = {}
             pending = self.profile.canonical(state) is CanonicalState.PENDING
@@ -210,7 +211,9 @@ class WorkerQueueChanges:
             for part in chunks(ids, chunk_for(q.dialect)):
                 guard = sa.and_(q.isin("id", part), q.c("status") == state)
                 rows = await conn.execute(sa.select(q.table).where(guard).with_for_update())
-                before.extend(dict(r._mapping) for r in rows.all())
+                before.extend(
+                    (str(plain(r._mapping[id_name])), dict(r._mapping)) for r in rows.all()
+                )
                 done = await conn.execute(
                     q.table.update().where(guard).values(**values, **extra).returning(q.c("id"))
                 )

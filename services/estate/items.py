@@ -1,0 +1,269 @@
+"""A change request's frozen rows, kept in ``qb_change_items`` rather than carried
+through queuebot: their keys, the state execution holds each to, each row's image when
+frozen and its image just before the change.
+
+The audit events carry each column of images as a ``Digest``: the SHA-256 of the
+concatenated SHA-256 of each image's UTF-8 text, in item order. PostgreSQL computes it
+where it writes the images itself (``sql_digest``), queuebot computes the same where it
+writes them (``digest_of``), and ``audit verify`` recomputes it from the stored text.
+
+Steps in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.estate.ops import Target
+from services.jsonable import canonical, loads
+from services.models import ChangeItem, ChangeOutcome
+
+ITEMS = cast(sa.Table, ChangeItem.__table__)
+OUTCOMES = cast(sa.Table, ChangeOutcome.__table__)
+EMPTY = hashlib.sha256(b"").hexdigest()  # the digest of no images
+_WRITE_BATCH = 2000  # rows per executemany batch: a bounded list, whatever the size
+_READ_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class Digest:
+    """How many images, and their digest."""
+
+    rows: int
+    sha256: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rows": self.rows, "sha256": self.sha256}
+
+
+def image_sha256(image: str) -> str:
+    return hashlib.sha256(image.encode("utf-8")).hexdigest()
+
+
+class _Running:
+    def __init__(self) -> None:
+        self._outer = hashlib.sha256()
+        self.rows = 0
+
+    def add(self, image: str) -> str:
+        """Count one image in; its own SHA-256, hex."""
+        row = hashlib.sha256(image.encode("utf-8"))
+        self._outer.update(row.digest())
+        self.rows += 1
+        return row.hexdigest()
+
+    def done(self) -> Digest:
+        return Digest(self.rows, self._outer.hexdigest())
+
+
+def digest_of(images: Iterable[str]) -> Digest:
+    """The digest of image texts, in the order given."""
+    running = _Running()
+    for image in images:
+        running.add(image)
+    return running.done()
+
+
+def sql_row_hash(image: str) -> str:
+    """PostgreSQL: the SHA-256 of one image's UTF-8 text (``image`` is fixed SQL)."""
+    return f"sha256(convert_to({image}, 'UTF8'))"
+
+
+def sql_digest(hashes: str, order: str) -> str:
+    """The same digest as ``digest_of``, as a PostgreSQL aggregate over per-image hashes
+    (``sql_row_hash``) ordered by ``order``; both are fixed SQL, never input."""
+    return (
+        f"encode(sha256(coalesce(string_agg({hashes}, ''::bytea ORDER BY {order}), "
+        "''::bytea)), 'hex')"
+    )
+
+
+def image_text(row: Any) -> str:
+    """A row image as the canonical JSON text stored and digested."""
+    return canonical(row)
+
+
+async def write(conn: AsyncConnection, *, request: int, targets: Sequence[Target]) -> Digest:
+    """Keep the targets and their images (built by the profile) as the request's items."""
+    running = _Running()
+    batch: list[dict[str, Any]] = []
+    for seq, t in enumerate(targets):
+        image = image_text(t.row)
+        sha = running.add(image)
+        batch.append(
+            {
+                "request_id": request,
+                "seq": seq,
+                "job_id": t.id,
+                "part": t.part,
+                "key": canonical(t.key),
+                "state": t.state,
+                "signature": t.signature,
+                "image": image,
+                "image_sha256": sha,
+            }
+        )
+        if len(batch) >= _WRITE_BATCH:
+            await conn.execute(ITEMS.insert(), batch)
+            batch = []
+    if batch:
+        await conn.execute(ITEMS.insert(), batch)
+    return running.done()
+
+
+async def adopt(conn: AsyncConnection, *, request: int, targets: Sequence[Target]) -> None:
+    """Items for a request made before requests kept them (its targets were in the
+    request's JSON, its images in its audit event): the keys and states, no image."""
+    for start in range(0, len(targets), _WRITE_BATCH):
+        await conn.execute(
+            ITEMS.insert(),
+            [
+                {
+                    "request_id": request,
+                    "seq": start + n,
+                    "job_id": t.id,
+                    "part": t.part,
+                    "key": canonical(t.key),
+                    "state": t.state,
+                    "signature": t.signature,
+                    "image": "null",
+                    "image_sha256": image_sha256("null"),
+                }
+                for n, t in enumerate(targets[start : start + _WRITE_BATCH])
+            ],
+        )
+
+
+async def count(conn: AsyncConnection, request: int) -> int:
+    return int(
+        (
+            await conn.execute(
+                sa.select(sa.func.count()).select_from(ITEMS).where(ITEMS.c.request_id == request)
+            )
+        ).scalar_one()
+    )
+
+
+async def targets(conn: AsyncConnection, request: int) -> list[Target]:
+    """The request's items as targets (keys and states; their images stay here)."""
+    out: list[Target] = []
+    after = -1
+    while True:
+        rows = (
+            await conn.execute(
+                sa.select(
+                    ITEMS.c.seq,
+                    ITEMS.c.job_id,
+                    ITEMS.c.part,
+                    ITEMS.c.key,
+                    ITEMS.c.state,
+                    ITEMS.c.signature,
+                )
+                .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
+                .order_by(ITEMS.c.seq)
+                .limit(_READ_BATCH)
+            )
+        ).all()
+        out.extend(
+            Target(id=r[1], key=loads(r[3]), state=r[4], signature=r[5], row={}, part=r[2])
+            for r in rows
+        )
+        if len(rows) < _READ_BATCH:
+            return out
+        after = rows[-1][0]
+
+
+def item_ref(target: Target) -> str:
+    """What names an item among its request's: its part where it has one, else its job."""
+    return target.part if target.part is not None else target.id
+
+
+async def save_before(
+    conn: AsyncConnection,
+    *,
+    request: int,
+    targets: Sequence[Target],
+    before: Sequence[tuple[str, Any]],
+) -> Digest:
+    """Record the items changed, each with its image from just before the change
+    (``before`` pairs an item's ``item_ref`` with its image), and return the digest of
+    those images in item order."""
+    seq_of = {item_ref(t): seq for seq, t in enumerate(targets)}
+    texts = sorted(((seq_of[ref], image_text(image)) for ref, image in before), key=lambda x: x[0])
+    for start in range(0, len(texts), _WRITE_BATCH):
+        await conn.execute(
+            OUTCOMES.insert(),
+            [
+                {"request_id": request, "seq": seq, "before": text}
+                for seq, text in texts[start : start + _WRITE_BATCH]
+            ],
+        )
+    return digest_of(text for _, text in texts)
+
+
+async def skipped(conn: AsyncConnection, request: int) -> list[tuple[str, str]]:
+    """The items the change left alone (job id, frozen state), one per job, where no row
+    of the job was changed."""
+    changed_jobs = (
+        sa.select(ITEMS.c.job_id)
+        .join(
+            OUTCOMES,
+            sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
+        )
+        .where(ITEMS.c.request_id == request)
+    )
+    rows = await conn.execute(
+        sa.select(ITEMS.c.job_id, ITEMS.c.state)
+        .where(ITEMS.c.request_id == request, ITEMS.c.job_id.not_in(changed_jobs.scalar_subquery()))
+        .order_by(ITEMS.c.seq)
+    )
+    return list({str(j): str(s) for j, s in rows.all()}.items())
+
+
+async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
+    """The digests of a request's frozen images and of the images its changed rows had
+    just before the change, from the stored text, read in batches (``audit verify``)."""
+    frozen, before = _Running(), _Running()
+    after = -1
+    joined = ITEMS.outerjoin(
+        OUTCOMES,
+        sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
+    )
+    while True:
+        rows = (
+            await conn.execute(
+                sa.select(ITEMS.c.seq, ITEMS.c.image, OUTCOMES.c.seq, OUTCOMES.c.before)
+                .select_from(joined)
+                .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
+                .order_by(ITEMS.c.seq)
+                .limit(_READ_BATCH)
+            )
+        ).all()
+        for _, image, changed, was in rows:
+            frozen.add(image)
+            if changed is not None:
+                before.add(image if was is None else was)
+        if len(rows) < _READ_BATCH:
+            break
+        after = rows[-1][0]
+    stray = (
+        await conn.execute(
+            sa.select(sa.func.count())
+            .select_from(OUTCOMES)
+            .where(
+                OUTCOMES.c.request_id == request,
+                OUTCOMES.c.seq.not_in(
+                    sa.select(ITEMS.c.seq).where(ITEMS.c.request_id == request).scalar_subquery()
+                ),
+            )
+        )
+    ).scalar_one()
+    if stray:  # outcomes without an item: counted, so that the digest cannot match
+        return frozen.done(), Digest(before.rows + int(stray), before.done().sha256)
+    return frozen.done(), before.done()

@@ -1,0 +1,231 @@
+"""A message_job change whose rows stay in PostgreSQL: the request copies each frozen
+message and its job, as one JSON image, into the request's items with one statement, and
+the approval changes the queue from those items with one statement (data-modifying CTEs:
+lock the rows still in their frozen state, keep their images, put the messages back to
+PENDING and their jobs to QUEUED or cancel the jobs, and write a job event per job).
+Nothing of the rows but the ids changed comes back to queuebot.
+
+Table and column names come from validated configuration and are quoted; every value is
+a bound parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.errors import PreconditionFailed
+from services.estate.items import sql_digest, sql_row_hash
+from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, event_id
+from services.estate.message_job.schema import CANCELLED, PENDING, QUEUED
+from services.estate.ops import Action, Kept, Target
+from services.estate.profile import BoundTable
+from services.identifiers import quote_identifier as q
+
+# What a redrive resets on the job, where the team's table has the column.
+RESET_JOB = (
+    ("attempt_count", 0),
+    ("progress_percent", 0),
+    ("finished_at", None),
+    ("error_message", None),
+)
+
+
+def _array(name: str, values: Sequence[str], params: dict[str, Any]) -> str:
+    """A text[] parameter: one comma-joined text the server splits where no value holds a
+    comma (the driver then sends one string instead of quoting each element)."""
+    if any("," in v for v in values):
+        params[name] = list(values)
+        return f"CAST(:{name} AS text[])"
+    params[name] = ",".join(values)
+    return f"string_to_array(:{name}, ',')"
+
+
+def _type(conn: AsyncConnection, column: sa.Column[Any]) -> str:
+    return str(column.type.compile(dialect=conn.dialect))
+
+
+def _image(m: str, j: str) -> str:
+    return f"json_build_object('message', to_json({m}), 'job', to_json({j}))::text"
+
+
+async def keep(
+    conn: AsyncConnection,
+    *,
+    m: BoundTable,
+    j: BoundTable,
+    request: int,
+    targets: list[Target],
+) -> tuple[int, str]:
+    params: dict[str, Any] = {"request": request}
+    states = [t.state.partition("/") for t in targets]
+    signatures = list(dict.fromkeys(t.signature for t in targets))
+    index = {s: n for n, s in enumerate(signatures, start=1)}
+    params["signatures"] = signatures
+    unnest = ", ".join(
+        [
+            _array("jobs", [t.id for t in targets], params),
+            _array("parts", [str(t.part) for t in targets], params),
+            _array("mstates", [s[0] for s in states], params),
+            _array("jstates", [s[2] for s in states], params),
+            _array("sigs", [str(index[t.signature]) for t in targets], params),
+        ]
+    )
+    mt, jt = q(m.name), q(j.name)
+    mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
+    jid, jstatus = q(j.c("id").name), q(j.c("status").name)
+    sql = f"""
+WITH t AS (
+    SELECT n - 1 AS seq, job, part, mstate, jstate, sig::int AS sig
+    FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, n)
+), ins AS (
+    INSERT INTO qb_change_items
+        (request_id, seq, job_id, part, key, state, signature, image, image_sha256, version)
+    SELECT :request, t.seq, t.job, t.part,
+           json_build_object('job_id', t.job, 'message_id', t.part)::text,
+           t.mstate || '/' || t.jstate, (CAST(:signatures AS text[]))[t.sig],
+           x.image, encode({sql_row_hash("x.image")}, 'hex'),
+           m.xmin::text || '/' || j.xmin::text
+    FROM t
+    JOIN {mt} AS m ON m.{mid} = CAST(t.part AS {_type(conn, m.c("id"))})
+    JOIN {jt} AS j ON j.{jid} = m.{mjob}
+    CROSS JOIN LATERAL (SELECT {_image("m", "j")} AS image) AS x
+    WHERE m.{mstatus} = t.mstate AND j.{jstatus} = t.jstate
+    RETURNING seq, image_sha256
+)
+SELECT count(*), {sql_digest("decode(image_sha256, 'hex')", "seq")} FROM ins
+"""
+    rows, sha = (await conn.execute(sa.text(sql), params)).one()
+    if int(rows) != len(targets):
+        raise PreconditionFailed(
+            f"{len(targets) - int(rows)} of the {len(targets)} rows changed while the request "
+            "was being made; ask again to freeze them as they are now"
+        )
+    return int(rows), str(sha)
+
+
+async def apply_kept(
+    conn: AsyncConnection,
+    *,
+    m: BoundTable,
+    j: BoundTable,
+    e: BoundTable | None,
+    request: int,
+    action: Action,
+    now: datetime,
+    note: str,
+) -> Kept:
+    params: dict[str, Any] = {"request": request, "now": now, "note": note}
+    mt, jt = q(m.name), q(j.name)
+    mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
+    jid, jstatus = q(j.c("id").name), q(j.c("status").name)
+    ctes = [
+        f"""i AS (
+    SELECT seq, CAST(part AS {_type(conn, m.c("id"))}) AS mid,
+           split_part(state, '/', 1) AS mstate,
+           substr(state, strpos(state, '/') + 1) AS jstate, image, image_sha256, version
+    FROM qb_change_items WHERE request_id = :request
+)""",
+        # each row still in its frozen state, locked, with the hash of its image now: a
+        # row whose version (xmin) is the frozen one is the frozen row, and its image is
+        # built again only where it is not; that image is kept only if it differs
+        f"""locked AS MATERIALIZED (
+    SELECT i.seq, m.{mid} AS mid, m.{mjob} AS jid, i.mstate, i.jstate,
+           coalesce({sql_row_hash("x.image")}, decode(i.image_sha256, 'hex')) AS h,
+           CASE WHEN x.image <> i.image THEN x.image END AS differs
+    FROM i
+    JOIN {mt} AS m ON m.{mid} = i.mid
+    JOIN {jt} AS j ON j.{jid} = m.{mjob}
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN m.xmin::text || '/' || j.xmin::text IS DISTINCT FROM i.version
+               THEN {_image("m", "j")} END AS image
+    ) AS x
+    WHERE m.{mstatus} = i.mstate AND j.{jstatus} = i.jstate
+    FOR UPDATE OF m, j
+)""",
+    ]
+    if action is Action.REDRIVE:
+        message = {"status": ":pending", "available_at": ":now", "claimed_at": "NULL"}
+        message["last_error"] = "NULL"
+        if m.has("attempt_count"):
+            message["attempt_count"] = "0"
+        params["pending"] = PENDING
+        sets = ", ".join(f"{q(m.c(c).name)} = {v}" for c, v in message.items())
+        ctes.append(
+            f"""um AS (
+    UPDATE {mt} AS m SET {sets}
+    FROM locked WHERE m.{mid} = locked.mid AND m.{mstatus} = locked.mstate
+    RETURNING 1
+)"""
+        )
+        job = {"status": ":job_to"}
+        for n, (column, value) in enumerate(RESET_JOB):
+            if j.has(column):
+                job[column] = f":reset{n}"
+                params[f"reset{n}"] = value
+        params["job_to"] = QUEUED
+    else:  # cancel a dead-lettered job on purpose: its messages stay as they are
+        job = {"status": ":job_to"}
+        params["job_to"] = CANCELLED
+    sets = ", ".join(f"{q(j.c(c).name)} = {v}" for c, v in job.items())
+    ctes.append(
+        f"""uj AS (
+    UPDATE {jt} AS j SET {sets}
+    FROM (SELECT DISTINCT jid, jstate FROM locked) AS l
+    WHERE j.{jid} = l.jid AND j.{jstatus} = l.jstate
+    RETURNING j.{jid} AS id
+)"""
+    )
+    events = "0"
+    if e is not None:
+        ctes.append(_events_cte(conn, e, action, params))
+        events = "(SELECT count(*) FROM ev)"
+    ctes.append(
+        """mk AS (
+    INSERT INTO qb_change_outcomes (request_id, seq, before)
+    SELECT :request, seq, differs FROM locked
+    RETURNING 1
+)"""
+    )
+    sql = (
+        "WITH "
+        + ",\n".join(ctes)
+        + f"""
+SELECT (SELECT count(*) FROM mk), {events},
+       (SELECT {sql_digest("h", "seq")} FROM locked),
+       ARRAY(SELECT CAST(id AS text) FROM uj)"""
+    )
+    marked, written, sha, changed = (await conn.execute(sa.text(sql), params)).one()
+    return Kept(
+        changed=list(changed),
+        job_events=int(written),
+        before_rows=int(marked),
+        before_sha256=str(sha),
+    )
+
+
+def _events_cte(
+    conn: AsyncConnection, e: BoundTable, action: Action, params: dict[str, Any]
+) -> str:
+    """One job event per job changed, as the manual procedure writes it."""
+    columns = [q(e.c("aggregate_id").name), q(e.c("event_type").name)]
+    values = [f"CAST(uj.id AS {_type(conn, e.c('aggregate_id'))})", ":event_type"]
+    if e.has("message"):
+        columns.append(q(e.c("message").name))
+        values.append(":note")
+    columns.append(q(e.c("created_at").name))
+    values.append(":now")
+    made = event_id(e)
+    if made is not None:
+        columns.insert(0, q(e.c("id").name))
+        values.insert(0, "gen_random_uuid()" if made == "uuid" else "gen_random_uuid()::text")
+    params["event_type"] = REDRIVE_EVENT if action is Action.REDRIVE else CANCEL_EVENT
+    return f"""ev AS (
+    INSERT INTO {q(e.name)} ({", ".join(columns)})
+    SELECT {", ".join(values)} FROM uj
+    RETURNING 1
+)"""
