@@ -25,6 +25,9 @@ RUNTIME: tuple[tuple[str, str, str | None], ...] = (
     ("qb_audit_head", "SELECT, INSERT, UPDATE (last_id, last_hash)", None),
     ("qb_change_requests", "SELECT, INSERT, UPDATE", "qb_change_requests_id_seq"),
     ("qb_approvals", "SELECT, INSERT", "qb_approvals_id_seq"),
+    # a request's kept rows are written once, never changed: the audit seals their digest
+    ("qb_change_items", "SELECT, INSERT", None),
+    ("qb_change_outcomes", "SELECT, INSERT", None),
     ("qb_deliveries", "SELECT, INSERT, UPDATE, DELETE", None),
     ("qb_schedule", "SELECT, INSERT, UPDATE, DELETE", "qb_schedule_id_seq"),
     ("qb_queue_samples", "SELECT, INSERT, DELETE", "qb_queue_samples_id_seq"),

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.estate import items
+from services.audit import row_digest
 from services.jsonable import loads
 
 _RECORDED = {"change.requested": ("items", "frozen"), "change.executed": ("before", "before")}
@@ -49,16 +49,24 @@ class KeptRows:
     async def problem(self, conn: AsyncConnection) -> tuple[int, str] | None:
         """The first request whose items do not match its events: (event, why), or None."""
         for request in sorted(self.recorded):
-            frozen, before = await items.recompute(conn, request)
+            frozen, before = await row_digest.recompute(conn, request)
             now = {"frozen": frozen, "before": before}
-            for which, (event, rows, sha) in sorted(self.recorded[request].items()):
+            recorded = self.recorded[request]
+            for which in ("frozen", "before"):  # the request's event comes first
+                if which not in recorded:
+                    continue
+                event, rows, sha = recorded[which]
                 found = now[which]
                 if (found.rows, found.sha256) == (rows, sha):
                     continue
-                what = "as frozen" if which == "frozen" else "from just before the change"
+                what = (
+                    "as frozen (qb_change_items)"
+                    if which == "frozen"
+                    else "from just before the change (qb_change_outcomes)"
+                )
                 return (
                     event,
-                    f"CR-{request}'s rows {what} (qb_change_items) do not match the digest "
+                    f"CR-{request}'s rows {what} do not match the digest "
                     f"event {event} recorded ({rows} row(s); the table now gives "
                     f"{found.rows}): an item was edited, added or deleted",
                 )

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
+from services.audit.row_digest import EMPTY, Digest
 from services.changes import store
 from services.changes.model import (
     ChangeKind,
@@ -22,7 +23,6 @@ from services.changes.model import (
 from services.errors import ConcurrentChange
 from services.estate import items
 from services.estate.estate import Estate
-from services.estate.items import EMPTY, Digest
 from services.estate.ops import Action, ChangesInDatabase, Ineligible
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
@@ -163,9 +163,10 @@ class Executor:
             )
             changed, events = kept.changed, kept.job_events
             before = Digest(kept.before_rows, kept.before_sha256)
+            left = await items.skipped(conn, request.id) if kept.before_rows < kept.items else []
             skipped = [
                 Ineligible(job, f"moved on since the request (no longer {state})")
-                for job, state in await items.skipped(conn, request.id)
+                for job, state in left
             ]
         else:
             targets = await store.targets(conn, request.id)

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.audit import Actor, AuditTrail
+from services.audit.row_digest import Digest
 from services.changes import store
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, nothing_to_do
@@ -43,7 +44,6 @@ from services.errors import (
 )
 from services.estate import items
 from services.estate.estate import Estate
-from services.estate.items import Digest
 from services.estate.ops import ChangesInDatabase, Selector, Target
 from services.estate.profile import QueueProfile
 from services.jsonable import jsonable

@@ -1,87 +1,26 @@
 """A change request's frozen rows, kept in ``qb_change_items`` rather than carried
-through queuebot: their keys, the state execution holds each to, each row's image when
-frozen and its image just before the change.
-
-The audit events carry each column of images as a ``Digest``: the SHA-256 of the
-concatenated SHA-256 of each image's UTF-8 text, in item order. PostgreSQL computes it
-where it writes the images itself (``sql_digest``), queuebot computes the same where it
-writes them (``digest_of``), and ``audit verify`` recomputes it from the stored text.
+through queuebot: their keys, the state execution holds each to and each row's image
+when frozen; and the rows its execution changed, in ``qb_change_outcomes``, with their
+images from just before the change. The audit events carry digests of the images
+(``services.audit.row_digest``).
 
 Steps in the caller's transaction.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit.row_digest import ITEMS, OUTCOMES, Digest, Running, digest_of, image_sha256
 from services.estate.ops import Target
 from services.jsonable import canonical, loads
-from services.models import ChangeItem, ChangeOutcome
 
-ITEMS = cast(sa.Table, ChangeItem.__table__)
-OUTCOMES = cast(sa.Table, ChangeOutcome.__table__)
-EMPTY = hashlib.sha256(b"").hexdigest()  # the digest of no images
 _WRITE_BATCH = 2000  # rows per executemany batch: a bounded list, whatever the size
 _READ_BATCH = 5000
-
-
-@dataclass(frozen=True)
-class Digest:
-    """How many images, and their digest."""
-
-    rows: int
-    sha256: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {"rows": self.rows, "sha256": self.sha256}
-
-
-def image_sha256(image: str) -> str:
-    return hashlib.sha256(image.encode("utf-8")).hexdigest()
-
-
-class _Running:
-    def __init__(self) -> None:
-        self._outer = hashlib.sha256()
-        self.rows = 0
-
-    def add(self, image: str) -> str:
-        """Count one image in; its own SHA-256, hex."""
-        row = hashlib.sha256(image.encode("utf-8"))
-        self._outer.update(row.digest())
-        self.rows += 1
-        return row.hexdigest()
-
-    def done(self) -> Digest:
-        return Digest(self.rows, self._outer.hexdigest())
-
-
-def digest_of(images: Iterable[str]) -> Digest:
-    """The digest of image texts, in the order given."""
-    running = _Running()
-    for image in images:
-        running.add(image)
-    return running.done()
-
-
-def sql_row_hash(image: str) -> str:
-    """PostgreSQL: the SHA-256 of one image's UTF-8 text (``image`` is fixed SQL)."""
-    return f"sha256(convert_to({image}, 'UTF8'))"
-
-
-def sql_digest(hashes: str, order: str) -> str:
-    """The same digest as ``digest_of``, as a PostgreSQL aggregate over per-image hashes
-    (``sql_row_hash``) ordered by ``order``; both are fixed SQL, never input."""
-    return (
-        f"encode(sha256(coalesce(string_agg({hashes}, ''::bytea ORDER BY {order}), "
-        "''::bytea)), 'hex')"
-    )
 
 
 def image_text(row: Any) -> str:
@@ -91,7 +30,7 @@ def image_text(row: Any) -> str:
 
 async def write(conn: AsyncConnection, *, request: int, targets: Sequence[Target]) -> Digest:
     """Keep the targets and their images (built by the profile) as the request's items."""
-    running = _Running()
+    running = Running()
     batch: list[dict[str, Any]] = []
     for seq, t in enumerate(targets):
         image = image_text(t.row)
@@ -224,46 +163,3 @@ async def skipped(conn: AsyncConnection, request: int) -> list[tuple[str, str]]:
         .order_by(ITEMS.c.seq)
     )
     return list({str(j): str(s) for j, s in rows.all()}.items())
-
-
-async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
-    """The digests of a request's frozen images and of the images its changed rows had
-    just before the change, from the stored text, read in batches (``audit verify``)."""
-    frozen, before = _Running(), _Running()
-    after = -1
-    joined = ITEMS.outerjoin(
-        OUTCOMES,
-        sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
-    )
-    while True:
-        rows = (
-            await conn.execute(
-                sa.select(ITEMS.c.seq, ITEMS.c.image, OUTCOMES.c.seq, OUTCOMES.c.before)
-                .select_from(joined)
-                .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
-                .order_by(ITEMS.c.seq)
-                .limit(_READ_BATCH)
-            )
-        ).all()
-        for _, image, changed, was in rows:
-            frozen.add(image)
-            if changed is not None:
-                before.add(image if was is None else was)
-        if len(rows) < _READ_BATCH:
-            break
-        after = rows[-1][0]
-    stray = (
-        await conn.execute(
-            sa.select(sa.func.count())
-            .select_from(OUTCOMES)
-            .where(
-                OUTCOMES.c.request_id == request,
-                OUTCOMES.c.seq.not_in(
-                    sa.select(ITEMS.c.seq).where(ITEMS.c.request_id == request).scalar_subquery()
-                ),
-            )
-        )
-    ).scalar_one()
-    if stray:  # outcomes without an item: counted, so that the digest cannot match
-        return frozen.done(), Digest(before.rows + int(stray), before.done().sha256)
-    return frozen.done(), before.done()

@@ -121,7 +121,7 @@ class Selector:
         return ", ".join(self.ids)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a large request holds 100,000 of them
 class Target:
     """One frozen row: its key, the state it was seen in, and its full snapshot.
 
@@ -159,7 +159,7 @@ class Target:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ineligible:
     id: str
     why: str
@@ -183,9 +183,11 @@ class Applied:
 
 @dataclass(frozen=True)
 class Kept:
-    """What a change made from its request's items in the database did: the jobs changed,
-    the job events written, and the digest (rows, SHA-256) of the images just before."""
+    """What a change made from its request's items in the database did: how many items
+    there were, the jobs changed, the job events written, and the digest (rows, SHA-256)
+    of the changed rows' images from just before the change."""
 
+    items: int  # the request's items, changed or not
     changed: list[str]
     job_events: int
     before_rows: int

@@ -432,6 +432,8 @@ class QueueProfile(ABC):
             out = []
             for raw in raws:
                 lowered = raw.lower()
+                if lowered == raw:
+                    lowered = raw  # the text already held, not a second copy of it
                 out.append(lowered if match(lowered) else str(self.coerce_id(column, raw)))
             return out
         return [self.id_text(column, raw) for raw in raws]

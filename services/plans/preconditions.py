@@ -115,12 +115,12 @@ async def evaluate(
     )
 
     patterns = [re.compile(p, re.IGNORECASE) for p in config.permanent_errors]
-    permanent = {
-        t.id: f"error classified permanent ({p.pattern})"
-        for t in remaining
-        for p in patterns
-        if p.search(t.signature)
-    }
+    # judged once per distinct signature: ten thousand jobs share a few dozen of them
+    verdicts: dict[str, str | None] = {}
+    for signature in {t.signature for t in remaining}:
+        hit = next((p for p in patterns if p.search(signature)), None)
+        verdicts[signature] = f"error classified permanent ({hit.pattern})" if hit else None
+    permanent = {t.id: why for t in remaining if (why := verdicts[t.signature]) is not None}
     remaining = _exclude(remaining, permanent, excluded)
     checks.append(
         Check(

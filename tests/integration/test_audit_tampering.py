@@ -448,3 +448,57 @@ async def test_an_unkeyed_trail_goes_on_keyed_and_then_needs_its_key(
         )
     code, _, err = await queuebot("audit", "head", key=None)
     assert code == 3 and err.count("\n") == 1
+
+
+# -- the rows a change request kept in the database -----------------------------------------
+
+
+async def test_an_edited_frozen_row_is_named_by_its_requests_digest(
+    trail: Shop, queuebot: Any
+) -> None:
+    """A request's rows live in qb_change_items, not in the trail; the trail seals their
+    digest, so editing a frozen image (no trigger stops it) breaks the request's event."""
+    assert (await verify(trail)).ok
+    async with trail.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "UPDATE qb_change_items SET image = replace(image, 'DLQ', 'PENDING') "
+                "WHERE request_id = 1 AND seq = 0"
+            )
+        )
+    result = await verify(trail)
+    assert result.first_bad == 1
+    assert result.problem == (
+        "CR-1's rows as frozen (qb_change_items) do not match the digest event 1 recorded "
+        "(2 row(s); the table now gives 2): an item was edited, added or deleted"
+    )
+    code, _, err = await queuebot("audit", "verify")
+    assert code == 1
+    assert err.startswith("audit trail BROKEN at event 1: CR-1's rows as frozen")
+
+
+async def test_a_forged_before_image_and_a_deleted_item_are_named(trail: Shop) -> None:
+    async with trail.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "UPDATE qb_change_outcomes SET before = '{\"forged\": true}' "
+                "WHERE request_id = 1 AND seq = 1"
+            )
+        )
+    result = await verify(trail)
+    assert result.first_bad == 3  # CR-1's change.executed
+    assert result.problem is not None
+    assert result.problem.startswith(
+        "CR-1's rows from just before the change (qb_change_outcomes) do not match"
+    )
+    async with trail.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE qb_change_outcomes SET before = NULL WHERE request_id = 1 AND seq = 1")
+        )
+        await conn.execute(sa.text("DELETE FROM qb_change_items WHERE request_id = 2"))
+    result = await verify(trail)
+    assert result.first_bad == 4  # CR-2's change.requested
+    assert result.problem == (
+        "CR-2's rows as frozen (qb_change_items) do not match the digest event 4 recorded "
+        "(2 row(s); the table now gives 0): an item was edited, added or deleted"
+    )

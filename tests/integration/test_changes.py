@@ -15,10 +15,10 @@ from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from services import audit
 from services.audit import Actor
+from services.audit.row_digest import digest_of
 from services.changes.model import ChangeKind, RequestState
 from services.config import ApprovalConfig
 from services.errors import Conflict, PermissionDenied, PreconditionFailed
-from services.estate.items import digest_of
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop, assert_trail_holds, said
@@ -232,9 +232,10 @@ async def test_redrive_follows_seed_003_step_4(shop: Shop) -> None:
     )
     # each row as it was just before the change, kept in its item, the same shape on
     # SQLite and PostgreSQL; the audit event carries their digest
-    assert json.loads(executed["details"])["before"] == digest_of(
-        [k["before"] for k in kept]
-    ).as_json()
+    assert (
+        json.loads(executed["details"])["before"]
+        == digest_of([k["before"] for k in kept]).as_json()
+    )
     requested = (
         await rows(shop, "SELECT details FROM qb_audit_events WHERE action = 'change.requested'")
     )[0]
@@ -443,3 +444,57 @@ async def test_a_rejection_shows_its_reason_and_a_withdrawal_is_called_one(shop:
     with pytest.raises(Conflict) as decided:
         await shop.changes.approve(number=1, actor=ALICE)
     assert "CR-1 was rejected by bob at 03:00 UTC (wrong node)" in said(decided.value)
+
+
+async def test_a_request_made_before_items_were_kept_still_executes(shop: Shop) -> None:
+    """A request still pending from before requests kept their rows as items has its
+    targets in its own JSON: the approval adopts them as items and changes the rows."""
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=3))
+    ids = tuple(r.id for r in dead.rows)
+    await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=ids),
+        reason="fixed",
+        actor=ALICE,
+    )
+    kept = await rows(
+        shop,
+        "SELECT seq, job_id, part, key, state, signature, image, image_sha256 "
+        "FROM qb_change_items WHERE request_id = 1 ORDER BY seq",
+    )
+    legacy = {
+        "items": [
+            {
+                "id": k["job_id"],
+                "key": json.loads(k["key"]),
+                "state": k["state"],
+                "signature": k["signature"],
+                "part": k["part"],
+            }
+            for k in kept
+        ]
+    }
+    async with shop.engine.begin() as conn:
+        await conn.execute(sa.text("DELETE FROM qb_change_items WHERE request_id = 1"))
+        await conn.execute(
+            sa.text("UPDATE qb_change_requests SET targets = :t WHERE id = 1"),
+            {"t": json.dumps(legacy)},
+        )
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    assert decision.executed and decision.view.result is not None
+    assert sorted(decision.view.result.changed) == sorted(ids)
+    for job_id in ids:
+        assert (await shop.reads.show_job(queue="clips", job_id=job_id)).status == (
+            "QUEUED / PENDING"
+        )
+    # a real request of then carries its rows in its audit event, not a digest of items;
+    # this one's event has the digest, so its images go back for the trail to hold
+    async with shop.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "UPDATE qb_change_items SET image = :image, image_sha256 = :sha "
+                "WHERE request_id = 1 AND seq = :seq"
+            ),
+            [{"image": k["image"], "sha": k["image_sha256"], "seq": k["seq"]} for k in kept],
+        )

@@ -137,6 +137,11 @@ async def test_the_runtime_role_appends_and_cannot_tamper(
         ("UPDATE qb_audit_events SET reason = 'x' WHERE id = 1", "permission denied"),
         ("DELETE FROM qb_audit_events WHERE id = 3", "permission denied"),
         ("TRUNCATE qb_audit_events", "permission denied"),
+        # a request's kept rows, whose digest the trail seals, are written once
+        ("UPDATE qb_change_items SET image = '{}' WHERE request_id = 1", "permission denied"),
+        ("DELETE FROM qb_change_items WHERE request_id = 1", "permission denied"),
+        ("UPDATE qb_change_outcomes SET before = '{}'", "permission denied"),
+        ("DELETE FROM qb_change_outcomes", "permission denied"),
         ("TRUNCATE qb_audit_head", "permission denied"),
         (
             "ALTER TABLE qb_audit_events DISABLE TRIGGER qb_audit_events_append_only",

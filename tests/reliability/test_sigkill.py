@@ -188,9 +188,9 @@ UNTOUCHED = (
 
 
 def frozen_targets(c: Cluster, number: int) -> list[str]:
-    """The job ids the request froze when it was made."""
-    (targets,) = c.sql("SELECT targets FROM qb_change_requests WHERE id = %s", (number,))[0]
-    return [str(t["id"]) for t in targets["items"]]
+    """The job ids the request froze when it was made (its items)."""
+    rows = c.sql("SELECT job_id FROM qb_change_items WHERE request_id = %s ORDER BY seq", (number,))
+    return [str(r[0]) for r in rows]
 
 
 def test_approval_of_300_jobs_survives_sigkill(tmp_path: Path, figures: Figures) -> None:

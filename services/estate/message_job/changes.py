@@ -73,7 +73,7 @@ class _Layout:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Found:
     """One message row and its job's row, as found when freezing."""
 
@@ -97,11 +97,17 @@ class _Found:
             {"message": message, "job": job},
         )
 
-    def target(self) -> Target:
+    def target(self, states: dict[tuple[str, str], str]) -> Target:
+        """The target; ``states`` keeps one text per pair of statuses (a large request has
+        100,000 targets and a handful of states)."""
+        pair = (self.status, self.job_status)
+        state = states.get(pair)
+        if state is None:
+            state = states[pair] = f"{self.status}/{self.job_status}"
         return Target(
             id=self.job_id,
             key={"job_id": self.job_id, "message_id": self.message_id},
-            state=f"{self.status}/{self.job_status}",  # what the guard holds each row to
+            state=state,  # what the guard holds each row to
             signature=display_signature(error_signature(self.last_error)),
             row=self.snapshot,
             part=self.message_id,
@@ -172,6 +178,7 @@ class MessageJobChanges:
         targets: list[Target] = []
         ineligible: list[Ineligible] = []
         seen: set[str] = set()
+        state_texts: dict[tuple[str, str], str] = {}
         for raw, job_key, msg_key in zip(selector.ids, job_keys, msg_keys, strict=True):
             # an id names a job, or else one of its messages
             candidates = by_job.get(job_key) or ([by_msg[msg_key]] if msg_key in by_msg else [])
@@ -195,7 +202,7 @@ class MessageJobChanges:
             elif job_state is not CanonicalState.FAILED:
                 ineligible.append(Ineligible(job_id, f"{job_status}: job is not failed"))
             else:
-                targets.extend(d.target() for d in dead)
+                targets.extend(d.target(state_texts) for d in dead)
         return Frozen(targets, ineligible)
 
     async def _lookup(

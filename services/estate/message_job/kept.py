@@ -18,8 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit.row_digest import sql_digest, sql_row_hash
 from services.errors import PreconditionFailed
-from services.estate.items import sql_digest, sql_row_hash
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, event_id
 from services.estate.message_job.schema import CANCELLED, PENDING, QUEUED
 from services.estate.ops import Action, Kept, Target
@@ -62,7 +62,8 @@ async def keep(
     targets: list[Target],
 ) -> tuple[int, str]:
     params: dict[str, Any] = {"request": request}
-    states = [t.state.partition("/") for t in targets]
+    pairs = {s: s.partition("/") for s in {t.state for t in targets}}
+    states = [pairs[t.state] for t in targets]
     signatures = list(dict.fromkeys(t.signature for t in targets))
     index = {s: n for n, s in enumerate(signatures, start=1)}
     params["signatures"] = signatures
@@ -195,12 +196,13 @@ async def apply_kept(
         "WITH "
         + ",\n".join(ctes)
         + f"""
-SELECT (SELECT count(*) FROM mk), {events},
+SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM mk), {events},
        (SELECT {sql_digest("h", "seq")} FROM locked),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
     )
-    marked, written, sha, changed = (await conn.execute(sa.text(sql), params)).one()
+    frozen, marked, written, sha, changed = (await conn.execute(sa.text(sql), params)).one()
     return Kept(
+        items=int(frozen),
         changed=list(changed),
         job_events=int(written),
         before_rows=int(marked),

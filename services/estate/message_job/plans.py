@@ -76,11 +76,18 @@ class MessageJobPlanOps:
         missing: dict[str, str] = {}
         ids = self.profile.id_texts(j.c("id"), (x.id for x in targets))
         status = a.c("status") if a.has("status") else sa.null()
+        source_key = a.c("source_object_key")
+        gone = sa.or_(  # only the jobs that fail come back, not every job named
+            a.c("id").is_(None),
+            source_key.is_(None),
+            source_key == "",
+            sa.func.upper(sa.cast(status, sa.Text)) == "DELETED",
+        )
         for part in chunks(ids, chunk_for(j.dialect)):
             rows = await conn.execute(
-                sa.select(j.c("id"), a.c("id"), a.c("source_object_key"), status)
+                sa.select(j.c("id"), a.c("id"), source_key, status)
                 .select_from(j.table.outerjoin(a.table, a.c("id") == j.c("asset_id")))
-                .where(j.isin("id", part))
+                .where(j.isin("id", part), gone)
             )
             for job, asset, key, asset_status in rows.all():
                 if asset is None:

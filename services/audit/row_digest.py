@@ -1,0 +1,120 @@
+"""The digest of a change request's kept rows: the SHA-256 of the concatenated SHA-256
+of each row image's UTF-8 text, in item order. PostgreSQL computes it where it writes the
+images itself (``sql_row_hash``, ``sql_digest``), queuebot where it writes them
+(``digest_of``), and ``audit verify`` recomputes it from the stored text (``recompute``):
+the audit events carry digests, and the rows stay in ``qb_change_items`` and
+``qb_change_outcomes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.models import ChangeItem, ChangeOutcome
+
+ITEMS = cast(sa.Table, ChangeItem.__table__)
+OUTCOMES = cast(sa.Table, ChangeOutcome.__table__)
+EMPTY = hashlib.sha256(b"").hexdigest()  # the digest of no images
+_READ_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class Digest:
+    """How many images, and their digest."""
+
+    rows: int
+    sha256: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rows": self.rows, "sha256": self.sha256}
+
+
+def image_sha256(image: str) -> str:
+    return hashlib.sha256(image.encode("utf-8")).hexdigest()
+
+
+class Running:
+    def __init__(self) -> None:
+        self._outer = hashlib.sha256()
+        self.rows = 0
+
+    def add(self, image: str) -> str:
+        """Count one image in; its own SHA-256, hex."""
+        row = hashlib.sha256(image.encode("utf-8"))
+        self._outer.update(row.digest())
+        self.rows += 1
+        return row.hexdigest()
+
+    def done(self) -> Digest:
+        return Digest(self.rows, self._outer.hexdigest())
+
+
+def digest_of(images: Iterable[str]) -> Digest:
+    """The digest of image texts, in the order given."""
+    running = Running()
+    for image in images:
+        running.add(image)
+    return running.done()
+
+
+def sql_row_hash(image: str) -> str:
+    """PostgreSQL: the SHA-256 of one image's UTF-8 text (``image`` is fixed SQL)."""
+    return f"sha256(convert_to({image}, 'UTF8'))"
+
+
+def sql_digest(hashes: str, order: str) -> str:
+    """The same digest as ``digest_of``, as a PostgreSQL aggregate over per-image hashes
+    (``sql_row_hash``) ordered by ``order``; both are fixed SQL, never input."""
+    return (
+        f"encode(sha256(coalesce(string_agg({hashes}, ''::bytea ORDER BY {order}), "
+        "''::bytea)), 'hex')"
+    )
+
+
+async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
+    """The digests of a request's frozen images and of the images its changed rows had
+    just before the change, from the stored text, read in batches (``audit verify``)."""
+    frozen, before = Running(), Running()
+    after = -1
+    joined = ITEMS.outerjoin(
+        OUTCOMES,
+        sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
+    )
+    while True:
+        rows = (
+            await conn.execute(
+                sa.select(ITEMS.c.seq, ITEMS.c.image, OUTCOMES.c.seq, OUTCOMES.c.before)
+                .select_from(joined)
+                .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
+                .order_by(ITEMS.c.seq)
+                .limit(_READ_BATCH)
+            )
+        ).all()
+        for _, image, changed, was in rows:
+            frozen.add(image)
+            if changed is not None:
+                before.add(image if was is None else was)
+        if len(rows) < _READ_BATCH:
+            break
+        after = rows[-1][0]
+    stray = (
+        await conn.execute(
+            sa.select(sa.func.count())
+            .select_from(OUTCOMES)
+            .where(
+                OUTCOMES.c.request_id == request,
+                OUTCOMES.c.seq.not_in(
+                    sa.select(ITEMS.c.seq).where(ITEMS.c.request_id == request).scalar_subquery()
+                ),
+            )
+        )
+    ).scalar_one()
+    if stray:  # outcomes without an item: counted, so that the digest cannot match
+        return frozen.done(), Digest(before.rows + int(stray), before.done().sha256)
+    return frozen.done(), before.done()
