@@ -10,6 +10,10 @@ the pause began, whichever comes first: a change waiting on a lock, or changes
 overlapping one after another, never keep it off for long. Cycles made meanwhile wait
 for the next pass.
 
+When the last change under way ends, the memory its rows took goes back to the operating
+system (``malloc_trim``, where the C library is glibc): the allocator otherwise keeps the
+freed pages, and a process that once changed 100,000 rows stayed 50 MB larger for good.
+
 The pause is process-wide, like the collector itself: the webhook's requests served
 meanwhile are not collected either, which only shortens their pauses. Changes under way
 at once share one pause (a count), and a collector that was already off stays off.
@@ -18,11 +22,26 @@ at once share one pause (a count), and a collector that was already off stays of
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 LONGEST = 30.0  # seconds a pause may last, however many changes keep it
+
+
+def _find_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+    return trim
+
+
+_TRIM = _find_trim()
 
 
 class _Pause:
@@ -61,3 +80,5 @@ def collector_paused() -> Iterator[None]:
                 _Pause.timer = None
             if _Pause.was_enabled:
                 gc.enable()
+            if _TRIM is not None:
+                _TRIM(0)  # the pages the change's rows took, back to the system

@@ -241,7 +241,7 @@ class ChangeRequests:
             self.approval.large_change_approvals if count > self.approval.large_change_rows else 1
         )
         ineligible = [[i.id, i.why] for i in frozen.ineligible]
-        selected = jsonable(selector.as_json())
+        selected = selector.as_json()  # plain JSON types already: no copy of every id
         number = await store.insert(
             conn,
             {

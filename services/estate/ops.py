@@ -129,7 +129,9 @@ class Target:
     (message_job: the dead-lettered message); None where a job is one row."""
 
     id: str  # the job id as a person reads it
-    key: dict[str, Any]  # the database keys, as the profile needs them back
+    # the database keys, as the profile needs them back; empty where the profile keeps the
+    # request's items in the database (``ChangesInDatabase``), which builds them there
+    key: dict[str, Any]
     state: str  # the snapshotted state execution requires
     signature: str
     row: dict[str, Any]

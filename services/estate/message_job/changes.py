@@ -40,6 +40,9 @@ from services.identifiers import quote_identifier
 from services.jsonable import raw_json
 
 _JOB = "job__"
+# PostgreSQL's targets carry no image and no key (the request's items get both from the
+# database): one shared empty mapping, never written to, rather than 100,000 of each
+_NO_IMAGE: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class _Found:
     job_id: str
     status: str
     job_status: str
-    last_error: str | None
+    signature: str  # of the message's last error (the text itself is not kept)
     snapshot: Any  # {"message": {...}, "job": {...}}, or the same as database-built JSON
 
     @classmethod
@@ -93,7 +96,7 @@ class _Found:
             str(row[layout.job_id]),
             str(row[layout.status]),
             str(row[layout.job_status]),
-            row[layout.last_error],
+            _signature(row[layout.last_error]),
             {"message": message, "job": job},
         )
 
@@ -106,9 +109,12 @@ class _Found:
             state = states[pair] = f"{self.status}/{self.job_status}"
         return Target(
             id=self.job_id,
-            key={"job_id": self.job_id, "message_id": self.message_id},
+            # PostgreSQL copies the items itself and builds their keys (``kept``)
+            key=_NO_IMAGE
+            if self.snapshot is _NO_IMAGE
+            else {"job_id": self.job_id, "message_id": self.message_id},
             state=state,  # what the guard holds each row to
-            signature=display_signature(error_signature(self.last_error)),
+            signature=self.signature,
             row=self.snapshot,
             part=self.message_id,
         )
@@ -127,6 +133,15 @@ def _as_text(column: sa.ColumnElement[Any], postgres: bool) -> sa.ColumnElement[
     """An id read as the text a person reads (PostgreSQL prints a uuid lowercase, as
     ``str(uuid)`` does), so ten thousand ids need no UUID objects to be made and printed."""
     return sa.cast(column, sa.Text) if postgres else column
+
+
+def _once(texts: dict[str, str], text: str) -> str:
+    """The one copy of ``text`` kept in ``texts``."""
+    return texts.setdefault(text, text)
+
+
+def _signature(error: str | None) -> str:
+    return display_signature(error_signature(error))
 
 
 def _kind(column: sa.Column[Any]) -> tuple[bool, bool]:
@@ -170,18 +185,24 @@ class MessageJobChanges:
             else self.profile.id_texts(m.c("id"), selector.ids)
         )
         found = await self._lookup(conn, m, j, job_keys, msg_keys)
-        by_job: dict[str, list[_Found]] = {}
-        by_msg: dict[str, _Found] = {}
+        by_job: dict[str, _Found | list[_Found]] = {}  # a list only where a job has several
         for f in found:
-            by_job.setdefault(f.job_id, []).append(f)
-            by_msg[f.message_id] = f
+            had = by_job.setdefault(f.job_id, f)
+            if had is not f:
+                by_job[f.job_id] = [*had, f] if isinstance(had, list) else [had, f]
+        # messages by id, only where an id names no job (ids usually name jobs)
+        by_msg: dict[str, _Found] = (
+            {f.message_id: f for f in found} if any(k not in by_job for k in job_keys) else {}
+        )
+        del found
         targets: list[Target] = []
         ineligible: list[Ineligible] = []
         seen: set[str] = set()
         state_texts: dict[tuple[str, str], str] = {}
         for raw, job_key, msg_key in zip(selector.ids, job_keys, msg_keys, strict=True):
             # an id names a job, or else one of its messages
-            candidates = by_job.get(job_key) or ([by_msg[msg_key]] if msg_key in by_msg else [])
+            named = by_job.get(job_key) or by_msg.get(msg_key)
+            candidates = named if isinstance(named, list) else [named] if named else []
             if not candidates:
                 ineligible.append(Ineligible(raw, "not found (no job or message with that id)"))
                 continue
@@ -240,10 +261,23 @@ class MessageJobChanges:
                     )
                 )
             )
+            # row by row, each status text kept once and each error only as its signature:
+            # 100,000 rows are not held twice, as rows and as what they became
             if postgres:
-                out.extend(_Found(r[0], r[1], str(r[2]), str(r[4]), r[3], {}) for r in rows.all())
+                texts: dict[str, str] = {}
+                out.extend(
+                    _Found(
+                        r[0],
+                        r[1],
+                        _once(texts, str(r[2])),
+                        _once(texts, str(r[4])),
+                        _signature(r[3]),
+                        _NO_IMAGE,
+                    )
+                    for r in rows
+                )
             else:
-                out.extend(_Found.of(tuple(r), layout) for r in rows.all())
+                out.extend(_Found.of(tuple(r), layout) for r in rows)
         return out
 
     def in_database(self, dialect: str) -> bool:
