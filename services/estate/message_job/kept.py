@@ -131,11 +131,13 @@ async def apply_kept(
            substr(state, strpos(state, '/') + 1) AS jstate, image, image_sha256, version
     FROM qb_change_items WHERE request_id = :request
 )""",
-        # each row still in its frozen state, locked, with the hash of its image now: a
-        # row whose version (xmin) is the frozen one is the frozen row, and its image is
-        # built again only where it is not; that image is kept only if it differs
+        # each row still in its frozen state, with the hash of its image now: a row whose
+        # version (xmin) is the frozen one is the frozen row, and its image is built again
+        # only where it is not; that image is kept only if it differs. The jobs are locked;
+        # a redrive's messages are not: their update below holds each to the version
+        # imaged here (a message changed since is left alone, and so is its job)
         f"""locked AS MATERIALIZED (
-    SELECT i.seq, m.{mid} AS mid, m.{mjob} AS jid, i.mstate, i.jstate,
+    SELECT i.seq, m.{mid} AS mid, m.{mjob} AS jid, m.xmin AS mxmin, i.mstate, i.jstate,
            coalesce({sql_row_hash("x.image")}, decode(i.image_sha256, 'hex')) AS h,
            CASE WHEN x.image <> i.image THEN x.image END AS differs
     FROM i
@@ -146,7 +148,7 @@ async def apply_kept(
                THEN {_image("m", "j")} END AS image
     ) AS x
     WHERE m.{mstatus} = i.mstate AND j.{jstatus} = i.jstate
-    FOR UPDATE OF m, j
+    FOR UPDATE OF {"j" if action is Action.REDRIVE else "m, j"}
 )""",
     ]
     if action is Action.REDRIVE:
@@ -157,11 +159,13 @@ async def apply_kept(
         params["pending"] = PENDING
         sets = ", ".join(f"{q(m.c(c).name)} = {v}" for c, v in message.items())
         ctes.append(
-            f"""um AS (
+            # the messages changed, with what the rest of the statement needs of each
+            f"""done AS (
     UPDATE {mt} AS m SET {sets}
-    FROM locked WHERE m.{mid} = locked.mid AND m.{mstatus} = locked.mstate
-    RETURNING 1
-)"""
+    FROM locked
+    WHERE m.{mid} = locked.mid AND m.{mstatus} = locked.mstate AND m.xmin = locked.mxmin
+    RETURNING locked.seq, locked.jid, locked.jstate, locked.h, locked.differs
+)""",
         )
         job = {"status": ":job_to"}
         for n, (column, value) in enumerate(RESET_JOB):
@@ -172,11 +176,12 @@ async def apply_kept(
     else:  # cancel a dead-lettered job on purpose: its messages stay as they are
         job = {"status": ":job_to"}
         params["job_to"] = CANCELLED
+        ctes.append("done AS (SELECT * FROM locked)")
     sets = ", ".join(f"{q(j.c(c).name)} = {v}" for c, v in job.items())
     ctes.append(
         f"""uj AS (
     UPDATE {jt} AS j SET {sets}
-    FROM (SELECT DISTINCT jid, jstate FROM locked) AS l
+    FROM (SELECT DISTINCT jid, jstate FROM done) AS l
     WHERE j.{jid} = l.jid AND j.{jstatus} = l.jstate
     RETURNING j.{jid} AS id
 )"""
@@ -188,7 +193,7 @@ async def apply_kept(
     ctes.append(
         """mk AS (
     INSERT INTO qb_change_outcomes (request_id, seq, before)
-    SELECT :request, seq, differs FROM locked
+    SELECT :request, seq, differs FROM done
     RETURNING 1
 )"""
     )
@@ -196,8 +201,9 @@ async def apply_kept(
         "WITH "
         + ",\n".join(ctes)
         + f"""
-SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM mk), {events},
-       (SELECT {sql_digest("h", "seq")} FROM locked),
+SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
+       (SELECT count(*) FROM mk), {events},
+       (SELECT {sql_digest("h", "seq")} FROM done),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
     )
     frozen, marked, written, sha, changed = (await conn.execute(sa.text(sql), params)).one()
