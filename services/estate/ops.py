@@ -123,7 +123,9 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)  # slots: a large request holds 100,000 of them
 class Target:
-    """One frozen row: its key, the state it was seen in, and its full snapshot.
+    """One frozen row: its key, the state it was seen in, and its full snapshot (``row``,
+    where queuebot builds the image; empty where the database copies it into the
+    request's items itself).
 
     ``part`` names the row within the job that the change touches where a job has several
     (message_job: the dead-lettered message); None where a job is one row."""
@@ -137,19 +139,10 @@ class Target:
     row: dict[str, Any]
     part: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "key": self.key,
-            "state": self.state,
-            "signature": self.signature,
-            "part": self.part,
-            "row": self.row,
-        }
-
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> Target:
-        """A target as a change request keeps it (without its snapshot row)."""
+        """A target as a request made before requests kept their rows as items kept it in
+        its own JSON (without its snapshot row)."""
         key = item["key"]
         return cls(
             id=item["id"],

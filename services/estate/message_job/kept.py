@@ -1,9 +1,11 @@
 """A message_job change whose rows stay in PostgreSQL: the request copies each frozen
 message and its job, as one JSON image, into the request's items with one statement, and
 the approval changes the queue from those items with one statement (data-modifying CTEs:
-lock the rows still in their frozen state, keep their images, put the messages back to
-PENDING and their jobs to QUEUED or cancel the jobs, and write a job event per job).
-Nothing of the rows but the ids changed comes back to queuebot.
+find the rows still in their frozen state and lock them, put the messages back to PENDING
+and their jobs to QUEUED, or cancel the jobs, write a job event per job, and record each
+changed item with its image from just before the change where that is not the frozen
+one). Nothing of the rows but the ids changed comes back to queuebot; both statements
+return the digest of the images they kept or changed.
 
 Table and column names come from validated configuration and are quoted; every value is
 a bound parameter.
