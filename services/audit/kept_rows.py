@@ -25,8 +25,8 @@ _RECORDED = {"change.requested": ("items", "frozen"), "change.executed": ("befor
 class KeptRows:
     """Item digests met on the walk, checked against the items once the walk is done."""
 
-    # request -> {"frozen" | "before": (event id, rows, sha256)}
-    recorded: dict[int, dict[str, tuple[int, int, str]]] = field(default_factory=dict)
+    # request -> {"frozen" | "before": (event id, rows, sha256, keys sha256 or None)}
+    recorded: dict[int, dict[str, tuple[int, int, str, str | None]]] = field(default_factory=dict)
 
     def meet(self, row: sa.RowMapping) -> None:
         spec = _RECORDED.get(row["action"])
@@ -44,6 +44,7 @@ class KeptRows:
             int(row["id"]),
             int(digest.get("rows", -1)),
             str(digest["sha256"]),
+            str(digest["keys_sha256"]) if "keys_sha256" in digest else None,
         )
 
     async def problem(self, conn: AsyncConnection) -> tuple[int, str] | None:
@@ -55,9 +56,9 @@ class KeptRows:
             for which in ("frozen", "before"):  # the request's event comes first
                 if which not in recorded:
                     continue
-                event, rows, sha = recorded[which]
+                event, rows, sha, keys = recorded[which]
                 found = now[which]
-                if (found.rows, found.sha256) == (rows, sha):
+                if (found.rows, found.sha256) == (rows, sha) and keys in (None, found.keys):
                     continue
                 what = (
                     "as frozen (qb_change_items)"

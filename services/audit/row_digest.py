@@ -26,22 +26,36 @@ _READ_BATCH = 5000
 
 @dataclass(frozen=True)
 class Digest:
-    """How many images, and their digest."""
+    """How many images, and their digest; for a request's frozen items also the digest of
+    what each names (``keys``: its job, its part and the state execution holds it to),
+    the same way over ``key_text``, so that an item cannot be pointed at another row."""
 
     rows: int
     sha256: str
+    keys: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"rows": self.rows, "sha256": self.sha256}
+        out: dict[str, Any] = {"rows": self.rows, "sha256": self.sha256}
+        if self.keys is not None:
+            out["keys_sha256"] = self.keys
+        return out
 
 
 def image_sha256(image: str) -> str:
     return hashlib.sha256(image.encode("utf-8")).hexdigest()
 
 
+_UNIT = "\x1f"  # between the fields of an item's key text: in no id or status
+
+
+def key_text(job_id: str, part: str | None, state: str) -> str:
+    return f"{job_id}{_UNIT}{part or ''}{_UNIT}{state}"
+
+
 class Running:
     def __init__(self) -> None:
         self._outer = hashlib.sha256()
+        self._keys = hashlib.sha256()
         self.rows = 0
 
     def add(self, image: str) -> str:
@@ -51,8 +65,11 @@ class Running:
         self.rows += 1
         return row.hexdigest()
 
-    def done(self) -> Digest:
-        return Digest(self.rows, self._outer.hexdigest())
+    def add_keys(self, job_id: str, part: str | None, state: str) -> None:
+        self._keys.update(hashlib.sha256(key_text(job_id, part, state).encode("utf-8")).digest())
+
+    def done(self, *, keys: bool = False) -> Digest:
+        return Digest(self.rows, self._outer.hexdigest(), self._keys.hexdigest() if keys else None)
 
 
 def digest_of(images: Iterable[str]) -> Digest:
@@ -66,6 +83,14 @@ def digest_of(images: Iterable[str]) -> Digest:
 def sql_row_hash(image: str) -> str:
     """PostgreSQL: the SHA-256 of one image's UTF-8 text (``image`` is fixed SQL)."""
     return f"sha256(convert_to({image}, 'UTF8'))"
+
+
+def sql_key_hash(job_id: str, part: str, state: str) -> str:
+    """PostgreSQL: the SHA-256 of an item's ``key_text`` (the arguments are fixed SQL)."""
+    return (
+        f"sha256(convert_to({job_id} || chr(31) || coalesce({part}, '') || chr(31) || "
+        f"{state}, 'UTF8'))"
+    )
 
 
 def sql_digest(hashes: str, order: str) -> str:
@@ -89,15 +114,24 @@ async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest
     while True:
         rows = (
             await conn.execute(
-                sa.select(ITEMS.c.seq, ITEMS.c.image, OUTCOMES.c.seq, OUTCOMES.c.before)
+                sa.select(
+                    ITEMS.c.seq,
+                    ITEMS.c.image,
+                    OUTCOMES.c.seq,
+                    OUTCOMES.c.before,
+                    ITEMS.c.job_id,
+                    ITEMS.c.part,
+                    ITEMS.c.state,
+                )
                 .select_from(joined)
                 .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
                 .order_by(ITEMS.c.seq)
                 .limit(_READ_BATCH)
             )
         ).all()
-        for _, image, changed, was in rows:
+        for _, image, changed, was, job_id, part, state in rows:
             frozen.add(image)
+            frozen.add_keys(job_id, part, state)
             if changed is not None:
                 before.add(image if was is None else was)
         if len(rows) < _READ_BATCH:
@@ -109,12 +143,12 @@ async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest
             .select_from(OUTCOMES)
             .where(
                 OUTCOMES.c.request_id == request,
-                OUTCOMES.c.seq.not_in(
-                    sa.select(ITEMS.c.seq).where(ITEMS.c.request_id == request).scalar_subquery()
+                ~sa.exists().where(
+                    ITEMS.c.request_id == OUTCOMES.c.request_id, ITEMS.c.seq == OUTCOMES.c.seq
                 ),
             )
         )
     ).scalar_one()
     if stray:  # outcomes without an item: counted, so that the digest cannot match
-        return frozen.done(), Digest(before.rows + int(stray), before.done().sha256)
-    return frozen.done(), before.done()
+        return frozen.done(keys=True), Digest(before.rows + int(stray), before.done().sha256)
+    return frozen.done(keys=True), before.done()

@@ -342,8 +342,8 @@ async def _keep_items(
         and isinstance(changes, ChangesInDatabase)
         and changes.in_database(conn.dialect.name)
     ):
-        rows, sha = await changes.keep(conn, request=number, targets=targets)
-        return Digest(rows, sha)
+        rows, sha, keys = await changes.keep(conn, request=number, targets=targets)
+        return Digest(rows, sha, keys)
     return await items.write(conn, request=number, targets=targets)
 
 

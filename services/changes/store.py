@@ -57,8 +57,8 @@ async def lock(conn: AsyncConnection, number: int) -> RequestRow:
 
 
 async def targets(conn: AsyncConnection, number: int) -> list[Target]:
-    """The request's frozen targets, as execution needs them (keys and states)."""
-    await adopt_legacy(conn, number)
+    """The request's frozen targets, as execution needs them (keys and states); a request
+    from before items is adopted first (``adopt_legacy``)."""
     return await items.targets(conn, number)
 
 

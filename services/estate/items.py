@@ -35,6 +35,7 @@ async def write(conn: AsyncConnection, *, request: int, targets: Sequence[Target
     for seq, t in enumerate(targets):
         image = image_text(t.row)
         sha = running.add(image)
+        running.add_keys(t.id, t.part, t.state)
         batch.append(
             {
                 "request_id": request,
@@ -53,7 +54,7 @@ async def write(conn: AsyncConnection, *, request: int, targets: Sequence[Target
             batch = []
     if batch:
         await conn.execute(ITEMS.insert(), batch)
-    return running.done()
+    return running.done(keys=True)
 
 
 async def adopt(conn: AsyncConnection, *, request: int, targets: Sequence[Target]) -> None:
@@ -135,11 +136,19 @@ async def save_before(
     those images in item order."""
     seq_of = {item_ref(t): seq for seq, t in enumerate(targets)}
     texts = sorted(((seq_of[ref], image_text(image)) for ref, image in before), key=lambda x: x[0])
+    found = await conn.execute(
+        sa.select(ITEMS.c.seq, ITEMS.c.image_sha256).where(ITEMS.c.request_id == request)
+    )
+    frozen: dict[int, str] = {int(seq): str(sha) for seq, sha in found.all()}
     for start in range(0, len(texts), _WRITE_BATCH):
         await conn.execute(
             OUTCOMES.insert(),
-            [
-                {"request_id": request, "seq": seq, "before": text}
+            [  # NULL where the image is the frozen one, as the database's path keeps it
+                {
+                    "request_id": request,
+                    "seq": seq,
+                    "before": None if frozen.get(seq) == image_sha256(text) else text,
+                }
                 for seq, text in texts[start : start + _WRITE_BATCH]
             ],
         )
@@ -149,17 +158,17 @@ async def save_before(
 async def skipped(conn: AsyncConnection, request: int) -> list[tuple[str, str]]:
     """The items the change left alone (job id, frozen state), one per job, where no row
     of the job was changed."""
-    changed_jobs = (
-        sa.select(ITEMS.c.job_id)
-        .join(
-            OUTCOMES,
-            sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
-        )
-        .where(ITEMS.c.request_id == request)
+    other = ITEMS.alias("other")
+    changed_job = sa.exists().where(
+        other.c.request_id == ITEMS.c.request_id,
+        other.c.job_id == ITEMS.c.job_id,
+        sa.exists().where(
+            OUTCOMES.c.request_id == other.c.request_id, OUTCOMES.c.seq == other.c.seq
+        ),
     )
     rows = await conn.execute(
         sa.select(ITEMS.c.job_id, ITEMS.c.state)
-        .where(ITEMS.c.request_id == request, ITEMS.c.job_id.not_in(changed_jobs.scalar_subquery()))
+        .where(ITEMS.c.request_id == request, ~changed_job)
         .order_by(ITEMS.c.seq)
     )
     return list({str(j): str(s) for j, s in rows.all()}.items())

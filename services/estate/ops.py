@@ -138,6 +138,9 @@ class Target:
     signature: str
     row: dict[str, Any]
     part: str | None = None
+    # the row's version when frozen, where the database has one (PostgreSQL: xmin), so
+    # that what is kept is the row that was judged
+    version: str | None = None
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> Target:
@@ -245,9 +248,10 @@ class ChangesInDatabase(Protocol):
 
     async def keep(
         self, conn: AsyncConnection, *, request: int, targets: list[Target]
-    ) -> tuple[int, str]:
-        """Copy the targets, each still in its frozen state, and their images into the
-        request's items; (rows, SHA-256 of the images in item order)."""
+    ) -> tuple[int, str, str]:
+        """Copy the targets, each still as it was judged (its state and its version), and
+        their images into the request's items: (rows, the digest of the images, the digest
+        of the keys), as ``services.audit.row_digest`` defines them."""
         ...
 
     async def apply_kept(

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from services import audit
-from services.audit import Actor
+from services.audit import Actor, row_digest
 from services.audit.row_digest import digest_of
 from services.changes.model import ChangeKind, RequestState
 from services.config import ApprovalConfig
@@ -240,7 +240,11 @@ async def test_redrive_follows_seed_003_step_4(shop: Shop) -> None:
         await rows(shop, "SELECT details FROM qb_audit_events WHERE action = 'change.requested'")
     )[0]
     frozen = digest_of([k["image"] for k in kept])
-    assert json.loads(requested["details"])["items"] == frozen.as_json()
+    recorded = json.loads(requested["details"])["items"]
+    assert {"rows": recorded["rows"], "sha256": recorded["sha256"]} == frozen.as_json()
+    async with shop.engine.connect() as conn:  # and what each item names, sealed too
+        again, _ = await row_digest.recompute(conn, 1)
+    assert recorded == again.as_json() and again.keys is not None
     assert (await shop.changes.get(number=1)).state is RequestState.EXECUTED
     images = [json.loads(k["before"]) for k in kept]
     assert [json.loads(k["image"]) for k in kept] == images  # nothing moved in between

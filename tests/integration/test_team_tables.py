@@ -405,6 +405,82 @@ async def test_messages_and_jobs_alone_are_redriven(clips: Team) -> None:
     assert redriven == dict.fromkeys(dead[:2], 1)
 
 
+async def add_second_dead_message(team: Team, job: str) -> None:
+    async with team.engine.begin() as conn:
+        t = await team.profile.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        await conn.execute(
+            m.table.insert().values(
+                {
+                    "id": team.profile.coerce_id(m.c("id"), str(uuid.uuid4())),
+                    "job_id": team.profile.coerce_id(j.c("id"), job),
+                    "status": "DLQ",
+                    "available_at": START - timedelta(minutes=30),
+                    "claimed_at": START - timedelta(minutes=30),
+                    "last_error": ERROR,
+                }
+            )
+        )
+
+
+async def redrive_with_two_messages_on_one_job(team: Team) -> None:
+    """A job with two dead letters changes with both of them, and the trail holds."""
+    dead = await add_clips(team, [("DLQ", "FAILED")] * 2, error=ERROR)
+    await add_second_dead_message(team, dead[0])
+    view = await team.services.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="q",
+        selector=Selector(ids=tuple(dead)),
+        reason="fix deployed",
+        actor=ALICE,
+    )
+    assert view.eligible == 3  # one item per dead letter
+    decision = await team.services.changes.approve(number=view.number, actor=BOB)
+    assert decision.view.result is not None and not decision.view.result.skipped
+    assert sorted(decision.view.result.changed) == sorted(dead)
+    assert await clip_statuses(team, dead) == {("PENDING", "QUEUED")}
+    assert await team.dead_ids() == []
+    async with team.engine.connect() as conn:
+        assert (await team.services.audit.verify(conn)).ok
+
+
+async def test_a_job_with_two_dead_letters_is_redriven_with_both(clips: Team) -> None:
+    await redrive_with_two_messages_on_one_job(clips)
+
+
+ENUM_DDL = [
+    "CREATE TYPE clip_job_status AS ENUM "
+    "('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCEL_REQUESTED', 'CANCELLED')",
+    "CREATE TYPE clip_message_status AS ENUM ('PENDING', 'PROCESSING', 'COMPLETED', 'DLQ')",
+    "CREATE TABLE clip_jobs (id UUID PRIMARY KEY, status clip_job_status NOT NULL)",
+    "CREATE TABLE queue_messages (id UUID PRIMARY KEY, job_id UUID NOT NULL "
+    "REFERENCES clip_jobs (id), status clip_message_status NOT NULL, "
+    "available_at TIMESTAMPTZ NOT NULL, claimed_at TIMESTAMPTZ, last_error TEXT)",
+]
+
+
+async def test_statuses_of_an_enum_type_are_redriven_and_cancelled(db_url: str) -> None:
+    """PostgreSQL: a team whose status columns are enums gets the same changes (the
+    statements compare and write the statuses as the columns' own type)."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("enum types are PostgreSQL's")
+    team = await open_team(db_url, QueueConfig(profile="message_job"), ENUM_DDL)
+    try:
+        await redrive_with_two_messages_on_one_job(team)
+        dead = await add_clips(team, [("DLQ", "FAILED")], error=ERROR)
+        view = await team.services.changes.request(
+            kind=ChangeKind.CANCEL,
+            queue="q",
+            selector=Selector(ids=tuple(dead)),
+            reason="customer withdrew",
+            actor=ALICE,
+        )
+        await team.services.changes.approve(number=view.number, actor=BOB)
+        assert await clip_statuses(team, dead) == {("DLQ", "CANCELLED")}
+    finally:
+        await team.engine.dispose()
+
+
 async def test_messages_and_jobs_alone_take_a_staged_redrive(
     clips: Team,
 ) -> None:

@@ -86,6 +86,7 @@ class _Found:
     job_status: str
     signature: str  # of the message's last error (the text itself is not kept)
     snapshot: Any  # {"message": {...}, "job": {...}}, or the same as database-built JSON
+    version: str | None = None  # PostgreSQL: the message's and the job's xmin
 
     @classmethod
     def of(cls, row: tuple[Any, ...], layout: _Layout) -> _Found:
@@ -116,6 +117,7 @@ class _Found:
             state=state,  # what the guard holds each row to
             signature=self.signature,
             row=self.snapshot,
+            version=self.version,
             part=self.message_id,
         )
 
@@ -126,6 +128,14 @@ def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
     return sa.literal_column(
         f"json_build_object('message', to_json({quote_identifier(m.table.name)}), "
         f"'job', to_json({quote_identifier(j.table.name)}))::text"
+    )
+
+
+def _versions(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
+    """PostgreSQL: the message's and the job's row versions (xmin), as one text."""
+    return sa.literal_column(
+        f"{quote_identifier(m.table.name)}.xmin::text || '/' || "
+        f"{quote_identifier(j.table.name)}.xmin::text"
     )
 
 
@@ -244,6 +254,7 @@ class MessageJobChanges:
                 m.c("status"),
                 m.c("last_error"),
                 j.c("status"),
+                _versions(m, j),
             ]
             if postgres
             else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
@@ -273,6 +284,7 @@ class MessageJobChanges:
                         _once(texts, str(r[4])),
                         _signature(r[3]),
                         _NO_IMAGE,
+                        r[5],
                     )
                     for r in rows
                 )
@@ -285,7 +297,7 @@ class MessageJobChanges:
 
     async def keep(
         self, conn: AsyncConnection, *, request: int, targets: list[Target]
-    ) -> tuple[int, str]:
+    ) -> tuple[int, str, str]:
         t = await self.profile.tables(conn)
         return await kept.keep(conn, m=t["messages"], j=t["jobs"], request=request, targets=targets)
 

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.audit.row_digest import sql_digest, sql_row_hash
+from services.audit.row_digest import sql_digest, sql_key_hash, sql_row_hash
 from services.errors import PreconditionFailed
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, event_id
 from services.estate.message_job.schema import CANCELLED, PENDING, QUEUED
@@ -39,8 +39,8 @@ RESET_JOB = (
 
 def _array(name: str, values: Sequence[str], params: dict[str, Any]) -> str:
     """A text[] parameter: one comma-joined text the server splits where no value holds a
-    comma (the driver then sends one string instead of quoting each element)."""
-    if any("," in v for v in values):
+    comma or is empty (the driver then sends one string instead of quoting each element)."""
+    if any("," in v or not v for v in values):  # '' would vanish from the split
         params[name] = list(values)
         return f"CAST(:{name} AS text[])"
     params[name] = ",".join(values)
@@ -62,7 +62,7 @@ async def keep(
     j: BoundTable,
     request: int,
     targets: list[Target],
-) -> tuple[int, str]:
+) -> tuple[int, str, str]:
     params: dict[str, Any] = {"request": request}
     pairs = {s: s.partition("/") for s in {t.state for t in targets}}
     states = [pairs[t.state] for t in targets]
@@ -76,15 +76,18 @@ async def keep(
             _array("mstates", [s[0] for s in states], params),
             _array("jstates", [s[2] for s in states], params),
             _array("sigs", [str(index[t.signature]) for t in targets], params),
+            _array("versions", [t.version or "" for t in targets], params),
         ]
     )
     mt, jt = q(m.name), q(j.name)
     mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
     jid, jstatus = q(j.c("id").name), q(j.c("status").name)
+    mtype, jtype = _type(conn, m.c("status")), _type(conn, j.c("status"))
+    # each row as the freeze judged it: in its status and at the version it was read in
     sql = f"""
 WITH t AS (
-    SELECT n - 1 AS seq, job, part, mstate, jstate, sig::int AS sig
-    FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, n)
+    SELECT n - 1 AS seq, job, part, mstate, jstate, sig::int AS sig, version
+    FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, version, n)
 ), ins AS (
     INSERT INTO qb_change_items
         (request_id, seq, job_id, part, key, state, signature, image, image_sha256, version)
@@ -97,18 +100,20 @@ WITH t AS (
     JOIN {mt} AS m ON m.{mid} = CAST(t.part AS {_type(conn, m.c("id"))})
     JOIN {jt} AS j ON j.{jid} = m.{mjob}
     CROSS JOIN LATERAL (SELECT {_image("m", "j")} AS image) AS x
-    WHERE m.{mstatus} = t.mstate AND j.{jstatus} = t.jstate
-    RETURNING seq, image_sha256
+    WHERE m.{mstatus} = CAST(t.mstate AS {mtype}) AND j.{jstatus} = CAST(t.jstate AS {jtype})
+      AND m.xmin::text || '/' || j.xmin::text = t.version
+    RETURNING seq, image_sha256, {sql_key_hash("job_id", "part", "state")} AS kh
 )
-SELECT count(*), {sql_digest("decode(image_sha256, 'hex')", "seq")} FROM ins
+SELECT count(*), {sql_digest("decode(image_sha256, 'hex')", "seq")}, {sql_digest("kh", "seq")}
+FROM ins
 """
-    rows, sha = (await conn.execute(sa.text(sql), params)).one()
+    rows, sha, keys = (await conn.execute(sa.text(sql), params)).one()
     if int(rows) != len(targets):
         raise PreconditionFailed(
             f"{len(targets) - int(rows)} of the {len(targets)} rows changed while the request "
             "was being made; ask again to freeze them as they are now"
         )
-    return int(rows), str(sha)
+    return int(rows), str(sha), str(keys)
 
 
 async def apply_kept(
@@ -126,20 +131,25 @@ async def apply_kept(
     mt, jt = q(m.name), q(j.name)
     mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
     jid, jstatus = q(j.c("id").name), q(j.c("status").name)
+    mtype, jtype = _type(conn, m.c("status")), _type(conn, j.c("status"))
     ctes = [
+        # the frozen statuses, as the columns' own type (a team's may be an enum); a state
+        # without "/" is from requests that kept DLQ/FAILED as "DLQ"
         f"""i AS (
     SELECT seq, CAST(part AS {_type(conn, m.c("id"))}) AS mid,
-           split_part(state, '/', 1) AS mstate,
-           substr(state, strpos(state, '/') + 1) AS jstate, image, image_sha256, version
+           CAST(CASE WHEN strpos(state, '/') = 0 THEN 'DLQ'
+                     ELSE split_part(state, '/', 1) END AS {mtype}) AS mstate,
+           CAST(CASE WHEN strpos(state, '/') = 0 THEN 'FAILED'
+                     ELSE substr(state, strpos(state, '/') + 1) END AS {jtype}) AS jstate,
+           image, image_sha256, version
     FROM qb_change_items WHERE request_id = :request
 )""",
-        # each row still in its frozen state, with the hash of its image now: a row whose
-        # version (xmin) is the frozen one is the frozen row, and its image is built again
-        # only where it is not; that image is kept only if it differs. The jobs are locked;
-        # a redrive's messages are not: their update below holds each to the version
-        # imaged here (a message changed since is left alone, and so is its job)
+        # each row still in its frozen state, locked (messages and jobs: a job changes
+        # only together with every one of its messages named), with the hash of its image
+        # now: a row whose version (xmin) is the frozen one is the frozen row, and its
+        # image is built again only where it is not; that image is kept only if it differs
         f"""locked AS MATERIALIZED (
-    SELECT i.seq, m.{mid} AS mid, m.{mjob} AS jid, m.xmin AS mxmin, i.mstate, i.jstate,
+    SELECT i.seq, m.{mid} AS mid, m.{mjob} AS jid, i.mstate, i.jstate,
            coalesce({sql_row_hash("x.image")}, decode(i.image_sha256, 'hex')) AS h,
            CASE WHEN x.image <> i.image THEN x.image END AS differs
     FROM i
@@ -150,11 +160,15 @@ async def apply_kept(
                THEN {_image("m", "j")} END AS image
     ) AS x
     WHERE m.{mstatus} = i.mstate AND j.{jstatus} = i.jstate
-    FOR UPDATE OF {"j" if action is Action.REDRIVE else "m, j"}
+    FOR UPDATE OF m, j
 )""",
     ]
     if action is Action.REDRIVE:
-        message = {"status": ":pending", "available_at": ":now", "claimed_at": "NULL"}
+        message = {
+            "status": f"CAST(:pending AS {mtype})",
+            "available_at": ":now",
+            "claimed_at": "NULL",
+        }
         message["last_error"] = "NULL"
         if m.has("attempt_count"):
             message["attempt_count"] = "0"
@@ -165,18 +179,18 @@ async def apply_kept(
             f"""done AS (
     UPDATE {mt} AS m SET {sets}
     FROM locked
-    WHERE m.{mid} = locked.mid AND m.{mstatus} = locked.mstate AND m.xmin = locked.mxmin
+    WHERE m.{mid} = locked.mid AND m.{mstatus} = locked.mstate
     RETURNING locked.seq, locked.jid, locked.jstate, locked.h, locked.differs
 )""",
         )
-        job = {"status": ":job_to"}
+        job = {"status": f"CAST(:job_to AS {jtype})"}
         for n, (column, value) in enumerate(RESET_JOB):
             if j.has(column):
                 job[column] = f":reset{n}"
                 params[f"reset{n}"] = value
         params["job_to"] = QUEUED
     else:  # cancel a dead-lettered job on purpose: its messages stay as they are
-        job = {"status": ":job_to"}
+        job = {"status": f"CAST(:job_to AS {jtype})"}
         params["job_to"] = CANCELLED
         ctes.append("done AS (SELECT * FROM locked)")
     sets = ", ".join(f"{q(j.c(c).name)} = {v}" for c, v in job.items())
@@ -223,7 +237,10 @@ def _events_cte(
 ) -> str:
     """One job event per job changed, as the manual procedure writes it."""
     columns = [q(e.c("aggregate_id").name), q(e.c("event_type").name)]
-    values = [f"CAST(uj.id AS {_type(conn, e.c('aggregate_id'))})", ":event_type"]
+    values = [
+        f"CAST(uj.id AS {_type(conn, e.c('aggregate_id'))})",
+        f"CAST(:event_type AS {_type(conn, e.c('event_type'))})",
+    ]
     if e.has("message"):
         columns.append(q(e.c("message").name))
         values.append(":note")
