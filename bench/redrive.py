@@ -5,10 +5,10 @@ its dead state before every measured thing. What is measured:
 
 1. queuebot: one change request (freeze, the snapshot of every row kept as the request's
    items with its digest, audit) and one approval that runs the guarded set-based update,
-   writes a REDRIVE_REQUESTED event per job, keeps every row's before-image as its
-   outcome and the audit event with their digest, in one transaction. Request and
-   approval are both inside the timed part; the ids of every job are passed to the
-   request.
+   writes a REDRIVE_REQUESTED event per job, records each changed row as an outcome
+   (with its before-image where it differs from the frozen one) and the audit event with
+   their digest, in one transaction. Request and approval are both inside the timed part;
+   the ids of every job are passed to the request.
 2. the bare statements: the redrive procedure's step 4 done set-based in one transaction,
    as a DBA would type it by hand over all the dead letters. The statement selects the
    rows itself (``WHERE status = 'DLQ'``, no id list is sent) and chains the three changes

@@ -86,7 +86,7 @@ class ChangeRequest(Base):
 class ChangeItem(Base):
     """One row a change request froze, kept in the database rather than in the request or
     its audit event: its key, the state execution holds it to and its image when frozen.
-    The audit events carry the images as a digest (``services.estate.items``), which
+    The audit events carry the images as a digest (``services.audit.row_digest``), which
     ``audit verify`` recomputes from here."""
 
     __tablename__ = "qb_change_items"

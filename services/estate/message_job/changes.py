@@ -284,7 +284,7 @@ class MessageJobChanges:
                         _once(texts, str(r[4])),
                         _signature(r[3]),
                         _NO_IMAGE,
-                        r[5],
+                        _once(texts, r[5]),  # rows written together share a version
                     )
                     for r in rows
                 )
