@@ -9,7 +9,7 @@ the audit events carry digests, and the rows stay in ``qb_change_items`` and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -102,41 +102,50 @@ def sql_digest(hashes: str, order: str) -> str:
     )
 
 
-async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
-    """The digests of a request's frozen images and of the images its changed rows had
-    just before the change, from the stored text, read in batches (``audit verify``)."""
-    frozen, before = Running(), Running()
+async def in_item_order(
+    conn: AsyncConnection, query: sa.Select[Any], request: int
+) -> AsyncIterator[Sequence[sa.Row[Any]]]:
+    """The rows of ``query`` (over ``qb_change_items``, the item's ``seq`` first) for one
+    request, in item order, a batch at a time: a large request is never read at once."""
     after = -1
-    joined = ITEMS.outerjoin(
-        OUTCOMES,
-        sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
-    )
     while True:
         rows = (
             await conn.execute(
-                sa.select(
-                    ITEMS.c.seq,
-                    ITEMS.c.image,
-                    OUTCOMES.c.seq,
-                    OUTCOMES.c.before,
-                    ITEMS.c.job_id,
-                    ITEMS.c.part,
-                    ITEMS.c.state,
-                )
-                .select_from(joined)
-                .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
+                query.where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
                 .order_by(ITEMS.c.seq)
                 .limit(_READ_BATCH)
             )
         ).all()
+        if rows:
+            yield rows
+        if len(rows) < _READ_BATCH:
+            return
+        after = rows[-1][0]
+
+
+async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
+    """The digests of a request's frozen images and of the images its changed rows had
+    just before the change, from the stored text, read in batches (``audit verify``)."""
+    frozen, before = Running(), Running()
+    joined = ITEMS.outerjoin(
+        OUTCOMES,
+        sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
+    )
+    query = sa.select(
+        ITEMS.c.seq,
+        ITEMS.c.image,
+        OUTCOMES.c.seq,
+        OUTCOMES.c.before,
+        ITEMS.c.job_id,
+        ITEMS.c.part,
+        ITEMS.c.state,
+    ).select_from(joined)
+    async for rows in in_item_order(conn, query, request):
         for _, image, changed, was, job_id, part, state in rows:
             frozen.add(image)
             frozen.add_keys(job_id, part, state)
             if changed is not None:
                 before.add(image if was is None else was)
-        if len(rows) < _READ_BATCH:
-            break
-        after = rows[-1][0]
     stray = (
         await conn.execute(
             sa.select(sa.func.count())

@@ -23,7 +23,7 @@ from services.changes.model import (
 from services.errors import ConcurrentChange
 from services.estate import items
 from services.estate.estate import Estate
-from services.estate.ops import Action, ChangesInDatabase, Ineligible
+from services.estate.ops import Action, Ineligible, in_database
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.scheduler import FollowUp
@@ -157,13 +157,13 @@ class Executor:
             f"{request.requester_person}, approved by {', '.join(approvers)})"
         )[:1000]
         changes = profile.changes
-        if isinstance(changes, ChangesInDatabase) and changes.in_database(conn.dialect.name):
-            kept = await changes.apply_kept(
+        in_db = in_database(changes, conn.dialect.name)
+        if in_db is not None:
+            kept = await in_db.apply_kept(
                 conn, request=request.id, action=action, now=now, note=note
             )
-            changed, events = kept.changed, kept.job_events
-            before = Digest(kept.before_rows, kept.before_sha256)
-            left = await items.skipped(conn, request.id) if kept.before_rows < kept.items else []
+            changed, events, before = kept.changed, kept.job_events, kept.before
+            left = await items.skipped(conn, request.id) if before.rows < kept.items else []
             skipped = [
                 Ineligible(job, f"moved on since the request (no longer {state})")
                 for job, state in left

@@ -44,7 +44,7 @@ from services.errors import (
 )
 from services.estate import items
 from services.estate.estate import Estate
-from services.estate.ops import ChangesInDatabase, Selector, Target
+from services.estate.ops import Selector, Target, in_database
 from services.estate.profile import QueueProfile
 from services.jsonable import jsonable
 from services.ledger import Claim, complete_in
@@ -336,14 +336,9 @@ async def _keep_items(
 ) -> Digest:
     """The frozen rows as the request's items: copied by the database where the profile
     can have it do so, else written from the images the freeze built."""
-    changes = profile.changes
-    if (
-        targets
-        and isinstance(changes, ChangesInDatabase)
-        and changes.in_database(conn.dialect.name)
-    ):
-        rows, sha, keys = await changes.keep(conn, request=number, targets=targets)
-        return Digest(rows, sha, keys)
+    kept = in_database(profile.changes, conn.dialect.name)
+    if targets and kept is not None:
+        return await kept.keep(conn, request=number, targets=targets)
     return await items.write(conn, request=number, targets=targets)
 
 

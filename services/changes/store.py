@@ -65,13 +65,14 @@ async def targets(conn: AsyncConnection, number: int) -> list[Target]:
 async def adopt_legacy(conn: AsyncConnection, number: int) -> None:
     """A request made before requests kept their rows as items kept its targets in its
     own JSON: copy them into items (keys and states; their images are in the request's
-    audit event), so that every request executes from its items."""
+    audit event, and ``Target.from_json`` leaves each item's image empty), so that every
+    request executes from its items."""
     stored = (
         await conn.execute(sa.select(REQUESTS.c.targets).where(REQUESTS.c.id == number))
     ).scalar_one()
     legacy = (stored or {}).get("items") or []
     if legacy and not await items.count(conn, number):
-        await items.adopt(conn, request=number, targets=[Target.from_json(i) for i in legacy])
+        await items.write(conn, request=number, targets=[Target.from_json(i) for i in legacy])
 
 
 async def set_snapshot_hash(conn: AsyncConnection, number: int, value: str) -> None:

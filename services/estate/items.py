@@ -15,12 +15,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.audit.row_digest import ITEMS, OUTCOMES, Digest, Running, digest_of, image_sha256
+from services.audit.row_digest import (
+    ITEMS,
+    OUTCOMES,
+    Digest,
+    Running,
+    digest_of,
+    image_sha256,
+    in_item_order,
+)
 from services.estate.ops import Target
 from services.jsonable import canonical, loads
 
 _WRITE_BATCH = 2000  # rows per executemany batch: a bounded list, whatever the size
-_READ_BATCH = 5000
 
 
 def image_text(row: Any) -> str:
@@ -57,29 +64,6 @@ async def write(conn: AsyncConnection, *, request: int, targets: Sequence[Target
     return running.done(keys=True)
 
 
-async def adopt(conn: AsyncConnection, *, request: int, targets: Sequence[Target]) -> None:
-    """Items for a request made before requests kept them (its targets were in the
-    request's JSON, its images in its audit event): the keys and states, no image."""
-    for start in range(0, len(targets), _WRITE_BATCH):
-        await conn.execute(
-            ITEMS.insert(),
-            [
-                {
-                    "request_id": request,
-                    "seq": start + n,
-                    "job_id": t.id,
-                    "part": t.part,
-                    "key": canonical(t.key),
-                    "state": t.state,
-                    "signature": t.signature,
-                    "image": "null",
-                    "image_sha256": image_sha256("null"),
-                }
-                for n, t in enumerate(targets[start : start + _WRITE_BATCH])
-            ],
-        )
-
-
 async def count(conn: AsyncConnection, request: int) -> int:
     return int(
         (
@@ -92,31 +76,16 @@ async def count(conn: AsyncConnection, request: int) -> int:
 
 async def targets(conn: AsyncConnection, request: int) -> list[Target]:
     """The request's items as targets (keys and states; their images stay here)."""
+    query = sa.select(
+        ITEMS.c.seq, ITEMS.c.job_id, ITEMS.c.part, ITEMS.c.key, ITEMS.c.state, ITEMS.c.signature
+    )
     out: list[Target] = []
-    after = -1
-    while True:
-        rows = (
-            await conn.execute(
-                sa.select(
-                    ITEMS.c.seq,
-                    ITEMS.c.job_id,
-                    ITEMS.c.part,
-                    ITEMS.c.key,
-                    ITEMS.c.state,
-                    ITEMS.c.signature,
-                )
-                .where(ITEMS.c.request_id == request, ITEMS.c.seq > after)
-                .order_by(ITEMS.c.seq)
-                .limit(_READ_BATCH)
-            )
-        ).all()
+    async for rows in in_item_order(conn, query, request):
         out.extend(
             Target(id=r[1], key=loads(r[3]), state=r[4], signature=r[5], row={}, part=r[2])
             for r in rows
         )
-        if len(rows) < _READ_BATCH:
-            return out
-        after = rows[-1][0]
+    return out
 
 
 def item_ref(target: Target) -> str:

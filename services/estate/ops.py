@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit.row_digest import Digest
 from services.estate.model import DeadFilter
 
 T = TypeVar("T")
@@ -182,14 +183,13 @@ class Applied:
 @dataclass(frozen=True)
 class Kept:
     """What a change made from its request's items in the database did: how many items
-    there were, the jobs changed, the job events written, and the digest (rows, SHA-256)
-    of the changed rows' images from just before the change."""
+    there were, the jobs changed, the job events written, and the digest of the changed
+    rows' images from just before the change."""
 
     items: int  # the request's items, changed or not
     changed: list[str]
     job_events: int
-    before_rows: int
-    before_sha256: str
+    before: Digest
 
 
 @dataclass(frozen=True)
@@ -246,12 +246,9 @@ class ChangesInDatabase(Protocol):
         """Whether this database takes the two statements (else the Python path runs)."""
         ...
 
-    async def keep(
-        self, conn: AsyncConnection, *, request: int, targets: list[Target]
-    ) -> tuple[int, str, str]:
+    async def keep(self, conn: AsyncConnection, *, request: int, targets: list[Target]) -> Digest:
         """Copy the targets, each still as it was judged (its state and its version), and
-        their images into the request's items: (rows, the digest of the images, the digest
-        of the keys), as ``services.audit.row_digest`` defines them."""
+        their images into the request's items; the digest of the images and of the keys."""
         ...
 
     async def apply_kept(
@@ -260,6 +257,14 @@ class ChangesInDatabase(Protocol):
         """Change the request's items still in their frozen state, keeping each one's image
         from just before the change in its item."""
         ...
+
+
+def in_database(changes: RowChanges, dialect: str) -> ChangesInDatabase | None:
+    """``changes`` where they keep a request's rows in this database, else None (the
+    Python path: the images built by queuebot)."""
+    if isinstance(changes, ChangesInDatabase) and changes.in_database(dialect):
+        return changes
+    return None
 
 
 class PlanOps(Protocol):

@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit.row_digest import Digest
 from services.errors import UsageError
 from services.estate.message_job import kept
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, insert_events
@@ -41,8 +42,8 @@ from services.jsonable import raw_json
 
 _JOB = "job__"
 # PostgreSQL's targets carry no image and no key (the request's items get both from the
-# database): one shared empty mapping, never written to, rather than 100,000 of each
-_NO_IMAGE: dict[str, Any] = {}
+# database): one shared empty mapping for both, never written to, rather than 100,000 of each
+_NOT_KEPT: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,8 @@ class _Found:
         return Target(
             id=self.job_id,
             # PostgreSQL copies the items itself and builds their keys (``kept``)
-            key=_NO_IMAGE
-            if self.snapshot is _NO_IMAGE
+            key=_NOT_KEPT
+            if self.snapshot is _NOT_KEPT
             else {"job_id": self.job_id, "message_id": self.message_id},
             state=state,  # what the guard holds each row to
             signature=self.signature,
@@ -283,7 +284,7 @@ class MessageJobChanges:
                         _once(texts, str(r[2])),
                         _once(texts, str(r[4])),
                         _signature(r[3]),
-                        _NO_IMAGE,
+                        _NOT_KEPT,
                         _once(texts, r[5]),  # rows written together share a version
                     )
                     for r in rows
@@ -295,9 +296,7 @@ class MessageJobChanges:
     def in_database(self, dialect: str) -> bool:
         return dialect == "postgresql"
 
-    async def keep(
-        self, conn: AsyncConnection, *, request: int, targets: list[Target]
-    ) -> tuple[int, str, str]:
+    async def keep(self, conn: AsyncConnection, *, request: int, targets: list[Target]) -> Digest:
         t = await self.profile.tables(conn)
         return await kept.keep(conn, m=t["messages"], j=t["jobs"], request=request, targets=targets)
 

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.audit.row_digest import sql_digest, sql_key_hash, sql_row_hash
+from services.audit.row_digest import Digest, sql_digest, sql_key_hash, sql_row_hash
 from services.errors import PreconditionFailed
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, event_id
 from services.estate.message_job.schema import CANCELLED, PENDING, QUEUED
@@ -62,7 +62,7 @@ async def keep(
     j: BoundTable,
     request: int,
     targets: list[Target],
-) -> tuple[int, str, str]:
+) -> Digest:
     params: dict[str, Any] = {"request": request}
     pairs = {s: s.partition("/") for s in {t.state for t in targets}}
     states = [pairs[t.state] for t in targets]
@@ -113,7 +113,7 @@ FROM ins
             f"{len(targets) - int(rows)} of the {len(targets)} rows changed while the request "
             "was being made; ask again to freeze them as they are now"
         )
-    return int(rows), str(sha), str(keys)
+    return Digest(int(rows), str(sha), str(keys))
 
 
 async def apply_kept(
@@ -227,8 +227,7 @@ SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
         items=int(frozen),
         changed=list(changed),
         job_events=int(written),
-        before_rows=int(marked),
-        before_sha256=str(sha),
+        before=Digest(int(marked), str(sha)),
     )
 
 
