@@ -576,6 +576,15 @@ def ms(seconds: float) -> str:
 
 def label(sql: str) -> str:
     s = " ".join(sql.split())
+    if s.startswith(("SET ", "SELECT pg_export_snapshot")):
+        return "snapshot export/import and session settings"
+    if "pg_class" in s:
+        return "table size estimate (pg_class)"
+    if "RECURSIVE" in s:
+        what = "job status" if "FROM clip_jobs" in s else "status"
+        return f"{what} counts, succeeded estimated (status index walk)"
+    if "letters" in s:
+        return "dead letters by job status (failed jobs first)"
     if "last_error" in s and "LIMIT" in s:
         return "newest dead letters' errors and tenants (sample)"
     if "error_message" in s and "LIMIT" in s:
@@ -652,15 +661,21 @@ async def measure(
         total - sum(s.seconds for s in run) for total, run in zip(triage_s, timer.runs, strict=True)
     ]
     if len(shapes) == 1:
-        for pos, first in enumerate(timer.runs[0]):
-            times = [run[pos].seconds for run in timer.runs]
-            statements.append((label(first.sql), times, first))
+        # The lanes run at once, so a run's statements finish in no fixed order: match
+        # them by what they are, adding up those of one kind within a run.
+        firsts: dict[str, Statement] = {}
+        for stmt in timer.runs[0]:
+            firsts.setdefault(label(stmt.sql), stmt)
+        for name, first in firsts.items():
+            times = [sum(s.seconds for s in run if label(s.sql) == name) for run in timer.runs]
+            statements.append((name, times, first))
     load = (load_before, os.getloadavg()[0])
     return Result(queue, indexes, cold, triage_s, bare_s, statements, other, load)
 
 
 async def explain(engine: AsyncEngine, stmt: Statement) -> str:
     async with engine.connect() as conn:
+        await conn.exec_driver_sql("SET jit = off")  # as triage reads (services/estate/at_once.py)
         rows = await conn.exec_driver_sql(
             "EXPLAIN (ANALYZE, BUFFERS) " + stmt.sql, stmt.params or None
         )
@@ -668,10 +683,14 @@ async def explain(engine: AsyncEngine, stmt: Statement) -> str:
 
 
 def summary(estate: Estate, queue: str, triage: Any) -> str:
-    statuses = ", ".join(f"{s.status}={s.count:,}" for s in triage.by_status)
+    statuses = ", ".join(
+        f"{s.status}={'≈' if s.estimated else ''}{s.count:,}" for s in triage.by_status
+    )
     lines = [f"  triage says: total={triage.total:,} ({statuses})"]
     if triage.by_job_status:
-        jobs = ", ".join(f"{s.status}={s.count:,}" for s in triage.by_job_status)
+        jobs = ", ".join(
+            f"{s.status}={'≈' if s.estimated else ''}{s.count:,}" for s in triage.by_job_status
+        )
         lines.append(f"    jobs: {jobs}")
     if triage.by_reason:
         lines.append("    reasons: " + ", ".join(f"{c.key}={c.count:,}" for c in triage.by_reason))

@@ -86,6 +86,13 @@ CATALOG: tuple[CommandSpec, ...] = (
                 metavar="24h",
                 help="only rows queued in this window (e.g. 30m, 24h, 7d)",
             ),
+            Flag(
+                "exact",
+                "exact",
+                kind="bool",
+                help="count the succeeded rows too, which a large table otherwise "
+                "estimates (slower)",
+            ),
             QUEUE_FLAG,
             SHARE_FLAG,
         ),

@@ -33,7 +33,12 @@ class QueueReader(Protocol):
     def forget_recent(self) -> None: ...
 
     async def triage(
-        self, *, queue: str | None, since: timedelta | None, job_type: str | None
+        self,
+        *,
+        queue: str | None,
+        since: timedelta | None,
+        job_type: str | None,
+        exact: bool = False,
     ) -> Triage: ...
 
     async def show_job(self, *, queue: str | None, job_id: str) -> JobDetail: ...

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from services.estate import estimate
+
 
 def count(n: int) -> str:
     return f"{n:,}"
+
+
+def approx(n: int) -> str:
+    """An estimated count: three significant figures, marked, e.g. "≈914,000"."""
+    return f"≈{estimate.rounded(n):,}"
+
+
+def count_of(n: int, estimated: bool) -> str:
+    return approx(n) if estimated else count(n)
 
 
 def age(delta: timedelta | None) -> str:
@@ -44,5 +55,7 @@ def value(v: object) -> str:
     return str(v)
 
 
-def share(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "-"
+def share(part: int, whole: int, *, estimated: bool = False) -> str:
+    if not whole:
+        return "-"
+    return f"{'≈' if estimated else ''}{100 * part / whole:.1f}%"

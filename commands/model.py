@@ -33,6 +33,7 @@ class ReadCommand(QueueCommand):
 class Triage(ReadCommand):
     since: timedelta | None = None
     job_type: str | None = None
+    exact: bool = False
 
 
 class Show(ReadCommand):

@@ -33,6 +33,7 @@ class QueueReads:
         queue: str | None = None,
         since: timedelta | None = None,
         job_type: str | None = None,
+        exact: bool = False,
     ) -> Triage:
         profile = self.estate.profile(queue)
 
@@ -40,10 +41,14 @@ class QueueReads:
             now = self.estate.clock()
             async with self.estate.connect() as conn:
                 return await profile.triage(
-                    conn, now=now, since=now - since if since else None, job_type=job_type
+                    conn,
+                    now=now,
+                    since=now - since if since else None,
+                    job_type=job_type,
+                    exact=exact,
                 )
 
-        return await self.gate.read(("triage", profile.queue, since, job_type), load)
+        return await self.gate.read(("triage", profile.queue, since, job_type, exact), load)
 
     async def show_job(self, *, queue: str | None = None, job_id: str) -> JobDetail:
         profile = self.estate.profile(queue)

@@ -8,7 +8,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.model import Dlq, Help, Show, Stuck, Triage
 from commands.reply import Reply
-from services.estate.model import CanonicalState, DeadFilter, JobList, JobSummary
+from services.estate.model import CanonicalState, DeadFilter, JobList, JobSummary, StatusCount
 from services.estate.model import Triage as TriageResult
 from services.message import Block, Fields, Heading, Message, Table, Text
 
@@ -18,7 +18,9 @@ async def handle_help(cmd: Help, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
-    t = await deps.reads.triage(queue=cmd.queue, since=cmd.since, job_type=cmd.job_type)
+    t = await deps.reads.triage(
+        queue=cmd.queue, since=cmd.since, job_type=cmd.job_type, exact=cmd.exact
+    )
     return Reply(triage_message(t))
 
 
@@ -29,8 +31,9 @@ def triage_message(t: TriageResult) -> Message:
     # out by the statuses (and, where a job is kept apart, the job statuses) they are in.
     dead = t.dead_letters
     parts = _dead_letter_parts(t)
+    total = fmt.count_of(t.total, t.total_estimated)
     summary = (
-        f"Queue {t.queue}: {fmt.count(t.total)} {unit}{scope}; {fmt.count(dead)} dead "
+        f"Queue {t.queue}: {total} {unit}{scope}; {fmt.count(dead)} dead "
         f"letters{f' ({parts})' if parts else ''}, {fmt.count(t.stuck)} stuck, oldest "
         f"pending {fmt.age(t.oldest_pending_age)}"
     )
@@ -38,7 +41,7 @@ def triage_message(t: TriageResult) -> Message:
         Heading(f"Triage: queue {t.queue} ({t.profile}), {fmt.when(t.taken_at)}"),
         Fields(
             (
-                (f"{unit}{scope}", fmt.count(t.total)),
+                (f"{unit}{scope}", total),
                 ("dead letters", fmt.count(dead) + (f" ({parts})" if parts else "")),
                 ("oldest pending", fmt.age(t.oldest_pending_age)),
                 ("stuck", fmt.count(t.stuck)),
@@ -50,6 +53,7 @@ def triage_message(t: TriageResult) -> Message:
     if t.by_job_status:
         jobs = sum(s.count for s in t.by_job_status)
         blocks.append(_status_table("job status", t.by_job_status, jobs))
+    estimated = [s for s in (*t.by_status, *t.by_job_status) if s.estimated]
     if t.by_reason:
         blocks.append(
             Table(
@@ -85,8 +89,18 @@ def triage_message(t: TriageResult) -> Message:
                     f"{what} by {t.type_title}, top 10 {scope}"
                     if t.by_type_dead_only
                     else f"By {t.type_title}"
+                    + (", succeeded rows left out (estimated above)" if estimated else "")
                 ),
                 numeric=tuple(range(1, len(states) + 2)),
+            )
+        )
+    if estimated:
+        which = " and ".join(f"{s.status}" for s in estimated)
+        blocks.append(
+            Text(
+                f"≈ marks an estimate: on a table this large the {which} rows are not "
+                "counted but estimated from PostgreSQL's statistics. Every other count is "
+                "exact. To count them too: /queue triage --exact"
             )
         )
     if t.notes:
@@ -124,11 +138,17 @@ def _duplicates(t: TriageResult) -> str:
     return text
 
 
-def _status_table(title: str, rows: list, total: int) -> Table:  # type: ignore[type-arg]
+def _status_table(title: str, rows: list[StatusCount], total: int) -> Table:
+    guessed = any(s.estimated for s in rows)  # then every share is of an estimated total
     return Table(
         (title, "state", "rows", "share"),
         tuple(
-            (s.status, s.canonical.value, fmt.count(s.count), fmt.share(s.count, total))
+            (
+                s.status,
+                s.canonical.value,
+                fmt.count_of(s.count, s.estimated),
+                fmt.share(s.count, total, estimated=guessed),
+            )
             for s in rows
         ),
         title=f"By {title}",

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from services.alerts.groups import AlertRecord, distinct_labels
+from services.estate import estimate
 from services.estate.model import Triage
 from services.message import (
     Actions,
@@ -157,7 +158,10 @@ def triage(report: Triage, *, queue: str) -> Message:
     top error signatures, the oldest pending job; buttons for the full triage and the
     failed rows."""
     blocks: list[Block] = [Heading(f"Triage of {queue} at {report.taken_at:%H:%M} UTC")]
-    facts: list[tuple[str, str]] = [(report.unit.capitalize(), f"{report.total:,}")]
+    total = (
+        f"≈{estimate.rounded(report.total):,}" if report.total_estimated else f"{report.total:,}"
+    )
+    facts: list[tuple[str, str]] = [(report.unit.capitalize(), total)]
     age = report.oldest_pending_age
     facts.append(
         ("Oldest pending", "none pending" if age is None else _minutes(age.total_seconds()))

@@ -23,14 +23,15 @@ At most one answer per engine fans out at a time; while one does, another reads 
 statements one after another on its own connection. That bounds the connections taken
 (the caller's, plus ``WIDTH``) and means a fan never waits on a connection that another
 fan holds while waiting itself. SQLite, and a single statement, read on the caller's
-connection as before.
+connection as before. Every statement runs with PostgreSQL's JIT compilation off for its
+transaction (why: at ``_NO_JIT``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,6 +41,10 @@ from sqlalchemy.sql import Executable
 
 WIDTH = 4  # statements of one answer in flight at once (connections beside the caller's)
 _FANNING: set[int] = set()  # engines (by id) with a fan under way in this process
+# These are index reads of milliseconds whose cost the planner can overestimate by far (a
+# walk of a status index's distinct values is costed as a hundred statuses of a quarter of
+# the table each); past jit_above_cost PostgreSQL would then spend ~90 ms compiling them.
+_NO_JIT = "SET LOCAL jit = off"
 _SNAPSHOT = re.compile(r"[0-9A-Fa-f]+-[0-9A-Fa-f]+(-[0-9]+)?")
 
 
@@ -52,7 +57,10 @@ async def read_all(
     of their own; the rest run one after another on one more connection."""
     engine = conn.engine
     key = id(engine.sync_engine)
-    if conn.dialect.name != "postgresql" or len(statements) < 2 or key in _FANNING:
+    if conn.dialect.name != "postgresql":
+        return [(await conn.execute(s)).all() for s in statements]
+    if len(statements) < 2 or key in _FANNING:
+        await conn.exec_driver_sql(_NO_JIT)
         return [(await conn.execute(s)).all() for s in statements]
     _FANNING.add(key)
     try:
@@ -71,9 +79,13 @@ async def read_all(
         async def lane(batch: list[Executable], serial: bool) -> list[Sequence[Row[Any]]]:
             async with slots, engine.connect() as fork:
                 await fork.execution_options(**options, isolation_level="REPEATABLE READ")
-                await fork.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
-                if serial:  # small reads: no parallel workers to compete with the heavy ones
-                    await fork.exec_driver_sql("SET LOCAL max_parallel_workers_per_gather = 0")
+                # One round trip: the snapshot first (it must come before any query), then
+                # the settings; small reads get no parallel workers to compete with the
+                # heavy ones.
+                settings = [f"SET TRANSACTION SNAPSHOT '{snapshot}'", _NO_JIT]
+                if serial:
+                    settings.append("SET LOCAL max_parallel_workers_per_gather = 0")
+                await fork.exec_driver_sql("; ".join(settings))
                 return [(await fork.execute(s)).all() for s in batch]
 
         try:
@@ -87,6 +99,16 @@ async def read_all(
         return [rows for t in tasks for rows in t.result()]
     finally:
         _FANNING.discard(key)
+
+
+async def read_named(
+    conn: AsyncConnection, statements: Mapping[str, Executable], *, heavy: Sequence[str]
+) -> dict[str, Sequence[Row[Any]]]:
+    """``read_all`` by name: the statements named in ``heavy`` each get a connection of
+    their own, the rest share one."""
+    order = [*heavy, *(name for name in statements if name not in heavy)]
+    rows = await read_all(conn, [statements[name] for name in order], heavy=len(heavy))
+    return dict(zip(order, rows, strict=True))
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

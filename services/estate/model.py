@@ -30,6 +30,9 @@ class StatusCount:
     status: str
     canonical: CanonicalState
     count: int
+    # True where the count is PostgreSQL's estimate rather than a count: only ever the
+    # succeeded rows of a large table (services/estate/estimate.py says when).
+    estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,11 @@ class Triage:
         if self.oldest_pending_at is None:
             return None
         return max(self.taken_at - self.oldest_pending_at, timedelta(0))
+
+    @property
+    def total_estimated(self) -> bool:
+        """Whether ``total`` includes an estimated count (see ``StatusCount.estimated``)."""
+        return any(s.estimated for s in self.by_status)
 
     def count_in(self, state: CanonicalState) -> int:
         return sum(s.count for s in self.by_status if s.canonical is state)

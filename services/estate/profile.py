@@ -457,7 +457,11 @@ class QueueProfile(ABC):
         now: datetime,
         since: datetime | None,
         job_type: str | None,
-    ) -> Triage: ...
+        exact: bool = False,
+    ) -> Triage:
+        """The queue's breakdowns. On a large PostgreSQL table the succeeded rows are
+        estimated (``StatusCount.estimated``) unless ``exact``; every other count is
+        exact (services/estate/estimate.py)."""
 
     @abstractmethod
     async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail: ...

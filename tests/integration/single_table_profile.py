@@ -170,6 +170,7 @@ class SingleTableProfile(QueueProfile):
         now: datetime,
         since: datetime | None,
         job_type: str | None,
+        exact: bool = False,
     ) -> Triage:
         if job_type is not None:
             raise self._no_groups("job types")

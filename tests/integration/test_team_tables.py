@@ -27,6 +27,7 @@ from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
 from services.db import create_engine
 from services.errors import ConfigError, PreconditionFailed, UsageError
+from services.estate import estimate
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState, DeadFilter, StatusCount, Triage
@@ -477,6 +478,35 @@ async def test_statuses_of_an_enum_type_are_redriven_and_cancelled(db_url: str) 
         )
         await team.services.changes.approve(number=view.number, actor=BOB)
         assert await clip_statuses(team, dead) == {("DLQ", "CANCELLED")}
+    finally:
+        await team.engine.dispose()
+
+
+async def test_statuses_of_an_enum_type_are_counted_where_succeeded_rows_are_estimated(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: the walk of the status index and the dead letters' jobs compare the
+    statuses as the enum columns' own type."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("enum types are PostgreSQL's")
+    monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+    team = await open_team(db_url, QueueConfig(profile="message_job"), ENUM_DDL)
+    try:
+        rows = [("DLQ", "FAILED")] * 3 + [("DLQ", "SUCCEEDED")] + [("COMPLETED", "SUCCEEDED")] * 5
+        await add_clips(team, [*rows, ("PENDING", "QUEUED")], error=ERROR)
+        async with team.engine.begin() as conn:
+            await conn.exec_driver_sql("ANALYZE clip_jobs")
+            await conn.exec_driver_sql("ANALYZE queue_messages")
+        report = await team.triage(job_type=None)
+        exact = {(s.status, s.count) for s in report.by_status if not s.estimated}
+        assert exact == {("DLQ", 4), ("PENDING", 1)}
+        assert [(s.status, s.estimated) for s in report.by_status if s.estimated] == [
+            ("COMPLETED", True)
+        ]
+        assert {(s.status, s.count) for s in report.dead_letter_jobs} == {
+            ("FAILED", 3),
+            ("SUCCEEDED", 1),
+        }
     finally:
         await team.engine.dispose()
 

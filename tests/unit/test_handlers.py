@@ -125,7 +125,12 @@ class FakeReads:
         self.calls.append(("forget", {}))
 
     async def triage(
-        self, *, queue: str | None, since: timedelta | None, job_type: str | None
+        self,
+        *,
+        queue: str | None,
+        since: timedelta | None,
+        job_type: str | None,
+        exact: bool = False,
     ) -> Triage:
         self.calls.append(("triage", {"queue": queue, "since": since, "job_type": job_type}))
         return self.triage_result

@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
-from services.estate.at_once import read_all
+from services.estate import estimate
+from services.estate.at_once import read_named
 from services.estate.message_job.changes import MessageJobChanges
 from services.estate.message_job.plans import MessageJobPlanOps
 from services.estate.message_job.schema import (
@@ -29,6 +30,7 @@ from services.estate.message_job.schema import (
     UNFINISHED,
 )
 from services.estate.model import (
+    DEAD_LETTER_STATES,
     CanonicalState,
     Count,
     DeadFilter,
@@ -163,7 +165,20 @@ class MessageJobProfile(QueueProfile):
                 ),
                 "stuck messages; /queue dlq newest first",
             ),
-            ("jobs", "status", ("status",), None, "job status counts as an index-only scan"),
+            (
+                "messages",
+                "dead_job",
+                ("status", "job_id"),
+                ("status", tuple(self.dead_letter_statuses)),
+                "triage's dead letters by job status, as an index-only scan",
+            ),
+            (
+                "jobs",
+                "status_id",
+                ("status", "id"),
+                None,
+                "job status counts and the failed jobs' ids as index-only scans",
+            ),
             (
                 "events",
                 "aggregate",
@@ -189,6 +204,7 @@ class MessageJobProfile(QueueProfile):
         now: datetime,
         since: datetime | None,
         job_type: str | None,
+        exact: bool = False,
     ) -> Triage:
         if job_type is not None:
             raise UsageError(
@@ -202,14 +218,32 @@ class MessageJobProfile(QueueProfile):
             where.append(m.c("available_at") >= since)
         status = m.c("status")
         dead = status.in_(self.dead_letter_statuses)
+        # On large tables the completed messages and succeeded jobs are estimated rather
+        # than counted (services/estate/estimate.py); every other count is exact.
+        plan_m, plan_j = (
+            await estimate.plans(
+                conn,
+                [
+                    (m.table, self.statuses_in(CanonicalState.SUCCEEDED)),
+                    (j.table, self.job_statuses_in(CanonicalState.SUCCEEDED)),
+                ],
+            )
+            if not exact and since is None
+            else [None, None]
+        )
         # Counts alone (an index-only scan of (status, available_at)); the oldest pending
         # message and the stuck count are two small index lookups beside them.
-        by_status = sa.select(status, sa.func.count()).where(*where).group_by(status)
+        if plan_m is not None:
+            by_status = estimate.counts_except(m.table, status, [plan_m.status])
+        else:
+            by_status = sa.select(status, sa.func.count()).where(*where).group_by(status)
         extras = sa.select(
             self._oldest_pending(m, where).scalar_subquery(),
             sa.select(sa.func.count()).where(self._stuck(m, now), *where).scalar_subquery(),
         )
-        if since is None:
+        if plan_j is not None:
+            by_job = estimate.counts_except(j.table, j.c("status"), [plan_j.status])
+        elif since is None:
             by_job = sa.select(j.c("status"), sa.func.count()).group_by(j.c("status"))
         else:
             recent = sa.select(m.c("job_id")).where(*where)
@@ -218,14 +252,7 @@ class MessageJobProfile(QueueProfile):
                 .where(j.c("id").in_(recent))
                 .group_by(j.c("status"))
             )
-        # The dead letters by their job's status: what the headline's count is made of,
-        # beside the job table's own counts (a redrive takes those whose job FAILED).
-        dead_jobs = (
-            sa.select(j.c("status"), sa.func.count())
-            .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
-            .where(dead, *where)
-            .group_by(j.c("status"))
-        )
+        dead_jobs = self._dead_letter_jobs(m, j, [dead, *where])
         # Signatures and tenants of the newest dead letters, read backwards off the
         # (status, claimed_at) index with each tenant looked up by the job's primary key,
         # so the cost does not grow with the size of the DLQ; the reply says how many.
@@ -251,19 +278,34 @@ class MessageJobProfile(QueueProfile):
 
         # The three counts that read whole tables (or every dead letter) get a connection
         # each; the small reads go one after another on another.
-        statements = [by_status, by_job, dead_jobs, extras, newest, dups]
-        status_rows, job_rows, dead_rows, extra_rows, sample, dup_rows = await read_all(
-            conn, statements, heavy=3
+        # The costliest reads get a connection each, the small ones share another: the
+        # whole-table counts, or, where the succeeded rows are estimated, the dead
+        # letters' jobs, the duplicates and the sample.
+        read = await read_named(
+            conn,
+            {
+                "status": by_status,
+                "jobs": by_job,
+                "dead": dead_jobs,
+                "extras": extras,
+                "newest": newest,
+                "dups": dups,
+            },
+            heavy=("dead", "dups", "newest") if plan_m or plan_j else ("status", "jobs", "dead"),
         )
+        status_rows, job_rows, dead_rows = read["status"], read["jobs"], read["dead"]
+        extra_rows, sample, dup_rows = read["extras"], read["newest"], read["dups"]
+        counts = count_map(status_rows)
+        job_counts = count_map(job_rows)
+        estimated = await estimate.settle(conn, plan_m, status, counts)
+        jobs_estimated = await estimate.settle(conn, plan_j, j.c("status"), job_counts)
         sig_rows = top_signatures(r[0] for r in sample)
         tenant_rows = (
             top_counts(None if r[1] is None else str(r[1]) for r in sample)
             if j.has("tenant_id")
             else []
         )
-        counts = count_map(status_rows)
         oldest_raw, stuck_total = extra_rows[0]
-        job_counts = count_map(job_rows)
         dead_job_counts = count_map(dead_rows)
         n_groups, n_surplus = dup_rows[0]
         dead_total = self.dead_count(counts)
@@ -278,8 +320,10 @@ class MessageJobProfile(QueueProfile):
             since=since,
             total=sum(counts.values()),
             status_title="message status",
-            by_status=self._status_counts(counts, self.canonical),
-            by_job_status=self._status_counts(job_counts, self.job_canonical),
+            by_status=self._status_counts(counts, self.canonical, plan_m if estimated else None),
+            by_job_status=self._status_counts(
+                job_counts, self.job_canonical, plan_j if jobs_estimated else None
+            ),
             dead_letter_jobs=self._status_counts(dead_job_counts, self.job_canonical),
             by_signature=[Count(display_signature(s), n) for s, n in sig_rows],
             signatures_of=sampled,
@@ -308,12 +352,42 @@ class MessageJobProfile(QueueProfile):
 
     @staticmethod
     def _status_counts(
-        counts: dict[str, int], canonical: Callable[[str], CanonicalState]
+        counts: dict[str, int],
+        canonical: Callable[[str], CanonicalState],
+        estimated: estimate.Plan | None = None,
     ) -> list[StatusCount]:
+        guessed = estimated.status if estimated is not None else None
         return [
-            StatusCount(s, canonical(s), n)
+            StatusCount(s, canonical(s), n, s == guessed)
             for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
         ]
+
+    def _dead_letter_jobs(
+        self, m: BoundTable, j: BoundTable, where: list[sa.ColumnElement[bool]]
+    ) -> sa.Select[Any]:
+        """The dead letters by their job's status: what the headline's count is made of,
+        beside the job table's own counts (a redrive takes those whose job FAILED).
+
+        Nearly every dead letter's job has failed, so the dead letters are matched first
+        against the failed jobs alone (two index-only ranges: the messages' (status,
+        job_id), the jobs' (status, id)), and only a dead letter whose job is not among
+        them looks its job up by primary key. A dead letter whose job row is gone is not
+        counted here."""
+        letters = sa.select(m.c("job_id").label("job_id")).where(*where).subquery("letters")
+        failed_statuses = self.job_statuses_in(*DEAD_LETTER_STATES)
+        failed = (
+            sa.select(j.c("id").label("id"), j.c("status").label("status"))
+            .where(j.c("status").in_(failed_statuses))
+            .subquery("failed")
+        )
+        other = sa.select(j.c("status")).where(j.c("id") == letters.c.job_id).scalar_subquery()
+        job_status = sa.func.coalesce(failed.c.status, other)
+        return (
+            sa.select(job_status, sa.func.count())
+            .select_from(letters.outerjoin(failed, failed.c.id == letters.c.job_id))
+            .group_by(job_status)
+            .having(job_status.is_not(None))
+        )
 
     def _stuck(self, m: BoundTable, now: datetime) -> sa.ColumnElement[bool]:
         """In flight (PROCESSING) and claimed longer ago than the threshold."""

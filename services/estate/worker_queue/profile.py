@@ -5,6 +5,7 @@ failed_permanently, cancelled). This module reads it; ``changes`` and ``plans`` 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
-from services.estate.at_once import read_all
+from services.estate import estimate
+from services.estate.at_once import read_named
 from services.estate.model import (
     NO_REASON,
     CanonicalState,
@@ -173,6 +175,7 @@ class WorkerQueueProfile(QueueProfile):
         now: datetime,
         since: datetime | None,
         job_type: str | None,
+        exact: bool = False,
     ) -> Triage:
         q = (await self.tables(conn))["queue"]
         has_type, has_reason = q.has("job_type"), q.has("failure_reason")
@@ -186,27 +189,38 @@ class WorkerQueueProfile(QueueProfile):
         status = q.c("status")
         # Counts alone, so an index on (status, failure_reason, job_type) answers them
         # without reading the table; the oldest pending row and the stuck count are two
-        # small index lookups beside it.
-        groups = [status, *(q.c(c) for c in ("failure_reason", "job_type") if q.has(c))]
-        grouped = sa.select(
-            status,
-            q.c("failure_reason") if has_reason else sa.null(),
-            q.c("job_type") if has_type else sa.null(),
-            sa.func.count(),
+        # small index lookups beside it. On a large table the succeeded rows are
+        # estimated rather than counted (services/estate/estimate.py).
+        (plan,) = (
+            await estimate.plans(conn, [(q.table, self.statuses_in(CanonicalState.SUCCEEDED))])
+            if not exact and since is None and job_type is None
+            else [None]
         )
-        grouped = grouped.where(*where).group_by(*groups)
+        groups = [q.c(c) for c in ("failure_reason", "job_type") if q.has(c)]
+        if plan is not None:
+            grouped = estimate.counts_except(q.table, status, [plan.status], group=groups)
+        else:
+            grouped = sa.select(status, *groups, sa.func.count()).where(*where)
+            grouped = grouped.group_by(status, *groups)
         extras = sa.select(
             self._oldest_pending(q, where).scalar_subquery(),
             sa.select(sa.func.count())
             .where(self._stuck_condition(q, self.stuck_cutoff(now)), *where)
             .scalar_subquery(),
         )
-        # The grouped count reads every row: it alone gets a connection of its own; the
-        # small reads beside it go one after another on another.
-        statements = [grouped, extras, self._newest_errors(q, where)]
+        # The costliest read gets a connection of its own, and the small reads beside it go
+        # one after another on another: the grouped count where it reads every row, the
+        # duplicates (a probe per queued issue) where the succeeded rows are estimated.
+        statements = {"grouped": grouped, "extras": extras, "newest": self._newest_errors(q, where)}
         if q.has("issue_number"):
-            statements.append(self._duplicate_counts(q, where))
-        rows, extra_rows, sig_rows, *dup_rows_ = await read_all(conn, statements, heavy=1)
+            statements["dups"] = self._duplicate_counts(q, where)
+        heavy = "dups" if plan is not None and "dups" in statements else "grouped"
+        read = await read_named(conn, statements, heavy=(heavy,))
+        rows, extra_rows, sig_rows = read["grouped"], read["extras"], read["newest"]
+        dup_rows_ = [read["dups"]] if "dups" in read else []
+        # (status, failure_reason or None, job_type or None, count), whichever the table has
+        slots = (has_reason, has_type)
+        spread = [(r[0], *_spread(r[1:-1], slots), r[-1]) for r in rows]
         oldest_raw, stuck_total = extra_rows[0]
         dup_groups, dup_rows, dup_active = (
             tuple(int(n or 0) for n in dup_rows_[0][0]) if dup_rows_ else (0, 0, 0)
@@ -215,13 +229,15 @@ class WorkerQueueProfile(QueueProfile):
         status_counts: dict[str, int] = defaultdict(int)
         reasons: dict[str, int] = defaultdict(int)
         types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-        for raw_status, reason, jtype, count in rows:
+        for raw_status, reason, jtype, count in spread:
             name = str(plain(raw_status))
             status_counts[name] += count
             if has_reason and name in self.dead_letter_statuses:
                 reasons[str(plain(reason)) if reason is not None else NO_REASON] += count
             if has_type:
                 types[str(jtype)][self.canonical(name)] += count
+        estimated = await estimate.settle(conn, plan, status, status_counts)
+        guessed = plan.status if estimated and plan is not None else None
         oldest = as_utc(oldest_raw)
         dead_total = sum(status_counts.get(s, 0) for s in self.dead_letter_statuses)
         return Triage(
@@ -235,7 +251,7 @@ class WorkerQueueProfile(QueueProfile):
             total=sum(status_counts.values()),
             status_title="status",
             by_status=[
-                StatusCount(s, self.canonical(s), n)
+                StatusCount(s, self.canonical(s), n, s == guessed)
                 for s, n in sorted(status_counts.items(), key=lambda kv: -kv[1])
             ],
             by_reason=[Count(k, n) for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])],
@@ -491,3 +507,9 @@ class WorkerQueueProfile(QueueProfile):
 def _minutes(now: datetime, since: datetime) -> str:
     minutes = int((now - since).total_seconds() // 60)
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+def _spread(values: Sequence[Any], present: Sequence[bool]) -> list[Any]:
+    """``values`` of the columns present, placed in ``present``'s slots, None elsewhere."""
+    given = iter(values)
+    return [next(given) if here else None for here in present]

@@ -1,0 +1,186 @@
+"""On a large PostgreSQL table triage estimates the succeeded rows and counts every other
+row exactly; the reply marks the estimate, and --exact counts everything.
+
+"Large" is lowered here (``estimate.ESTIMATE_FROM``) so that the demo estate qualifies;
+the statements are the ones a table of millions gets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bot.bootstrap import App, build_app
+from bot.demo import DEMO_CONFIG
+from commands.context import Invocation
+from services.config import load_config
+from services.db import create_engine
+from services.estate import estimate
+from services.estate.demo import build_demo_estate
+from services.message import Message, Table, Text
+from services.migrate import upgrade
+from tests.integration.support import START
+
+
+@pytest.fixture
+async def app(db_url: str, tmp_path: Path) -> AsyncIterator[App]:
+    engine = create_engine(db_url)
+    await upgrade(engine)
+    async with engine.begin() as conn:
+        await build_demo_estate(conn, now=START)
+    await engine.dispose()
+    path = tmp_path / "queuebot.toml"
+    path.write_text(DEMO_CONFIG.format(config=path) + "\n[reads]\nfresh_seconds = 0\n")
+    built = await build_app(load_config(path, environ={"QUEUEBOT_DATABASE_URL": db_url}))
+    yield built
+    await built.close()
+
+
+@pytest.fixture
+def large(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every table with statistics counts as large."""
+    monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+
+
+async def triage(app: App, line: str) -> Message:
+    person = app.directory.by_name("alice")
+    reply = await app.router.handle_line(
+        line, Invocation(person=person, platform="console", account="alice")
+    )
+    return reply.message
+
+
+def table(message: Message, title: str) -> dict[str, tuple[str, ...]]:
+    """A reply table's rows by their first cell."""
+    (found,) = [b for b in message.blocks if isinstance(b, Table) and b.title == title]
+    return {row[0]: row[1:] for row in found.rows}
+
+
+def texts(message: Message) -> str:
+    return "\n".join(b.text for b in message.blocks if isinstance(b, Text))
+
+
+async def sql(app: App, query: str) -> list[sa.Row[object]]:
+    async with app.state_engine.begin() as conn:
+        result = await conn.execute(sa.text(query))
+        return list(result.all()) if result.returns_rows else []
+
+
+async def analyze(app: App, *tables: str) -> None:
+    for name in tables:
+        await sql(app, f"ANALYZE {name}")
+
+
+def only_postgres(db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("estimates come from PostgreSQL's statistics")
+
+
+async def test_worker_queue_estimates_done_and_counts_the_rest_exactly(
+    app: App, db_url: str, large: None
+) -> None:
+    only_postgres(db_url)
+    # A status nobody mapped is counted exactly too, not folded into the estimate.
+    await sql(app, "ALTER TABLE dev_r_worker_queue DROP CONSTRAINT dev_r_worker_queue_status_check")
+    await sql(
+        app,
+        "UPDATE dev_r_worker_queue SET status = 'paused' WHERE id IN "
+        "(SELECT id FROM dev_r_worker_queue WHERE status = 'queued' LIMIT 2)",
+    )
+    await analyze(app, "dev_r_worker_queue")
+    counts = dict(await sql(app, "SELECT status, count(*) FROM dev_r_worker_queue GROUP BY 1"))
+    rows = await sql(app, "SELECT reltuples FROM pg_class WHERE relname = 'dev_r_worker_queue'")
+    assert rows[0][0] > 0
+
+    reply = await triage(app, "/queue triage --queue workers")
+    by_status = table(reply, "By status")
+    for status, n in counts.items():
+        if status != "done":
+            assert by_status[status][1] == f"{n:,}", status  # exact, unmarked
+    assert by_status["paused"][0] == "unknown"
+    assert by_status["done"][1].startswith("≈")
+    assert reply.summary.startswith("Queue workers: ≈")
+    dead = counts["failed"] + counts["failed_permanently"]
+    assert f"; {dead:,} dead letters" in reply.summary
+    assert "≈ marks an estimate" in texts(reply) and "/queue triage --exact" in texts(reply)
+    by_type = [b for b in reply.blocks if isinstance(b, Table) and b.title is not None]
+    assert any(
+        b.title == "By job type, succeeded rows left out (estimated above)"
+        and "succeeded" not in b.columns
+        for b in by_type
+    )
+
+    exact = await triage(app, "/queue triage --queue workers --exact")
+    by_status = table(exact, "By status")
+    assert {s: int(v[1].replace(",", "")) for s, v in by_status.items()} == counts
+    assert "≈" not in exact.summary and "≈ marks" not in texts(exact)
+
+
+async def test_message_job_estimates_completed_and_counts_dead_letters_jobs_exactly(
+    app: App, db_url: str, large: None
+) -> None:
+    only_postgres(db_url)
+    # One dead letter whose job already succeeded (found by its job's primary key, not
+    # among the failed jobs), one whose job is gone (not counted by job status).
+    await sql(
+        app,
+        "UPDATE clip_jobs SET status = 'SUCCEEDED' WHERE id = (SELECT job_id FROM "
+        "queue_messages WHERE status = 'DLQ' ORDER BY id LIMIT 1)",
+    )
+    await analyze(app, "queue_messages", "clip_jobs")
+    messages = dict(await sql(app, "SELECT status, count(*) FROM queue_messages GROUP BY 1"))
+    jobs = dict(await sql(app, "SELECT status, count(*) FROM clip_jobs GROUP BY 1"))
+    their_jobs = await sql(
+        app,
+        "SELECT j.status, count(*) FROM queue_messages m JOIN clip_jobs j ON j.id = m.job_id "
+        "WHERE m.status = 'DLQ' GROUP BY 1 ORDER BY 2 DESC",
+    )
+    assert len(their_jobs) == 2
+
+    reply = await triage(app, "/queue triage --queue clips")
+    by_status = table(reply, "By message status")
+    by_job = table(reply, "By job status")
+    for status, n in messages.items():
+        if status != "COMPLETED":
+            assert by_status[status][1] == f"{n:,}"
+    for status, n in jobs.items():
+        if status != "SUCCEEDED":
+            assert by_job[status][1] == f"{n:,}"
+    assert by_status["COMPLETED"][1].startswith("≈") and by_job["SUCCEEDED"][1].startswith("≈")
+    parts = ", ".join(f"{n:,} {s}" for s, n in their_jobs)
+    assert f"their jobs: {parts}" in reply.summary
+    assert "COMPLETED and SUCCEEDED rows are not counted" in texts(reply)
+
+
+async def test_stale_statistics_are_not_trusted(app: App, db_url: str, large: None) -> None:
+    """Statistics that put the table below what was counted exactly (rows added since
+    the last ANALYZE, on pages it never saw) are not used: the done rows are counted."""
+    only_postgres(db_url)
+    await sql(app, "DELETE FROM dev_r_worker_queue WHERE status <> 'done'")
+    await sql(
+        app,
+        "DELETE FROM dev_r_worker_queue WHERE id NOT IN "
+        "(SELECT id FROM dev_r_worker_queue ORDER BY id LIMIT 3)",
+    )
+    await analyze(app, "dev_r_worker_queue")  # 3 live rows on the table's pages
+    await sql(
+        app,
+        "INSERT INTO dev_r_worker_queue (issue_number, job_type, status, queued_at) "
+        "SELECT 900000 + g, 'dev-issue', 'failed', now() FROM generate_series(1, 3000) g",
+    )
+    reply = await triage(app, "/queue triage --queue workers")
+    by_status = table(reply, "By status")
+    assert by_status["done"][1] == "3" and by_status["failed"][1] == "3,000"
+    assert "≈" not in reply.summary
+
+
+async def test_sqlite_and_small_tables_are_counted_exactly(app: App, db_url: str) -> None:
+    if db_url.startswith("postgresql"):
+        await analyze(app, "dev_r_worker_queue")  # statistics, but far below the threshold
+    counts = dict(await sql(app, "SELECT status, count(*) FROM dev_r_worker_queue GROUP BY 1"))
+    reply = await triage(app, "/queue triage --queue workers")
+    by_status = table(reply, "By status")
+    assert {s: int(v[1].replace(",", "")) for s, v in by_status.items()} == counts
+    assert "≈" not in reply.summary
