@@ -104,7 +104,8 @@ async def settle(
 ) -> bool:
     """Put the succeeded count into ``counts`` (the exact counts of every other status):
     the estimate, unless the statistics put the table below what was counted exactly,
-    in which case it is counted after all. True where it is an estimate."""
+    in which case it is counted after all (on the caller's connection, so in a snapshot
+    taken after the other counts'). True where it is an estimate."""
     if plan is None:
         return False
     left = round(plan.rows) - sum(counts.values())

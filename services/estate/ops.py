@@ -12,7 +12,7 @@ the change-request workflow and the plan engine above decide where a transaction
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -35,6 +35,24 @@ def chunk_for(dialect: str) -> int:
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def chunks_of_whole(
+    items: Sequence[T], size: int, key: Callable[[T], Hashable]
+) -> Iterator[list[T]]:
+    """``items`` in chunks of about ``size``, never splitting the items of one ``key``
+    between two chunks (a chunk grows past ``size`` rather than split a key's items)."""
+    grouped: dict[Hashable, list[T]] = {}
+    for item in items:
+        grouped.setdefault(key(item), []).append(item)
+    chunk: list[T] = []
+    for members in grouped.values():
+        if chunk and len(chunk) + len(members) > size:
+            yield chunk
+            chunk = []
+        chunk.extend(members)
+    if chunk:
+        yield chunk
 
 
 class Action(StrEnum):

@@ -27,7 +27,7 @@ from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
 from services.db import create_engine
 from services.errors import ConfigError, PreconditionFailed, UsageError
-from services.estate import estimate
+from services.estate import estimate, ops
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState, DeadFilter, StatusCount, Triage
@@ -446,6 +446,17 @@ async def redrive_with_two_messages_on_one_job(team: Team) -> None:
 
 
 async def test_a_job_with_two_dead_letters_is_redriven_with_both(clips: Team) -> None:
+    await redrive_with_two_messages_on_one_job(clips)
+
+
+async def test_a_jobs_dead_letters_are_never_split_between_two_statements(
+    clips: Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where rows go through Python in chunks (SQLite here), a chunk boundary between a
+    job's two dead letters would let the first chunk requeue the job and the second then
+    find it no longer FAILED, leaving its dead letter behind."""
+    monkeypatch.setattr(ops, "CHUNK", 1)
+    monkeypatch.setattr(ops, "PG_CHUNK", 1)
     await redrive_with_two_messages_on_one_job(clips)
 
 

@@ -33,7 +33,7 @@ from services.estate.ops import (
     Selector,
     Target,
     chunk_for,
-    chunks,
+    chunks_of_whole,
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
 from services.estate.signature import display_signature, error_signature
@@ -331,18 +331,20 @@ class MessageJobChanges:
         m, j, e = t["messages"], t["jobs"], t.get("events")
         changed_jobs: list[Any] = []
         before: list[tuple[str, Any]] = []  # (message, image): dicts, or database JSON
-        by_state: dict[tuple[str, str], list[Target]] = defaultdict(list)
+        # Grouped by the job's frozen status only, and a job's messages kept in one chunk:
+        # whichever statement changed the job first would leave its other messages
+        # behind, their job no longer in its frozen state.
+        by_job_state: dict[str, list[Target]] = defaultdict(list)
         for x in targets:
-            by_state[frozen_state(x)].append(x)
-        for (message_status, job_status), group in by_state.items():
-            for part in chunks(group, chunk_for(m.dialect)):
+            by_job_state[frozen_state(x)[1]].append(x)
+        for job_status, group in by_job_state.items():
+            for part in chunks_of_whole(group, chunk_for(m.dialect), key=lambda x: x.id):
                 jobs = await self._apply_part(
                     conn,
                     m=m,
                     j=j,
                     action=action,
                     part=part,
-                    message_status=message_status,
                     job_status=job_status,
                     now=now,
                     before=before,
@@ -371,13 +373,16 @@ class MessageJobChanges:
         j: BoundTable,
         action: Action,
         part: Sequence[Target],
-        message_status: str,
         job_status: str,
         now: datetime,
         before: list[tuple[str, Any]],
     ) -> list[Any]:
-        """Change one chunk of targets frozen in the same statuses; the jobs changed."""
-        msg_ids = self.profile.id_texts(m.c("id"), (str(x.part) for x in part))
+        """Change one chunk of targets whose jobs were frozen in the same status; the
+        jobs changed. A message changes only if it is still in the status it was frozen
+        in, and its job only if it is too."""
+        frozen = {str(x.part): frozen_state(x)[0] for x in part}
+        statuses = sorted(set(frozen.values()))
+        msg_ids = self.profile.id_texts(m.c("id"), frozen)
         postgres = m.dialect == "postgresql"
         image: list[Any] = (
             [_row_json(m, j)]
@@ -389,24 +394,26 @@ class MessageJobChanges:
                 sa.select(
                     _as_text(m.c("id"), postgres).label("qb_mid"),
                     _as_text(m.c("job_id"), postgres).label("qb_jid"),
+                    m.c("status").label("qb_mstatus"),
                     *image,
                 )
                 .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
                 .where(
                     m.isin("id", msg_ids),
-                    m.c("status") == message_status,
+                    m.c("status").in_(statuses),
                     j.c("status") == job_status,
                 )
                 .with_for_update(of=m.table)
             )
         ).all()
+        still = [r for r in still if str(plain(r[2])) == frozen.get(str(r[0]))]
         if not still:
             return []
         if postgres:
-            before.extend((str(r[0]), raw_json(r[2])) for r in still)
+            before.extend((str(r[0]), raw_json(r[3])) for r in still)
         else:  # the same {"message": ..., "job": ...} image the database builds
             layout = _Layout.of(m, j)
-            before.extend((str(r[0]), _Found.of(tuple(r)[2:], layout).snapshot) for r in still)
+            before.extend((str(r[0]), _Found.of(tuple(r)[3:], layout).snapshot) for r in still)
         ok_msgs = [r[0] for r in still]
         ok_jobs = list({r[1]: None for r in still})
         if action is Action.REDRIVE:  # back to pending / queued, the whole chunk at once
@@ -424,7 +431,7 @@ class MessageJobChanges:
                     job[j.c(column).name] = value
             await conn.execute(
                 m.table.update()
-                .where(m.isin("id", ok_msgs), m.c("status") == message_status)
+                .where(m.isin("id", ok_msgs), m.c("status").in_(statuses))
                 .values(message)
             )
             await conn.execute(

@@ -276,8 +276,6 @@ class MessageJobProfile(QueueProfile):
         )
         dups = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(per_job.c.n - 1), 0))
 
-        # The three counts that read whole tables (or every dead letter) get a connection
-        # each; the small reads go one after another on another.
         # The costliest reads get a connection each, the small ones share another: the
         # whole-table counts, or, where the succeeded rows are estimated, the dead
         # letters' jobs, the duplicates and the sample.
