@@ -13,7 +13,8 @@ indexes exactly as ``queuebot estate indexes --print`` ships them and runs VACUU
 For each profile it times ``QueueReads.triage`` and the bare
 ``SELECT status, count(*) FROM <table> GROUP BY status`` through the same async engine
 (20 alternating runs after a warm-up), prints median and p95 of both and their ratio,
-and checks the targets: triage p95 <= 250 ms and <= 1.5x the bare query's p95. It also
+and checks the targets: triage p95 <= 250 ms (at 1,000,000 rows) and <= 1.5x the bare
+query's p95. It also
 times every SQL statement triage issues and prints EXPLAIN (ANALYZE, BUFFERS) of the
 slowest one.
 
@@ -614,11 +615,19 @@ class Result:
     statements: list[tuple[str, list[float], Statement]]
     other: list[float]  # per run: triage time outside the statements
     load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before, after
+    rows: int = 1_000_000  # the estate's size: the 250 ms target is for 1,000,000 rows
+
+    @property
+    def absolute(self) -> bool:
+        """Whether the p95 target in milliseconds applies (it was set for 1,000,000 rows;
+        a larger estate is held to the ratio alone)."""
+        return self.rows <= 1_000_000
 
     @property
     def ok(self) -> bool:
         p95 = percentile(self.triage, 0.95)
-        return p95 * 1000 <= TARGET_P95_MS and p95 <= TARGET_RATIO * percentile(self.bare, 0.95)
+        fast = p95 * 1000 <= TARGET_P95_MS or not self.absolute
+        return fast and p95 <= TARGET_RATIO * percentile(self.bare, 0.95)
 
 
 async def measure(
@@ -715,7 +724,7 @@ def report(result: Result, indexes: bool) -> list[str]:
     profile = QUEUES[result.queue].profile
     verdict = "PASS" if result.ok else "FAIL"
     why = []
-    if t95 * 1000 > TARGET_P95_MS:
+    if t95 * 1000 > TARGET_P95_MS and result.absolute:
         why.append(f"p95 {t95 * 1000:.0f} ms > {TARGET_P95_MS:.0f} ms")
     if t95 > TARGET_RATIO * b95:
         why.append(f"p95 ratio {t95 / b95:.2f}x > {TARGET_RATIO:g}x")
@@ -730,7 +739,12 @@ def report(result: Result, indexes: bool) -> list[str]:
         f"  {'bare status count':<34}{ms(b50):>11}{ms(b95):>12}",
         f"  {'ratio triage / bare':<34}{t50 / b50:>10.2f}x{t95 / b95:>11.2f}x",
         f"  first triage call (incl. reflection): {result.cold * 1000:.1f} ms",
-        f"  targets: p95 <= {TARGET_P95_MS:.0f} ms and <= {TARGET_RATIO:g}x bare -> {verdict}"
+        (
+            f"  targets: p95 <= {TARGET_P95_MS:.0f} ms and <= {TARGET_RATIO:g}x bare -> {verdict}"
+            if result.absolute
+            else f"  target: p95 <= {TARGET_RATIO:g}x bare (the {TARGET_P95_MS:.0f} ms target "
+            f"is for 1,000,000 rows) -> {verdict}"
+        )
         + (f" ({'; '.join(why)})" if why else ""),
         "  triage per statement (median / p95, share of triage median):",
     ]
@@ -753,10 +767,12 @@ async def run_phase(
     indexes: bool,
     show_summary: bool,
     explain_all: bool = False,
+    rows: int = 1_000_000,
 ) -> list[Result]:
     results = []
     for queue in ("workers", "clips"):
         result = await measure(engine, estate, timer, queue, runs, indexes)
+        result.rows = rows
         print()
         print("\n".join(report(result, indexes)))
         if show_summary:
@@ -836,7 +852,7 @@ async def main(args: argparse.Namespace) -> int:
             print()
             await describe(engine)
             results += await run_phase(
-                engine, estate, timer, args.runs, indexes, first, args.explain_all
+                engine, estate, timer, args.runs, indexes, first, args.explain_all, args.rows
             )
             first = False
 

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 # The planner's estimate of a table's rows from which triage estimates its succeeded rows
-# instead of counting them: below it an exact count costs a few milliseconds.
+# instead of counting them: below it, counting them costs a few tens of milliseconds.
 ESTIMATE_FROM = 500_000
 
 
