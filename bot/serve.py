@@ -20,7 +20,14 @@ from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
-from bot.slack.app import SLACK_FAILURES, BotIdentity, build_slack_app, slack_failure, web_client
+from bot.slack.app import (
+    SLACK_FAILURES,
+    BotIdentity,
+    PooledWebClient,
+    build_slack_app,
+    slack_failure,
+    web_client,
+)
 from bot.slack.listeners import SlackWiring
 from bot.worker import background, chat_notifier
 from services.config import Config, EnvSettings
@@ -181,7 +188,8 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     discord = None
     try:
         discord_posts = discord_notifier(config)
-        app = await build_app(config, notifier=chat_notifier(config, discord_posts))
+        posts = chat_notifier(config, discord_posts)
+        app = await build_app(config, notifier=posts)
         wiring = SlackWiring(
             router=app.router,
             directory=app.directory,
@@ -236,6 +244,13 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await discord.close()
             await wiring.drain()
             await app.close()
+            # kept-alive connections to Slack, Discord's REST login
+            if identity is not None:
+                await identity.aclose()
+            if slack is not None and isinstance(slack.client, PooledWebClient):
+                await slack.client.aclose()
+            if posts is not None:
+                await posts.close()
     finally:
         listener.close()
 

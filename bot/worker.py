@@ -70,7 +70,7 @@ HEALTHY_AFTER = 60.0  # a worker that ran this long had no trouble starting
 COUNTED = ("queuebot_alert_posts", "queuebot_detector_firings")
 
 
-def chat_notifier(config: Config, discord: DiscordNotifier | None = None) -> Notifier | None:
+def chat_notifier(config: Config, discord: DiscordNotifier | None = None) -> FanoutNotifier | None:
     """Where plans, alerts and incidents post: every platform that is configured."""
     platforms: list[tuple[str, Notifier]] = []
     if config.env.slack_bot_token is not None:
@@ -280,7 +280,8 @@ async def _work(config: Config, sock: socket.socket) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     sock.setblocking(False)
     discord_posts = discord_notifier(config, rest_only=True)  # no gateway here: REST
-    app = await build_app(config, notifier=chat_notifier(config, discord_posts), migrate=False)
+    posts = chat_notifier(config, discord_posts)
+    app = await build_app(config, notifier=posts, migrate=False)
     settle_heap()
     try:
 
@@ -310,8 +311,8 @@ async def _work(config: Config, sock: socket.socket) -> None:
         await counts.send(sock)  # what the last pass posted
     finally:
         await app.close()
-        if discord_posts is not None:
-            await discord_posts.close()
+        if posts is not None:
+            await posts.close()  # kept-alive connections to Slack, Discord's REST login
         sock.close()
 
 

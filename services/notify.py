@@ -67,3 +67,10 @@ class FanoutNotifier:
         for platform, notifier in self._notifiers:
             if platform == ref.platform:
                 await notifier.update(ref=ref, message=message)
+
+    async def close(self) -> None:
+        """Close what each platform's notifier holds open (connections, a login)."""
+        for _, notifier in self._notifiers:
+            close = getattr(notifier, "close", None)
+            if close is not None:
+                await close()

@@ -31,6 +31,7 @@ class Call:
     body: dict[str, Any]
     at: float
     ts: str | None = None  # the ts a successful chat.postMessage was given
+    peer: int | None = None  # the caller's port: one per connection it opened
 
 
 class FakeSlack:
@@ -129,7 +130,8 @@ class FakeSlack:
         with self._lock:
             self._ts += 1
             ts = f"1764480000.{self._ts:06d}"
-            self.calls.append(Call(path, body, time.monotonic(), ts))
+            peer = request.client.port if request.client is not None else None
+            self.calls.append(Call(path, body, time.monotonic(), ts, peer))
         if path.startswith("/response/"):
             return PlainTextResponse("ok")
         if path == "/api/auth.test":

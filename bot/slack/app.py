@@ -33,7 +33,37 @@ from services.errors import ConfigError
 log = logging.getLogger("queuebot.slack")
 
 
-def web_client(env: EnvSettings, *, with_token: bool = True) -> AsyncWebClient:
+class PooledWebClient(AsyncWebClient):
+    """A Web API client that keeps its connections open between calls.
+
+    Given no session, slack_sdk opens an aiohttp session, so a new TCP connection and TLS
+    handshake with Slack, for every call, and closes it after. This client opens one
+    session per event loop at its first call (``pool``) and keeps it, so posts reuse
+    kept-alive connections; ``aclose`` closes it. Bolt's per-request copies of the app's
+    client share the session the app's client holds when they are made."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def pool(self) -> aiohttp.ClientSession:
+        """The session of the running loop, opened on first use (a session belongs to
+        the loop it was opened in)."""
+        loop = asyncio.get_running_loop()
+        if self.session is None or self.session.closed or self._loop is not loop:
+            self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+            self._loop = loop
+        return self.session
+
+    async def api_call(self, *args: Any, **kwargs: Any) -> Any:
+        self.pool()
+        return await super().api_call(*args, **kwargs)
+
+    async def aclose(self) -> None:
+        session = self.session
+        if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
+            await session.close()
+
+
+def web_client(env: EnvSettings, *, with_token: bool = True) -> PooledWebClient:
     if env.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is not set")
     base = (
@@ -41,7 +71,7 @@ def web_client(env: EnvSettings, *, with_token: bool = True) -> AsyncWebClient:
         if env.slack_api_base_url.endswith("/")
         else (env.slack_api_base_url + "/")
     )
-    return AsyncWebClient(
+    return PooledWebClient(
         token=env.slack_bot_token.get_secret_value() if with_token else None,
         base_url=base,
         retry_handlers=[
@@ -68,13 +98,16 @@ class BotIdentity(AsyncAuthorize):
     first request, before that request's ack (and once per request that arrives before
     the answer)."""
 
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(self, client: PooledWebClient) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._client = client  # carries the bot token
         self._result: AuthorizeResult | None = None
         self._asking = asyncio.Lock()
         self._problem: str | None = None
         self._asking_again: asyncio.Task[None] | None = None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
     async def check(self) -> None:
         """At start. A failure is only logged: the first request asks again."""
@@ -201,11 +234,13 @@ async def build_slack_app(
         )
     identity = identity or BotIdentity(web_client(env))
     await identity.check()
+    client = web_client(env, with_token=False)
+    client.pool()  # opened now, so that every per-request copy Bolt makes shares it
     with _bot_token_variable_hidden():
         app = AsyncApp(
             # Bolt copies this client for each request and sets the token authorize gives;
             # a token here as well would be one more that Bolt warns it ignores
-            client=web_client(env, with_token=False),
+            client=client,
             # Bolt's annotation says a callable returning AuthorizeResult; it takes an
             # AsyncAuthorize too, whose __call__ may return None (the request is refused)
             authorize=identity,  # type: ignore[arg-type]

@@ -55,6 +55,12 @@ class SlackNotifier:
             ) from exc
         return [MessageRef("slack", target, str(sent["ts"]), thread_ts)]
 
+    async def close(self) -> None:
+        """Close the client's kept connections (``PooledWebClient``), where it keeps any."""
+        aclose = getattr(self.client, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
     async def update(self, *, ref: MessageRef, message: Message) -> None:
         try:
             await self.client.chat_update(

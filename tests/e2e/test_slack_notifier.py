@@ -47,6 +47,20 @@ async def test_post_into_channel_and_thread_then_update(fake: FakeSlack) -> None
     assert update.body["ts"] == ref.message_id
 
 
+async def test_posts_reuse_one_connection_until_closed(fake: FakeSlack) -> None:
+    """slack_sdk alone opens a connection (a TLS handshake with Slack) per call; queuebot's
+    client keeps one open between calls, and closes it with the notifier."""
+    slack = notifier(fake)
+    (ref,) = await slack.post(channel="alerts", message=MESSAGE)
+    for _ in range(3):
+        await slack.post(channel="alerts", message=MESSAGE, thread=ref)
+    await slack.update(ref=ref, message=MESSAGE)
+    peers = {c.peer for c in fake.calls}
+    assert len(fake.calls) == 5 and len(peers) == 1 and None not in peers
+    await slack.close()
+    assert slack.client.session is not None and slack.client.session.closed
+
+
 async def test_unknown_channel_name_posts_nothing(fake: FakeSlack) -> None:
     assert await notifier(fake).post(channel="actors", message=MESSAGE) == []
     assert fake.recorded("/api/chat.postMessage") == []
