@@ -125,7 +125,10 @@ async def in_item_order(
 
 async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
     """The digests of a request's frozen images and of the images its changed rows had
-    just before the change, from the stored text, read in batches (``audit verify``)."""
+    just before the change, from the stored text (``audit verify``): on PostgreSQL by
+    the database in one statement, elsewhere read in batches and hashed here."""
+    if conn.dialect.name == "postgresql":
+        return await _recompute_in_database(conn, request)
     frozen, before = Running(), Running()
     joined = ITEMS.outerjoin(
         OUTCOMES,
@@ -161,3 +164,33 @@ async def recompute(conn: AsyncConnection, request: int) -> tuple[Digest, Digest
     if stray:  # outcomes without an item: counted, so that the digest cannot match
         return frozen.done(keys=True), Digest(before.rows + int(stray), before.done().sha256)
     return frozen.done(keys=True), before.done()
+
+
+async def _recompute_in_database(conn: AsyncConnection, request: int) -> tuple[Digest, Digest]:
+    """``recompute`` as one PostgreSQL statement: the same digests, over the same UTF-8
+    text, without carrying every image to queuebot. An outcome without an item is counted
+    among the before-images, so that their digest cannot match."""
+    image_hash = sql_row_hash("i.image")
+    key_hash = sql_key_hash("i.job_id", "i.part", "i.state")
+    before_hash = sql_row_hash("coalesce(o.before, i.image)")
+    # every fragment is fixed SQL from this module; the request is a bound parameter
+    sql = f"""
+SELECT count(*),
+       {sql_digest(image_hash, "i.seq")},
+       {sql_digest(key_hash, "i.seq")},
+       count(o.seq),
+       encode(sha256(coalesce(string_agg({before_hash}, ''::bytea ORDER BY i.seq)
+                              FILTER (WHERE o.seq IS NOT NULL), ''::bytea)), 'hex'),
+       (SELECT count(*) FROM qb_change_outcomes AS s
+        WHERE s.request_id = :request
+          AND NOT EXISTS (SELECT 1 FROM qb_change_items AS t
+                          WHERE t.request_id = s.request_id AND t.seq = s.seq))
+FROM qb_change_items AS i
+LEFT JOIN qb_change_outcomes AS o ON o.request_id = i.request_id AND o.seq = i.seq
+WHERE i.request_id = :request"""
+    rows, sha, keys, changed, before_sha, stray = (
+        await conn.execute(sa.text(sql), {"request": request})
+    ).one()
+    return Digest(int(rows), str(sha), str(keys)), Digest(
+        int(changed) + int(stray), str(before_sha)
+    )

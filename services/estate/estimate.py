@@ -96,27 +96,18 @@ async def plans(
     return out
 
 
-async def settle(
-    conn: AsyncConnection,
-    plan: Plan | None,
-    status: sa.Column[Any],
-    counts: dict[str, int],
-) -> bool:
-    """Put the succeeded count into ``counts`` (the exact counts of every other status):
-    the estimate, unless the statistics put the table below what was counted exactly,
-    in which case it is counted after all (on the caller's connection, so in a snapshot
-    taken after the other counts'). True where it is an estimate."""
+def settle(plan: Plan | None, counts: dict[str, int]) -> bool:
+    """Put the estimated succeeded count into ``counts`` (the exact counts of every other
+    status) and say so; False, leaving ``counts`` alone, where there is no plan or the
+    statistics put the table below what was counted exactly (rows added since the last
+    analyse on pages it never saw): the caller then counts the succeeded rows itself."""
     if plan is None:
         return False
     left = round(plan.rows) - sum(counts.values())
-    if left >= 0:
-        counts[plan.status] = left
-        return True
-    exact = sa.select(sa.func.count()).where(status == plan.status)
-    n = int((await conn.execute(exact)).scalar_one())
-    if n:
-        counts[plan.status] = n
-    return False
+    if left < 0:
+        return False
+    counts[plan.status] = left
+    return True
 
 
 def counts_except(

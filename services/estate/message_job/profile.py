@@ -295,8 +295,17 @@ class MessageJobProfile(QueueProfile):
         extra_rows, sample, dup_rows = read["extras"], read["newest"], read["dups"]
         counts = count_map(status_rows)
         job_counts = count_map(job_rows)
-        estimated = await estimate.settle(conn, plan_m, status, counts)
-        jobs_estimated = await estimate.settle(conn, plan_j, j.c("status"), job_counts)
+        estimated = estimate.settle(plan_m, counts)
+        jobs_estimated = estimate.settle(plan_j, job_counts)
+        # statistics too stale to use (see estimate.settle): those rows are counted after all
+        for plan, done, column, into in (
+            (plan_m, estimated, status, counts),
+            (plan_j, jobs_estimated, j.c("status"), job_counts),
+        ):
+            if plan is not None and not done:
+                succeeded = sa.select(sa.func.count()).where(column == plan.status)
+                if n := int((await conn.execute(succeeded)).scalar_one()):
+                    into[plan.status] = n
         sig_rows = top_signatures(r[0] for r in sample)
         tenant_rows = (
             top_counts(None if r[1] is None else str(r[1]) for r in sample)

@@ -226,6 +226,14 @@ class WorkerQueueProfile(QueueProfile):
             tuple(int(n or 0) for n in dup_rows_[0][0]) if dup_rows_ else (0, 0, 0)
         )
 
+        counted: dict[str, int] = defaultdict(int)  # per status, then the estimate if made
+        for r in spread:
+            counted[str(plain(r[0]))] += r[-1]
+        estimated = estimate.settle(plan, counted)
+        if plan is not None and not estimated:  # statistics too stale to use: count them
+            done = sa.select(status, *groups, sa.func.count()).where(status == plan.status)
+            more = (await conn.execute(done.group_by(status, *groups))).all()
+            spread += [(r[0], *_spread(r[1:-1], slots), r[-1]) for r in more]
         status_counts: dict[str, int] = defaultdict(int)
         reasons: dict[str, int] = defaultdict(int)
         types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
@@ -236,8 +244,9 @@ class WorkerQueueProfile(QueueProfile):
                 reasons[str(plain(reason)) if reason is not None else NO_REASON] += count
             if has_type:
                 types[str(jtype)][self.canonical(name)] += count
-        estimated = await estimate.settle(conn, plan, status, status_counts)
         guessed = plan.status if estimated and plan is not None else None
+        if guessed is not None:
+            status_counts[guessed] = counted[guessed]
         oldest = as_utc(oldest_raw)
         dead_total = sum(status_counts.get(s, 0) for s in self.dead_letter_statuses)
         return Triage(
