@@ -11,7 +11,7 @@ after the commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,7 +125,7 @@ class PlanEngine:
                     "signature": t.signature,
                     "original": {"status": t.state},
                 }
-                for seq, t in enumerate(targets)
+                for seq, t in enumerate(_jobs_together(targets))
             ],
         )
         await self.audit.append(
@@ -382,3 +382,12 @@ class PlanEngine:
 
 def _poll(plan: PlanRow) -> timedelta:
     return timedelta(seconds=plan.poll_seconds)
+
+
+def _jobs_together(targets: Sequence[Target]) -> list[Target]:
+    """The targets in their order, each job's (its dead letters, where a job has several)
+    next to one another, so that a wave can take a job whole (``store.next_items``)."""
+    by_job: dict[str, list[Target]] = {}
+    for t in targets:
+        by_job.setdefault(t.id, []).append(t)
+    return [t for members in by_job.values() for t in members]

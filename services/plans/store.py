@@ -6,6 +6,7 @@ connection and never begins or commits.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -140,19 +141,34 @@ async def insert_items(conn: AsyncConnection, items: list[dict[str, Any]]) -> No
 
 
 async def next_items(conn: AsyncConnection, plan: PlanRow, size: int) -> list[PlanItemRow]:
-    """The next ``size`` items in plan order, from the plan's cursor. Items are numbered
-    0, 1, 2, ... within their plan, so the range is bounded on both sides: whatever plan
-    the database picks (statistics taken while the table was empty expect a handful of
-    rows and chose a scan and sort of every remaining item), it reads one wave."""
+    """The next ``size`` items in plan order, from the plan's cursor, and any more items
+    of the last one's job: a job's items are next to one another, and a wave takes a job
+    whole (the first wave to redrive a job's dead letter would otherwise leave its next
+    one to a wave that finds the job no longer failed). Items are numbered 0, 1, 2, ...
+    within their plan, so each read is a range bounded on both sides: whatever plan the
+    database picks (statistics taken while the table was empty expect a handful of rows
+    and chose a scan and sort of every remaining item), it reads one wave."""
+    items = await _items_between(conn, plan.id, plan.cursor, plan.cursor + size)
+    while items:
+        start = items[-1].seq + 1
+        after = await _items_between(conn, plan.id, start, start + _LOOK_AHEAD)
+        same = list(itertools.takewhile(lambda i: i.job_id == items[-1].job_id, after))
+        items.extend(same)
+        if len(same) < _LOOK_AHEAD:
+            break
+    return items
+
+
+_LOOK_AHEAD = 16  # items read past a wave's end to finish its last job
+
+
+async def _items_between(
+    conn: AsyncConnection, plan: int, first: int, end: int
+) -> list[PlanItemRow]:
     rows = await conn.execute(
         sa.select(ITEMS)
-        .where(
-            ITEMS.c.plan_id == plan.id,
-            ITEMS.c.seq >= plan.cursor,
-            ITEMS.c.seq < plan.cursor + size,
-        )
+        .where(ITEMS.c.plan_id == plan, ITEMS.c.seq >= first, ITEMS.c.seq < end)
         .order_by(ITEMS.c.seq)
-        .limit(size)
     )
     return [PlanItemRow.from_row(r) for r in rows.mappings().all()]
 

@@ -522,6 +522,44 @@ async def test_statuses_of_an_enum_type_are_counted_where_succeeded_rows_are_est
         await team.engine.dispose()
 
 
+async def test_a_staged_redrive_takes_a_job_with_two_dead_letters_whole(clips: Team) -> None:
+    """The plan's first wave (a sample of 5) would end between a job's two dead letters
+    (the second is the oldest, so it comes last in plan order): the job's dead letters
+    are kept together and the wave takes both, instead of leaving the second to a wave
+    that finds its job no longer FAILED."""
+    dead = await add_clips(clips, [("DLQ", "FAILED")] * 7, error=ERROR)
+    async with clips.engine.begin() as conn:
+        t = await clips.profile.tables(conn)
+        m, j = t["messages"], t["jobs"]
+        await conn.execute(
+            m.table.insert().values(
+                {
+                    "id": clips.profile.coerce_id(m.c("id"), str(uuid.uuid4())),
+                    "job_id": clips.profile.coerce_id(j.c("id"), dead[4]),
+                    "status": "DLQ",
+                    "available_at": START - timedelta(minutes=300),
+                    "claimed_at": START - timedelta(minutes=300),
+                    "last_error": ERROR,
+                }
+            )
+        )
+    async with clips.engine.begin() as conn:
+        await samples.record(conn, profile=clips.profile, now=START - timedelta(minutes=15))
+    plan = await approved_plan(clips)
+    waves = []
+    for _ in range(4):
+        clips.clock.advance(seconds=5)
+        await clips.services.scheduler.run_due()
+        if done := await complete_clips(clips):
+            waves.append(len(done))
+    clips.clock.advance(seconds=5)
+    await clips.services.scheduler.run_due()
+    view = await clips.services.plan_desk.view(number=plan)
+    assert await clips.dead_ids() == []
+    assert await clip_statuses(clips, dead) == {("COMPLETED", "SUCCEEDED")}
+    assert view.state is PlanState.COMPLETED and waves == [6, 2]  # messages: 5 jobs, then 2
+
+
 async def test_messages_and_jobs_alone_take_a_staged_redrive(
     clips: Team,
 ) -> None:
