@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
 
 from bot.bootstrap import build_app
 from bot.discord.setup import discord_link, discord_notifier
@@ -32,6 +33,7 @@ from bot.slack.listeners import SlackWiring
 from bot.worker import background, chat_notifier
 from services.config import Config, EnvSettings
 from services.errors import ConfigError
+from services.notify import FanoutNotifier
 
 log = logging.getLogger("queuebot")
 MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
@@ -242,17 +244,25 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await link.close()
             if discord is not None:
                 await discord.close()
-            await wiring.drain()
-            await app.close()
-            # kept-alive connections to Slack, Discord's REST login
-            if identity is not None:
-                await identity.aclose()
-            if slack is not None and isinstance(slack.client, PooledWebClient):
-                await slack.client.aclose()
-            if posts is not None:
-                await posts.close()
+            try:
+                await wiring.drain()
+                await app.close()
+            finally:
+                await _close_chat(identity, slack, posts)
     finally:
         listener.close()
+
+
+async def _close_chat(
+    identity: BotIdentity | None, slack: AsyncApp | None, posts: FanoutNotifier | None
+) -> None:
+    """Close the kept-alive connections to Slack and Discord's REST login."""
+    if identity is not None:
+        await identity.aclose()
+    if slack is not None and isinstance(slack.client, PooledWebClient):
+        await slack.client.aclose()
+    if posts is not None:
+        await posts.close()
 
 
 def _slack_problem(identity: BotIdentity, link: SocketModeLink | None) -> SlackProblem:

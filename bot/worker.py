@@ -310,10 +310,12 @@ async def _work(config: Config, sock: socket.socket) -> None:
                 await counts.send(sock)
         await counts.send(sock)  # what the last pass posted
     finally:
-        await app.close()
-        if posts is not None:
-            await posts.close()  # kept-alive connections to Slack, Discord's REST login
-        sock.close()
+        try:
+            await app.close()
+        finally:
+            if posts is not None:
+                await posts.close()  # kept-alive connections to Slack, Discord's REST login
+            sock.close()
 
 
 class _Counts:

@@ -69,8 +69,15 @@ class FanoutNotifier:
                 await notifier.update(ref=ref, message=message)
 
     async def close(self) -> None:
-        """Close what each platform's notifier holds open (connections, a login)."""
+        """Close what each platform's notifier holds open (connections, a login), every
+        one of them even when one fails (the first failure is raised after)."""
+        failed: list[Exception] = []
         for _, notifier in self._notifiers:
             close = getattr(notifier, "close", None)
             if close is not None:
-                await close()
+                try:
+                    await close()
+                except Exception as exc:  # the others are still closed
+                    failed.append(exc)
+        if failed:
+            raise failed[0]

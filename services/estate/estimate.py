@@ -38,33 +38,26 @@ def rounded(n: int) -> int:
     return round(n, min(0, 3 - len(str(n))))
 
 
-async def table_rows(conn: AsyncConnection, tables: Sequence[sa.Table]) -> list[float | None]:
-    """The planner's estimate of each table's live rows, or None where PostgreSQL has none
-    (never vacuumed or analysed, or a partitioned parent): ``reltuples`` per page times
-    the pages the table has now."""
-    preparer = conn.dialect.identifier_preparer
-    columns = []
-    for i, table in enumerate(tables):
-        name = sa.bindparam(f"table_{i}", preparer.format_table(table), type_=sa.Text)
-        c = sa.table("pg_class", sa.column("oid"), sa.column("reltuples"), sa.column("relpages"))
-        pages = sa.func.pg_relation_size(c.c.oid) / sa.cast(
-            sa.func.current_setting("block_size"), sa.Float
-        )
-        columns.append(
-            sa.select(
-                sa.case(
-                    (
-                        sa.and_(c.c.relpages > 0, c.c.reltuples >= 0),
-                        sa.cast(c.c.reltuples, sa.Float) / c.c.relpages * pages,
-                    ),
-                    else_=sa.null(),
-                )
-            )
-            .where(c.c.oid == sa.func.to_regclass(name))
-            .scalar_subquery()
-        )
-    row = (await conn.execute(sa.select(*columns))).one()
-    return [None if v is None else float(v) for v in row]
+# The planner's estimate of the table's live rows (None without statistics: never
+# vacuumed or analysed, or a partitioned parent), as the planner scales it (``reltuples``
+# per page times the pages the table has now), and whether a valid, whole-table btree
+# index leads with the status column (without one the walk of its values would be a scan
+# per status). The table's name and the column's are bound values.
+_CATALOG = sa.text("""
+SELECT CASE WHEN c.relpages > 0 AND c.reltuples >= 0
+            THEN c.reltuples::float8 / c.relpages
+                 * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
+       END,
+       EXISTS (SELECT 1
+               FROM pg_index AS i
+               JOIN pg_class AS ic ON ic.oid = i.indexrelid
+               JOIN pg_am AS am ON am.oid = ic.relam
+               JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
+               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
+                 AND am.amname = 'btree' AND a.attname = :column)
+FROM pg_class AS c
+WHERE c.oid = to_regclass(:table)
+""")
 
 
 @dataclass(frozen=True)
@@ -76,31 +69,47 @@ class Plan:
 
 
 async def plans(
-    conn: AsyncConnection, wanted: Sequence[tuple[sa.Table, Sequence[str]]]
+    conn: AsyncConnection, wanted: Sequence[tuple[sa.Column[Any], Sequence[str]]]
 ) -> list[Plan | None]:
-    """For each (table, its succeeded statuses), the estimate to make, or None where the
-    table is counted exactly: not PostgreSQL, not exactly one succeeded status (an
-    estimate cannot split rows between two), no statistics, or fewer estimated rows than
-    ``ESTIMATE_FROM``. One round trip for all the tables."""
+    """For each (status column, its table's succeeded statuses), the estimate to make, or
+    None where the table is counted exactly: not PostgreSQL; not exactly one succeeded
+    status (an estimate cannot split rows between two); no statistics; fewer estimated
+    rows than ``ESTIMATE_FROM``; no index leading with the status column; or no row in
+    the succeeded status at all (there is then nothing to estimate, and an estimate would
+    only show the statistics' error as rows)."""
     if conn.dialect.name != "postgresql":
         return [None] * len(wanted)
-    asked = [(t, s[0]) for t, s in wanted if len(s) == 1]
-    rows = iter(await table_rows(conn, [t for t, _ in asked]) if asked else [])
+    preparer = conn.dialect.identifier_preparer
     out: list[Plan | None] = []
-    for _, statuses in wanted:
+    for column, statuses in wanted:
         if len(statuses) != 1:
             out.append(None)
             continue
-        n = next(rows)
-        out.append(Plan(statuses[0], n) if n is not None and n >= ESTIMATE_FROM else None)
+        table = column.table
+        found = (
+            await conn.execute(
+                _CATALOG,
+                {"table": preparer.format_table(table), "column": column.name},
+            )
+        ).first()
+        rows, indexed = (found[0], found[1]) if found is not None else (None, False)
+        if rows is None or rows < ESTIMATE_FROM or not indexed:
+            out.append(None)
+            continue
+        present = sa.select(sa.exists().where(column == statuses[0]))
+        if not (await conn.execute(present)).scalar_one():
+            out.append(None)
+            continue
+        out.append(Plan(statuses[0], float(rows)))
     return out
 
 
 def settle(plan: Plan | None, counts: dict[str, int]) -> bool:
     """Put the estimated succeeded count into ``counts`` (the exact counts of every other
-    status) and say so; False, leaving ``counts`` alone, where there is no plan or the
-    statistics put the table below what was counted exactly (rows added since the last
-    analyse on pages it never saw): the caller then counts the succeeded rows itself."""
+    status) and say so. False, leaving ``counts`` alone, where there is no plan, or where
+    the statistics put the table below what was counted exactly (rows added since the
+    last analyse on pages it never saw): the caller then counts everything again, in one
+    snapshot (``exact``)."""
     if plan is None:
         return False
     left = round(plan.rows) - sum(counts.values())
@@ -125,7 +134,7 @@ def counts_except(
     whose status is NULL are counted apart. Rows: ``(status, *group, count)``."""
     seed = sa.select(status.label("status")).where(status.is_not(None))
     seed = seed.order_by(status).limit(1)
-    walk = seed.cte("statuses", recursive=True)
+    walk = seed.cte("qb_status_walk", recursive=True)
     after = sa.select(status).where(status > walk.c.status).order_by(status).limit(1)
     walk = walk.union_all(sa.select(after.scalar_subquery()).where(walk.c.status.is_not(None)))
     per_status = (

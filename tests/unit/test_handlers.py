@@ -132,7 +132,8 @@ class FakeReads:
         job_type: str | None,
         exact: bool = False,
     ) -> Triage:
-        self.calls.append(("triage", {"queue": queue, "since": since, "job_type": job_type}))
+        asked = {"queue": queue, "since": since, "job_type": job_type}
+        self.calls.append(("triage", asked | ({"exact": True} if exact else {})))
         return self.triage_result
 
     async def show_job(self, *, queue: str | None, job_id: str) -> JobDetail:
@@ -255,6 +256,34 @@ async def test_triage_reply_contains_the_counts() -> None:
     assert "/queue stuck --queue clips" in text
     assert fake.calls == [("triage", {"queue": None, "since": None, "job_type": None})]
     assert change_calls(router) == []
+
+
+async def test_triage_exact_asks_for_every_count() -> None:
+    router, fake = make_router()
+    await router.handle_line("/queue triage --exact --queue workers", slack_user("U0ALICE"))
+    assert fake.calls == [
+        ("triage", {"queue": "workers", "since": None, "job_type": None, "exact": True})
+    ]
+
+
+async def test_triage_marks_an_estimated_count_and_its_shares() -> None:
+    """A count PostgreSQL estimated shows as "≈" with three significant figures, as do
+    the total and the shares of it; the reply says what was estimated and how to count."""
+    t = clips_triage()
+    done = StatusCount("completed", CanonicalState.SUCCEEDED, 914_223, estimated=True)
+    by_status = [done, *t.by_status]
+    total = sum(s.count for s in by_status)
+    router, _ = make_router(
+        reads=FakeReads(triage_result=replace(t, by_status=by_status, total=total))
+    )
+    reply = await router.handle_line("/queue triage", slack_user("U0ALICE"))
+    text = text_of(reply)
+    assert reply.message.summary.startswith("Queue clips: ≈915,000 messages;")
+    assert "completed       succeeded  ≈914,000  ≈99.9%" in text
+    assert "≈0.1%" in text  # an exact count's share of an estimated total
+    assert "990" in text and "≈990" not in text  # the exact counts stay exact
+    assert "the completed rows are not counted but estimated" in text
+    assert "/queue triage --exact" in text
 
 
 async def test_triage_says_when_its_signatures_come_from_the_newest_rows_only() -> None:

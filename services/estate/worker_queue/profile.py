@@ -192,7 +192,7 @@ class WorkerQueueProfile(QueueProfile):
         # small index lookups beside it. On a large table the succeeded rows are
         # estimated rather than counted (services/estate/estimate.py).
         (plan,) = (
-            await estimate.plans(conn, [(q.table, self.statuses_in(CanonicalState.SUCCEEDED))])
+            await estimate.plans(conn, [(status, self.statuses_in(CanonicalState.SUCCEEDED))])
             if not exact and since is None and job_type is None
             else [None]
         )
@@ -230,10 +230,8 @@ class WorkerQueueProfile(QueueProfile):
         for r in spread:
             counted[str(plain(r[0]))] += r[-1]
         estimated = estimate.settle(plan, counted)
-        if plan is not None and not estimated:  # statistics too stale to use: count them
-            done = sa.select(status, *groups, sa.func.count()).where(status == plan.status)
-            more = (await conn.execute(done.group_by(status, *groups))).all()
-            spread += [(r[0], *_spread(r[1:-1], slots), r[-1]) for r in more]
+        if plan is not None and not estimated:  # statistics too stale to use: count all
+            return await self.triage(conn, now=now, since=since, job_type=job_type, exact=True)
         status_counts: dict[str, int] = defaultdict(int)
         reasons: dict[str, int] = defaultdict(int)
         types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
