@@ -47,14 +47,14 @@ _CATALOG = sa.text("""
 SELECT CASE WHEN c.relpages > 0 AND c.reltuples >= 0
             THEN c.reltuples::float8 / c.relpages
                  * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
-       END,
+       END AS rows,
        EXISTS (SELECT 1
                FROM pg_index AS i
                JOIN pg_class AS ic ON ic.oid = i.indexrelid
                JOIN pg_am AS am ON am.oid = ic.relam
                JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
                WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
-                 AND am.amname = 'btree' AND a.attname = :column)
+                 AND am.amname = 'btree' AND a.attname = :column) AS indexed
 FROM pg_class AS c
 WHERE c.oid = to_regclass(:table)
 """)
@@ -85,19 +85,16 @@ async def plans(
         if len(statuses) != 1:
             out.append(None)
             continue
-        table = column.table
-        found = (
-            await conn.execute(
-                _CATALOG,
-                {"table": preparer.format_table(table), "column": column.name},
-            )
-        ).first()
-        rows, indexed = (found[0], found[1]) if found is not None else (None, False)
-        if rows is None or rows < ESTIMATE_FROM or not indexed:
-            out.append(None)
-            continue
-        present = sa.select(sa.exists().where(column == statuses[0]))
-        if not (await conn.execute(present)).scalar_one():
+        catalog = (
+            _CATALOG.bindparams(table=preparer.format_table(column.table), column=column.name)
+            .columns(sa.column("rows", sa.Float), sa.column("indexed", sa.Boolean))
+            .subquery("qb_catalog")
+        )
+        # one round trip; the probe for a succeeded row only runs where the index is
+        present = sa.case((catalog.c.indexed, sa.exists().where(column == statuses[0])))
+        found = (await conn.execute(sa.select(catalog.c.rows, present))).first()
+        rows, succeeded = (found[0], found[1]) if found is not None else (None, False)
+        if rows is None or rows < ESTIMATE_FROM or not succeeded:
             out.append(None)
             continue
         out.append(Plan(statuses[0], float(rows)))

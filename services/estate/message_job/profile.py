@@ -388,6 +388,9 @@ class MessageJobProfile(QueueProfile):
             other = (
                 sa.select(j.c("status").label("status"), sa.true().label("found"))
                 .where(j.c("id") == letters.c.job_id, failed.c.id.is_(None))
+                # LIMIT keeps the planner from flattening this into a join with every job
+                # (a scan of the jobs table); the id is the primary key, so it drops nothing
+                .limit(1)
                 .lateral("other")
             )
             on: sa.ColumnElement[bool] = sa.true()
