@@ -20,7 +20,7 @@ from services.db import create_engine
 from services.estate import estimate
 from services.estate.demo import build_demo_estate
 from services.estate.indexes import recommended_indexes
-from services.message import Message, Table, Text
+from services.message import Fields, Message, Table, Text
 from services.migrate import upgrade
 from tests.integration.support import START
 
@@ -57,6 +57,12 @@ def table(message: Message, title: str) -> dict[str, tuple[str, ...]]:
     """A reply table's rows by their first cell."""
     (found,) = [b for b in message.blocks if isinstance(b, Table) and b.title == title]
     return {row[0]: row[1:] for row in found.rows}
+
+
+def fact(message: Message, name: str) -> str:
+    """One of the reply's fields (dead letters, stuck, duplicates...)."""
+    (fields,) = [b for b in message.blocks if isinstance(b, Fields)]
+    return dict(fields.items)[name]
 
 
 def texts(message: Message) -> str:
@@ -141,6 +147,13 @@ async def test_worker_queue_estimates_done_and_counts_the_rest_exactly(
     exact = await triage(app, "/queue triage --queue workers --exact")
     assert numbers(table(exact, "By status")) == counts
     assert "≈" not in exact.summary and "≈ marks" not in texts(exact)
+    # the duplicates, probed in two halves of the issues where estimating, add up the same
+    duplicates = fact(reply, "duplicates")
+    assert (
+        duplicates
+        == fact(exact, "duplicates")
+        == "3 issues queued twice, 2 queued beside an active row"
+    )
 
     # One job type, or a window, is counted exactly: ranges of their own indexes.
     of_type = await triage(app, "/queue triage --queue workers --type dev-issue")
