@@ -149,17 +149,16 @@ async def next_items(conn: AsyncConnection, plan: PlanRow, size: int) -> list[Pl
     database picks (statistics taken while the table was empty expect a handful of rows
     and chose a scan and sort of every remaining item), it reads one wave."""
     items = await _items_between(conn, plan.id, plan.cursor, plan.cursor + size)
+    ahead = 1  # past the wave's end: one item (the next job's, nearly always), then more
     while items:
         start = items[-1].seq + 1
-        after = await _items_between(conn, plan.id, start, start + _LOOK_AHEAD)
+        after = await _items_between(conn, plan.id, start, start + ahead)
         same = list(itertools.takewhile(lambda i: i.job_id == items[-1].job_id, after))
         items.extend(same)
-        if len(same) < _LOOK_AHEAD:
+        if len(same) < ahead:
             break
+        ahead *= 2
     return items
-
-
-_LOOK_AHEAD = 16  # items read past a wave's end to finish its last job
 
 
 async def _items_between(
