@@ -3,21 +3,27 @@ simulated worker and a recording notifier."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import Services, wire_services
+from bot.bootstrap import App, Services, build_app, wire_services
+from bot.demo import DEMO_CONFIG
 from services.audit import AuditTrail
 from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, RedriveConfig
-from services.estate.demo import DemoEstate
+from services.config import ApprovalConfig, RedriveConfig, load_config
+from services.db import create_engine
+from services.estate.demo import DemoEstate, build_demo_estate
 from services.estate.estate import Estate
 from services.message import Message
+from services.migrate import upgrade
 from services.notify import ChannelRef, MessageRef
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
@@ -244,3 +250,21 @@ async def assert_trail_holds(shop: Shop) -> None:
     async with shop.engine.connect() as conn:
         result = await shop.services.audit.verify(conn)
     assert result.ok, result.problem
+
+
+@contextlib.asynccontextmanager
+async def demo_app(db_url: str, tmp_path: Path, *, extra_config: str = "") -> AsyncIterator[App]:
+    """The whole app over the demo estate built at ``START``, configured as ``queuebot
+    demo`` writes it plus ``extra_config`` (TOML appended to the file)."""
+    engine = create_engine(db_url)
+    await upgrade(engine)
+    async with engine.begin() as conn:
+        await build_demo_estate(conn, now=START)
+    await engine.dispose()
+    path = tmp_path / "queuebot.toml"
+    path.write_text(DEMO_CONFIG.format(config=path) + extra_config)
+    built = await build_app(load_config(path, environ={"QUEUEBOT_DATABASE_URL": db_url}))
+    try:
+        yield built
+    finally:
+        await built.close()

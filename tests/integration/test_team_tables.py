@@ -407,7 +407,8 @@ async def test_messages_and_jobs_alone_are_redriven(clips: Team) -> None:
     assert redriven == dict.fromkeys(dead[:2], 1)
 
 
-async def add_second_dead_message(team: Team, job: str) -> None:
+async def add_second_dead_message(team: Team, job: str, *, minutes: int = 30) -> None:
+    """Another DLQ message of ``job``, dead-lettered ``minutes`` before START."""
     async with team.engine.begin() as conn:
         t = await team.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
@@ -417,8 +418,8 @@ async def add_second_dead_message(team: Team, job: str) -> None:
                     "id": team.profile.coerce_id(m.c("id"), str(uuid.uuid4())),
                     "job_id": team.profile.coerce_id(j.c("id"), job),
                     "status": "DLQ",
-                    "available_at": START - timedelta(minutes=30),
-                    "claimed_at": START - timedelta(minutes=30),
+                    "available_at": START - timedelta(minutes=minutes),
+                    "claimed_at": START - timedelta(minutes=minutes),
                     "last_error": ERROR,
                 }
             )
@@ -532,21 +533,7 @@ async def test_a_staged_redrive_takes_a_job_with_two_dead_letters_whole(clips: T
     are kept together and the wave takes both, instead of leaving the second to a wave
     that finds its job no longer FAILED."""
     dead = await add_clips(clips, [("DLQ", "FAILED")] * 7, error=ERROR)
-    async with clips.engine.begin() as conn:
-        t = await clips.profile.tables(conn)
-        m, j = t["messages"], t["jobs"]
-        await conn.execute(
-            m.table.insert().values(
-                {
-                    "id": clips.profile.coerce_id(m.c("id"), str(uuid.uuid4())),
-                    "job_id": clips.profile.coerce_id(j.c("id"), dead[4]),
-                    "status": "DLQ",
-                    "available_at": START - timedelta(minutes=300),
-                    "claimed_at": START - timedelta(minutes=300),
-                    "last_error": ERROR,
-                }
-            )
-        )
+    await add_second_dead_message(clips, dead[4], minutes=300)
     async with clips.engine.begin() as conn:
         await samples.record(conn, profile=clips.profile, now=START - timedelta(minutes=15))
     plan = await approved_plan(clips)

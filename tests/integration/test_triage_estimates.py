@@ -12,31 +12,18 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.bootstrap import App, build_app
-from bot.demo import DEMO_CONFIG
+from bot.bootstrap import App
 from commands.context import Invocation
-from services.config import load_config
-from services.db import create_engine
 from services.estate import estimate
-from services.estate.demo import build_demo_estate
 from services.estate.indexes import recommended_indexes
 from services.message import Fields, Message, Table, Text
-from services.migrate import upgrade
-from tests.integration.support import START
+from tests.integration.support import demo_app
 
 
 @pytest.fixture
 async def app(db_url: str, tmp_path: Path) -> AsyncIterator[App]:
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    async with engine.begin() as conn:
-        await build_demo_estate(conn, now=START)
-    await engine.dispose()
-    path = tmp_path / "queuebot.toml"
-    path.write_text(DEMO_CONFIG.format(config=path) + "\n[reads]\nfresh_seconds = 0\n")
-    built = await build_app(load_config(path, environ={"QUEUEBOT_DATABASE_URL": db_url}))
-    yield built
-    await built.close()
+    async with demo_app(db_url, tmp_path, extra_config="\n[reads]\nfresh_seconds = 0\n") as built:
+        yield built
 
 
 @pytest.fixture
