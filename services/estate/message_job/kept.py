@@ -14,6 +14,7 @@ a bound parameter.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -127,23 +128,173 @@ async def apply_kept(
     now: datetime,
     note: str,
 ) -> Kept:
-    params: dict[str, Any] = {"request": request, "now": now, "note": note}
-    mt, jt = q(m.name), q(j.name)
-    mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
-    jid, jstatus = q(j.c("id").name), q(j.c("status").name)
-    mtype, jtype = _type(conn, m.c("status")), _type(conn, j.c("status"))
-    ctes = [
-        # the frozen statuses, as the columns' own type (a team's may be an enum); a state
-        # without "/" is from requests that kept DLQ/FAILED as "DLQ"
-        f"""i AS (
-    SELECT seq, CAST(part AS {_type(conn, m.c("id"))}) AS mid,
+    """Change the request's items still in their frozen state (see the module's text).
+
+    A redrive first tries the common case in one statement without locking ahead: every
+    message and job still at the version frozen, so updating each one only where its
+    version (``xmin``) is the frozen one changes exactly what the locking statement would,
+    and every image before the change is the frozen one. The update takes the row locks
+    itself, and a row another session changes meanwhile fails that version check (read
+    committed re-checks the row it waited for). Where any item or job was not changed that
+    way (moved on, or changed by someone else in between), a savepoint undoes the attempt
+    and the statement that locks first and re-images what moved does the change instead,
+    so a job never changes without every one of its messages still in its frozen state."""
+    params = {"request": request, "now": now, "note": note}
+    w = _Writes.of(conn, m=m, j=j, e=e, action=action, params=params)
+    if action is Action.REDRIVE:
+        attempt = await conn.begin_nested()
+        done = await _unmoved(conn, w)
+        if done is not None:
+            await attempt.commit()
+            return done
+        await attempt.rollback()
+    return await _locking(conn, w)
+
+
+@dataclass(frozen=True)
+class _Writes:
+    """What both statements of ``apply_kept`` share: the tables' quoted names and
+    columns, the columns each change sets, and the bound values."""
+
+    conn: AsyncConnection
+    m: BoundTable
+    j: BoundTable
+    e: BoundTable | None
+    action: Action
+    params: dict[str, Any]
+    message_sets: str  # empty for a cancel: its messages stay as they are
+    job_sets: str
+
+    @classmethod
+    def of(
+        cls,
+        conn: AsyncConnection,
+        *,
+        m: BoundTable,
+        j: BoundTable,
+        e: BoundTable | None,
+        action: Action,
+        params: dict[str, Any],
+    ) -> _Writes:
+        mtype, jtype = _type(conn, m.c("status")), _type(conn, j.c("status"))
+        message_sets = ""
+        if action is Action.REDRIVE:
+            message = {
+                "status": f"CAST(:pending AS {mtype})",
+                "available_at": ":now",
+                "claimed_at": "NULL",
+                "last_error": "NULL",
+            }
+            if m.has("attempt_count"):
+                message["attempt_count"] = "0"
+            params["pending"] = PENDING
+            message_sets = ", ".join(f"{q(m.c(c).name)} = {v}" for c, v in message.items())
+            job = {"status": f"CAST(:job_to AS {jtype})"}
+            for n, (column, value) in enumerate(RESET_JOB):
+                if j.has(column):
+                    job[column] = f":reset{n}"
+                    params[f"reset{n}"] = value
+            params["job_to"] = QUEUED
+        else:  # cancel a dead-lettered job on purpose: its messages stay as they are
+            job = {"status": f"CAST(:job_to AS {jtype})"}
+            params["job_to"] = CANCELLED
+        job_sets = ", ".join(f"{q(j.c(c).name)} = {v}" for c, v in job.items())
+        return cls(conn, m, j, e, action, params, message_sets, job_sets)
+
+    def items(self) -> str:
+        """The request's items with their frozen statuses, as the columns' own type (a
+        team's may be an enum; a state without "/" is from requests that kept DLQ/FAILED
+        as "DLQ"), and their frozen versions."""
+        m, j = self.m, self.j
+        mtype, jtype = _type(self.conn, m.c("status")), _type(self.conn, j.c("status"))
+        return f"""i AS (
+    SELECT seq, CAST(part AS {_type(self.conn, m.c("id"))}) AS mid,
            CAST(CASE WHEN strpos(state, '/') = 0 THEN 'DLQ'
                      ELSE split_part(state, '/', 1) END AS {mtype}) AS mstate,
            CAST(CASE WHEN strpos(state, '/') = 0 THEN 'FAILED'
                      ELSE substr(state, strpos(state, '/') + 1) END AS {jtype}) AS jstate,
-           image, image_sha256, version
+           image, image_sha256, version,
+           split_part(version, '/', 1) AS mversion, split_part(version, '/', 2) AS jversion
     FROM qb_change_items WHERE request_id = :request
+)"""
+
+    def tail(self, ctes: list[str], *, versioned: bool) -> list[str]:
+        """The job update (from ``done``; ``versioned``: only a job at its frozen version),
+        the job events and the outcomes."""
+        jt, jid, jstatus = q(self.j.name), q(self.j.c("id").name), q(self.j.c("status").name)
+        version = " AND j.xmin::text = l.jversion" if versioned else ""
+        pick = "jid, jstate, jversion" if version else "jid, jstate"
+        ctes.append(
+            f"""uj AS (
+    UPDATE {jt} AS j SET {self.job_sets}
+    FROM (SELECT DISTINCT {pick} FROM done) AS l
+    WHERE j.{jid} = l.jid AND j.{jstatus} = l.jstate{version}
+    RETURNING j.{jid} AS id
+)"""
+        )
+        if self.e is not None:
+            ctes.append(_events_cte(self.conn, self.e, self.action, self.params))
+        ctes.append(
+            """mk AS (
+    INSERT INTO qb_change_outcomes (request_id, seq, before)
+    SELECT :request, seq, differs FROM done
+    RETURNING 1
+)"""
+        )
+        return ctes
+
+    def events(self) -> str:
+        return "(SELECT count(*) FROM ev)" if self.e is not None else "0"
+
+
+async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
+    """The redrive where every item and job is still at its frozen version, without
+    locking ahead; None where any was not (the caller undoes what this did)."""
+    m = w.m
+    mt, mid, mjob = q(m.name), q(m.c("id").name), q(m.c("job_id").name)
+    mstatus = q(m.c("status").name)
+    ctes = [
+        w.items(),
+        # a message changes only at its frozen version: the row frozen, in its status
+        f"""done AS (
+    UPDATE {mt} AS m SET {w.message_sets}
+    FROM i
+    WHERE m.{mid} = i.mid AND m.{mstatus} = i.mstate AND m.xmin::text = i.mversion
+    RETURNING i.seq, m.{mjob} AS jid, i.jstate, i.jversion, i.image_sha256,
+              CAST(NULL AS text) AS differs
 )""",
+    ]
+    sql = (
+        "WITH "
+        + ",\n".join(w.tail(ctes, versioned=True))
+        + f"""
+SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM mk),
+       (SELECT count(DISTINCT jid) FROM done), (SELECT count(*) FROM uj), {w.events()},
+       (SELECT {sql_digest("decode(image_sha256, 'hex')", "seq")} FROM done),
+       ARRAY(SELECT CAST(id AS text) FROM uj)"""
+    )
+    frozen, marked, jobs, jobs_changed, written, sha, changed = (
+        await conn.execute(sa.text(sql), w.params)
+    ).one()
+    if int(marked) != int(frozen) or int(jobs_changed) != int(jobs):
+        return None
+    return Kept(
+        items=int(frozen),
+        changed=list(changed),
+        job_events=int(written),
+        before=Digest(int(marked), str(sha)),
+    )
+
+
+async def _locking(conn: AsyncConnection, w: _Writes) -> Kept:
+    """The change that locks every row still in its frozen state first, then changes
+    them, imaging again any row not at its frozen version."""
+    m, j = w.m, w.j
+    mt, jt = q(m.name), q(j.name)
+    mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
+    jid, jstatus = q(j.c("id").name), q(j.c("status").name)
+    ctes = [
+        w.items(),
         # each row still in its frozen state, locked (messages and jobs: a job changes
         # only together with every one of its messages named), with the hash of its image
         # now: a row whose version (xmin) is the frozen one is the frozen row, and its
@@ -163,66 +314,28 @@ async def apply_kept(
     FOR UPDATE OF m, j
 )""",
     ]
-    if action is Action.REDRIVE:
-        message = {
-            "status": f"CAST(:pending AS {mtype})",
-            "available_at": ":now",
-            "claimed_at": "NULL",
-        }
-        message["last_error"] = "NULL"
-        if m.has("attempt_count"):
-            message["attempt_count"] = "0"
-        params["pending"] = PENDING
-        sets = ", ".join(f"{q(m.c(c).name)} = {v}" for c, v in message.items())
+    if w.action is Action.REDRIVE:
         ctes.append(
             # the messages changed, with what the rest of the statement needs of each
             f"""done AS (
-    UPDATE {mt} AS m SET {sets}
+    UPDATE {mt} AS m SET {w.message_sets}
     FROM locked
     WHERE m.{mid} = locked.mid AND m.{mstatus} = locked.mstate
     RETURNING locked.seq, locked.jid, locked.jstate, locked.h, locked.differs
 )""",
         )
-        job = {"status": f"CAST(:job_to AS {jtype})"}
-        for n, (column, value) in enumerate(RESET_JOB):
-            if j.has(column):
-                job[column] = f":reset{n}"
-                params[f"reset{n}"] = value
-        params["job_to"] = QUEUED
-    else:  # cancel a dead-lettered job on purpose: its messages stay as they are
-        job = {"status": f"CAST(:job_to AS {jtype})"}
-        params["job_to"] = CANCELLED
+    else:
         ctes.append("done AS (SELECT * FROM locked)")
-    sets = ", ".join(f"{q(j.c(c).name)} = {v}" for c, v in job.items())
-    ctes.append(
-        f"""uj AS (
-    UPDATE {jt} AS j SET {sets}
-    FROM (SELECT DISTINCT jid, jstate FROM done) AS l
-    WHERE j.{jid} = l.jid AND j.{jstatus} = l.jstate
-    RETURNING j.{jid} AS id
-)"""
-    )
-    events = "0"
-    if e is not None:
-        ctes.append(_events_cte(conn, e, action, params))
-        events = "(SELECT count(*) FROM ev)"
-    ctes.append(
-        """mk AS (
-    INSERT INTO qb_change_outcomes (request_id, seq, before)
-    SELECT :request, seq, differs FROM done
-    RETURNING 1
-)"""
-    )
     sql = (
         "WITH "
-        + ",\n".join(ctes)
+        + ",\n".join(w.tail(ctes, versioned=False))
         + f"""
 SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
-       (SELECT count(*) FROM mk), {events},
+       (SELECT count(*) FROM mk), {w.events()},
        (SELECT {sql_digest("h", "seq")} FROM done),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
     )
-    frozen, marked, written, sha, changed = (await conn.execute(sa.text(sql), params)).one()
+    frozen, marked, written, sha, changed = (await conn.execute(sa.text(sql), w.params)).one()
     return Kept(
         items=int(frozen),
         changed=list(changed),

@@ -1,0 +1,142 @@
+"""A redrive's approval changes each row only in the state it was frozen in, whether the
+rows stayed as frozen (the usual case: each change is held to the row's frozen version
+and no image is kept twice) or some changed in place in between (their image from just
+before the change is kept beside the frozen one), including a row changed by another
+session while the approval waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from services.audit import Actor
+from services.changes.model import ChangeKind
+from services.estate.model import DeadFilter
+from services.estate.ops import Selector
+from tests.integration.support import Shop, assert_trail_holds
+
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "slack", "U0BOB")
+
+
+@pytest.fixture(autouse=True)
+async def trail_holds(shop: Shop) -> AsyncIterator[None]:
+    yield
+    await assert_trail_holds(shop)
+
+
+async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
+    async with shop.engine.connect() as conn:
+        return [dict(r) for r in (await conn.execute(sa.text(sql), params)).mappings().all()]
+
+
+async def request_redrive(shop: Shop, count: int) -> list[str]:
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(error_like="ffmpeg"))
+    ids = [r.id for r in dead.rows[:count]]
+    await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=tuple(ids)),
+        reason="OOM fix deployed",
+        actor=ALICE,
+    )
+    return ids
+
+
+async def outcomes(shop: Shop) -> dict[str, dict[str, Any] | None]:
+    """Each changed item's job and its image from just before the change, where that is
+    not the frozen image (None where it is)."""
+    found = await rows(
+        shop,
+        "SELECT i.job_id, o.before FROM qb_change_items i "
+        "JOIN qb_change_outcomes o ON o.request_id = i.request_id AND o.seq = i.seq "
+        "WHERE i.request_id = 1 ORDER BY i.seq",
+    )
+    return {r["job_id"]: json.loads(r["before"]) if r["before"] else None for r in found}
+
+
+async def status(shop: Shop, job_id: str) -> str:
+    return (await shop.reads.show_job(queue="clips", job_id=job_id)).status
+
+
+async def test_rows_as_frozen_are_changed_with_no_second_image(shop: Shop) -> None:
+    ids = await request_redrive(shop, 5)
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    assert decision.view.result is not None
+    assert sorted(decision.view.result.changed) == sorted(ids)
+    assert await outcomes(shop) == dict.fromkeys(ids)
+    assert [await status(shop, i) for i in ids] == ["QUEUED / PENDING"] * 5
+
+
+async def test_rows_changed_in_place_keep_their_image_from_just_before(shop: Shop) -> None:
+    ids = await request_redrive(shop, 5)
+    async with shop.engine.begin() as conn:  # still dead and failed, but not the rows frozen
+        await conn.execute(
+            sa.text("UPDATE queue_messages SET attempt_count = 9 WHERE job_id = :j"),
+            {"j": ids[1]},
+        )
+        await conn.execute(
+            sa.text("UPDATE clip_jobs SET progress_percent = 77 WHERE id = :j"), {"j": ids[3]}
+        )
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    assert decision.view.result is not None
+    assert sorted(decision.view.result.changed) == sorted(ids)
+    assert not decision.view.result.skipped
+    before = await outcomes(shop)
+    assert [j for j, image in before.items() if image is not None] == [ids[1], ids[3]]
+    assert before[ids[1]] is not None and before[ids[1]]["message"]["attempt_count"] == 9
+    assert before[ids[3]] is not None and before[ids[3]]["job"]["progress_percent"] == 77
+    assert [await status(shop, i) for i in ids] == ["QUEUED / PENDING"] * 5
+
+
+async def test_a_row_that_moved_on_is_left_with_its_job(shop: Shop) -> None:
+    ids = await request_redrive(shop, 4)
+    async with shop.engine.begin() as conn:  # a worker picked it up again by hand
+        await conn.execute(
+            sa.text("UPDATE clip_jobs SET status = 'RUNNING' WHERE id = :j"), {"j": ids[2]}
+        )
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    result = decision.view.result
+    assert result is not None
+    assert sorted(result.changed) == sorted(ids[:2] + ids[3:])
+    assert [s.id for s in result.skipped] == [ids[2]]
+    assert await status(shop, ids[2]) == "RUNNING / DLQ"
+    assert set(await outcomes(shop)) == set(ids) - {ids[2]}
+
+
+@pytest.mark.postgres
+async def test_a_row_changed_while_the_approval_waits_for_it(shop: Shop, db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("row locks and waiting on them are PostgreSQL's")
+    ids = await request_redrive(shop, 3)
+    async with shop.engine.connect() as other:
+        # another session holds the dead letter of the second job, changing it in place
+        await other.execute(
+            sa.text("UPDATE queue_messages SET attempt_count = 5 WHERE job_id = :j"),
+            {"j": ids[1]},
+        )
+        approval = asyncio.create_task(shop.changes.approve(number=1, actor=BOB))
+        await asyncio.sleep(0.5)
+        assert not approval.done()  # waiting for that row
+        await other.commit()
+        decision = await asyncio.wait_for(approval, 30)
+    assert decision.view.result is not None
+    assert sorted(decision.view.result.changed) == sorted(ids)
+    before = await outcomes(shop)
+    assert before[ids[0]] is None and before[ids[2]] is None
+    image = before[ids[1]]
+    assert image is not None and image["message"]["attempt_count"] == 5
+    assert [await status(shop, i) for i in ids] == ["QUEUED / PENDING"] * 3
+    events = await rows(
+        shop,
+        "SELECT aggregate_id, count(*) AS n FROM job_events "
+        "WHERE event_type = 'REDRIVE_REQUESTED' GROUP BY aggregate_id",
+    )
+    assert sorted((str(e["aggregate_id"]), e["n"]) for e in events) == sorted(
+        (i, 1) for i in ids
+    )
