@@ -201,10 +201,10 @@ class _Writes:
         job_sets = ", ".join(f"{q(j.c(c).name)} = {v}" for c, v in job.items())
         return cls(conn, m, j, e, action, params, message_sets, job_sets)
 
-    def items(self) -> str:
+    def items(self, *, images: bool) -> str:
         """The request's items with their frozen statuses, as the columns' own type (a
         team's may be an enum; a state without "/" is from requests that kept DLQ/FAILED
-        as "DLQ"), and their frozen versions."""
+        as "DLQ"), their frozen versions and (``images``) their frozen images."""
         m, j = self.m, self.j
         mtype, jtype = _type(self.conn, m.c("status")), _type(self.conn, j.c("status"))
         return f"""i AS (
@@ -213,7 +213,7 @@ class _Writes:
                      ELSE split_part(state, '/', 1) END AS {mtype}) AS mstate,
            CAST(CASE WHEN strpos(state, '/') = 0 THEN 'FAILED'
                      ELSE substr(state, strpos(state, '/') + 1) END AS {jtype}) AS jstate,
-           image, image_sha256, version,
+           {"image, " if images else ""}image_sha256, version,
            split_part(version, '/', 1) AS mversion, split_part(version, '/', 2) AS jversion
     FROM qb_change_items WHERE request_id = :request
 )"""
@@ -254,7 +254,7 @@ async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
     mt, mid, mjob = q(m.name), q(m.c("id").name), q(m.c("job_id").name)
     mstatus = q(m.c("status").name)
     ctes = [
-        w.items(),
+        w.items(images=False),  # referenced once: read as the update goes, not kept aside
         # a message changes only at its frozen version: the row frozen, in its status
         f"""done AS (
     UPDATE {mt} AS m SET {w.message_sets}
@@ -268,7 +268,8 @@ async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
         "WITH "
         + ",\n".join(w.tail(ctes, versioned=True))
         + f"""
-SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM mk),
+SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
+       (SELECT count(*) FROM mk),
        (SELECT count(DISTINCT jid) FROM done), (SELECT count(*) FROM uj), {w.events()},
        (SELECT {sql_digest("decode(image_sha256, 'hex')", "seq")} FROM done),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
@@ -294,7 +295,7 @@ async def _locking(conn: AsyncConnection, w: _Writes) -> Kept:
     mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
     jid, jstatus = q(j.c("id").name), q(j.c("status").name)
     ctes = [
-        w.items(),
+        w.items(images=True),
         # each row still in its frozen state, locked (messages and jobs: a job changes
         # only together with every one of its messages named), with the hash of its image
         # now: a row whose version (xmin) is the frozen one is the frozen row, and its
