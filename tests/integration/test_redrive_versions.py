@@ -89,8 +89,9 @@ async def test_rows_changed_in_place_keep_their_image_from_just_before(shop: Sho
     assert not decision.view.result.skipped
     before = await outcomes(shop)
     assert [j for j, image in before.items() if image is not None] == [ids[1], ids[3]]
-    assert before[ids[1]] is not None and before[ids[1]]["message"]["attempt_count"] == 9
-    assert before[ids[3]] is not None and before[ids[3]]["job"]["progress_percent"] == 77
+    message, job = before[ids[1]], before[ids[3]]
+    assert message is not None and message["message"]["attempt_count"] == 9
+    assert job is not None and job["job"]["progress_percent"] == 77
     assert [await status(shop, i) for i in ids] == ["QUEUED / PENDING"] * 5
 
 
