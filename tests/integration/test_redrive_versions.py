@@ -138,6 +138,4 @@ async def test_a_row_changed_while_the_approval_waits_for_it(shop: Shop, db_url:
         "SELECT aggregate_id, count(*) AS n FROM job_events "
         "WHERE event_type = 'REDRIVE_REQUESTED' GROUP BY aggregate_id",
     )
-    assert sorted((str(e["aggregate_id"]), e["n"]) for e in events) == sorted(
-        (i, 1) for i in ids
-    )
+    assert sorted((str(e["aggregate_id"]), e["n"]) for e in events) == sorted((i, 1) for i in ids)
