@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from sqlalchemy.exc import DBAPIError
+
 from bot import housekeep_cli, runbook_cli
 from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
@@ -632,7 +634,7 @@ def _runbook_lines(app: App, config: Config) -> list[str]:
 
 
 async def _indexes(config: Config) -> int:
-    from services.db import normalise_url
+    from services.db import error_line, normalise_url, sqlite_file
     from services.estate.registry import shipped_profiles
 
     dialect = (
@@ -647,10 +649,35 @@ async def _indexes(config: Config) -> int:
         else "-- SQLite.",
     ]
     profiles = shipped_profiles()
-    for name, cfg in config.queues.items():
-        profile = profiles.get(cfg.profile)(name, cfg)
-        out.append(f"\n-- queue {name} ({cfg.profile})")
-        out.extend(recommended_indexes(profile, dialect))
+    path = sqlite_file(config.env.estate_url)
+    if path is not None and not path.exists():  # connecting would leave an empty file
+        out.append(f"-- tables not checked (no SQLite file {path}): all are listed")
+        for name, cfg in config.queues.items():
+            out.append(f"\n-- queue {name} ({cfg.profile})")
+            out.extend(recommended_indexes(profiles.get(cfg.profile)(name, cfg), dialect))
+        print("\n".join(out))
+        return 0
+    engine = create_engine(config.env.estate_url, pool_size=1)
+    try:
+        for name, cfg in config.queues.items():
+            profile = profiles.get(cfg.profile)(name, cfg)
+            out.append(f"\n-- queue {name} ({cfg.profile})")
+            try:  # leave out what would fail: indexes on tables or columns not there
+                async with engine.connect() as conn:
+                    tables = await profile.tables(conn)
+            except QueuebotError as exc:
+                out.append(f"-- its tables were not checked ({exc.message}); all are listed")
+                tables = None
+            except (DBAPIError, OSError) as exc:
+                said = error_line(exc) if isinstance(exc, DBAPIError) else str(exc)
+                out.append(
+                    "-- its tables were not checked (the queue database could not be read: "
+                    f"{said}); all are listed"
+                )
+                tables = None
+            out.extend(recommended_indexes(profile, dialect, tables=tables))
+    finally:
+        await engine.dispose()
     print("\n".join(out))
     return 0
 

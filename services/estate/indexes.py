@@ -2,27 +2,49 @@
 
 queuebot never creates indexes on tables it does not own. This prints an optional,
 reviewed migration; on PostgreSQL it uses CREATE INDEX CONCURRENTLY so it can run on a
-live queue without blocking workers.
+live queue without blocking workers. Given the tables as reflected, an index on a table
+or column the team's estate does not have is left out, with a comment saying so, rather
+than printed as a statement that would fail.
 """
 
 from __future__ import annotations
 
-from services.estate.profile import QueueProfile
+from collections.abc import Mapping
+
+from services.estate.profile import BoundTable, QueueProfile
 from services.identifiers import quote_identifier
 
 
-def recommended_indexes(profile: QueueProfile, dialect: str) -> list[str]:
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def recommended_indexes(
+    profile: QueueProfile, dialect: str, *, tables: Mapping[str, BoundTable] | None = None
+) -> list[str]:
+    """The CREATE INDEX statements, each after a comment saying what it serves;
+    ``tables``: the estate's tables as reflected (None: not checked, all are printed)."""
     concurrently = " CONCURRENTLY" if dialect == "postgresql" else ""
     out: list[str] = []
     for role, name, columns, where, why in profile.index_plan():
         table = profile.table_name(role)
+        index = f"qb_{profile.queue}_{name}"[:63]
+        if tables is not None:
+            bound = tables.get(role)
+            if bound is None:
+                out.append(f"-- {index} left out: there is no {role} table ({table}) here")
+                continue
+            needed = [*columns, *([where[0]] if where else [])]
+            absent = [profile.column_name(role, c) for c in needed if not bound.has(c)]
+            if absent:
+                out.append(f"-- {index} left out: {table} has no column {', '.join(absent)}")
+                continue
         cols = ", ".join(quote_identifier(profile.column_name(role, c)) for c in columns)
         clause = ""
         if where:
             col, values = where
-            listed = ", ".join(f"'{v}'" for v in values)
+            listed = ", ".join(_literal(v) for v in values)
             clause = f" WHERE {quote_identifier(profile.column_name(role, col))} IN ({listed})"
-        index = f"qb_{profile.queue}_{name}"[:63]
         out.append(
             f"-- {why}\nCREATE INDEX{concurrently} IF NOT EXISTS {quote_identifier(index)} "
             f"ON {quote_identifier(table)} ({cols}){clause};"

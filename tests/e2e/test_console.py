@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -173,4 +174,29 @@ def test_estate_indexes_print(tmp_path: Path) -> None:
     assert (
         '"qb_clips_claimed" ON "queue_messages" ("status", "claimed_at") WHERE "status" IN '
         "('PROCESSING', 'DLQ');" in result.stdout
+    )
+    # database x does not exist: nothing could be checked, and the output says so
+    assert "-- its tables were not checked (the queue database could not be read: " in (
+        result.stdout
+    )
+
+
+def test_estate_indexes_print_leaves_out_what_the_tables_lack(tmp_path: Path) -> None:
+    """On the demo estate every table is there; without job_events, its index is left
+    out with a comment instead of printed as a statement that would fail."""
+    before = queuebot("estate", "indexes", "--print", cwd=tmp_path)
+    assert "-- tables not checked (no SQLite file queuebot.db): all are listed" in before.stdout
+    assert not (tmp_path / "queuebot.db").exists()  # reading left no empty database behind
+    assert queuebot("demo", cwd=tmp_path).returncode == 0
+    full = queuebot("estate", "indexes", "--print", cwd=tmp_path)
+    assert full.returncode == 0, full.stderr
+    assert "left out" not in full.stdout and "not checked" not in full.stdout
+    assert '"qb_clips_aggregate" ON "job_events"' in full.stdout
+    with sqlite3.connect(tmp_path / "queuebot.db") as db:
+        db.execute("DROP TABLE job_events")
+    lacking = queuebot("estate", "indexes", "--print", cwd=tmp_path)
+    assert lacking.returncode == 0, lacking.stderr
+    assert '"job_events"' not in lacking.stdout
+    assert "-- qb_clips_aggregate left out: there is no events table (job_events) here" in (
+        lacking.stdout
     )

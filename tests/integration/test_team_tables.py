@@ -508,8 +508,14 @@ async def test_statuses_of_an_enum_type_are_counted_where_succeeded_rows_are_est
         rows = [("DLQ", "FAILED")] * 3 + [("DLQ", "SUCCEEDED")] + [("COMPLETED", "SUCCEEDED")] * 5
         await add_clips(team, [*rows, ("PENDING", "QUEUED")], error=ERROR)
         async with team.engine.begin() as conn:
-            for statement in recommended_indexes(team.profile, "sqlite"):  # idle: no CONCURRENTLY
-                if '"job_events"' not in statement:  # this team keeps no events
+            tables = await team.profile.tables(conn)  # idle: no CONCURRENTLY
+            planned = recommended_indexes(team.profile, "sqlite", tables=tables)
+            left_out = [p for p in planned if "CREATE INDEX" not in p]
+            assert [p.split(" left out: ")[1] for p in left_out] == [
+                "there is no events table (job_events) here"  # this team keeps no events
+            ]
+            for statement in planned:
+                if "CREATE INDEX" in statement:
                     await conn.exec_driver_sql(statement)
             await conn.exec_driver_sql("ANALYZE clip_jobs")
             await conn.exec_driver_sql("ANALYZE queue_messages")
