@@ -22,7 +22,9 @@ its dead state before every measured thing. What is measured:
    file is not writable, VmRSS is sampled every 5 ms from a thread instead (printed).
 4. scaling: when ``--jobs`` exceeds ``--compare-jobs`` (default 10,000), request +
    approval over the first ``--compare-jobs`` jobs (by id) is timed too, in the same
-   rounds, and the time ratio big / small is printed.
+   rounds, and the time ratio big / small is printed; so are the bare statements over
+   those jobs (``job_id <=`` the last of them) and their own ratio, not judged: how the
+   database itself scales on the host.
 5. the manual redrive runbook's procedure, one job at a time through the same engine, over
    at most ``--manual-jobs`` jobs (default 10,000; ``--no-manual`` skips it): step 3
    (snapshot: SELECT * of the message, the job and its events) and step 4 (BEGIN; UPDATE
@@ -125,7 +127,7 @@ BARE = """
 WITH m AS (
   UPDATE queue_messages SET status = 'PENDING', attempt_count = 0, available_at = now(),
          claimed_at = NULL, last_error = NULL
-  WHERE status = 'DLQ'
+  WHERE status = 'DLQ'{upto}
   RETURNING job_id
 ), j AS (
   UPDATE clip_jobs SET status = 'QUEUED', attempt_count = 0, progress_percent = 0,
@@ -236,6 +238,7 @@ class Results:
     bare: list[Run] = field(default_factory=list)
     queuebot: list[Run] = field(default_factory=list)
     small: list[Run] = field(default_factory=list)
+    small_bare: list[Run] = field(default_factory=list)
     manual: Manual | None = None
 
 
@@ -268,12 +271,14 @@ async def count_events(engine: AsyncEngine) -> int:
         return int(found.scalar_one())
 
 
-async def run_bare(engine: AsyncEngine, jobs: int) -> Run:
-    """The set-based step 4 in one transaction, ids selected by the statement itself."""
+async def run_bare(engine: AsyncEngine, jobs: int, upto: str | None = None) -> Run:
+    """The set-based step 4 in one transaction, ids selected by the statement itself
+    (``upto``: only the jobs whose id is at most that one, the first ``jobs`` by id)."""
+    sql = BARE.format(upto="" if upto is None else " AND job_id <= CAST(:upto AS uuid)")
     with PeakRss() as rss:
         t0 = time.perf_counter()
         async with engine.begin() as conn:
-            done = (await conn.execute(sa.text(BARE), {"note": NOTE})).rowcount
+            done = (await conn.execute(sa.text(sql), {"note": NOTE, "upto": upto})).rowcount
         seconds = time.perf_counter() - t0
     assert done == jobs, f"the bare statements changed {done} of {jobs}"
     assert await count_events(engine) == jobs
@@ -413,6 +418,8 @@ async def measure(url: str, args: argparse.Namespace) -> Results:
             if small:
                 await reset(engine)
                 results.small.append(await run_queuebot(engine, changes, ids[:small]))
+                await reset(engine)
+                results.small_bare.append(await run_bare(engine, small, upto=ids[small - 1]))
         async with engine.connect() as conn:
             assert (await AuditTrail().verify(conn)).ok
         if not args.no_manual and args.manual_jobs > 0:
@@ -445,6 +452,7 @@ def report_runs(r: Results) -> None:
         print(_line(f"run {i}  queuebot:", qb))
         if r.small:
             print(_line(f"run {i}  queuebot {r.small[i - 1].jobs:,}:", r.small[i - 1]))
+            print(_line(f"run {i}  bare {r.small_bare[i - 1].jobs:,}:", r.small_bare[i - 1]))
     request = statistics.median(q.request_s for q in r.queuebot)
     approve = statistics.median(q.approve_s for q in r.queuebot)
     print(f"queuebot request (freeze + snapshot + hash + audit), median: {request * 1000:8.0f} ms")
@@ -489,6 +497,11 @@ def judge_scaling(r: Results) -> list[tuple[str, bool]]:
     print(
         f"scaling: {r.jobs:,} jobs {big:.2f} s against {r.small[0].jobs:,} jobs {small:.2f} s "
         f"(medians): {ratio:.1f}x for {linear:.0f}x the jobs"
+    )
+    bare_big, bare_small = _median(r.bare), _median(r.small_bare)
+    print(
+        f"the bare statements on the same host: {bare_big:.2f} s against {bare_small:.2f} s: "
+        f"{bare_big / bare_small:.1f}x (not judged: how the database itself scales here)"
     )
     if r.jobs < BIG:
         print(f"(the scaling target is judged from {BIG:,} jobs)")
