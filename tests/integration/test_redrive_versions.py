@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
 from services.audit import Actor
 from services.changes.model import ChangeKind
+from services.estate.message_job import kept
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop, assert_trail_holds
@@ -28,6 +31,25 @@ BOB = Actor("bob", "slack", "U0BOB")
 async def trail_holds(shop: Shop) -> AsyncIterator[None]:
     yield
     await assert_trail_holds(shop)
+
+
+@pytest.fixture
+def locking(monkeypatch: pytest.MonkeyPatch, db_url: str) -> list[int]:
+    """How many times the statement that locks first ran (PostgreSQL; on SQLite the
+    change goes through queuebot, and this stays empty)."""
+    calls: list[int] = []
+    real = kept._locking
+
+    async def counted(*args: Any, **kwargs: Any) -> kept.Kept:
+        calls.append(1)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(kept, "_locking", counted)
+    return calls
+
+
+def on_postgres(db_url: str) -> bool:
+    return db_url.startswith("postgresql")
 
 
 async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
@@ -64,16 +86,21 @@ async def status(shop: Shop, job_id: str) -> str:
     return (await shop.reads.show_job(queue="clips", job_id=job_id)).status
 
 
-async def test_rows_as_frozen_are_changed_with_no_second_image(shop: Shop) -> None:
+async def test_rows_as_frozen_are_changed_with_no_second_image(
+    shop: Shop, locking: list[int], db_url: str
+) -> None:
     ids = await request_redrive(shop, 5)
     decision = await shop.changes.approve(number=1, actor=BOB)
     assert decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(ids)
     assert await outcomes(shop) == dict.fromkeys(ids)
     assert [await status(shop, i) for i in ids] == ["QUEUED / PENDING"] * 5
+    assert locking == []  # one statement, no lock taken ahead
 
 
-async def test_rows_changed_in_place_keep_their_image_from_just_before(shop: Shop) -> None:
+async def test_rows_changed_in_place_keep_their_image_from_just_before(
+    shop: Shop, locking: list[int], db_url: str
+) -> None:
     ids = await request_redrive(shop, 5)
     async with shop.engine.begin() as conn:  # still dead and failed, but not the rows frozen
         await conn.execute(
@@ -93,6 +120,7 @@ async def test_rows_changed_in_place_keep_their_image_from_just_before(shop: Sho
     assert message is not None and message["message"]["attempt_count"] == 9
     assert job is not None and job["job"]["progress_percent"] == 77
     assert [await status(shop, i) for i in ids] == ["QUEUED / PENDING"] * 5
+    assert locking == ([1] if on_postgres(db_url) else [])
 
 
 async def test_a_row_that_moved_on_is_left_with_its_job(shop: Shop) -> None:
@@ -139,3 +167,78 @@ async def test_a_row_changed_while_the_approval_waits_for_it(shop: Shop, db_url:
         "WHERE event_type = 'REDRIVE_REQUESTED' GROUP BY aggregate_id",
     )
     assert sorted((str(e["aggregate_id"]), e["n"]) for e in events) == sorted((i, 1) for i in ids)
+
+
+async def test_a_job_changes_with_both_dead_letters_when_one_moved_in_place(
+    shop: Shop, locking: list[int], db_url: str
+) -> None:
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(error_like="ffmpeg"))
+    job = dead.rows[0].id
+    second = str(uuid.uuid4())
+    async with shop.engine.begin() as conn:  # a second dead letter of the same job
+        await conn.execute(
+            sa.text(
+                "INSERT INTO queue_messages (id, job_id, status, attempt_count, available_at, "
+                "last_error) SELECT :id, job_id, 'DLQ', 3, available_at, last_error "
+                "FROM queue_messages WHERE job_id = :j"
+            ),
+            {"id": second, "j": job},
+        )
+    await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=(job,)),
+        reason="OOM fix deployed",
+        actor=ALICE,
+    )
+    async with shop.engine.begin() as conn:  # the second one changes in place, still dead
+        await conn.execute(
+            sa.text("UPDATE queue_messages SET attempt_count = 4 WHERE id = :id"), {"id": second}
+        )
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    assert decision.view.result is not None and decision.view.result.changed == [job]
+    found = await rows(
+        shop,
+        "SELECT i.part, o.before FROM qb_change_items i JOIN qb_change_outcomes o "
+        "ON o.request_id = i.request_id AND o.seq = i.seq WHERE i.request_id = 1",
+    )
+    before = {r["part"]: json.loads(r["before"]) if r["before"] else None for r in found}
+    assert len(before) == 2
+    image = before.pop(second)
+    assert image is not None and image["message"]["attempt_count"] == 4
+    assert list(before.values()) == [None]  # the other one as frozen
+    statuses = await rows(shop, "SELECT status FROM queue_messages WHERE job_id = :j", j=job)
+    assert [r["status"] for r in statuses] == ["PENDING", "PENDING"]
+    assert await status(shop, job) == "QUEUED / PENDING"
+    assert locking == ([1] if on_postgres(db_url) else [])
+
+
+@pytest.mark.postgres
+async def test_a_deadlock_in_the_first_attempt_leaves_the_change_to_the_locking_one(
+    shop: Shop, locking: list[int], db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL broke a deadlock just as the first attempt had written everything: the
+    savepoint undoes it all, and the change is made once, by the statement that locks."""
+    if not on_postgres(db_url):
+        pytest.skip("the first attempt is PostgreSQL's")
+    real = kept._unmoved
+
+    async def deadlocked(conn: Any, w: Any) -> kept.Kept | None:
+        assert await real(conn, w) is not None  # it wrote every row
+        raise sa.exc.OperationalError(
+            "UPDATE ...", {}, psycopg.errors.DeadlockDetected("deadlock detected")
+        )
+
+    monkeypatch.setattr(kept, "_unmoved", deadlocked)
+    ids = await request_redrive(shop, 3)
+    decision = await shop.changes.approve(number=1, actor=BOB)
+    assert decision.view.result is not None
+    assert sorted(decision.view.result.changed) == sorted(ids)
+    assert locking == [1]
+    events = await rows(
+        shop,
+        "SELECT aggregate_id, count(*) AS n FROM job_events "
+        "WHERE event_type = 'REDRIVE_REQUESTED' GROUP BY aggregate_id",
+    )
+    assert sorted((str(e["aggregate_id"]), e["n"]) for e in events) == sorted((i, 1) for i in ids)
+    assert await outcomes(shop) == dict.fromkeys(ids)

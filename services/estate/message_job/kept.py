@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit.row_digest import Digest, sql_digest, sql_key_hash, sql_row_hash
@@ -133,22 +134,34 @@ async def apply_kept(
     A redrive first tries the common case in one statement without locking ahead: every
     message and job still at the version frozen, so updating each one only where its
     version (``xmin``) is the frozen one changes exactly what the locking statement would,
-    and every image before the change is the frozen one. The update takes the row locks
-    itself, and a row another session changes meanwhile fails that version check (read
-    committed re-checks the row it waited for). Where any item or job was not changed that
-    way (moved on, or changed by someone else in between), a savepoint undoes the attempt
-    and the statement that locks first and re-images what moved does the change instead,
-    so a job never changes without every one of its messages still in its frozen state."""
+    and every image before the change is the frozen one. The statement first looks (without
+    locks) for an item whose rows are no longer at their frozen versions, and writes
+    nothing where it finds one. The update takes the row locks itself, and a row another
+    session changes meanwhile fails that version check (read committed re-checks the row
+    it waited for). Where any item or job was not changed that way (moved on, or changed
+    by someone else in between), or PostgreSQL broke a deadlock or a lock wait in it, a
+    savepoint undoes the attempt and the statement that locks first and re-images what
+    moved does the change instead, so a job never changes without every one of its
+    messages still in its frozen state."""
     params = {"request": request, "now": now, "note": note}
     w = _Writes.of(conn, m=m, j=j, e=e, action=action, params=params)
     if action is Action.REDRIVE:
         attempt = await conn.begin_nested()
-        done = await _unmoved(conn, w)
+        try:
+            done = await _unmoved(conn, w)
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) not in _TRY_AGAIN:
+                raise
+            done = None
         if done is not None:
             await attempt.commit()
             return done
         await attempt.rollback()
     return await _locking(conn, w)
+
+
+# deadlock broken, lock wait timed out: the locking statement may still get through
+_TRY_AGAIN = ("40P01", "55P03")
 
 
 @dataclass(frozen=True)
@@ -250,16 +263,28 @@ class _Writes:
 async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
     """The redrive where every item and job is still at its frozen version, without
     locking ahead; None where any was not (the caller undoes what this did)."""
-    m = w.m
+    m, j = w.m, w.j
     mt, mid, mjob = q(m.name), q(m.c("id").name), q(m.c("job_id").name)
     mstatus = q(m.c("status").name)
+    jt, jid = q(j.name), q(j.c("id").name)
     ctes = [
         w.items(images=False),  # referenced once: read as the update goes, not kept aside
+        # an item whose message or job is gone or not at its frozen version: where there
+        # is one, nothing is written (the locking statement does the change instead)
+        f"""moved AS (
+    SELECT 1 FROM qb_change_items AS c
+    LEFT JOIN {mt} AS m ON m.{mid} = CAST(c.part AS {_type(w.conn, m.c("id"))})
+    LEFT JOIN {jt} AS j ON j.{jid} = m.{mjob}
+    WHERE c.request_id = :request
+      AND (j.{jid} IS NULL OR m.xmin::text || '/' || j.xmin::text IS DISTINCT FROM c.version)
+    LIMIT 1
+)""",
         # a message changes only at its frozen version: the row frozen, in its status
         f"""done AS (
     UPDATE {mt} AS m SET {w.message_sets}
     FROM i
     WHERE m.{mid} = i.mid AND m.{mstatus} = i.mstate AND m.xmin::text = i.mversion
+      AND NOT EXISTS (SELECT 1 FROM moved)
     RETURNING i.seq, m.{mjob} AS jid, i.jstate, i.jversion, i.image_sha256,
               CAST(NULL AS text) AS differs
 )""",
@@ -270,7 +295,8 @@ async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
         + f"""
 SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
        (SELECT count(*) FROM mk),
-       (SELECT count(DISTINCT jid) FROM done), (SELECT count(*) FROM uj), {w.events()},
+       (SELECT count(DISTINCT (jid, jversion)) FROM done), (SELECT count(*) FROM uj),
+       {w.events()},
        (SELECT {sql_digest("decode(image_sha256, 'hex')", "seq")} FROM done),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
     )
