@@ -4,8 +4,9 @@ the approval changes the queue from those items with one statement (data-modifyi
 find the rows still in their frozen state and lock them, put the messages back to PENDING
 and their jobs to QUEUED, or cancel the jobs, write a job event per job, and record each
 changed item with its image from just before the change where that is not the frozen
-one). Nothing of the rows but the ids changed comes back to queuebot; both statements
-return the digest of the images they kept or changed.
+one). A redrive whose rows are all still at their frozen versions skips the locking
+ahead (``apply_kept`` says how). Nothing of the rows but the ids changed comes back to
+queuebot; both statements return the digest of the images they kept or changed.
 
 Table and column names come from validated configuration and are quoted; every value is
 a bound parameter.
