@@ -135,6 +135,7 @@ async def alert_bot(
                 yield AlertBot(app, client, fake, clock, pacer)
             finally:
                 await app.close()
+                await notifier.close()  # the Slack client's kept-alive connections
 
 
 def notification(

@@ -77,9 +77,9 @@ class _Layout:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per row found, built 4-5x faster so
 class _Found:
-    """One message row and its job's row, as found when freezing."""
+    """One message row and its job's row, as found when freezing (never changed after)."""
 
     message_id: str
     job_id: str
