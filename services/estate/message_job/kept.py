@@ -142,8 +142,8 @@ async def apply_kept(
     it waited for). Where any item or job was not changed that way (moved on, or changed
     by someone else in between), or PostgreSQL broke a deadlock or a lock wait in it, a
     savepoint undoes the attempt and the statement that locks first and re-images what
-    moved does the change instead, so a job never changes without every one of its
-    messages still in its frozen state."""
+    moved does the change instead: where nothing moved, both change the same rows and
+    keep the same outcomes and digest."""
     params = {"request": request, "now": now, "note": note}
     w = _Writes.of(conn, m=m, j=j, e=e, action=action, params=params)
     if action is Action.REDRIVE:
