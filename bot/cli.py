@@ -49,6 +49,7 @@ from services.db import create_engine, reading, redacted, require_sqlite_file, s
 from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
+from services.estate.profile import BoundTable, QueueProfile
 from services.housekeeping.run import housekeeping_lines
 from services.migrate import current_revision, head_revision, require_newest, upgrade
 from services.runbooks import queuebot_role
@@ -633,8 +634,45 @@ def _runbook_lines(app: App, config: Config) -> list[str]:
     return lines
 
 
+async def _estate_tables(
+    url: str, profiles: dict[str, QueueProfile]
+) -> tuple[dict[str, dict[str, BoundTable]], dict[str, str]]:
+    """Each queue's tables as reflected, for ``estate indexes``; where they cannot be read,
+    why. One read-only connection for every queue, given 10 seconds in all: an unreachable
+    database costs one wait, not one per queue."""
+    from services.db import READ_ONLY, error_line, sqlite_file
+
+    tables: dict[str, dict[str, BoundTable]] = {}
+    why: dict[str, str] = {}
+    path = sqlite_file(url)
+    if path is not None and not path.exists():  # connecting would leave an empty file
+        return tables, dict.fromkeys(profiles, f"there is no SQLite file {path}")
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with asyncio.timeout(10), engine.connect() as conn:
+            await conn.execution_options(**READ_ONLY)  # SQLite: no write lock taken
+            for name, profile in profiles.items():
+                try:
+                    tables[name] = await profile.tables(conn)
+                except QueuebotError as exc:
+                    why[name] = exc.message
+    except (DBAPIError, OSError, TimeoutError) as exc:
+        said = (
+            error_line(exc)
+            if isinstance(exc, DBAPIError)
+            else "no answer within 10 s"
+            if isinstance(exc, TimeoutError)
+            else str(exc)
+        )
+        why = dict.fromkeys(profiles, f"the queue database could not be read: {said}")
+        tables = {}
+    finally:
+        await engine.dispose()
+    return tables, why
+
+
 async def _indexes(config: Config) -> int:
-    from services.db import error_line, normalise_url, sqlite_file
+    from services.db import normalise_url
     from services.estate.registry import shipped_profiles
 
     dialect = (
@@ -648,36 +686,17 @@ async def _indexes(config: Config) -> int:
         if dialect == "postgresql"
         else "-- SQLite.",
     ]
-    profiles = shipped_profiles()
-    path = sqlite_file(config.env.estate_url)
-    if path is not None and not path.exists():  # connecting would leave an empty file
-        out.append(f"-- tables not checked (no SQLite file {path}): all are listed")
-        for name, cfg in config.queues.items():
-            out.append(f"\n-- queue {name} ({cfg.profile})")
-            out.extend(recommended_indexes(profiles.get(cfg.profile)(name, cfg), dialect))
-        print("\n".join(out))
-        return 0
-    engine = create_engine(config.env.estate_url, pool_size=1)
-    try:
-        for name, cfg in config.queues.items():
-            profile = profiles.get(cfg.profile)(name, cfg)
-            out.append(f"\n-- queue {name} ({cfg.profile})")
-            try:  # leave out what would fail: indexes on tables or columns not there
-                async with engine.connect() as conn:
-                    tables = await profile.tables(conn)
-            except QueuebotError as exc:
-                out.append(f"-- its tables were not checked ({exc.message}); all are listed")
-                tables = None
-            except (DBAPIError, OSError) as exc:
-                said = error_line(exc) if isinstance(exc, DBAPIError) else str(exc)
-                out.append(
-                    "-- its tables were not checked (the queue database could not be read: "
-                    f"{said}); all are listed"
-                )
-                tables = None
-            out.extend(recommended_indexes(profile, dialect, tables=tables))
-    finally:
-        await engine.dispose()
+    profiles = {
+        name: shipped_profiles().get(cfg.profile)(name, cfg) for name, cfg in config.queues.items()
+    }
+    tables, why = await _estate_tables(config.env.estate_url, profiles)
+    for name, profile in profiles.items():
+        out.append(f"\n-- queue {name} ({profile.name})")
+        found = tables.get(name)
+        if found is None:  # one line, whatever the reason says
+            reason = " ".join(str(why.get(name)).split())
+            out.append(f"-- its tables could not be read ({reason}): every index is listed")
+        out.extend(recommended_indexes(profile, dialect, tables=found))
     print("\n".join(out))
     return 0
 

@@ -176,7 +176,7 @@ def test_estate_indexes_print(tmp_path: Path) -> None:
         "('PROCESSING', 'DLQ');" in result.stdout
     )
     # database x does not exist: nothing could be checked, and the output says so
-    assert "-- its tables were not checked (the queue database could not be read: " in (
+    assert "-- its tables could not be read (the queue database could not be read: " in (
         result.stdout
     )
 
@@ -185,12 +185,16 @@ def test_estate_indexes_print_leaves_out_what_the_tables_lack(tmp_path: Path) ->
     """On the demo estate every table is there; without job_events, its index is left
     out with a comment instead of printed as a statement that would fail."""
     before = queuebot("estate", "indexes", "--print", cwd=tmp_path)
-    assert "-- tables not checked (no SQLite file queuebot.db): all are listed" in before.stdout
+    assert before.returncode == 0, before.stderr
+    assert (
+        "-- its tables could not be read (there is no SQLite file queuebot.db): every index "
+        "is listed" in before.stdout
+    )
     assert not (tmp_path / "queuebot.db").exists()  # reading left no empty database behind
     assert queuebot("demo", cwd=tmp_path).returncode == 0
     full = queuebot("estate", "indexes", "--print", cwd=tmp_path)
     assert full.returncode == 0, full.stderr
-    assert "left out" not in full.stdout and "not checked" not in full.stdout
+    assert "left out" not in full.stdout and "could not be read" not in full.stdout
     assert '"qb_clips_aggregate" ON "job_events"' in full.stdout
     with sqlite3.connect(tmp_path / "queuebot.db") as db:
         db.execute("DROP TABLE job_events")
@@ -199,4 +203,28 @@ def test_estate_indexes_print_leaves_out_what_the_tables_lack(tmp_path: Path) ->
     assert '"job_events"' not in lacking.stdout
     assert "-- qb_clips_aggregate left out: there is no events table (job_events) here" in (
         lacking.stdout
+    )
+
+
+@pytest.mark.postgres
+def test_estate_indexes_print_on_postgres_reads_the_tables(tmp_path: Path, pg_url: str) -> None:
+    async def build() -> None:
+        engine = create_engine(pg_url)
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=datetime.now(UTC))
+            await conn.execute(sa.text("DROP TABLE job_events"))
+        await engine.dispose()
+
+    asyncio.run(build())
+    env = {"QUEUEBOT_DATABASE_URL": pg_url}
+    result = queuebot("estate", "indexes", "--print", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "could not be read" not in result.stdout
+    assert "-- qb_clips_aggregate left out: there is no events table (job_events) here" in (
+        result.stdout
+    )
+    assert '"job_events"' not in result.stdout
+    assert (
+        'CREATE INDEX CONCURRENTLY IF NOT EXISTS "qb_clips_job_id" ON "queue_messages" '
+        '("job_id");' in result.stdout
     )

@@ -77,7 +77,7 @@ class _Layout:
         )
 
 
-@dataclass(slots=True)  # not frozen: one per row found, built 4-5x faster so
+@dataclass(slots=True)  # not frozen: built 4-5x faster, and there is one per row found
 class _Found:
     """One message row and its job's row, as found when freezing (never changed after)."""
 
