@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -139,7 +138,12 @@ async def test_a_row_that_moved_on_is_left_with_its_job(shop: Shop) -> None:
 
 
 @pytest.mark.postgres
-async def test_a_row_changed_while_the_approval_waits_for_it(shop: Shop, db_url: str) -> None:
+async def test_a_row_changed_while_the_approval_waits_for_it(
+    shop: Shop, db_url: str, locking: list[int]
+) -> None:
+    """The first attempt found nothing moved, then waited for a row another session was
+    changing: it re-checked that row after the wait, and the locking statement did the
+    change with the row's new image."""
     if not db_url.startswith("postgresql"):
         pytest.skip("row locks and waiting on them are PostgreSQL's")
     ids = await request_redrive(shop, 3)
@@ -149,11 +153,27 @@ async def test_a_row_changed_while_the_approval_waits_for_it(shop: Shop, db_url:
             sa.text("UPDATE queue_messages SET attempt_count = 5 WHERE job_id = :j"),
             {"j": ids[1]},
         )
+        holder = (await other.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one()
         approval = asyncio.create_task(shop.changes.approve(number=1, actor=BOB))
-        await asyncio.sleep(0.5)
-        assert not approval.done()  # waiting for that row
+        waiting = 0
+        for _ in range(300):  # until a session waits for the lock this one holds
+            await asyncio.sleep(0.05)
+            async with shop.engine.connect() as probe:  # a new snapshot of the activity
+                waiting = (
+                    await probe.execute(
+                        sa.text(
+                            "SELECT count(*) FROM pg_stat_activity "
+                            "WHERE :holder = ANY(pg_blocking_pids(pid))"
+                        ),
+                        {"holder": holder},
+                    )
+                ).scalar_one()
+            if waiting:
+                break
+        assert waiting == 1 and not approval.done()
         await other.commit()
         decision = await asyncio.wait_for(approval, 30)
+    assert locking == [1]
     assert decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(ids)
     before = await outcomes(shop)
@@ -225,9 +245,13 @@ async def test_a_deadlock_in_the_first_attempt_leaves_the_change_to_the_locking_
 
     async def deadlocked(conn: Any, w: Any) -> kept.Kept | None:
         assert await real(conn, w) is not None  # it wrote every row
-        raise sa.exc.OperationalError(
-            "UPDATE ...", {}, psycopg.errors.DeadlockDetected("deadlock detected")
+        # the server aborts the attempt as it does when it breaks a deadlock
+        await conn.execute(
+            sa.text(
+                "DO $$ BEGIN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END $$"
+            )
         )
+        return None
 
     monkeypatch.setattr(kept, "_unmoved", deadlocked)
     ids = await request_redrive(shop, 3)
