@@ -103,15 +103,23 @@ def test_acting_as_unknown_person_is_refused(tmp_path: Path) -> None:
     assert "--as mallory: no such person (people: alice, bob, dora)" in result.stderr
 
 
-@pytest.mark.postgres
-def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
+def demo_estate_on(url: str, *, then: str | None = None) -> None:
+    """Build the demo estate in the database at ``url``, then run ``then`` (fixed SQL)."""
+
     async def build() -> None:
-        engine = create_engine(pg_url)
+        engine = create_engine(url)
         async with engine.begin() as conn:
             await build_demo_estate(conn, now=datetime.now(UTC))
+            if then is not None:
+                await conn.execute(sa.text(then))
         await engine.dispose()
 
     asyncio.run(build())
+
+
+@pytest.mark.postgres
+def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
+    demo_estate_on(pg_url)
     config = tmp_path / "queuebot.toml"
     config.write_text(DEMO_CONFIG.format(config=config))
     env = {"QUEUEBOT_DATABASE_URL": pg_url, "QUEUEBOT_CONFIG": str(config)}
@@ -208,14 +216,7 @@ def test_estate_indexes_print_leaves_out_what_the_tables_lack(tmp_path: Path) ->
 
 @pytest.mark.postgres
 def test_estate_indexes_print_on_postgres_reads_the_tables(tmp_path: Path, pg_url: str) -> None:
-    async def build() -> None:
-        engine = create_engine(pg_url)
-        async with engine.begin() as conn:
-            await build_demo_estate(conn, now=datetime.now(UTC))
-            await conn.execute(sa.text("DROP TABLE job_events"))
-        await engine.dispose()
-
-    asyncio.run(build())
+    demo_estate_on(pg_url, then="DROP TABLE job_events")
     env = {"QUEUEBOT_DATABASE_URL": pg_url}
     result = queuebot("estate", "indexes", "--print", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr

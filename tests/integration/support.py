@@ -244,6 +244,12 @@ def ids_of(rows: list[Any]) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
+    """The rows ``sql`` (fixed test SQL) returns, as dicts."""
+    async with shop.engine.connect() as conn:
+        return [dict(r) for r in (await conn.execute(sa.text(sql), params)).mappings().all()]
+
+
 async def assert_trail_holds(shop: Shop) -> None:
     """The audit chain verifies and every request, approval and plan in the state tables
     has its events (no flow of queuebot leaves a record without its trail)."""

@@ -21,7 +21,7 @@ from services.config import ApprovalConfig
 from services.errors import Conflict, PermissionDenied, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from tests.integration.support import Shop, assert_trail_holds, said
+from tests.integration.support import Shop, assert_trail_holds, rows, said
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "slack", "U0BOB")
@@ -33,11 +33,6 @@ async def trail_holds(shop: Shop) -> AsyncIterator[None]:
     """After every test here, the audit trail holds, cross-checked with the state tables."""
     yield
     await assert_trail_holds(shop)
-
-
-async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
-    async with shop.engine.connect() as conn:
-        return [dict(r) for r in (await conn.execute(sa.text(sql), params)).mappings().all()]
 
 
 async def failed_worker_ids(shop: Shop, reason: str) -> list[str]:

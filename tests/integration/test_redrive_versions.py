@@ -20,7 +20,7 @@ from services.changes.model import ChangeKind
 from services.estate.message_job import kept
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from tests.integration.support import Shop, assert_trail_holds
+from tests.integration.support import Shop, assert_trail_holds, rows
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "slack", "U0BOB")
@@ -49,11 +49,6 @@ def locking(monkeypatch: pytest.MonkeyPatch, db_url: str) -> list[int]:
 
 def on_postgres(db_url: str) -> bool:
     return db_url.startswith("postgresql")
-
-
-async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
-    async with shop.engine.connect() as conn:
-        return [dict(r) for r in (await conn.execute(sa.text(sql), params)).mappings().all()]
 
 
 async def request_redrive(shop: Shop, count: int) -> list[str]:
