@@ -27,8 +27,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from sqlalchemy.exc import DBAPIError
-
 from bot import housekeep_cli, runbook_cli
 from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app, running_scheduler
@@ -47,9 +45,10 @@ from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
 from services.db import create_engine, reading, redacted, require_sqlite_file, same_database
 from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
+from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
 from services.estate.model import DeadFilter
-from services.estate.profile import BoundTable, QueueProfile
+from services.estate.profile import BoundTable
 from services.housekeeping.run import housekeeping_lines
 from services.migrate import current_revision, head_revision, require_newest, upgrade
 from services.runbooks import queuebot_role
@@ -635,45 +634,34 @@ def _runbook_lines(app: App, config: Config) -> list[str]:
 
 
 async def _estate_tables(
-    url: str, profiles: dict[str, QueueProfile]
+    estate: Estate, url: str
 ) -> tuple[dict[str, dict[str, BoundTable]], dict[str, str]]:
     """Each queue's tables as reflected, for ``estate indexes``; where they cannot be read,
     why. One read-only connection for every queue, given 10 seconds in all: an unreachable
     database costs one wait, not one per queue."""
-    from services.db import READ_ONLY, error_line, sqlite_file
+    from services.db import sqlite_file
 
-    tables: dict[str, dict[str, BoundTable]] = {}
-    why: dict[str, str] = {}
     path = sqlite_file(url)
     if path is not None and not path.exists():  # connecting would leave an empty file
-        return tables, dict.fromkeys(profiles, f"there is no SQLite file {path}")
-    engine = create_engine(url, pool_size=1)
+        return {}, dict.fromkeys(estate.profiles, f"there is no SQLite file {path}")
+    tables: dict[str, dict[str, BoundTable]] = {}
+    why: dict[str, str] = {}
     try:
-        async with asyncio.timeout(10), engine.connect() as conn:
-            await conn.execution_options(**READ_ONLY)  # SQLite: no write lock taken
-            for name, profile in profiles.items():
+        async with asyncio.timeout(10), estate.connect() as conn:
+            for name, profile in estate.profiles.items():
                 try:
                     tables[name] = await profile.tables(conn)
                 except QueuebotError as exc:
                     why[name] = exc.message
-    except (DBAPIError, OSError, TimeoutError) as exc:
-        said = (
-            error_line(exc)
-            if isinstance(exc, DBAPIError)
-            else "no answer within 10 s"
-            if isinstance(exc, TimeoutError)
-            else str(exc)
-        )
-        why = dict.fromkeys(profiles, f"the queue database could not be read: {said}")
-        tables = {}
-    finally:
-        await engine.dispose()
+    except TimeoutError:
+        return {}, dict.fromkeys(estate.profiles, "the queue database gave no answer in 10 s")
+    except QueuebotError as exc:  # it cannot be reached or read
+        return {}, dict.fromkeys(estate.profiles, exc.message)
     return tables, why
 
 
 async def _indexes(config: Config) -> int:
     from services.db import normalise_url
-    from services.estate.registry import shipped_profiles
 
     dialect = (
         "postgresql"
@@ -686,11 +674,13 @@ async def _indexes(config: Config) -> int:
         if dialect == "postgresql"
         else "-- SQLite.",
     ]
-    profiles = {
-        name: shipped_profiles().get(cfg.profile)(name, cfg) for name, cfg in config.queues.items()
-    }
-    tables, why = await _estate_tables(config.env.estate_url, profiles)
-    for name, profile in profiles.items():
+    engine = create_engine(config.env.estate_url, pool_size=1)
+    try:
+        estate = Estate(engine=engine, queues=config.queues)
+        tables, why = await _estate_tables(estate, config.env.estate_url)
+    finally:
+        await engine.dispose()
+    for name, profile in estate.profiles.items():
         out.append(f"\n-- queue {name} ({profile.name})")
         found = tables.get(name)
         if found is None:  # one line, whatever the reason says
