@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import sys
@@ -17,10 +18,13 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from bot.bootstrap import build_app
+from bot.discord.client import DiscordLink
+from bot.discord.interactions import resume as discord_resume
 from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
 from bot.http import build_http_app
 from bot.readiness import SlackProblem
+from bot.recovery import Platform, Recovery
 from bot.slack.app import (
     SLACK_FAILURES,
     BotIdentity,
@@ -30,9 +34,11 @@ from bot.slack.app import (
     web_client,
 )
 from bot.slack.listeners import SlackWiring
+from bot.slack.listeners import resume as slack_resume
 from bot.worker import background, chat_notifier
 from services.config import Config, EnvSettings
 from services.errors import ConfigError
+from services.ledger import DeliveryLedger
 from services.notify import FanoutNotifier
 
 log = logging.getLogger("queuebot")
@@ -203,6 +209,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             slack = None
             if setup.http or setup.socket:
                 identity = BotIdentity(web_client(config.env))
+                wiring.in_channel = identity.post_in_channel  # answers past a response_url's life
                 slack = await build_slack_app(config.env, wiring, identity=identity)
             if slack is not None and setup.socket and config.env.slack_app_token is not None:
                 app_token = config.env.slack_app_token.get_secret_value()
@@ -213,6 +220,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 if discord_posts is not None:
                     discord_posts.attach(discord.client)
                 discord.start()
+            recovery = _recovery(app.ledger, wiring if slack is not None else None, discord)
             http = build_http_app(
                 app=app,
                 slack=slack,
@@ -235,7 +243,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                     "alerts to /alerts/alertmanager"
                 )
             settle_heap()
-            async with background(config, app):
+            async with recovery.running(), background(config, app):
                 await server.serve(sockets=[listener])
             return 0
         finally:
@@ -251,6 +259,25 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await _close_chat(identity, slack, posts)
     finally:
         listener.close()
+
+
+def _recovery(
+    ledger: DeliveryLedger, slack: SlackWiring | None, discord: DiscordLink | None
+) -> Recovery:
+    """Finishing, for each platform this process speaks, what a dead process acknowledged."""
+    platforms: list[Platform] = []
+    if slack is not None:
+        platforms.append(Platform("slack:", functools.partial(slack_resume, slack)))
+    if discord is not None:
+        wiring = discord.client.wiring
+        platforms.append(
+            Platform(
+                "discord:",
+                functools.partial(discord_resume, wiring),
+                ready=lambda: discord.problem() is None,
+            )
+        )
+    return Recovery(ledger, platforms)
 
 
 async def _close_chat(

@@ -301,3 +301,21 @@ def _one_help(spec: CommandSpec) -> Message:
     if spec.role != "viewer":
         blocks.append(Text(f"Needs the {spec.role} role."))
     return Message(f"{spec.usage}: {spec.summary}", tuple(blocks))
+
+
+RESTART_TITLE = "Done before a restart"
+
+
+def done_before_restart(asked: str, outcome: str | None) -> Reply:
+    """The answer to a change that committed just before its process died, given by the
+    process that took the delivery over: what it did, and that it did it once."""
+    did = outcome or "it was carried out"
+    text = (
+        f"{did}. queuebot restarted after carrying out {asked} and before it could answer; "
+        "it was done once, and asking again is not needed. /queue pending lists the "
+        "requests still waiting for a decision."
+    )
+    return Reply(
+        Message(f"{RESTART_TITLE}: {text}", (Heading(RESTART_TITLE), Text(text))),
+        ephemeral=False,
+    )

@@ -16,6 +16,14 @@ for ``stale_after`` (its owner died) is taken over by exactly one later caller, 
 the old owner was only slow, its change finds the claim no longer its own and rolls back.
 So a redelivery after a crash acts exactly once. Several replicas share the ledger.
 
+A command or click is written down with what it asked (``request``: who, what, and where
+to answer) before the platform gets its acknowledgement, because Slack and Discord never
+send again what they saw acknowledged. Its claim stays held until the answer is out
+(``finish`` sets ``answered_at``); a claim whose owner died before that is an *orphan*,
+and ``adopt_orphans`` hands it to exactly one live process, which finishes the work (a
+change still acts once: ``complete_in``) or, when the change had committed, says what it
+did.
+
 Methods without a connection are their own transaction; ``complete_in`` runs in the
 caller's. The same claims serve work that must be done once but can fail half-way (a
 plan's message: ``release`` gives the claim back so the next caller tries again).
@@ -29,7 +37,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -65,6 +73,18 @@ class Claim:
     token: datetime
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """An acknowledged delivery whose owner died before answering, now this process's:
+    ``state`` is ``claimed`` (the work may not have happened) or ``done`` (a change
+    committed; ``outcome`` says what it did)."""
+
+    claim: Claim
+    state: str
+    request: dict[str, Any]
+    outcome: str | None
+
+
 class DeliveryLedger:
     def __init__(
         self,
@@ -79,11 +99,21 @@ class DeliveryLedger:
         self.owner = owner or process_owner()
         self.stale_after = stale_after
 
-    async def claim(self, key: str, *, stale_after: timedelta | None = None) -> Claim | None:
+    async def claim(
+        self,
+        key: str,
+        *,
+        stale_after: timedelta | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> Claim | None:
         """Claim ``key`` for this process. None when it is done already, or another owner
         holds a claim it refreshed within ``stale_after`` (default: the ledger's); a
         staler claim is taken over by exactly one caller. Staleness is judged by the
-        caller's clock: replicas' clocks must agree to well within ``stale_after``."""
+        caller's clock: replicas' clocks must agree to well within ``stale_after``.
+
+        ``request`` (JSON) writes down what the delivery asks and where to answer it: an
+        adapter claims with it before acknowledging, so that a process that dies after
+        the acknowledgement leaves an orphan another finishes (``adopt_orphans``)."""
         key = key[:KEY_LENGTH]
         stale_after = self.stale_after if stale_after is None else stale_after
         now = self.clock()
@@ -92,7 +122,13 @@ class DeliveryLedger:
             insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
             inserted = await conn.execute(
                 insert(_deliveries)
-                .values(key=key, seen_at=now, state=CLAIMED, owner=owner)
+                .values(
+                    key=key,
+                    seen_at=now,
+                    state=CLAIMED,
+                    owner=owner,
+                    request=sa.null() if request is None else request,  # not JSON null
+                )
                 .on_conflict_do_nothing()
                 .returning(_deliveries.c.key)  # not rowcount: psycopg says -1 here
             )
@@ -105,29 +141,79 @@ class DeliveryLedger:
                     _deliveries.c.state == CLAIMED,
                     _deliveries.c.seen_at < now - stale_after,
                 )
-                .values(seen_at=now, owner=owner)
+                .values(
+                    seen_at=now,
+                    owner=owner,
+                    **({} if request is None else {"request": request}),
+                )
                 .returning(_deliveries.c.key)
             )
             return Claim(key, owner, now) if taken.first() is not None else None
 
     async def heartbeat(self, claim: Claim) -> bool:
-        """Refresh a claim in progress; False when it is no longer this owner's."""
+        """Refresh a claim in progress, until its answer is out (a change marks its key
+        done before answering); False when it is no longer this owner's."""
         async with transaction(self.engine, subject="the delivery ledger") as conn:
             refreshed = await conn.execute(
                 _deliveries.update()
-                .where(*_held(claim))
+                .where(*_owned(claim), _deliveries.c.answered_at.is_(None))
                 .values(seen_at=self.clock())
                 .returning(_deliveries.c.key)
             )
             return refreshed.first() is not None
 
     async def finish(self, claim: Claim) -> None:
-        """Mark the key done (after a read's answer, or a refusal), unless a change
-        already did, or someone took the claim over."""
+        """The answer is out (or cannot go anywhere): mark the key done and answered,
+        unless someone took the claim over."""
+        now = self.clock()
         async with transaction(self.engine, subject="the delivery ledger") as conn:
             await conn.execute(
-                _deliveries.update().where(*_held(claim)).values(state=DONE, done_at=self.clock())
+                _deliveries.update()
+                .where(*_owned(claim))
+                .values(
+                    state=DONE,
+                    done_at=sa.func.coalesce(_deliveries.c.done_at, now),
+                    answered_at=now,
+                )
             )
+
+    async def adopt_orphans(self, *, prefixes: tuple[str, ...], limit: int = 20) -> list[Orphan]:
+        """Take over acknowledged deliveries (keys starting with one of ``prefixes``)
+        whose owner stopped refreshing them before their answer went out (it died): each
+        goes to exactly one caller, oldest first."""
+        now = self.clock()
+        owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
+        cutoff = now - self.stale_after
+        stale = (
+            _deliveries.c.answered_at.is_(None),
+            _deliveries.c.request.is_not(None),
+            _deliveries.c.seen_at < cutoff,
+            sa.or_(*(_deliveries.c.key.startswith(p, autoescape=True) for p in prefixes)),
+        )
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
+            candidates = (
+                sa.select(_deliveries.c.key)
+                .where(*stale)
+                .order_by(_deliveries.c.seen_at)
+                .limit(limit)
+            )
+            if conn.dialect.name == "postgresql":
+                candidates = candidates.with_for_update(skip_locked=True)
+            taken = await conn.execute(
+                _deliveries.update()
+                .where(_deliveries.c.key.in_(candidates.scalar_subquery()), *stale)
+                .values(seen_at=now, owner=owner)
+                .returning(
+                    _deliveries.c.key,
+                    _deliveries.c.state,
+                    _deliveries.c.request,
+                    _deliveries.c.outcome,
+                )
+            )
+            return [
+                Orphan(Claim(row.key, owner, now), row.state, dict(row.request), row.outcome)
+                for row in taken
+            ]
 
     async def release(self, claim: Claim) -> None:
         """Give a claim back so that the next caller may try the work again; only this
@@ -147,24 +233,39 @@ class DeliveryLedger:
             return await forget(conn, before=self.clock() - age)
 
 
-async def complete_in(conn: AsyncConnection, claim: Claim, *, now: datetime) -> None:
+async def complete_in(
+    conn: AsyncConnection, claim: Claim, *, now: datetime, outcome: str | None = None
+) -> None:
     """Inside a change's transaction: the delivery that asked for it is done, together
     with the change. When the claim is no longer this owner's (taken over by another
     process while this one was stalled) the change must not happen: ``ConcurrentChange``
-    rolls it back, and the new owner acts instead."""
+    rolls it back, and the new owner acts instead. ``outcome`` says in a few words what
+    the change did ("CR-7 requested"), for the answer given if this process dies before
+    its own answer is out."""
     done = await conn.execute(
         _deliveries.update()
         .where(*_held(claim))
-        .values(state=DONE, done_at=now)
+        .values(state=DONE, done_at=now, outcome=None if outcome is None else outcome[:200])
         .returning(_deliveries.c.key)
     )
     if done.first() is None:
         raise ConcurrentChange(subject="this delivery")
 
 
+async def note_outcome(conn: AsyncConnection, claim: Claim | None, outcome: str) -> None:
+    """Inside a change's transaction, once the change knows what it did: the few words
+    (``CR-7 requested``) a restarted process says if this one dies before answering."""
+    if claim is not None:
+        await conn.execute(_deliveries.update().where(*_owned(claim)).values(outcome=outcome[:200]))
+
+
 async def forget(conn: AsyncConnection, *, before: datetime) -> int:
     result = await conn.execute(_deliveries.delete().where(_deliveries.c.seen_at < before))
     return int(result.rowcount)
+
+
+def _owned(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:
+    return (_deliveries.c.key == claim.key, _deliveries.c.owner == claim.owner)
 
 
 def _held(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:

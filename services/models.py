@@ -139,12 +139,25 @@ class Delivery(Base):
     be done once: claimed by one owner while in progress, then done."""
 
     __tablename__ = "qb_deliveries"
+    __table_args__ = (
+        sa.Index(
+            "ix_qb_deliveries_unanswered",
+            "seen_at",
+            postgresql_where=sa.text("answered_at IS NULL AND request IS NOT NULL"),
+            sqlite_where=sa.text("answered_at IS NULL AND request IS NOT NULL"),
+        ),
+    )
 
     key: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(index=True)  # claimed, or last heartbeat
     state: Mapped[str] = mapped_column(sa.String(16), server_default="done")
     owner: Mapped[str | None] = mapped_column(sa.String(64))
     done_at: Mapped[datetime | None]
+    # what an acknowledged command or click asked and where to answer it (written before
+    # the acknowledgement); when its answer went out; what a change it made did
+    request: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(none_as_null=True))
+    answered_at: Mapped[datetime | None]
+    outcome: Mapped[str | None] = mapped_column(sa.String(200))
 
 
 class OutboxItem(Base):

@@ -14,7 +14,7 @@ from typing import Any
 import discord
 
 from bot.discord import actions
-from bot.discord.interactions import DiscordWiring, run_command
+from bot.discord.interactions import Asked, DiscordWiring, run_command
 from bot.discord.render import Rendered, label
 from commands import messages
 from commands.reply import Reply
@@ -69,7 +69,7 @@ class _Clicks:
         await run_command(
             w,
             interaction,
-            lambda: decision,
+            Asked(action_id=self.action_id),
             private=True,
             where=f"Discord button {self.action_id}",
         )

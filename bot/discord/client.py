@@ -103,6 +103,7 @@ class QueuebotClient(discord.Client):
         super().__init__(intents=discord.Intents(guilds=True), **options)
         self.wiring = wiring
         self.wiring.view = buttons.view_for
+        self.wiring.client = self  # answers for interactions another process deferred
         self.guild_id = guild
         self.ask_gateway = ask_gateway
         self.tree = Tree(self)

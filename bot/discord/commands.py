@@ -17,9 +17,9 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from bot.discord.interactions import DiscordWiring, run_command
+from bot.discord.interactions import Asked, DiscordWiring, run_command
 from commands.catalog import group_specs
-from commands.options import Option, from_options, options_of
+from commands.options import Option, options_of
 from commands.parser import GROUPS
 from commands.spec import CommandSpec
 
@@ -90,7 +90,7 @@ def subcommand(spec: CommandSpec, choices: Choices) -> app_commands.Command[Any,
         await run_command(
             wiring,
             interaction,
-            lambda: from_options(spec.group, spec.name, values),
+            Asked(group=spec.group, name=spec.name, values=values),
             private=_private(spec, values),
             where=f"Discord {spec.path}",
         )

@@ -18,19 +18,24 @@ import asyncio
 import contextlib
 import io
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import discord
 
 from bot.boundary import answer
+from bot.discord.actions import decision
 from bot.discord.render import ATTACHMENT, Rendered, render
+from commands import messages
 from commands.context import Invocation, new_correlation_id
 from commands.model import Approve, Command, Reject
+from commands.options import from_options
 from commands.reply import Reply
 from commands.router import Router
-from services.ledger import HEARTBEAT, Claim, DeliveryLedger
+from services.errors import UsageError
+from services.ledger import CLAIMED, HEARTBEAT, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
 log = logging.getLogger("queuebot.discord")
@@ -50,6 +55,7 @@ class DiscordWiring:
     ledger: DeliveryLedger
     view: ViewFactory = lambda rendered: None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    client: discord.Client | None = None  # set by the client that carries this wiring
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Keep a strong reference to work started after the first response."""
@@ -94,49 +100,249 @@ async def first_response(interaction: discord.Interaction[Any], *, private: bool
     return True
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What an interaction asks, in a form the ledger keeps: a catalogue command with its
+    option values, or a button's custom_id. ``command`` reads it (a UsageError there is
+    the boundary's to say)."""
+
+    group: str = ""
+    name: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    action_id: str = ""
+
+    def command(self) -> Command:
+        if self.action_id:
+            decided = decision(self.action_id)
+            if decided is None:
+                raise UsageError(f"the button {self.action_id} names nothing queuebot can do")
+            return decided
+        return from_options(self.group, self.name, self.values)
+
+    def words(self) -> str:
+        """What the person asked, for an answer given after a restart."""
+        if self.action_id:
+            return f"your click on {self.action_id}"
+        shown = " ".join(f"{k}:{v}" for k, v in self.values.items() if v is not None)
+        return f"/{self.group} {self.name} {shown}".strip()
+
+
+def key_of(interaction: discord.Interaction[Any]) -> str:
+    return f"discord:interaction:{interaction.id}"
+
+
 async def run_command(
     w: DiscordWiring,
     interaction: discord.Interaction[Any],
-    command: Callable[[], Command],
+    asked: Asked,
     *,
     private: bool,
     where: str,
 ) -> None:
-    """Answer a slash command or a click: defer, run the command once, then answer."""
+    """Answer a slash command or a click: write down what it asks and where to answer,
+    defer, run the command once, then answer. A process that dies after the defer leaves
+    the ledger row for another to finish (``resume``)."""
+    claim: Claim | None = None
+    recorded = True
+    try:
+        claim = await w.ledger.claim(
+            key_of(interaction), request=request_of(w, interaction, asked, private, where)
+        )
+    except Exception as exc:  # the database is away: the work will say so
+        log.debug("could not write down interaction %s: %s", interaction.id, type(exc).__name__)
+        recorded = False
+    if recorded and claim is None:
+        log.info("interaction %s acted on or in hand already, ignored", interaction.id)
+        return
     live = await first_response(interaction, private=private)
     inv = invocation(w, interaction)
-    claim: Claim | None = None
+
+    async def deliver_here(reply: Reply, rewrite: bool) -> None:
+        await deliver(w, interaction, reply, live=live, deferred_private=private, rewrite=rewrite)
+
+    await _work(
+        w,
+        inv,
+        asked,
+        claim,
+        key=key_of(interaction),
+        where=where,
+        answer_with=deliver_here,
+        component=_is_click(interaction),
+    )
+
+
+def _is_click(interaction: discord.Interaction[Any]) -> bool:
+    return interaction.type == discord.InteractionType.component
+
+
+async def _work(
+    w: DiscordWiring,
+    inv: Invocation,
+    asked: Asked,
+    claim: Claim | None,
+    *,
+    key: str,
+    where: str,
+    answer_with: Callable[[Reply, bool], Awaitable[None]],
+    component: bool,
+) -> None:
+    """Run the command once under its claim (kept fresh until the answer is out), answer,
+    and mark the delivery answered."""
+    beating: asyncio.Task[None] | None = None
     decided: list[Command] = []
 
     async def run() -> Reply | None:
-        nonlocal claim
-        built = command()  # a UsageError here is the boundary's to say
+        nonlocal claim, beating
+        built = asked.command()
         decided.append(built)
-        claim = await w.ledger.claim(f"discord:interaction:{interaction.id}")
         if claim is None:
-            log.info("interaction %s acted on already, ignored", interaction.id)
+            claim = await w.ledger.claim(key)
+        if claim is None:
+            log.info("%s acted on or in hand already, ignored", key)
             return None
         beating = asyncio.create_task(_keep_fresh(w.ledger, claim))
+        return await w.router.handle(built, replace(inv, delivery=claim))
+
+    try:
+        reply = await answer(run(), correlation_id=inv.correlation_id, where=where)
         try:
-            return await w.router.handle(built, replace(inv, delivery=claim))
+            if reply is not None:
+                rewrite = (
+                    bool(decided)
+                    and isinstance(decided[0], Approve | Reject)
+                    and not reply.error
+                    and component
+                )
+                await answer_with(reply, rewrite)
         finally:
+            if claim is not None:
+                await answer(w.ledger.finish(claim), correlation_id=inv.correlation_id, where=where)
+    finally:
+        if beating is not None:
             beating.cancel()
 
-    reply = await answer(run(), correlation_id=inv.correlation_id, where=where)
+
+def request_of(
+    w: DiscordWiring,
+    interaction: discord.Interaction[Any],
+    asked: Asked,
+    private: bool,
+    where: str,
+) -> dict[str, Any]:
+    """What the ledger keeps of an interaction: enough to do it and answer it again (the
+    token answers for 15 minutes; the channel after)."""
+    return {
+        "platform": "discord",
+        "where": where,
+        "user": str(interaction.user.id),
+        "channel": str(interaction.channel_id) if interaction.channel_id is not None else None,
+        "application_id": str(interaction.application_id),
+        "token": interaction.token,
+        "component": _is_click(interaction),
+        "private": private,
+        "group": asked.group,
+        "name": asked.name,
+        "values": asked.values,
+        "action_id": asked.action_id,
+        "acked_at": w.ledger.clock().isoformat(),
+    }
+
+
+async def resume(w: DiscordWiring, orphan: Orphan) -> None:
+    """Finish an interaction another process deferred and died on: do it (a change still
+    acts once), or, where its change had committed, say what it did; the answer goes on
+    the interaction's token while it lives, to the channel after, mentioning the person."""
+    request = orphan.request
+    asked = Asked(
+        group=str(request.get("group") or ""),
+        name=str(request.get("name") or ""),
+        values=dict(request.get("values") or {}),
+        action_id=str(request.get("action_id") or ""),
+    )
+    where = str(request.get("where") or "Discord")
+    user, channel = str(request["user"]), request.get("channel")
+    log.info("finishing %s, deferred by a process that stopped before answering", orphan.claim.key)
+
+    async def deliver_late(reply: Reply, rewrite: bool) -> None:
+        await answer_late(w, request, reply)
+
+    inv = Invocation(
+        person=w.directory.by_account("discord", user),
+        platform="discord",
+        account=user,
+        channel=str(channel) if channel is not None else None,
+        correlation_id=new_correlation_id(),
+    )
+    if orphan.state == CLAIMED:
+        await _work(
+            w,
+            inv,
+            asked,
+            orphan.claim,
+            key=orphan.claim.key,
+            where=where,
+            answer_with=deliver_late,
+            component=False,
+        )
+        return
     try:
-        if reply is not None:
-            rewrite = (
-                bool(decided)
-                and isinstance(decided[0], Approve | Reject)
-                and not reply.error
-                and interaction.type == discord.InteractionType.component
-            )
-            await deliver(
-                w, interaction, reply, live=live, deferred_private=private, rewrite=rewrite
-            )
+        await answer_late(w, request, messages.done_before_restart(asked.words(), orphan.outcome))
     finally:
-        if claim is not None:
-            await answer(w.ledger.finish(claim), correlation_id=inv.correlation_id, where=where)
+        await answer(w.ledger.finish(orphan.claim), correlation_id=inv.correlation_id, where=where)
+
+
+async def answer_late(w: DiscordWiring, request: dict[str, Any], reply: Reply) -> None:
+    """An answer for an interaction this process never saw: a follow-up on its token
+    while the token lives (the first one fills a deferred "thinking…"), else the channel."""
+    client = w.client
+    if client is None:
+        log.warning("an interaction's answer is ready but Discord is not connected")
+        return
+    private = reply.ephemeral or reply.error
+    rendered = render(reply.message)
+    view = w.view(rendered)
+    acked = _when(request.get("acked_at"))
+    if acked is not None and (discord.utils.utcnow() - acked).total_seconds() < TOKEN_LIFE - 30:
+        hook = discord.Webhook.from_state(
+            data={"id": request["application_id"], "type": 3, "token": request["token"]},
+            state=client._connection,
+        )
+        kwargs: dict[str, Any] = {
+            "content": rendered.content,
+            "ephemeral": private,
+            "allowed_mentions": NO_MENTIONS,
+        }
+        if view is not None:
+            kwargs["view"] = view
+        if rendered.attachment is not None:
+            kwargs["file"] = discord.File(io.BytesIO(rendered.attachment), filename=ATTACHMENT)
+        try:
+            await hook.send(**kwargs)
+            return
+        except discord.HTTPException as exc:
+            if exc.code not in DEAD_TOKEN and exc.status not in (401, 404):
+                log.warning("Discord refused an answer: %s %s %s", exc.status, exc.code, exc.text)
+                return
+    channel_id = request.get("channel")
+    if channel_id is None:
+        log.warning("an interaction's answer is ready and there is no channel to answer in")
+        return
+    await _in_channel(
+        client.get_partial_messageable(int(channel_id)),
+        str(request["user"]),
+        rendered,
+        view,
+        private=private,
+    )
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 async def deliver(
@@ -219,7 +425,18 @@ async def in_channel(
     if channel is None or not isinstance(channel, discord.abc.Messageable):
         log.warning("interaction %s expired and has no channel to answer in", interaction.id)
         return
-    mention = f"<@{interaction.user.id}>"
+    await _in_channel(channel, str(interaction.user.id), rendered, view, private=private)
+
+
+async def _in_channel(
+    channel: Any,
+    user: str,
+    rendered: Rendered,
+    view: discord.ui.View | None,
+    *,
+    private: bool,
+) -> None:
+    mention = f"<@{user}>"
     try:
         if private:
             await channel.send(

@@ -27,6 +27,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.ratelimited_log import RateLimitedLog
 from bot.slack.listeners import SlackWiring, register
+from bot.slack.render import blocks, fallback_text
+from commands.reply import Reply
 from services.config import EnvSettings
 from services.errors import ConfigError
 
@@ -108,6 +110,27 @@ class BotIdentity(AsyncAuthorize):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    async def post_in_channel(self, channel: str, user: str, reply: Reply) -> None:
+        """An answer Slack no longer takes at its response_url (a process finished the
+        work long after the ack), posted in the channel, mentioning the person. An answer
+        meant only for them is not shown to everyone: they are told to ask again."""
+        mention = f"<@{user}>"
+        if reply.ephemeral or reply.error:
+            text = (
+                f"{mention} your answer was ready after Slack stopped taking answers to "
+                "that command; ask again to see it."
+            )
+            body: dict[str, Any] = {"text": text}
+        else:
+            body = {
+                "text": f"{mention} {fallback_text(reply.message)}",
+                "blocks": blocks(reply.message),
+            }
+        try:
+            await self._client.chat_postMessage(channel=channel, **body)
+        except SLACK_FAILURES as exc:
+            log.warning("could not answer in channel %s: %s", channel, slack_failure(exc))
 
     async def check(self) -> None:
         """At start. A failure is only logged: the first request asks again."""

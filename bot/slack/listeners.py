@@ -20,6 +20,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,7 +43,7 @@ from commands.model import Approve, Command, Declare, Dlq, Notify, Reject, Triag
 from commands.parser import GROUPS
 from commands.reply import Reply
 from commands.router import Router
-from services.ledger import HEARTBEAT, Claim, DeliveryLedger
+from services.ledger import CLAIMED, HEARTBEAT, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
@@ -54,6 +55,9 @@ READ_ACTION = re.compile(r"^q:(triage|failed):([a-z][a-z0-9_-]{0,31})\Z")
 # an alert thread's Declare incident (its group), an incident's Send draft (its audience)
 INCIDENT_ACTION = re.compile(r"^inc:(declare|draft):([0-9]{1,12})(?::([a-z][a-z0-9_-]{0,63}))?\Z")
 ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bolt's context
+# Slack takes answers at a response_url for 30 minutes; one later goes to the channel.
+RESPONSE_URL_LIFE = timedelta(minutes=29)
+InChannel = Callable[[str, str, Reply], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,8 @@ class Delivery:
     group: str = ""
     text: str = ""
     thread: str | None = None
-    decision: Command | None = None  # a button: Approve or Reject
+    decision: Command | None = None  # a button: the command it stands for
+    action_id: str = ""  # a button's, from which ``decision`` is read again after a crash
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class SlackWiring:
     slack_api_base_url: str = "https://slack.com/api/"
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     session: aiohttp.ClientSession | None = None
+    # posts an answer in a channel, mentioning the person (set where Slack's Web API is)
+    in_channel: InChannel | None = None
     refused: RateLimitedLog = field(
         default_factory=lambda: RateLimitedLog(log, what="malformed Slack payloads refused")
     )
@@ -128,6 +135,18 @@ class SlackWiring:
             return
         if sent.status_code >= 400:
             log.warning("Slack refused an answer: HTTP %s %s", sent.status_code, sent.body)
+
+    async def answer_late(
+        self, d: Delivery, reply: Reply, *, acked_at: datetime | None, rewrite: bool
+    ) -> None:
+        """Answer at the delivery's response_url while Slack takes answers there; past
+        that (work finished by another process long after the ack), in the channel,
+        mentioning the person."""
+        late = acked_at is not None and self.ledger.clock() - acked_at >= RESPONSE_URL_LIFE
+        if late and self.in_channel is not None and d.channel is not None:
+            await self.in_channel(d.channel, d.user, reply)
+            return
+        await self.answer(d.response_url, payload(reply, replace_original=rewrite))
 
     def dispatch(self, delivery: Delivery) -> None:
         """Answer an acknowledged delivery in a task of its own on this loop."""
@@ -199,14 +218,73 @@ def accepting(
         body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
     ) -> BoltResponse | None:
         try:
-            context[ACCEPTED] = read(body, slack_api=w.slack_api_base_url)
+            accepted = read(body, slack_api=w.slack_api_base_url)
         except Malformed as exc:
             w.refused("refused a signed Slack payload with 400: %s", exc)
             return BoltResponse(status=400, body=f"malformed Slack request: {exc}\n")
+        context[ACCEPTED] = (
+            await write_down(w, accepted) if isinstance(accepted, Delivery) else accepted
+        )
         await next()
         return None
 
     return accept
+
+
+@dataclass(frozen=True)
+class WrittenDown:
+    """A delivery as the ledger took it before the ack: ``claim`` is this process's
+    (None: a repeat, acted on or in hand elsewhere), or ``recorded`` is False when the
+    ledger could not be written (the database is away: the work will say so)."""
+
+    delivery: Delivery
+    claim: Claim | None
+    recorded: bool = True
+
+
+async def write_down(w: SlackWiring, d: Delivery) -> WrittenDown:
+    """Claim the delivery with what it asks and where to answer, before Slack gets its
+    acknowledgement: Slack never sends again what it saw acknowledged, so a process that
+    dies after the ack leaves this row for another to finish (``resume``)."""
+    try:
+        claim = await w.ledger.claim(d.key, request=request_of(d, acked_at=w.ledger.clock()))
+    except Exception as exc:  # answered by the work itself (one line, "Database unavailable")
+        log.debug("could not write down %s before the ack: %s", d.key, type(exc).__name__)
+        return WrittenDown(d, None, recorded=False)
+    return WrittenDown(d, claim)
+
+
+def request_of(d: Delivery, *, acked_at: datetime) -> dict[str, Any]:
+    """What the ledger keeps of a delivery: enough to do it and answer it again."""
+    return {
+        "platform": "slack",
+        "where": d.where,
+        "user": d.user,
+        "channel": d.channel,
+        "thread": d.thread,
+        "response_url": d.response_url,
+        "group": d.group,
+        "text": d.text,
+        "action_id": d.action_id,
+        "acked_at": acked_at.isoformat(),
+    }
+
+
+def delivery_of(key: str, request: dict[str, Any]) -> Delivery:
+    """The delivery a ledger row wrote down (``request_of``), read back."""
+    action_id = str(request.get("action_id") or "")
+    return Delivery(
+        key=key,
+        where=str(request.get("where") or "Slack"),
+        user=str(request["user"]),
+        channel=request.get("channel"),
+        response_url=str(request.get("response_url") or ""),
+        group=str(request.get("group") or ""),
+        text=str(request.get("text") or ""),
+        thread=request.get("thread"),
+        decision=decision_for(action_id) if action_id else None,
+        action_id=action_id,
+    )
 
 
 def _listener(w: SlackWiring) -> Any:
@@ -215,8 +293,14 @@ def _listener(w: SlackWiring) -> Any:
         if isinstance(accepted, UnknownButton):
             reply = messages.unknown_button(accepted.action_id)
             w.spawn(w.answer(accepted.response_url, payload(reply)))
+        elif not accepted.recorded:
+            w.dispatch(accepted.delivery)
+        elif accepted.claim is None:
+            log.info(
+                "repeated delivery %s: acted on or in hand already, ignored", accepted.delivery.key
+            )
         else:
-            w.dispatch(accepted)
+            w.spawn(handle_delivery(w, accepted.delivery, claimed=accepted.claim))
 
     return on_accepted
 
@@ -293,6 +377,24 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         raise Malformed("the action's action_id is missing or unreadable")
     response_url = answer_url(body.get("response_url"), slack_api)
     user = _id(_dig(body, "user", "id"), "user.id")
+    decision = decision_for(action_id)
+    if decision is None:
+        return UnknownButton(action_id, response_url)
+    return Delivery(
+        key=f"slack:action:{_id(_dig(action, 'action_ts'), 'action_ts')}:{user}:{action_id}",
+        where=f"Slack button {action_id}",
+        user=user,
+        channel=_optional_id(_dig(body, "channel", "id"), "channel.id"),
+        response_url=response_url,
+        thread=_optional_id(_dig(body, "container", "thread_ts"), "container.thread_ts"),
+        decision=decision,
+        action_id=action_id,
+    )
+
+
+def decision_for(action_id: str) -> Command | None:
+    """The command a queuebot button stands for, or None when it names nothing queuebot
+    can act on (``cr:approve:0``, an unknown verb)."""
     decision: Command
     read = READ_ACTION.match(action_id)
     matched = ACTION.match(action_id)
@@ -304,7 +406,7 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         elif verb == "draft" and audience is not None:
             decision = Notify(audience=audience, incident=str(number))
         else:
-            return UnknownButton(action_id, response_url)
+            return None
     elif read is not None:
         queue = read.group(2)
         decision = Triage(queue=queue) if read.group(1) == "triage" else Dlq(queue=queue)
@@ -313,16 +415,8 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         verb = matched.group(1)
         decision = Approve(request=number) if verb == "approve" else Reject(request=number)
     else:
-        return UnknownButton(action_id, response_url)
-    return Delivery(
-        key=f"slack:action:{_id(_dig(action, 'action_ts'), 'action_ts')}:{user}:{action_id}",
-        where=f"Slack button {action_id}",
-        user=user,
-        channel=_optional_id(_dig(body, "channel", "id"), "channel.id"),
-        response_url=response_url,
-        thread=_optional_id(_dig(body, "container", "thread_ts"), "container.thread_ts"),
-        decision=decision,
-    )
+        return None
+    return decision
 
 
 def _host(url: str) -> str:
@@ -335,43 +429,91 @@ def _host(url: str) -> str:
         return "an unreadable URL"
 
 
-async def handle_delivery(w: SlackWiring, d: Delivery) -> None:
+async def handle_delivery(
+    w: SlackWiring,
+    d: Delivery,
+    *,
+    claimed: Claim | None = None,
+    acked_at: datetime | None = None,
+) -> None:
     """Answer one acknowledged delivery: once per ledger key, through the one error
     boundary, back to its response_url.
 
-    The key is claimed first and kept fresh while the work runs. A change marks it done
-    in its own transaction; anything else (a read, a refusal) is marked done once its
-    answer is out. A crash in between leaves a claim that goes stale, and the platform's
-    redelivery takes it over: a read is answered again, a change acts once."""
+    The key is claimed before the ack (``claimed``; otherwise here) and kept fresh until
+    the answer is out. A change marks it done in its own transaction; the answer marks it
+    answered. A crash in between leaves a claim that goes stale, and another process
+    adopts it (``resume``): a read is answered again, a change acts once, or is said
+    to be done."""
     inv = invocation(w, d.user, d.channel, d.thread)
-    claim: Claim | None = None
+    claim: Claim | None = claimed
+    beating: asyncio.Task[None] | None = None
 
     async def run() -> Reply | None:
-        nonlocal claim
-        claim = await w.ledger.claim(d.key)
+        nonlocal claim, beating
+        if claim is None:
+            claim = await w.ledger.claim(d.key)
         if claim is None:
             log.info("repeated delivery %s: acted on or in hand already, ignored", d.key)
             return None
         beating = asyncio.create_task(_keep_fresh(w.ledger, claim))
+        work = replace(inv, delivery=claim)
+        if d.decision is not None:
+            return await w.router.handle(d.decision, work)
+        return await w.router.handle_text(d.group, d.text, work)
+
+    try:
+        reply = await answer(run(), correlation_id=inv.correlation_id, where=d.where)
+        if reply is None:
+            return
+        # A successful click rewrites the request's own message (who approved, the
+        # result); a refusal goes only to whoever clicked and leaves the buttons for
+        # someone else.
+        rewrite = isinstance(d.decision, Approve | Reject) and not reply.error
         try:
-            work = replace(inv, delivery=claim)
-            if d.decision is not None:
-                return await w.router.handle(d.decision, work)
-            return await w.router.handle_text(d.group, d.text, work)
+            await w.answer_late(d, reply, acked_at=acked_at, rewrite=rewrite)
         finally:
+            if claim is not None:  # answered (or unanswerable): nothing more to do
+                await answer(
+                    w.ledger.finish(claim), correlation_id=inv.correlation_id, where=d.where
+                )
+    finally:
+        if beating is not None:
             beating.cancel()
 
-    reply = await answer(run(), correlation_id=inv.correlation_id, where=d.where)
-    if reply is None:
+
+async def resume(w: SlackWiring, orphan: Orphan) -> None:
+    """Finish a delivery another process acknowledged and died on: do it (a change still
+    acts once), or, where its change had committed, say what it did; the answer goes to
+    the response_url while Slack takes answers there, to the channel after."""
+    d = delivery_of(orphan.claim.key, orphan.request)
+    acked_at = _when(orphan.request.get("acked_at"))
+    log.info("finishing %s, acknowledged by a process that stopped before answering", d.key)
+    if orphan.state == CLAIMED:
+        await handle_delivery(w, d, claimed=orphan.claim, acked_at=acked_at)
         return
-    # A successful click rewrites the request's own message (who approved, the result); a
-    # refusal goes only to whoever clicked and leaves the buttons for someone else.
-    rewrite = isinstance(d.decision, Approve | Reject) and not reply.error
+    reply = messages.done_before_restart(asked(d), orphan.outcome)
     try:
-        await w.answer(d.response_url, payload(reply, replace_original=rewrite))
+        await w.answer_late(d, reply, acked_at=acked_at, rewrite=False)
     finally:
-        if claim is not None:  # answered (or unanswerable): a redelivery does nothing more
-            await answer(w.ledger.finish(claim), correlation_id=inv.correlation_id, where=d.where)
+        await answer(w.ledger.finish(orphan.claim), correlation_id="-", where=d.where)
+
+
+def asked(d: Delivery) -> str:
+    """What the person asked, in their words, for an answer given after a restart."""
+    if isinstance(d.decision, Approve):
+        return f"your approval of CR-{d.decision.request}"
+    if isinstance(d.decision, Reject):
+        return f"your rejection of CR-{d.decision.request}"
+    if d.action_id:
+        return f"your click on {d.action_id}"
+    return f"/{d.group} {d.text}".strip()
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
 
 
 async def _keep_fresh(ledger: DeliveryLedger, claim: Claim) -> None:

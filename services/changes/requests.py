@@ -47,7 +47,7 @@ from services.estate.estate import Estate
 from services.estate.ops import Selector, Target, in_database
 from services.estate.profile import QueueProfile
 from services.jsonable import jsonable
-from services.ledger import Claim, complete_in
+from services.ledger import Claim, complete_in, note_outcome
 from services.plans import store as plan_store
 from services.scheduler import PostFailure, run_follow_ups
 
@@ -126,6 +126,7 @@ class ChangeRequests:
                     evidence=evidence,
                     origin=origin or {},
                 )
+                await note_outcome(conn, delivery, f"CR-{number} requested")
                 return await store.view(conn, number)
 
     async def approve(
@@ -142,8 +143,16 @@ class ChangeRequests:
                 if expired:
                     # committed all the same: the expiry is a fact, whatever became of it
                     await store.expire(conn, request, now, audit=self.audit)
+                    await note_outcome(conn, delivery, f"CR-{number} had expired: not approved")
                 else:
                     decision, follow_ups = await self._approve(conn, request, actor, now)
+                    await note_outcome(
+                        conn,
+                        delivery,
+                        f"CR-{number} approved and executed"
+                        if decision.executed
+                        else f"your approval of CR-{number} recorded ({decision.approvals} so far)",
+                    )
         if expired:
             raise RequestExpired(number=number, expired_at=request.expires_at)
         failures = await run_follow_ups(follow_ups, what=f"approval of CR-{number}")
@@ -186,6 +195,7 @@ class ChangeRequests:
                 reason=reason,
                 details={"withdrawn": own},
             )
+            await note_outcome(conn, delivery, f"CR-{number} {'withdrawn' if own else 'rejected'}")
             return await store.view(conn, number)
 
     async def pending(self, *, queue: str | None = None) -> list[ChangeView]:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.audit import Actor
 from services.db import reading, transaction
-from services.ledger import Claim, complete_in
+from services.ledger import Claim, complete_in, note_outcome
 from services.plans import store
 from services.plans.control import PlanControl
 from services.plans.model import PlanView
@@ -57,6 +57,7 @@ class Plans:
             view, post = await self.control.halt(
                 conn, number=number, actor=actor, reason=reason, now=now
             )
+            await note_outcome(conn, delivery, f"P-{number} halted")
             follow_ups.append(post)
         failures = await run_follow_ups(follow_ups, what=f"halt of P-{number}")
         return PlanOutcome(view, failures)

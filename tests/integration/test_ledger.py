@@ -127,3 +127,59 @@ async def test_old_keys_are_forgotten(shop: Shop) -> None:
     async with shop.engine.connect() as conn:
         kept = (await conn.execute(sa.text("SELECT count(*) FROM qb_deliveries"))).scalar_one()
     assert kept == 2  # "new", and "old" claimed again
+
+
+ASKED = {"platform": "slack", "user": "U0BOB", "text": "approve CR-1"}
+
+
+async def test_an_acknowledged_delivery_whose_owner_died_is_adopted_once(shop: Shop) -> None:
+    dead, replicas = ledger_of(shop), [ledger_of(shop) for _ in range(6)]
+    claim = await dead.claim("slack:command:o1", request=ASKED)
+    assert claim is not None
+    await dead.claim("slack:command:plain")  # nothing written down: never an orphan
+    assert await replicas[0].adopt_orphans(prefixes=("slack:",)) == []  # still fresh
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    adopted = await asyncio.gather(*(r.adopt_orphans(prefixes=("slack:",)) for r in replicas))
+    taken = [o for found in adopted for o in found]
+    assert [(o.claim.key, o.state, o.request) for o in taken] == [
+        ("slack:command:o1", "claimed", ASKED)
+    ]
+    assert not await dead.heartbeat(claim)  # the dead owner's claim is no longer its own
+    assert await replicas[0].adopt_orphans(prefixes=("slack:",)) == []  # kept fresh now
+
+
+async def test_only_unanswered_orphans_of_the_platforms_asked_are_adopted(shop: Shop) -> None:
+    dead, alive = ledger_of(shop), ledger_of(shop)
+    answered = await dead.claim("slack:command:o2", request=ASKED)
+    assert answered is not None
+    await dead.finish(answered)
+    assert await dead.claim("discord:interaction:3", request=ASKED) is not None
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    assert await alive.adopt_orphans(prefixes=("slack:",)) == []
+    found = await alive.adopt_orphans(prefixes=("discord:",))
+    assert [o.claim.key for o in found] == ["discord:interaction:3"]
+
+
+async def test_an_orphan_whose_change_committed_says_what_it_did(shop: Shop) -> None:
+    dead, alive = ledger_of(shop), ledger_of(shop)
+    claim = await dead.claim("slack:command:o3", request=ASKED)
+    assert claim is not None
+    beats = STALE.total_seconds() - 1
+    shop.clock.advance(seconds=beats)
+    assert await dead.heartbeat(claim)
+    view = await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(error_like="ffmpeg"),
+        reason="codec fixed",
+        actor=Actor("alice", "slack", "U0ALICE"),
+        delivery=claim,
+    )
+    shop.clock.advance(seconds=beats)
+    assert await dead.heartbeat(claim)  # done, not yet answered: still kept fresh
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    (orphan,) = await alive.adopt_orphans(prefixes=("slack:",))
+    assert (orphan.state, orphan.outcome) == ("done", f"CR-{view.number} requested")
+    await alive.finish(orphan.claim)
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    assert await alive.adopt_orphans(prefixes=("slack:",)) == []
