@@ -545,7 +545,7 @@ SEPARATE_DATABASES = (
 
 async def _config_check(config: Config) -> int:
     """Validate everything a start would need and say what is there."""
-    app: App = await build_app(config, migrate=False)
+    app: App = await build_app(config, migrate=False, writes=False)
     problems: list[str] = []
     lines = [
         f"config: {config.source or 'defaults (no file)'}",

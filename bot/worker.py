@@ -281,7 +281,7 @@ async def _work(config: Config, sock: socket.socket) -> None:
     sock.setblocking(False)
     discord_posts = discord_notifier(config, rest_only=True)  # no gateway here: REST
     posts = chat_notifier(config, discord_posts)
-    app = await build_app(config, notifier=posts, migrate=False)
+    app = await build_app(config, notifier=posts, migrate=False, announce=False)
     settle_heap()
     try:
 
