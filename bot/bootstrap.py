@@ -31,7 +31,6 @@ from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig, Role
 from services.db import create_engine, reading, redacted, same_database
-from services.errors import ConfigError
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
 from services.housekeeping.run import Housekeeper
@@ -42,7 +41,7 @@ from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
 from services.incidents.publish import IncidentPublisher
 from services.ledger import STALE, DeliveryLedger
 from services.metrics import Metrics
-from services.migrate import upgrade
+from services.migrate import require_newest, upgrade
 from services.notify import Notifier
 from services.outbox import Outbox
 from services.people import Directory
@@ -69,12 +68,12 @@ def audit_trail(config: Config) -> AuditTrail:
 
 
 async def check_audit_key(engine: AsyncEngine, audit: AuditTrail, *, announce: bool) -> None:
-    """Refuse to start with a key that cannot extend the trail (none for a keyed trail, or
-    another key than it was written with); say so when the trail is unkeyed."""
+    """Refuse to start, before anything is changed, with a key that cannot extend the
+    trail: none for a keyed trail (``AuditKeyMissing``, exit 3) or another key than it was
+    written with (``AuditKeyMismatch``, exit 2). Every process that writes audit events
+    runs this one check (``build_app``); ``announce`` warns when the trail is unkeyed."""
     async with reading(engine) as conn:
-        problem = await audit.key_problem(conn)
-    if problem is not None:
-        raise ConfigError(problem)
+        await audit.require_key(conn)
     if announce and not audit.keyed:
         log.warning(UNKEYED)
 
@@ -282,10 +281,15 @@ async def build_app(
     migrate: bool = True,
     notifier: Notifier | None = None,
     announce: bool = True,
+    writes: bool = True,
 ) -> App:
     """Build everything. With ``migrate`` (serve, console) queuebot's tables are brought up
-    to date and the audit key is checked against the trail; ``announce`` then warns when
-    the trail is unkeyed (the demo, on a throwaway SQLite file, does not)."""
+    to date first. With ``writes`` (every process that may write audit events: serve and
+    its worker, console, the demo, housekeep) the tables must be at the newest revision
+    and the audit key is checked against the trail before anything else, so a wrong key
+    changes nothing; ``announce`` then warns when the trail is unkeyed (the demo, on a
+    throwaway SQLite file, does not). ``config check`` only reads, and reports a key
+    problem itself."""
     # Shipped, then [runbooks] dir: a bad runbook stops the start, before any database work.
     runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
@@ -303,8 +307,10 @@ async def build_app(
         if migrate:
             revision = await upgrade(state_engine)
             log.info("queuebot state at %s is at revision %s", redacted(state_url), revision)
+        elif writes:
+            await require_newest(state_engine)
         audit = audit_trail(config)
-        if migrate:
+        if writes:
             await check_audit_key(state_engine, audit, announce=announce)
         estate = Estate(
             engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()

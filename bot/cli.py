@@ -39,6 +39,7 @@ from bot.demo import (
     running_demo_worker,
     write_demo_config,
 )
+from bot.logs import setup_logging
 from bot.serve import serve
 from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
@@ -231,11 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"queuebot: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(level)
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
@@ -545,7 +542,7 @@ SEPARATE_DATABASES = (
 
 async def _config_check(config: Config) -> int:
     """Validate everything a start would need and say what is there."""
-    app: App = await build_app(config, migrate=False)
+    app: App = await build_app(config, migrate=False, writes=False)
     problems: list[str] = []
     lines = [
         f"config: {config.source or 'defaults (no file)'}",

@@ -48,6 +48,7 @@ from bot.bootstrap import App, build_app, running_scheduler
 from bot.discord.notifier import DiscordNotifier
 from bot.discord.setup import discord_notifier
 from bot.heap import settle_heap
+from bot.logs import setup_logging
 from bot.slack.app import web_client
 from bot.slack.notifier import SlackNotifier
 from bot.slack.pacing import ChannelPacer
@@ -259,9 +260,7 @@ async def background(config: Config, app: App) -> AsyncIterator[None]:
 def work(config: Config, sock: socket.socket, level: int) -> None:
     """The worker process: runs until the front closes its end or SIGTERM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(level)
     with contextlib.suppress(OSError):
         os.nice(NICE)
     try:
@@ -281,7 +280,7 @@ async def _work(config: Config, sock: socket.socket) -> None:
     sock.setblocking(False)
     discord_posts = discord_notifier(config, rest_only=True)  # no gateway here: REST
     posts = chat_notifier(config, discord_posts)
-    app = await build_app(config, notifier=posts, migrate=False)
+    app = await build_app(config, notifier=posts, migrate=False, announce=False)
     settle_heap()
     try:
 

@@ -3,6 +3,7 @@ change requests, forgetting old delivery keys. Each reschedules itself."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -16,12 +17,14 @@ from services.alerts.desk import AlertDesk
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
 from services.changes import store as requests
+from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper
 from services.plans.engine import PlanEngine
 from services.plans.store import TICK
 from services.scheduler import FollowUp, Scheduler
 
+log = logging.getLogger("queuebot.housekeeping")
 SAMPLE = "queue.sample"
 EXPIRE = "change.expire"
 FORGET = "deliveries.forget"
@@ -97,14 +100,34 @@ def register(
         return [kick] if kick else []
 
     async def housekeep(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+        """The next run is scheduled in the scheduler's transaction; this one runs right
+        after it commits, as a run of its own (its webhook calls before its transaction,
+        never inside one). A crash between the two skips one run: the next comes at its
+        time, and the runs' guards make any run finish what an earlier one left."""
         if housekeeper is None or not housekeeper.config.periodic:  # turned off since
             return []
-        every = timedelta(minutes=housekeeper.config.every_minutes)
+        keeper = housekeeper
+        every = timedelta(minutes=keeper.config.every_minutes)
         await scheduler.schedule(
             conn, kind=HOUSEKEEP, subject=subject, due_at=now + every, created_at=now
         )
-        _, follow_ups = await housekeeper.run_in(conn, actor=Actor.system("housekeeping"), now=now)
-        return follow_ups
+
+        async def run_now() -> None:
+            try:
+                await keeper.run(actor=Actor.system("housekeeping"))
+            except QueuebotError as exc:  # a queue's setup, the database: one line
+                log.error(
+                    "periodic housekeeping did not run: %s (the next run is in %d min)",
+                    exc.message,
+                    keeper.config.every_minutes,
+                )
+            except Exception:
+                log.exception(
+                    "periodic housekeeping failed (the next run is in %d min)",
+                    keeper.config.every_minutes,
+                )
+
+        return [run_now]
 
     sched.register(SAMPLE, sample)
     sched.register(HOUSEKEEP, housekeep)

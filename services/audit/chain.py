@@ -135,6 +135,21 @@ class AuditKeyMissing(ConfigError):
         self.event = event
 
 
+class AuditKeyMismatch(ConfigError):
+    """The key given is not the one the trail's newest keyed event was sealed with:
+    appending with it would leave every later event unverifiable."""
+
+    def __init__(self, *, event: int) -> None:
+        super().__init__(
+            f"{KEY_VARIABLE} does not match the newest audit event ({event}), the trail's "
+            "head: it is another key than the trail was written with (or that event was "
+            f"altered), so nothing was written with it; set {KEY_VARIABLE} to the key the "
+            "trail was written with (the one `queuebot serve` uses) and run again, and run "
+            "`queuebot audit verify` with it to check the trail"
+        )
+        self.event = event
+
+
 @dataclass(frozen=True)
 class Verification:
     """What ``verify`` found: ``problem`` names the first thing that does not hold, and

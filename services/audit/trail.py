@@ -24,9 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.audit.chain import (
     GENESIS,
     HMAC_SHA256,
-    KEY_VARIABLE,
     Actor,
     Anchor,
+    AuditKeyMismatch,
     AuditKeyMissing,
     Verification,
     seal,
@@ -74,14 +74,6 @@ async def lock_chain(conn: AsyncConnection) -> None:
         await conn.execute(_head.update().where(sa.false()).values(last_id=_head.c.last_id))
 
 
-async def _tip(conn: AsyncConnection) -> sa.RowMapping | None:
-    """The newest event as the head names it (id, hash, scheme and what its seal covers)."""
-    found = await conn.execute(
-        sa.select(_events).join(_head, _head.c.last_id == _events.c.id).where(_head.c.id == 1)
-    )
-    return found.mappings().first()
-
-
 @dataclass(frozen=True)
 class NewEvent:
     """An event to append (``AuditTrail.append_many``): what ``append`` takes."""
@@ -105,6 +97,7 @@ class AuditTrail:
     def __init__(self, *, key: SecretStr | None = None) -> None:
         # Held as a secret, so no repr, log or traceback of this object shows it.
         self._secret = SecretBytes(key.get_secret_value().encode()) if key is not None else None
+        self._proven = False  # the key sealed one of this trail's keyed events correctly
 
     @property
     def _key(self) -> bytes | None:
@@ -161,12 +154,8 @@ class AuditTrail:
         head = (
             await conn.execute(sa.select(_head.c.last_id, _head.c.last_hash).where(_head.c.id == 1))
         ).first()
-        if head is not None and self._key is None:
-            scheme = (
-                await conn.execute(sa.select(_events.c.scheme).where(_events.c.id == head[0]))
-            ).scalar()
-            if scheme == HMAC_SHA256:
-                raise AuditKeyMissing(event=int(head[0]), doing="appending to it")
+        if head is not None:  # the tip cannot move while the chain is locked
+            await self._check_key(conn, int(head[0]))
         rows = self._sealed(events, str(head[1]) if head is not None else GENESIS)
         if head is not None and len(rows) > 1 and conn.dialect.name == "postgresql":
             # One round trip for them all (the driver pipelines the statements): each
@@ -230,20 +219,43 @@ class AuditTrail:
         ).first()
         return Anchor(int(head[0]), str(head[1])) if head is not None else None
 
-    async def key_problem(self, conn: AsyncConnection) -> str | None:
-        """Whether this trail can be extended with this key, checked on the newest event:
-        a keyed trail needs the key, and the key must be the one it was written with."""
-        tip = await _tip(conn)
-        if tip is None or tip["scheme"] != HMAC_SHA256:
-            return None
+    async def require_key(self, conn: AsyncConnection) -> None:
+        """Refuse a key that cannot extend this trail, before anything is written: a
+        keyed trail needs its key (``AuditKeyMissing``), and the key must be the one its
+        newest keyed event was sealed with (``AuditKeyMismatch``). An unkeyed trail takes
+        a key: its next event is its first keyed one. The one check every process that
+        writes audit events runs at its start; ``append`` runs it again on the tip it
+        extends, so a trail keyed by another process meanwhile is never extended with a
+        wrong key."""
+        head = (
+            await conn.execute(sa.select(_head.c.last_id).where(_head.c.id == 1))
+        ).scalar_one_or_none()
+        if head is not None:
+            await self._check_key(conn, int(head))
+
+    async def _check_key(self, conn: AsyncConnection, tip: int) -> None:
+        """``require_key`` on event ``tip``, the head. Once the key sealed a keyed event
+        of this trail correctly, it is the trail's key: later checks cost nothing."""
+        if self._proven:
+            return
+        scheme = (
+            await conn.execute(sa.select(_events.c.scheme).where(_events.c.id == tip))
+        ).scalar()
+        if scheme != HMAC_SHA256:
+            return
         if self._key is None:
-            return AuditKeyMissing(event=int(tip["id"]), doing="appending to it").message
-        if not sealed(tip, self._key):
-            return (
-                f"{KEY_VARIABLE} does not match the newest audit event ({tip['id']}): it is "
-                "another key than the trail was written with, or the event was altered; run "
-                "`queuebot audit verify`"
-            )
+            raise AuditKeyMissing(event=tip, doing="appending to it")
+        row = (await conn.execute(sa.select(_events).where(_events.c.id == tip))).mappings().first()
+        if row is None or not sealed(row, self._key):
+            raise AuditKeyMismatch(event=tip)
+        self._proven = True
+
+    async def key_problem(self, conn: AsyncConnection) -> str | None:
+        """What ``require_key`` would refuse, as a sentence (``config check``), or None."""
+        try:
+            await self.require_key(conn)
+        except (AuditKeyMissing, AuditKeyMismatch) as refused:
+            return refused.message
         return None
 
     async def verify(

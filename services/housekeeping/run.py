@@ -10,8 +10,11 @@ statement's guard holds and writes nothing.
 
 Part B tells a human of each retry-exhausted row before it retires it, and retires only
 those told: by chat (the ``RetryExhausted`` alert, where a chat platform is configured)
-or by the webhook (a 2xx answer). The alert and the retiring UPDATE commit together; a
-row nobody could be told of stays failed, and the summary says why.
+or by the webhook (a 2xx answer). The alert and the retiring UPDATE commit together. The
+webhook is called before the run's transaction, never inside it: no call leaves the
+process while the run holds the audit chain (or any lock), so a webhook that never
+answers delays only this run. A row nobody could be told of stays failed, and the
+summary says why.
 """
 
 from __future__ import annotations
@@ -25,20 +28,27 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import samples
 from services.audit import Actor, AuditTrail
-from services.db import transaction
+from services.db import reading, transaction
 from services.errors import UsageError
 from services.estate.estate import Estate
 from services.estate.profile import BoundTable, QueueProfile, plain
 from services.housekeeping import notices, parts
 from services.housekeeping.notices import Notice
 from services.housekeeping.report import PartReport, QueueReport, RowChange, RunReport, Step
-from services.housekeeping.webhook import Webhook
+from services.housekeeping.webhook import Webhook, idempotency_key
 from services.housekeeping_settings import PARTS, HousekeepingConfig
 from services.scheduler import FollowUp
 
 LOCK = 0x71B0_0015  # the advisory lock key of housekeeping runs
 WORKER_QUEUE = "worker_queue"
 MESSAGE_JOB = "message_job"
+KEY = "idempotency_key"  # a retry-exhausted row's notice, the same in every run
+LATE = (
+    "not retry-exhausted yet when this run told the webhook, before its transaction; "
+    "the next run tells it"
+)
+# What the webhook said of each notice, by its idempotency key: None when it took it.
+Answers = Mapping[str, str | None]
 
 
 def parse_only(text: str | None) -> tuple[str, ...]:
@@ -81,16 +91,39 @@ class Housekeeper:
     async def run(
         self, *, actor: Actor, dry_run: bool = False, only: Sequence[str] = PARTS
     ) -> RunReport:
-        """One run in a transaction of its own; the alert pipeline is woken after it."""
+        """One run: the webhook is told of each retry-exhausted row first, outside any
+        transaction; then the run's own transaction changes the rows (retiring only
+        those told); the alert pipeline is woken after it."""
+        answers = {} if dry_run else await self.tell_webhook(only=only)
         async with transaction(self.engine, subject="housekeeping") as conn:
             report, follow_ups = await self.run_in(
-                conn, actor=actor, now=self.clock(), dry_run=dry_run, only=only
+                conn, actor=actor, now=self.clock(), dry_run=dry_run, only=only, told=answers
             )
         for follow_up in follow_ups:
             await follow_up()
         return report
 
-    # -- the step (the scheduler's periodic run calls it in its transaction) -----------
+    async def tell_webhook(self, *, only: Sequence[str] = PARTS) -> Answers:
+        """POST each retry-exhausted row of every worker queue to the webhook (none when
+        it is not set or Part B is not run). The rows are read on a connection that is
+        given back before the first POST, so nothing is held while the webhook answers;
+        each POST is bounded by the webhook's timeout."""
+        if self.webhook is None or "B" not in only:
+            return {}
+        offered: list[dict[str, Any]] = []
+        async with reading(self.engine) as conn:
+            for profile in self.estate.profiles.values():
+                if profile.name != WORKER_QUEUE:
+                    continue
+                q = (await profile.tables(conn))["queue"]
+                if parts.skipped(profile, q, "B") is None:
+                    found = await _exhausted(conn, profile, q)
+                    offered += [{"queue": profile.queue, **row} for _, row in found]
+        if not offered:
+            return {}
+        return await self.webhook.tell(offered)
+
+    # -- the step, in the caller's transaction -----------------------------------------
 
     async def run_in(
         self,
@@ -100,7 +133,11 @@ class Housekeeper:
         now: datetime,
         dry_run: bool = False,
         only: Sequence[str] = PARTS,
+        told: Answers | None = None,
     ) -> tuple[RunReport, list[FollowUp]]:
+        """The run's changes inside ``conn``'s transaction. It calls nothing outside the
+        process: ``told`` is what the webhook said (``tell_webhook``, before the
+        transaction); a row it was not told of is not retired by the webhook's say."""
         report = RunReport(at=now, dry_run=dry_run)
         if not await self._lock(conn):
             report.locked_out = True
@@ -109,7 +146,7 @@ class Housekeeper:
         for name, profile in self.estate.profiles.items():
             if profile.name == WORKER_QUEUE:
                 queue_report, count = await self._worker_queue(
-                    conn, profile, now=now, dry_run=dry_run, only=only, actor=actor
+                    conn, profile, now=now, dry_run=dry_run, only=only, actor=actor, told=told
                 )
                 raised += count
             elif profile.name == MESSAGE_JOB:
@@ -168,6 +205,7 @@ class Housekeeper:
         dry_run: bool,
         only: Sequence[str],
         actor: Actor,
+        told: Answers | None,
     ) -> tuple[QueueReport, int]:
         q = (await profile.tables(conn))["queue"]
         out = QueueReport(profile.queue, profile.name)
@@ -199,7 +237,14 @@ class Housekeeper:
             if part == "B":
                 raised += self._last_retries(profile, result)
                 raised += await self._retire(
-                    conn, profile=profile, q=q, result=result, dry_run=dry_run, actor=actor, now=now
+                    conn,
+                    profile=profile,
+                    q=q,
+                    result=result,
+                    dry_run=dry_run,
+                    actor=actor,
+                    now=now,
+                    told=told or {},
                 )
             elif part == "D" and result.changed and not dry_run:
                 ids = [r.id for s in result.steps for r in s.rows]
@@ -322,22 +367,15 @@ class Housekeeper:
         dry_run: bool,
         actor: Actor,
         now: datetime,
+        told: Answers,
     ) -> list[Notice]:
-        """Tell a human of each retry-exhausted row, then retire exactly those told."""
-        facts = parts.exhausted_facts(q)
-        found = (
-            await conn.execute(
-                sa.select(q.c("id"), *(e.label(f"f_{n}") for n, e in facts.items()))
-                .where(*parts.part_b_exhausted(profile, q))
-                .order_by(q.c("id"))
-            )
-        ).all()
+        """Tell a human of each retry-exhausted row (by chat, in this transaction; the
+        webhook was told before it: ``told``), then retire exactly those told."""
+        found = await _exhausted(conn, profile, q)
         if not found:
             return []
-        rows = [
-            {"id": str(plain(r[0])), **{n: plain(r[i + 1]) for i, n in enumerate(facts)}}
-            for r in found
-        ]
+        rows = [row for _, row in found]
+        database_id = {row["id"]: ident for ident, row in found}
         ways = [w for w, on in (("chat", self.chat), ("the webhook", self.webhook)) if on]
         if not ways:
             result.notes.append(
@@ -356,21 +394,20 @@ class Housekeeper:
             )
             result.notes.append(f"each is told to a human first ({' and '.join(ways)})")
             return []
-        answers: dict[str, str | None] = {}
-        if self.webhook is not None:
-            payload = [{"queue": profile.queue, **r} for r in rows]
-            answers = await self.webhook.tell(payload)
-        told = [r for r in rows if self.chat or answers.get(r["id"], "no answer") is None]
-        untold = [r for r in rows if r not in told]
+
+        def by_webhook(row: Mapping[str, Any]) -> bool:
+            return self.webhook is not None and row[KEY] in told and told[row[KEY]] is None
+
+        taken = [r for r in rows if self.chat or by_webhook(r)]
+        untold = [r for r in rows if r not in taken]
         if untold:
-            why = sorted({answers.get(r["id"]) or "no answer" for r in untold})
+            why = sorted({told.get(r[KEY], LATE) or LATE for r in untold})
             result.notes.append(
                 f"{len(untold)} retry-exhausted row(s) stay failed, not told to anyone "
                 f"({'; '.join(why)}): {', '.join(r['id'] for r in untold[:20])}"
             )
-        if not told:
+        if not taken:
             return []
-        key = {str(plain(r[0])): r[0] for r in found}
         await self.audit.append(
             conn,
             action="housekeeping.notified",
@@ -380,12 +417,12 @@ class Housekeeper:
             queue=profile.queue,
             reason="retry-exhausted rows told to a human before they are retired",
             details={
-                "ids": [r["id"] for r in told],
+                "ids": [r["id"] for r in taken],
                 "chat": self.chat,
-                "webhook": [r["id"] for r in told if answers.get(r["id"], "x") is None],
+                "webhook": [r["id"] for r in taken if by_webhook(r)],
             },
         )
-        retire = parts.part_b_retire(profile, q, [key[r["id"]] for r in told])
+        retire = parts.part_b_retire(profile, q, [database_id[r["id"]] for r in taken])
         for change in retire:
             result.steps += await self._apply(
                 conn, q=q, change=change, dry_run=False, actor=actor, now=now
@@ -408,7 +445,7 @@ class Housekeeper:
                 ),
                 labels={"job": r["id"]},
             )
-            for r in told
+            for r in taken
             if r["id"] in retired
         ]
 
@@ -489,6 +526,38 @@ class Housekeeper:
         out.notes.append(f"dead letters {state[growth.verdict]}: {growth.describe()}")
         out.notes.append("message queues are reported on, never changed")
         return out
+
+
+async def _exhausted(
+    conn: AsyncConnection, profile: QueueProfile, q: BoundTable
+) -> list[tuple[Any, dict[str, Any]]]:
+    """The retry-exhausted rows: each its id as the database gives it, and as a notice
+    tells of it: its id, its facts and the notice's idempotency key."""
+    facts = parts.exhausted_facts(q)
+    found = (
+        await conn.execute(
+            sa.select(
+                q.c("id"),
+                q.c("next_attempt_at"),
+                *(e.label(f"f_{n}") for n, e in facts.items()),
+            )
+            .where(*parts.part_b_exhausted(profile, q))
+            .order_by(q.c("id"))
+        )
+    ).all()
+    rows: list[tuple[Any, dict[str, Any]]] = []
+    for r in found:
+        row: dict[str, Any] = {"id": str(plain(r[0]))}
+        row.update({n: plain(r[i + 2]) for i, n in enumerate(facts)})
+        row[KEY] = idempotency_key(
+            queue=profile.queue,
+            job=row["id"],
+            retry=row.get("retry"),
+            max_retries=row.get("max_retries"),
+            next_attempt_at=r[1],
+        )
+        rows.append((r[0], row))
+    return rows
 
 
 def _order(ident: str) -> tuple[int, str]:

@@ -4,8 +4,11 @@ finds nothing left, and ``config check`` says what housekeeping does on each que
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,53 @@ def test_bad_only_is_a_usage_error_and_config_check_describes_it(
     assert check.returncode == 0, check.stderr
     assert "  housekeeping: Parts A-F all run\n" in check.stdout
     assert "housekeeping: reports PROCESSING messages past the visibility timeout" in check.stdout
+
+
+WEBHOOK_TOKEN = "qb-webhook-token-5f3a9c71e2"
+
+
+@contextlib.contextmanager
+def refusing_webhook() -> Iterator[tuple[str, list[str]]]:
+    """A local webhook that answers 500 to every POST (so each run tells it again): its
+    URL, which carries a token as a path segment and a query parameter, and the paths
+    it was sent."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            seen.append(self.path)
+            self.send_response(500)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        yield f"http://127.0.0.1:{port}/hook/{WEBHOOK_TOKEN}?token={WEBHOOK_TOKEN}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_no_log_level_prints_the_webhooks_secret_url(demo: dict[str, str], tmp_path: Path) -> None:
+    """The HTTP client's own logger printed each POST's URL at INFO, token and all. One
+    run at DEBUG shows every record INFO would, and more (each request's headers)."""
+    with refusing_webhook() as (url, seen):
+        run = queuebot(
+            "housekeep",
+            "--only",
+            "B",
+            cwd=tmp_path,
+            env={**demo, "QUEUEBOT_LOG_LEVEL": "DEBUG", "QUEUEBOT_HOUSEKEEP_WEBHOOK_URL": url},
+        )
+    assert run.returncode == 0, run.stderr
+    assert "the webhook answered HTTP 500" in run.stdout  # it was told, and refused
+    assert seen and all(WEBHOOK_TOKEN in path for path in seen)
+    assert " DEBUG " in run.stderr  # the level took: DEBUG records are printed
+    assert WEBHOOK_TOKEN not in run.stdout + run.stderr

@@ -3,6 +3,7 @@ webhook that takes or refuses a POST, and a housekeeper over them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +22,7 @@ from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.profile import as_utc
 from services.housekeeping.run import Housekeeper
-from services.housekeeping.webhook import Webhook
+from services.housekeeping.webhook import TIMEOUT, Webhook
 from services.housekeeping_settings import HousekeepingConfig
 from tests.integration.support import START, Clock
 
@@ -147,23 +148,34 @@ async def table_rows(engine: AsyncEngine) -> dict[int, dict[str, Any]]:
 
 @dataclass
 class FakeWebhook:
-    """A local HTTP endpoint: 200 for every row except those of the refused issues."""
+    """A local HTTP endpoint: 200 for every row except those of the refused issues; with
+    ``hang``, no answer at all until the endpoint is closed."""
 
     refuse: set[int] = field(default_factory=lambda: {999})
+    hang: bool = False
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)  # each POST's Idempotency-Key
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
     url: str = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         body = json.loads(await request.read())
         self.bodies.append(body)
+        self.keys.append(request.headers.get("Idempotency-Key"))
+        self.arrived.set()
+        if self.hang:
+            await self.closed.wait()
         if body.get("issue") in self.refuse:
             return web.Response(status=500, text="down")
         return web.Response(status=200, text="ok")
 
 
 @asynccontextmanager
-async def fake_webhook(refuse: set[int] | None = None) -> AsyncIterator[FakeWebhook]:
-    hook = FakeWebhook(refuse=refuse if refuse is not None else {999})
+async def fake_webhook(
+    refuse: set[int] | None = None, *, hang: bool = False
+) -> AsyncIterator[FakeWebhook]:
+    hook = FakeWebhook(refuse=refuse if refuse is not None else {999}, hang=hang)
     app = web.Application()
     app.router.add_post("/hook", hook.handle)
     runner = web.AppRunner(app)
@@ -175,6 +187,7 @@ async def fake_webhook(refuse: set[int] | None = None) -> AsyncIterator[FakeWebh
     try:
         yield hook
     finally:
+        hook.closed.set()
         await runner.cleanup()
 
 
@@ -185,6 +198,7 @@ def housekeeper(
     chat: bool,
     webhook: str | None = None,
     config: HousekeepingConfig | None = None,
+    timeout: float = TIMEOUT,
 ) -> Housekeeper:
     return Housekeeper(
         engine=engine,
@@ -193,5 +207,5 @@ def housekeeper(
         config=config or HousekeepingConfig(),
         clock=lambda: NOW,
         chat=chat,
-        webhook=Webhook(SecretStr(webhook)) if webhook else None,
+        webhook=Webhook(SecretStr(webhook), timeout=timeout) if webhook else None,
     )
