@@ -40,6 +40,7 @@ from services.people import Directory
 
 log = logging.getLogger("queuebot.discord")
 TOKEN_LIFE = 15 * 60.0  # seconds an interaction's token can answer
+WRITE_DOWN_WITHIN = 1.5  # seconds the ledger may take before the first response
 NO_MENTIONS = discord.AllowedMentions.none()
 # What Discord answers for a token that is dead: unknown interaction, unknown webhook,
 # invalid webhook token.
@@ -145,8 +146,11 @@ async def run_command(
     claim: Claim | None = None
     recorded = True
     try:
-        claim = await w.ledger.claim(
-            key_of(interaction), request=request_of(w, interaction, asked, private, where)
+        claim = await asyncio.wait_for(
+            w.ledger.claim(
+                key_of(interaction), request=request_of(w, interaction, asked, private, where)
+            ),
+            WRITE_DOWN_WITHIN,  # Discord wants its first response within 3 s
         )
     except Exception as exc:  # the database is away: the work will say so
         log.debug("could not write down interaction %s: %s", interaction.id, type(exc).__name__)

@@ -58,6 +58,10 @@ ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bol
 # Slack takes answers at a response_url for 30 minutes; one later goes to the channel.
 RESPONSE_URL_LIFE = timedelta(minutes=29)
 InChannel = Callable[[str, str, Reply], Awaitable[None]]
+# Slack wants its ack within 3 s: a database that does not answer this soon (a network
+# partition, not a refusal) is not waited for. The ack goes out, and the work answers.
+# A row written after all is adopted once stale, like any other orphan.
+WRITE_DOWN_WITHIN = 1.5
 
 
 @dataclass(frozen=True)
@@ -247,7 +251,10 @@ async def write_down(w: SlackWiring, d: Delivery) -> WrittenDown:
     acknowledgement: Slack never sends again what it saw acknowledged, so a process that
     dies after the ack leaves this row for another to finish (``resume``)."""
     try:
-        claim = await w.ledger.claim(d.key, request=request_of(d, acked_at=w.ledger.clock()))
+        claim = await asyncio.wait_for(
+            w.ledger.claim(d.key, request=request_of(d, acked_at=w.ledger.clock())),
+            WRITE_DOWN_WITHIN,
+        )
     except Exception as exc:  # answered by the work itself (one line, "Database unavailable")
         log.debug("could not write down %s before the ack: %s", d.key, type(exc).__name__)
         return WrittenDown(d, None, recorded=False)
