@@ -6,6 +6,14 @@ Ready means both databases answer, every configured queue's tables and columns a
 each probe; the tables and Slack at most every few seconds, so a probe every second stays
 cheap. The answer names no secret: queue problems say which table or column, Slack's say
 Slack's error code.
+
+Alert notifications set aside (stored, but their processing failed on their own) are
+shown under ``alerts``: how many, the oldest one's id, when and why. They do not make the
+process unready: every other notification is processed, and an unready answer would have
+a load balancer take away the webhook those go through, or an orchestrator restart a
+process whose restart changes nothing (a set-aside notification stays set aside). The
+way they are seen is this body, the gauge ``queuebot_alert_notifications_set_aside`` of
+``GET /metrics`` and one error line in the log each.
 """
 
 from __future__ import annotations
@@ -70,12 +78,14 @@ class Readiness:
             discord = "off" if self.discord is None else (self.discord() or "ok")
             if discord not in ("ok", "off"):
                 problems.append(f"Discord: {discord}")
+            alerts = await self._alerts() if databases["state"] == "ok" else "unknown"
         body: dict[str, Any] = {
             "status": "not ready" if problems else "ready",
             "databases": databases,
             "queues": queues,
             "slack": slack,
             "discord": discord,
+            "alerts": alerts,
         }
         if problems:
             body["problems"] = problems
@@ -97,6 +107,29 @@ class Readiness:
                 slack = f"Slack did not answer within {TIMEOUT:g} s"
         self._setup = (self.clock(), queues, slack)
         return queues, slack
+
+    async def _alerts(self) -> dict[str, Any] | str:
+        """The alert notifications set aside: shown, never a reason to be unready."""
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                aside = await self.app.alerts.set_aside()
+        except Exception as exc:  # shown as unknown; the databases' own check says why
+            log.warning("readiness: set-aside alert notifications unread: %s", type(exc).__name__)
+            return "unknown"
+        if not aside.count:
+            return {"set_aside": 0}
+        at = aside.oldest_at.isoformat() if aside.oldest_at else None
+        many = aside.count != 1
+        return {
+            "set_aside": aside.count,
+            "oldest": {"id": aside.oldest_id, "set_aside_at": at, "error": aside.oldest_error},
+            "note": (
+                f"{aside.count} alert notification{'s' if many else ''} could not be "
+                f"processed and {'are' if many else 'is'} set aside (kept in qb_alert_inbox, "
+                "no longer tried); every other notification is processed. See "
+                "docs/alerts.md, 'Set aside'"
+            ),
+        }
 
     async def _database(self, engine: Any, name: str) -> str:
         try:

@@ -32,7 +32,7 @@ from services.errors import QueuebotError, Unavailable
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState
 from services.known_problems import KnownProblems
-from services.models import ChangeRequest
+from services.models import AlertInbox, ChangeRequest
 from services.queue_gauges import QueueSnapshot, snapshot
 
 log = logging.getLogger("queuebot.metrics")
@@ -46,6 +46,7 @@ SCRAPE_WAIT = 0.25  # seconds a later scrape waits for a due reading before it a
 READ_TIMEOUT = 60.0  # seconds one queue's reading may take before it counts as failed
 
 _requests = cast(sa.Table, ChangeRequest.__table__)
+_inbox = cast(sa.Table, AlertInbox.__table__)
 
 
 def bounded(counts: Mapping[str, int], limit: int = MAX_VALUES) -> dict[str, int]:
@@ -149,6 +150,7 @@ class Metrics:
                 self._commands.inc(name, outcome, by=0)
         self._readings: dict[str, _Reading] = {}
         self._change_requests: dict[str, int] | None = None
+        self._set_aside: int | None = None
         self._started: float | None = None  # when the latest refresh started
         self._completed = False  # whether any refresh has finished
         self._task: asyncio.Task[None] | None = None
@@ -216,6 +218,7 @@ class Metrics:
                     await self._read_queue(self.estate, queue)
             if self.state_engine is not None:
                 await self._read_change_requests(self.state_engine)
+                await self._read_set_aside(self.state_engine)
         finally:
             self._completed = True
 
@@ -248,6 +251,15 @@ class Metrics:
         counts.update({str(s): int(n) for s, n in rows})
         self._change_requests = counts
 
+    async def _read_set_aside(self, engine: AsyncEngine) -> None:
+        query = sa.select(sa.func.count()).where(_inbox.c.set_aside_at.is_not(None))
+        try:
+            async with asyncio.timeout(READ_TIMEOUT), reading(engine) as conn:
+                self._set_aside = int((await conn.execute(query)).scalar_one())
+        except Exception as exc:  # keep the last count
+            what = "the alert notifications set aside"
+            self._problems.report(_problem(exc, what), doing="counting set-aside notifications")
+
     # -- what the collector reads ------------------------------------------------------------
 
     def readings(self) -> Iterator[tuple[str, _Reading]]:
@@ -256,6 +268,10 @@ class Metrics:
     @property
     def change_requests(self) -> dict[str, int] | None:
         return self._change_requests
+
+    @property
+    def set_aside(self) -> int | None:
+        return self._set_aside
 
 
 def _problem(exc: Exception, what: str) -> QueuebotError:
@@ -335,10 +351,15 @@ class _QueueGauges:
                 "every replica)",
                 labels=["state"],
             ),
+            GaugeMetricFamily(
+                "queuebot_alert_notifications_set_aside",
+                "Stored alert notifications whose processing failed on their own: kept in "
+                "qb_alert_inbox, no longer tried (from queuebot's own database)",
+            ),
         ]
 
     def collect(self) -> Iterable[Metric]:
-        (jobs, by_state, by_reason, actionable, dead, oldest, up, age, took, requests) = (
+        (jobs, by_state, by_reason, actionable, dead, oldest, up, age, took, requests, aside) = (
             self._families()
         )
         now = self.metrics.monotonic()
@@ -364,4 +385,6 @@ class _QueueGauges:
         if counts is not None:
             for request_state, n in bounded(counts).items():
                 requests.add_metric([request_state], n)
-        return [jobs, by_state, by_reason, actionable, dead, oldest, up, age, took, requests]
+        if self.metrics.set_aside is not None:
+            aside.add_metric([], self.metrics.set_aside)
+        return [jobs, by_state, by_reason, actionable, dead, oldest, up, age, took, requests, aside]

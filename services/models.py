@@ -363,7 +363,9 @@ class RedriveLog(Base):
 
 class AlertInbox(Base):
     """A notification as it arrived (Alertmanager's, or a detector's), stored before it is
-    acknowledged; ``processed_at`` is set once its changes went into the group's thread."""
+    acknowledged; ``processed_at`` is set once its changes went into the group's thread,
+    ``set_aside_at`` and ``error`` when its processing failed on its own (it is kept, and
+    no longer tried)."""
 
     __tablename__ = "qb_alert_inbox"
 
@@ -375,6 +377,8 @@ class AlertInbox(Base):
     status: Mapped[str] = mapped_column(sa.String(16))
     payload: Mapped[dict[str, Any]]
     processed_at: Mapped[datetime | None]
+    set_aside_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class AlertGroup(Base):

@@ -7,6 +7,13 @@ order (``FOR UPDATE SKIP LOCKED``, so replicas share the work), locks their grou
 fixed order (no deadlock between replicas), merges each notification into its group and
 writes the posts of real changes to the outbox in the same transaction. A notification
 that changes nothing (Alertmanager's repeats) posts nothing.
+
+One notification never holds the others. A stored notification whose processing fails
+for a reason of its own (it is not a notification, or the database refuses what it would
+write) is set aside: kept in the inbox with when and why, no longer tried, counted in
+/metrics and named in /readyz, while the ones after it are processed. A pass that fails
+because the database is away (or a concurrent change) is not the notifications' fault:
+it is tried again whole, and nothing is set aside.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox as relay
@@ -29,11 +38,12 @@ from services.alert_settings import AlertsConfig
 from services.alerts import groups, messages
 from services.alerts.group_commit import GroupCommit
 from services.alerts.groups import AlertRecord, Merge
-from services.alerts.payload import Notification, from_stored
+from services.alerts.payload import BadPayload, Notification, describe, from_stored
 from services.alerts.routes import destination
-from services.db import Outage, transaction
-from services.errors import DatabaseUnavailable
+from services.db import Outage, error_line, reading, transaction
+from services.errors import ConcurrentChange, DatabaseUnavailable
 from services.estate.profile import as_utc
+from services.jsonable import loads
 from services.models import AlertGroup, AlertInbox
 from services.outbox import Outbox
 
@@ -54,6 +64,7 @@ _KEPT = (
     "links",
 )
 KEEP_PROCESSED = timedelta(days=7)
+MAX_ERROR = 500  # characters of a set-aside notification's error that are kept
 
 
 class FiringCounter(Protocol):
@@ -101,6 +112,43 @@ class _Row:
     notification: Notification
 
 
+@dataclass(frozen=True)
+class SetAside:
+    """The stored notifications set aside: how many, and the oldest of them."""
+
+    count: int
+    oldest_id: int | None = None
+    oldest_at: datetime | None = None
+    oldest_error: str | None = None
+
+
+def its_own(exc: BaseException) -> bool:
+    """Whether a failure to process notifications can be theirs: not the database being
+    away, nor a concurrent change (both pass), nor a statement the database cannot run at
+    all (a missing table or privilege: the same for every notification). What remains is
+    the database refusing a value (``DataError``, ``IntegrityError``) and any failure of
+    queuebot's own code on what the notification holds."""
+    if isinstance(exc, DatabaseUnavailable | ConcurrentChange):
+        return False
+    if isinstance(exc, DBAPIError):
+        return isinstance(exc, DataError | IntegrityError)
+    return isinstance(exc, Exception)
+
+
+def _error(exc: BaseException) -> str:
+    """Why a notification was set aside, in one line (kept with it, shown in /readyz)."""
+    if isinstance(exc, DBAPIError):
+        said = f"the database refused it: {error_line(exc)}"
+    elif isinstance(exc, ValidationError):
+        said = f"not a notification: {describe(exc)}"
+    elif isinstance(exc, BadPayload):
+        said = f"not a notification: {exc}"
+    else:
+        said = f"{type(exc).__name__}: {exc}"
+    said = " ".join(said.split())
+    return said if len(said) <= MAX_ERROR else said[: MAX_ERROR - 3] + "..."
+
+
 class AlertDesk:
     def __init__(
         self,
@@ -144,28 +192,122 @@ class AlertDesk:
         self._elsewhere = to
 
     async def process_due(self, limit: int = BATCH) -> int:
-        """Process up to ``limit`` stored notifications; how many were processed."""
+        """Process up to ``limit`` stored notifications, in order; how many were processed
+        or set aside. When the pass fails for a reason that can be a notification's own
+        (``its_own``), the notifications it held are processed again in halves until the
+        one that fails is alone, and that one is set aside; any other failure is raised
+        (the pass is tried again whole, nothing set aside)."""
+        claimed: list[int] = []
+        try:
+            return await self._pass(limit=limit, only=None, claimed=claimed)
+        except Exception as exc:
+            if not claimed or not its_own(exc):
+                raise
+        return await self._isolate(claimed)
+
+    async def _pass(self, *, limit: int, only: Sequence[int] | None, claimed: list[int]) -> int:
+        """One transaction: claim the next notifications (of ``only``, when given), set
+        aside those that are not notifications, merge the others and mark them processed.
+        The ids claimed are added to ``claimed`` before anything can fail on them."""
         now = self.clock()
+        unreadable: dict[int, str] = {}
         async with transaction(self.engine, subject="the alert inbox") as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(INBOX.c.id, INBOX.c.source, INBOX.c.payload)
-                    .where(INBOX.c.processed_at.is_(None))
-                    .order_by(INBOX.c.id)
-                    .limit(limit)
-                    .with_for_update(skip_locked=True)
-                )
-            ).all()
+            query = (
+                # the payload as text, read here: one row that is not JSON fails only itself
+                sa.select(INBOX.c.id, INBOX.c.source, sa.cast(INBOX.c.payload, sa.Text))
+                .where(INBOX.c.processed_at.is_(None), INBOX.c.set_aside_at.is_(None))
+                .order_by(INBOX.c.id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            if only is not None:
+                query = query.where(INBOX.c.id.in_(list(only)))
+            rows = (await conn.execute(query)).all()
             if not rows:
                 return 0
-            batch = [_Row(int(r[0]), str(r[1]), from_stored(dict(r[2]))) for r in rows]
-            posted = await self._apply(conn, batch, now)
-            await conn.execute(
-                INBOX.update().where(INBOX.c.id.in_([r.id for r in batch])).values(processed_at=now)
-            )
+            claimed.extend(int(r[0]) for r in rows)
+            batch = []
+            for row_id, source, text in rows:
+                try:
+                    batch.append(_Row(int(row_id), str(source), from_stored(loads(text))))
+                except Exception as exc:  # not a notification: its own, whatever it is
+                    unreadable[int(row_id)] = _error(exc)
+            posted = await self._apply(conn, batch, now) if batch else 0
+            if batch:
+                await conn.execute(
+                    INBOX.update()
+                    .where(INBOX.c.id.in_([r.id for r in batch]))
+                    .values(processed_at=now)
+                )
+            for row_id, error in unreadable.items():
+                await self._mark_set_aside(conn, row_id, error, now)
+        for row_id, error in unreadable.items():
+            _log_set_aside(row_id, error)
         if posted:
             self.outbox.wake()
-        return len(batch)
+        return len(rows)
+
+    async def _isolate(self, ids: list[int]) -> int:
+        """Process ``ids`` in halves, each half in a transaction of its own, halving a
+        half that fails until the notification that fails is alone; set that one aside.
+        One bad notification among 500 costs about 18 transactions, not 500."""
+        done = 0
+        parts = [ids]
+        while parts:
+            part = parts.pop(0)
+            try:
+                done += await self._pass(limit=len(part), only=part, claimed=[])
+            except Exception as exc:
+                if not its_own(exc):
+                    raise
+                if len(part) > 1:
+                    half = len(part) // 2
+                    parts[:0] = [part[:half], part[half:]]
+                    continue
+                error = _error(exc)
+                async with transaction(self.engine, subject="the alert inbox") as conn:
+                    marked = await self._mark_set_aside(conn, part[0], error, self.clock())
+                if marked:
+                    _log_set_aside(part[0], error)
+                    log.debug("the failure that set #%d aside", part[0], exc_info=exc)
+                    done += 1
+        return done
+
+    @staticmethod
+    async def _mark_set_aside(
+        conn: AsyncConnection, row_id: int, error: str, now: datetime
+    ) -> bool:
+        result = await conn.execute(
+            INBOX.update()
+            .where(
+                INBOX.c.id == row_id,
+                INBOX.c.processed_at.is_(None),
+                INBOX.c.set_aside_at.is_(None),
+            )
+            .values(set_aside_at=now, error=error)
+        )
+        return bool(result.rowcount)
+
+    async def set_aside(self) -> SetAside:
+        """The notifications set aside now (for /readyz): one read of a partial index
+        that holds only them."""
+        async with reading(self.engine) as conn:
+            row = (
+                await conn.execute(
+                    sa.select(
+                        INBOX.c.id,
+                        INBOX.c.set_aside_at,
+                        INBOX.c.error,
+                        sa.func.count().over(),
+                    )
+                    .where(INBOX.c.set_aside_at.is_not(None))
+                    .order_by(INBOX.c.id)
+                    .limit(1)
+                )
+            ).first()
+        if row is None:
+            return SetAside(0)
+        return SetAside(int(row[3]), int(row[0]), as_utc(row[1]), row[2])
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
         self._wake = asyncio.Event()
@@ -329,6 +471,15 @@ async def forget_processed(conn: AsyncConnection, *, before: datetime) -> None:
     """Drop notifications processed before ``before`` (a step of a housekeeping job)."""
     await conn.execute(
         INBOX.delete().where(INBOX.c.processed_at.is_not(None), INBOX.c.processed_at < before)
+    )
+
+
+def _log_set_aside(row_id: int, error: str) -> None:
+    log.error(
+        "alert notification #%d could not be processed and is set aside (kept in "
+        "qb_alert_inbox; the others go on): %s",
+        row_id,
+        error,
     )
 
 

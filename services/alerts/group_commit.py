@@ -3,8 +3,10 @@ every request that arrived while the previous commit ran (group commit).
 
 The batch is one multi-row INSERT, not an INSERT per row. Each
 request still waits for its own row's commit, so "stored before acknowledged"
-holds; a failed commit fails every request of its batch (each is answered 503 and sent
-again). Under load the database sees one transaction per batch instead of one per
+holds. A batch the database is away for fails every request of it (each is answered 503
+and sent again); a batch the database refused for any other reason (a value it cannot
+keep) is written again row by row, so only the row it refuses fails and the others are
+stored. Under load the database sees one transaction per batch instead of one per
 request; alone, a request is written at once.
 """
 
@@ -17,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import transaction
+from services.errors import DatabaseUnavailable
 
 MOST = 500  # rows per INSERT
 
@@ -51,14 +54,21 @@ class GroupCommit:
     async def _drain(self) -> None:
         while self._pending:
             batch, self._pending = self._pending[:MOST], self._pending[MOST:]
-            try:
-                async with transaction(self.engine, subject=self.subject) as conn:
-                    await conn.execute(self._insert, [row for row, _ in batch])
-            except Exception as exc:
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> None:
+        try:
+            async with transaction(self.engine, subject=self.subject) as conn:
+                await conn.execute(self._insert, [row for row, _ in batch])
+        except Exception as exc:
+            if len(batch) > 1 and not isinstance(exc, DatabaseUnavailable):
+                for one in batch:  # which row was refused: it alone fails
+                    await self._commit([one])
+                return
             for _, done in batch:
                 if not done.done():
-                    done.set_result(None)
+                    done.set_exception(exc)
+            return
+        for _, done in batch:
+            if not done.done():
+                done.set_result(None)

@@ -95,8 +95,14 @@ class AlertBot:
 
 @contextlib.asynccontextmanager
 async def alert_bot(
-    db_url: str, workdir: Path, *, extra: str = "", token: str | None = TOKEN
+    db_url: str,
+    workdir: Path,
+    *,
+    extra: str = "",
+    token: str | None = TOKEN,
+    build: bool = True,
 ) -> AsyncIterator[AlertBot]:
+    """``build=False`` starts it again over the database an earlier one built (a restart)."""
     config_path = workdir / "queuebot.toml"
     config_path.write_text(CONFIG + extra)
     clock = Clock()
@@ -104,11 +110,12 @@ async def alert_bot(
     if token:
         environ["QUEUEBOT_ALERT_TOKEN"] = token
     config = load_config(config_path, environ=environ)
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    async with engine.begin() as conn:
-        await build_demo_estate(conn, now=START)
-    await engine.dispose()
+    if build:
+        engine = create_engine(db_url)
+        await upgrade(engine)
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=START)
+        await engine.dispose()
     with FakeSlack().start() as fake:
         slack_env = load_config(
             config_path,

@@ -121,7 +121,7 @@ async def test_tokens_are_checked(db_url: str, tmp_path: Path) -> None:
             b'{"version": "4", "receiver": "r", "status": "firing", "groupKey": "k", '
             b'"alerts": [{"status": "firing", "labels": {"a": 1}, "startsAt": "x", '
             b'"fingerprint": "f"}]}',
-            "alerts.0.labels.a",
+            "alerts[0].labels.a",
         ),
         (
             b'{"version": "3", "receiver": "r", "status": "firing", "groupKey": "k", "alerts": []}',

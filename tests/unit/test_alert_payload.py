@@ -48,3 +48,18 @@ def test_unknown_fields_are_ignored_and_a_wrong_type_is_named() -> None:
     assert parse(body.replace('"version"', '"notification_reason":"x","version"').encode())
     with pytest.raises(BadPayload, match="truncatedAlerts"):
         parse(body.replace('"truncatedAlerts":0', '"truncatedAlerts":"0"').encode())
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("9999-12-31T23:59:59-23:59", "after 9999-12-31T23:59:59.999999Z in UTC"),
+        ("9999-12-31T23:59:59.5-00:01", "after 9999-12-31T23:59:59.999999Z in UTC"),
+        ("2026-11-30T12:00:00+24:00", "offset out of range"),
+        ("2026-11-30T12:00:00-05:60", "offset out of range"),
+    ],
+)
+def test_times_without_a_utc_time_to_keep_are_refused_saying_why(text: str, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        parse_time(text)
+    assert parse_time("9999-12-31T23:59:59+23:59") is not None  # the same day, earlier in UTC
