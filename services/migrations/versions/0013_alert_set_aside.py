@@ -3,8 +3,8 @@ with when and why (``set_aside_at``, ``error``), and left out of processing, so 
 notifications after it go on. The partial index finds the few set aside (for /readyz
 and /metrics) without reading the inbox.
 
-Revision ID: 0012_alert_set_aside
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-10
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_alert_set_aside"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
