@@ -1,21 +1,20 @@
 """The incident tables against what the incident events say: a row the runtime role may
-change for normal work (an incident's state, an obligation's state, a timer in the
+change for its normal work (an incident's state, a communication's state, a timer in the
 schedule) must still say what the trail says happened.
 
 - each incident: its ``incident.declared`` event, with the same summary, scenario, queue
   and lead; resolved exactly when the trail has its ``incident.resolved``;
 - each communication (``qb_incident_obligations``): met when the trail's first word on
   its audience is an ``incident.notified`` in time, missed when it is a late one or an
-  ``incident.deadline_missed``, pending while there is neither; the communications, their
-  ids and deadlines as the declaration recorded them (declarations recorded since they
-  carry ``obligations``);
+  ``incident.deadline_missed``, pending while there is neither; and where the declaration
+  records its communications (``obligations``, written since this check exists), the
+  same communications, with the same row ids and deadlines;
 - each communication still pending in an open incident: its deadline (the escalation)
   in ``qb_schedule``, due when the trail says (later only by a retry's backoff), and its
-  reminders, but for those its count of reminders sent says fired: a reminder leaves no
-  audit event, so one whose time is still to come must be there, and of those whose time
-  has passed no more may be gone than were sent. After the deadline a reminder that came
-  due late is dropped unsent (the escalation speaks instead), so reminders are checked
-  only before it.
+  reminders. A reminder leaves no audit event: one whose time is still to come must be
+  there, and of those whose time has passed no more may be gone than the communication's
+  count of reminders sent. After the deadline a reminder that came due late is dropped
+  unsent (the escalation speaks instead), so reminders are judged only before it.
 """
 
 from __future__ import annotations
@@ -273,7 +272,7 @@ class IncidentRecords:
                     f"the trail says {due.isoformat()}"
                     + ("" if attempts == 0 else f", later than a retry ({attempts}) moves it")
                 )
-        if entry is None or now >= due:
+        if entry is None or now + SKEW >= due:
             return found
         gone: list[str] = []
         for subject, at_text in entry.get("reminders") or []:

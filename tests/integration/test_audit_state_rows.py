@@ -226,6 +226,16 @@ async def test_each_rewrite_of_an_incident_or_request_row_is_named(
     )
     async with shop.engine.begin() as conn:
         await conn.execute(SCHEDULE.insert(), [t for t in timers if t["subject"] == "2:80"])
+    # one whose time has passed may have been sent, if the count of reminders sent says so
+    shop.clock.advance(minutes=3)
+    await run("DELETE FROM qb_schedule WHERE kind = 'incident.remind' AND subject = '2:50'")
+    await named(
+        "qb_schedule has no incident.remind 2:50 (INC-1, operators): 1 reminder(s) gone but "
+        "qb_incident_obligations row 2 says 0 sent",
+        on_the_command_line=False,
+    )
+    await run("UPDATE qb_incident_obligations SET reminders = 1 WHERE id = 2")
+    assert (await verify(shop)).ok
 
     # a change request's reason rewritten
     await run("UPDATE qb_change_requests SET reason = 'nothing to see' WHERE id = 1")
