@@ -173,6 +173,7 @@ def wire_services(
         runbook=library.get,
         authority=authority,
         estate=estate,
+        anchors=anchors,
     )
     changes = ChangeRequests(
         estate=estate,

@@ -513,7 +513,8 @@ async def _audit_verify(config: Config, args: argparse.Namespace) -> int:
     print(
         f"audit trail intact: {result.checked} event(s) verified ({result.keyed} keyed, "
         f"{unkeyed} unkeyed), {result.anchors} of {len(anchors)} anchor(s) held, "
-        f"{result.records} request(s), approval(s) and plan(s) have their events"
+        f"{result.records} request(s), approval(s) and plan(s) have their events, "
+        f"{result.incidents} incident(s) match theirs"
     )
     if config.env.audit_key is None:
         print(f"note: {UNKEYED}", file=sys.stderr)

@@ -23,17 +23,40 @@ from services.identifiers import quote_identifier, validate_role
 RUNTIME: tuple[tuple[str, str, str | None], ...] = (
     ("qb_audit_events", "SELECT, INSERT", "qb_audit_events_id_seq"),
     ("qb_audit_head", "SELECT, INSERT, UPDATE (last_id, last_hash)", None),
-    ("qb_change_requests", "SELECT, INSERT, UPDATE", "qb_change_requests_id_seq"),
+    # a request moves on (its state, decision, result); what was asked, by whom and why
+    # stays as its change.requested event says (audit verify compares them)
+    (
+        "qb_change_requests",
+        "SELECT, INSERT, UPDATE (state, decided_at, snapshot_hash, result)",
+        "qb_change_requests_id_seq",
+    ),
     ("qb_approvals", "SELECT, INSERT", "qb_approvals_id_seq"),
     # a request's kept rows are written once, never changed: the audit seals their digest
     ("qb_change_items", "SELECT, INSERT", None),
     ("qb_change_outcomes", "SELECT, INSERT", None),
     ("qb_deliveries", "SELECT, INSERT, UPDATE, DELETE", None),
-    ("qb_schedule", "SELECT, INSERT, UPDATE, DELETE", "qb_schedule_id_seq"),
+    # the scheduler deletes each item it runs (and a timer it cancels), moves an item's
+    # time and counts its failures; a pending incident timer's presence is held to the
+    # incident's events by audit verify
+    (
+        "qb_schedule",
+        "SELECT, INSERT, UPDATE (due_at, attempts, last_error), DELETE",
+        "qb_schedule_id_seq",
+    ),
     ("qb_queue_samples", "SELECT, INSERT, DELETE", "qb_queue_samples_id_seq"),
-    ("qb_incidents", "SELECT, INSERT, UPDATE", "qb_incidents_id_seq"),
-    ("qb_incident_obligations", "SELECT, INSERT, UPDATE", "qb_incident_obligations_id_seq"),
-    ("qb_incident_steps", "SELECT, INSERT, UPDATE", "qb_incident_steps_id_seq"),
+    # an incident, a communication and a step change state as the work goes; the states
+    # are held to the incident's events by audit verify, the rest is never updated
+    ("qb_incidents", "SELECT, INSERT, UPDATE (state, resolved_at, thread)", "qb_incidents_id_seq"),
+    (
+        "qb_incident_obligations",
+        "SELECT, INSERT, UPDATE (state, met_at, met_by, reminders, escalated_at)",
+        "qb_incident_obligations_id_seq",
+    ),
+    (
+        "qb_incident_steps",
+        "SELECT, INSERT, UPDATE (state, done_at, done_by, result)",
+        "qb_incident_steps_id_seq",
+    ),
     ("qb_incident_timeline", "SELECT, INSERT", "qb_incident_timeline_id_seq"),
     ("qb_plans", "SELECT, INSERT, UPDATE", "qb_plans_id_seq"),
     ("qb_plan_items", "SELECT, INSERT, UPDATE", None),

@@ -1,10 +1,11 @@
 """Anchors kept outside the database: the trail's head (``N:MAC``) posted to the audit
-channel (``[channels.audit]``) after each executed change and on a schedule, through the
-outbox, so a chat history holds what ``queuebot audit verify --anchor`` checks against.
+channel (``[channels.audit]``) after each executed change, after each incident event and
+on a schedule, through the outbox, so a chat history holds what ``queuebot audit verify
+--anchor`` checks against.
 
-The post is written in the change's own transaction, so an anchor exists for every
-change that committed; the scheduled one is posted only when the head moved since the
-last anchor (plan waves, expiries)."""
+The post is written in the change's (or the incident event's) own transaction, so an
+anchor exists for every one that committed; the scheduled one is posted only when the
+head moved since the last anchor (plan waves, expiries)."""
 
 from __future__ import annotations
 

@@ -161,6 +161,7 @@ class Verification:
     keyed: int = 0  # events sealed with the key (the rest are unkeyed sha256)
     anchors: int = 0  # anchors held
     records: int = 0  # requests, approvals and plans whose events were found
+    incidents: int = 0  # incidents whose rows and timers match their events
 
     @property
     def ok(self) -> bool:

@@ -73,9 +73,20 @@ class Expected:
         if not self.pending:
             return None
         missing = [_describe(n) for n in self.pending]
-        more = len(missing) - _SHOWN
-        shown = "; ".join(missing[:_SHOWN]) + (f" (and {more} more)" if more > 0 else "")
-        return f"the state tables record what the audit trail does not: {shown}"
+        return f"the state tables record what the audit trail does not: {_some(missing)}"
+
+
+def mismatched(found: list[str]) -> str | None:
+    """One line naming the rows that say otherwise than their events, or None."""
+    if not found:
+        return None
+    return f"the state tables do not match the audit trail: {_some(found)}"
+
+
+def _some(found: list[str]) -> str:
+    """The first few, and how many more."""
+    more = len(found) - _SHOWN
+    return "; ".join(found[:_SHOWN]) + (f" (and {more} more)" if more > 0 else "")
 
 
 def _describe(need: Need) -> str:

@@ -259,10 +259,19 @@ class AuditTrail:
         return None
 
     async def verify(
-        self, conn: AsyncConnection, *, anchors: Iterable[Anchor] = (), cross_check: bool = True
+        self,
+        conn: AsyncConnection,
+        *,
+        anchors: Iterable[Anchor] = (),
+        cross_check: bool = True,
+        now: datetime | None = None,
     ) -> Verification:
         """Walk the whole chain; the first event that does not fit is reported. Every
         anchor must still hold, and (``cross_check``) every change request, approval and
-        plan in the state tables must have its events. Raises ``AuditKeyMissing`` when the
-        trail has keyed events and this trail has no key."""
-        return await verify_chain(conn, key=self._key, anchors=anchors, cross_check=cross_check)
+        plan in the state tables must have its events, and each change request, incident,
+        communication and pending incident timer must say what its events say (timers
+        judged at ``now``, the wall clock unless given). Raises ``AuditKeyMissing`` when
+        the trail has keyed events and this trail has no key."""
+        return await verify_chain(
+            conn, key=self._key, anchors=anchors, cross_check=cross_check, now=now
+        )

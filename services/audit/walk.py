@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import cast
 
 import sqlalchemy as sa
@@ -25,8 +26,10 @@ from services.audit.chain import (
     Verification,
     sealed,
 )
-from services.audit.crosscheck import Expected, expected_trail
+from services.audit.crosscheck import Expected, expected_trail, mismatched
+from services.audit.incident_match import IncidentRecords
 from services.audit.kept_rows import KeptRows
+from services.audit.request_match import RequestRecords
 from services.models import AuditEvent, AuditHead
 
 _events = cast(sa.Table, AuditEvent.__table__)
@@ -47,6 +50,8 @@ class _Walk:
     expected: Expected | None
     head_id: int | None  # the head read before the walk: its hash is noted on the way
     kept: KeptRows | None = None  # item digests to check against qb_change_items
+    requests: RequestRecords | None = None  # change requests to match their events
+    incidents: IncidentRecords | None = None  # incident rows and timers to match theirs
     prev: str = GENESIS
     checked: int = 0
     keyed: int = 0
@@ -101,6 +106,10 @@ class _Walk:
             self.expected.meet(row)
         if self.kept is not None:
             self.kept.meet(row)
+        if self.requests is not None:
+            self.requests.meet(row)
+        if self.incidents is not None:
+            self.incidents.meet(row)
         self.prev = row["hash"]
         self.last_id = event
         self.checked += 1
@@ -177,8 +186,16 @@ async def verify_chain(
     anchors: Iterable[Anchor] = (),
     cross_check: bool = True,
     batch: int = 5000,
+    now: datetime | None = None,
 ) -> Verification:
+    """``now``: when the scheduler's timers are judged (a reminder whose time has not come
+    must still be scheduled); the wall clock unless given."""
     expected = await expected_trail(conn) if cross_check else None
+    requests = RequestRecords() if cross_check else None
+    incidents = IncidentRecords() if cross_check else None
+    if requests is not None and incidents is not None:
+        await requests.read(conn)
+        await incidents.read(conn)
     before = await _read_head(conn)
     by_event: dict[int, Anchor] = {}
     for anchor in anchors:
@@ -191,7 +208,15 @@ async def verify_chain(
                 "different seals: one of them is not from this trail",
             )
     rows_kept = KeptRows() if cross_check else None
-    walk = _Walk(key, by_event, expected, before["last_id"] if before else None, rows_kept)
+    walk = _Walk(
+        key,
+        by_event,
+        expected,
+        before["last_id"] if before else None,
+        rows_kept,
+        requests,
+        incidents,
+    )
     try:
         after_id = 0
         while True:
@@ -221,4 +246,15 @@ async def verify_chain(
         return Verification(walk.checked, broken.event, broken.problem, walk.keyed, walk.held)
     records = expected.records if expected is not None else 0
     problem = expected.problem() if expected is not None else None
-    return Verification(walk.checked, None, problem, walk.keyed, walk.held, records)
+    if problem is None and requests is not None and incidents is not None:
+        found = requests.found + incidents.problems(now or datetime.now(UTC))
+        problem = mismatched(found)
+    return Verification(
+        walk.checked,
+        None,
+        problem,
+        walk.keyed,
+        walk.held,
+        records,
+        incidents.records if incidents is not None else 0,
+    )

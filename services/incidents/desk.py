@@ -22,7 +22,9 @@ from services import outbox as relay
 from services import scheduler
 from services.alerts.desk import GROUPS
 from services.alerts.groups import AlertRecord
-from services.audit import Actor, AuditTrail, NewEvent
+from services.audit import Actor, AuditTrail, NewEvent, incident_match
+from services.audit.anchors import Anchors
+from services.audit.incident_match import declared_obligation
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.estate.estate import Estate
@@ -38,9 +40,9 @@ from services.scheduler import FollowUp
 
 log = logging.getLogger("queuebot.incidents")
 INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
-REMIND = "incident.remind"
+REMIND = incident_match.REMIND  # the timers' kinds, which audit verify reads too
+DEADLINE = incident_match.DEADLINE
 SYNTHETIC = "synthetic-job"
-DEADLINE = "incident.deadline"
 SYSTEM = Actor.system("incident")
 
 
@@ -66,9 +68,12 @@ class Incidents:
         runbook: Callable[[str], Runbook],
         authority: Callable[[Runbook], Sequence[str]],
         estate: Estate | None = None,
+        anchors: Anchors | None = None,
     ) -> None:
         """``runbook`` finds a scenario's runbook (NotFound lists the known ones);
-        ``authority`` names the people who hold a runbook's declaration authority."""
+        ``authority`` names the people who hold a runbook's declaration authority;
+        ``anchors`` posts the trail's head to the audit channel after each incident
+        event (None: no audit channel)."""
         self.engine = engine
         self.clock = clock
         self.outbox = outbox
@@ -77,6 +82,7 @@ class Incidents:
         self.runbook = runbook
         self.authority = authority
         self.estate = estate
+        self.anchors = anchors
 
     # -- declaring -----------------------------------------------------------------
 
@@ -107,7 +113,7 @@ class Incidents:
                 )
                 view = await store.view(conn, existing)
                 return Declared(view, linked=True)
-            number = await self._insert(
+            number, obligations = await self._insert(
                 conn, runbook, summary, actor, queue, origin, alert_group, fault_at, now
             )
             view = await store.view(conn, number)
@@ -126,8 +132,11 @@ class Incidents:
                     "version": runbook.version,
                     "fault_at": fault_at.isoformat() if fault_at else None,
                     "alert_group": alert_group,
+                    # each communication and its timers: verify holds the tables to them
+                    "obligations": obligations,
                 },
             )
+            await self._anchor(conn, now)
             await self._post(
                 conn,
                 number,
@@ -164,7 +173,9 @@ class Incidents:
         alert_group: int | None,
         fault_at: datetime | None,
         now: datetime,
-    ) -> int:
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """The incident's rows and timers; its number and its communications as its
+        declaration records them."""
         number = int(
             (
                 await conn.execute(
@@ -191,6 +202,7 @@ class Incidents:
                 )
             ).scalar_one()
         )
+        obligations: list[dict[str, Any]] = []
         for communication in runbook.communications:
             due = now + communication.within
             inserted = await conn.execute(
@@ -207,16 +219,19 @@ class Incidents:
                 .returning(OBLIGATIONS.c.id)
             )
             obligation = int(inserted.scalar_one())
-            for fraction in self.config.remind_at:
+            reminders = [
+                (f"{obligation}:{round(fraction * 100)}", now + communication.within * fraction)
+                for fraction in self.config.remind_at
+            ]
+            for reminder, at in reminders:
                 await scheduler.schedule(
-                    conn,
-                    kind=REMIND,
-                    subject=f"{obligation}:{round(fraction * 100)}",
-                    due_at=now + communication.within * fraction,
-                    created_at=now,
+                    conn, kind=REMIND, subject=reminder, due_at=at, created_at=now
                 )
             await scheduler.schedule(
                 conn, kind=DEADLINE, subject=str(obligation), due_at=due, created_at=now
+            )
+            obligations.append(
+                declared_obligation(obligation, communication.audience, due, reminders)
             )
         steps: list[tuple[str, str, str | None]] = [
             ("restore", name, None) for name in runbook.restore_order
@@ -246,7 +261,7 @@ class Incidents:
             await store.note(
                 conn, number, at=fault_at, kind="fault", text="the alert started firing", actor=None
             )
-        return number
+        return number, obligations
 
     async def alert_context(self, group: int) -> tuple[str, str, str | None]:
         """From an alert thread's button: the scenario (its route's), a summary (the
@@ -368,6 +383,7 @@ class Incidents:
                     "text": message_text,
                 },
             )
+            await self._anchor(conn, now)
             await self._post(
                 conn, number, "thread", messages.notified(view, audience, actor, latency, late), now
             )
@@ -443,7 +459,10 @@ class Incidents:
                 incident=view.name,
                 details={"step": target.name, "result": result},
             )
+            anchored = await self._anchor(conn, now)
             view = await store.view(conn, number)
+        if anchored:
+            self.outbox.wake()
         return view
 
     async def validate(
@@ -674,6 +693,8 @@ class Incidents:
             incident=view.name,
             details=details,
         )
+        if override is None:  # an override's approval posts the head after its change
+            await self._anchor(conn, now)
         await self._post(conn, number, "thread", messages.resolved(view, actor, now - since), now)
         return await store.view(conn, number)
 
@@ -741,8 +762,9 @@ class Incidents:
         await store.note_many(conn, notes)
         if posts:
             await relay.add_many(conn, kind=INCIDENT_POST, items=posts, now=now)
-        await self.audit.append_many(conn, events)  # last: the chain stays locked till commit
-        return [self._kick()] if posts else []
+        await self.audit.append_many(conn, events)  # the chain stays locked till commit
+        anchored = await self._anchor(conn, now) if events else False
+        return [self._kick()] if posts or anchored else []
 
     def _remind(
         self,
@@ -809,6 +831,14 @@ class Incidents:
         channels = self.config.channels_of(OPERATORS)
         posts.append(_post_item(view.number, "thread", escalation))
         posts.append(_post_item(view.number, "audience", escalation, channels=channels))
+
+    async def _anchor(self, conn: AsyncConnection, now: datetime) -> bool:
+        """After an incident event, in its transaction: the trail's head to the audit
+        channel (through the outbox, posted once this commits and the relay is woken).
+        False where there is no audit channel."""
+        if self.anchors is None:
+            return False
+        return await self.anchors.record(conn, now=now) is not None
 
     def _has_draft(self, view: IncidentView, audience: str) -> bool:
         return any(

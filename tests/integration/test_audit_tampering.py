@@ -214,7 +214,7 @@ async def test_a_keyed_trail_verifies_and_its_head_is_an_anchor(trail: Shop, que
     assert (code, err) == (0, "")
     assert out == (
         "audit trail intact: 5 event(s) verified (5 keyed, 0 unkeyed), 1 of 1 anchor(s) held, "
-        "4 request(s), approval(s) and plan(s) have their events\n"
+        "4 request(s), approval(s) and plan(s) have their events, 0 incident(s) match theirs\n"
     )
 
 
@@ -365,7 +365,12 @@ async def test_a_downgrade_to_unkeyed_events_is_caught(trail: Shop, queuebot: An
     )
 
     await rewrite(trail, key=None, start=1)  # every event unkeyed: no keyed event before
-    assert (await verify(trail)).ok  # ... so only an anchor can tell
+    result = await verify(trail)  # ... so only the request's row and an anchor can tell
+    assert (result.first_bad, result.problem) == (
+        None,
+        "the state tables do not match the audit trail: qb_change_requests row 2 (CR-2): "
+        "reason is 'fixed too' but its change.requested event 4 says 'never asked'",
+    )
     assert (await verify(trail, anchor)).first_bad == 5
 
 

@@ -484,14 +484,10 @@ async def test_refused_without_an_earlier_count_says_what_to_do(shop: Shop) -> N
 async def test_refused_while_an_incident_blocks_redrives(shop: Shop) -> None:
     await add_dead_letters(shop.engine, count=20, error=ERROR)
     await flat_history(shop)
-    async with shop.engine.begin() as conn:
-        await conn.execute(
-            sa.text(
-                "INSERT INTO qb_incidents (scenario, summary, state, blocks_redrive, declared_at) "
-                "VALUES ('gd:queue-loss', 'storage flapping', 'open', :t, :n)"
-            ),
-            {"t": True, "n": shop.clock.now},
-        )
+    # declared as queuebot declares it: a row without its events would break the trail
+    await shop.services.incidents.declare(
+        scenario="gd:queue-loss", summary="storage flapping", actor=DORA
+    )
     with pytest.raises(
         PreconditionFailed, match=r"INC-1 \(gd:queue-loss\) is open and blocks redrives"
     ):

@@ -29,7 +29,8 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.migrate import upgrade
 from tests.conftest import _pg_conninfo
-from tests.integration.support import START
+from tests.integration.support import START, RecordingNotifier
+from tests.integration.test_incident_timers import drill_runbook, say, until, write_config
 
 pytestmark = pytest.mark.postgres
 
@@ -163,7 +164,9 @@ async def test_the_runtime_role_appends_and_cannot_tamper(
             "'{}', repeat('0', 64), repeat('f', 64), 'sha256')",
             "must follow the head",
         ),
-        ("UPDATE qb_change_requests SET reason = 'x'", None),  # allowed: not the trail
+        # a request's row moves on; what was asked, by whom and why stays
+        ("UPDATE qb_change_requests SET reason = 'x'", "permission denied"),
+        ("UPDATE qb_change_requests SET requester_person = 'x'", "permission denied"),
     ):
         if match is None:
             async with runtime.begin() as conn:
@@ -218,3 +221,104 @@ async def test_grant_refuses_roles_that_could_undo_the_rules(
         with psycopg.connect(_pg_conninfo(roles.owner_url), autocommit=True) as conn:
             conn.execute(f'ALTER TABLE qb_audit_events OWNER TO "{owner[0]}"')
             conn.execute(f'DROP ROLE "{member}"')
+
+
+async def test_incident_work_as_the_runtime_role_and_what_it_can_still_rewrite(
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Declare, notify, steps, timers firing and resolve all work as the runtime role and
+    verify intact. What the role cannot be refused for its normal work (an incident's or a
+    communication's state, deleting from the schedule) `audit verify` names; the rest of
+    those rows it cannot change at all."""
+    assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
+    drill_runbook(tmp_path / "runbooks", "gd:drill", operators_ms=400, actors_ms=900_000)
+    environ = {"QUEUEBOT_DATABASE_URL": roles.runtime_url, "QUEUEBOT_AUDIT_KEY": KEY}
+    app = await build_app(
+        load_config(write_config(tmp_path), environ=environ),
+        notifier=RecordingNotifier(),
+        announce=False,
+    )
+
+    async def escalations() -> int:
+        async with roles.owner.connect() as conn:
+            found = await conn.execute(
+                sa.text("SELECT count(*) FROM qb_audit_events WHERE action = :a"),
+                {"a": "incident.deadline_missed"},
+            )
+            return int(found.scalar_one())
+
+    async def escalated() -> bool:
+        await app.scheduler.run_due()
+        return await escalations() == 1
+
+    try:
+        await say(app, '/incident declare gd:drill "jobs stopped" --queue workers')
+        await say(app, "/incident notify actors --incident INC-1")
+        await say(app, "/incident step dep:job-queue done --incident INC-1")
+        # the operators' reminders and deadline come due on the real clock and fire
+        await until(escalated, within=10, what="the operators' escalation")
+        for step in ("v1", "v2", "v3"):
+            await say(app, f'/incident step {step} done --incident INC-1 --result "seen"')
+        assert "resolved" in await say(app, "/incident resolve INC-1")
+        await say(app, '/incident declare gd:drill "again" --queue clips')  # stays open
+        await app.outbox.run_due()
+    finally:
+        await app.close()
+
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
+    monkeypatch.setenv("QUEUEBOT_AUDIT_KEY", KEY)
+
+    async def verified() -> tuple[int, str]:
+        capsys.readouterr()
+        code = await cli.run(cli.parse(["audit", "verify"]))
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    code, said = await verified()
+    assert code == 0 and "2 incident(s) match theirs" in said, said
+
+    runtime = roles.runtime
+    for statement, match in (
+        ("UPDATE qb_incidents SET summary = 'x'", "permission denied"),
+        ("UPDATE qb_incidents SET declared_at = now()", "permission denied"),
+        ("UPDATE qb_incident_obligations SET due_at = now()", "permission denied"),
+        ("UPDATE qb_incident_obligations SET audience = 'x'", "permission denied"),
+        ("UPDATE qb_incident_steps SET name = 'x'", "permission denied"),
+        ("UPDATE qb_schedule SET kind = 'x'", "permission denied"),
+        ("DELETE FROM qb_incidents", "permission denied"),
+        ("DELETE FROM qb_incident_obligations", "permission denied"),
+    ):
+        await refused(runtime, statement, match)
+
+    for tamper, undo, named in (
+        (
+            "UPDATE qb_incidents SET state = 'resolved' WHERE id = 2",
+            "UPDATE qb_incidents SET state = 'open' WHERE id = 2",
+            "qb_incidents row 2 (INC-2): state is 'resolved' but the trail says 'open' "
+            "(no incident.resolved event)",
+        ),
+        (
+            "UPDATE qb_incident_obligations SET state = 'met' WHERE incident_id = 2",
+            "UPDATE qb_incident_obligations SET state = 'pending' WHERE incident_id = 2",
+            "(INC-2, actors): state is 'met' but the trail says 'pending'",
+        ),
+        (  # the scheduler deletes what it runs: the role keeps DELETE, verify counts
+            "DELETE FROM qb_schedule WHERE kind LIKE 'incident.%'",
+            None,
+            "(INC-2, actors, due ",
+        ),
+    ):
+        async with runtime.begin() as conn:
+            await conn.execute(sa.text(tamper))
+        code, said = await verified()
+        assert code == 1 and named in said, said
+        assert said.startswith(
+            "audit trail BROKEN: the state tables do not match the audit trail: "
+        )
+        if undo is not None:
+            async with runtime.begin() as conn:
+                await conn.execute(sa.text(undo))
+            assert (await verified())[0] == 0
