@@ -56,6 +56,32 @@ def test_config_check_says_an_empty_slack_variable_is_empty(demo: Demo) -> None:
     assert "SLACK_APP_TOKEN: empty (counts as not set)\n" in result.stdout
 
 
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "blank"])
+def test_config_check_says_an_empty_alert_token_is_empty(demo: Demo, blank: str) -> None:
+    """`QUEUEBOT_ALERT_TOKEN=` leaves alerts open to anyone who reaches the port: config
+    check says so, never that the token is set."""
+    result = queuebot("config", "check", cwd=demo.dir, env=demo.env(QUEUEBOT_ALERT_TOKEN=blank))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "alerts: POST /alerts/alertmanager, QUEUEBOT_ALERT_TOKEN is empty (counts as not set): "
+        "anyone who reaches the port may post alerts\n"
+    ) in result.stdout
+    assert "QUEUEBOT_ALERT_TOKEN set" not in result.stdout
+
+
+@pytest.mark.parametrize("args", [("config", "check"), ("serve", "--port", "0")], ids=" ".join)
+def test_an_alert_token_too_short_to_be_a_secret_is_one_line_and_exit_2(
+    demo: Demo, args: tuple[str, ...]
+) -> None:
+    result = queuebot(*args, cwd=demo.dir, env=demo.env(QUEUEBOT_ALERT_TOKEN="secret"))
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        "queuebot: environment: QUEUEBOT_ALERT_TOKEN: must be at least 16 characters (a "
+        "shorter one is no secret); make one with `openssl rand -hex 16`, or leave it unset"
+    )
+    assert "serving on" not in result.stderr
+
+
 def test_config_is_accepted_after_the_subcommand_too(demo: Demo) -> None:
     env = {"QUEUEBOT_DATABASE_URL": demo.url}
     for args in (
