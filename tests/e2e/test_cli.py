@@ -172,6 +172,29 @@ def test_an_unreachable_database_is_one_line_and_exit_5(tmp_path: Path, args: li
     assert line.endswith("check QUEUEBOT_DATABASE_URL and that the database is up"), line
 
 
+@pytest.mark.parametrize(
+    ("variable", "port", "args"),
+    [
+        ("QUEUEBOT_DATABASE_URL", "notaport", ("config", "check")),
+        ("QUEUEBOT_DATABASE_URL", "notaport", ("serve", "--port", "0")),
+        ("QUEUEBOT_DATABASE_URL", "99999", ("audit", "verify")),
+        ("QUEUEBOT_QUEUE_DATABASE_URL", "", ("config", "check")),
+    ],
+    ids=["config check", "serve", "out of range", "queue database"],
+)
+def test_a_bad_port_in_a_database_url_is_one_line_and_exit_2(
+    demo: Demo, variable: str, port: str, args: tuple[str, ...]
+) -> None:
+    env = demo.env(**{variable: f"postgresql://u:secret-pw@db.internal:{port}/jobs"})
+    result = queuebot(*args, cwd=demo.dir, env=env)
+    assert result.returncode == 2, result.stderr
+    assert one_line(result.stderr) == (
+        f"queuebot: the port {port!r} in {variable} is not a number from 1 to 65535; write it "
+        "as postgresql://user@host:5432/db, or leave it out for PostgreSQL's 5432"
+    )
+    assert "secret-pw" not in result.stderr + result.stdout
+
+
 def set_revision(db: Path, revision: str) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE alembic_version SET version_num = ?", (revision,))
