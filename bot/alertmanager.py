@@ -123,19 +123,25 @@ async def _unavailable(send: Send) -> None:
     )
 
 
+def unauthenticated(config: Config) -> str:
+    """Why alerts are taken without a token: the variable is unset, or set to nothing."""
+    if "QUEUEBOT_ALERT_TOKEN" in config.env.empty:
+        return "QUEUEBOT_ALERT_TOKEN is empty (counts as not set)"
+    return "QUEUEBOT_ALERT_TOKEN is not set"
+
+
 def describe(config: Config) -> tuple[list[str], list[str]]:
     """For ``config check`` and serve's start: how alerts come in and where they go
     (lines), and what will not work as meant (problems)."""
     alerts = config.file.alerts
     lines: list[str] = []
     problems: list[str] = []
-    token = config.env.alert_token
     lines.append(
         f"alerts: POST {PATH}, "
         + (
             "QUEUEBOT_ALERT_TOKEN set (Alertmanager sends it as a bearer token)"
-            if token is not None
-            else "QUEUEBOT_ALERT_TOKEN not set: anyone who reaches the port may post alerts"
+            if config.env.alert_token is not None
+            else f"{unauthenticated(config)}: anyone who reaches the port may post alerts"
         )
     )
     routes = [

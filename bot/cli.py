@@ -44,7 +44,14 @@ from bot.serve import serve
 from services import grants
 from services.audit import Anchor, AuditKeyMissing, Verification
 from services.config import Config, load_config
-from services.db import create_engine, reading, redacted, require_sqlite_file, same_database
+from services.db import (
+    check_url,
+    create_engine,
+    reading,
+    redacted,
+    require_sqlite_file,
+    same_database,
+)
 from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
@@ -304,6 +311,9 @@ def _databases_there(config: Config, args: argparse.Namespace) -> None:
         return
     reads_only = args.command in ("config", "audit")
     state, estate = config.env.state_url, config.env.estate_url
+    check_url(state, variable="QUEUEBOT_DATABASE_URL")
+    if estate != state:
+        check_url(estate, variable="QUEUEBOT_QUEUE_DATABASE_URL")
     require_sqlite_file(
         state,
         variable="QUEUEBOT_DATABASE_URL",

@@ -1,11 +1,12 @@
 """What ``GET /readyz`` answers: whether this process can do its work, and if not, why.
 
 Ready means both databases answer, every configured queue's tables and columns are there
-(reflected the way commands reflect them), and Slack, where it is configured, can work
-(Slack said who the bot is; Socket Mode holds its connection). The databases are asked at
-each probe; the tables and Slack at most every few seconds, so a probe every second stays
-cheap. The answer names no secret: queue problems say which table or column, Slack's say
-Slack's error code.
+(reflected afresh, not from the reflection commands keep) and, on PostgreSQL, readable by
+the role queuebot runs as (SELECT on every column it reads), and Slack, where it is
+configured, can work (Slack said who the bot is; Socket Mode holds its connection). The
+databases are asked at each probe; the tables, their privileges and Slack at most every
+few seconds, so a probe every second stays cheap. The answer names no secret: queue
+problems say which table, column or privilege, Slack's say Slack's error code.
 
 Alert notifications set aside (stored, but their processing failed on their own) are
 shown under ``alerts``: how many, the oldest one's id, when and why. They do not make the
@@ -25,8 +26,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 
 from bot.bootstrap import App
+from services.db import error_line
 from services.errors import QueuebotError
 
 log = logging.getLogger("queuebot.http")
@@ -95,7 +98,7 @@ class Readiness:
         if self._setup is not None and self.clock() - self._setup[0] < self.fresh_for:
             return self._setup[1], self._setup[2]
         queues = {
-            name: await self._queue(profile.tables)
+            name: await self._queue(profile.check_access)
             for name, profile in self.app.estate.profiles.items()
         }
         slack = "off"
@@ -140,14 +143,17 @@ class Readiness:
             log.warning("readiness: %s database unreachable: %s", name, type(exc).__name__)
             return "unreachable"
 
-    async def _queue(self, tables: Callable[[Any], Awaitable[object]]) -> str:
-        """The queue's tables, reflected as its commands reflect them (once they are
-        there, the reflection is kept and this costs nothing)."""
+    async def _queue(self, check: Callable[[Any], Awaitable[object]]) -> str:
+        """The queue's tables and columns reflected afresh (not the reflection commands
+        keep: a column renamed since would not show there), and on PostgreSQL the
+        runtime role's SELECT privilege on every column queuebot reads."""
         try:
             async with asyncio.timeout(TIMEOUT), self.app.estate.connect() as conn:
-                await tables(conn)
+                await check(conn)
             return "ok"
-        except QueuebotError as exc:  # a missing table or column names it and the fix
+        except QueuebotError as exc:  # a missing table, column or privilege names the fix
             return exc.message
         except TimeoutError:
             return f"reading the queue's tables took over {TIMEOUT:g} s"
+        except DBAPIError as exc:  # e.g. a table dropped between two statements
+            return f"reading the queue's tables failed: {error_line(exc)}"

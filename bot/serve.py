@@ -17,6 +17,8 @@ import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
+from bot.alertmanager import PATH as ALERTMANAGER_PATH
+from bot.alertmanager import unauthenticated
 from bot.bootstrap import build_app
 from bot.discord.client import DiscordLink
 from bot.discord.interactions import resume as discord_resume
@@ -239,8 +241,9 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             )
             if config.env.alert_token is None:
                 log.warning(
-                    "QUEUEBOT_ALERT_TOKEN is not set: anyone who reaches this port may post "
-                    "alerts to /alerts/alertmanager"
+                    "%s: anyone who reaches this port may post alerts to %s",
+                    unauthenticated(config),
+                    ALERTMANAGER_PATH,
                 )
             settle_heap()
             async with recovery.running(), background(config, app):

@@ -28,7 +28,7 @@ def authorize(
         join = messages.how_to_be_known(inv.platform, inv.account, people, config_file)
         if access.unknown_users == "deny":
             raise PermissionDenied(messages.unknown_user_denied(inv.platform, inv.account, join))
-        if spec.role != "viewer":
+        if not spec.read_only:
             raise PermissionDenied(
                 messages.unknown_user_read_only(inv.platform, inv.account, spec.path, join)
             )

@@ -407,6 +407,7 @@ CATALOG += (
         example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
         note="only people holding the runbook's declaration authority may declare "
         "(/incident runbooks shows who)",
+        changes=True,
     ),
     CommandSpec(
         "incident",

@@ -89,7 +89,7 @@ def unknown_user_denied(platform: str, account: str, join: str = "") -> str:
 
 def unknown_user_read_only(platform: str, account: str, path: str, join: str = "") -> str:
     group = path.split(maxsplit=1)[0]
-    reads = ", ".join(s.name for s in group_specs(group.lstrip("/")) if s.role == "viewer")
+    reads = ", ".join(s.name for s in group_specs(group.lstrip("/")) if s.read_only)
     return (
         f"{path} changes things, and your {platform} account {account} is not listed under "
         f"[people], so you may only use read-only commands ({group} {reads}). {join}"

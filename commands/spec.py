@@ -64,10 +64,18 @@ class CommandSpec:
     flags: tuple[Flag, ...] = field(default_factory=tuple)
     example: str | None = None
     note: str | None = None  # a rule of the options, said in the command's help
+    # It changes things though its role is viewer, because an authority of its own decides
+    # who may (declare: the runbook's declaration authority).
+    changes: bool = False
 
     @property
     def path(self) -> str:
         return f"/{self.group} {self.name}"
+
+    @property
+    def read_only(self) -> bool:
+        """It only reads: what a person not listed under [people] may run."""
+        return self.role == "viewer" and not self.changes
 
     @property
     def usage(self) -> str:

@@ -65,13 +65,17 @@ _SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,20}\Z")
 _SNOWFLAKE = re.compile(r"^[0-9]{15,21}\Z")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
 AUDIT_KEY_MIN_LENGTH = 32
+# The bearer token Alertmanager sends: shorter than this is no secret (a guess, a word, a
+# placeholder left in a template). `openssl rand -hex 16` makes one of 32 characters.
+ALERT_TOKEN_MIN_LENGTH = 16
 # A delivery's claim is refreshed every 2 s while its work runs (services/ledger.py
 # HEARTBEAT); one unrefreshed for less than two and a half beats may belong to a live owner.
 MIN_CLAIM_STALE_SECONDS = 5.0
 
-# Chat platform variables: one set to nothing (or blanks) counts as not set. A deploy
-# template often writes `SLACK_SIGNING_SECRET=` for a value it did not fill in.
-BLANK_IS_UNSET = ("SLACK_", "DISCORD_")
+# Chat platform variables and the alerts token: one set to nothing (or blanks) counts as
+# not set. A deploy template often writes `SLACK_SIGNING_SECRET=` or
+# `QUEUEBOT_ALERT_TOKEN=` for a value it did not fill in.
+BLANK_IS_UNSET = ("SLACK_", "DISCORD_", "QUEUEBOT_ALERT_TOKEN")
 
 
 def _pattern(regex: re.Pattern[str], expected: str) -> Any:
@@ -405,7 +409,8 @@ class EnvSettings(BaseSettings):
 
     @property
     def empty(self) -> frozenset[str]:
-        """The chat platform variables that were set to nothing (and so count as unset)."""
+        """The chat platform variables and QUEUEBOT_ALERT_TOKEN where they were set to
+        nothing (and so count as unset)."""
         return self._empty
 
     @classmethod
@@ -442,6 +447,21 @@ class EnvSettings(BaseSettings):
             raise ValueError(
                 f"must be at least {AUDIT_KEY_MIN_LENGTH} characters; make one with "
                 "`openssl rand -hex 32`"
+            )
+        return value
+
+    @field_validator("alert_token")
+    @classmethod
+    def _a_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        if token != token.strip():  # Alertmanager trims its credentials_file: no match
+            raise ValueError("must not begin or end with white space")
+        if len(token) < ALERT_TOKEN_MIN_LENGTH:
+            raise ValueError(
+                f"must be at least {ALERT_TOKEN_MIN_LENGTH} characters (a shorter one is no "
+                "secret); make one with `openssl rand -hex 16`, or leave it unset"
             )
         return value
 

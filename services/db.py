@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,30 @@ _DRIVERS = {
 }
 
 
-def normalise_url(url: str) -> URL:
-    """Parse a database URL and give it the async driver queuebot uses."""
+# Where a URL's port is, read as SQLAlchemy's make_url reads it (the user and password
+# before an @ are skipped and never shown).
+_PORT = re.compile(
+    r"^[\w+]+://(?:[^:/]*(?::[^@]*)?@)?(?:\[[^/?]+\]|[^/:?]+)?(?::(?P<port>[^/?]*))?"
+)
+
+
+def normalise_url(url: str, *, variable: str = "the database URL") -> URL:
+    """Parse a database URL and give it the async driver queuebot uses. A URL that is
+    none, or whose port is no port, is a ``ConfigError`` naming ``variable`` (where the
+    URL came from) that never shows the password."""
+    port = _PORT.match(url)
+    said = port["port"] if port is not None else None
+    if said is not None and not (said.isdigit() and 0 < int(said) < 65536):
+        raise ConfigError(
+            f"the port {said[:20]!r} in {variable} is not a number from 1 to 65535; write "
+            "it as postgresql://user@host:5432/db, or leave it out for PostgreSQL's 5432"
+        )
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:
         raise ConfigError(
-            "database URL is not valid; expected e.g. postgresql://user@host/db or "
-            "sqlite:///./queuebot.db"
+            f"{variable} is not a valid database URL; expected e.g. postgresql://user@host/db "
+            "or sqlite:///./queuebot.db"
         ) from exc
     driver = _DRIVERS.get(parsed.drivername, parsed.drivername)
     if driver not in ("postgresql+psycopg", "sqlite+aiosqlite"):
@@ -81,6 +98,11 @@ def sqlite_file(url: str) -> Path | None:
     if name.startswith("file:"):
         return None
     return Path(name)
+
+
+def check_url(url: str, *, variable: str) -> None:
+    """Refuse a URL queuebot could not use, naming the variable it came from."""
+    normalise_url(url, variable=variable)
 
 
 def require_sqlite_file(

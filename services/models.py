@@ -405,4 +405,6 @@ class AlertGroup(Base):
     changed_at: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
     notifications: Mapped[int] = mapped_column(sa.Integer)
+    # alerts Alertmanager's max_alerts left out of the latest notification (truncatedAlerts)
+    truncated: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     roots: Mapped[dict[str, Any]]

@@ -100,6 +100,8 @@ class QueuebotClient(discord.Client):
         ask_gateway: bool,
         **options: Any,
     ) -> None:
+        # Nothing queuebot sends pings anyone unless the send says whom (interactions.py)
+        options.setdefault("allowed_mentions", discord.AllowedMentions.none())
         super().__init__(intents=discord.Intents(guilds=True), **options)
         self.wiring = wiring
         self.wiring.view = buttons.view_for

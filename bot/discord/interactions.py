@@ -416,6 +416,12 @@ async def _followup(
     await interaction.followup.send(**kwargs)
 
 
+def only(person: discord.abc.Snowflake) -> discord.AllowedMentions:
+    """Mentions that may ping this person and nobody else: a mention of anyone in the
+    answer's own text (an alert label, an incident summary) stays silent."""
+    return discord.AllowedMentions(everyone=False, users=[person], roles=False, replied_user=False)
+
+
 async def in_channel(
     interaction: discord.Interaction[Any],
     rendered: Rendered,
@@ -446,12 +452,12 @@ async def _in_channel(
             await channel.send(
                 f"{mention} your answer was ready after Discord stopped taking answers to "
                 "that command; ask again to see it.",
-                allowed_mentions=discord.AllowedMentions(users=True),
+                allowed_mentions=only(discord.Object(id=int(user))),
             )
             return
         kwargs: dict[str, Any] = {
             "content": f"{mention} {rendered.content}"[:2000],
-            "allowed_mentions": discord.AllowedMentions(users=True),
+            "allowed_mentions": only(discord.Object(id=int(user))),
         }
         if view is not None:
             kwargs["view"] = view

@@ -38,7 +38,9 @@ def discord_notifier(config: Config, *, rest_only: bool = False) -> DiscordNotif
 
     async def login() -> discord.Client:
         point_at(base)
-        client = discord.Client(intents=discord.Intents.none())
+        client = discord.Client(
+            intents=discord.Intents.none(), allowed_mentions=discord.AllowedMentions.none()
+        )
         try:
             await client.login(token.get_secret_value())
         except BaseException:

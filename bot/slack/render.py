@@ -1,8 +1,12 @@
 """Block Kit rendering of platform-neutral messages.
 
-Slack's limits shape it: at most 50 blocks, 3,000 characters in a section's text, 150 in a
-header, 10 fields of 2,000 each, 75 in a button's label. Tables become preformatted text,
-cut with a note of how much was left out rather than rejected by Slack.
+Every mrkdwn text is escaped (``&``, ``<``, ``>``), in the blocks and in the top-level
+``text`` alike: what queuebot shows comes from people and from alerts, and must never
+mention anyone or hide a link (headers and button labels are plain_text, which Slack
+never reads as markup). Slack's limits shape it: at most 50 blocks, 3,000 characters in a
+section's text, 150 in a header, 10 fields of 2,000 each, 75 in a button's label. Tables
+become preformatted text, cut with a note of how much was left out rather than rejected
+by Slack.
 """
 
 from __future__ import annotations
@@ -100,5 +104,8 @@ def blocks(message: Message) -> list[dict[str, Any]]:
 
 
 def fallback_text(message: Message) -> str:
-    """The ``text`` Slack shows in notifications and where blocks cannot be shown."""
-    return _cut(message.summary or render_message(message), MAX_FALLBACK)
+    """The ``text`` Slack shows in notifications and where blocks cannot be shown, escaped
+    as the blocks are: Slack reads ``text`` as mrkdwn too, so an alert label, an incident
+    summary or a notify text holding ``<!channel>``, ``<@U…>`` or ``<https://…|click>``
+    is shown as typed, never turned into a mention or a disguised link."""
+    return _escape(_cut(message.summary or render_message(message), MAX_FALLBACK))

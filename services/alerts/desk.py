@@ -62,6 +62,7 @@ _KEPT = (
     "notifications",
     "annotations",
     "links",
+    "truncated",
 )
 KEEP_PROCESSED = timedelta(days=7)
 MAX_ERROR = 500  # characters of a set-aside notification's error that are kept
@@ -401,6 +402,7 @@ class AlertDesk:
             "changed_at": now,
             "resolved_at": None,
             "notifications": 0,
+            "truncated": 0,
             "roots": {},
         }
 
@@ -415,12 +417,13 @@ class AlertDesk:
             group["annotations"] = dict(n.commonAnnotations)
         group["links"] = _links(n)
         group["alerts"] = {fp: record.json() for fp, record in result.alerts.items()}
+        group["truncated"] = n.truncatedAlerts  # each notification carries the whole group
         if not result.changed:
             return []
         before = str(group["status"])
         group["status"] = result.status
         group["changed_at"] = now
-        posts = self._posts(group, result, before, now)
+        posts = self._posts(group, n, result, before, now)
         if result.status == "resolved" and before == "firing":
             group["resolved_at"] = now
         elif result.status == "firing":
@@ -428,7 +431,7 @@ class AlertDesk:
         return posts
 
     def _posts(
-        self, group: dict[str, Any], result: Merge, before: str, now: datetime
+        self, group: dict[str, Any], n: Notification, result: Merge, before: str, now: datetime
     ) -> list[dict[str, Any]]:
         common = dict(group["labels"])
         episode = int(group["episode"])
@@ -438,6 +441,15 @@ class AlertDesk:
             if episode == 0 or resolved_at is None or now - (as_utc(resolved_at) or now) > reopen:
                 group["episode"] = episode + 1
                 posts = [{"action": "root", "episode": episode + 1}]
+                if n.truncatedAlerts:
+                    note = messages.not_shown(n.truncatedAlerts)
+                    posts.append(
+                        {
+                            "action": "reply",
+                            "episode": episode + 1,
+                            "message": messages.to_json(note),
+                        }
+                    )
                 if group["route"].get("triage") and group.get("queue"):
                     posts.append({"action": "triage", "episode": episode + 1})
                 return [{**p, "group": int(group["id"])} for p in posts]
@@ -451,6 +463,7 @@ class AlertDesk:
             group_resolved=group_resolved,
             refired=refired,
             lasted=messages.lasted(started, now) if group_resolved else None,
+            not_shown=n.truncatedAlerts,
         )
         return [
             {

@@ -63,6 +63,20 @@ def _listed(records: Sequence[AlertRecord], common: Mapping[str, str], mark: str
     return "\n".join(lines)
 
 
+def _not_shown_text(count: int) -> str:
+    return (
+        f"{count:,} more alert(s) not shown: Alertmanager left them out of its notification "
+        "(the receiver's max_alerts); its own UI lists them all."
+    )
+
+
+def not_shown(count: int) -> Message:
+    """For the thread: how many alerts of the group Alertmanager cut (truncatedAlerts)."""
+    return Message(
+        summary=f"{count:,} more alert(s) not shown", blocks=(Text(_not_shown_text(count)),)
+    )
+
+
 def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: datetime) -> Message:
     """The group's own message, kept current: firing or resolved, and how many."""
     name = str(group["alertname"])
@@ -73,9 +87,12 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
     words = annotations.get("summary") or annotations.get("description")
     started = min((a.starts_at for a in alerts if a.starts_at), default=None)
     fields: list[tuple[str, str]] = []
+    cut = int(group.get("truncated") or 0)
     if firing:
         title = f"🔴 FIRING: {name}{where}"
         fields.append(("Firing", f"{len(firing)} of {len(alerts)} alert(s)"))
+        if cut:
+            fields.append(("Not shown", f"{cut:,} more alert(s) Alertmanager left out"))
         fields.append(
             ("Since", _ago(min((a.starts_at for a in firing if a.starts_at), default=started), now))
         )
@@ -127,8 +144,10 @@ def news(
     group_resolved: bool,
     refired: bool,
     lasted: str | None = None,
+    not_shown: int = 0,
 ) -> Message:
-    """What changed, for the thread."""
+    """What changed, for the thread; ``not_shown``: how many alerts of the group
+    Alertmanager left out of the notification (its truncatedAlerts)."""
     blocks: list[Block] = []
     if refired:
         blocks.append(Heading("🔴 Firing again"))
@@ -143,6 +162,8 @@ def news(
         blocks.append(
             Text(f"All alerts of this group are resolved{f' after {lasted}' if lasted else ''}.")
         )
+    if not_shown:
+        blocks.append(Text(_not_shown_text(not_shown)))
     summary = (
         "All alerts resolved"
         if group_resolved

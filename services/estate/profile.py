@@ -111,6 +111,11 @@ class BoundTable:
     def name(self) -> str:
         return self.table.fullname
 
+    @property
+    def used(self) -> tuple[str, ...]:
+        """The table's own names of the columns queuebot reads (required and present)."""
+        return tuple(self._names.values())
+
 
 def text_array(texts: list[str], of: Any) -> sa.ColumnElement[Any]:
     """PostgreSQL: an array of ``of`` (a column's type) from texts, cast server-side. Sent
@@ -318,6 +323,49 @@ class QueueProfile(ABC):
             if self._tables is None:
                 self._tables = await conn.run_sync(self._reflect)
         return self._tables
+
+    async def check_access(self, conn: AsyncConnection) -> None:
+        """What readiness asks, afresh each time (never from the kept reflection): every
+        table and column the profile needs is there, and on PostgreSQL this connection's
+        role may read each column queuebot reads. Raises ``ConfigError`` naming the queue,
+        what is missing and the fix: a table or column as ``tables`` does, a missing
+        privilege with the GRANT that gives it."""
+        bound = await conn.run_sync(self._reflect)
+        if conn.dialect.name != "postgresql" or not bound:
+            return
+        quote = conn.dialect.identifier_preparer.format_table
+        pairs = [(quote(t.table), t.name, column) for t in bound.values() for column in t.used]
+        rows = (
+            await conn.execute(
+                sa.text(
+                    "SELECT x.t, x.c, current_user FROM unnest(CAST(:tables AS text[]), "
+                    "CAST(:columns AS text[])) AS x(t, c) "
+                    "WHERE NOT has_column_privilege(x.t, x.c, 'SELECT')"
+                ),
+                {"tables": [q for q, _, _ in pairs], "columns": [c for _, _, c in pairs]},
+            )
+        ).all()
+        if not rows:
+            return
+        role = str(rows[0][2])
+        denied: dict[str, list[str]] = {}  # quoted table -> its columns the role may not read
+        for quoted, column, _ in rows:
+            denied.setdefault(str(quoted), []).append(str(column))
+        names = {quoted: name for quoted, name, _ in pairs}
+        parts = []
+        for quoted, columns in denied.items():
+            every = [c for q, _, c in pairs if q == quoted]
+            parts.append(
+                f"table {names[quoted]!r}"
+                if len(columns) == len(every)
+                else f"column(s) {', '.join(columns)} of table {names[quoted]!r}"
+            )
+        first = next(iter(denied))
+        raise ConfigError(
+            f"queue {self.queue!r} ({self.name}): role {role!r} lacks the SELECT privilege on "
+            f"{'; '.join(parts)}, so the queue cannot be read; the table's owner grants it "
+            f"(GRANT SELECT ON {first} TO {conn.dialect.identifier_preparer.quote(role)})"
+        )
 
     @property
     def reflected(self) -> dict[str, BoundTable] | None:

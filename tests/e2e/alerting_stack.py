@@ -331,6 +331,7 @@ class Alertmanager(Program):
         send_resolved: bool = True,
         workdir: Path | None = None,
         log_level: str = "info",
+        max_alerts: int | None = None,
     ) -> None:
         if duration_seconds(group_interval) <= 0 or duration_seconds(repeat_interval) <= 0:
             raise ValueError("group_interval and repeat_interval cannot be zero")
@@ -348,11 +349,14 @@ class Alertmanager(Program):
         self.group_interval = group_interval
         self.repeat_interval = repeat_interval
         self.send_resolved = send_resolved
+        self.max_alerts = max_alerts  # the webhook's max_alerts (None: every alert)
         self.log_level = log_level
         self.config_path = self.dir / "alertmanager.yml"
 
     def config(self) -> dict[str, Any]:
         webhook: dict[str, Any] = {"url": self.webhook_url, "send_resolved": self.send_resolved}
+        if self.max_alerts is not None:
+            webhook["max_alerts"] = self.max_alerts
         if self.token is not None:
             webhook["http_config"] = {
                 "authorization": {"type": "Bearer", "credentials": self.token}

@@ -56,6 +56,31 @@ def test_config_check_says_an_empty_slack_variable_is_empty(demo: Demo) -> None:
     assert "SLACK_APP_TOKEN: empty (counts as not set)\n" in result.stdout
 
 
+def test_config_check_says_an_empty_alert_token_is_empty(demo: Demo) -> None:
+    """`QUEUEBOT_ALERT_TOKEN=` leaves alerts open to anyone who reaches the port: config
+    check says so, never that the token is set (blanks count the same: unit tests)."""
+    result = queuebot("config", "check", cwd=demo.dir, env=demo.env(QUEUEBOT_ALERT_TOKEN=""))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "alerts: POST /alerts/alertmanager, QUEUEBOT_ALERT_TOKEN is empty (counts as not set): "
+        "anyone who reaches the port may post alerts\n"
+    ) in result.stdout
+    assert "QUEUEBOT_ALERT_TOKEN set" not in result.stdout
+
+
+@pytest.mark.parametrize("args", [("config", "check"), ("serve", "--port", "0")], ids=" ".join)
+def test_an_alert_token_too_short_to_be_a_secret_is_one_line_and_exit_2(
+    demo: Demo, args: tuple[str, ...]
+) -> None:
+    result = queuebot(*args, cwd=demo.dir, env=demo.env(QUEUEBOT_ALERT_TOKEN="secret"))
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        "queuebot: environment: QUEUEBOT_ALERT_TOKEN: must be at least 16 characters (a "
+        "shorter one is no secret); make one with `openssl rand -hex 16`, or leave it unset"
+    )
+    assert "serving on" not in result.stderr
+
+
 def test_config_is_accepted_after_the_subcommand_too(demo: Demo) -> None:
     env = {"QUEUEBOT_DATABASE_URL": demo.url}
     for args in (
@@ -144,6 +169,27 @@ def test_an_unreachable_database_is_one_line_and_exit_5(tmp_path: Path, args: li
     assert "queuebot's database postgresql+psycopg://queuebot@127.0.0.1:" in line
     assert "Connection refused" in line
     assert line.endswith("check QUEUEBOT_DATABASE_URL and that the database is up"), line
+
+
+@pytest.mark.parametrize(
+    ("variable", "port", "args"),
+    [
+        ("QUEUEBOT_DATABASE_URL", "notaport", ("config", "check")),
+        ("QUEUEBOT_QUEUE_DATABASE_URL", "notaport", ("serve", "--port", "0")),
+    ],
+    ids=["config check", "serve"],
+)
+def test_a_bad_port_in_a_database_url_is_one_line_and_exit_2(
+    demo: Demo, variable: str, port: str, args: tuple[str, ...]
+) -> None:
+    env = demo.env(**{variable: f"postgresql://u:secret-pw@db.internal:{port}/jobs"})
+    result = queuebot(*args, cwd=demo.dir, env=env)
+    assert result.returncode == 2, result.stderr
+    assert one_line(result.stderr) == (
+        f"queuebot: the port {port!r} in {variable} is not a number from 1 to 65535; write it "
+        "as postgresql://user@host:5432/db, or leave it out for PostgreSQL's 5432"
+    )
+    assert "secret-pw" not in result.stderr + result.stdout
 
 
 def set_revision(db: Path, revision: str) -> None:

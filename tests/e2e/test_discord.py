@@ -86,10 +86,12 @@ def _env(fake: FakeDiscord, slack: FakeSlack, token: str = DEFAULT_TOKEN) -> dic
 
 
 @contextlib.contextmanager
-def serving(fake: FakeDiscord, slack: FakeSlack, workdir: Path, db_url: str) -> Iterator[Served]:
+def serving(
+    fake: FakeDiscord, slack: FakeSlack, workdir: Path, db_url: str, *, extra: str = EXTRA
+) -> Iterator[Served]:
     before = fake.identified
     with_drill(workdir)
-    with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
+    with running_serve(workdir, db_url, _env(fake, slack), extra=extra) as served:
         fake.wait_until(lambda: fake.identified > before and fake.connected() > 0)
         wait_ready(served)
         yield served
@@ -336,6 +338,14 @@ def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
     (note,) = notes()
     assert "ask again" in note.content
     assert "failed" not in note.content  # a private answer is not shown to the channel
+    # queuebot's own mention pings that person, and only them
+    (sent,) = [
+        c
+        for c in stack.fake.rest("POST", f"/channels/{quiet}/messages")
+        if f"<@{ALICE}>" in str(c.body.get("content"))
+    ]
+    allowed = sent.body["allowed_mentions"]
+    assert (allowed["parse"], [str(u) for u in allowed["users"]]) == ([], [ALICE]), allowed
     assert stale.followups == []
     later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE)
     assert "workers" in answered(stack.fake, later)

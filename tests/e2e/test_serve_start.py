@@ -115,6 +115,16 @@ def test_half_a_slack_setup_is_refused_naming_what_is_missing(
     assert "serving on" not in result.stderr
 
 
+def test_an_empty_alert_token_is_said_at_start_as_not_set(tmp_path: Path, demo_db: str) -> None:
+    """`QUEUEBOT_ALERT_TOKEN=` is no token: serve warns, as for an unset one, that anyone
+    who reaches the port may post alerts, naming the variable as empty."""
+    with running_serve(tmp_path, demo_db, {"QUEUEBOT_ALERT_TOKEN": " "}) as served:
+        served.wait_for_log(
+            "QUEUEBOT_ALERT_TOKEN is empty (counts as not set): anyone who reaches this port "
+            "may post alerts to /alerts/alertmanager"
+        )
+
+
 def test_readyz_says_which_queue_tables_are_missing(tmp_path: Path) -> None:
     """queuebot's own tables but no queue estate: not ready, naming each table, and the
     scheduler says each problem once instead of a traceback every retry."""

@@ -84,6 +84,35 @@ async def test_added_then_partly_then_wholly_resolved_lands_in_the_thread(
         assert len(bot.roots()) == 1
 
 
+async def test_alerts_alertmanager_left_out_are_counted_in_the_root_and_the_thread(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A notification cut by the receiver's max_alerts (truncatedAlerts) says how many
+    alerts it left out: in the root, and in the thread at once and with each news."""
+    async with alert_bot(db_url, tmp_path) as bot:
+        one = alert("f000000000000001", labels={**STUCK, "instance": "a"})
+        two = alert("f000000000000002", labels={**STUCK, "instance": "b"})
+        first = {**notification(group=STUCK, alerts=[one]), "truncatedAlerts": 2400}
+        await bot.send(first)
+        await bot.settle()
+        (root,) = bot.roots("C0OPS")
+        assert "2,400 more alert(s) Alertmanager left out" in str(root.body["blocks"])
+        (note,) = bot.replies(root)
+        assert "2,400 more alert(s) not shown" in str(note.body["blocks"])
+        assert note.body["text"] == "2,400 more alert(s) not shown"
+
+        await bot.send(first)  # a repeat: nothing new, nothing said again
+        await bot.settle()
+        assert len(bot.replies(root)) == 1
+
+        await bot.send({**notification(group=STUCK, alerts=[one, two]), "truncatedAlerts": 2500})
+        await bot.settle()
+        news = bot.replies(root)[-1]
+        assert "1 more alert(s) firing" in str(news.body["blocks"])
+        assert "2,500 more alert(s) not shown" in str(news.body["blocks"])
+        assert "2,500 more alert(s) Alertmanager left out" in str(bot.updates()[-1].body["blocks"])
+
+
 async def test_two_groups_two_roots_and_unrouted_alerts_go_to_alerts(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot import cli
 from bot.bootstrap import build_app
+from bot.readiness import FRESH_FOR, Readiness
 from services import housekeeping_jobs as jobs
 from services.audit import Actor
 from services.changes.model import ChangeKind
@@ -322,3 +324,69 @@ async def test_incident_work_as_the_runtime_role_and_what_it_can_still_rewrite(
             async with runtime.begin() as conn:
                 await conn.execute(sa.text(undo))
             assert (await verified())[0] == 0
+
+
+async def test_readiness_sees_a_revoked_grant_and_a_renamed_column_at_its_interval(
+    roles: Roles, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """/readyz's queue check is made afresh at its interval, not from the reflection
+    commands keep: a SELECT revoked from the runtime role, or a column renamed, makes it
+    not ready within the interval, naming the queue and what is missing; put back, ready."""
+    assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
+
+    async def owner(*statements: str) -> None:
+        async with roles.owner.begin() as conn:
+            for statement in statements:
+                await conn.exec_driver_sql(statement)
+
+    who = f'"{roles.role}"'
+    await owner(*(f'GRANT SELECT ON TABLE "{table}" TO {who}' for table in QUEUE_TABLES))
+    app = await build_app(load_config(environ={"QUEUEBOT_DATABASE_URL": roles.runtime_url}))
+    now = [0.0]
+    readiness = Readiness(app, slack=None, clock=lambda: now[0])
+
+    async def probe_after_the_interval() -> tuple[bool, dict[str, Any]]:
+        now[0] += FRESH_FOR
+        return await readiness.check()
+
+    try:
+        ready, body = await readiness.check()
+        assert ready, body
+        await app.router.deps.reads.list_dead(queue="workers", filters=DeadFilter(limit=1))
+
+        await owner(f"REVOKE SELECT ON TABLE dev_r_worker_queue FROM {who}")
+        ready, body = await probe_after_the_interval()
+        assert not ready
+        said = body["queues"]["workers"]
+        assert said == (
+            f"queue 'workers' (worker_queue): role '{roles.role}' lacks the SELECT privilege "
+            "on table 'dev_r_worker_queue', so the queue cannot be read; the table's owner "
+            f"grants it (GRANT SELECT ON dev_r_worker_queue TO {roles.role})"
+        )
+        assert body["queues"]["clips"] == "ok"
+        assert body["problems"] == [said]
+
+        # a grant of some columns only: the others are named
+        await owner(f"GRANT SELECT (id, status) ON TABLE dev_r_worker_queue TO {who}")
+        ready, body = await probe_after_the_interval()
+        assert not ready
+        assert "lacks the SELECT privilege on column(s) " in body["queues"]["workers"]
+        assert "failure_reason" in body["queues"]["workers"]
+        assert " id," not in body["queues"]["workers"]
+
+        await owner(f"GRANT SELECT ON TABLE dev_r_worker_queue TO {who}")
+        ready, body = await probe_after_the_interval()
+        assert ready, body
+
+        await owner("ALTER TABLE clip_jobs RENAME COLUMN status TO state")
+        ready, body = await probe_after_the_interval()
+        assert not ready
+        assert (
+            "queue 'clips' (message_job): table 'clip_jobs' lacks column(s) status"
+            in (body["queues"]["clips"])
+        )
+        await owner("ALTER TABLE clip_jobs RENAME COLUMN state TO status")
+        ready, body = await probe_after_the_interval()
+        assert ready, body
+    finally:
+        await app.close()

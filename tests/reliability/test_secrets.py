@@ -166,7 +166,8 @@ class Mix:
         for get in ("/readyz", "/metrics", "/healthz"):
             got = httpx.get(f"{self.served.url}{get}", timeout=10)
             self.seen.append(got.text)
-            if get == "/metrics":  # there is none (yet): whatever answers is searched
+            if get == "/metrics":  # the Prometheus series: searched like every answer
+                assert got.status_code == 200, got.text
                 self.metrics = f"HTTP {got.status_code}"
         with psycopg.connect(_pg_conninfo(PG_ADMIN), autocommit=True) as admin:
             admin.execute(f"ALTER ROLE {self.role} NOLOGIN")

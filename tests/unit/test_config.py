@@ -628,3 +628,36 @@ def test_an_empty_slack_variable_in_the_process_environment_counts_as_not_set(
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "")
     env = load_config().env
     assert env.slack_signing_secret is None and env.empty == {"SLACK_SIGNING_SECRET"}
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\n"])
+def test_an_empty_alert_token_counts_as_not_set(blank: str) -> None:
+    """`QUEUEBOT_ALERT_TOKEN=` is no secret: it counts as missing, so config check and
+    serve's start say alerts are taken without a token, instead of "set"."""
+    env = load_config(environ={"QUEUEBOT_ALERT_TOKEN": blank}).env
+    assert env.alert_token is None
+    assert env.empty == {"QUEUEBOT_ALERT_TOKEN"}
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        ("tiny-tok", "must be at least 16 characters (a shorter one is no secret)"),
+        ("fifteen-chars-x", "must be at least 16 characters (a shorter one is no secret)"),
+        (" a-token-long-enough-to-be-one", "must not begin or end with white space"),
+        ("a-token-long-enough-to-be-one\n", "must not begin or end with white space"),
+    ],
+)
+def test_an_alert_token_too_short_to_be_a_secret_is_refused(token: str, said: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={"QUEUEBOT_ALERT_TOKEN": token})
+    message = str(info.value)
+    assert message.startswith(f"environment: QUEUEBOT_ALERT_TOKEN: {said}"), message
+    assert "\n" not in message
+    assert token.strip() not in message  # never the value
+
+
+def test_an_alert_token_of_16_characters_is_taken() -> None:
+    env = load_config(environ={"QUEUEBOT_ALERT_TOKEN": "sixteen-chars-ok"}).env
+    assert env.alert_token is not None
+    assert env.alert_token.get_secret_value() == "sixteen-chars-ok"

@@ -536,6 +536,20 @@ async def test_unknown_user_may_not_request_a_change() -> None:
 
 
 @pytest.mark.parametrize(
+    "line", ['/incident notify operators "we are on it"', '/incident declare gd:queue-loss "x y"']
+)
+async def test_unknown_user_is_told_only_the_incident_commands_they_may_run(line: str) -> None:
+    """Declaring is no read: an unknown user may not declare (the runbook's authority
+    decides, and they are nobody), so the refusal does not offer it."""
+    router, _ = make_router()
+    with pytest.raises(PermissionDenied) as info:
+        await router.handle_line(line, slack_user("U0STRANGER"))
+    message = str(info.value)
+    assert f"{' '.join(line.split()[:2])} changes things" in message
+    assert "(/incident help, runbooks, status, timeline, export)" in message
+
+
+@pytest.mark.parametrize(
     ("line", "role"), [(REQUEUE, "operator"), ("/queue approve CR-1", "approver")]
 )
 async def test_person_without_the_role_is_told_which_role_is_needed(line: str, role: str) -> None:
