@@ -37,6 +37,9 @@ class AlertmanagerEndpoint:
         self.desk = desk
         self.token = token.encode() if token else None
         self.refused = refused
+        # an outage during an alert storm refuses every notification: a few lines a minute
+        # say so, not one per notification
+        self.unstored = RateLimitedLog(log, what="alert notifications refused with 503")
 
     def _authorized(self, scope: Scope) -> bool:
         if self.token is None:
@@ -71,7 +74,7 @@ class AlertmanagerEndpoint:
         try:
             await self.desk.receive(notification)
         except DatabaseUnavailable as exc:
-            log.warning("an alert notification could not be stored (503, retried): %s", exc)
+            self.unstored("an alert notification could not be stored (503, retried): %s", exc)
             await _unavailable(send)
             return
         except Exception:

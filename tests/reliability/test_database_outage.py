@@ -22,6 +22,7 @@ from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET
 from tests.e2e.serving import demo_database, free_port, running_serve
 from tests.e2e.test_slack import Stack, answer_to, requests_count, slash, texts
+from tests.integration.alerting import alert, notification
 
 
 class CuttableProxy:
@@ -138,7 +139,15 @@ def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
         assert "nothing was changed" in reply, reply
         assert "unexpected error" not in reply
     assert ready(stack) == 503
+    # an alert storm during the outage: each notification refused 503 (Alertmanager
+    # retries), and the log says so a few times a minute, not once per notification
+    with httpx.Client(base_url=stack.url, timeout=10) as client:
+        for n in range(300):
+            group = {"alertname": f"Storm{n}"}
+            storm = notification(group=group, alerts=[alert(f"{n:016x}", labels=group)])
+            assert client.post("/alerts/alertmanager", json=storm).status_code == 503
     log = stack.served.log.read_text()
+    assert log.count("alert notification could not be stored") <= 10, log[-3000:]
     assert "Traceback" not in log
     assert log.count("Database unavailable") == 0  # the log says it in its own words:
     assert sum("is unavailable" in line for line in log.splitlines()) <= len(commands) + 2
