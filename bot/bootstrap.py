@@ -40,6 +40,7 @@ from services.incident_settings import IncidentsConfig
 from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
 from services.incidents.publish import IncidentPublisher
 from services.ledger import STALE, DeliveryLedger
+from services.ledger_acks import ThreadedAcks
 from services.metrics import Metrics
 from services.migrate import require_newest, upgrade
 from services.notify import Notifier
@@ -126,6 +127,7 @@ def wire_services(
     upkeep: HousekeepingConfig | None = None,
     upkeep_webhook: Webhook | None = None,
     chat: bool | None = None,
+    acks: ThreadedAcks | None = None,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -145,7 +147,7 @@ def wire_services(
         commands=[spec.name for spec in CATALOG],
         request_states=[state.value for state in RequestState],
     )
-    ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
+    ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale, acks=acks)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock)
     outbox.register(PLAN_NEWS, publisher.deliver)
@@ -271,6 +273,7 @@ class App:
 
     async def close(self) -> None:
         await self.metrics.close()
+        await asyncio.to_thread(self.ledger.close)
         for engine in self._engines:
             await engine.dispose()
 
@@ -304,6 +307,9 @@ async def build_app(
         # ledger or an approval wait for a connection (same database or not).
         estate_engine = create_engine(estate_url)
         engines.append(estate_engine)
+    # Deliveries are written down before their ack by a thread with a connection of its
+    # own (PostgreSQL): Slack and Discord wait for the ack, and nothing may stand in its way.
+    acks = None if state_engine.dialect.name == "sqlite" else ThreadedAcks(state_engine.url)
     try:
         if migrate:
             revision = await upgrade(state_engine)
@@ -358,6 +364,7 @@ async def build_app(
                 else None
             ),
             chat=notifier is not None or chat_configured(config),
+            acks=acks,
         )
         deps = Deps(
             reads=reads,

@@ -147,8 +147,8 @@ async def run_command(
     recorded = True
     try:
         claim = await asyncio.wait_for(
-            w.ledger.claim(
-                key_of(interaction), request=request_of(w, interaction, asked, private, where)
+            w.ledger.acknowledge(
+                key_of(interaction), request_of(w, interaction, asked, private, where)
             ),
             WRITE_DOWN_WITHIN,  # Discord wants its first response within 3 s
         )

@@ -252,7 +252,7 @@ async def write_down(w: SlackWiring, d: Delivery) -> WrittenDown:
     dies after the ack leaves this row for another to finish (``resume``)."""
     try:
         claim = await asyncio.wait_for(
-            w.ledger.claim(d.key, request=request_of(d, acked_at=w.ledger.clock())),
+            w.ledger.acknowledge(d.key, request_of(d, acked_at=w.ledger.clock())),
             WRITE_DOWN_WITHIN,
         )
     except Exception as exc:  # answered by the work itself (one line, "Database unavailable")
