@@ -4,8 +4,8 @@ Slack and Discord wait for the ack; queuebot's event loop meanwhile computes ear
 answers. A write made on the loop waits for several of its turns (a connection, the
 INSERT, the commit), each behind whatever answer work is ready, and under a burst that
 was hundreds of milliseconds before each ack. Here one thread with one connection of
-its own writes the claims: all the deliveries waiting when it is free go in one INSERT
-and one commit (group commit), and each waiting ack is woken once, when its row is
+its own writes the claims: all the deliveries waiting when it is free go in one INSERT,
+committed by itself (group commit), and each waiting ack is woken once, when its row is
 committed. A key already in the ledger (a redelivery) is left to the caller.
 """
 
@@ -19,19 +19,16 @@ import queue
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+import psycopg
 from sqlalchemy.engine import URL
 
 from services.errors import DatabaseUnavailable
-from services.models import Delivery
+from services.jsonable import dumps
 
 log = logging.getLogger("queuebot.ledger")
-_deliveries = cast(sa.Table, Delivery.__table__)
 MOST = 200  # rows per INSERT
-CLAIMED = "claimed"
 
 
 @dataclass(frozen=True)
@@ -45,7 +42,8 @@ class Ask:
 
 class ThreadedAcks:
     def __init__(self, url: URL) -> None:
-        self.url = url
+        # libpq's own URI form of queuebot's database (psycopg connects without SQLAlchemy)
+        self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._asks: queue.SimpleQueue[Ask | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -72,9 +70,7 @@ class ThreadedAcks:
             thread.join(timeout=5)
 
     def _run(self) -> None:
-        engine = sa.create_engine(
-            self.url.set(drivername="postgresql+psycopg"), pool_size=1, pool_pre_ping=True
-        )
+        conn: psycopg.Connection[Any] | None = None
         try:
             while True:
                 first = self._asks.get()
@@ -88,31 +84,30 @@ class ThreadedAcks:
                             self._asks.put(None)  # stop after this batch
                             break
                         batch.append(more)
-                self._write(engine, batch)
+                conn = self._write(conn, batch)
         finally:
-            engine.dispose()
+            if conn is not None:
+                conn.close()
 
-    def _write(self, engine: sa.Engine, batch: list[Ask]) -> None:
+    def _write(
+        self, conn: psycopg.Connection[Any] | None, batch: list[Ask]
+    ) -> psycopg.Connection[Any] | None:
+        """One statement in autocommit, so one round trip: this thread must take the GIL
+        back from the busy event loop after every call into the network, and each time
+        can cost a switch interval (5 ms)."""
         try:
-            with engine.begin() as conn:
-                rows = conn.execute(
-                    pg_insert(_deliveries)
-                    .values(
-                        [
-                            {
-                                "key": a.key,
-                                "seen_at": a.at,
-                                "state": CLAIMED,
-                                "owner": a.owner,
-                                "request": a.request,
-                            }
-                            for a in batch
-                        ]
-                    )
-                    .on_conflict_do_nothing()
-                    .returning(_deliveries.c.owner)
-                )
-                ours = {str(row.owner) for row in rows}
+            if conn is None or conn.closed or conn.broken:
+                conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+            rows = conn.execute(
+                _INSERT,
+                (
+                    [a.key for a in batch],
+                    [a.at for a in batch],
+                    [a.owner for a in batch],
+                    [dumps(a.request) for a in batch],
+                ),
+            ).fetchall()
+            ours = {str(owner) for (owner,) in rows}
         except Exception as exc:  # the caller acknowledges anyway; the work says why
             log.debug("could not write %d deliveries down: %s", len(batch), type(exc).__name__)
             failure = DatabaseUnavailable(
@@ -121,7 +116,18 @@ class ThreadedAcks:
             for ask in batch:
                 if not ask.written.done():
                     ask.written.set_exception(failure)
-            return
+            if conn is not None:
+                conn.close()
+            return None
         for ask in batch:
             if not ask.written.done():
                 ask.written.set_result(ask.owner in ours)
+        return conn
+
+
+_INSERT = (
+    "INSERT INTO qb_deliveries (key, seen_at, state, owner, request) "
+    "SELECT k, s, 'claimed', o, r FROM unnest("
+    "CAST(%s AS text[]), CAST(%s AS timestamptz[]), CAST(%s AS text[]), CAST(%s AS json[])"
+    ") AS t(k, s, o, r) ON CONFLICT DO NOTHING RETURNING owner"
+)

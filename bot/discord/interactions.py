@@ -28,6 +28,7 @@ import discord
 from bot.boundary import answer
 from bot.discord.actions import decision
 from bot.discord.render import ATTACHMENT, Rendered, render
+from bot.ratelimited_log import RateLimitedLog
 from commands import messages
 from commands.context import Invocation, new_correlation_id
 from commands.model import Approve, Command, Reject
@@ -39,6 +40,8 @@ from services.ledger import CLAIMED, HEARTBEAT, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
 log = logging.getLogger("queuebot.discord")
+# a database away refuses every write-down: a few lines a minute say so
+unwritten = RateLimitedLog(log, what="deliveries not written down before their ack")
 TOKEN_LIFE = 15 * 60.0  # seconds an interaction's token can answer
 WRITE_DOWN_WITHIN = 1.5  # seconds the ledger may take before the first response
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -153,7 +156,12 @@ async def run_command(
             WRITE_DOWN_WITHIN,  # Discord wants its first response within 3 s
         )
     except Exception as exc:  # the database is away: the work will say so
-        log.debug("could not write down interaction %s: %s", interaction.id, type(exc).__name__)
+        unwritten(
+            "could not write down interaction %s before the defer (%s): answered now, lost "
+            "if this process dies before the answer",
+            interaction.id,
+            type(exc).__name__,
+        )
         recorded = False
     if recorded and claim is None:
         log.info("interaction %s acted on or in hand already, ignored", interaction.id)

@@ -47,6 +47,8 @@ from services.ledger import CLAIMED, HEARTBEAT, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
+# a database away refuses every write-down: a few lines a minute say so
+unwritten = RateLimitedLog(log, what="deliveries not written down before their ack")
 
 BUTTON = re.compile(r"^(cr|q|inc):")  # every button queuebot draws; Bolt routes these here
 ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")  # the ones it can act on
@@ -256,7 +258,12 @@ async def write_down(w: SlackWiring, d: Delivery) -> WrittenDown:
             WRITE_DOWN_WITHIN,
         )
     except Exception as exc:  # answered by the work itself (one line, "Database unavailable")
-        log.debug("could not write down %s before the ack: %s", d.key, type(exc).__name__)
+        unwritten(
+            "could not write down %s before the ack (%s): answered now, lost if this "
+            "process dies before the answer",
+            d.key,
+            type(exc).__name__,
+        )
         return WrittenDown(d, None, recorded=False)
     return WrittenDown(d, claim)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord, Interaction
+from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord, Interaction, StoredMessage
 from tests.reliability.harness import (
     EVENTS,
     Cluster,
@@ -52,8 +52,14 @@ def ready(c: Cluster, served: Serve, discord: FakeDiscord) -> None:
         time.sleep(0.05)
 
 
-def answered(i: Interaction) -> bool:
-    return bool(i.followups) or (i.original is not None and i.original.edits > 0)
+def answered(i: Interaction, clicked: StoredMessage | None) -> bool:
+    """The person has an answer: a follow-up, the deferred response filled, or (a click)
+    the clicked message rewritten."""
+    return (
+        bool(i.followups)
+        or (i.original is not None and i.original.edits > 0)
+        or (clicked is not None and clicked.edits > 0)
+    )
 
 
 def test_deferred_interactions_killed_are_finished_without_redelivery(
@@ -71,7 +77,7 @@ def test_deferred_interactions_killed_are_finished_without_redelivery(
             numbers = request_redrives(c, groups)
             served = c.start()
             ready(c, served, discord)
-            sent: list[tuple[str, Interaction, int | None]] = []
+            sent: list[tuple[str, Interaction, int | None, StoredMessage | None]] = []
             waits: list[float] = []
             for k in range(KILLS):
                 if k % 2 == 0:
@@ -83,26 +89,30 @@ def test_deferred_interactions_killed_are_finished_without_redelivery(
                         user=ALICE,
                         channel=CHANNEL,
                     )
-                    sent.append((reason, i, None))
+                    sent.append((reason, i, None, None))
+                    clicked = None
                 else:
                     number = numbers[k // 2]
                     message = discord.posted_earlier(
                         CHANNEL, f"CR-{number}", [f"cr:approve:{number}", f"cr:reject:{number}"]
                     )
                     i = discord.click(f"cr:approve:{number}", message_id=message.id, user=BOB)
-                    sent.append((f"CR-{number}", i, number))
+                    sent.append((f"CR-{number}", i, number, message))
+                    clicked = message
                 discord.wait_until(lambda i=i: bool(i.callbacks), 10)  # the defer: acked
                 time.sleep(rng.uniform(0, 0.1))
                 served.kill()
                 served = c.start()
                 restarted = time.monotonic()
                 ready(c, served, discord)
-                discord.wait_until(lambda i=i: answered(i), 30)
+                discord.wait_until(lambda i=i, m=clicked: answered(i, m), 30)
                 waits.append(round(time.monotonic() - restarted, 2))
 
             answers_per_interaction = []
-            for what, i, number in sent:
+            for what, i, number, clicked in sent:
                 replies = [m for m in i.replies() if m.edits or m in i.followups]
+                if clicked is not None and clicked.edits:
+                    replies.append(clicked)
                 answers_per_interaction.append(len(replies))
                 text = "\n".join(m.text() for m in replies)
                 if number is None:
