@@ -387,9 +387,6 @@ async def build_app(
         raise
 
 
-RELAYS = 4  # outbox relays per process: a channel waiting out its rate holds only one
-
-
 @asynccontextmanager
 async def running_scheduler(app: App) -> AsyncIterator[None]:
     """Run the durable scheduler, the outbox relays and alert processing beside the
@@ -404,9 +401,8 @@ async def running_scheduler(app: App) -> AsyncIterator[None]:
         )
     stop = asyncio.Event()
     tasks = [asyncio.create_task(app.alerts.run_forever(stop))]
-    # posts that still have to go out; several relays, so one channel's pace holds one
-    relays = RELAYS if app.state_engine.dialect.name == "postgresql" else 1  # one writer
-    tasks += [asyncio.create_task(app.outbox.run_forever(stop)) for _ in range(relays)]
+    # posts that still have to go out: one relay keeps many going, a channel's at a time
+    tasks.append(asyncio.create_task(app.outbox.run_forever(stop)))
     if app.scheduler.handlers:
         tasks.append(asyncio.create_task(app.scheduler.run_forever(stop)))
     try:

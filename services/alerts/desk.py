@@ -207,7 +207,7 @@ class AlertDesk:
             n = row.notification
             group = state[key_hash(row.source, n.receiver, n.groupKey)]
             for payload in self._merge_into(group, n, now):
-                posts.append({"subject": subject(int(group["id"])), "payload": payload})
+                posts.append(_outbox_item(group, payload))
         # one statement for the batch's groups and one for its posts (in the order made)
         await conn.execute(
             GROUPS.update()
@@ -316,6 +316,7 @@ class AlertDesk:
                 "group": int(group["id"]),
                 "episode": episode,
                 "message": messages.to_json(message),
+                "turn": refired or group_resolved,  # the group fired or resolved as a whole
             },
             {"action": "update", "group": int(group["id"]), "episode": episode},
         ]
@@ -330,6 +331,23 @@ async def forget_processed(conn: AsyncConnection, *, before: datetime) -> None:
     await conn.execute(
         INBOX.delete().where(INBOX.c.processed_at.is_not(None), INBOX.c.processed_at < before)
     )
+
+
+def _outbox_item(group: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A post of the group as the outbox holds it: in the lane of the group's first
+    channel; its root, triage and its turns (fired again, resolved) ``NORMAL`` and never
+    collapsed; its news and root updates ``BULK``, each superseded by a newer one of the
+    same episode while undelivered (the root update shows the group's state as it is when
+    delivered, the newest news what changed last)."""
+    channels = group["route"].get("channels") or []
+    item: dict[str, Any] = {"subject": subject(int(group["id"])), "payload": payload}
+    if channels:
+        item["lane"] = relay.channel_lane(str(channels[0]))
+    action = str(payload["action"])
+    if action == "update" or (action == "reply" and not payload.get("turn")):
+        item["priority"] = relay.BULK
+        item["collapse"] = f"{action}:{payload['episode']}"
+    return item
 
 
 def _links(n: Notification) -> dict[str, str]:
