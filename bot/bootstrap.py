@@ -44,7 +44,7 @@ from services.ledger import STALE, DeliveryLedger
 from services.metrics import Metrics
 from services.migrate import upgrade
 from services.notify import Notifier
-from services.outbox import Outbox
+from services.outbox import LANE_WIDTH, Outbox
 from services.people import Directory
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
@@ -127,6 +127,7 @@ def wire_services(
     upkeep: HousekeepingConfig | None = None,
     upkeep_webhook: Webhook | None = None,
     chat: bool | None = None,
+    lane_width: int = LANE_WIDTH,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -137,7 +138,8 @@ def wire_services(
     with an alert; ``metrics`` how often the queue gauges of ``GET /metrics``
     are read. ``upkeep``: the retry worker's thresholds (its runs tell people through
     alerts when ``chat``, by default when there is a ``notifier``, and through
-    ``upkeep_webhook``)."""
+    ``upkeep_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
+    once (one where the channel is paced, so the next is chosen when it may go)."""
     alerts = alerts or AlertsConfig()
     counters = Metrics(
         estate=estate,
@@ -148,7 +150,7 @@ def wire_services(
     )
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
-    outbox = Outbox(engine=state_engine, clock=clock)
+    outbox = Outbox(engine=state_engine, clock=clock, lane_width=lane_width)
     outbox.register(PLAN_NEWS, publisher.deliver)
     anchors = (
         Anchors(trail=audit, relay=outbox, notifier=notifier)
@@ -252,6 +254,9 @@ def wire_services(
     )
 
 
+UNPACED = 8  # the outbox's posts of one channel in hand at once when Slack is not paced
+
+
 @dataclass
 class App:
     config: Config
@@ -351,6 +356,8 @@ async def build_app(
                 else None
             ),
             chat=notifier is not None or chat_configured(config),
+            # unpaced (0: the benches and tests), one channel's posts may go side by side
+            lane_width=LANE_WIDTH if config.file.slack.post_interval_seconds > 0 else UNPACED,
         )
         deps = Deps(
             reads=reads,
