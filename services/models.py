@@ -168,6 +168,15 @@ class OutboxItem(Base):
             postgresql_where=sa.text("done_at IS NULL"),
             sqlite_where=sa.text("done_at IS NULL"),
         ),
+        sa.Index(
+            "ix_qb_outbox_collapse",
+            "kind",
+            "subject",
+            "collapse",
+            "id",
+            postgresql_where=sa.text("done_at IS NULL AND collapse IS NOT NULL"),
+            sqlite_where=sa.text("done_at IS NULL AND collapse IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

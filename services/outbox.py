@@ -64,6 +64,8 @@ CLAIM = 20  # items ``run_due`` claims at once (delivered side by side)
 IN_FLIGHT = 64  # deliveries ``run_forever`` keeps going at once, across lanes
 LANE_WIDTH = 1  # items of one lane in hand at once
 STOP_GRACE = 5.0  # seconds a stopping relay gives the deliveries in hand
+MIN_PASS = 0.02  # seconds between a relay's passes at least: deliveries that end together
+# free their lanes for one claim
 KEEP_DONE = timedelta(days=2)
 CLAIM_LOCK = 0x71B0_0012  # pg_advisory_xact_lock key that serializes claims
 
@@ -309,6 +311,8 @@ class Outbox:
             await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
             for waiting in waits:
                 waiting.cancel()
+            if not stop.is_set():
+                await asyncio.sleep(MIN_PASS)
         if flights:  # what is in hand ends, or its lease runs out and another relay takes it
             _, unfinished = await asyncio.wait(set(flights), timeout=STOP_GRACE)
             for flight in unfinished:
@@ -381,32 +385,31 @@ class Outbox:
     def _pick(
         self, now: datetime, kind: str | None, subject: str | None, most: int, *, by_lane: bool
     ) -> sa.Select[tuple[int]]:
-        """The ids to claim, in the order they should go out."""
-        due = _items.alias("due")  # the candidates, apart from the row updated
-        older = _items.alias("older")
-        waiting_for_older = (
-            sa.select(older.c.id)
-            .where(
-                older.c.kind == due.c.kind,
-                older.c.subject == due.c.subject,
-                older.c.done_at.is_(None),
-                older.c.id < due.c.id,
-            )
-            .exists()
-        )
-        ready = [
-            due.c.done_at.is_(None),
+        """The ids to claim, in the order they should go out. Only the oldest undone item
+        of each subject can go (one aggregate over the undone items: the cost grows with
+        them, never with their square)."""
+        undone = _items.alias("undone")
+        heads = sa.select(sa.func.min(undone.c.id).label("id")).where(undone.c.done_at.is_(None))
+        if kind is not None:
+            heads = heads.where(undone.c.kind == kind)
+        if subject is not None:
+            heads = heads.where(undone.c.subject == subject)
+        head = heads.group_by(undone.c.kind, undone.c.subject).subquery("heads")
+        due = _items.alias("due")
+        ready = (
             due.c.due_at <= now,  # not in backoff, not leased (or its lease ran out)
             due.c.kind.in_(list(self.deliverers)),
-            ~waiting_for_older,
-        ]
-        if kind is not None:
-            ready.append(due.c.kind == kind)
-        if subject is not None:
-            ready.append(due.c.subject == subject)
+        )
         first = (due.c.priority.desc(), due.c.due_at, due.c.id)
+        heads_due = due.join(head, head.c.id == due.c.id)
         if not by_lane:
-            return sa.select(due.c.id).where(*ready).order_by(*first).limit(most)
+            return (
+                sa.select(due.c.id)
+                .select_from(heads_due)
+                .where(*ready)
+                .order_by(*first)
+                .limit(most)
+            )
         ranked = (
             sa.select(
                 due.c.id,
@@ -415,6 +418,7 @@ class Outbox:
                 due.c.due_at,
                 sa.func.row_number().over(partition_by=due.c.lane, order_by=first).label("place"),
             )
+            .select_from(heads_due)
             .where(*ready)
             .subquery("ranked")
         )

@@ -39,9 +39,17 @@ def upgrade() -> None:
         batch.add_column(sa.Column("superseded_by", BigId, nullable=True))
         batch.add_column(sa.Column("leased_by", sa.String(64), nullable=True))
     op.execute("UPDATE qb_outbox SET lane = kind || '/' || subject WHERE lane IS NULL")
+    op.create_index(  # the undelivered items a newer one may supersede
+        "ix_qb_outbox_collapse",
+        "qb_outbox",
+        ["kind", "subject", "collapse", "id"],
+        postgresql_where=sa.text("done_at IS NULL AND collapse IS NOT NULL"),
+        sqlite_where=sa.text("done_at IS NULL AND collapse IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_qb_outbox_collapse", table_name="qb_outbox")
     with op.batch_alter_table("qb_outbox") as batch:
         batch.drop_column("leased_by")
         batch.drop_column("superseded_by")
