@@ -15,11 +15,12 @@ each done, or due again after a backoff with the error kept. What it promises:
 - **By priority.** Among due items the relay takes the highest priority first (an
   incident's checklist, reminders and escalations are ``URGENT``; alert updates and news
   ``BULK``; the rest ``NORMAL``), and within a priority the oldest due first.
-- **Collapse.** Items of one subject written with the same *collapse key* supersede each
-  other: an undelivered one with a newer one of its key behind it is marked done,
-  superseded (``superseded_by``), and never posted. Alert groups use it for their root
-  updates and their news under a backlog; their roots, resolutions and re-firings carry
-  no key and always go out, and the newest of each key always does.
+- **Collapse.** An undelivered ``BULK`` item with a collapse key is superseded by any
+  newer item of its subject with the same key: it is marked done (``superseded_by``) and
+  never posted. Items of other priorities are never superseded, and the newest of a key
+  always goes out. Alert groups use it under a backlog: a root update is superseded by a
+  newer one, news of a change by newer news or by the resolution; their roots,
+  resolutions and re-firings always go out.
 - **Short leases, renewed.** A claimed item is leased to its relay for ``LEASE`` (its due
   time pushed ahead, ``leased_by`` naming the relay), and the relay renews the lease every
   quarter of it while the delivery runs, however long (a 429 waited out). A relay that
@@ -124,8 +125,9 @@ async def add(
     collapse: str | None = None,
 ) -> None:
     """A post to make once the caller's transaction commits (and only if it does): in
-    ``lane`` (the subject's own by default), at ``priority``, superseded by a newer item
-    of its subject with the same ``collapse`` key while undelivered (never, without)."""
+    ``lane`` (the subject's own by default), at ``priority``; with a ``collapse`` key it
+    supersedes its subject's older undelivered ``BULK`` items of that key, and is itself
+    superseded by a newer one while undelivered if it is ``BULK``."""
     await conn.execute(
         _items.insert().values(
             _row(kind, subject, payload, now, lane=lane, priority=priority, collapse=collapse)
@@ -474,8 +476,8 @@ class Outbox:
 
 
 async def _collapse(conn: AsyncConnection, now: datetime) -> None:
-    """Mark done, unposted, every undelivered item that a newer undone item of its subject
-    and collapse key supersedes (not one a live relay holds)."""
+    """Mark done, unposted, every undelivered ``BULK`` item that a newer undone item of its
+    subject and collapse key supersedes (not one a live relay holds)."""
     newer = _items.alias("newer")
     next_of_key = (
         sa.select(sa.func.min(newer.c.id))
@@ -493,6 +495,7 @@ async def _collapse(conn: AsyncConnection, now: datetime) -> None:
         .where(
             _items.c.done_at.is_(None),
             _items.c.collapse.is_not(None),
+            _items.c.priority == BULK,
             sa.or_(_items.c.leased_by.is_(None), _items.c.due_at <= now),
             next_of_key.is_not(None),
         )

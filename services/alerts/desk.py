@@ -334,19 +334,19 @@ async def forget_processed(conn: AsyncConnection, *, before: datetime) -> None:
 
 
 def _outbox_item(group: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
-    """A post of the group as the outbox holds it: in the lane of the group's first
-    channel; its root, triage and its turns (fired again, resolved) ``NORMAL`` and never
-    collapsed; its news and root updates ``BULK``, each superseded by a newer one of the
-    same episode while undelivered (the root update shows the group's state as it is when
-    delivered, the newest news what changed last)."""
+    """A post of the group as the outbox holds it, in the lane of the group's first
+    channel. Its root and triage are ``NORMAL``; its root updates ``BULK``, each
+    superseded by a newer one of its episode while undelivered (an update shows the
+    group as it is when delivered); its news ``BULK``, superseded by newer news or by its
+    turns (fired again, resolved), which are ``NORMAL`` and always go out."""
     channels = group["route"].get("channels") or []
     item: dict[str, Any] = {"subject": subject(int(group["id"])), "payload": payload}
     if channels:
         item["lane"] = relay.channel_lane(str(channels[0]))
     action = str(payload["action"])
-    if action == "update" or (action == "reply" and not payload.get("turn")):
-        item["priority"] = relay.BULK
+    if action in ("update", "reply"):
         item["collapse"] = f"{action}:{payload['episode']}"
+        item["priority"] = relay.NORMAL if payload.get("turn") else relay.BULK
     return item
 
 
