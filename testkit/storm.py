@@ -275,7 +275,8 @@ class Pace:
 
     @property
     def per_second(self) -> float:
-        return self.posts / self.span if self.span > 0 else float(self.posts)
+        """Posts per second from its first post to its last (the gaps between them)."""
+        return (self.posts - 1) / self.span if self.span > 0 else 0.0
 
 
 def paces(fake: FakeSlack) -> dict[str, Pace]:
