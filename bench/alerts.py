@@ -18,8 +18,10 @@ stored notification is processed and the outbox is drained, and prints the proce
 lag (last answer -> all processed and delivered), the chat posts the fake Slack got
 (chat.postMessage + chat.update) and the posts real changes call for: per group the root,
 the "added" reply with its root update, and the "resolved" reply with its root update, so
-5 per group. Targets: >= 1,000 notifications/s, p99 < 50 ms, no non-200, posts ==
-expected, everything processed within ``--wait``.
+5 per group, less those the outbox superseded while they were queued (an "added" reply
+by the resolution, a root update by a newer one). Targets: >= 1,000 notifications/s, p99
+< 50 ms, no non-200, posts + superseded == expected, everything processed within
+``--wait``.
 
 Posting is not paced during the bench: its config sets ``[slack] post_interval_seconds =
 0`` (Slack takes about one post per second per channel; at that pace 2,500 posts to one
@@ -551,6 +553,14 @@ class Backlog:
     def stored(self) -> int:
         return self._one("SELECT count(*) FROM qb_alert_inbox")
 
+    def superseded(self) -> int:
+        """The bench groups' posts the outbox collapsed (a newer one made them stale)."""
+        return self._one(
+            "SELECT count(*) FROM qb_outbox o JOIN qb_alert_groups g "
+            "ON o.subject = 'alert:' || g.id WHERE o.superseded_by IS NOT NULL "
+            "AND g.alertname LIKE 'BenchAlert%'"
+        )
+
     def close(self) -> None:
         if self._pg is not None:
             self._pg.close()
@@ -920,6 +930,7 @@ def report(
     expected = args.groups * POSTS_PER_GROUP
     made = posts(fake) - baseline
     total = sum(made.values())
+    superseded = backlog.superseded()
     groups = backlog.groups()
     stored = backlog.stored()
 
@@ -947,9 +958,11 @@ def report(
         )
     print(
         f"chat posts: {total:,} (chat.postMessage {made['chat.postMessage']:,}, chat.update "
-        f"{made['chat.update']:,}); expected for real changes only: {expected:,} "
-        f"({args.groups} groups x {POSTS_PER_GROUP}: root, 'added' reply + root update, "
-        f"'resolved' reply + root update): {'match' if total == expected else 'MISMATCH'}"
+        f"{made['chat.update']:,}) and {superseded:,} superseded while queued (an 'added' "
+        "reply by the resolution, a root update by a newer one); expected for real changes "
+        f"only: {expected:,} ({args.groups} groups x {POSTS_PER_GROUP}: root, 'added' reply "
+        "+ root update, 'resolved' reply + root update): "
+        f"{'match' if total + superseded == expected else 'MISMATCH'}"
     )
     print(
         f"stored notifications {stored:,} (with the warm-up's {args.warmup}); bench groups: "
@@ -979,7 +992,10 @@ def report(
             f"all processed and posted within {args.wait:.0f}s of the last answer",
             drained is not None,
         ),
-        (f"chat posts {total:,} == expected {expected:,}", total == expected),
+        (
+            f"chat posts {total:,} + superseded {superseded:,} == expected {expected:,}",
+            total + superseded == expected,
+        ),
     ]
     print()
     for label, ok in checks:
@@ -987,7 +1003,7 @@ def report(
     passed = all(ok for _, ok in checks)
     print(
         f"{'PASS' if passed else 'FAIL'}: >= {TARGET_RATE:,.0f} notifications/s, p99 < "
-        f"{TARGET_P99_MS:.0f} ms, zero non-200, posts == expected"
+        f"{TARGET_P99_MS:.0f} ms, zero non-200, posts + superseded == expected"
     )
     return 0 if passed else 1
 

@@ -44,7 +44,7 @@ from services.ledger_acks import ThreadedAcks
 from services.metrics import Metrics
 from services.migrate import require_newest, upgrade
 from services.notify import Notifier
-from services.outbox import Outbox
+from services.outbox import LANE_WIDTH, Outbox
 from services.people import Directory
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
@@ -128,6 +128,7 @@ def wire_services(
     upkeep_webhook: Webhook | None = None,
     chat: bool | None = None,
     acks: ThreadedAcks | None = None,
+    lane_width: int = LANE_WIDTH,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -138,7 +139,8 @@ def wire_services(
     with an alert; ``metrics`` how often the queue gauges of ``GET /metrics``
     are read. ``upkeep``: the retry worker's thresholds (its runs tell people through
     alerts when ``chat``, by default when there is a ``notifier``, and through
-    ``upkeep_webhook``)."""
+    ``upkeep_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
+    once (one where the channel is paced, so the next is chosen when it may go)."""
     alerts = alerts or AlertsConfig()
     counters = Metrics(
         estate=estate,
@@ -149,7 +151,7 @@ def wire_services(
     )
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale, acks=acks)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
-    outbox = Outbox(engine=state_engine, clock=clock)
+    outbox = Outbox(engine=state_engine, clock=clock, lane_width=lane_width)
     outbox.register(PLAN_NEWS, publisher.deliver)
     anchors = (
         Anchors(trail=audit, relay=outbox, notifier=notifier)
@@ -252,6 +254,9 @@ def wire_services(
         incidents=desk_of_incidents,
         housekeeper=keeper,
     )
+
+
+UNPACED = 8  # the outbox's posts of one channel in hand at once when Slack is not paced
 
 
 @dataclass
@@ -365,6 +370,8 @@ async def build_app(
             ),
             chat=notifier is not None or chat_configured(config),
             acks=acks,
+            # unpaced (0: the benches and tests), one channel's posts may go side by side
+            lane_width=LANE_WIDTH if config.file.slack.post_interval_seconds > 0 else UNPACED,
         )
         deps = Deps(
             reads=reads,
@@ -401,9 +408,6 @@ async def build_app(
         raise
 
 
-RELAYS = 4  # outbox relays per process: a channel waiting out its rate holds only one
-
-
 @asynccontextmanager
 async def running_scheduler(app: App) -> AsyncIterator[None]:
     """Run the durable scheduler, the outbox relays and alert processing beside the
@@ -418,9 +422,8 @@ async def running_scheduler(app: App) -> AsyncIterator[None]:
         )
     stop = asyncio.Event()
     tasks = [asyncio.create_task(app.alerts.run_forever(stop))]
-    # posts that still have to go out; several relays, so one channel's pace holds one
-    relays = RELAYS if app.state_engine.dialect.name == "postgresql" else 1  # one writer
-    tasks += [asyncio.create_task(app.outbox.run_forever(stop)) for _ in range(relays)]
+    # posts that still have to go out: one relay keeps many going, a channel's at a time
+    tasks.append(asyncio.create_task(app.outbox.run_forever(stop)))
     if app.scheduler.handlers:
         tasks.append(asyncio.create_task(app.scheduler.run_forever(stop)))
     try:

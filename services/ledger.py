@@ -31,10 +31,13 @@ plan's message: ``release`` gives the claim back so the next caller tries again)
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -45,7 +48,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import transaction
-from services.errors import ConcurrentChange
+from services.errors import ConcurrentChange, DatabaseUnavailable
 from services.ledger_acks import ThreadedAcks
 from services.models import Delivery
 
@@ -179,6 +182,26 @@ class DeliveryLedger:
                 .returning(_deliveries.c.key)
             )
             return refreshed.first() is not None
+
+    @asynccontextmanager
+    async def kept_fresh(self, claim: Claim, *, every: float = HEARTBEAT) -> AsyncIterator[None]:
+        """Refresh ``claim`` every ``every`` seconds while the block runs (a post that
+        waits out a 429), so only a dead holder's claim goes stale."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(every)
+                with contextlib.suppress(DatabaseUnavailable):  # the next beat tries again
+                    if not await self.heartbeat(claim):
+                        return  # taken over: no longer ours to refresh
+
+        beating = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
 
     async def finish(self, claim: Claim) -> None:
         """The answer is out (or cannot go anywhere): mark the key done and answered,

@@ -181,6 +181,15 @@ class OutboxItem(Base):
             postgresql_where=sa.text("done_at IS NULL"),
             sqlite_where=sa.text("done_at IS NULL"),
         ),
+        sa.Index(
+            "ix_qb_outbox_collapse",
+            "kind",
+            "subject",
+            "collapse",
+            "id",
+            postgresql_where=sa.text("done_at IS NULL AND collapse IS NOT NULL"),
+            sqlite_where=sa.text("done_at IS NULL AND collapse IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -192,6 +201,11 @@ class OutboxItem(Base):
     attempts: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     last_error: Mapped[str | None] = mapped_column(sa.Text)
     done_at: Mapped[datetime | None]
+    lane: Mapped[str | None] = mapped_column(sa.String(160))  # the channel it posts to
+    priority: Mapped[int] = mapped_column(sa.SmallInteger, server_default="1")
+    collapse: Mapped[str | None] = mapped_column(sa.String(64))
+    superseded_by: Mapped[int | None] = mapped_column(BigId)
+    leased_by: Mapped[str | None] = mapped_column(sa.String(64))
 
 
 class ScheduledItem(Base):

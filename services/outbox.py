@@ -2,18 +2,38 @@
 transaction and delivered after it, retried until they go out.
 
 ``add`` writes an item inside the caller's transaction, so a post exists exactly when the
-change it reports committed. The relay then delivers items: it claims the oldest due items,
-at most one per subject (``FOR UPDATE SKIP LOCKED``; SQLite: the write lock), by pushing
-their due time one lease ahead, commits, delivers them side by side outside any
-transaction, and marks each done (those that went out together in one UPDATE), or due
-again after a backoff with the error kept. Items of one subject go out in the order they
-were written: an item waits while an older one of its subject is undone. A relay that dies
-mid-delivery leaves the item to come due again when its lease ends, so delivery is at least
-once: an update of a message is idempotent; a thread post delivered just before a crash can
-show twice (never zero times).
+change it reports committed. The relay delivers items outside any transaction and marks
+each done, or due again after a backoff with the error kept. What it promises:
 
-After a commit, ``kick`` delivers the subject's items at once, so posts are not late by a
-relay's poll; the relay loop (``run_forever``) picks up everything else.
+- **In order per subject.** Items of one subject go out in the order they were written:
+  an item waits while an older one of its subject is undone.
+- **Per channel.** Each item names its *lane*, the channel it posts to (an alert group's
+  channel, an audience's; by default its subject's own lane). A lane has at most
+  ``lane_width`` items in hand at once (one by default), so a channel waiting out its
+  pace or a 429's Retry-After holds only its own next item, while the relay keeps up to
+  ``IN_FLIGHT`` deliveries going in other lanes.
+- **By priority.** Among due items the relay takes the highest priority first (an
+  incident's checklist, reminders and escalations are ``URGENT``; alert updates and news
+  ``BULK``; the rest ``NORMAL``), and within a priority the oldest due first.
+- **Collapse.** An undelivered ``BULK`` item with a collapse key is superseded by any
+  newer item of its subject with the same key: it is marked done (``superseded_by``) and
+  never posted. Items of other priorities are never superseded, and the newest of a key
+  always goes out. Alert groups use it under a backlog: a root update is superseded by a
+  newer one, news of a change by newer news or by the resolution; their roots,
+  resolutions and re-firings always go out.
+- **Short leases, renewed.** A claimed item is leased to its relay for ``LEASE`` (its due
+  time pushed ahead, ``leased_by`` naming the relay), and the relay renews the lease every
+  quarter of it while the delivery runs, however long (a 429 waited out). A relay that
+  dies stops renewing, and its items come due again within ``LEASE``: another relay
+  delivers them, so delivery is at least once. An update of a message is idempotent; a
+  thread post delivered just before a crash can show twice (never zero times). A live
+  relay's slow post is never taken over while its renewals reach the database.
+
+Claims are serialized (a PostgreSQL advisory lock; SQLite has one writer), so relays in
+several processes never hold more of a lane than its width. After a commit, ``kick``
+delivers the subject's items at once (its own subject's order, not its lane's width), so
+a reply to a person comes after the posts it reports; the relay loop (``run_forever``)
+picks up everything else.
 """
 
 from __future__ import annotations
@@ -31,17 +51,26 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from services.db import Outage, transaction
 from services.errors import ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
+from services.ledger import process_owner
 from services.models import OutboxItem
 from services.scheduler import FollowUp, PostsDeferred
 
 log = logging.getLogger("queuebot.outbox")
 _items = cast(sa.Table, OutboxItem.__table__)
-LEASE = timedelta(minutes=2)  # far beyond one delivery, even one waiting out a 429
+LEASE = timedelta(seconds=10)  # renewed every quarter of it while the delivery runs
 MAX_BACKOFF = timedelta(minutes=5)
 HANDOVER = 10.0  # seconds a kick waits for another relay's delivery of its subject
 HANDOVER_POLL = 0.05
-CLAIM = 20  # items a relay claims at once (delivered side by side, well within a lease)
+CLAIM = 20  # items ``run_due`` claims at once (delivered side by side)
+IN_FLIGHT = 64  # deliveries ``run_forever`` keeps going at once, across lanes
+LANE_WIDTH = 1  # items of one lane in hand at once
+STOP_GRACE = 5.0  # seconds a stopping relay gives the deliveries in hand
+MIN_PASS = 0.02  # seconds between a relay's passes at least: deliveries that end together
+# free their lanes for one claim
 KEEP_DONE = timedelta(days=2)
+CLAIM_LOCK = 0x71B0_0012  # pg_advisory_xact_lock key that serializes claims
+
+BULK, NORMAL, URGENT = 0, 1, 2  # priorities: higher goes first
 
 
 @dataclass(frozen=True)
@@ -56,13 +85,52 @@ class Item:
 Deliver = Callable[[Item], Awaitable[None]]
 
 
+def channel_lane(channel: str) -> str:
+    """The lane of posts to a channel named in the configuration (``[channels.NAME]``)."""
+    return f"channel:{channel}"[:160]
+
+
+def _row(
+    kind: str,
+    subject: str,
+    payload: dict[str, Any],
+    now: datetime,
+    *,
+    lane: str | None = None,
+    priority: int = NORMAL,
+    collapse: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "subject": subject,
+        "payload": payload,
+        "created_at": now,
+        "due_at": now,
+        "attempts": 0,
+        "lane": lane or f"{kind}/{subject}"[:160],
+        "priority": priority,
+        "collapse": collapse,
+    }
+
+
 async def add(
-    conn: AsyncConnection, *, kind: str, subject: str, payload: dict[str, Any], now: datetime
+    conn: AsyncConnection,
+    *,
+    kind: str,
+    subject: str,
+    payload: dict[str, Any],
+    now: datetime,
+    lane: str | None = None,
+    priority: int = NORMAL,
+    collapse: str | None = None,
 ) -> None:
-    """A post to make once the caller's transaction commits (and only if it does)."""
+    """A post to make once the caller's transaction commits (and only if it does): in
+    ``lane`` (the subject's own by default), at ``priority``; with a ``collapse`` key it
+    supersedes its subject's older undelivered ``BULK`` items of that key, and is itself
+    superseded by a newer one while undelivered if it is ``BULK``."""
     await conn.execute(
         _items.insert().values(
-            kind=kind, subject=subject, payload=payload, created_at=now, due_at=now, attempts=0
+            _row(kind, subject, payload, now, lane=lane, priority=priority, collapse=collapse)
         )
     )
 
@@ -70,19 +138,21 @@ async def add(
 async def add_many(
     conn: AsyncConnection, *, kind: str, items: list[dict[str, Any]], now: datetime
 ) -> None:
-    """Several posts (each ``{"subject": ..., "payload": ...}``) in one statement, in the
-    order given (their ids keep that order, so each subject's posts go out in it)."""
+    """Several posts (each ``{"subject": ..., "payload": ...}``, optionally ``lane``,
+    ``priority`` and ``collapse`` as for ``add``) in one statement, in the order given
+    (their ids keep that order, so each subject's posts go out in it)."""
     await conn.execute(
         _items.insert(),
         [
-            {
-                "kind": kind,
-                "subject": item["subject"],
-                "payload": item["payload"],
-                "created_at": now,
-                "due_at": now,
-                "attempts": 0,
-            }
+            _row(
+                kind,
+                item["subject"],
+                item["payload"],
+                now,
+                lane=item.get("lane"),
+                priority=int(item.get("priority", NORMAL)),
+                collapse=item.get("collapse"),
+            )
             for item in items
         ],
     )
@@ -96,13 +166,22 @@ async def forget_done(conn: AsyncConnection, *, before: datetime) -> None:
 class Outbox:
     """Delivers the items of the kinds registered with it."""
 
-    def __init__(self, *, engine: AsyncEngine, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        clock: Callable[[], datetime],
+        lane_width: int = LANE_WIDTH,
+    ) -> None:
         self.engine = engine
         self.clock = clock
+        self.lane_width = max(1, lane_width)
+        self.owner = f"outbox:{process_owner()}"[:64]
         self.deliverers: dict[str, Deliver] = {}
         self.problems = KnownProblems(log, "the outbox relay")
         self._wake: asyncio.Event | None = None
         self._elsewhere: Callable[[], None] | None = None
+        self._leases = _Leases(self)
 
     def wake(self) -> None:
         """New items were committed: relays waiting for their next pass start it now
@@ -172,10 +251,10 @@ class Outbox:
     ) -> list[str]:
         """Deliver due items (of one subject, when given); the errors of those that failed.
 
-        Items are claimed up to ``CLAIM`` at a time, at most one per subject (a subject's
-        next item waits until the one before it is done), and delivered side by side: a
-        channel waiting out its pace holds only its own. Each is marked done as soon as
-        it went out, together with those that went out meanwhile (one UPDATE)."""
+        Items are claimed up to ``CLAIM`` at a time, at most one per subject and
+        ``lane_width`` per lane, highest priority first, and delivered side by side; each
+        is marked done as soon as it went out, together with those that went out
+        meanwhile (one UPDATE)."""
         failures: list[str] = []
         attempted = 0
         marks = _DoneMarks(self.engine, self.clock)
@@ -192,17 +271,35 @@ class Outbox:
         return failures
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 1.0) -> None:
-        """One relay; several may run at once (in one process or many): each claims its
-        own items, and the items of one subject still go out in order."""
+        """The relay: claims due items for every lane with room (highest priority first)
+        and keeps up to ``IN_FLIGHT`` deliveries going; each one that ends frees its lane
+        and starts the next pass at once. One per process is enough; several (here or in
+        other processes) share the work, and the items of one subject still go out in
+        order. When ``stop`` is set it gives the deliveries in hand ``STOP_GRACE`` to end."""
         if self._wake is None:
             self._wake = asyncio.Event()
         wake = self._wake
         outage = Outage(log, "the outbox relay")
+        marks = _DoneMarks(self.engine, self.clock)
+        flights: set[asyncio.Task[str | None]] = set()
+
+        def landed(task: asyncio.Task[str | None]) -> None:
+            flights.discard(task)
+            wake.set()
+            if not task.cancelled() and task.exception() is not None:
+                exc = task.exception()
+                log.warning("an outbox delivery's outcome was not recorded: %s", exc)
+
         pause = interval
         while not stop.is_set():
             wake.clear()
             try:
-                await self.run_due()
+                room = IN_FLIGHT - len(flights)
+                if room > 0:
+                    for item in await self._claim_many(None, None, room):
+                        flight = asyncio.create_task(self._deliver(item, marks))
+                        flights.add(flight)
+                        flight.add_done_callback(landed)
                 outage.passed()
                 pause = interval
             except DatabaseUnavailable as exc:
@@ -216,52 +313,52 @@ class Outbox:
             await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
             for waiting in waits:
                 waiting.cancel()
+            if not stop.is_set():
+                await asyncio.sleep(MIN_PASS)
+        if flights:  # what is in hand ends, or its lease runs out and another relay takes it
+            _, unfinished = await asyncio.wait(set(flights), timeout=STOP_GRACE)
+            for flight in unfinished:
+                flight.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
 
     async def _claim(self, kind: str | None, subject: str | None) -> Item | None:
-        """Take the oldest due item (whose subject has no older undone one)."""
+        """Take the first due item (whose subject has no older undone one)."""
         claimed = await self._claim_many(kind, subject, 1)
         return claimed[0] if claimed else None
 
     async def _claim_many(self, kind: str | None, subject: str | None, most: int) -> list[Item]:
-        """Take the ``most`` oldest due items whose subjects have no older undone item
-        (so at most one per subject): one UPDATE that pushes their due time a lease
-        ahead, over a ``FOR UPDATE SKIP LOCKED`` pick."""
+        """Take up to ``most`` due items, each the oldest undone of its subject, lanes
+        within their width (not for one subject's kick), highest priority and then
+        earliest due first, leasing them to this relay; superseded items are marked done
+        first."""
         now = self.clock()
-        due = _items.alias("due")  # the candidates, apart from the row updated
-        older = _items.alias("older")
-        waiting_for_older = (
-            sa.select(older.c.id)
-            .where(
-                older.c.kind == due.c.kind,
-                older.c.subject == due.c.subject,
-                older.c.done_at.is_(None),
-                older.c.id < due.c.id,
-            )
-            .exists()
-        )
-        pick = (
-            sa.select(due.c.id)
-            .where(
-                due.c.done_at.is_(None),
-                due.c.due_at <= now,
-                due.c.kind.in_(list(self.deliverers)),
-                ~waiting_for_older,
-            )
-            .order_by(due.c.due_at, due.c.id)
-            .limit(most)
-            .with_for_update(skip_locked=True)
-        )
-        if kind is not None:
-            pick = pick.where(due.c.kind == kind)
-        if subject is not None:
-            pick = pick.where(due.c.subject == subject)
         async with transaction(self.engine, subject="the outbox") as conn:
+            if conn.dialect.name == "postgresql":
+                await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": CLAIM_LOCK})
+            await _collapse(conn, now)
+            picked = list(
+                (
+                    await conn.execute(
+                        self._pick(now, kind, subject, most, by_lane=subject is None)
+                    )
+                ).scalars()
+            )
+            if not picked:
+                return []
             rows = (
                 (
                     await conn.execute(
                         _items.update()
-                        .where(_items.c.id.in_(pick.scalar_subquery()))
-                        .values(due_at=now + LEASE, attempts=_items.c.attempts + 1)
+                        .where(
+                            _items.c.id.in_(picked),
+                            _items.c.done_at.is_(None),
+                            _items.c.due_at <= now,
+                        )
+                        .values(
+                            due_at=now + LEASE,
+                            attempts=_items.c.attempts + 1,
+                            leased_by=self.owner,
+                        )
                         .returning(
                             _items.c.id,
                             _items.c.kind,
@@ -284,34 +381,167 @@ class Outbox:
             )
             for row in rows
         ]
-        return sorted(items, key=lambda item: item.id)
+        order = {number: place for place, number in enumerate(picked)}
+        return sorted(items, key=lambda item: order[item.id])
+
+    def _pick(
+        self, now: datetime, kind: str | None, subject: str | None, most: int, *, by_lane: bool
+    ) -> sa.Select[tuple[int]]:
+        """The ids to claim, in the order they should go out. Only the oldest undone item
+        of each subject can go (one aggregate over the undone items: the cost grows with
+        them, never with their square)."""
+        undone = _items.alias("undone")
+        heads = sa.select(sa.func.min(undone.c.id).label("id")).where(undone.c.done_at.is_(None))
+        if kind is not None:
+            heads = heads.where(undone.c.kind == kind)
+        if subject is not None:
+            heads = heads.where(undone.c.subject == subject)
+        head = heads.group_by(undone.c.kind, undone.c.subject).subquery("heads")
+        due = _items.alias("due")
+        ready = (
+            due.c.due_at <= now,  # not in backoff, not leased (or its lease ran out)
+            due.c.kind.in_(list(self.deliverers)),
+        )
+        first = (due.c.priority.desc(), due.c.due_at, due.c.id)
+        heads_due = due.join(head, head.c.id == due.c.id)
+        if not by_lane:
+            return (
+                sa.select(due.c.id)
+                .select_from(heads_due)
+                .where(*ready)
+                .order_by(*first)
+                .limit(most)
+            )
+        ranked = (
+            sa.select(
+                due.c.id,
+                due.c.lane,
+                due.c.priority,
+                due.c.due_at,
+                sa.func.row_number().over(partition_by=due.c.lane, order_by=first).label("place"),
+            )
+            .select_from(heads_due)
+            .where(*ready)
+            .subquery("ranked")
+        )
+        held = _items.alias("held")
+        in_hand = (
+            sa.select(held.c.lane, sa.func.count().label("n"))
+            .where(held.c.done_at.is_(None), held.c.leased_by.is_not(None), held.c.due_at > now)
+            .group_by(held.c.lane)
+            .subquery("in_hand")
+        )
+        return (
+            sa.select(ranked.c.id)
+            .select_from(ranked.outerjoin(in_hand, in_hand.c.lane == ranked.c.lane))
+            .where(ranked.c.place <= self.lane_width - sa.func.coalesce(in_hand.c.n, 0))
+            .order_by(ranked.c.priority.desc(), ranked.c.due_at, ranked.c.id)
+            .limit(most)
+        )
 
     async def _deliver(self, item: Item, marks: _DoneMarks) -> str | None:
-        """Deliver one claimed item and record how it went; its error, if it failed."""
+        """Deliver one claimed item, renewing its lease meanwhile, and record how it
+        went; its error, if it failed."""
+        self._leases.hold(item.id)
         try:
-            await self.deliverers[item.kind](item)
-        except Exception as exc:  # a chat platform's failure: retried later, never lost
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            if isinstance(exc, ConfigError):  # the same line every attempt helps nobody
-                self.problems.report(exc, doing=f"delivering {item.kind} {item.subject}")
-            else:
-                log.warning(
-                    "outbox %s %s failed (attempt %d): %s",
-                    item.kind,
-                    item.subject,
-                    item.attempts,
-                    error,
-                )
-            backoff = min(timedelta(seconds=2 ** min(item.attempts, 10)), MAX_BACKOFF)
-            async with transaction(self.engine, subject="the outbox") as conn:
-                await conn.execute(
-                    _items.update()
-                    .where(_items.c.id == item.id)
-                    .values(due_at=self.clock() + backoff, last_error=error)
-                )
-            return error
-        await marks.done(item.id)
-        return None
+            try:
+                await self.deliverers[item.kind](item)
+            except Exception as exc:  # a chat platform's failure: retried later, never lost
+                return await self._failed(item, exc)
+            await marks.done(item.id)
+            return None
+        finally:
+            self._leases.drop(item.id)
+
+    async def _failed(self, item: Item, exc: Exception) -> str:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        if isinstance(exc, ConfigError):  # the same line every attempt helps nobody
+            self.problems.report(exc, doing=f"delivering {item.kind} {item.subject}")
+        else:
+            log.warning(
+                "outbox %s %s failed (attempt %d): %s",
+                item.kind,
+                item.subject,
+                item.attempts,
+                error,
+            )
+        backoff = min(timedelta(seconds=2 ** min(item.attempts, 10)), MAX_BACKOFF)
+        async with transaction(self.engine, subject="the outbox") as conn:
+            await conn.execute(
+                _items.update()
+                .where(_items.c.id == item.id, _items.c.leased_by == self.owner)
+                .values(due_at=self.clock() + backoff, last_error=error, leased_by=None)
+            )
+        return error
+
+
+async def _collapse(conn: AsyncConnection, now: datetime) -> None:
+    """Mark done, unposted, every undelivered ``BULK`` item that a newer undone item of its
+    subject and collapse key supersedes (not one a live relay holds)."""
+    newer = _items.alias("newer")
+    next_of_key = (
+        sa.select(sa.func.min(newer.c.id))
+        .where(
+            newer.c.kind == _items.c.kind,
+            newer.c.subject == _items.c.subject,
+            newer.c.collapse == _items.c.collapse,
+            newer.c.done_at.is_(None),
+            newer.c.id > _items.c.id,
+        )
+        .scalar_subquery()
+    )
+    await conn.execute(
+        _items.update()
+        .where(
+            _items.c.done_at.is_(None),
+            _items.c.collapse.is_not(None),
+            _items.c.priority == BULK,
+            sa.or_(_items.c.leased_by.is_(None), _items.c.due_at <= now),
+            next_of_key.is_not(None),
+        )
+        .values(done_at=now, superseded_by=next_of_key)
+    )
+
+
+class _Leases:
+    """The items a relay is delivering: their leases renewed together, every quarter of
+    ``LEASE``, for as long as any is in hand (only while still this relay's)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.held: set[int] = set()
+        self._renewer: asyncio.Task[None] | None = None
+
+    def hold(self, item: int) -> None:
+        self.held.add(item)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew())
+
+    def drop(self, item: int) -> None:
+        self.held.discard(item)
+
+    async def _renew(self) -> None:
+        outbox = self.outbox
+        while self.held:
+            await asyncio.sleep(LEASE.total_seconds() / 4)
+            held = sorted(self.held)
+            if not held:
+                return
+            try:
+                async with transaction(outbox.engine, subject="the outbox") as conn:
+                    await conn.execute(
+                        _items.update()
+                        .where(
+                            _items.c.id.in_(held),
+                            _items.c.leased_by == outbox.owner,
+                            _items.c.done_at.is_(None),
+                        )
+                        .values(due_at=outbox.clock() + LEASE)
+                    )
+            except DatabaseUnavailable:
+                pass  # tried again a quarter later; the lease lasts four of them
+            except Exception:
+                log.exception("renewing the outbox's leases failed; trying again")
 
 
 class _DoneMarks:

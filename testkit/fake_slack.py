@@ -3,8 +3,12 @@ response_url endpoint, recording every call with its monotonic arrival time.
 
 It runs in its own thread (uvicorn on 127.0.0.1, a free port) so the process under test
 can call it while the test waits. ``rate_limit(n)`` makes the next n chat.postMessage
-calls answer 429 with Retry-After: 1. ``apps.connections.open`` hands out ``socket_url``
-(a ``FakeSocketMode``'s, see tests/e2e/fake_socket_mode.py) once one is set.
+calls answer 429 with Retry-After: 1. ``pace(interval)`` is Slack's limit per channel: a
+chat.postMessage to a channel less than ``interval`` after the last one it took there is
+answered 429 with Retry-After. ``hold(channel)`` answers every chat.postMessage to that
+channel 429 until ``release``. A refused call is recorded with ``#429`` after its path.
+``apps.connections.open`` hands out ``socket_url`` (a ``FakeSocketMode``'s, see
+tests/e2e/fake_socket_mode.py) once one is set.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ class FakeSlack:
         self._lock = threading.Lock()
         self._limited = 0
         self._failing = 0
+        self._pace = 0.0
+        self._pace_retry_after = 1
+        self._last_post: dict[str, float] = {}  # channel -> when it last took a post
+        self._held: dict[str, int] = {}  # channel -> Retry-After while held
         self._ts = 0
         self.socket_url: str | None = None  # what apps.connections.open hands out
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -82,6 +90,20 @@ class FakeSlack:
     def rate_limit(self, times: int) -> None:
         self._limited = times
 
+    def pace(self, interval: float, *, retry_after: int = 1) -> None:
+        """Take at most one chat.postMessage per channel per ``interval`` seconds (0: no
+        limit); one sooner is answered 429 with ``Retry-After: retry_after``."""
+        self._pace = interval
+        self._pace_retry_after = retry_after
+
+    def hold(self, channel: str, *, retry_after: int = 1) -> None:
+        """Answer every chat.postMessage to ``channel`` 429 (``Retry-After``) until
+        ``release``."""
+        self._held[channel] = retry_after
+
+    def release(self, channel: str) -> None:
+        self._held.pop(channel, None)
+
     def fail_answers(self, times: int) -> None:
         """The next `times` posts to a response_url answer 503, as Slack does when busy."""
         self._failing = times
@@ -108,6 +130,22 @@ class FakeSlack:
             f"{[c.path for c in self.recorded()]}"
         )
 
+    def _refusal(self, channel: str) -> int | None:
+        """The Retry-After of a chat.postMessage to ``channel`` refused now, if it is;
+        otherwise the post is taken (and counts for the channel's pace)."""
+        if channel in self._held:
+            return self._held[channel]
+        if self._limited > 0:
+            self._limited -= 1
+            return 1
+        now = time.monotonic()
+        with self._lock:
+            last = self._last_post.get(channel)
+            if self._pace > 0 and last is not None and now - last < self._pace:
+                return self._pace_retry_after
+            self._last_post[channel] = now
+        return None
+
     async def _handle(self, request: Request) -> Response:
         raw = (await request.body()).decode("utf-8")
         if request.headers.get("content-type", "").startswith("application/json"):
@@ -115,13 +153,16 @@ class FakeSlack:
         else:
             body = {k: v[0] for k, v in parse_qs(raw).items()}
         path = "/" + request.path_params["path"]
-        if path == "/api/chat.postMessage" and self._limited > 0:
-            self._limited -= 1
-            with self._lock:
-                self.calls.append(Call(path + "#429", body, time.monotonic()))
-            return JSONResponse(
-                {"ok": False, "error": "ratelimited"}, status_code=429, headers={"Retry-After": "1"}
-            )
+        if path == "/api/chat.postMessage":
+            retry_after = self._refusal(str(body.get("channel", "")))
+            if retry_after is not None:
+                with self._lock:
+                    self.calls.append(Call(path + "#429", body, time.monotonic()))
+                return JSONResponse(
+                    {"ok": False, "error": "ratelimited"},
+                    status_code=429,
+                    headers={"Retry-After": str(retry_after)},
+                )
         if path.startswith("/response/") and self._failing > 0:
             self._failing -= 1
             with self._lock:

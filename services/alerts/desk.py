@@ -350,7 +350,7 @@ class AlertDesk:
             n = row.notification
             group = state[key_hash(row.source, n.receiver, n.groupKey)]
             for payload in self._merge_into(group, n, now):
-                posts.append({"subject": subject(int(group["id"])), "payload": payload})
+                posts.append(_outbox_item(group, payload))
         # one statement for the batch's groups and one for its posts (in the order made)
         await conn.execute(
             GROUPS.update()
@@ -471,6 +471,7 @@ class AlertDesk:
                 "group": int(group["id"]),
                 "episode": episode,
                 "message": messages.to_json(message),
+                "turn": refired or group_resolved,  # the group fired or resolved as a whole
             },
             {"action": "update", "group": int(group["id"]), "episode": episode},
         ]
@@ -494,6 +495,23 @@ def _log_set_aside(row_id: int, error: str) -> None:
         row_id,
         error,
     )
+
+
+def _outbox_item(group: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A post of the group as the outbox holds it, in the lane of the group's first
+    channel. Its root and triage are ``NORMAL``; its root updates ``BULK``, each
+    superseded by a newer one of its episode while undelivered (an update shows the
+    group as it is when delivered); its news ``BULK``, superseded by newer news or by its
+    turns (fired again, resolved), which are ``NORMAL`` and always go out."""
+    channels = group["route"].get("channels") or []
+    item: dict[str, Any] = {"subject": subject(int(group["id"])), "payload": payload}
+    if channels:
+        item["lane"] = relay.channel_lane(str(channels[0]))
+    action = str(payload["action"])
+    if action in ("update", "reply"):
+        item["collapse"] = f"{action}:{payload['episode']}"
+        item["priority"] = relay.NORMAL if payload.get("turn") else relay.BULK
+    return item
 
 
 def _links(n: Notification) -> dict[str, str]:

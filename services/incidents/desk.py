@@ -864,9 +864,7 @@ class Incidents:
         channels: Sequence[str] = (),
     ) -> None:
         item = _post_item(number, action, message, channels=channels)
-        await relay.add(
-            conn, kind=INCIDENT_POST, subject=item["subject"], payload=item["payload"], now=now
-        )
+        await relay.add_many(conn, kind=INCIDENT_POST, items=[item], now=now)
 
 
 def _unvalidated(view: IncidentView) -> list[tuple[str, str, str]]:
@@ -891,8 +889,10 @@ def _entry(view: IncidentView, at: datetime, kind: str, text: str) -> dict[str, 
 def _post_item(
     number: int, action: str, message: Any, *, channels: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """An incident's post as the outbox holds it (``relay.add``, ``relay.add_many``)."""
-    return {
+    """An incident's post as the outbox holds it (``relay.add``, ``relay.add_many``):
+    urgent, so a storm of alert posts never holds it back; an audience's post in the lane
+    of its first channel, the thread's in the incident's own."""
+    item: dict[str, Any] = {
         "subject": subject(number),
         "payload": {
             "action": action,
@@ -900,7 +900,11 @@ def _post_item(
             "message": message_json(message),
             "channels": list(channels),
         },
+        "priority": relay.URGENT,
     }
+    if action == "audience" and channels:
+        item["lane"] = relay.channel_lane(channels[0])
+    return item
 
 
 def _order(view: IncidentView) -> str:

@@ -3,7 +3,9 @@
 Whichever task or replica publishes first posts the plan's message; the others update it.
 Posting claims ``plan:N:message`` in the delivery ledger, and a publisher that finds the
 claim taken waits for the poster's stored reference (or for the claim to be given back,
-and then posts itself). A claim whose holder died goes stale and is taken over. So there
+and then posts itself). The poster refreshes its claim while its post runs, however long
+(a 429 waited out); a claim whose holder died is stale ``CLAIM_STALE`` after its last
+refresh and is taken over, within the time a second publisher waits. So there
 is one plan message, unless a post's outcome is lost (Slack took it but the answer never
 came back, or storing its reference failed): then a later publisher posts another. When
 no reference comes at all, the news goes to the plan's channel without a thread rather
@@ -33,7 +35,7 @@ from services.scheduler import FollowUp
 
 log = logging.getLogger("queuebot.plans")
 PLAN_NEWS = "plan.news"  # the outbox kind of a plan's posts
-CLAIM_STALE = timedelta(minutes=2)  # far beyond a post, even one waiting out a 429
+CLAIM_STALE = timedelta(seconds=10)  # unrefreshed this long: the poster died
 WAIT_FOR_MESSAGE = 15.0  # seconds a second publisher waits for the first one's post
 POLL = 0.1
 
@@ -106,9 +108,10 @@ class PlanPublisher:
         self, notifier: Notifier, number: int, view: PlanView, claim: Claim
     ) -> MessageRef | None:
         try:
-            posted = await notifier.post(
-                channel=await self._origin(number), message=messages.plan_message(view)
-            )
+            async with self.ledger.kept_fresh(claim):
+                posted = await notifier.post(
+                    channel=await self._origin(number), message=messages.plan_message(view)
+                )
         except BaseException:
             await self.ledger.release(claim)
             raise

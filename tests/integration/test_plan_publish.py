@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -85,6 +85,65 @@ async def test_a_claim_left_by_a_dead_publisher_is_taken_over(shop: Shop) -> Non
     async with shop.engine.connect() as conn:
         stored = (await conn.execute(sa.text("SELECT message_ref FROM qb_plans"))).scalar_one()
     assert stored is not None
+
+
+async def test_a_dead_publishers_claim_is_taken_over_within_seconds(shop: Shop) -> None:
+    plan = await started_plan_without_message(shop)
+    ledger = DeliveryLedger(engine=shop.engine, clock=shop.clock)
+    assert await ledger.claim(f"plan:{plan}:message", stale_after=STALE)  # then it dies
+    shop.clock.advance(seconds=11)  # nobody refreshed it since
+    later = RecordingNotifier()
+    await publisher(shop, later, wait=3).publish(plan, [Note("after")])
+    assert [p.where for p in later.posts] == ["ops", "thread 1"]  # the message, threaded
+
+
+class HeldNotifier(RecordingNotifier):
+    """Posts only when let go: a post waiting out Slack's Retry-After."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.posting = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def post(
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
+    ) -> list[MessageRef]:
+        self.posting.set()
+        await self.go.wait()
+        return await super().post(channel=channel, message=message, thread=thread)
+
+
+async def test_a_live_publishers_slow_post_keeps_its_claim(shop: Shop) -> None:
+    plan = await started_plan_without_message(shop)
+    held = HeldNotifier()
+    first = asyncio.create_task(publisher(shop, held).publish(plan, [Note("first")]))
+    await held.posting.wait()
+    shop.clock.advance(seconds=11)  # longer than a claim lasts unrefreshed ...
+    key = f"plan:{plan}:message"
+    for _ in range(200):  # ... but the poster refreshes it (every 2 s)
+        if await seen_at(shop, key) >= shop.clock.now:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the poster never refreshed its claim")
+    second = RecordingNotifier()
+    await publisher(shop, second, wait=0.3).publish(plan, [Note("second")])
+    held.go.set()
+    await first
+    assert [p.where for p in second.posts] == ["ops"]  # no second plan message: unthreaded
+    assert [p.where for p in held.posts] == ["ops", "thread 1"]
+
+
+async def seen_at(shop: Shop, key: str) -> Any:
+    async with shop.engine.connect() as conn:
+        found = (
+            await conn.execute(
+                sa.text("SELECT seen_at FROM qb_deliveries WHERE key = :k"), {"k": key}
+            )
+        ).scalar_one()
+    if isinstance(found, str):  # SQLite
+        found = datetime.fromisoformat(found)
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
 
 
 async def test_a_stale_claim_goes_to_one_caller_only(shop: Shop) -> None:
