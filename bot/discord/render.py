@@ -44,8 +44,10 @@ class Rendered:
 # of several on a line), and block quotes, headings and list items at a line's start.
 _MARKUP = re.compile(r"[\\*_~|`\[\]]|^>(?:>>)?(?=\s)|^#|^[ \t]*-", re.MULTILINE)
 # A link Discord shows as one: left whole, so it still works and shows where it goes; a
-# bracket ends it (so no bracket goes unescaped).
-_LINK = re.compile(r"<[^: >\[\]]+:/[^ >\[\]]+>|(?:https?|steam)://[^\s<\[\]]*[^<.,:;\"'\[\]\s]")
+# bracket or a backslash ends it (so none goes unescaped).
+_LINK = re.compile(
+    r"<[^: >\[\]\\]+:/[^ >\[\]\\]+>|(?:https?|steam)://[^\s<\[\]\\]*[^<.,:;\"'\[\]\s\\]"
+)
 
 
 def plain(text: str) -> str:

@@ -55,7 +55,11 @@ def _parse_text(value: str) -> datetime | None:
     if matched is None:
         raise ValueError(f"{value[:40]!r} is not an RFC 3339 time such as 2026-11-30T12:00:00.123Z")
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = matched.groups()
-    if int(year) <= 1:
+    if int(year) <= 1:  # Go's zero time, but only on a day that exists
+        try:
+            datetime(1, int(month), int(day), int(hour), int(minute), int(second))
+        except ValueError as exc:
+            raise ValueError(f"{value[:40]!r} is not a real time: {exc}") from None
         return None
     micro = int((fraction or "0").ljust(6, "0")[:6])
     zone = UTC

@@ -183,6 +183,7 @@ async def _set_aside(bot: AlertBot) -> int:
 @example(field="startsAt", time=("9999-12-31T23:59:59-23:59", REFUSED))
 @example(field="endsAt", time=("9999-12-31T23:59:59.999999999-00:01", REFUSED))
 @example(field="startsAt", time=("0001-01-01T00:00:00+23:59", None))
+@example(field="startsAt", time=("0001-02-29T00:00:00-23:59", REFUSED))  # no such day
 @example(
     field="startsAt", time=("0002-01-01T00:00:00+23:59", datetime(1, 12, 31, 0, 1, tzinfo=UTC))
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.discord.render import render
@@ -48,6 +48,7 @@ def test_slack_text_has_no_markup_left(text: str) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(HOSTILE, HOSTILE)
+@example("", "[click me](https://evil.example)\\[click me](https://evil.example)")
 def test_discord_content_mentions_nobody_and_links_nothing(text: str, other: str) -> None:
     for message in (
         Message(summary=text),
