@@ -39,7 +39,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -60,6 +60,7 @@ STALE = timedelta(seconds=10)
 HEARTBEAT = 2.0  # seconds between refreshes of a claim in progress
 CLAIMED, DONE = "claimed", "done"
 KEY_LENGTH = 200
+ACKED_AT = "acked_at"  # stamped into a written-down request by the ledger
 
 
 def process_owner() -> str:
@@ -87,6 +88,16 @@ class Orphan:
     state: str
     request: dict[str, Any]
     outcome: str | None
+
+    @property
+    def acked_at(self) -> datetime | None:
+        """When the delivery was written down, just before its ack (the ledger stamps
+        it): whether the platform still takes answers at the place it named."""
+        try:
+            when = datetime.fromisoformat(str(self.request.get(ACKED_AT)))
+        except ValueError:
+            return None
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 class DeliveryLedger:
@@ -123,6 +134,8 @@ class DeliveryLedger:
         key = key[:KEY_LENGTH]
         stale_after = self.stale_after if stale_after is None else stale_after
         now = self.clock()
+        if request is not None:
+            request = request | {ACKED_AT: now.isoformat()}
         owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
         async with transaction(self.engine, subject="the delivery ledger") as conn:
             insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
@@ -167,7 +180,7 @@ class DeliveryLedger:
         key = key[:KEY_LENGTH]
         owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
         now = self.clock()
-        if await self.acks.write(key, owner, request, now):
+        if await self.acks.write(key, owner, request | {ACKED_AT: now.isoformat()}, now):
             return Claim(key, owner, now)
         return await self.claim(key, request=request)
 

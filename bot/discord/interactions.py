@@ -20,7 +20,7 @@ import io
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import discord
@@ -36,7 +36,7 @@ from commands.options import from_options
 from commands.reply import Reply
 from commands.router import Router
 from services.errors import UsageError
-from services.ledger import CLAIMED, HEARTBEAT, Claim, DeliveryLedger, Orphan
+from services.ledger import CLAIMED, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
 log = logging.getLogger("queuebot.discord")
@@ -149,12 +149,10 @@ async def run_command(
     claim: Claim | None = None
     recorded = True
     try:
-        claim = await asyncio.wait_for(
-            w.ledger.acknowledge(
-                key_of(interaction), request_of(w, interaction, asked, private, where)
-            ),
-            WRITE_DOWN_WITHIN,  # Discord wants its first response within 3 s
-        )
+        async with asyncio.timeout(WRITE_DOWN_WITHIN):  # Discord's 3 s for the defer
+            claim = await w.ledger.acknowledge(
+                key_of(interaction), request_of(interaction, asked, private, where)
+            )
     except Exception as exc:  # the database is away: the work will say so
         unwritten(
             "could not write down interaction %s before the defer (%s): answered now, lost "
@@ -201,22 +199,21 @@ async def _work(
 ) -> None:
     """Run the command once under its claim (kept fresh until the answer is out), answer,
     and mark the delivery answered."""
-    beating: asyncio.Task[None] | None = None
     decided: list[Command] = []
+    async with contextlib.AsyncExitStack() as fresh:  # the claim, kept fresh until answered
 
-    async def run() -> Reply | None:
-        nonlocal claim, beating
-        built = asked.command()
-        decided.append(built)
-        if claim is None:
-            claim = await w.ledger.claim(key)
-        if claim is None:
-            log.info("%s acted on or in hand already, ignored", key)
-            return None
-        beating = asyncio.create_task(_keep_fresh(w.ledger, claim))
-        return await w.router.handle(built, replace(inv, delivery=claim))
+        async def run() -> Reply | None:
+            nonlocal claim
+            built = asked.command()
+            decided.append(built)
+            if claim is None:
+                claim = await w.ledger.claim(key)
+            if claim is None:
+                log.info("%s acted on or in hand already, ignored", key)
+                return None
+            await fresh.enter_async_context(w.ledger.kept_fresh(claim))
+            return await w.router.handle(built, replace(inv, delivery=claim))
 
-    try:
         reply = await answer(run(), correlation_id=inv.correlation_id, where=where)
         try:
             if reply is not None:
@@ -230,13 +227,9 @@ async def _work(
         finally:
             if claim is not None:
                 await answer(w.ledger.finish(claim), correlation_id=inv.correlation_id, where=where)
-    finally:
-        if beating is not None:
-            beating.cancel()
 
 
 def request_of(
-    w: DiscordWiring,
     interaction: discord.Interaction[Any],
     asked: Asked,
     private: bool,
@@ -257,7 +250,6 @@ def request_of(
         "name": asked.name,
         "values": asked.values,
         "action_id": asked.action_id,
-        "acked_at": w.ledger.clock().isoformat(),
     }
 
 
@@ -277,7 +269,7 @@ async def resume(w: DiscordWiring, orphan: Orphan) -> None:
     log.info("finishing %s, deferred by a process that stopped before answering", orphan.claim.key)
 
     async def deliver_late(reply: Reply, rewrite: bool) -> None:
-        await answer_late(w, request, reply)
+        await answer_late(w, request, reply, acked=orphan.acked_at)
 
     inv = Invocation(
         person=w.directory.by_account("discord", user),
@@ -299,12 +291,15 @@ async def resume(w: DiscordWiring, orphan: Orphan) -> None:
         )
         return
     try:
-        await answer_late(w, request, messages.done_before_restart(asked.words(), orphan.outcome))
+        reply = messages.done_before_restart(asked.words(), orphan.outcome)
+        await answer_late(w, request, reply, acked=orphan.acked_at)
     finally:
         await answer(w.ledger.finish(orphan.claim), correlation_id=inv.correlation_id, where=where)
 
 
-async def answer_late(w: DiscordWiring, request: dict[str, Any], reply: Reply) -> None:
+async def answer_late(
+    w: DiscordWiring, request: dict[str, Any], reply: Reply, *, acked: datetime | None
+) -> None:
     """An answer for an interaction this process never saw: a follow-up on its token
     while the token lives (the first one fills a deferred "thinking…"), else the channel."""
     client = w.client
@@ -314,23 +309,13 @@ async def answer_late(w: DiscordWiring, request: dict[str, Any], reply: Reply) -
     private = reply.ephemeral or reply.error
     rendered = render(reply.message)
     view = w.view(rendered)
-    acked = _when(request.get("acked_at"))
     if acked is not None and (discord.utils.utcnow() - acked).total_seconds() < TOKEN_LIFE - 30:
         hook = discord.Webhook.from_state(
             data={"id": request["application_id"], "type": 3, "token": request["token"]},
             state=client._connection,
         )
-        kwargs: dict[str, Any] = {
-            "content": rendered.content,
-            "ephemeral": private,
-            "allowed_mentions": NO_MENTIONS,
-        }
-        if view is not None:
-            kwargs["view"] = view
-        if rendered.attachment is not None:
-            kwargs["file"] = discord.File(io.BytesIO(rendered.attachment), filename=ATTACHMENT)
         try:
-            await hook.send(**kwargs)
+            await hook.send(**_followup_kwargs(rendered, view, private=private))
             return
         except discord.HTTPException as exc:
             if exc.code not in DEAD_TOKEN and exc.status not in (401, 404):
@@ -347,14 +332,6 @@ async def answer_late(w: DiscordWiring, request: dict[str, Any], reply: Reply) -
         view,
         private=private,
     )
-
-
-def _when(value: Any) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 async def deliver(
@@ -412,6 +389,14 @@ async def _followup(
     *,
     private: bool,
 ) -> None:
+    await interaction.followup.send(**_followup_kwargs(rendered, view, private=private))
+
+
+def _followup_kwargs(
+    rendered: Rendered, view: discord.ui.View | None, *, private: bool
+) -> dict[str, Any]:
+    """A follow-up on an interaction's token, from this process's interaction or from
+    the token another process wrote down."""
     kwargs: dict[str, Any] = {
         "content": rendered.content,
         "ephemeral": private,
@@ -421,7 +406,7 @@ async def _followup(
         kwargs["view"] = view
     if rendered.attachment is not None:
         kwargs["file"] = discord.File(io.BytesIO(rendered.attachment), filename=ATTACHMENT)
-    await interaction.followup.send(**kwargs)
+    return kwargs
 
 
 def only(person: discord.abc.Snowflake) -> discord.AllowedMentions:
@@ -480,14 +465,3 @@ def _files(rendered: Rendered) -> list[discord.File]:
     if rendered.attachment is None:
         return []
     return [discord.File(io.BytesIO(rendered.attachment), filename=ATTACHMENT)]
-
-
-async def _keep_fresh(ledger: DeliveryLedger, claim: Claim) -> None:
-    """Refresh the claim while its work runs, so that only a dead owner's goes stale."""
-    while True:
-        await asyncio.sleep(HEARTBEAT)
-        try:
-            if not await ledger.heartbeat(claim):
-                return
-        except Exception:  # the database is away; the work will say so
-            log.debug("could not refresh the claim on %s", claim.key)

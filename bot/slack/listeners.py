@@ -15,6 +15,7 @@ request is acknowledged and answered with a clear ephemeral reply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
@@ -43,7 +44,7 @@ from commands.model import Approve, Command, Declare, Dlq, Notify, Reject, Triag
 from commands.parser import GROUPS
 from commands.reply import Reply
 from commands.router import Router
-from services.ledger import CLAIMED, HEARTBEAT, Claim, DeliveryLedger, Orphan
+from services.ledger import CLAIMED, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
 log = logging.getLogger("queuebot.slack")
@@ -253,10 +254,8 @@ async def write_down(w: SlackWiring, d: Delivery) -> WrittenDown:
     acknowledgement: Slack never sends again what it saw acknowledged, so a process that
     dies after the ack leaves this row for another to finish (``resume``)."""
     try:
-        claim = await asyncio.wait_for(
-            w.ledger.acknowledge(d.key, request_of(d, acked_at=w.ledger.clock())),
-            WRITE_DOWN_WITHIN,
-        )
+        async with asyncio.timeout(WRITE_DOWN_WITHIN):  # no task of its own: not wait_for
+            claim = await w.ledger.acknowledge(d.key, request_of(d))
     except Exception as exc:  # answered by the work itself (one line, "Database unavailable")
         unwritten(
             "could not write down %s before the ack (%s): answered now, lost if this "
@@ -268,7 +267,7 @@ async def write_down(w: SlackWiring, d: Delivery) -> WrittenDown:
     return WrittenDown(d, claim)
 
 
-def request_of(d: Delivery, *, acked_at: datetime) -> dict[str, Any]:
+def request_of(d: Delivery) -> dict[str, Any]:
     """What the ledger keeps of a delivery: enough to do it and answer it again."""
     return {
         "platform": "slack",
@@ -280,7 +279,6 @@ def request_of(d: Delivery, *, acked_at: datetime) -> dict[str, Any]:
         "group": d.group,
         "text": d.text,
         "action_id": d.action_id,
-        "acked_at": acked_at.isoformat(),
     }
 
 
@@ -460,22 +458,21 @@ async def handle_delivery(
     to be done."""
     inv = invocation(w, d.user, d.channel, d.thread)
     claim: Claim | None = claimed
-    beating: asyncio.Task[None] | None = None
+    async with contextlib.AsyncExitStack() as fresh:  # the claim, kept fresh until answered
 
-    async def run() -> Reply | None:
-        nonlocal claim, beating
-        if claim is None:
-            claim = await w.ledger.claim(d.key)
-        if claim is None:
-            log.info("repeated delivery %s: acted on or in hand already, ignored", d.key)
-            return None
-        beating = asyncio.create_task(_keep_fresh(w.ledger, claim))
-        work = replace(inv, delivery=claim)
-        if d.decision is not None:
-            return await w.router.handle(d.decision, work)
-        return await w.router.handle_text(d.group, d.text, work)
+        async def run() -> Reply | None:
+            nonlocal claim
+            if claim is None:
+                claim = await w.ledger.claim(d.key)
+            if claim is None:
+                log.info("repeated delivery %s: acted on or in hand already, ignored", d.key)
+                return None
+            await fresh.enter_async_context(w.ledger.kept_fresh(claim))
+            work = replace(inv, delivery=claim)
+            if d.decision is not None:
+                return await w.router.handle(d.decision, work)
+            return await w.router.handle_text(d.group, d.text, work)
 
-    try:
         reply = await answer(run(), correlation_id=inv.correlation_id, where=d.where)
         if reply is None:
             return
@@ -490,9 +487,6 @@ async def handle_delivery(
                 await answer(
                     w.ledger.finish(claim), correlation_id=inv.correlation_id, where=d.where
                 )
-    finally:
-        if beating is not None:
-            beating.cancel()
 
 
 async def resume(w: SlackWiring, orphan: Orphan) -> None:
@@ -500,7 +494,7 @@ async def resume(w: SlackWiring, orphan: Orphan) -> None:
     acts once), or, where its change had committed, say what it did; the answer goes to
     the response_url while Slack takes answers there, to the channel after."""
     d = delivery_of(orphan.claim.key, orphan.request)
-    acked_at = _when(orphan.request.get("acked_at"))
+    acked_at = orphan.acked_at
     log.info("finishing %s, acknowledged by a process that stopped before answering", d.key)
     if orphan.state == CLAIMED:
         await handle_delivery(w, d, claimed=orphan.claim, acked_at=acked_at)
@@ -521,21 +515,3 @@ def asked(d: Delivery) -> str:
     if d.action_id:
         return f"your click on {d.action_id}"
     return f"/{d.group} {d.text}".strip()
-
-
-def _when(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-
-
-async def _keep_fresh(ledger: DeliveryLedger, claim: Claim) -> None:
-    """Refresh the claim while its work runs, so that only a dead owner's goes stale."""
-    while True:
-        await asyncio.sleep(HEARTBEAT)
-        try:
-            if not await ledger.heartbeat(claim):
-                return  # taken over: the change will find out and roll back
-        except Exception:  # the database is away; the work will say so
-            log.debug("could not refresh the claim on %s", claim.key)

@@ -134,6 +134,7 @@ ASKED = {"platform": "slack", "user": "U0BOB", "text": "approve CR-1"}
 
 async def test_an_acknowledged_delivery_whose_owner_died_is_adopted_once(shop: Shop) -> None:
     dead, replicas = ledger_of(shop), [ledger_of(shop) for _ in range(6)]
+    acked_at = shop.clock()
     claim = await dead.claim("slack:command:o1", request=ASKED)
     assert claim is not None
     await dead.claim("slack:command:plain")  # nothing written down: never an orphan
@@ -141,9 +142,9 @@ async def test_an_acknowledged_delivery_whose_owner_died_is_adopted_once(shop: S
     shop.clock.advance(seconds=STALE.total_seconds() + 1)
     adopted = await asyncio.gather(*(r.adopt_orphans(prefixes=("slack:",)) for r in replicas))
     taken = [o for found in adopted for o in found]
-    assert [(o.claim.key, o.state, o.request) for o in taken] == [
-        ("slack:command:o1", "claimed", ASKED)
-    ]
+    assert [(o.claim.key, o.state, o.request, o.acked_at) for o in taken] == [
+        ("slack:command:o1", "claimed", ASKED | {"acked_at": acked_at.isoformat()}, acked_at)
+    ]  # the ledger stamps when it was written down, just before the ack
     assert not await dead.heartbeat(claim)  # the dead owner's claim is no longer its own
     assert await replicas[0].adopt_orphans(prefixes=("slack:",)) == []  # kept fresh now
 
