@@ -318,7 +318,7 @@ def test_demo_takes_config_and_log_level_as_every_command_does(tmp_path: Path) -
     assert "[people.alice]" in mine.read_text()
     assert not (tmp_path / "queuebot.demo.toml").exists()
     assert "/queue triage" in replies(first.stdout)["/queue help"]
-    mine.write_text(mine.read_text().replace('[people.dora]', '[people.erin]'))
+    mine.write_text(mine.read_text().replace("[people.dora]", "[people.erin]"))
     again = queuebot(
         "--config", str(mine), "demo", "--as", "erin", "--log-level", "ERROR", cwd=tmp_path
     )

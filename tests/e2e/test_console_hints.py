@@ -26,7 +26,12 @@ def test_console_after_the_demo_points_at_the_demo_configuration(tmp_path: Path)
     reply = replies(line.stdout)["@alice /queue pending"]
     assert "pass --config queuebot.demo.toml" in reply
     follow = queuebot(
-        "console", "--config", "queuebot.demo.toml", "--as", "alice", stdin="/queue pending\n",
+        "console",
+        "--config",
+        "queuebot.demo.toml",
+        "--as",
+        "alice",
+        stdin="/queue pending\n",
         cwd=tmp_path,
     )
     assert follow.returncode == 0, follow.stderr
@@ -66,7 +71,8 @@ async def test_a_background_post_does_not_print_over_the_prompt() -> None:
     printed = out.getvalue()
     assert f"{PROMPT}[#operators]" not in printed
     # the post starts on a line of its own and the prompt is drawn again under it
-    assert re.search(r"\r\x1b\[K\[#operators\] \(message \S+\)\nwave 2 started\n\n" + PROMPT, printed)
+    post = r"\r\x1b\[K\[#operators\] \(message \S+\)\nwave 2 started\n\n"
+    assert re.search(post + PROMPT, printed)
 
 
 def test_queue_show_looks_in_the_other_queues_when_the_default_has_no_such_job(
