@@ -89,7 +89,7 @@ def test_queue_show_looks_in_the_other_queues_when_the_default_has_no_such_job(
     out = replies(result.stdout)
     assert "\n199  failed" in out["/queue dlq --queue workers --limit 1"]
     found = out["/queue show 199"]
-    assert "== Job 199 in queue workers: failed (dead) ==" in found
+    assert "== Job 199 in queue workers: failed (failed) ==" in found
     assert "No job 199 in queue clips (the default queue); found in queue workers." in found
     missing = out["/queue show 999999"]
     assert "no job 999999 in queue 'clips'" in missing
