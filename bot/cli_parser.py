@@ -138,7 +138,8 @@ def _demo(sub: argparse._SubParsersAction[_Parser]) -> None:
     demo.add_argument(
         "--fresh",
         action="store_true",
-        help="rebuild the demo estate from scratch (and rewrite its default configuration)",
+        help="rebuild the demo estate from scratch, and rewrite queuebot.demo.toml "
+        "(never a file named with --config)",
     )
     demo.add_argument(
         "--as", dest="person", metavar="PERSON", help="act as this person (alice, bob, dora)"

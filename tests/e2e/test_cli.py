@@ -375,3 +375,17 @@ def test_help_is_plain_text_that_fits_the_terminal(tmp_path: Path, args: tuple[s
     if not args:  # each command's line is whole: serve names every platform it runs
         assert "Slack, Discord" in result.stdout
         assert "130  interrupted" in result.stdout
+
+
+def test_demo_refuses_a_config_without_its_queues_in_one_line(tmp_path: Path) -> None:
+    mine = tmp_path / "team.toml"
+    mine.write_text('[queues.jobs]\nprofile = "worker_queue"\n')
+    result = queuebot("demo", "--config", str(mine), "--fresh", cwd=tmp_path)
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        f"queuebot: demo --config {mine}: the demo needs the queues clips (message_job), "
+        f"workers (worker_queue), as in the file `queuebot demo` writes; {mine} has jobs "
+        "(worker_queue). Name a file that does not exist yet (the demo writes its "
+        "configuration there), or leave --config out"
+    )
+    assert mine.read_text() == '[queues.jobs]\nprofile = "worker_queue"\n'  # never rewritten
