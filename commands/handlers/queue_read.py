@@ -8,6 +8,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.model import Dlq, Help, Show, Stuck, Triage
 from commands.reply import Reply
+from commands.show_lookup import find_job
 from services.estate.model import CanonicalState, DeadFilter, JobList, JobSummary, StatusCount
 from services.estate.model import Triage as TriageResult
 from services.message import Block, Fields, Heading, Message, Table, Text
@@ -167,9 +168,10 @@ def _next_steps(t: TriageResult, broken: int) -> list[str]:
 
 
 async def handle_show(cmd: Show, inv: Invocation, deps: Deps) -> Reply:
-    d = await deps.reads.show_job(queue=cmd.queue, job_id=cmd.job_id)
+    d, elsewhere = await find_job(deps.reads, queue=cmd.queue, job_id=cmd.job_id)
     blocks: list[Block] = [
         Heading(f"Job {d.job_id} in queue {d.queue}: {d.status} ({d.canonical.value})"),
+        *([Text(elsewhere)] if elsewhere else []),
         Table(("column", "value"), tuple((k, fmt.value(v)) for k, v in d.row.items())),
     ]
     for section in d.sections:
