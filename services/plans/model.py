@@ -45,7 +45,9 @@ REDRIVEN_STATES = (
 
 
 def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
-    """Sample first, then waves of ``first``, doubling, capped at ``cap``, to ``total``."""
+    """Sample first, then waves of ``first``, doubling, capped at ``cap``, to ``total``.
+    A last wave of one row is folded into the wave before it (3 + 10 + 20 + 41, not
+    3 + 10 + 20 + 40 + 1; that wave may pass the cap by one), never into the sample."""
     sizes: list[int] = []
     left = total
     if left > 0:
@@ -56,6 +58,8 @@ def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
         sizes.append(min(size, left))
         left -= sizes[-1]
         size = min(size * 2, cap)
+    if len(sizes) > 2 and sizes[-1] == 1:
+        sizes[-2] += sizes.pop()
     return sizes
 
 
