@@ -59,7 +59,8 @@ def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
         left -= sizes[-1]
         size = min(size * 2, cap)
     if len(sizes) > 2 and sizes[-1] == 1:
-        sizes[-2] += sizes.pop()
+        last = sizes.pop()
+        sizes[-1] += last
     return sizes
 
 
