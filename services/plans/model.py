@@ -19,6 +19,7 @@ class PlanState(StrEnum):
     HALTED = "halted"
     COMPLETED = "completed"
     ROLLED_BACK = "rolled_back"
+    CLOSED = "closed"  # ended with nothing to roll back, without an approval
 
 
 ACTIVE = (PlanState.RUNNING, PlanState.HALTED)

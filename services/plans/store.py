@@ -182,6 +182,26 @@ async def items_in(
     return [PlanItemRow.from_row(r) for r in (await conn.execute(query)).mappings().all()]
 
 
+async def wave_counts(conn: AsyncConnection, number: int, wave: int) -> dict[ItemState, int]:
+    """How many of the wave's items are in each state."""
+    rows = await conn.execute(
+        sa.select(ITEMS.c.state, sa.func.count())
+        .where(ITEMS.c.plan_id == number, ITEMS.c.wave == wave)
+        .group_by(ITEMS.c.state)
+    )
+    return {ItemState(str(state)): int(n) for state, n in rows.all()}
+
+
+async def jobs_in(conn: AsyncConnection, number: int, *, state: ItemState, wave: int) -> list[str]:
+    """The jobs of the wave's items in ``state``, in plan order."""
+    rows = await conn.execute(
+        sa.select(ITEMS.c.job_id)
+        .where(ITEMS.c.plan_id == number, ITEMS.c.wave == wave, ITEMS.c.state == state.value)
+        .order_by(ITEMS.c.seq)
+    )
+    return [str(r[0]) for r in rows.all()]
+
+
 def refs(items: Sequence[PlanItemRow]) -> list[ItemRef]:
     return [ItemRef(i.job_id, i.part, i.original) for i in items]
 

@@ -63,6 +63,15 @@ async def team(db_url: str) -> AsyncIterator[Team]:
     await built.engine.dispose()
 
 
+@pytest.fixture(autouse=True)
+async def trail_holds(team: Team) -> AsyncIterator[None]:
+    """After every test here, the audit trail holds, cross-checked with the state tables."""
+    yield
+    async with team.engine.connect() as conn:
+        result = await team.services.audit.verify(conn)
+    assert result.ok, result.problem
+
+
 def router_over(team: Team) -> Router:
     return Router(
         Deps(
@@ -172,7 +181,7 @@ async def test_a_halted_plan_keeps_counting_what_it_had_redriven(team: Team) -> 
     shown = await say(team, "/queue plan P-1")
     assert "8/8 succeeded" in shown and "1/8 succeeded" not in shown
     row = next(line for line in shown.splitlines() if line.startswith("wave 1 "))
-    assert row.split()[-1] == "ok" and row.split()[4] == "7"  # its ok column
+    assert row.split()[-1] == "ok" and row.split()[5] == "7"  # its ok column
     assert any("P-1 wave 1 finished: 7 succeeded, 0 dead again - ok" in t for t in posted(team))
     await tick(team, 60)  # nothing more to settle: no more ticks, no new wave
     assert await states(team) == {"done": 8}
@@ -221,14 +230,17 @@ async def test_a_wave_whose_rows_all_finished_is_not_called_rolled_back(team: Te
     asked = await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert "(0 unclaimed row(s) now)" not in asked  # 0 now: closed at once instead
     assert "P-1 closed" in asked
-    assert "nothing to roll back: no row of it is still unclaimed" in asked
+    assert "nothing to roll back, no row of it is still unclaimed" in asked
     view = await team.services.plan_desk.view(number=1)
     assert view.state is PlanState.CLOSED
     await worker(team, "UPDATE jobs SET state = 'done' WHERE state = 'running'")
     await tick(team)
     view = await team.services.plan_desk.view(number=1)
     assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK
-    assert "rolled back" not in await say(team, "/queue plan P-1")
+    shown = await say(team, "/queue plan P-1")
+    row = next(line for line in shown.splitlines() if line.startswith("wave 1 "))
+    assert row.split()[-1] == "ok" and "rolled back" not in row
+    assert "now: closed after wave 1 of 1 (7 jobs)" in shown
 
 
 async def test_an_approved_rollback_with_nothing_left_reports_none_returned(team: Team) -> None:
@@ -252,7 +264,7 @@ async def test_a_halted_plan_with_nothing_unclaimed_is_closed_without_approval(
     await finish_queued(team)
     await tick(team)
     closed = await say(team, '/queue rollback P-1 --reason "all done anyway"')
-    assert "P-1 closed by alice" in closed
+    assert "P-1 closed by alice (all done anyway): nothing to roll back" in closed
     assert "no approval is needed" in closed
     assert (await team.services.plan_desk.view(number=1)).state is PlanState.CLOSED
     async with team.engine.connect() as conn:
