@@ -210,7 +210,8 @@ class PlanEngine:
     async def _wave_finished(
         self, conn: AsyncConnection, plan: PlanRow, wave: Wave, now: datetime
     ) -> None:
-        succeeded = await store.jobs_in(conn, plan.id, state=ItemState.SUCCEEDED, wave=wave.number)
+        """Its audit event: how many of its rows succeeded and died again (each row's
+        outcome is its plan item's state)."""
         await self.audit.append(
             conn,
             action="plan.wave_finished",
@@ -219,7 +220,7 @@ class PlanEngine:
             subject=plan.ref,
             queue=plan.queue,
             incident=plan.incident,
-            details={"wave": wave.number, "succeeded": succeeded, "redead": wave.redead},
+            details={"wave": wave.number, "succeeded": wave.succeeded, "redead": wave.redead},
         )
 
     def _wait_reason(

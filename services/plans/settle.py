@@ -42,15 +42,12 @@ async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> 
     status = await ops.wave_status(conn, items=store.refs(items))
     held = set(status.open_jobs)
     dead = [job for job, _ in status.redead if job not in held]
-    await store.mark(conn, plan, dead, ItemState.REDEAD, wave=wave.number)
+    redead = await store.mark(conn, plan, dead, ItemState.REDEAD, wave=wave.number)
     done = [job for job in status.succeeded if job not in held]
-    await store.mark(conn, plan, done, ItemState.SUCCEEDED, wave=wave.number)
-    counts = await store.wave_counts(conn, plan, wave.number)
+    succeeded = await store.mark(conn, plan, done, ItemState.SUCCEEDED, wave=wave.number)
+    # counted as the items move (no read of the wave's items again)
     counted = wave.model_copy(
-        update={
-            "succeeded": counts.get(ItemState.SUCCEEDED, 0),
-            "redead": counts.get(ItemState.REDEAD, 0),
-        }
+        update={"succeeded": wave.succeeded + succeeded, "redead": wave.redead + redead}
     )
     return Settled(counted, status.open, list(status.redead), dict(status.signatures))
 

@@ -182,26 +182,6 @@ async def items_in(
     return [PlanItemRow.from_row(r) for r in (await conn.execute(query)).mappings().all()]
 
 
-async def wave_counts(conn: AsyncConnection, number: int, wave: int) -> dict[ItemState, int]:
-    """How many of the wave's items are in each state."""
-    rows = await conn.execute(
-        sa.select(ITEMS.c.state, sa.func.count())
-        .where(ITEMS.c.plan_id == number, ITEMS.c.wave == wave)
-        .group_by(ITEMS.c.state)
-    )
-    return {ItemState(str(state)): int(n) for state, n in rows.all()}
-
-
-async def jobs_in(conn: AsyncConnection, number: int, *, state: ItemState, wave: int) -> list[str]:
-    """The jobs of the wave's items in ``state``, in plan order."""
-    rows = await conn.execute(
-        sa.select(ITEMS.c.job_id)
-        .where(ITEMS.c.plan_id == number, ITEMS.c.wave == wave, ITEMS.c.state == state.value)
-        .order_by(ITEMS.c.seq)
-    )
-    return [str(r[0]) for r in rows.all()]
-
-
 def refs(items: Sequence[PlanItemRow]) -> list[ItemRef]:
     return [ItemRef(i.job_id, i.part, i.original) for i in items]
 
@@ -241,11 +221,12 @@ async def mark(
     state: ItemState,
     *,
     wave: int | None = None,
-) -> None:
-    """Redriven items of ``jobs`` (of one wave, when given) are now in ``state``. A tick
-    names its wave, so the statement reads that wave's items through the (plan, wave)
-    index instead of every item of the plan: a wave of ten in a plan of 100,000 reads ten
-    rows."""
+) -> int:
+    """Redriven items of ``jobs`` (of one wave, when given) are now in ``state``; how many
+    items moved. A tick names its wave, so the statement reads that wave's items through
+    the (plan, wave) index instead of every item of the plan: a wave of ten in a plan of
+    100,000 reads ten rows."""
+    moved = 0
     for start in range(0, len(jobs), _MARK_CHUNK):
         query = ITEMS.update().where(
             ITEMS.c.plan_id == number,
@@ -254,7 +235,8 @@ async def mark(
         )
         if wave is not None:
             query = query.where(ITEMS.c.wave == wave)
-        await conn.execute(query.values(state=state.value))
+        moved += (await conn.execute(query.values(state=state.value))).rowcount
+    return moved
 
 
 async def set_state(
