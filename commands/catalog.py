@@ -340,7 +340,8 @@ CATALOG += (
         "rollback",
         Rollback,
         "return a plan's redriven jobs that no worker claimed "
-        "yet to the dead letters, with their earlier values; needs approval",
+        "yet to the dead letters, with their earlier values; needs approval (with none "
+        "unclaimed, it closes the plan at once, no approval needed)",
         role="operator",
         positionals=(Positional("plan", "P-N", kind="plan"),),
         flags=(REASON,),

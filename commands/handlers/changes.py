@@ -309,13 +309,15 @@ def halted_message(view: PlanView) -> Message:
     printed just above), so the reply does not repeat it."""
     head = f"{view.ref} {view.note}" if view.note else f"{view.ref} halted"
     text = (
-        f"No further wave starts; jobs already redriven run to their end. Now: "
+        f"No further wave starts; jobs already redriven run to their end, and their "
+        f"outcomes are still counted. Now: "
         f"{where_now(view)}. The plan's message is updated where it was requested; "
         f"/queue plan {view.ref} shows it."
     )
     nxt = (
         f'Resume (needs a new approval): /queue resume {view.ref} --reason "..."   '
-        f'Roll back the unclaimed: /queue rollback {view.ref} --reason "..."'
+        f'Roll back the unclaimed: /queue rollback {view.ref} --reason "..." (with none '
+        "unclaimed, that closes the plan at once)"
     )
     return Message(f"{head}. {text}", (Heading(head), Text(text), Text(nxt)))
 

@@ -43,7 +43,15 @@ def where_now(p: PlanView) -> str:
             else (f"done: the sample and {waves} wave(s) finished")
         )
     if p.state is PlanState.ROLLED_BACK:
-        return f"rolled back during {name}: {p.rolled_back:,} job(s) returned to the dead letters"
+        held = (
+            "; the rows a worker held are counted as they finish"
+            if current.finished_at is None
+            else ""
+        )
+        return (
+            f"rolled back during {name}: {p.rolled_back:,} job(s) returned to the dead "
+            f"letters{held}"
+        )
     if p.state is PlanState.CLOSED:
         if current.finished_at is None:
             return f"closed in {name}; its rows still out are counted as they finish"
@@ -144,7 +152,7 @@ def wave_started(p: PlanView, wave: Wave) -> Message:
 def wave_finished(p: PlanView, wave: Wave) -> Message:
     text = (
         f"{p.ref} {wave.label} finished: {wave.succeeded:,} succeeded, "
-        f"{wave.redead:,} dead again - {wave.outcome}"
+        f"{wave.redead:,} dead again - {wave.outcome.replace('_', ' ')}"
     )
     return Message(text, (Text(text),))
 
