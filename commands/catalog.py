@@ -340,11 +340,12 @@ CATALOG += (
         "rollback",
         Rollback,
         "return a plan's redriven jobs that no worker claimed "
-        "yet to the dead letters, with their earlier values; needs approval (with none "
-        "unclaimed, it closes the plan at once, no approval needed)",
+        "yet to the dead letters, with their earlier values; needs approval",
         role="operator",
         positionals=(Positional("plan", "P-N", kind="plan"),),
         flags=(REASON,),
+        note="With no row of the plan still unclaimed there is nothing to return: the plan "
+        "is closed at once, without an approval, and its queue takes a new plan.",
         example='/queue rollback P-3 --reason "fix did not hold"',
     ),
     CommandSpec(
