@@ -159,6 +159,7 @@ _PLAN_STATES = {
     "halted": "halted",
     "completed": "completed: every wave is done",
     "rolled_back": "rolled back",
+    "closed": "closed",
 }
 
 
