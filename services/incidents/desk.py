@@ -26,10 +26,11 @@ from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.audit.incident_match import declared_obligation
 from services.db import reading, transaction
-from services.errors import Conflict, NotFound, UsageError
+from services.errors import Conflict, NotFound, NotReadyToResolve, OutOfOrder, UsageError
 from services.estate.estate import Estate
 from services.incident_settings import OPERATORS, IncidentsConfig
 from services.incidents import checks, messages, store
+from services.incidents.confirm import MEASURED_BY, refuse_if_measured_failing
 from services.incidents.export import postmortem
 from services.incidents.model import IncidentView, ObligationView, number_text
 from services.incidents.store import INCIDENTS, OBLIGATIONS, STEPS
@@ -420,12 +421,13 @@ class Incidents:
             target = _find_step(view, step)
             if target.state == "done":
                 raise Conflict(f"{view.name}: {target.name} is done already")
+            await refuse_if_measured_failing(conn, view, target)
             if target.kind == "restore":
                 before = [
                     s for s in view.restore() if s.position < target.position and s.state != "done"
                 ]
                 if before:
-                    raise Conflict(
+                    raise OutOfOrder(
                         f"{view.name}: {target.name} rests on {before[-1].name}, which is not "
                         f"done; the runbook restores {_order(view)}"
                     )
@@ -493,7 +495,7 @@ class Incidents:
                     verdict = await checks.backlog_falling(conn, queue=queue, now=now)
                 values: dict[str, Any] = {"result": verdict.says}
                 if verdict.passed:
-                    values.update(state="done", done_at=now, done_by="queuebot")
+                    values.update(state="done", done_at=now, done_by=MEASURED_BY)
                 await conn.execute(
                     STEPS.update()
                     .where(
@@ -555,7 +557,7 @@ class Incidents:
             view = await self._open(conn, number)
             missing = _unvalidated(view)
             if missing:
-                raise Conflict(
+                raise NotReadyToResolve(
                     f"{view.name} cannot be resolved: not validated yet: "
                     f"{'; '.join(n for n, _, _ in missing)}. /incident validate {view.name} "
                     "measures what queuebot can; /incident step vN done confirms the rest; "

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.incidents import store
+from services.incidents.confirm import how_validated
 from services.incidents.messages import duration
 from services.models import Approval, ChangeRequest
 
@@ -63,9 +64,8 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
     lines += ["", "## Validation", ""]
     for i, step in enumerate(view.validation()):
         mark = "x" if step.state == "done" else " "
-        by = f" ({step.done_by})" if step.done_by else ""
         result = f": {step.result}" if step.result else ""
-        lines.append(f"- [{mark}] v{i + 1} {step.name}{by}{result}")
+        lines.append(f"- [{mark}] v{i + 1} {step.name}: {how_validated(step)}{result}")
     lines += ["", "## Changes made under this incident", ""]
     changes = (
         (
