@@ -124,4 +124,4 @@ async def test_refusals_carry_headings_that_say_why(db_url: str, tmp_path: Path)
             await say(bot, "dora", "/incident resolve")
         assert describe(early.value)[0] == "Not ready to resolve"
         reply = render_message(error_reply(early.value).message)
-        assert reply.startswith("Not ready to resolve") and "Already changed" not in reply
+        assert "Not ready to resolve" in reply and "Already changed" not in reply
