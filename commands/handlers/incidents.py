@@ -107,12 +107,11 @@ async def handle_notify(cmd: Notify, inv: Invocation, deps: Deps) -> Reply:
         number=view.number, audience=cmd.audience, text=cmd.text, actor=actor_of(inv)
     )
     obligation = next(o for o in after.obligations if o.audience == cmd.audience)
-    latency = obligation.latency
-    late = obligation.state == "missed"
-    said = f"{after.name}: the {cmd.audience} are told"
-    if latency is not None:
-        said += f", {int(latency.total_seconds())} s after the declaration"
-        said += " (after the deadline)" if late else " (within the window)"
+    said = (
+        f"{after.name}: the message to the {cmd.audience} is queued, not yet delivered; "
+        f"they are told once it is delivered (their communication is {obligation.state}, "
+        f"due {obligation.due_at:%H:%M:%S} UTC). /incident status {after.name} shows it."
+    )
     return Reply(Message(said, (Text(said),)), ephemeral=False)
 
 

@@ -72,8 +72,9 @@ def lines(view: IncidentView, changes: list[UpkeepChange]) -> list[str]:
         f"Housekeeping changed {rows} row(s) of {where} during {view.name} (its own bounded "
         "automatic changes, audited as housekeeping.changed events; not change requests):",
         "",
-        "| UTC | part | what | rows | ids |" if view.queue else "| UTC | queue | part | what "
-        "| rows | ids |",
+        "| UTC | part | what | rows | ids |"
+        if view.queue
+        else "| UTC | queue | part | what | rows | ids |",
         "|---|---|---|---|---|" if view.queue else "|---|---|---|---|---|---|",
     ]
     for c in changes:

@@ -27,6 +27,8 @@ roles = ["duty-officer", "operator", "approver"]
 [people.bob]
 slack = "U0BOB"
 roles = ["operator", "approver"]
+[channels.actors]
+slack = "C0ACTORS"
 [roles]
 "operations duty officer" = "duty-officer"
 """

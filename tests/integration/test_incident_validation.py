@@ -22,6 +22,8 @@ PEOPLE = """
 [people.dora]
 slack = "U0DORA"
 roles = ["duty-officer", "operator"]
+[channels.actors]
+slack = "C0ACTORS"
 [roles]
 "operations duty officer" = "duty-officer"
 [incidents.synthetic_job]
