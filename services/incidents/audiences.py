@@ -7,13 +7,20 @@ declaration of its runbook is refused, and so is `/incident notify` to it, and
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from services.config import ChannelConfig, FileConfig
 from services.errors import ConfigError
 from services.incident_settings import IncidentsConfig
-from services.runbooks import Runbook, RunbookLibrary
+from services.runbooks import Runbook
+
+
+class Shelf(Protocol):
+    """The runbooks loaded (``RunbookLibrary``)."""
+
+    def all(self) -> Sequence[Runbook]: ...
 
 
 def reachable_channels(channels: Mapping[str, ChannelConfig]) -> frozenset[str]:
@@ -73,7 +80,7 @@ class Reach:
         return channels
 
 
-def audience_problems(runbooks: RunbookLibrary | None, config: FileConfig) -> list[str]:
+def audience_problems(runbooks: Shelf | None, config: FileConfig) -> list[str]:
     """For `config check`: each runbook audience no channel carries on any platform."""
     if runbooks is None:
         return []
