@@ -277,11 +277,14 @@ def help_reply(topic: str | None, group: str = "queue") -> Reply:
                 f"no command /{group} {topic}; commands: {names}", usage=f"/{group} help"
             )
         return Reply(_one_help(spec))
-    rows = tuple((s.short_usage, s.summary) for s in CATALOG)
-    text = "Commands (add --help to any for details):"
-    return Reply(
-        Message(text, (Heading("queuebot"), Text(text), Table(("usage", "what it does"), rows)))
-    )
+    rows = tuple((s.short_usage, s.summary) for s in group_specs(group))
+    text = f"/{group} commands (add --help to any for details):"
+    others = sorted({s.group for s in CATALOG} - {group})
+    blocks: list[Block] = [Heading(f"queuebot /{group}"), Text(text)]
+    blocks.append(Table(("usage", "what it does"), rows))
+    if others:
+        blocks.append(Text("Also: " + ", ".join(f"/{g} help" for g in others) + "."))
+    return Reply(Message(text, tuple(blocks)))
 
 
 def _one_help(spec: CommandSpec) -> Message:
