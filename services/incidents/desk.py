@@ -702,6 +702,16 @@ class Incidents:
         async with reading(self.engine) as conn:
             return await postmortem(conn, number)
 
+    async def newest(
+        self, *, platform: str, channel: str | None
+    ) -> tuple[IncidentView, bool] | None:
+        """The newest incident declared in this channel (True), else the newest of all
+        (False); None where none was ever declared."""
+        async with reading(self.engine) as conn:
+            here = await store.newest_from(conn, platform, channel)
+            number = here or await store.newest(conn)
+            return None if number is None else (await store.view(conn, number), here is not None)
+
     async def open_incidents(self) -> list[IncidentView]:
         async with reading(self.engine) as conn:
             return [await store.view(conn, n) for n in await store.open_numbers(conn)]

@@ -11,6 +11,7 @@ import pytest
 from bot.render_text import render_message
 from commands.context import Invocation
 from commands.reply import Reply
+from services.errors import UsageError
 from tests.integration.alerting import AlertBot, alert_bot
 
 pytestmark = pytest.mark.usefixtures("db_url")
@@ -70,3 +71,24 @@ async def test_housekeeping_outside_the_incident_or_on_another_queue_is_not_list
             await say(bot, "/incident export INC-1"), "## Changes made under this incident"
         )
         assert "Housekeeping changed no row of clips during INC-1." in changes
+
+
+async def test_a_resolved_incident_is_exported_by_name_or_as_the_channels_newest(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await say(
+            bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers', channel="C0OPS"
+        )
+        for item in ("v1", "v2", "v3"):
+            await say(bot, f'/incident step {item} done --result "seen"')
+        assert "INC-1 resolved" in await say(bot, "/incident resolve")
+
+        named = await say(bot, "/incident export INC-1")
+        assert "# INC-1: jobs stopped" in named and "- Resolved: 2026-11-30" in named
+        assert await say(bot, "/incident export", channel="C0OPS") == named
+        with pytest.raises(UsageError) as elsewhere:
+            await say(bot, "/incident export", channel="C0OTHER")
+        said = str(elsewhere.value)
+        assert "no incident is open" in said and "/incident export INC-N" in said
+        assert "INC-1" in said  # the newest, to name
