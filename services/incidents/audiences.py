@@ -64,9 +64,9 @@ class Reach:
         if missing:
             raise ConfigError(
                 f"{runbook.scenario_id} cannot be declared: its runbook tells "
-                f"{_and(missing)}, and no channel carries "
-                f"{'it' if len(missing) == 1 else 'them'} on any platform, so nobody could "
-                f"be told. {'; '.join(self.how(a) for a in missing)}; then declare again"
+                f"{_and(missing)}, and no channel carries them on any platform, so nobody could "
+                f"be told. {_first_up('; '.join(self.how(a) for a in missing))}; then "
+                "declare again"
             )
 
     def refuse_telling(self, audience: str, due: str) -> list[str]:
@@ -93,6 +93,10 @@ def audience_problems(runbooks: Shelf | None, config: FileConfig) -> list[str]:
                 f"them on any platform (its declaration would be refused): {reach.how(audience)}"
             )
     return problems
+
+
+def _first_up(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _and(names: Collection[str]) -> str:
