@@ -210,6 +210,7 @@ def wire(engine: AsyncEngine, clock: BenchClock, library: RunbookLibrary) -> Any
         housekeeping=False,
         runbooks=library,
         incidents=IncidentsConfig(remind_at=[0.5]),
+        channels=("operators", "actors"),  # as if [channels] gave each an id
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,6 +37,7 @@ from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
 from services.housekeeping_settings import HousekeepingConfig
 from services.incident_settings import IncidentsConfig
+from services.incidents.audiences import reachable_channels
 from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
 from services.incidents.publish import IncidentPublisher
 from services.ledger import STALE, DeliveryLedger
@@ -129,6 +130,7 @@ def wire_services(
     chat: bool | None = None,
     acks: ThreadedAcks | None = None,
     lane_width: int = LANE_WIDTH,
+    channels: Collection[str] = (),
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -140,7 +142,9 @@ def wire_services(
     are read. ``upkeep``: the retry worker's thresholds (its runs tell people through
     alerts when ``chat``, by default when there is a ``notifier``, and through
     ``upkeep_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
-    once (one where the channel is paced, so the next is chosen when it may go)."""
+    once (one where the channel is paced, so the next is chosen when it may go).
+    ``channels``: the ``[channels]`` names with an id on some platform (an incident
+    audience no channel carries is told nowhere: its runbook is not declared)."""
     alerts = alerts or AlertsConfig()
     counters = Metrics(
         estate=estate,
@@ -178,6 +182,7 @@ def wire_services(
         authority=authority,
         estate=estate,
         anchors=anchors,
+        channels=channels,
     )
     changes = ChangeRequests(
         estate=estate,
@@ -209,7 +214,10 @@ def wire_services(
     )
     outbox.register(ALERT_POST, alert_posts.deliver)
     outbox.register(
-        INCIDENT_POST, IncidentPublisher(engine=state_engine, notifier=notifier).deliver
+        INCIDENT_POST,
+        IncidentPublisher(
+            engine=state_engine, notifier=notifier, delivered=desk_of_incidents.delivered
+        ).deliver,
     )
     sched = Scheduler(engine=state_engine, clock=clock)
     sched.register_batch((REMIND, DEADLINE), desk_of_incidents.fire)
@@ -372,6 +380,7 @@ async def build_app(
             acks=acks,
             # unpaced (0: the benches and tests), one channel's posts may go side by side
             lane_width=LANE_WIDTH if config.file.slack.post_interval_seconds > 0 else UNPACED,
+            channels=reachable_channels(config.file.channels),
         )
         deps = Deps(
             reads=reads,

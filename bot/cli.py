@@ -38,6 +38,7 @@ from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
 from services.estate.profile import BoundTable
 from services.housekeeping.run import housekeeping_lines
+from services.incidents.audiences import audience_problems
 from services.migrate import current_revision, head_revision, require_newest, upgrade
 from services.runbooks import queuebot_role
 
@@ -296,6 +297,7 @@ async def _config_check(config: Config) -> int:
         lines.extend(alerting)
         problems.extend(alert_problems)
         lines.extend(_runbook_lines(app, config))
+        problems.extend(audience_problems(app.router.deps.runbooks, config.file))
         people = config.file.people
         lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
         if people and not app.directory.with_role("approver"):

@@ -415,8 +415,8 @@ CATALOG += (
         "incident",
         "notify",
         Notify,
-        "tell an audience (posts to its channels; with no text, the runbook's draft) and "
-        "mark its communication met",
+        "tell an audience (posts to its channels; with no text, the runbook's draft); its "
+        "communication is met once the message is delivered",
         role="operator",
         positionals=(
             Positional("audience", "AUDIENCE", kind="word"),

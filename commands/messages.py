@@ -19,7 +19,10 @@ from services.errors import (
     ConfigError,
     Conflict,
     DatabaseUnavailable,
+    MeasuredFailing,
     NotFound,
+    NotReadyToResolve,
+    OutOfOrder,
     OwnRequest,
     PermissionDenied,
     PlanActive,
@@ -44,6 +47,9 @@ _TITLES: dict[type[QueuebotError], str] = {
     PlanActive: "A plan is already active on this queue",
     PlanStateConflict: "Plan not in that state",
     ConcurrentChange: "Changed at the same moment",
+    OutOfOrder: "Out of order",
+    NotReadyToResolve: "Not ready to resolve",
+    MeasuredFailing: "Measured as failing: needs another person",
     DatabaseUnavailable: "Database unavailable",
     UsageError: "That command could not be read",
     NotFound: "Not found",
@@ -272,11 +278,14 @@ def help_reply(topic: str | None, group: str = "queue") -> Reply:
                 f"no command /{group} {topic}; commands: {names}", usage=f"/{group} help"
             )
         return Reply(_one_help(spec))
-    rows = tuple((s.short_usage, s.summary) for s in CATALOG)
-    text = "Commands (add --help to any for details):"
-    return Reply(
-        Message(text, (Heading("queuebot"), Text(text), Table(("usage", "what it does"), rows)))
-    )
+    rows = tuple((s.short_usage, s.summary) for s in group_specs(group))
+    text = f"/{group} commands (add --help to any for details):"
+    others = sorted({s.group for s in CATALOG} - {group})
+    blocks: list[Block] = [Heading(f"queuebot /{group}"), Text(text)]
+    blocks.append(Table(("usage", "what it does"), rows))
+    if others:
+        blocks.append(Text("Also: " + ", ".join(f"/{g} help" for g in others) + "."))
+    return Reply(Message(text, tuple(blocks)))
 
 
 def _one_help(spec: CommandSpec) -> Message:

@@ -58,6 +58,19 @@ class Conflict(QueuebotError):
     """The state changed under us, or the action was already taken."""
 
 
+class OutOfOrder(Conflict):
+    """A step asked for before the steps it rests on (an incident's restore order)."""
+
+
+class NotReadyToResolve(Conflict):
+    """An incident resolved before every validation item is done."""
+
+
+class MeasuredFailing(Conflict):
+    """A validation item queuebot measured as failing, confirmed by hand: that is an
+    override another person approves."""
+
+
 class PreconditionFailed(QueuebotError):
     """A safety check refused the change."""
 

@@ -7,6 +7,7 @@ may declare."""
 
 from __future__ import annotations
 
+from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps, IncidentService
 from commands.handlers.changes import actor_of, change_message, origin_of
@@ -87,6 +88,14 @@ async def handle_declare(cmd: Declare, inv: Invocation, deps: Deps) -> Reply:
     return Reply(Message(f"{view.name} declared", (Text(text),)), ephemeral=False)
 
 
+def _naming(cmd: IncidentCommand) -> str:
+    """How this command names an incident."""
+    spec = spec_for(cmd)
+    if any(p.field == "incident" for p in spec.positionals):
+        return f"{spec.path} INC-N"
+    return f"{spec.path} ... --incident INC-N"
+
+
 async def _which(cmd: IncidentCommand, incidents: IncidentService) -> IncidentView:
     """The incident named (whatever its state), else the one open incident."""
     if cmd.number is not None:
@@ -95,9 +104,9 @@ async def _which(cmd: IncidentCommand, incidents: IncidentService) -> IncidentVi
     if len(open_) == 1:
         return open_[0]
     if not open_:
-        raise UsageError("no incident is open; name one: --incident INC-N")
+        raise UsageError(f"no incident is open; name one: {_naming(cmd)}")
     names = ", ".join(f"{v.name} ({v.scenario})" for v in open_)
-    raise UsageError(f"{len(open_)} incidents are open ({names}); name one: --incident INC-N")
+    raise UsageError(f"{len(open_)} incidents are open ({names}); name one: {_naming(cmd)}")
 
 
 async def handle_notify(cmd: Notify, inv: Invocation, deps: Deps) -> Reply:
@@ -107,12 +116,11 @@ async def handle_notify(cmd: Notify, inv: Invocation, deps: Deps) -> Reply:
         number=view.number, audience=cmd.audience, text=cmd.text, actor=actor_of(inv)
     )
     obligation = next(o for o in after.obligations if o.audience == cmd.audience)
-    latency = obligation.latency
-    late = obligation.state == "missed"
-    said = f"{after.name}: the {cmd.audience} are told"
-    if latency is not None:
-        said += f", {int(latency.total_seconds())} s after the declaration"
-        said += " (after the deadline)" if late else " (within the window)"
+    said = (
+        f"{after.name}: the message to the {cmd.audience} is queued, not yet delivered; "
+        f"they are told once it is delivered (their communication is {obligation.state}, "
+        f"due {obligation.due_at:%H:%M:%S} UTC). /incident status {after.name} shows it."
+    )
     return Reply(Message(said, (Text(said),)), ephemeral=False)
 
 
@@ -180,9 +188,29 @@ async def _override(cmd: Resolve, view: IncidentView, inv: Invocation, deps: Dep
 EXPORT_PART = 2800  # characters per block: chat platforms cut longer ones
 
 
+async def _exported(cmd: Export, inv: Invocation, incidents: IncidentService) -> IncidentView:
+    """The incident named, else the newest declared in this channel (open or resolved),
+    else the one open incident."""
+    if cmd.number is None:
+        found = await incidents.newest(platform=inv.platform, channel=inv.channel)
+        if found is not None and found[1]:
+            return found[0]
+        try:
+            return await _which(cmd, incidents)
+        except UsageError as exc:
+            if found is None:
+                raise UsageError("no incident was ever declared; nothing to export") from exc
+            newest = found[0]
+            raise UsageError(
+                f"{exc.message}; none was declared in this channel; the newest is "
+                f"{newest.name} ({newest.state}): /incident export {newest.name}"
+            ) from exc
+    return await _which(cmd, incidents)
+
+
 async def handle_export(cmd: Export, inv: Invocation, deps: Deps) -> Reply:
     incidents = _service(deps)
-    view = await _which(cmd, incidents)
+    view = await _exported(cmd, inv, incidents)
     markdown = await incidents.export(view.number)
     parts: list[str] = []
     current = ""

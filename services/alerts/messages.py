@@ -127,7 +127,8 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
                         f"inc:declare:{group['id']}",
                         "Declare incident",
                         style="danger",
-                        command=f'/incident declare {scenario} "{name}{where}"',
+                        command=f'/incident declare {scenario} "{name}{where}"'
+                        + (f" --queue {queue}" if queue else ""),
                     ),
                 )
             )

@@ -10,7 +10,7 @@ live in the durable scheduler: they survive restarts and fire once across replic
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,14 +26,17 @@ from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.audit.incident_match import declared_obligation
 from services.db import reading, transaction
-from services.errors import Conflict, NotFound, UsageError
+from services.errors import Conflict, NotFound, NotReadyToResolve, OutOfOrder, UsageError
 from services.estate.estate import Estate
 from services.incident_settings import OPERATORS, IncidentsConfig
-from services.incidents import checks, messages, store
+from services.incidents import checks, delivery, messages, store
+from services.incidents.audiences import Reach
+from services.incidents.confirm import MEASURED_BY, refuse_if_measured_failing
 from services.incidents.export import postmortem
 from services.incidents.model import IncidentView, ObligationView, number_text
 from services.incidents.store import INCIDENTS, OBLIGATIONS, STEPS
 from services.message import message_json
+from services.notify import MessageRef
 from services.outbox import Outbox
 from services.runbooks import Runbook, fill_draft
 from services.scheduler import FollowUp
@@ -69,11 +72,14 @@ class Incidents:
         authority: Callable[[Runbook], Sequence[str]],
         estate: Estate | None = None,
         anchors: Anchors | None = None,
+        channels: Collection[str] = (),
     ) -> None:
         """``runbook`` finds a scenario's runbook (NotFound lists the known ones);
         ``authority`` names the people who hold a runbook's declaration authority;
         ``anchors`` posts the trail's head to the audit channel after each incident
-        event (None: no audit channel)."""
+        event (None: no audit channel); ``channels``: the ``[channels]`` names that have
+        an id on some platform (an audience none of whose channels is among them is told
+        nowhere, so its runbook is not declared)."""
         self.engine = engine
         self.clock = clock
         self.outbox = outbox
@@ -83,6 +89,7 @@ class Incidents:
         self.authority = authority
         self.estate = estate
         self.anchors = anchors
+        self.reach = Reach(config, frozenset(channels))
 
     # -- declaring -----------------------------------------------------------------
 
@@ -97,6 +104,7 @@ class Incidents:
         alert_group: int | None = None,
     ) -> Declared:
         runbook = self.runbook(scenario)
+        self.reach.refuse_declaring(runbook)
         now = self.clock()
         async with transaction(self.engine, subject="the incident") as conn:
             fault_at: datetime | None = None
@@ -309,87 +317,72 @@ class Incidents:
     async def notify(
         self, *, number: int, audience: str, text: str | None, actor: Actor
     ) -> IncidentView:
-        """Post to the audience's channels and mark its communication met (late, if its
-        deadline passed), with the latency from declaration."""
+        """Queue the message to the audience's channels. Its communication is met when the
+        message is delivered (``delivered``), not when it is queued; where no channel
+        carries the audience nobody is told: refused, and it stays pending."""
         now = self.clock()
         async with transaction(self.engine, subject=number_text(number)) as conn:
             incident = await store.row(conn, number, lock=True)
             if incident["state"] != "open":
                 raise Conflict(f"{number_text(number)} is resolved; nothing more is sent for it")
-            # Its timers first, then the obligation: the order the scheduler takes them in
-            # (an item, then what its handler changes). A reminder or the deadline firing
-            # right now finishes first, and what it did is read below (past the deadline:
-            # late); taken the other way round, the two would wait for each other.
-            await self._cancel_timers(conn, number, audience)
-            found = (
-                (
-                    await conn.execute(
-                        sa.select(OBLIGATIONS)
-                        .where(
-                            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.audience == audience
-                        )
-                        .with_for_update()
-                    )
-                )
-                .mappings()
-                .first()
-            )
             view = await store.view(conn, number)
+            found = next((o for o in view.obligations if o.audience == audience), None)
             if found is None:
                 known = ", ".join(o.audience for o in view.obligations)
                 raise NotFound(
                     f"{view.name}'s runbook tells no audience {audience!r}; it tells: {known}"
                 )
+            channels = self.reach.refuse_telling(audience, f"{found.due_at:%H:%M:%S} UTC")
             message_text = text if text is not None else self.draft(view, audience)
-            channels = self.config.channels_of(audience)
-            await self._post(
-                conn,
+            item = _post_item(
                 number,
                 "audience",
                 messages.to_audience(view, audience, message_text, actor),
-                now,
                 channels=channels,
             )
-            late = found["state"] == "missed"
-            latency = now - view.declared_at
-            if found["met_at"] is None:
-                await conn.execute(
-                    OBLIGATIONS.update()
-                    .where(OBLIGATIONS.c.id == found["id"])
-                    .values(
-                        state="missed" if late else "met",
-                        met_at=now,
-                        met_by=actor.person or actor.account,
-                    )
-                )
-            said = (
-                f"{_who(actor)} told the {audience} ({', '.join(channels)}) after "
-                f"{messages.duration(latency)}{' — after its deadline' if late else ''}"
-            )
-            await store.note(conn, number, at=now, kind="notified", text=said, actor=actor.person)
-            await self.audit.append(
+            item["payload"].update(delivery.told(found.id, audience, actor, message_text))
+            await relay.add_many(conn, kind=INCIDENT_POST, items=[item], now=now)
+            await store.note(
                 conn,
-                action="incident.notified",
-                actor=actor,
+                number,
                 at=now,
-                subject=view.name,
-                queue=view.queue,
-                incident=view.name,
-                details={
-                    "audience": audience,
-                    "channels": channels,
-                    "latency_ms": int(latency.total_seconds() * 1000),
-                    "late": late,
-                    "text": message_text,
-                },
-            )
-            await self._anchor(conn, now)
-            await self._post(
-                conn, number, "thread", messages.notified(view, audience, actor, latency, late), now
+                kind="queued",
+                text=f"{_who(actor)} sent a message for the {audience} ({', '.join(channels)}): "
+                "queued, not yet delivered",
+                actor=actor.person,
             )
             view = await store.view(conn, number)
         self.outbox.wake()
         return view
+
+    async def delivered(self, payload: Mapping[str, Any], refs: Sequence[MessageRef]) -> None:
+        """The outbox delivered (``refs``: where) or could not deliver (no refs) a message
+        ``notify`` queued: delivered, the audience is told and its communication met (late
+        past its deadline), with the latency from the declaration to the delivery."""
+        told = delivery.Told.of(payload)
+        now = self.clock()
+        async with transaction(self.engine, subject=number_text(told.incident)) as conn:
+            view = await store.view(conn, told.incident)
+            if not refs:
+                await store.note(
+                    conn, view.number, at=now, kind="undelivered", text=told.nowhere(), actor=None
+                )
+                await self._post(conn, view.number, "thread", told.nowhere_message(view), now)
+            else:
+                # the timers first, then the obligation: the order the scheduler takes them
+                await self._cancel_timers(conn, view.number, told.audience)
+                late, latency = await delivery.meet(conn, told, view, now)
+                said = told.said(refs, latency, late)
+                await store.note(
+                    conn, view.number, at=now, kind="notified", text=said, actor=told.actor.person
+                )
+                await self.audit.append(
+                    conn, **delivery.event(told, view, refs, latency, late, now)
+                )
+                await self._anchor(conn, now)
+                message = messages.notified(view, told.audience, told.actor, latency, late)
+                await self._post(conn, view.number, "thread", message, now)
+        self.outbox.wake()
 
     async def _cancel_timers(self, conn: AsyncConnection, number: int, audience: str) -> None:
         """Unschedule the reminders and the deadline of the audience's communication."""
@@ -420,12 +413,13 @@ class Incidents:
             target = _find_step(view, step)
             if target.state == "done":
                 raise Conflict(f"{view.name}: {target.name} is done already")
+            await refuse_if_measured_failing(conn, view, target)
             if target.kind == "restore":
                 before = [
                     s for s in view.restore() if s.position < target.position and s.state != "done"
                 ]
                 if before:
-                    raise Conflict(
+                    raise OutOfOrder(
                         f"{view.name}: {target.name} rests on {before[-1].name}, which is not "
                         f"done; the runbook restores {_order(view)}"
                     )
@@ -493,7 +487,7 @@ class Incidents:
                     verdict = await checks.backlog_falling(conn, queue=queue, now=now)
                 values: dict[str, Any] = {"result": verdict.says}
                 if verdict.passed:
-                    values.update(state="done", done_at=now, done_by="queuebot")
+                    values.update(state="done", done_at=now, done_by=MEASURED_BY)
                 await conn.execute(
                     STEPS.update()
                     .where(
@@ -555,7 +549,7 @@ class Incidents:
             view = await self._open(conn, number)
             missing = _unvalidated(view)
             if missing:
-                raise Conflict(
+                raise NotReadyToResolve(
                     f"{view.name} cannot be resolved: not validated yet: "
                     f"{'; '.join(n for n, _, _ in missing)}. /incident validate {view.name} "
                     "measures what queuebot can; /incident step vN done confirms the rest; "
@@ -707,6 +701,16 @@ class Incidents:
     async def export(self, number: int) -> str:
         async with reading(self.engine) as conn:
             return await postmortem(conn, number)
+
+    async def newest(
+        self, *, platform: str, channel: str | None
+    ) -> tuple[IncidentView, bool] | None:
+        """The newest incident declared in this channel (True), else the newest of all
+        (False); None where none was ever declared."""
+        async with reading(self.engine) as conn:
+            here = await store.newest_from(conn, platform, channel)
+            number = here or await store.newest(conn)
+            return None if number is None else (await store.view(conn, number), here is not None)
 
     async def open_incidents(self) -> list[IncidentView]:
         async with reading(self.engine) as conn:

@@ -10,7 +10,8 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.incidents import store
+from services.incidents import store, upkeep
+from services.incidents.confirm import how_validated
 from services.incidents.messages import duration
 from services.models import Approval, ChangeRequest
 
@@ -63,9 +64,8 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
     lines += ["", "## Validation", ""]
     for i, step in enumerate(view.validation()):
         mark = "x" if step.state == "done" else " "
-        by = f" ({step.done_by})" if step.done_by else ""
         result = f": {step.result}" if step.result else ""
-        lines.append(f"- [{mark}] v{i + 1} {step.name}{by}{result}")
+        lines.append(f"- [{mark}] v{i + 1} {step.name}: {how_validated(step)}{result}")
     lines += ["", "## Changes made under this incident", ""]
     changes = (
         (
@@ -77,7 +77,7 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
         .all()
     )
     if not changes:
-        lines.append("None.")
+        lines.append("No change request was made under it.")
     else:
         lines += [
             "| request | kind | queue | requested by | approved by | state | rows |",
@@ -101,6 +101,7 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
                 f"{change['requester_person']} | {', '.join(approvers) or '-'} | "
                 f"{change['state']} | {change['eligible_count']} |"
             )
+    lines += ["", *upkeep.lines(view, await upkeep.during(conn, view))]
     lines += ["", "## Timeline", "", "| UTC | what | who | detail |", "|---|---|---|---|"]
     for entry in sorted(view.timeline, key=lambda e: e.at):
         lines.append(

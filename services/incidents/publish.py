@@ -5,6 +5,7 @@ audience's communication goes to that audience's channels."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -18,22 +19,34 @@ from services.message import Message, message_from_json
 from services.notify import ChannelRef, MessageRef, Notifier
 from services.outbox import Item
 
+Delivered = Callable[[Mapping[str, Any], Sequence[MessageRef]], Awaitable[None]]
+
 
 class IncidentPublisher:
-    def __init__(self, *, engine: AsyncEngine, notifier: Notifier | None) -> None:
+    def __init__(
+        self, *, engine: AsyncEngine, notifier: Notifier | None, delivered: Delivered
+    ) -> None:
+        """``delivered`` records where a message to an audience went (no refs: nowhere)."""
         self.engine = engine
         self.notifier = notifier
+        self.delivered = delivered
 
     async def deliver(self, item: Item) -> None:
         notifier = self.notifier
+        action = str(item.payload["action"])
+        told = action == "audience" and item.payload.get("obligation") is not None
         if notifier is None:
+            if told:  # no chat platform at all: nobody was told
+                await self.delivered(item.payload, [])
             return
         number = int(item.payload["incident"])
         message = message_from_json(item.payload["message"])
-        action = str(item.payload["action"])
         if action == "audience":
+            refs: list[MessageRef] = []
             for channel in item.payload.get("channels") or []:
-                await notifier.post(channel=str(channel), message=message)
+                refs += await notifier.post(channel=str(channel), message=message)
+            if told:
+                await self.delivered(item.payload, refs)
             return
         incident = await self._incident(number)
         thread = _refs(incident.get("thread"))

@@ -126,6 +126,26 @@ async def open_for(conn: AsyncConnection, scenario: str, queue: str | None) -> i
     return None if found is None else int(found)
 
 
+async def newest_from(
+    conn: AsyncConnection, platform: str, channel: str | None, *, among: int = 500
+) -> int | None:
+    """The newest incident declared in this channel (of the newest ``among``), if any."""
+    found = await conn.execute(
+        sa.select(INCIDENTS.c.id, INCIDENTS.c.origin).order_by(INCIDENTS.c.id.desc()).limit(among)
+    )
+    for number, origin in found:
+        said = origin if isinstance(origin, dict) else {}
+        if said.get("platform") == platform and said.get("channel") == channel:
+            return int(number)
+    return None
+
+
+async def newest(conn: AsyncConnection) -> int | None:
+    found = await conn.execute(sa.select(sa.func.max(INCIDENTS.c.id)))
+    number = found.scalar_one_or_none()
+    return None if number is None else int(number)
+
+
 async def open_numbers(conn: AsyncConnection) -> list[int]:
     found = await conn.execute(
         sa.select(INCIDENTS.c.id).where(INCIDENTS.c.state == "open").order_by(INCIDENTS.c.id)

@@ -389,3 +389,20 @@ def test_demo_refuses_a_config_without_its_queues_in_one_line(tmp_path: Path) ->
         "configuration there), or leave --config out"
     )
     assert mine.read_text() == '[queues.jobs]\nprofile = "worker_queue"\n'  # never rewritten
+
+
+def test_config_check_reports_a_runbook_audience_no_channel_carries(
+    demo: Demo, tmp_path: Path
+) -> None:
+    """Without [channels.actors], the shipped runbooks' actors would be told nowhere: each
+    runbook telling them is a problem, with how to give them a channel."""
+    config = tmp_path / "queuebot.toml"
+    text = DEMO_CONFIG.format(config=config)
+    assert '[channels.actors]\nslack = "C0ACTORS"\n' in text
+    config.write_text(text.replace('[channels.actors]\nslack = "C0ACTORS"\n', ""))
+    result = queuebot("config", "check", cwd=demo.dir, env=demo.env(QUEUEBOT_CONFIG=str(config)))
+    assert result.returncode == 1, result.stderr  # a problem found
+    problems = [line for line in result.stderr.splitlines() if "tells the actors" in line]
+    assert problems and all("add [channels.actors]" in line for line in problems)
+    assert "gd:queue-loss" in result.stderr
+    assert "tells the operators" not in result.stderr

@@ -75,9 +75,10 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
             say("@dora /incident step dep:job-worker-pool done")
             say("@dora /incident resolve")  # refused: not validated
             say("@dora /incident validate")
-            for item in ("v1", "v2", "v3"):
+            for item in ("v2", "v3"):  # v3 measured flat: refused by hand
                 say(f'@dora /incident step {item} done --result "checked by hand"')
-            say("@dora /incident resolve")
+            say('@dora /incident resolve --override --reason "drains on the dashboard"')
+            say("@bob /queue approve CR-2")
             say("/incident export INC-1")
             out, err = console.communicate(timeout=60)
         finally:
@@ -89,7 +90,8 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
     assert "duty-officer: dora" in refusal
     assert "INC-1 declared (gd:drill), led by dora" in out
     assert "🚨 INC-1 declared: jobs stopped finishing" in out  # the checklist, posted
-    assert "INC-1: the actors are told" in out and "(within the window)" in out
+    assert "INC-1: the message to the actors is queued, not yet delivered" in out
+    assert "dora told the actors" in out and "within its window" in out  # once delivered
     assert "⏰ dora: the operators must be told by" in out  # reminded at half the window
     assert "communication to the operators missed" in out  # escalated at the deadline
     assert "operations duty officer (dora)" in out
@@ -101,7 +103,9 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
     assert "dep:job-worker-pool rests on dep:job-queue, which is not done" in out_of_order
     refused = out.split("> @dora /incident resolve")[1]
     assert "INC-1 cannot be resolved: not validated yet" in refused
-    assert "INC-1 resolved." in out.split("> @dora /incident resolve")[2]
+    by_hand = out.split("> @dora /incident step v3 done")[1]
+    assert "queuebot measured v3 failing" in by_hand and "flat" in by_hand
+    assert "INC-1 resolved" in out.split("> @bob /queue approve CR-2")[1]
     export = out.split("> /incident export INC-1")[1]
     assert "# INC-1: jobs stopped finishing" in export
     assert "| operators | 4 s |" in export and "| missed | never |" in export

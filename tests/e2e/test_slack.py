@@ -441,7 +441,7 @@ def test_an_incident_declared_by_slash_command_opens_its_thread_with_the_checkli
     )[0]
     assert checklist.body["channel"] == "C0OPS"  # where it was declared
     notified = incident(stack, "notify operators", user=DORA)
-    assert "the operators are told" in texts(notified)
+    assert "the message to the operators is queued, not yet delivered" in texts(notified)
     told = stack.fake.wait_for(
         lambda c: (
             c.path == "/api/chat.postMessage"

@@ -128,7 +128,7 @@ async def alert_bot(
                     "slack",
                     SlackNotifier(
                         web_client(slack_env),
-                        {"alerts": "C0ALERTS", "operators": "C0OPS"},
+                        {n: c.slack for n, c in config.file.channels.items() if c.slack},
                         pacer=pacer,
                     ),
                 )

@@ -103,6 +103,9 @@ class Shop:
         ).changes
 
 
+CHANNELS = ("alerts", "operators", "actors")  # as if [channels] gave each an id
+
+
 def build_services(
     engine: AsyncEngine,
     estate: Estate,
@@ -122,6 +125,7 @@ def build_services(
         notifier=notifier,
         audit=audit or AuditTrail(),
         audit_channel=audit_channel,
+        channels=CHANNELS,
     )
 
 

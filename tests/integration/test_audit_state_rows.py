@@ -92,6 +92,7 @@ async def test_incident_work_verifies_and_each_incident_event_is_anchored(
     )
     posted.append(await anchored(shop, chat))
     await desk.notify(number=1, audience="actors", text="we are on it", actor=DORA)
+    await shop.services.outbox.run_due()  # delivered: the actors are told
     posted.append(await anchored(shop, chat))
     await desk.step_done(number=1, step="job-queue", actor=DORA)
     posted.append(await anchored(shop, chat))
@@ -145,6 +146,8 @@ async def test_each_rewrite_of_an_incident_or_request_row_is_named(
         scenario="gd:queue-loss", summary="jobs stopped", actor=DORA, queue="workers"
     )
     await desk.notify(number=1, audience="actors", text="we are on it", actor=DORA)
+    for _ in range(3):  # the checklist, then the message: delivered, the actors are told
+        await shop.services.outbox.run_due()
     assert (await verify(shop)).ok
     code, out, _ = await cli_verify(db_url, monkeypatch, capsys)
     assert code == 0 and "1 incident(s) match theirs" in out

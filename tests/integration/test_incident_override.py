@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from bot.render_text import render_message
 from commands.context import Invocation
+from commands.messages import describe, error_reply
 from commands.reply import Reply
 from services.errors import Conflict, OwnRequest, QueuebotError
 from tests.integration.alerting import AlertBot, alert_bot
@@ -26,6 +27,8 @@ roles = ["duty-officer", "operator", "approver"]
 [people.bob]
 slack = "U0BOB"
 roles = ["operator", "approver"]
+[channels.actors]
+slack = "C0ACTORS"
 [roles]
 "operations duty officer" = "duty-officer"
 """
@@ -108,3 +111,19 @@ async def test_a_validated_incident_needs_no_override(db_url: str, tmp_path: Pat
         with pytest.raises(Conflict, match="no override needed"):
             await say(bot, "dora", '/incident resolve --override --reason "just in case"')
         assert "INC-1 resolved" in await say(bot, "dora", "/incident resolve")
+
+
+async def test_refusals_carry_headings_that_say_why(db_url: str, tmp_path: Path) -> None:
+    """A step asked for out of the runbook's order and a resolve before validation are
+    not "Already changed": nothing changed; each heading says what is wrong."""
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await say(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        with pytest.raises(QueuebotError) as out_of_order:
+            await say(bot, "dora", "/incident step dep:job-worker-pool done")
+        title, text = describe(out_of_order.value)
+        assert (title, "rests on") == ("Out of order", text[text.index("rests on") :][:8])
+        with pytest.raises(QueuebotError) as early:
+            await say(bot, "dora", "/incident resolve")
+        assert describe(early.value)[0] == "Not ready to resolve"
+        reply = render_message(error_reply(early.value).message)
+        assert "Not ready to resolve" in reply and "Already changed" not in reply

@@ -39,6 +39,7 @@ from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
+from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
@@ -175,6 +176,12 @@ def delivered_expected(timers: dict[int, dict[str, bool]]) -> Counter[str]:
     return posts
 
 
+async def deliver(outbox: Outbox) -> None:
+    """Deliver what the outbox holds (an incident's posts go out one at a time)."""
+    for _ in range(50):
+        await outbox.run_due()
+
+
 async def until(check: Callable[[], Awaitable[bool]], *, within: float, what: str) -> None:
     deadline = time.monotonic() + within
     while not await check():
@@ -223,7 +230,7 @@ async def test_a_restart_fires_each_reminder_and_escalation_once(
                     first, f'/incident declare gd:drill "jobs stopped" --queue {queue}'
                 )
                 assert "declared (gd:drill)" in said
-            assert "the actors are told" in await say(
+            assert "the message to the actors is queued" in await say(
                 first, "/incident notify actors --incident INC-1"
             )
 
@@ -276,6 +283,9 @@ async def test_a_deadline_met_a_moment_before_it_never_escalates(shop: Shop) -> 
     clock.now = operators.due_at - timedelta(milliseconds=1)
     assert await shop.scheduler.run_due() == 2  # the operators' reminders, at 50% and 80%
     view = await incidents.notify(number=number, audience="operators", text="hi", actor=DORA)
+    assert [o.state for o in view.obligations if o.audience == "operators"] == ["pending"]
+    await deliver(shop.services.outbox)  # told: delivered to the operators' channel
+    view = await incidents.view(number)
     assert [o.state for o in view.obligations if o.audience == "operators"] == ["met"]
     clock.now = operators.due_at
     assert await shop.scheduler.run_due() == 0  # its deadline went with the notify
@@ -296,14 +306,17 @@ async def test_a_deadline_met_a_moment_before_it_never_escalates(shop: Shop) -> 
 async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both(
     pg_url: str,
 ) -> None:
-    """Two replicas: one's scheduler fires the deadline while the other's /incident notify
-    marks it met, at the same instant. Either the notify wins (met, no escalation) or the
-    deadline does (escalated once, the notify recorded late); neither fails."""
+    """Two replicas: one's scheduler fires the deadline while the other delivers the message
+    of /incident notify, which marks it met, at the same instant. Either the delivery wins
+    (met, no escalation) or the deadline does (escalated once, the delivery recorded
+    late); neither fails."""
     clock = Clock()
     engines = [create_engine(pg_url), create_engine(pg_url)]
     await upgrade(engines[0])
     firing, telling = (
-        build_services(e, Estate(engine=e, queues=default_queues(), clock=clock), clock, None)
+        build_services(
+            e, Estate(engine=e, queues=default_queues(), clock=clock), clock, RecordingNotifier()
+        )
         for e in engines
     )
     outcomes: Counter[str] = Counter()
@@ -318,6 +331,8 @@ async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both
             (operators,) = [o for o in declared.incident.obligations if o.audience == "operators"]
             clock.now = operators.due_at - timedelta(milliseconds=1)
             await firing.scheduler.run_due()  # its reminders (and the last one's actors')
+            for _ in range(4):  # the checklist and the reminders go out before the race
+                await telling.outbox.run_due(subject=f"incident:{number}")
             clock.now = operators.due_at
 
             # A third of the attempts give the notify a head start, a third the deadline,
@@ -330,6 +345,8 @@ async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both
                 await telling.incidents.notify(
                     number=n, audience="operators", text="hi", actor=DORA
                 )
+                for _ in range(4):  # delivered: told (after an escalation that won)
+                    await telling.outbox.run_due(subject=f"incident:{n}")
 
             async def fire(wait: float = lead[1]) -> None:
                 await asyncio.sleep(wait + rng.random() * 0.006)
@@ -435,7 +452,7 @@ def test_two_replicas_fire_each_reminder_and_escalation_once(pg_url: str, tmp_pa
         two.stdin.flush()
         one.stdin.write("\n".join(declarations[2:]) + "\n")
         one.stdin.flush()
-        wait_for_text(tmp_path, 1, "INC-2: the operators are told", timeout=10)
+        wait_for_text(tmp_path, 1, "INC-2: the message to the operators is queued", timeout=10)
         wait_for_text(tmp_path, 0, "INC-6 declared", timeout=10)
         timers = {n: {"operators": n == 2, "actors": False} for n in range(1, 7)}
         engine = create_engine(pg_url)
@@ -491,6 +508,7 @@ async def test_timers_of_many_incidents_due_together_each_fire_once(shop: Shop) 
     told = numbers[::7]
     for number in told:
         await incidents.notify(number=number, audience="actors", text="hi", actor=DORA)
+    await deliver(shop.services.outbox)
     clock.advance(minutes=6)  # past the operators' 5 minutes, before the actors' 7.5
     assert await shop.scheduler.run_due() == 40 * 3  # the operators' two reminders, deadline
     clock.advance(minutes=7)  # 13 minutes: past the actors' 80% reminder, before 15

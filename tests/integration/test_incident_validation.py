@@ -22,6 +22,8 @@ PEOPLE = """
 [people.dora]
 slack = "U0DORA"
 roles = ["duty-officer", "operator"]
+[channels.actors]
+slack = "C0ACTORS"
 [roles]
 "operations duty officer" = "duty-officer"
 [incidents.synthetic_job]
@@ -72,19 +74,63 @@ async def test_validation_measures_submits_and_watches_then_resolve(
         assert ": done" in second and "done (queuebot)" in second
         status = await say(bot, "/incident status")
         assert "v1" in status and "v2" in status
-        # the backlog did not fall (nothing drains in this test): a person confirms it
-        await say(bot, '/incident step v3 done --result "drained on the dashboard"')
-        if (
-            "pending"
-            in (await say(bot, "/incident status"))
-            .split("Validation")[1]
-            .split("v1")[1]
-            .split("\n")[0]
-        ):
-            await say(bot, '/incident step v1 done --result "counted by hand"')
-        resolved = await say(bot, "/incident resolve")
-        assert "INC-1 resolved" in resolved
+        # the backlog did not fall (nothing drains in this test): queuebot measured it
+        # failing, so one person's word does not confirm it (an override does: see below)
+        with pytest.raises(Conflict, match="measured v3 failing"):
+            await say(bot, '/incident step v3 done --result "drained on the dashboard"')
+        with pytest.raises(Conflict, match="not validated yet: v3"):
+            await say(bot, "/incident resolve")
 
 
 def _row(status: str, step: str) -> str:
     return next(line for line in status.splitlines() if line.startswith(step + " "))
+
+
+BOB = """
+[people.bob]
+slack = "U0BOB"
+roles = ["operator", "approver"]
+"""
+
+
+async def say_as(bot: AlertBot, who: str, line: str) -> str:
+    inv = Invocation(person=bot.app.directory.by_name(who), platform="console", account=who)
+    reply: Reply = await bot.app.router.handle_line(line, inv)
+    return render_message(reply.message)
+
+
+async def test_confirming_by_hand_an_item_measured_failing_needs_another_person(
+    db_url: str, tmp_path: Path
+) -> None:
+    """/incident validate measured the backlog flat (failing); one person cannot confirm it
+    by hand and resolve: the step is refused and points at the override, which bob
+    approves; the postmortem marks what a person confirmed by hand."""
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB) as bot:
+        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.run_due()
+        bot.clock.advance(minutes=1)
+        await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        for _ in range(6):
+            bot.clock.advance(minutes=1)
+            await bot.app.scheduler.run_due()
+        measured = await say(bot, "/incident validate")
+        assert "flat" in _row(measured, "v3") and "pending" in _row(measured, "v3")
+
+        with pytest.raises(Conflict, match="measured v3 failing") as refused:
+            await say(bot, '/incident step v3 done --result "looks fine to me"')
+        assert "--override" in str(refused.value) and "validate" in str(refused.value)
+        assert "pending" in _row(await say(bot, "/incident status"), "v3")
+        await say(bot, '/incident step v2 done --result "the job ran, seen in the UI"')
+        with pytest.raises(Conflict, match="not validated yet"):
+            await say(bot, "/incident resolve")
+
+        await say(bot, '/incident resolve --override --reason "drained on the dashboard"')
+        approved = await say_as(bot, "bob", "/queue approve CR-1")
+        assert "INC-1 resolved" in approved
+        export = await say(bot, "/incident export INC-1")
+        v2 = next(line for line in export.splitlines() if "v2 " in line)
+        assert "confirmed by hand by dora" in v2
+        v1 = next(line for line in export.splitlines() if "v1 " in line)
+        assert "measured by queuebot" in v1
+        v3 = next(line for line in export.splitlines() if "v3 " in line)
+        assert "overridden" in v3 and "by hand" not in v3

@@ -275,7 +275,11 @@ async def test_a_channel_held_by_429_does_not_delay_another_channels_post(
 async def test_a_due_escalation_goes_before_300_queued_alert_updates(
     db_url: str, tmp_path: Path
 ) -> None:
-    extra = QUIET + DORA_DECLARES + '\n[incidents.audiences]\noperators = ["alerts"]\n'
+    extra = (
+        QUIET
+        + DORA_DECLARES
+        + '\n[incidents.audiences]\noperators = ["alerts"]\nactors = ["alerts"]\n'
+    )
 
     async with alert_bot(db_url, tmp_path, extra=extra) as bot:
         app = bot.app

@@ -138,10 +138,10 @@ async def test_incident_help_for_an_unknown_topic_names_the_incident_commands() 
     assert info.value.usage == "/incident help"
 
 
-async def test_the_command_list_has_both_groups() -> None:
+async def test_the_command_list_points_at_the_other_group() -> None:
     text = await answer("/incident help")
     assert "/incident runbooks [SCENARIO] [options]" in text
-    assert "/queue triage [options]" in text
+    assert "/queue triage [options]" not in text and "/queue help" in text
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,3 +224,15 @@ async def test_a_process_without_runbooks_says_so() -> None:
     with pytest.raises(ConfigError) as info:
         await answer("/incident runbooks", loaded=False)
     assert str(info.value) == "this queuebot process loaded no runbooks"
+
+
+async def test_each_group_help_lists_its_own_commands() -> None:
+    """/incident help lists the /incident commands, not every /queue one; /queue help
+    lists its own and points at /incident help."""
+    incident = await answer("/incident help")
+    for spec in group_specs("incident"):
+        assert spec.short_usage in incident
+    assert "/queue redrive" not in incident and "/queue dlq" not in incident
+    queue = await answer("/queue help")
+    assert "/queue redrive" in queue and "/incident declare" not in queue
+    assert "/incident help" in queue

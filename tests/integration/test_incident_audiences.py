@@ -1,0 +1,85 @@
+"""An audience is told when its message is delivered to a channel people read: not when
+queuebot queued it, and never where no channel carries it. A runbook audience with no
+channel is refused at declaration (and by `config check`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.render_text import render_message
+from commands.context import Invocation
+from commands.reply import Reply
+from services.errors import ConfigError
+from tests.integration.alerting import AlertBot, alert_bot
+
+pytestmark = pytest.mark.usefixtures("db_url")
+
+PEOPLE = """
+[people.dora]
+slack = "U0DORA"
+roles = ["duty-officer", "operator"]
+[roles]
+"operations duty officer" = "duty-officer"
+"""
+ACTORS = """
+[channels.actors]
+slack = "C0ACTORS"
+"""
+
+
+async def say(bot: AlertBot, line: str) -> str:
+    inv = Invocation(person=bot.app.directory.by_name("dora"), platform="console", account="dora")
+    reply: Reply = await bot.app.router.handle_line(line, inv)
+    return render_message(reply.message)
+
+
+def state_of(status: str, audience: str) -> str:
+    return next(line for line in status.splitlines() if line.startswith(audience + " "))
+
+
+async def test_a_runbook_audience_with_no_channel_is_refused_at_declaration(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:  # no [channels.actors]
+        with pytest.raises(ConfigError) as refused:
+            await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        said = str(refused.value)
+        assert "actors" in said and "[channels.actors]" in said and "operators" not in said
+        async with bot.app.state_engine.connect() as conn:
+            from sqlalchemy import text
+
+            assert (await conn.execute(text("SELECT count(*) FROM qb_incidents"))).scalar() == 0
+
+
+async def test_told_only_once_delivered(db_url: str, tmp_path: Path) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + ACTORS) as bot:
+        await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        bot.clock.advance(seconds=30)
+        said = await say(bot, '/incident notify operators "we are on it"')
+        assert "queued, not yet delivered" in said and "the operators are told" not in said
+        assert "pending" in state_of(await say(bot, "/incident status"), "operators")
+
+        bot.clock.advance(seconds=12)
+        await bot.settle()  # the outbox delivers it to C0OPS
+        assert any("we are on it" in str(c.body) for c in bot.posts("C0OPS"))
+        row = state_of(await say(bot, "/incident status"), "operators")
+        assert "met" in row and "42 s" in row  # from the declaration to the delivery
+        timeline = await say(bot, "/incident timeline")
+        assert "queued, not yet delivered" in timeline and "dora told the operators" in timeline
+
+
+async def test_a_channel_gone_since_the_declaration_tells_nobody(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + ACTORS) as bot:
+        await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE, build=False) as bot:
+        with pytest.raises(ConfigError) as refused:
+            await say(bot, '/incident notify actors "your jobs are safe" --incident INC-1')
+        said = str(refused.value)
+        assert "nobody was told" in said and "[channels.actors]" in said
+        assert "pending" in state_of(await say(bot, "/incident status INC-1"), "actors")
+        await bot.settle()
+        assert not bot.posts("C0ACTORS")
