@@ -817,3 +817,89 @@ async def test_config_check_of_the_demo_estate_says_nothing_is_turned_off(db_url
         assert "DEAD_LETTER (DEAD_LETTER from [statuses])" in workers[0]
     finally:
         await engine.dispose()
+
+
+# -- a team's status column of an enum type without queuebot's values -----------------------
+
+# The team's own table: its state is an enum of four labels, none of them 'claimed', 'done',
+# 'failed_permanently' or 'cancelled'; its dead rows are 'dead', mapped in [statuses].
+TEAM_ENUM_DDL = [
+    "CREATE TYPE job_state AS ENUM ('queued', 'running', 'failed', 'dead')",
+    "CREATE TABLE jobs (id BIGSERIAL PRIMARY KEY, state job_state NOT NULL, last_error TEXT, "
+    "enqueued_at TIMESTAMPTZ NOT NULL, locked_at TIMESTAMPTZ, attempts INTEGER NOT NULL "
+    "DEFAULT 0, kind TEXT)",
+]
+TEAM_ENUM_CONFIG = QueueConfig(
+    profile="worker_queue",
+    table="jobs",
+    columns={
+        "queue.status": "state",
+        "queue.error_message": "last_error",
+        "queue.queued_at": "enqueued_at",
+        "queue.claimed_at": "locked_at",
+        "queue.retry_count": "attempts",
+        "queue.job_type": "kind",
+    },
+    statuses={"dead": ["dead"]},
+)
+
+
+@pytest.mark.postgres
+async def test_an_enum_status_column_without_the_profiles_values_is_read_and_changed(
+    pg_url: str,
+) -> None:
+    """Every read and change compares only labels the enum type has (comparing another is
+    an error in PostgreSQL), and a change that would write a label the type lacks is
+    refused, naming the label."""
+    team = await open_team(pg_url, TEAM_ENUM_CONFIG, TEAM_ENUM_DDL)
+    try:
+        failed = await add_worker_rows(team, [failed_row(minutes=90 + i) for i in range(2)])
+        dead = await add_worker_rows(team, [failed_row("dead")])
+        await add_worker_rows(
+            team,
+            [
+                {"status": "queued", "queued_at": START - timedelta(minutes=20)},
+                {"status": "running", "queued_at": AN_HOUR_AGO, "claimed_at": AN_HOUR_AGO},
+            ],
+        )
+
+        t = await team.triage(job_type=None)
+        assert counts(t) == {
+            "failed": (CanonicalState.FAILED, 2),
+            "dead": (CanonicalState.DEAD, 1),
+            "queued": (CanonicalState.PENDING, 1),
+            "running": (CanonicalState.IN_FLIGHT, 1),
+        }
+        assert t.dead_letters == 3 and t.stuck == 1
+        assert t.oldest_pending_age == timedelta(minutes=20)
+        assert await team.dead_ids() == sorted(failed + dead)
+        assert await team.dead_ids(job_type="render") == []
+        async with team.estate.connect() as conn:
+            stuck = await team.profile.stuck(conn, now=START, limit=10)
+            shown = await team.profile.show(conn, job_id=dead[0])
+            assert await team.profile.dead_rows(conn) == 3
+        assert [r.status for r in stuck.rows] == ["running"]
+        assert shown.status == "dead" and shown.canonical is CanonicalState.DEAD
+        lines = await team.describe()
+        assert lines[0] == (
+            "statuses of jobs.state: pending = queued; in_flight = running; failed = failed; "
+            "dead = dead (dead from [statuses]); any other value is unknown and never acted "
+            "on; its type job_state has no 'claimed', 'done', 'failed_permanently' or "
+            "'cancelled', so those statuses match nothing"
+        )
+        assert (
+            "cancel is off: it writes cancelled as 'cancelled', a label the type job_state "
+            "of jobs.state lacks; add it (ALTER TYPE job_state ADD VALUE 'cancelled') if "
+            "your workers may see it: [queue.statuses] maps the values queuebot reads, it "
+            "does not change the ones it writes"
+        ) in lines
+
+        with pytest.raises(PreconditionFailed, match="'cancelled', a label the type job_state"):
+            await team.change(ChangeKind.CANCEL, failed[:1])
+        assert await team.change(ChangeKind.REQUEUE, failed[:1]) == failed[:1]
+        assert await team.change(ChangeKind.REDRIVE, dead) == dead
+        after = await worker_statuses(team, [*failed, *dead])
+        assert [after[i][0] for i in [*failed, *dead]] == ["queued", "failed", "queued"]
+        assert await team.dead_ids() == failed[1:]
+    finally:
+        await team.engine.dispose()

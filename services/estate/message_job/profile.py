@@ -137,7 +137,9 @@ class MessageJobProfile(QueueProfile):
         return [("messages", "status", MESSAGE_STATES), ("jobs", "status", JOB_STATES)]
 
     def job_statuses_in(self, *states: CanonicalState) -> list[str]:
-        return [status for status, state in self.job_state_map.items() if state in states]
+        """The jobs' statuses in these states that their status column can hold."""
+        wanted = [status for status, state in self.job_state_map.items() if state in states]
+        return self.takes_statuses("jobs", "status", wanted)
 
     def index_plan(self) -> list[IndexPlan]:
         return [

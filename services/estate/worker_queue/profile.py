@@ -161,7 +161,10 @@ class WorkerQueueProfile(QueueProfile):
         # Stuck: claimed but never started and no heartbeat; or running (any other
         # in-flight status) whose latest sign of life (heartbeat, start, claim) is stale.
         status = q.c("status")
-        claimed: list[sa.ColumnElement[bool]] = [status == CLAIMED, q.c("claimed_at") < cutoff]
+        claimed: list[sa.ColumnElement[bool]] = [
+            status.in_(q.takes("status", [CLAIMED])),
+            q.c("claimed_at") < cutoff,
+        ]
         signs = [q.c(c) for c in ("heartbeat_at", "started_at") if q.has(c)]
         claimed.extend(c.is_(None) for c in signs)
         life = sa.func.coalesce(*signs, q.c("claimed_at")) if signs else q.c("claimed_at")
