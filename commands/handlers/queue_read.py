@@ -37,17 +37,17 @@ def triage_message(t: TriageResult) -> Message:
         f"letters{f' ({parts})' if parts else ''}, {fmt.count(t.stuck)} stuck, oldest "
         f"pending {fmt.age(t.oldest_pending_age)}"
     )
+    fields = [
+        (f"{unit}{scope}", total),
+        ("dead letters", fmt.count(dead) + (f" ({parts})" if parts else "")),
+        ("oldest pending", fmt.age(t.oldest_pending_age)),
+        ("stuck", fmt.count(t.stuck)),
+    ]
+    if t.duplicates_detected:  # else the notes say why, and a count would be untrue
+        fields.append(("duplicates", _duplicates(t)))
     blocks: list[Block] = [
         Heading(f"Triage: queue {t.queue} ({t.profile}), {fmt.when(t.taken_at)}"),
-        Fields(
-            (
-                (f"{unit}{scope}", total),
-                ("dead letters", fmt.count(dead) + (f" ({parts})" if parts else "")),
-                ("oldest pending", fmt.age(t.oldest_pending_age)),
-                ("stuck", fmt.count(t.stuck)),
-                ("duplicates", _duplicates(t)),
-            )
-        ),
+        Fields(tuple(fields)),
         _status_table(t.status_title, t.by_status, t.total),
     ]
     if t.by_job_status:

@@ -210,12 +210,14 @@ class MessageJobProfile(QueueProfile):
         job_type: str | None,
         exact: bool = False,
     ) -> Triage:
-        if job_type is not None:
-            raise UsageError(
-                f"queue {self.queue!r} (message_job) has no job types; its jobs are grouped "
-                "by tenant (see /queue dlq --tenant T)"
-            )
         t = await self.tables(conn)
+        if job_type is not None:
+            grouped = (
+                "its jobs are grouped by tenant (see /queue dlq --tenant T)"
+                if t["jobs"].has("tenant_id")
+                else "filter /queue dlq with --error-like TEXT"
+            )
+            raise UsageError(f"queue {self.queue!r} (message_job) has no job types; {grouped}")
         m, j = t["messages"], t["jobs"]
         where: list[sa.ColumnElement[bool]] = []
         if since is not None:
@@ -500,12 +502,13 @@ class MessageJobProfile(QueueProfile):
     ) -> list[sa.ColumnElement[bool]]:
         """The dead letters ``filters`` picks (over messages joined to their jobs): /queue
         dlq lists them and a staged redrive selects them with this one definition."""
+        m, j = tables["messages"], tables["jobs"]
         if filters.reason is not None or filters.job_type is not None:
+            tenant = " or --tenant T" if j.has("tenant_id") else ""  # only what works here
             raise UsageError(
                 f"queue {self.queue!r} (message_job) has no failure_reason or job type "
-                "columns; filter with --error-like TEXT or --tenant T"
+                f"columns; filter with --error-like TEXT{tenant}"
             )
-        m, j = tables["messages"], tables["jobs"]
         where: list[sa.ColumnElement[bool]] = [m.c("status").in_(self.dead_letter_statuses)]
         if filters.tenant is not None:
             if not j.has("tenant_id"):
