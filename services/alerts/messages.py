@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from services.alerts.groups import AlertRecord, distinct_labels
-from services.estate import estimate
 from services.estate.model import Triage
 from services.message import (
     Actions,
@@ -17,11 +16,11 @@ from services.message import (
     Fields,
     Heading,
     Message,
-    Table,
     Text,
     message_from_json,
     message_json,
 )
+from services.triage_view import triage_message
 
 to_json = message_json
 from_json = message_from_json
@@ -175,49 +174,17 @@ def news(
 
 
 def triage(report: Triage, *, queue: str) -> Message:
-    """The breakdown that comes with FailedJobsAccumulating: failed rows by reason, the
-    top error signatures, the oldest pending job; buttons for the full triage and the
-    failed rows."""
-    blocks: list[Block] = [Heading(f"Triage of {queue} at {report.taken_at:%H:%M} UTC")]
-    total = (
-        f"≈{estimate.rounded(report.total):,}" if report.total_estimated else f"{report.total:,}"
-    )
-    facts: list[tuple[str, str]] = [(report.unit.capitalize(), total)]
-    age = report.oldest_pending_age
-    facts.append(
-        ("Oldest pending", "none pending" if age is None else _minutes(age.total_seconds()))
-    )
-    facts.append((report.dead_title, f"{report.signatures_total:,}"))
-    blocks.append(Fields(tuple(facts)))
-    if report.by_reason:
-        blocks.append(
-            Table(
-                ("failure reason", "rows"),
-                tuple((c.key, f"{c.count:,}") for c in report.by_reason[:MOST_LISTED]),
-                title=f"{report.dead_title} by failure reason",
-                numeric=(1,),
-            )
-        )
-    if report.by_signature:
-        blocks.append(
-            Table(
-                ("error signature", "rows"),
-                tuple((c.key, f"{c.count:,}") for c in report.by_signature[:5]),
-                title=f"Top error signatures (of the newest {report.signatures_of:,})",
-                numeric=(1,),
-            )
-        )
-    blocks.append(
-        Actions(
-            (
-                Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
-                Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
-            )
+    """The triage that comes with FailedJobsAccumulating: ``/queue triage``'s own reply
+    (one renderer, so the thread and the command show one layout), with buttons for a
+    fresh triage and the dead letters."""
+    shown = triage_message(report)
+    buttons = Actions(
+        (
+            Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
+            Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
         )
     )
-    return Message(
-        summary=f"Triage of {queue}: {report.signatures_total:,} failed", blocks=tuple(blocks)
-    )
+    return Message(summary=shown.summary, blocks=(*shown.blocks, buttons))
 
 
 def triage_unavailable(queue: str | None, why: str) -> Message:
@@ -226,8 +193,3 @@ def triage_unavailable(queue: str | None, why: str) -> Message:
         summary="Triage unavailable",
         blocks=(Text(f"The triage {what}could not be read: {why}. Try /queue triage."),),
     )
-
-
-def _minutes(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
