@@ -284,24 +284,15 @@ class QueueProfile(ABC):
                     f"lists {listed} but not {value!r}; add {value!r} there if your table "
                     "takes it"
                 )
-            bound = self._status_column_of(value)
-            if bound is not None:
-                table, column = bound
-                labels = table.labels(column)
-                if lacking(labels, [value]) and labels is not None:
-                    where = f"{table.name}.{table.c(column).name}"
-                    return unwritable_label(labels, where, state.value, value)
+            # the status column whose own values hold it (the main table's by default)
+            vocabularies = self.status_vocabularies()
+            role, column, _ = next((v for v in vocabularies if value in v[2]), vocabularies[0])
+            table = self._tables.get(role) if self._tables is not None else None
+            labels = table.labels(column) if table is not None else None
+            if table is not None and labels is not None and lacking(labels, [value]):
+                where = f"{table.name}.{table.c(column).name}"
+                return unwritable_label(labels, where, state.value, value)
         return None
-
-    def _status_column_of(self, value: str) -> tuple[BoundTable, str] | None:
-        """The reflected table and status column a written ``value`` goes into: the one
-        whose own values hold it (the main table's by default); None before reflection."""
-        if self._tables is None:
-            return None
-        vocabularies = self.status_vocabularies()
-        role, column, _ = next((v for v in vocabularies if value in v[2]), vocabularies[0])
-        table = self._tables.get(role)
-        return (table, column) if table is not None else None
 
     def takes_statuses(self, role: str, column: str, values: Iterable[str]) -> list[str]:
         """Of ``values``, those the reflected ``role.column`` can hold (all of them before

@@ -41,6 +41,7 @@ from services.estate.profile import (
     row_dict,
 )
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.worker_queue import words
 from services.estate.worker_queue.changes import WorkerQueueChanges
 from services.estate.worker_queue.plans import WorkerQueuePlanOps
 from services.estate.worker_queue.schema import (
@@ -142,39 +143,6 @@ class WorkerQueueProfile(QueueProfile):
         return UsageError(
             f"queue {self.queue!r} (worker_queue) has no {column} column, so {what}; "
             "see `queuebot config check` for what this queue's table turns off"
-        )
-
-    def _notes(self, q: BoundTable) -> list[str]:
-        """What triage leaves out for lack of an optional column."""
-        notes = []
-        if not q.has("job_type"):
-            notes.append("no job_type column: no breakdown by job type")
-        if not q.has("failure_reason"):
-            notes.append("no failure_reason column: no breakdown by failure reason")
-        if not q.has("issue_number"):
-            notes.append("no issue_number column: duplicates are not detected")
-        claimed = q.c("claimed_at").name  # the team's own name for it
-        if q.has("started_at") and not q.has("heartbeat_at"):
-            started = q.c("started_at").name
-            notes.append(f"no heartbeat_at column: stuck is judged by {started}, else {claimed}")
-        elif not q.has("heartbeat_at"):
-            notes.append(f"no heartbeat_at or started_at column: stuck is judged by {claimed}")
-        return notes
-
-    def _ways_out(self, q: BoundTable) -> str:
-        """The /queue dlq filters this table supports, for a refusal to point at."""
-        flags = [
-            flag
-            for flag, column in (("--failure-reason", "failure_reason"), ("--job-type", "job_type"))
-            if q.has(column)
-        ]
-        flags.append("--error-like")
-        return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"
-
-    def _no_filter(self, q: BoundTable, column: str) -> UsageError:
-        return UsageError(
-            f"queue {self.queue!r} (worker_queue) has no {column} column, so dead letters "
-            f"cannot be selected by it; select by {self._ways_out(q)} instead"
         )
 
     def _stuck_condition(self, q: BoundTable, cutoff: datetime) -> sa.ColumnElement[bool]:
@@ -302,7 +270,7 @@ class WorkerQueueProfile(QueueProfile):
             duplicate_rows=dup_rows,
             duplicates_of_active=dup_active,
             duplicates_detected=q.has("issue_number"),
-            notes=self._notes(q),
+            notes=words.notes(q),
         )
 
     def _oldest_pending(self, q: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
@@ -421,12 +389,12 @@ class WorkerQueueProfile(QueueProfile):
         if filters.tenant is not None:
             raise UsageError(
                 f"queue {self.queue!r} (worker_queue) has no tenants; select by "
-                f"{self._ways_out(q)} instead"
+                f"{words.ways_out(q)} instead"
             )
         where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.dead_letter_statuses)]
         if filters.reason is not None:
             if not q.has("failure_reason"):
-                raise self._no_filter(q, "failure_reason")
+                raise words.no_filter(self.queue, q, "failure_reason")
             if filters.reason not in FAILURE_REASONS:
                 raise UsageError(
                     f"unknown failure reason {filters.reason!r}; expected one of "
@@ -435,7 +403,7 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("failure_reason") == filters.reason)
         if filters.job_type is not None:
             if not q.has("job_type"):
-                raise self._no_filter(q, "job_type")
+                raise words.no_filter(self.queue, q, "job_type")
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
@@ -495,9 +463,9 @@ class WorkerQueueProfile(QueueProfile):
                 note = "claimed, never started" + (
                     ", no heartbeat" if q.has("heartbeat_at") else ""
                 )
-                age = f" for {_minutes(now, since)}" if since else ""
+                age = f" for {words.minutes(now, since)}" if since else ""
             else:
-                note, age = _running_note(q, signs, now)
+                note, age = words.running_note(q, signs, now)
             node = m[q.c("server_node").name] if q.has("server_node") else None
             where = f" on {node}" if node else ""
             rows.append(self._summary(q, r, note=f"{note}{age}{where}"))
@@ -529,31 +497,6 @@ class WorkerQueueProfile(QueueProfile):
             DuplicateGroup(f"issue #{k}", ids, f"{len(ids)} queued rows")
             for k, ids in groups.items()
         ]
-
-
-def _running_note(
-    q: BoundTable, signs: dict[str, datetime | None], now: datetime
-) -> tuple[str, str]:
-    """What a stuck running row's note says, by the columns the table has: its stale
-    heartbeat, else when it started, else when it was claimed (by the team's own name)."""
-    if q.has("heartbeat_at"):
-        since = next((v for v in signs.values() if v is not None), None)
-        return "running, heartbeat stale", f" for {_minutes(now, since)}" if since else ""
-    if q.has("started_at") and signs.get("started_at") is not None:
-        started = signs["started_at"]
-        assert started is not None
-        return f"running, started {_minutes(now, started)} ago; no heartbeat kept", ""
-    claimed, column = signs.get("claimed_at"), q.c("claimed_at").name
-    ago = f" {_minutes(now, claimed)} ago" if claimed is not None else ""
-    word = column.removesuffix("_at")
-    named = f"{word}{ago} ({column})" if word != column else f"{column}{ago}"
-    kept = "heartbeat" if q.has("started_at") else "heartbeat or start time"
-    return f"running, {named}; no {kept} kept", ""
-
-
-def _minutes(now: datetime, since: datetime) -> str:
-    minutes = int((now - since).total_seconds() // 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 def _spread(values: Sequence[Any], present: Sequence[bool]) -> list[Any]:
