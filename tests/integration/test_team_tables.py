@@ -924,6 +924,9 @@ async def test_an_enum_status_column_without_the_profiles_values_is_read_and_cha
         after = await worker_statuses(team, [*failed, *dead])
         assert [after[i][0] for i in [*failed, *dead]] == ["queued", "failed", "queued"]
         assert await team.dead_ids() == failed[1:]
+        async with team.engine.begin() as conn:  # a staged redrive's counts and candidates
+            await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
+        assert await approved_plan(team)
     finally:
         await team.engine.dispose()
 
