@@ -12,9 +12,11 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from bot.boundary import answer
+from bot.console_screen import Screen
 from bot.render_text import render_message
 from commands.context import Invocation, new_correlation_id
 from commands.reply import Reply
@@ -55,8 +57,10 @@ class ConsoleNotifier:
     ``RUN-N``: a plan's message is kept by reference in the database and may be updated
     by a later session, whose own posts must not take the same numbers."""
 
-    def __init__(self, out: TextIO, run: str | None = None) -> None:
-        self._out = out
+    def __init__(
+        self, out: TextIO, run: str | None = None, *, screen: Screen | None = None
+    ) -> None:
+        self._screen = screen or Screen(out)
         self._run = run or run_id()
         self._ids = itertools.count(1)
 
@@ -67,25 +71,35 @@ class ConsoleNotifier:
         number = f"{self._run}-{next(self._ids)}"
         ref = MessageRef("console", name, number, thread.message_id if thread else None)
         where = f"#{name}" + (f" thread {thread.message_id}" if thread else "")
-        self._out.write(f"[{where}] (message {ref.message_id})\n{render_message(message)}\n\n")
-        self._out.flush()
+        self._screen.write(f"[{where}] (message {ref.message_id})\n{render_message(message)}\n\n")
         return [ref]
 
     async def update(self, *, ref: MessageRef, message: Message) -> None:
-        self._out.write(
+        self._screen.write(
             f"[#{ref.channel}] (message {ref.message_id} updated)\n{render_message(message)}\n\n"
         )
-        self._out.flush()
 
 
 class Console:
+    """``hint(name)`` follows a refusal of an unknown name: where the people may be instead
+    (the demo's configuration, when the one read lists nobody: ``bot/console_cli.py``)."""
+
     def __init__(
-        self, *, router: Router, directory: Directory, out: TextIO, acting_as: str | None
+        self,
+        *,
+        router: Router,
+        directory: Directory,
+        out: TextIO,
+        acting_as: str | None,
+        screen: Screen | None = None,
+        hint: Callable[[str], str] | None = None,
     ) -> None:
         self.router = router
         self.directory = directory
         self.out = out
         self.acting_as = acting_as
+        self.screen = screen or Screen(out)
+        self.hint = hint
 
     def _invocation(self, name: str | None, correlation_id: str) -> Invocation:
         if name is None:
@@ -98,10 +112,11 @@ class Console:
         person = self.directory.by_name(name)
         if person is None:
             known = ", ".join(self.directory.names()) or "nobody is configured"
+            said = self.hint(name) if self.hint else ""
             where = self.router.deps.config_file or "the configuration (no file was read)"
             raise NotFound(
                 f"no person named {name!r} under [people] in {where} (people: {known}); "
-                "start a line with @name to act as someone"
+                "start a line with @name to act as someone" + (f"; {said}" if said else "")
             )
         return Invocation(
             person=person, platform="console", account=name, correlation_id=correlation_id
@@ -125,9 +140,9 @@ class Console:
         interactive = source.isatty()
         while True:
             if interactive:
-                self.out.write("queuebot> ")
-                self.out.flush()
+                self.screen.prompt()
             raw = await asyncio.to_thread(source.readline)
+            self.screen.answered()
             if raw == "":
                 break
             line = raw.strip()
@@ -136,10 +151,9 @@ class Console:
             if line.lower() in EXIT_WORDS:
                 break
             if not interactive:
-                self.out.write(f"> {line}\n")
+                self.screen.write(f"> {line}\n")
             reply = await self.answer(line)
-            self.out.write(render_message(reply.message) + "\n\n")
-            self.out.flush()
+            self.screen.write(render_message(reply.message) + "\n\n")
 
 
 def _os_user() -> str:

@@ -344,6 +344,8 @@ CATALOG += (
         role="operator",
         positionals=(Positional("plan", "P-N", kind="plan"),),
         flags=(REASON,),
+        note="With no row of the plan still unclaimed there is nothing to return: the plan "
+        "is closed at once, without an approval, and its queue takes a new plan.",
         example='/queue rollback P-3 --reason "fix did not hold"',
     ),
     CommandSpec(

@@ -91,6 +91,10 @@ class PlanService(Protocol):
         self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None
     ) -> PlanOutcome: ...
 
+    async def close_if_nothing_unclaimed(
+        self, *, number: int, actor: Actor, reason: str, delivery: Claim | None = None
+    ) -> PlanOutcome | None: ...
+
 
 class CommandMetrics(Protocol):
     """Where each command's outcome is counted (``services.metrics.Metrics``)."""

@@ -160,6 +160,7 @@ _PLAN_STATES = {
     "halted": "halted",
     "completed": "completed: every wave is done",
     "rolled_back": "rolled back",
+    "closed": "closed",
 }
 
 

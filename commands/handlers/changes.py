@@ -173,8 +173,8 @@ def change_message(v: ChangeView) -> Message:
         ChangeKind.PLAN: f"staged redrive of {fmt.count(v.eligible)} dead letter(s) in queue "
         f"{v.queue}",
         ChangeKind.RESUME: f"resume plan P-{v.plan} ({fmt.count(v.eligible)} row(s) to go)",
-        ChangeKind.ROLLBACK: f"roll back plan P-{v.plan} (up to {fmt.count(v.eligible)} "
-        "unclaimed row(s))",
+        ChangeKind.ROLLBACK: f"roll back plan P-{v.plan} ({fmt.count(v.eligible)} "
+        f"unclaimed row(s) {'now' if v.state is RequestState.PENDING else 'when requested'})",
         ChangeKind.RESOLVE: f"resolve {v.incident} without {len(v.checks)} validation item(s)",
     }.get(v.kind, f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}")
     status = {
@@ -309,13 +309,15 @@ def halted_message(view: PlanView) -> Message:
     printed just above), so the reply does not repeat it."""
     head = f"{view.ref} {view.note}" if view.note else f"{view.ref} halted"
     text = (
-        f"No further wave starts; jobs already redriven run to their end. Now: "
+        f"No further wave starts; jobs already redriven run to their end, and their "
+        f"outcomes are still counted. Now: "
         f"{where_now(view)}. The plan's message is updated where it was requested; "
         f"/queue plan {view.ref} shows it."
     )
     nxt = (
         f'Resume (needs a new approval): /queue resume {view.ref} --reason "..."   '
-        f'Roll back the unclaimed: /queue rollback {view.ref} --reason "..."'
+        f'Roll back the unclaimed: /queue rollback {view.ref} --reason "..." (with none '
+        "unclaimed, that closes the plan at once)"
     )
     return Message(f"{head}. {text}", (Heading(head), Text(text), Text(nxt)))
 
@@ -325,7 +327,28 @@ async def handle_resume(cmd: Resume, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_rollback(cmd: Rollback, inv: Invocation, deps: Deps) -> Reply:
+    """A rollback request, with its own approval; or, when no row of the plan is still
+    unclaimed (there is nothing to return), the plan closed at once."""
+    closed = await deps.plans.close_if_nothing_unclaimed(
+        number=cmd.plan, actor=actor_of(inv), reason=cmd.reason, delivery=inv.delivery
+    )
+    if closed is not None:
+        return Reply(
+            with_post_failures(closed_message(closed.view), closed.post_failures),
+            ephemeral=False,
+        )
     return await _plan_change(ChangeKind.ROLLBACK, cmd.plan, cmd.reason, inv, deps)
+
+
+def closed_message(view: PlanView) -> Message:
+    head = f"{view.ref} closed"
+    text = (
+        f"{view.ref} {view.note}; no approval is needed for a rollback that returns "
+        f"nothing. No further wave starts. Now: {view.succeeded:,}/{view.total:,} "
+        f"succeeded, {view.redead:,} dead again; {where_now(view)}. /queue plan {view.ref} "
+        "shows it."
+    )
+    return Message(f"{head}. {text}", (Heading(head), Text(text)))
 
 
 async def _plan_change(

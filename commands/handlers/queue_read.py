@@ -8,6 +8,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.model import Dlq, Help, Show, Stuck, Triage
 from commands.reply import Reply
+from commands.show_lookup import find_job
 from services.estate.model import DeadFilter, JobList, JobSummary
 from services.message import Block, Heading, Message, Table, Text
 from services.triage_view import triage_message
@@ -27,9 +28,10 @@ async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_show(cmd: Show, inv: Invocation, deps: Deps) -> Reply:
-    d = await deps.reads.show_job(queue=cmd.queue, job_id=cmd.job_id)
+    d, elsewhere = await find_job(deps.reads, queue=cmd.queue, job_id=cmd.job_id)
     blocks: list[Block] = [
         Heading(f"Job {d.job_id} in queue {d.queue}: {d.status} ({d.canonical.value})"),
+        *([Text(elsewhere)] if elsewhere else []),
         Table(("column", "value"), tuple((k, fmt.value(v)) for k, v in d.row.items())),
     ]
     for section in d.sections:

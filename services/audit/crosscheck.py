@@ -8,7 +8,7 @@ the change requests, approvals and plans that those events recorded are still th
   event by the same person;
 - every plan: ``plan.started`` and one ``plan.wave_started`` per wave in its ``waves``
   JSON; completed ``plan.completed``, rolled back ``plan.rolled_back``, halted
-  ``plan.halted``.
+  ``plan.halted``, closed ``plan.closed``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ _BY_PLAN_STATE = {
     "completed": ("plan.completed",),
     "rolled_back": ("plan.rolled_back",),
     "halted": ("plan.halted",),
+    "closed": ("plan.closed",),
 }
 _DECISIONS = {"approve": "change.approved", "reject": "change.rejected"}
 _SHOWN = 3

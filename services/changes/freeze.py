@@ -14,7 +14,7 @@ from services.estate.ops import Ineligible, Selector, Target
 from services.estate.profile import QueueProfile
 from services.plans import store as plan_store
 from services.plans.candidates import candidates, wave_schedule
-from services.plans.model import ACTIVE, PlanState
+from services.plans.model import ACTIVE, ItemState, PlanState
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,14 @@ async def _plan_change(
     )
     if plan.queue != profile.queue:
         raise NotFound(f"P-{selector.plan} belongs to queue {plan.queue}; add --queue {plan.queue}")
-    view = await plan_store.view(conn, selector.plan)
-    affected = (
-        view.total - view.redriven
-        if resume
-        else view.redriven - view.succeeded - view.redead - view.rolled_back
-    )
-    return Frozen([], [], affected=affected)
+    if resume:
+        view = await plan_store.view(conn, selector.plan)
+        return Frozen([], [], affected=view.total - view.redriven)
+    # a rollback: the rows it would return now, each checked in the queue, not the plan's
+    # redriven rows whose outcome is not counted yet
+    out = await plan_store.items_in(conn, selector.plan, state=ItemState.REDRIVEN)
+    unclaimed = await profile.plan_ops.unclaimed(conn, items=plan_store.refs(out))
+    return Frozen([], [], affected=len(unclaimed))
 
 
 def nothing_to_do(kind: ChangeKind, selector: Selector, ineligible: list[Ineligible]) -> str:

@@ -231,6 +231,12 @@ class WaveStatus:
     open: int
     redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
     succeeded: list[str] = field(default_factory=list)
+    # jobs with a row still queued or running (a job may have several rows)
+    open_jobs: list[str] = field(default_factory=list)
+    # each dead-again job's failure signature, made as its frozen target's signature was
+    # (so the same failure compares equal); a profile whose targets' signature is the
+    # error text's own leaves it empty, and the error text's signature is taken
+    signatures: dict[str, str] = field(default_factory=dict)
 
 
 class RowChanges(Protocol):
@@ -320,6 +326,11 @@ class PlanOps(Protocol):
         self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
     ) -> list[str]:
         """Return redriven jobs nobody claimed yet to their dead state; the rolled back."""
+        ...
+
+    async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
+        """The jobs of ``items`` a rollback would return now (redriven, still waiting for a
+        worker: the rollback's own guard). Read-only."""
         ...
 
     async def log_redrives(

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
 from services.errors import PlanStateConflict
 from services.estate.estate import Estate
+from services.estate.ops import PlanOps
 from services.outbox import Outbox
 from services.plans import store
 from services.plans.model import (
@@ -22,12 +23,14 @@ from services.plans.model import (
     ItemState,
     Note,
     PlanItemRow,
+    PlanRow,
     PlanState,
     PlanView,
     WaveOutcome,
     Waves,
 )
 from services.plans.publish import announce
+from services.plans.settle import finished, settle
 from services.scheduler import FollowUp
 
 
@@ -62,7 +65,7 @@ class PlanControl:
             )
         note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
         await store.set_state(conn, number, PlanState.HALTED, note, now)
-        await store.no_more_ticks(conn, number)
+        # the tick stays: it counts the outcomes of the rows already out, starting nothing
         await self.audit.append(
             conn,
             action="plan.halted",
@@ -104,26 +107,34 @@ class PlanControl:
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
     ) -> tuple[list[str], list[FollowUp]]:
         """Return the plan's redriven jobs that no worker claimed yet to the dead letters,
-        each with its own earlier values; the rest are left alone and listed."""
+        each with its own earlier values. What finished is counted first (a row that
+        succeeded is reported as succeeded); rows a worker holds are left alone and still
+        counted as they finish."""
         plan = await store.lock(conn, number)
         if plan.state not in ACTIVE:
             raise PlanStateConflict(
                 number=number, state=plan.state, needed=ACTIVE, action="roll back"
             )
+        profile = self.estate.profile(plan.queue)
+        waves = await _settled(conn, profile.plan_ops, plan)
         items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
         note = f"queuebot {plan.ref} rolled back (CR-{request}): {plan.reason}"[:1000]
-        profile = self.estate.profile(plan.queue)
         back = await profile.plan_ops.rollback(conn, items=store.refs(items), now=now, note=note)
         await store.mark(conn, number, back, ItemState.ROLLED_BACK)
         returned = set(back)
-        await store.save_waves(conn, number, _rolled_back(plan.waves, items, returned, now), now)
+        held = [i for i in items if i.job_id not in returned]
+        await store.save_waves(conn, number, _rolled_back(waves, items, returned, now), now)
         summary = (
             f"rolled back by {actor.person} (CR-{request}): {len(back)} unclaimed job(s) "
-            f"returned to the dead letters; {len(items) - len(back)} already claimed or "
-            "finished were left alone"
+            "returned to the dead letters"
         )
+        if held:
+            summary += (
+                f"; {len(held)} claimed by a worker were left alone, and their outcome is "
+                "still counted"
+            )
         await store.set_state(conn, number, PlanState.ROLLED_BACK, summary, now)
-        await store.no_more_ticks(conn, number)
+        await _count_on_or_stop(conn, plan, bool(held), now)
         await self.audit.append(
             conn,
             action="plan.rolled_back",
@@ -135,27 +146,90 @@ class PlanControl:
             details={
                 "request": f"CR-{request}",
                 "rolled_back": back,
-                "left_alone": [i.job_id for i in items if i.job_id not in returned],
+                "left_alone": [i.job_id for i in held],
             },
         )
         return back, [await announce(conn, self.outbox, number, [Note(summary)], now=now)]
+
+    async def close_if_nothing_unclaimed(
+        self,
+        conn: AsyncConnection,
+        *,
+        number: int,
+        actor: Actor,
+        reason: str,
+        now: datetime,
+    ) -> tuple[PlanView, FollowUp] | None:
+        """A rollback with nothing to return needs no approval: when no redriven row of
+        the plan is still unclaimed, close the plan now (no further wave starts; rows a
+        worker holds are still counted as they finish). None when there are rows to roll
+        back: then a rollback request, with its approval, is the way."""
+        plan = await store.lock(conn, number)
+        if plan.state not in ACTIVE:
+            raise PlanStateConflict(
+                number=number, state=plan.state, needed=ACTIVE, action="roll back"
+            )
+        profile = self.estate.profile(plan.queue)
+        items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
+        if await profile.plan_ops.unclaimed(conn, items=store.refs(items)):
+            return None
+        waves = await _settled(conn, profile.plan_ops, plan)
+        await store.save_waves(conn, number, waves, now)
+        out = bool(await store.items_in(conn, number, state=ItemState.REDRIVEN))
+        note = (
+            f"closed by {actor.person or actor.account} ({reason}): nothing to roll back, "
+            "no row of it is still unclaimed"
+        )
+        await store.set_state(conn, number, PlanState.CLOSED, note, now)
+        await _count_on_or_stop(conn, plan, out, now)
+        await self.audit.append(
+            conn,
+            action="plan.closed",
+            actor=actor,
+            at=now,
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
+            reason=reason,
+            details={"unclaimed": 0, "still_out": out},
+        )
+        view = await store.view(conn, number)
+        return view, await announce(conn, self.outbox, number, [Note(note)], now=now)
+
+
+async def _settled(conn: AsyncConnection, ops: PlanOps, plan: PlanRow) -> Waves:
+    """The plan's waves with the outcomes of its rows counted up to now."""
+    current = plan.waves.current
+    if current is None:
+        return plan.waves
+    return plan.waves.with_wave((await settle(conn, ops, plan.id, current)).wave)
+
+
+async def _count_on_or_stop(conn: AsyncConnection, plan: PlanRow, out: bool, now: datetime) -> None:
+    """A plan that ends with rows still out keeps its tick, to count them as they finish."""
+    if out:
+        due = now + timedelta(seconds=plan.poll_seconds)
+        await store.next_tick(conn, plan.id, due=due, now=now)
+    else:
+        await store.no_more_ticks(conn, plan.id)
 
 
 def _rolled_back(
     waves: Waves, items: list[PlanItemRow], returned: set[str], now: datetime
 ) -> Waves:
     """The waves after a rollback: each says how many of its jobs went back to the dead
-    letters; a wave still out (or one that gave jobs back) ends as rolled back."""
+    letters, and one that gave jobs back ends as rolled back. A wave none of whose rows
+    is out any more is finished as it stands (ok when all its rows succeeded): a wave is
+    not called rolled back for a rollback that returned none of its rows."""
     back = Counter(i.wave for i in items if i.job_id in returned)
+    out = Counter(i.wave for i in items if i.job_id not in returned)
     for wave in waves.waves:
-        if back[wave.number] or wave.outcome is WaveOutcome.RUNNING:
-            waves = waves.with_wave(
-                wave.model_copy(
-                    update={
-                        "rolled_back": back[wave.number],
-                        "outcome": WaveOutcome.ROLLED_BACK,
-                        "finished_at": wave.finished_at or now,
-                    }
-                )
+        after = wave
+        if back[wave.number]:
+            after = after.model_copy(
+                update={"rolled_back": back[wave.number], "outcome": WaveOutcome.ROLLED_BACK}
             )
+        if not out[wave.number]:
+            after = finished(after, now)
+        waves = waves.with_wave(after)
     return waves

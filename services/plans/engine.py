@@ -21,8 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.audit import Actor, AuditTrail
 from services.config import RedriveConfig
 from services.estate.estate import Estate
-from services.estate.ops import Action, Target, WaveStatus
-from services.estate.signature import display_signature, error_signature
+from services.estate.ops import Action, Target
 from services.outbox import Outbox
 from services.plans import store
 from services.plans.candidates import wave_schedule
@@ -38,6 +37,7 @@ from services.plans.model import (
     WaveStarted,
 )
 from services.plans.publish import announce
+from services.plans.settle import Settled, finished, settle
 from services.scheduler import FollowUp
 
 SYSTEM = Actor.system("plan")
@@ -150,50 +150,38 @@ class PlanEngine:
     # -- the scheduler's tick ----------------------------------------------------------
 
     async def tick(self, conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        """The scheduler's step for one plan: judge the running wave, then start the next
-        one when every condition allows, or come back later."""
+        """The scheduler's step for one plan: settle the wave out (its rows' outcomes are
+        counted whatever the plan's state), then, in a running plan, start the next wave
+        when every condition allows, or come back later."""
         plan = await store.lock(conn, int(subject))
-        if plan.state is not PlanState.RUNNING:
+        if plan.state is PlanState.COMPLETED:
             return []
         news: list[News] = []
         waves = plan.waves
         current = waves.current
-        if current is not None and current.outcome is WaveOutcome.RUNNING:
-            items = await store.items_in(
-                conn, plan.id, state=ItemState.REDRIVEN, wave=current.number
-            )
-            profile = self.estate.profile(plan.queue)
-            status = await profile.plan_ops.wave_status(conn, items=store.refs(items))
-            if status.redead:
-                return await self._halt_on_redead(conn, plan, current, status, now)
-            if status.open:
-                await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
-                return []
-            await store.mark(
-                conn, plan.id, status.succeeded, ItemState.SUCCEEDED, wave=current.number
-            )
-            current = current.model_copy(
-                update={
-                    "outcome": WaveOutcome.OK,
-                    "finished_at": now,
-                    "succeeded": len(status.succeeded),
-                }
-            )
-            waves = waves.with_wave(current)
-            await store.save_waves(conn, plan.id, waves, now)
-            await self.audit.append(
-                conn,
-                action="plan.wave_finished",
-                actor=SYSTEM,
-                at=now,
-                subject=plan.ref,
-                queue=plan.queue,
-                incident=plan.incident,
-                details={"wave": current.number, "succeeded": status.succeeded},
-            )
-            news.append(WaveFinished(current.number))
+        if current is not None:
+            ops = self.estate.profile(plan.queue).plan_ops
+            settled = await settle(conn, ops, plan.id, current)
+            if settled.redead and plan.state is PlanState.RUNNING:
+                return await self._halt_on_redead(conn, plan, settled, now)
+            current = settled.wave
+            ends = not settled.open and current.finished_at is None
+            if ends:
+                current = finished(current, now)
+            if current != waves.current:
+                waves = waves.with_wave(current)
+                await store.save_waves(conn, plan.id, waves, now)
+            if ends:
+                await self._wave_finished(conn, plan, current, now)
+                news.append(WaveFinished(current.number))
+            if settled.open or plan.state is not PlanState.RUNNING:
+                if settled.open:  # come back to count the rest
+                    await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
+                return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
         if plan.cursor >= plan.total:
-            await store.set_state(conn, plan.id, PlanState.COMPLETED, "every wave succeeded", now)
+            redead = sum(w.redead for w in waves.waves)
+            done = "every wave succeeded" if not redead else f"every wave done; {redead} dead again"
+            await store.set_state(conn, plan.id, PlanState.COMPLETED, done, now)
             await self.audit.append(
                 conn,
                 action="plan.completed",
@@ -218,6 +206,22 @@ class PlanEngine:
                 return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
         plan = replace(plan, waves=waves)
         return await self._start_wave(conn, plan, now, SYSTEM, news, dead=dead_now)
+
+    async def _wave_finished(
+        self, conn: AsyncConnection, plan: PlanRow, wave: Wave, now: datetime
+    ) -> None:
+        """Its audit event: how many of its rows succeeded and died again (each row's
+        outcome is its plan item's state)."""
+        await self.audit.append(
+            conn,
+            action="plan.wave_finished",
+            actor=SYSTEM,
+            at=now,
+            subject=plan.ref,
+            queue=plan.queue,
+            incident=plan.incident,
+            details={"wave": wave.number, "succeeded": wave.succeeded, "redead": wave.redead},
+        )
 
     def _wait_reason(
         self, plan: PlanRow, current: Wave, dead_now: int, now: datetime
@@ -326,45 +330,30 @@ class PlanEngine:
         return [await announce(conn, self.outbox, plan.id, started, now=now)]
 
     async def _halt_on_redead(
-        self,
-        conn: AsyncConnection,
-        plan: PlanRow,
-        current: Wave,
-        status: WaveStatus,
-        now: datetime,
+        self, conn: AsyncConnection, plan: PlanRow, settled: Settled, now: datetime
     ) -> list[FollowUp]:
-        redead = status.redead
+        """A row of the wave died again: halt the plan, saying whether its failure is the
+        one the plan was for. The wave's other rows are still counted as they finish."""
+        current = settled.wave
+        redead = settled.redead
         originals = await store.signatures_of_wave(conn, plan.id, current.number)
-        same = [
-            job
-            for job, err in redead
-            if display_signature(error_signature(err)) == originals.get(job)
-        ]
-        first_job, first_error = redead[0]
-        new_sig = display_signature(error_signature(first_error))
-        verdict = (
-            f"the new error matches the original signature ({new_sig!r}): the fix did not hold"
-            if len(same) == len(redead)
-            else f"the new error differs from the original: now {new_sig!r}, was "
-            f"{originals.get(first_job)!r}"
-        )
+        same = [job for job, err in redead if settled.signature(job, err) == originals.get(job)]
         note = (
             f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
-            f"state; {verdict}. Nothing more is redriven."
+            f"state; {_verdict(settled, same, originals)}. Nothing more is redriven."
         )
-        wave = current.number
-        await store.mark(conn, plan.id, [job for job, _ in redead], ItemState.REDEAD, wave=wave)
-        await store.mark(conn, plan.id, status.succeeded, ItemState.SUCCEEDED, wave=wave)  # done
         halted = current.model_copy(
             update={
                 "outcome": WaveOutcome.HALTED,
-                "finished_at": now,
-                "redead": len(redead),
-                "succeeded": len(status.succeeded),
+                "finished_at": None if settled.open else now,
             }
         )
         await store.save_waves(conn, plan.id, plan.waves.with_wave(halted), now)
         await store.set_state(conn, plan.id, PlanState.HALTED, note, now)
+        if settled.open:  # the rest of the wave is still counted
+            await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
+        else:
+            await self._wave_finished(conn, plan, halted, now)
         await self.audit.append(
             conn,
             action="plan.halted",
@@ -376,8 +365,30 @@ class PlanEngine:
             reason=note,
             details={"redead": [[j, e] for j, e in redead], "same_signature": same},
         )
-        halted_news: list[News] = [WaveFinished(current.number), Note(note)]
+        halted_news: list[News] = [Note(note)]
+        if not settled.open:
+            halted_news.insert(0, WaveFinished(current.number))
         return [await announce(conn, self.outbox, plan.id, halted_news, now=now)]
+
+
+def _verdict(settled: Settled, same: list[str], originals: dict[str, str]) -> str:
+    """Whether the jobs that died again failed as before (the fix did not hold) or with a
+    new error, each judged by its signature made as its frozen one was."""
+    redead = settled.redead
+    if len(same) == len(redead):
+        job, error = redead[0]
+        return (
+            f"the same signature as before: the fix did not hold "
+            f"({settled.signature(job, error)!r})"
+        )
+    job, error = next((j, e) for j, e in redead if j not in same)
+    new = f"now {settled.signature(job, error)!r}, was {originals.get(job)!r}"
+    if not same:
+        return f"a new error, not the one the plan was for: {new}"
+    return (
+        f"{len(same)} with the same signature as before (the fix did not hold for them), "
+        f"{len(redead) - len(same)} with a new error: {new}"
+    )
 
 
 def _poll(plan: PlanRow) -> timedelta:

@@ -43,9 +43,24 @@ def where_now(p: PlanView) -> str:
             else (f"done: the sample and {waves} wave(s) finished")
         )
     if p.state is PlanState.ROLLED_BACK:
-        return f"rolled back during {name}: {p.rolled_back:,} job(s) returned to the dead letters"
+        held = (
+            "; the rows a worker held are counted as they finish"
+            if current.finished_at is None
+            else ""
+        )
+        return (
+            f"rolled back during {name}: {p.rolled_back:,} job(s) returned to the dead "
+            f"letters{held}"
+        )
+    if p.state is PlanState.CLOSED:
+        if current.finished_at is None:
+            return f"closed in {name}; its rows still out are counted as they finish"
+        return f"closed after {name}"
     if p.state is PlanState.HALTED:
-        return f"halted in {name}" + (f"; {then} has not started" if then else "")
+        out = (
+            "; its rows still out are counted as they finish" if current.finished_at is None else ""
+        )
+        return f"halted in {name}{out}" + (f"; {then} has not started" if then else "")
     doing = "running" if current.outcome is WaveOutcome.RUNNING else "finished"
     return f"{name} {doing}, " + (f"{then} next" if then else "the last wave")
 
@@ -57,6 +72,7 @@ def plan_message(p: PlanView) -> Message:
         PlanState.HALTED: "HALTED",
         PlanState.COMPLETED: "completed",
         PlanState.ROLLED_BACK: "rolled back",
+        PlanState.CLOSED: "closed",
     }[p.state]
     head = f"{p.ref}: redrive {p.total:,} dead letters in {p.queue} - {state}"
     bar = progress_bar(p.succeeded, p.total)
@@ -117,7 +133,7 @@ def plan_message(p: PlanView) -> Message:
             Text(
                 f"Resume (needs a new approval): /queue resume {p.ref} --reason "
                 f'"..."   Roll back the unclaimed: /queue rollback {p.ref} '
-                '--reason "..."'
+                '--reason "..." (with none unclaimed, that closes the plan at once)'
             )
         )
     return Message(f"{head}: {p.succeeded:,}/{p.total:,} succeeded", tuple(blocks))
@@ -136,7 +152,7 @@ def wave_started(p: PlanView, wave: Wave) -> Message:
 def wave_finished(p: PlanView, wave: Wave) -> Message:
     text = (
         f"{p.ref} {wave.label} finished: {wave.succeeded:,} succeeded, "
-        f"{wave.redead:,} dead again - {wave.outcome}"
+        f"{wave.redead:,} dead again - {wave.outcome.replace('_', ' ')}"
     )
     return Message(text, (Text(text),))
 

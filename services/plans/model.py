@@ -19,6 +19,7 @@ class PlanState(StrEnum):
     HALTED = "halted"
     COMPLETED = "completed"
     ROLLED_BACK = "rolled_back"
+    CLOSED = "closed"  # ended with nothing to roll back, without an approval
 
 
 ACTIVE = (PlanState.RUNNING, PlanState.HALTED)
@@ -45,7 +46,9 @@ REDRIVEN_STATES = (
 
 
 def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
-    """Sample first, then waves of ``first``, doubling, capped at ``cap``, to ``total``."""
+    """Sample first, then waves of ``first``, doubling, capped at ``cap``, to ``total``.
+    A last wave of one row is folded into the wave before it (3 + 10 + 20 + 41, not
+    3 + 10 + 20 + 40 + 1; that wave may pass the cap by one), never into the sample."""
     sizes: list[int] = []
     left = total
     if left > 0:
@@ -56,6 +59,9 @@ def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
         sizes.append(min(size, left))
         left -= sizes[-1]
         size = min(size * 2, cap)
+    if len(sizes) > 2 and sizes[-1] == 1:
+        last = sizes.pop()
+        sizes[-1] += last
     return sizes
 
 

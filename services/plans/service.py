@@ -61,3 +61,22 @@ class Plans:
             follow_ups.append(post)
         failures = await run_follow_ups(follow_ups, what=f"halt of P-{number}")
         return PlanOutcome(view, failures)
+
+    async def close_if_nothing_unclaimed(
+        self, *, number: int, actor: Actor, reason: str, delivery: Claim | None = None
+    ) -> PlanOutcome | None:
+        """Close the plan now when a rollback would return nothing (no approval needed
+        for that); None, with nothing changed, when rows are still unclaimed."""
+        now = self.clock()
+        async with transaction(self.engine, subject=f"P-{number}") as conn:
+            closed = await self.control.close_if_nothing_unclaimed(
+                conn, number=number, actor=actor, reason=reason, now=now
+            )
+            if closed is None:
+                return None
+            if delivery is not None:  # done together with the close, or not at all
+                await complete_in(conn, delivery, now=now)
+            view, post = closed
+            await note_outcome(conn, delivery, f"P-{number} closed")
+        failures = await run_follow_ups([post], what=f"close of P-{number}")
+        return PlanOutcome(view, failures)

@@ -221,11 +221,12 @@ async def mark(
     state: ItemState,
     *,
     wave: int | None = None,
-) -> None:
-    """Redriven items of ``jobs`` (of one wave, when given) are now in ``state``. A tick
-    names its wave, so the statement reads that wave's items through the (plan, wave)
-    index instead of every item of the plan: a wave of ten in a plan of 100,000 reads ten
-    rows."""
+) -> int:
+    """Redriven items of ``jobs`` (of one wave, when given) are now in ``state``; how many
+    items moved. A tick names its wave, so the statement reads that wave's items through
+    the (plan, wave) index instead of every item of the plan: a wave of ten in a plan of
+    100,000 reads ten rows."""
+    moved = 0
     for start in range(0, len(jobs), _MARK_CHUNK):
         query = ITEMS.update().where(
             ITEMS.c.plan_id == number,
@@ -234,7 +235,8 @@ async def mark(
         )
         if wave is not None:
             query = query.where(ITEMS.c.wave == wave)
-        await conn.execute(query.values(state=state.value))
+        moved += (await conn.execute(query.values(state=state.value))).rowcount
+    return moved
 
 
 async def set_state(

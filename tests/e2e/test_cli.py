@@ -15,7 +15,7 @@ import pytest
 from bot.demo import DEMO_CONFIG
 from services.migrate import head_revision
 from tests.e2e.serving import demo_database, free_port
-from tests.e2e.test_console import queuebot
+from tests.e2e.test_console import queuebot, replies
 
 
 @dataclass(frozen=True)
@@ -303,3 +303,89 @@ def test_a_missing_sqlite_directory_is_one_line_and_exit_5(tmp_path: Path, args:
         "(QUEUEBOT_DATABASE_URL) does not exist: create it, or point QUEUEBOT_DATABASE_URL "
         "elsewhere"
     )
+
+
+def test_demo_takes_config_and_log_level_as_every_command_does(tmp_path: Path) -> None:
+    """README: every command takes --config and --log-level, before or after its name. For
+    the demo, --config names its configuration file: written there when absent, read from
+    there when present (an edited one is kept)."""
+    mine = tmp_path / "mine.toml"
+    first = queuebot(
+        "demo", "--config", str(mine), "--log-level", "info", stdin="/queue help\n", cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    assert f"config in {mine}." in first.stdout
+    assert "[people.alice]" in mine.read_text()
+    assert not (tmp_path / "queuebot.demo.toml").exists()
+    assert "/queue triage" in replies(first.stdout)["/queue help"]
+    mine.write_text(mine.read_text().replace("[people.dora]", "[people.erin]"))
+    again = queuebot(
+        "--config", str(mine), "demo", "--as", "erin", "--log-level", "ERROR", cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    assert "[people.erin]" in mine.read_text()  # kept as edited
+    debug = queuebot("demo", "--log-level", "DEBUG", cwd=tmp_path)
+    assert debug.returncode == 0, debug.stderr
+    assert "DEBUG" in debug.stderr
+
+
+def test_estate_indexes_prints_without_print_too(tmp_path: Path) -> None:
+    """It has no other mode: --print is accepted, not required."""
+    plain = queuebot("estate", "indexes", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith("-- queuebot: recommended indexes for your queue tables")
+    printed = queuebot("estate", "indexes", "--print", cwd=tmp_path)
+    assert (printed.returncode, printed.stdout) == (0, plain.stdout)
+
+
+def test_serve_help_says_what_it_does_its_defaults_and_its_environment(tmp_path: Path) -> None:
+    from services.config import EnvSettings
+
+    result = queuebot("serve", "--help", cwd=tmp_path, env={"COLUMNS": "100"})
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "Run the bot:" in text
+    assert "(default: 127.0.0.1)" in text and "(default: 8080)" in text
+    variables = {str(f.validation_alias) for f in EnvSettings.model_fields.values()}
+    assert "QUEUEBOT_DATABASE_URL" in variables
+    for variable in variables | {"QUEUEBOT_LOG_LEVEL"}:
+        assert re.search(rf"^  {variable} ", text, re.MULTILINE), variable
+
+
+HELPS = [
+    (),
+    ("serve",),
+    ("console",),
+    ("demo",),
+    ("db", "grant"),
+    ("estate", "indexes"),
+    ("audit", "verify"),
+    ("housekeep",),
+    ("runbook", "check"),
+]
+
+
+@pytest.mark.parametrize("args", HELPS, ids=lambda a: " ".join(a) or "queuebot")
+def test_help_is_plain_text_that_fits_the_terminal(tmp_path: Path, args: tuple[str, ...]) -> None:
+    result = queuebot(*args, "--help", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    assert "`" not in result.stdout, result.stdout
+    for line in result.stdout.splitlines():
+        assert len(line) <= 80, line
+    if not args:  # each command's line is whole: serve names every platform it runs
+        assert "Slack, Discord" in result.stdout
+        assert "130  interrupted" in result.stdout
+
+
+def test_demo_refuses_a_config_without_its_queues_in_one_line(tmp_path: Path) -> None:
+    mine = tmp_path / "team.toml"
+    mine.write_text('[queues.jobs]\nprofile = "worker_queue"\n')
+    result = queuebot("demo", "--config", str(mine), "--fresh", cwd=tmp_path)
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        f"queuebot: demo --config {mine}: the demo needs the queues clips (message_job), "
+        f"workers (worker_queue), as in the file `queuebot demo` writes; {mine} has jobs "
+        "(worker_queue). Name a file that does not exist yet (the demo writes its "
+        "configuration there), or leave --config out"
+    )
+    assert mine.read_text() == '[queues.jobs]\nprofile = "worker_queue"\n'  # never rewritten

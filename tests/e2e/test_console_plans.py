@@ -90,7 +90,7 @@ def test_the_demo_worker_takes_a_plan_to_done_and_another_to_a_halt(tmp_path: Pa
     assert "14/14 succeeded" in said["/queue plan P-1"]
     halted = said["/queue plan P-2"]
     assert "HALTED: 3 job(s) of sample re-entered the dead-letter state" in halted
-    assert "the new error matches the original signature" in halted
+    assert "the same signature as before: the fix did not hold" in halted
     assert "Traceback" not in out + err
 
 

@@ -456,6 +456,7 @@ class SingleTablePlanOps:
         terminal = open_ = 0
         redead: list[tuple[str, str | None]] = []
         succeeded: list[str] = []
+        open_jobs: list[str] = []
         for part in chunks(self._keys(t, [i.job_id for i in items]), chunk_for(t.dialect)):
             rows = await conn.execute(
                 sa.select(t.c("id"), t.c("state"), t.c("last_error")).where(t.isin("id", part))
@@ -463,13 +464,28 @@ class SingleTablePlanOps:
             for job, state, error in rows.all():
                 if state not in TERMINAL:
                     open_ += 1
+                    open_jobs.append(str(plain(job)))
                     continue
                 terminal += 1
                 if state in self.profile.dead_letter_statuses:
                     redead.append((str(plain(job)), error))
                 elif state == "finished":
                     succeeded.append(str(plain(job)))
-        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
+        return WaveStatus(
+            terminal=terminal, open=open_, redead=redead, succeeded=succeeded, open_jobs=open_jobs
+        )
+
+    async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
+        t = await self.profile.table(conn)
+        out: list[str] = []
+        for part in chunks(self._keys(t, [i.job_id for i in items]), chunk_for(t.dialect)):
+            rows = await conn.execute(
+                sa.select(t.c("id")).where(
+                    t.isin("id", part), t.c("state") == "ready", t.c("locked_at").is_(None)
+                )
+            )
+            out.extend(str(plain(r[0])) for r in rows.all())
+        return out
 
     async def rollback(
         self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str

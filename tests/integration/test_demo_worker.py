@@ -65,7 +65,10 @@ async def test_a_plan_goes_sample_waves_done_and_another_halts_on_a_job_that_die
     assert await run(shop, worker, second) is PlanState.HALTED
     halted = await shop.plans.view(number=second)
     assert halted.redead == 3
-    assert halted.note is not None and "matches the original signature" in halted.note
+    assert (
+        halted.note is not None
+        and "the same signature as before: the fix did not hold" in halted.note
+    )
     assert (
         await scalar(shop, "SELECT count(*) FROM queue_messages WHERE status = 'PENDING'")
         == backlog

@@ -127,7 +127,7 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
     halted = await shop.plans.view(number=plan_no)
     assert halted.state is PlanState.HALTED
     assert halted.redead == 1 and halted.redriven == redriven
-    assert halted.note and "matches the original signature" in halted.note
+    assert halted.note and "the same signature as before: the fix did not hold" in halted.note
     await tick(shop, 60)
     await simulated_worker(shop.engine, now=shop.clock.now)
     await tick(shop, 60)
@@ -164,11 +164,14 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
         "plan.wave_started",
         "plan.wave_finished",
         "plan.wave_started",
+        "plan.wave_finished",  # wave 3: every row finished, one dead again
         "plan.halted",
     ]
     posted = shop.notifier.texts()
     assert any("P-1 wave 3 started: 40 job(s)" in t for t in posted)
-    assert any("HALTED" in t and "matches the original signature" in t for t in posted)
+    assert any(
+        "HALTED" in t and "the same signature as before: the fix did not hold" in t for t in posted
+    )
 
 
 async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Shop) -> None:
@@ -573,3 +576,47 @@ async def test_rollback_updates_each_wave_row_and_the_status_line(shop: Shop) ->
     assert "now: rolled back during wave 1 of 3 (10 jobs): 9 job(s) returned" in text
     row = next(line for line in text.splitlines() if line.startswith("wave 1 "))
     assert row.split()[-4:] == ["0", "9", "rolled", "back"]  # skipped, rolled back, outcome
+
+
+async def test_a_worker_row_failing_again_the_same_way_halts_as_the_same_signature(
+    shop: Shop,
+) -> None:
+    """worker_queue with a failure_reason column: the frozen signature names the reason;
+    the row that died again is judged the same way, so the same failure is the same."""
+    async with shop.engine.begin() as conn:
+        await samples.record(
+            conn, profile=shop.estate.profile("workers"), now=shop.clock.now - timedelta(minutes=15)
+        )
+        before = {
+            str(i): (r, e)
+            for i, r, e in await conn.execute(
+                sa.text(
+                    "SELECT id, failure_reason, error_message FROM dev_r_worker_queue "
+                    "WHERE status IN ('failed', 'failed_permanently')"
+                )
+            )
+        }
+    number = await workers_plan(shop)
+    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
+    async with shop.engine.begin() as conn:  # each redriven row dies again, as it did
+        queued = [
+            str(r[0])
+            for r in await conn.execute(
+                sa.text("SELECT job_id FROM qb_plan_items WHERE plan_id = :p AND wave = 0"),
+                {"p": plan_no},
+            )
+        ]
+        for job in queued:
+            reason, error = before[job]
+            await conn.execute(
+                sa.text(
+                    "UPDATE dev_r_worker_queue SET status = 'failed', failure_reason = :r, "
+                    "error_message = :e WHERE id = :i"
+                ),
+                {"r": reason, "e": error, "i": int(job)},
+            )
+    await tick(shop)
+    halted = await shop.plans.view(number=plan_no)
+    assert halted.state is PlanState.HALTED and halted.note is not None
+    assert "the same signature as before: the fix did not hold" in halted.note
+    assert "differs" not in halted.note

@@ -64,6 +64,14 @@ def test_the_status_line_names_the_wave_and_its_size_not_the_schedule_length() -
 
 def test_a_halted_plan_says_where_it_stopped_and_what_has_not_started() -> None:
     sample = Wave(number=0, size=2, changed=2, started_at=AT, outcome=WaveOutcome.OK)
-    wave1 = Wave(number=1, size=10, changed=10, started_at=AT, outcome=WaveOutcome.HALTED)
+    wave1 = Wave(
+        number=1, size=10, changed=10, started_at=AT, finished_at=AT, outcome=WaveOutcome.HALTED
+    )
     line = status_line(plan(PlanState.HALTED, [sample, wave1], [2, 10, 2]))
     assert "now: halted in wave 1 of 2 (10 jobs); wave 2 of 2 (2 jobs) has not started" in line
+    out = wave1.model_copy(update={"finished_at": None})
+    line = status_line(plan(PlanState.HALTED, [sample, out], [2, 10, 2]))
+    assert (
+        "now: halted in wave 1 of 2 (10 jobs); its rows still out are counted as they finish; "
+        "wave 2 of 2 (2 jobs) has not started"
+    ) in line

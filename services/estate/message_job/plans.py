@@ -150,6 +150,7 @@ class MessageJobPlanOps:
         terminal = open_ = 0
         redead: list[tuple[str, str | None]] = []
         succeeded: list[str] = []
+        open_jobs: list[str] = []
         for part in chunks(ids, chunk_for(m.dialect)):
             rows = await conn.execute(
                 sa.select(m.c("job_id"), m.c("status"), m.c("last_error")).where(m.isin("id", part))
@@ -164,7 +165,29 @@ class MessageJobPlanOps:
                         succeeded.append(str(plain(job)))
                 else:
                     open_ += 1
-        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
+                    open_jobs.append(str(plain(job)))
+        # a dead letter's signature is its error's own (``changes._signature``): the
+        # engine takes it from the error text, so no signatures are given here
+        return WaveStatus(
+            terminal=terminal,
+            open=open_,
+            redead=redead,
+            succeeded=succeeded,
+            open_jobs=open_jobs,
+        )
+
+    async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
+        m = (await self.profile.tables(conn))["messages"]
+        ids = self.profile.id_texts(m.c("id"), (str(i.part) for i in items if i.part))
+        out: list[str] = []
+        for part in chunks(ids, chunk_for(m.dialect)):
+            rows = await conn.execute(
+                sa.select(m.c("job_id")).where(
+                    m.isin("id", part), m.c("status") == PENDING, m.c("claimed_at").is_(None)
+                )
+            )
+            out.extend(str(plain(r[0])) for r in rows.all())
+        return out
 
     async def rollback(
         self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str

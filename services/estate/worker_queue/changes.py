@@ -7,6 +7,7 @@ read nor cleared; statuses go by their canonical state, so a team's own values c
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +61,18 @@ CLEARED = (
     "claimed_at",
     "started_at",
 )
+
+
+def failure_signature(q: BoundTable, row: Mapping[Any, Any]) -> str:
+    """A failed row's signature, as a request's preview groups it and a plan compares a
+    row that died again with it: its failure_reason and its error's signature where the
+    table has a failure_reason column, the error's signature alone where it has none.
+    ``row``: the row's columns by their names in the table."""
+    sig = display_signature(error_signature(row[q.c("error_message").name]))
+    if not q.has("failure_reason"):
+        return sig
+    reason = row[q.c("failure_reason").name]
+    return f"{plain(reason) if reason is not None else '(no failure_reason)'}: {sig}"
 
 
 class WorkerQueueChanges:
@@ -158,16 +171,13 @@ class WorkerQueueChanges:
     def _target(self, q: BoundTable, row: sa.Row[Any]) -> Target:
         m = row._mapping
         status = str(plain(m[q.c("status").name]))
-        reason = m[q.c("failure_reason").name] if q.has("failure_reason") else None
-        label = str(plain(reason)) if reason is not None else "(no failure_reason)"
-        sig = display_signature(error_signature(m[q.c("error_message").name]))
         key = plain(m[q.c("id").name])
         pending = self.profile.canonical(status) is CanonicalState.PENDING
         return Target(
             id=str(key),
             key={"id": key},
             state=status,
-            signature="duplicate queued" if pending else f"{label}: {sig}",
+            signature="duplicate queued" if pending else failure_signature(q, m),
             row=dict(row._mapping),
         )
 

@@ -21,6 +21,7 @@ from services.estate.ops import (
     restored,
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.worker_queue.changes import failure_signature
 from services.estate.worker_queue.schema import QUEUED
 
 # What a redrive changes and a rollback puts back, where the team's table has it.
@@ -91,22 +92,48 @@ class WorkerQueuePlanOps:
         terminal = open_ = 0
         redead: list[tuple[str, str | None]] = []
         succeeded: list[str] = []
+        open_jobs: list[str] = []
+        signatures: dict[str, str] = {}
+        cols = [q.c("id"), q.c("status"), q.c("error_message")]
+        if q.has("failure_reason"):
+            cols.append(q.c("failure_reason"))
         for part in chunks(ids, chunk_for(q.dialect)):
-            rows = await conn.execute(
-                sa.select(q.c("id"), q.c("status"), q.c("error_message")).where(q.isin("id", part))
-            )
-            for job, raw_status, error in rows.all():
-                status = str(plain(raw_status))
+            rows = await conn.execute(sa.select(*cols).where(q.isin("id", part)))
+            for r in rows.mappings().all():
+                job = str(plain(r[q.c("id").name]))
+                status = str(plain(r[q.c("status").name]))
                 state = self.profile.canonical(status)
                 if state in TERMINAL:
                     terminal += 1
                     if status in self.profile.dead_letter_statuses:
-                        redead.append((str(plain(job)), error))
+                        redead.append((job, r[q.c("error_message").name]))
+                        signatures[job] = failure_signature(q, r)  # as the frozen one
                     elif state is CanonicalState.SUCCEEDED:
-                        succeeded.append(str(plain(job)))
+                        succeeded.append(job)
                 else:
                     open_ += 1
-        return WaveStatus(terminal=terminal, open=open_, redead=redead, succeeded=succeeded)
+                    open_jobs.append(job)
+        return WaveStatus(
+            terminal=terminal,
+            open=open_,
+            redead=redead,
+            succeeded=succeeded,
+            open_jobs=open_jobs,
+            signatures=signatures,
+        )
+
+    async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
+        q = await self._table(conn)
+        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
+        out: list[str] = []
+        for part in chunks(ids, chunk_for(q.dialect)):
+            rows = await conn.execute(
+                sa.select(q.c("id")).where(
+                    q.isin("id", part), q.c("status") == QUEUED, q.c("claimed_at").is_(None)
+                )
+            )
+            out.extend(str(plain(r[0])) for r in rows.all())
+        return out
 
     async def rollback(
         self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str

@@ -1,0 +1,64 @@
+"""Settling a wave: the outcome of each row a wave redrove, counted as the rows finish,
+whatever the plan's state. A halt stops new waves, not the counting of those already out;
+after a rollback the rows a worker had claimed are still counted as they finish.
+
+Steps in the caller's transaction (they take its connection and never commit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.estate.ops import PlanOps
+from services.estate.signature import display_signature, error_signature
+from services.plans import store
+from services.plans.model import ItemState, Wave, WaveOutcome
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A wave with its counts brought up to date (its outcome left as it was)."""
+
+    wave: Wave
+    open: int  # its rows still queued or running
+    redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
+    signatures: dict[str, str] = field(default_factory=dict)  # of the dead-again jobs
+
+    def signature(self, job: str, error: str | None) -> str:
+        """A dead-again job's failure signature, made as its frozen one was."""
+        return self.signatures.get(job) or display_signature(error_signature(error))
+
+
+async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> Settled:
+    """Mark the wave's redriven rows that finished (succeeded or dead again) and count the
+    wave's rows by where they are. A job with a row still out waits for its last row, so
+    that a job's rows are judged together."""
+    items = await store.items_in(conn, plan, state=ItemState.REDRIVEN, wave=wave.number)
+    if not items:
+        return Settled(wave, 0)
+    status = await ops.wave_status(conn, items=store.refs(items))
+    held = set(status.open_jobs)
+    dead = [job for job, _ in status.redead if job not in held]
+    redead = await store.mark(conn, plan, dead, ItemState.REDEAD, wave=wave.number)
+    done = [job for job in status.succeeded if job not in held]
+    succeeded = await store.mark(conn, plan, done, ItemState.SUCCEEDED, wave=wave.number)
+    # counted as the items move (no read of the wave's items again)
+    counted = wave.model_copy(
+        update={"succeeded": wave.succeeded + succeeded, "redead": wave.redead + redead}
+    )
+    return Settled(counted, status.open, list(status.redead), dict(status.signatures))
+
+
+def finished(wave: Wave, now: datetime) -> Wave:
+    """The wave, none of whose rows is out any more, as finished now: a wave still marked
+    running ends ok, or halted when a row of it died again; a halted or rolled back wave
+    keeps its outcome."""
+    if wave.finished_at is not None:
+        return wave
+    outcome = wave.outcome
+    if outcome is WaveOutcome.RUNNING:
+        outcome = WaveOutcome.OK if wave.redead == 0 else WaveOutcome.HALTED
+    return wave.model_copy(update={"outcome": outcome, "finished_at": now})
