@@ -15,6 +15,7 @@ from commands.reply import Reply
 from commands.spec import CommandSpec
 from services.errors import (
     AlreadyApproved,
+    ChecksFailed,
     ConcurrentChange,
     ConfigError,
     Conflict,
@@ -238,9 +239,17 @@ def with_renamed_flags(message: Message, renamed: Sequence[tuple[str, str]]) -> 
     return Message(f"{message.summary} (Note: {note})", (*message.blocks, Text(f"Note: {note}")))
 
 
+def checks_table(checks: Sequence[tuple[str, str, str]], title: str = "Preconditions") -> Table:
+    """A change's checks, one row each: a preview and a refusal print them alike."""
+    return Table(("precondition", "verdict", "detail"), tuple(checks), title=title)
+
+
 def error_reply(exc: QueuebotError) -> Reply:
     title, text = describe(exc)
-    blocks: list[Heading | Text] = [Heading(title), Text(text)]
+    blocks: list[Block] = [Heading(title), Text(text)]
+    if isinstance(exc, ChecksFailed):  # what refused it, then every check as a preview shows
+        text = f"{exc.refusal}."
+        blocks = [Heading(title), Text(text), checks_table(exc.checks)]
     if isinstance(exc, UsageError) and exc.usage:
         blocks.append(Text(f"Usage: {exc.usage}", mono=True))
     return Reply(Message(f"{title}: {text}", tuple(blocks)), ephemeral=True, error=True)

@@ -14,8 +14,8 @@
 
 Some carry the facts of a cause instead of prose (``RequestDecided``, ``RequestExpired``,
 ``AlreadyApproved``, ``PlanActive``, ``PlanStateConflict``, ``ConcurrentChange`` under
-Conflict; ``OwnRequest`` under PermissionDenied; ``DatabaseUnavailable`` under
-Unavailable); ``commands/messages.py`` words them.
+Conflict; ``OwnRequest`` under PermissionDenied; ``ChecksFailed`` under PreconditionFailed;
+``DatabaseUnavailable`` under Unavailable); ``commands/messages.py`` words them.
 
 Foreign exceptions (SQLAlchemy, httpx, Slack, Discord) are translated into these at the
 edge where they happen, with ``raise ... from exc``, so callers never see them.
@@ -185,3 +185,15 @@ class DatabaseUnavailable(Unavailable):
         self.database = database
         self.detail = detail
         self.committed = committed
+
+
+class ChecksFailed(PreconditionFailed):
+    """A change refused by its preconditions: what refused it (``refusal``, e.g. "plan
+    refused: source object exists: ...") and every check as (name, verdict, detail), the
+    rows a preview shows, so a reply can print them as the preview's table."""
+
+    def __init__(self, *, refusal: str, checks: Sequence[tuple[str, str, str]]) -> None:
+        listed = "; ".join(f"{name}: {verdict} ({detail})" for name, verdict, detail in checks)
+        super().__init__(f"{refusal}. All checks: {listed}")
+        self.refusal = refusal
+        self.checks = list(checks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from commands import format as fmt
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.messages import with_post_failures
+from commands.messages import checks_table, with_post_failures
 from commands.model import (
     Approve,
     Cancel,
@@ -218,7 +218,7 @@ def change_message(v: ChangeView) -> Message:
         title = "Preconditions"
         if v.kind is ChangeKind.RESOLVE:
             title = "Validation items resolved without (they stay on the record as overridden)"
-        blocks.append(Table(("precondition", "verdict", "detail"), tuple(v.checks), title=title))
+        blocks.append(checks_table(v.checks, title))
     if v.schedule:
         waves = " + ".join(fmt.count(n) for n in v.schedule[:12])
         more = f" + ... ({len(v.schedule)} waves)" if len(v.schedule) > 12 else ""

@@ -464,6 +464,7 @@ class AlertDesk:
             refired=refired,
             lasted=messages.lasted(started, now) if group_resolved else None,
             not_shown=n.truncatedAlerts,
+            notices=group.get("source") == messages.HOUSEKEEPING,
         )
         return [
             {

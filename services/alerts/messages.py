@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from services.alerts.groups import AlertRecord, distinct_labels
-from services.estate import estimate
 from services.estate.model import Triage
 from services.message import (
     Actions,
@@ -17,16 +16,19 @@ from services.message import (
     Fields,
     Heading,
     Message,
-    Table,
     Text,
     message_from_json,
     message_json,
 )
+from services.triage_view import triage_message
 
 to_json = message_json
 from_json = message_from_json
 
 MOST_LISTED = 10
+HOUSEKEEPING = "housekeeping"  # the source of queuebot's housekeeping notices
+# Who raised a group, by its source; any other source is Alertmanager.
+_FROM = {"detector": "queuebot's own detector", HOUSEKEEPING: "queuebot's housekeeping"}
 
 
 def _ago(since: datetime | None, now: datetime) -> str:
@@ -88,7 +90,12 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
     started = min((a.starts_at for a in alerts if a.starts_at), default=None)
     fields: list[tuple[str, str]] = []
     cut = int(group.get("truncated") or 0)
-    if firing:
+    source = str(group["source"])
+    if source == HOUSEKEEPING:  # queuebot's own notices: not styled as Alertmanager's
+        title, fields = _notice_head(
+            name, where, alerts=alerts, firing=firing, group=group, now=now
+        )
+    elif firing:
         title = f"🔴 FIRING: {name}{where}"
         fields.append(("Firing", f"{len(firing)} of {len(alerts)} alert(s)"))
         if cut:
@@ -100,15 +107,7 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
         title = f"✅ RESOLVED: {name}{where}"
         fields.append(("Lasted", lasted(started, group.get("resolved_at") or now)))
         fields.append(("Resolved", _ago(group.get("resolved_at") or now, now)))
-    source = str(group["source"])
-    fields.append(
-        (
-            "From",
-            "queuebot's own detector"
-            if source == "detector"
-            else f"Alertmanager ({group['receiver']})",
-        )
-    )
+    fields.append(("From", _FROM.get(source) or f"Alertmanager ({group['receiver']})"))
     blocks: list[Block] = [Heading(title)]
     if words:
         blocks.append(Text(words))
@@ -117,7 +116,13 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
     shown = [f"{label}: {url}" for label, url in links.items() if url]
     if shown:
         blocks.append(Text(" · ".join(shown)))
-    blocks.append(Text("Updates and the resolution are posted in this thread."))
+    blocks.append(
+        Text(
+            "Later notices of this kind are posted in this thread."
+            if source == HOUSEKEEPING
+            else "Updates and the resolution are posted in this thread."
+        )
+    )
     scenario = (group.get("route") or {}).get("scenario")
     if firing and scenario:
         blocks.append(
@@ -134,7 +139,40 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
             )
         )
     state = "firing" if firing else "resolved"
+    if source == HOUSEKEEPING:
+        state = f"housekeeping notice{'' if firing else ', resolved'}"
     return Message(summary=f"{name}{where}: {state}", blocks=tuple(blocks))
+
+
+def _notice_head(
+    name: str,
+    where: str,
+    *,
+    alerts: Sequence[AlertRecord],
+    firing: Sequence[AlertRecord],
+    group: Mapping[str, Any],
+    now: datetime,
+) -> tuple[str, list[tuple[str, str]]]:
+    """A housekeeping notice's heading and facts: its severity's colour, how many notices
+    (and how many still stand, where some are resolved), since when."""
+    started = min((a.starts_at for a in alerts if a.starts_at), default=None)
+    if not firing:
+        resolved = group.get("resolved_at") or now
+        return f"✅ Housekeeping notice resolved: {name}{where}", [
+            ("Lasted", lasted(started, resolved)),
+            ("Resolved", _ago(resolved, now)),
+        ]
+    severity = next((a.labels.get("severity") for a in firing if a.labels.get("severity")), "")
+    icon = {"critical": "🔴", "warning": "🟡"}.get(str(severity), "🔵")
+    count = (
+        f"{len(alerts)}"
+        if len(firing) == len(alerts)
+        else f"{len(firing)} of {len(alerts)} still standing"
+    )
+    return f"{icon} Housekeeping notice: {name}{where}", [
+        ("Notices", count),
+        ("First", _ago(started, now)),
+    ]
 
 
 def news(
@@ -146,79 +184,55 @@ def news(
     refired: bool,
     lasted: str | None = None,
     not_shown: int = 0,
+    notices: bool = False,
 ) -> Message:
     """What changed, for the thread; ``not_shown``: how many alerts of the group
-    Alertmanager left out of the notification (its truncatedAlerts)."""
+    Alertmanager left out of the notification (its truncatedAlerts). ``notices``: the
+    group is queuebot's housekeeping notices, which the thread calls notices, not alerts."""
+    what = "notice" if notices else "alert"
     blocks: list[Block] = []
     if refired:
-        blocks.append(Heading("🔴 Firing again"))
+        blocks.append(Heading("🔴 Raised again" if notices else "🔴 Firing again"))
     if started:
         if not refired:
-            blocks.append(Heading(f"🔴 {len(started)} more alert(s) firing"))
+            more = (
+                f"{len(started)} more notice(s)"
+                if notices
+                else f"{len(started)} more alert(s) firing"
+            )
+            blocks.append(Heading(f"🔴 {more}"))
         blocks.append(Text(_listed(started, common, "🔴")))
     if resolved:
-        blocks.append(Heading(f"✅ {len(resolved)} alert(s) resolved"))
+        blocks.append(Heading(f"✅ {len(resolved)} {what}(s) resolved"))
         blocks.append(Text(_listed(resolved, common, "✅")))
     if group_resolved:
         blocks.append(
-            Text(f"All alerts of this group are resolved{f' after {lasted}' if lasted else ''}.")
+            Text(f"All {what}s of this group are resolved{f' after {lasted}' if lasted else ''}.")
         )
     if not_shown:
         blocks.append(Text(_not_shown_text(not_shown)))
     summary = (
-        "All alerts resolved"
+        f"All {what}s resolved"
         if group_resolved
-        else "Firing again"
+        else ("Raised again" if notices else "Firing again")
         if refired
-        else f"{len(started)} firing, {len(resolved)} resolved"
+        else f"{len(started)} {'new' if notices else 'firing'}, {len(resolved)} resolved"
     )
     return Message(summary=summary, blocks=tuple(blocks))
 
 
 def triage(report: Triage, *, queue: str) -> Message:
-    """The breakdown that comes with FailedJobsAccumulating: failed rows by reason, the
-    top error signatures, the oldest pending job; buttons for the full triage and the
-    failed rows."""
-    blocks: list[Block] = [Heading(f"Triage of {queue} at {report.taken_at:%H:%M} UTC")]
-    total = (
-        f"≈{estimate.rounded(report.total):,}" if report.total_estimated else f"{report.total:,}"
-    )
-    facts: list[tuple[str, str]] = [(report.unit.capitalize(), total)]
-    age = report.oldest_pending_age
-    facts.append(
-        ("Oldest pending", "none pending" if age is None else _minutes(age.total_seconds()))
-    )
-    facts.append((report.dead_title, f"{report.signatures_total:,}"))
-    blocks.append(Fields(tuple(facts)))
-    if report.by_reason:
-        blocks.append(
-            Table(
-                ("failure reason", "rows"),
-                tuple((c.key, f"{c.count:,}") for c in report.by_reason[:MOST_LISTED]),
-                title=f"{report.dead_title} by failure reason",
-                numeric=(1,),
-            )
-        )
-    if report.by_signature:
-        blocks.append(
-            Table(
-                ("error signature", "rows"),
-                tuple((c.key, f"{c.count:,}") for c in report.by_signature[:5]),
-                title=f"Top error signatures (of the newest {report.signatures_of:,})",
-                numeric=(1,),
-            )
-        )
-    blocks.append(
-        Actions(
-            (
-                Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
-                Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
-            )
+    """The triage that comes with FailedJobsAccumulating: ``/queue triage``'s own reply
+    (one renderer, so the thread and the command show one layout), with buttons for a
+    fresh triage and the dead letters."""
+    shown = triage_message(report)
+    buttons = Actions(
+        (
+            Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
+            Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
         )
     )
-    return Message(
-        summary=f"Triage of {queue}: {report.signatures_total:,} failed", blocks=tuple(blocks)
-    )
+    return Message(summary=shown.summary, blocks=(*shown.blocks, buttons))
 
 
 def triage_unavailable(queue: str | None, why: str) -> Message:
@@ -227,8 +241,3 @@ def triage_unavailable(queue: str | None, why: str) -> Message:
         summary="Triage unavailable",
         blocks=(Text(f"The triage {what}could not be read: {why}. Try /queue triage."),),
     )
-
-
-def _minutes(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"

@@ -9,13 +9,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.changes.model import ChangeKind, IncidentOverrides, incident_number
 from services.config import RedriveConfig
-from services.errors import NotFound, PreconditionFailed
+from services.errors import ChecksFailed, NotFound, PreconditionFailed
 from services.estate.ops import Ineligible, Selector, Target
 from services.estate.profile import QueueProfile
 from services.plans import store as plan_store
 from services.plans.candidates import candidates, wave_schedule
 from services.plans.model import ACTIVE, ItemState, PlanState
-from services.plans.preconditions import Evaluation
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,9 @@ async def freeze(
         now=now,
     )
     if evaluation.refusal:
-        raise PreconditionFailed(
-            f"{kind.value} {evaluation.refusal}. All checks: {_listed(evaluation)}"
+        raise ChecksFailed(
+            refusal=f"{kind.value} {evaluation.refusal}",
+            checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks],
         )
     schedule = wave_schedule(redrive, len(targets), selector.sample) if staged else []
     return Frozen(
@@ -100,10 +100,6 @@ async def _plan_change(
     out = await plan_store.items_in(conn, selector.plan, state=ItemState.REDRIVEN)
     unclaimed = await profile.plan_ops.unclaimed(conn, items=plan_store.refs(out))
     return Frozen([], [], affected=len(unclaimed))
-
-
-def _listed(evaluation: Evaluation) -> str:
-    return "; ".join(f"{c.name}: {c.verdict} ({c.detail})" for c in evaluation.checks)
 
 
 def nothing_to_do(kind: ChangeKind, selector: Selector, ineligible: list[Ineligible]) -> str:

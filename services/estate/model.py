@@ -74,6 +74,9 @@ class Triage:
     duplicate_groups: int = 0
     duplicate_rows: int = 0
     duplicates_of_active: int = 0
+    # False where the team's table cannot tell duplicates (worker_queue without
+    # issue_number): the reply then prints no duplicate count at all.
+    duplicates_detected: bool = True
     # How the profile names things, so replies need not know which profile it is:
     unit: str = "jobs"  # what total counts
     dead_title: str = "Failed"  # what the signature breakdown covers

@@ -30,6 +30,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import ConfigError, PreconditionFailed, UsageError
+from services.estate.labels import (
+    Labels,
+    labels_of,
+    lacking,
+    lacking_note,
+    takes,
+    unwritable_label,
+)
 from services.estate.model import (
     DEAD_LETTER_STATES,
     CanonicalState,
@@ -96,6 +104,16 @@ class BoundTable:
                 f"{self.name} has no column {logical!r}: it is optional and absent here, "
                 "so the caller must check has() first"
             ) from None
+
+    def labels(self, logical: str) -> Labels | None:
+        """The labels the column's type takes where it is an enum, else None (any value):
+        a status list that goes into SQL keeps only these (``takes``)."""
+        return labels_of(self.c(logical))
+
+    def takes(self, logical: str, values: Iterable[str]) -> list[str]:
+        """Of ``values``, those the column can hold: comparing an enum column with a label
+        its type lacks is an error in PostgreSQL, not a comparison that matches nothing."""
+        return takes(self.labels(logical), values)
 
     def isin(self, logical: str, values: Sequence[Any]) -> sa.ColumnElement[bool]:
         """``column IN (values)``; on PostgreSQL ``column = ANY(array)``: one parameter
@@ -255,7 +273,8 @@ class QueueProfile(ABC):
     def unwritable(self, writes: Iterable[tuple[CanonicalState, str]]) -> str | None:
         """Why a change writing these (state, value) pairs would write a value the team's
         table may not take, or None. The profile's own value is written only where its
-        state is unmapped (the team keeps the shipped values) or the mapping lists it."""
+        state is unmapped (the team keeps the shipped values) or the mapping lists it, and
+        only where the status column's type takes it (an enum lacking it refuses it)."""
         for state, value in writes:
             mapped = self._statuses.get(state.value)
             if mapped is not None and value not in mapped:
@@ -265,7 +284,22 @@ class QueueProfile(ABC):
                     f"lists {listed} but not {value!r}; add {value!r} there if your table "
                     "takes it"
                 )
+            # the status column whose own values hold it (the main table's by default)
+            vocabularies = self.status_vocabularies()
+            role, column, _ = next((v for v in vocabularies if value in v[2]), vocabularies[0])
+            table = self._tables.get(role) if self._tables is not None else None
+            labels = table.labels(column) if table is not None else None
+            if table is not None and labels is not None and lacking(labels, [value]):
+                where = f"{table.name}.{table.c(column).name}"
+                return unwritable_label(labels, where, state.value, value)
         return None
+
+    def takes_statuses(self, role: str, column: str, values: Iterable[str]) -> list[str]:
+        """Of ``values``, those the reflected ``role.column`` can hold (all of them before
+        reflection, or where the column is not an enum): every status list a read or a
+        change puts into SQL goes through here (``statuses_in``)."""
+        table = self._tables.get(role) if self._tables is not None else None
+        return table.takes(column, values) if table is not None else list(values)
 
     def check_writable(self, action: Action) -> None:
         """Refuse a change that would write a status value the team's table may not take."""
@@ -306,7 +340,10 @@ class QueueProfile(ABC):
         return count_map(rows)
 
     def statuses_in(self, *states: CanonicalState) -> list[str]:
-        return [status for status, state in self.state_map.items() if state in states]
+        """The main table's statuses in these states, mapped ones included, that its status
+        column can hold (an enum type may lack some: those match nothing)."""
+        wanted = [status for status, state in self.state_map.items() if state in states]
+        return self.takes_statuses(self.specs[0].role, self.status_column, wanted)
 
     # -- reflection --------------------------------------------------------------------
 
@@ -417,16 +454,19 @@ class QueueProfile(ABC):
             bound = tables.get(role)
             where = f"{bound.name}.{bound.c(column).name}" if bound is not None else role
             merged = self.mapped_states(own)
+            labels = bound.labels(column) if bound is not None else None
+            missing = lacking(labels, merged)
             parts = []
             for state in CanonicalState:
-                values = [v for v, s in merged.items() if s is state]
+                values = [v for v, s in merged.items() if s is state and v not in missing]
                 if values:
                     added = [v for v in values if v not in own]
                     note = f" ({', '.join(added)} from [statuses])" if added else ""
                     parts.append(f"{state.value} = {', '.join(values)}{note}")
+            typed = f"; {lacking_note(labels, missing)}" if labels is not None and missing else ""
             lines.append(
                 f"statuses of {where}: {'; '.join(parts)}; any other value is unknown and "
-                "never acted on"
+                f"never acted on{typed}"
             )
         for action, writes in self.status_writes.items():
             problem = self.unwritable(writes)

@@ -21,9 +21,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.alerts.desk import GROUPS, key_hash, store
+from services.alerts.messages import HOUSEKEEPING
 from services.alerts.payload import Alert, Notification, parse_time
 
-SOURCE = "housekeeping"
+SOURCE = HOUSEKEEPING  # its threads say "From: queuebot's housekeeping", not Alertmanager
 RECEIVER = "queuebot"
 LAST_RETRY = "LastRetry"
 EXHAUSTED = "RetryExhausted"

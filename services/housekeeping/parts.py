@@ -228,7 +228,7 @@ def part_d(q: BoundTable, config: HousekeepingConfig, now: datetime) -> list[Cha
     """Claimed rows never started, with no heartbeat, claimed before the cutoff."""
     cutoff = now - timedelta(minutes=config.stuck_claim_minutes)
     where = [
-        q.c("status") == CLAIMED,
+        q.c("status").in_(q.takes("status", [CLAIMED])),  # an enum may lack it
         q.c("started_at").is_(None),
         q.c("heartbeat_at").is_(None),
         q.c("claimed_at") < cutoff,

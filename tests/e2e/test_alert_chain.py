@@ -107,7 +107,7 @@ def test_failed_jobs_accumulating_from_prometheus_to_a_slack_thread(
             assert "Queue workers: 15 failed jobs need a look" in shown
             wait(lambda: _thread(fake, root), 30, "triage in the thread")
             triage = str(_thread(fake, root)[0].body["blocks"])
-            assert "Triage of workers" in triage
+            assert "Triage: queue workers (worker_queue)" in triage
             assert "implementation_error" in triage
             assert "q:triage:workers" in triage and "q:failed:workers" in triage
 

@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from bot.slack.render import blocks as slack_blocks
+from commands.handlers.queue_read import triage_message
+from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 from tests.integration.alerting import alert, alert_bot, notification
 
 pytestmark = pytest.mark.usefixtures("db_url")
@@ -40,7 +44,13 @@ async def test_a_group_gets_one_root_with_triage_and_repeats_post_nothing(
         assert "FIRING: FailedJobsAccumulating · queue workers" in str(root.body["blocks"])
         (triage,) = bot.replies(root)
         shown = str(triage.body["blocks"])
-        assert "Triage of workers" in shown and "Oldest pending" in shown
+        # the alert thread's triage is /queue triage's reply, with the thread's buttons
+        report = await QueueReads(bot.app.estate, gate=ReadGate(fresh_for=0.0)).triage(
+            queue="workers"
+        )
+        same = slack_blocks(triage_message(report))
+        assert triage.body["blocks"][: len(same)] == same
+        assert "Triage: queue workers (worker_queue)" in shown and "oldest pending" in shown
         assert "q:triage:workers" in shown and "q:failed:workers" in shown
         assert bot.updates() == []
         assert await bot.stored() == 3

@@ -138,7 +138,7 @@ async def test_failed_actionable_fires_after_its_window_with_the_triage(
         assert "FIRING: FailedJobsAccumulating · queue workers" in root
         (call,) = [c for c in bot.roots() if "FailedJobsAccumulating" in str(c.body["blocks"])]
         (triage,) = bot.replies(call)
-        assert "Triage of workers" in str(triage.body["blocks"])
+        assert "Triage: queue workers (worker_queue)" in str(triage.body["blocks"])
         async with bot.app.estate.engine.begin() as conn:  # fixed with SQL
             await conn.execute(
                 sa.text(

@@ -195,6 +195,11 @@ async def test_notices_and_the_summary_reach_the_alerts_channel_in_threads(
         "stuck claimed row(s) of workers released",
     ):
         assert said in posts, posts
+    # a housekeeping notice says where it is from, and is not styled as Alertmanager's
+    roots = [render_message(p.message) for p in chat.posts if p.where == "alerts"]
+    assert len(roots) == 5 and all("From: queuebot's housekeeping" in r for r in roots)
+    assert "Alertmanager" not in posts and "FIRING" not in posts
+    assert "Housekeeping notice: LastRetry · queue workers" in posts
     seen = len(chat.posts)
 
     again = await services.housekeeper.run(actor=Actor.system("test"))

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
+from bot.render_text import render_message
+from commands.handlers import queue_read
+from commands.model import Dlq, Stuck
+from commands.model import Triage as TriageCommand
 from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
@@ -37,6 +42,8 @@ from services.estate.profile import QueueProfile, plain
 from services.estate.worker_queue import WorkerQueueProfile
 from services.migrate import upgrade
 from services.plans.model import PlanState
+from services.queue_reads import QueueReads
+from services.read_gate import ReadGate
 from tests.integration.single_table_profile import SingleTableProfile
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 
@@ -105,6 +112,17 @@ class Team:
         decision = await self.services.changes.approve(number=view.number, actor=BOB)
         assert decision.executed and decision.view.result is not None
         return sorted(decision.view.result.changed)
+
+    async def reply(self, command: Any) -> str:
+        """What a read command's reply says, rendered as the console prints it."""
+        handler = {
+            TriageCommand: queue_read.handle_triage,
+            Dlq: queue_read.handle_dlq,
+            Stuck: queue_read.handle_stuck,
+        }[type(command)]
+        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
+        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
+        return render_message(done.message)
 
 
 async def open_team(db_url: str, config: QueueConfig, ddl: list[str] | None = None) -> Team:
@@ -201,7 +219,7 @@ async def test_a_worker_table_with_only_its_required_columns_is_triaged(workers:
         "no job_type column: no breakdown by job type",
         "no failure_reason column: no breakdown by failure reason",
         "no issue_number column: duplicates are not detected",
-        "no heartbeat_at column: stuck is judged by claimed_at",
+        "no heartbeat_at or started_at column: stuck is judged by claimed_at",
     ]
     with pytest.raises(UsageError, match="has no job_type column"):
         await workers.triage(job_type="dev-issue")
@@ -373,6 +391,11 @@ async def test_messages_and_jobs_alone_are_triaged(clips: Team) -> None:
     assert t.by_type == [] and t.notes == ["no tenant_id column: no breakdown by tenant"]
     with pytest.raises(UsageError, match="has no tenant_id column"):
         await clips.dead_ids(tenant="acme")
+    # a refusal points only at the filters this estate has: no --tenant here
+    with pytest.raises(UsageError, match=r"filter with --error-like TEXT\Z"):
+        await clips.dead_ids(reason="timeout")
+    with pytest.raises(UsageError, match=r"filter /queue dlq with --error-like TEXT\Z"):
+        await clips.triage(job_type="render")
     async with clips.estate.connect() as conn:
         shown = await clips.profile.show(conn, job_id=dead[0])
         stuck = await clips.profile.stuck(conn, now=START, limit=10)
@@ -817,3 +840,143 @@ async def test_config_check_of_the_demo_estate_says_nothing_is_turned_off(db_url
         assert "DEAD_LETTER (DEAD_LETTER from [statuses])" in workers[0]
     finally:
         await engine.dispose()
+
+
+# -- a team's status column of an enum type without queuebot's values -----------------------
+
+# The team's own table: its state is an enum of four labels, none of them 'claimed', 'done',
+# 'failed_permanently' or 'cancelled'; its dead rows are 'dead', mapped in [statuses].
+TEAM_ENUM_DDL = [
+    "CREATE TYPE job_state AS ENUM ('queued', 'running', 'failed', 'dead')",
+    "CREATE TABLE jobs (id BIGSERIAL PRIMARY KEY, state job_state NOT NULL, last_error TEXT, "
+    "enqueued_at TIMESTAMPTZ NOT NULL, locked_at TIMESTAMPTZ, attempts INTEGER NOT NULL "
+    "DEFAULT 0, kind TEXT)",
+]
+TEAM_ENUM_CONFIG = QueueConfig(
+    profile="worker_queue",
+    table="jobs",
+    columns={
+        "queue.status": "state",
+        "queue.error_message": "last_error",
+        "queue.queued_at": "enqueued_at",
+        "queue.claimed_at": "locked_at",
+        "queue.retry_count": "attempts",
+        "queue.job_type": "kind",
+    },
+    statuses={"dead": ["dead"]},
+)
+
+
+@pytest.mark.postgres
+async def test_an_enum_status_column_without_the_profiles_values_is_read_and_changed(
+    pg_url: str,
+) -> None:
+    """Every read and change compares only labels the enum type has (comparing another is
+    an error in PostgreSQL), and a change that would write a label the type lacks is
+    refused, naming the label."""
+    team = await open_team(pg_url, TEAM_ENUM_CONFIG, TEAM_ENUM_DDL)
+    try:
+        failed = await add_worker_rows(team, [failed_row(minutes=90 + i) for i in range(2)])
+        dead = await add_worker_rows(team, [failed_row("dead")])
+        await add_worker_rows(
+            team,
+            [
+                {"status": "queued", "queued_at": START - timedelta(minutes=20)},
+                {"status": "running", "queued_at": AN_HOUR_AGO, "claimed_at": AN_HOUR_AGO},
+            ],
+        )
+
+        t = await team.triage(job_type=None)
+        assert counts(t) == {
+            "failed": (CanonicalState.FAILED, 2),
+            "dead": (CanonicalState.DEAD, 1),
+            "queued": (CanonicalState.PENDING, 1),
+            "running": (CanonicalState.IN_FLIGHT, 1),
+        }
+        assert t.dead_letters == 3 and t.stuck == 1
+        assert t.oldest_pending_age == timedelta(minutes=20)
+        assert await team.dead_ids() == sorted(failed + dead)
+        assert await team.dead_ids(job_type="render") == []
+        async with team.estate.connect() as conn:
+            stuck = await team.profile.stuck(conn, now=START, limit=10)
+            shown = await team.profile.show(conn, job_id=dead[0])
+            assert await team.profile.dead_rows(conn) == 3
+        assert [r.status for r in stuck.rows] == ["running"]
+        assert shown.status == "dead" and shown.canonical is CanonicalState.DEAD
+        lines = await team.describe()
+        assert lines[0] == (
+            "statuses of jobs.state: pending = queued; in_flight = running; failed = failed; "
+            "dead = dead (dead from [statuses]); any other value is unknown and never acted "
+            "on; its type job_state has no 'claimed', 'done', 'failed_permanently' or "
+            "'cancelled', so those statuses match nothing"
+        )
+        assert (
+            "cancel is off: it writes cancelled as 'cancelled', a label the type job_state "
+            "of jobs.state lacks; add it (ALTER TYPE job_state ADD VALUE 'cancelled') if "
+            "your workers may see it: [queue.statuses] maps the values queuebot reads, it "
+            "does not change the ones it writes"
+        ) in lines
+
+        with pytest.raises(PreconditionFailed, match="'cancelled', a label the type job_state"):
+            await team.change(ChangeKind.CANCEL, failed[:1])
+        assert await team.change(ChangeKind.REQUEUE, failed[:1]) == failed[:1]
+        assert await team.change(ChangeKind.REDRIVE, dead) == dead
+        after = await worker_statuses(team, [*failed, *dead])
+        assert [after[i][0] for i in [*failed, *dead]] == ["queued", "failed", "queued"]
+        assert await team.dead_ids() == failed[1:]
+        async with team.engine.begin() as conn:  # a staged redrive's counts and candidates
+            await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
+        assert await approved_plan(team)
+    finally:
+        await team.engine.dispose()
+
+
+# The same team table with a text status, on either database: what the replies say of
+# columns it lacks (no issue_number, no failure_reason, no heartbeat_at or started_at; the
+# claim time is locked_at).
+TEAM_TEXT_DDL = {
+    "postgresql": "CREATE TABLE jobs (id BIGSERIAL PRIMARY KEY, state TEXT NOT NULL, "
+    "last_error TEXT, enqueued_at TIMESTAMPTZ NOT NULL, locked_at TIMESTAMPTZ, attempts "
+    "INTEGER NOT NULL DEFAULT 0, kind TEXT)",
+    "sqlite": "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, state TEXT NOT NULL, "
+    "last_error TEXT, enqueued_at DATETIME NOT NULL, locked_at DATETIME, attempts INTEGER "
+    "NOT NULL DEFAULT 0, kind TEXT)",
+}
+
+
+async def test_replies_say_only_what_the_team_tables_columns_support(db_url: str) -> None:
+    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
+    team = await open_team(db_url, TEAM_ENUM_CONFIG, [TEAM_TEXT_DDL[dialect]])
+    try:
+        await add_worker_rows(team, [failed_row(minutes=90 + i) for i in range(2)])
+        await add_worker_rows(
+            team,
+            [
+                {"status": "queued", "queued_at": START - timedelta(minutes=20)},
+                {"status": "running", "queued_at": AN_HOUR_AGO, "claimed_at": AN_HOUR_AGO},
+            ],
+        )
+
+        triage = await team.reply(TriageCommand())
+        assert "duplicates: " not in triage  # no count beside "not detected"
+        assert "no issue_number column: duplicates are not detected" in triage
+        assert "no heartbeat_at or started_at column: stuck is judged by locked_at" in triage
+        assert "claimed_at" not in triage
+        assert "None" not in triage  # rows without a kind
+        assert "(no job type)" in triage
+
+        stuck = await team.reply(Stuck())
+        assert "running, locked 1h00m ago (locked_at); no heartbeat or start time kept" in (stuck)
+        assert "since it started" not in stuck
+
+        with pytest.raises(UsageError) as refused:
+            await team.reply(Dlq(tenant="acme"))
+        assert str(refused.value) == (
+            "queue 'q' (worker_queue) has no tenants; select by --job-type or --error-like instead"
+        )
+        with pytest.raises(UsageError) as refused:
+            await team.reply(Dlq(reason="timeout"))
+        assert "failure" not in str(refused.value).split(";")[1]  # the way out works here
+        assert "--job-type or --error-like" in str(refused.value)
+    finally:
+        await team.engine.dispose()

@@ -186,8 +186,8 @@ class MessageJobChanges:
                 f"--duplicates and --failure-reason apply to worker_queue queues; queue "
                 f"{self.profile.queue!r} is message_job: name the job ids"
             )
+        t = await self.profile.tables(conn)  # reflected first: the check reads its types
         self.profile.check_writable(action)
-        t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
         job_keys = self.profile.id_texts(j.c("id"), selector.ids)
         msg_keys = (
@@ -303,8 +303,8 @@ class MessageJobChanges:
     async def apply_kept(
         self, conn: AsyncConnection, *, request: int, action: Action, now: datetime, note: str
     ) -> Kept:
+        t = await self.profile.tables(conn)  # reflected first: the check reads its types
         self.profile.check_writable(action)
-        t = await self.profile.tables(conn)
         return await kept.apply_kept(
             conn,
             m=t["messages"],
@@ -326,8 +326,8 @@ class MessageJobChanges:
         note: str,
         duplicates: bool,
     ) -> Applied:
+        t = await self.profile.tables(conn)  # reflected first: the check reads its types
         self.profile.check_writable(action)
-        t = await self.profile.tables(conn)
         m, j, e = t["messages"], t["jobs"], t.get("events")
         changed_jobs: list[Any] = []
         before: list[tuple[str, Any]] = []  # (message, image): dicts, or database JSON

@@ -137,7 +137,9 @@ class MessageJobProfile(QueueProfile):
         return [("messages", "status", MESSAGE_STATES), ("jobs", "status", JOB_STATES)]
 
     def job_statuses_in(self, *states: CanonicalState) -> list[str]:
-        return [status for status, state in self.job_state_map.items() if state in states]
+        """The jobs' statuses in these states that their status column can hold."""
+        wanted = [status for status, state in self.job_state_map.items() if state in states]
+        return self.takes_statuses("jobs", "status", wanted)
 
     def index_plan(self) -> list[IndexPlan]:
         return [
@@ -208,12 +210,14 @@ class MessageJobProfile(QueueProfile):
         job_type: str | None,
         exact: bool = False,
     ) -> Triage:
-        if job_type is not None:
-            raise UsageError(
-                f"queue {self.queue!r} (message_job) has no job types; its jobs are grouped "
-                "by tenant (see /queue dlq --tenant T)"
-            )
         t = await self.tables(conn)
+        if job_type is not None:
+            grouped = (
+                "its jobs are grouped by tenant (see /queue dlq --tenant T)"
+                if t["jobs"].has("tenant_id")
+                else "filter /queue dlq with --error-like TEXT"
+            )
+            raise UsageError(f"queue {self.queue!r} (message_job) has no job types; {grouped}")
         m, j = t["messages"], t["jobs"]
         where: list[sa.ColumnElement[bool]] = []
         if since is not None:
@@ -498,12 +502,13 @@ class MessageJobProfile(QueueProfile):
     ) -> list[sa.ColumnElement[bool]]:
         """The dead letters ``filters`` picks (over messages joined to their jobs): /queue
         dlq lists them and a staged redrive selects them with this one definition."""
+        m, j = tables["messages"], tables["jobs"]
         if filters.reason is not None or filters.job_type is not None:
+            tenant = " or --tenant T" if j.has("tenant_id") else ""  # only what works here
             raise UsageError(
                 f"queue {self.queue!r} (message_job) has no failure_reason or job type "
-                "columns; filter with --error-like TEXT or --tenant T"
+                f"columns; filter with --error-like TEXT{tenant}"
             )
-        m, j = tables["messages"], tables["jobs"]
         where: list[sa.ColumnElement[bool]] = [m.c("status").in_(self.dead_letter_statuses)]
         if filters.tenant is not None:
             if not j.has("tenant_id"):

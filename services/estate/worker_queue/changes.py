@@ -89,8 +89,8 @@ class WorkerQueueChanges:
         )
 
     async def freeze(self, conn: AsyncConnection, *, action: Action, selector: Selector) -> Frozen:
+        q = await self._table(conn)  # reflected first: the check reads its types
         self.profile.check_writable(action)
-        q = await self._table(conn)
         if selector.duplicates:
             if not q.has("issue_number"):
                 raise self._no_column("issue_number", "duplicate queued rows cannot be found")
@@ -191,8 +191,8 @@ class WorkerQueueChanges:
         note: str,
         duplicates: bool,
     ) -> Applied:
+        q = await self._table(conn)  # reflected first: the check reads its types
         self.profile.check_writable(action)
-        q = await self._table(conn)
         if action is Action.CANCEL:
             values: dict[str, Any] = {q.c("status").name: CANCELLED}
         else:  # requeue and redrive: back to queued, retries and failure fields cleared

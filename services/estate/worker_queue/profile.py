@@ -41,6 +41,7 @@ from services.estate.profile import (
     row_dict,
 )
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.worker_queue import words
 from services.estate.worker_queue.changes import WorkerQueueChanges
 from services.estate.worker_queue.plans import WorkerQueuePlanOps
 from services.estate.worker_queue.schema import (
@@ -52,6 +53,7 @@ from services.estate.worker_queue.schema import (
 )
 
 NOT_READ = "nothing: queuebot does not read it"
+NO_TYPE = "(no job type)"  # triage's by-type row of rows whose job_type is NULL
 
 
 class WorkerQueueProfile(QueueProfile):
@@ -143,25 +145,14 @@ class WorkerQueueProfile(QueueProfile):
             "see `queuebot config check` for what this queue's table turns off"
         )
 
-    def _notes(self, q: BoundTable) -> list[str]:
-        """What triage leaves out for lack of an optional column."""
-        notes = []
-        if not q.has("job_type"):
-            notes.append("no job_type column: no breakdown by job type")
-        if not q.has("failure_reason"):
-            notes.append("no failure_reason column: no breakdown by failure reason")
-        if not q.has("issue_number"):
-            notes.append("no issue_number column: duplicates are not detected")
-        if not q.has("heartbeat_at"):
-            judged = "started_at, else claimed_at" if q.has("started_at") else "claimed_at"
-            notes.append(f"no heartbeat_at column: stuck is judged by {judged}")
-        return notes
-
     def _stuck_condition(self, q: BoundTable, cutoff: datetime) -> sa.ColumnElement[bool]:
         # Stuck: claimed but never started and no heartbeat; or running (any other
         # in-flight status) whose latest sign of life (heartbeat, start, claim) is stale.
         status = q.c("status")
-        claimed: list[sa.ColumnElement[bool]] = [status == CLAIMED, q.c("claimed_at") < cutoff]
+        claimed: list[sa.ColumnElement[bool]] = [
+            status.in_(q.takes("status", [CLAIMED])),
+            q.c("claimed_at") < cutoff,
+        ]
         signs = [q.c(c) for c in ("heartbeat_at", "started_at") if q.has(c)]
         claimed.extend(c.is_(None) for c in signs)
         life = sa.func.coalesce(*signs, q.c("claimed_at")) if signs else q.c("claimed_at")
@@ -241,7 +232,8 @@ class WorkerQueueProfile(QueueProfile):
             if has_reason and name in self.dead_letter_statuses:
                 reasons[str(plain(reason)) if reason is not None else NO_REASON] += count
             if has_type:
-                types[str(jtype)][self.canonical(name)] += count
+                kind = str(plain(jtype)) if jtype is not None else NO_TYPE
+                types[kind][self.canonical(name)] += count
         guessed = plan.status if estimated and plan is not None else None
         if guessed is not None:
             status_counts[guessed] = counted[guessed]
@@ -277,7 +269,8 @@ class WorkerQueueProfile(QueueProfile):
             duplicate_groups=dup_groups,
             duplicate_rows=dup_rows,
             duplicates_of_active=dup_active,
-            notes=self._notes(q),
+            duplicates_detected=q.has("issue_number"),
+            notes=words.notes(q),
         )
 
     def _oldest_pending(self, q: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
@@ -395,13 +388,13 @@ class WorkerQueueProfile(QueueProfile):
         q = tables["queue"]
         if filters.tenant is not None:
             raise UsageError(
-                f"queue {self.queue!r} (worker_queue) has no tenants; select by failure "
-                "reason, job type or --error-like instead"
+                f"queue {self.queue!r} (worker_queue) has no tenants; select by "
+                f"{words.ways_out(q)} instead"
             )
         where: list[sa.ColumnElement[bool]] = [q.c("status").in_(self.dead_letter_statuses)]
         if filters.reason is not None:
             if not q.has("failure_reason"):
-                raise self._no_column("failure_reason", "dead letters cannot be selected by it")
+                raise words.no_filter(self.queue, q, "failure_reason")
             if filters.reason not in FAILURE_REASONS:
                 raise UsageError(
                     f"unknown failure reason {filters.reason!r}; expected one of "
@@ -410,7 +403,7 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("failure_reason") == filters.reason)
         if filters.job_type is not None:
             if not q.has("job_type"):
-                raise self._no_column("job_type", "dead letters cannot be selected by it")
+                raise words.no_filter(self.queue, q, "job_type")
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
@@ -470,14 +463,9 @@ class WorkerQueueProfile(QueueProfile):
                 note = "claimed, never started" + (
                     ", no heartbeat" if q.has("heartbeat_at") else ""
                 )
+                age = f" for {words.minutes(now, since)}" if since else ""
             else:
-                since = next((v for v in signs.values() if v is not None), None)
-                note = (
-                    "running, heartbeat stale"
-                    if q.has("heartbeat_at")
-                    else "running, no sign of life since it started"
-                )
-            age = f" for {_minutes(now, since)}" if since else ""
+                note, age = words.running_note(q, signs, now)
             node = m[q.c("server_node").name] if q.has("server_node") else None
             where = f" on {node}" if node else ""
             rows.append(self._summary(q, r, note=f"{note}{age}{where}"))
@@ -509,11 +497,6 @@ class WorkerQueueProfile(QueueProfile):
             DuplicateGroup(f"issue #{k}", ids, f"{len(ids)} queued rows")
             for k, ids in groups.items()
         ]
-
-
-def _minutes(now: datetime, since: datetime) -> str:
-    minutes = int((now - since).total_seconds() // 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 def _spread(values: Sequence[Any], present: Sequence[bool]) -> list[Any]:

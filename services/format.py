@@ -1,0 +1,62 @@
+"""Small, consistent renderings of numbers, times and text for replies and posts (the
+commands' replies and the services' own posts, e.g. an alert thread's triage, share them)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from services.estate import estimate
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def approx(n: int) -> str:
+    """An estimated count: three significant figures, marked, e.g. "≈914,000"."""
+    return f"≈{estimate.rounded(n):,}"
+
+
+def count_of(n: int, estimated: bool) -> str:
+    return approx(n) if estimated else count(n)
+
+
+def age(delta: timedelta | None) -> str:
+    if delta is None:
+        return "none"
+    seconds = int(delta.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "-"
+
+
+def clip(text: str | None, limit: int = 80) -> str:
+    if text is None:
+        return "-"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def value(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(v)
+
+
+def share(part: int, whole: int, *, estimated: bool = False) -> str:
+    if not whole:
+        return "-"
+    return f"{'≈' if estimated else ''}{100 * part / whole:.1f}%"
