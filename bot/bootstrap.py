@@ -195,6 +195,10 @@ def wire_services(
         ),
         audit=audit,
         incidents=desk_of_incidents,
+        # who could approve a request: known where the people are (the directory given)
+        approvers=(
+            None if directory is None else lambda: [p.name for p in people.with_role("approver")]
+        ),
     )
     desk = AlertDesk(
         engine=state_engine,

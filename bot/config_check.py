@@ -5,9 +5,11 @@ line on stderr (exit 1); what works but may surprise is a ``warning:`` line (exi
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 
 from bot.alertmanager import describe as describe_alerting
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from services.changes import quorum
 from services.config import Config
 from services.db import reading, redacted, same_database
 from services.errors import QueuebotError
@@ -26,74 +28,107 @@ SEPARATE_DATABASES = (
 )
 
 
+@dataclass
+class Findings:
+    """What the check found: lines to show, problems (exit 1) and warnings (exit 0)."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
 async def config_check(config: Config) -> int:
     """Validate everything a start would need and say what is there."""
     app: App = await build_app(config, migrate=False, writes=False)
-    problems: list[str] = []
-    lines = [
-        f"config: {config.source or 'defaults (no file)'}",
-        f"state database: {redacted(config.env.state_url)}",
-        f"queue database: {redacted(config.env.estate_url)}",
-    ]
+    found = Findings(
+        lines=[
+            f"config: {config.source or 'defaults (no file)'}",
+            f"state database: {redacted(config.env.state_url)}",
+            f"queue database: {redacted(config.env.estate_url)}",
+        ]
+    )
     if not same_database(config.env.state_url, config.env.estate_url):
-        problems.append(SEPARATE_DATABASES)
+        found.problems.append(SEPARATE_DATABASES)
     try:
         current = await current_revision(app.state_engine)
         head = head_revision()
         if current != head:
-            problems.append(
+            found.problems.append(
                 f"state database is at revision {current}, newest is {head}: "
                 "run `queuebot db upgrade` (serve and console do it on start)"
             )
-        for name, profile in app.estate.profiles.items():
-            try:
-                async with app.estate.connect() as conn:
-                    tables = await profile.tables(conn)
-                    described = await profile.describe(conn)
-                lines.append(
-                    f"queue {name} ({profile.name}): tables "
-                    f"{', '.join(t.name for t in tables.values())} ok"
-                )
-                lines.extend(f"  {line}" for line in described)
-                lines.extend(f"  {line}" for line in housekeeping_lines(profile, tables))
-            except QueuebotError as exc:
-                problems.append(exc.message)
+        await _queues(app, found)
         alerting, alert_problems = describe_alerting(config)
-        lines.extend(alerting)
-        problems.extend(alert_problems)
-        lines.extend(_runbook_lines(app, config))
-        people = config.file.people
-        lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
-        if people and not app.directory.with_role("approver"):
-            problems.append("nobody has the approver role: no change could ever be approved")
-        env = config.env  # the validated environment, not the process's own
-        for var, value in (
-            ("SLACK_BOT_TOKEN", env.slack_bot_token),
-            ("SLACK_SIGNING_SECRET", env.slack_signing_secret),
-            ("SLACK_APP_TOKEN", env.slack_app_token),
-        ):
-            said = "empty (counts as not set)" if var in env.empty else "not set"
-            lines.append(f"{var}: {'set' if value is not None else said}")
-        lines.append(
-            "QUEUEBOT_AUDIT_KEY: set (the audit chain is keyed)"
-            if env.audit_key is not None
-            else f"QUEUEBOT_AUDIT_KEY: not set: {UNKEYED.split(': ', 1)[1]}"
-        )
+        found.lines.extend(alerting)
+        found.problems.extend(alert_problems)
+        found.lines.extend(_runbook_lines(app, config))
+        _people(app, config, found)
+        _environment(config, found)
         if current == head:
             trail = audit_trail(config)
             async with reading(app.state_engine) as conn:
                 key_problem = await trail.key_problem(conn)
             if key_problem is not None:
-                problems.append(key_problem)
+                found.problems.append(key_problem)
     finally:
         await app.close()
-    print("\n".join(lines))
-    if problems:
-        for problem in problems:
+    print("\n".join(found.lines))
+    for warning in found.warnings:
+        print(f"warning: {warning}")
+    if found.problems:
+        for problem in found.problems:
             print(f"problem: {problem}", file=sys.stderr)
         return EXIT_PROBLEM
     print("config check: ok")
     return 0
+
+
+async def _queues(app: App, found: Findings) -> None:
+    """Each configured queue's tables, what they turn off, and the housekeeping."""
+    for name, profile in app.estate.profiles.items():
+        try:
+            async with app.estate.connect() as conn:
+                tables = await profile.tables(conn)
+                described = await profile.describe(conn)
+            found.lines.append(
+                f"queue {name} ({profile.name}): tables "
+                f"{', '.join(t.name for t in tables.values())} ok"
+            )
+            found.lines.extend(f"  {line}" for line in described)
+            found.lines.extend(f"  {line}" for line in housekeeping_lines(profile, tables))
+        except QueuebotError as exc:
+            found.problems.append(exc.message)
+
+
+def _people(app: App, config: Config, found: Findings) -> None:
+    """Who is configured, and whether their changes could be approved."""
+    people = config.file.people
+    found.lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
+    if not people:
+        return
+    approvers = [p.name for p in app.directory.with_role("approver")]
+    if not approvers:
+        found.problems.append("nobody has the approver role: no change could ever be approved")
+    short = quorum.config_warning(config.file.approval, approvers)
+    if short is not None:
+        found.warnings.append(short)
+
+
+def _environment(config: Config, found: Findings) -> None:
+    """The chat platform variables and the audit key, as validated (not the process's)."""
+    env = config.env
+    for var, value in (
+        ("SLACK_BOT_TOKEN", env.slack_bot_token),
+        ("SLACK_SIGNING_SECRET", env.slack_signing_secret),
+        ("SLACK_APP_TOKEN", env.slack_app_token),
+    ):
+        said = "empty (counts as not set)" if var in env.empty else "not set"
+        found.lines.append(f"{var}: {'set' if value is not None else said}")
+    found.lines.append(
+        "QUEUEBOT_AUDIT_KEY: set (the audit chain is keyed)"
+        if env.audit_key is not None
+        else f"QUEUEBOT_AUDIT_KEY: not set: {UNKEYED.split(': ', 1)[1]}"
+    )
 
 
 def _runbook_lines(app: App, config: Config) -> list[str]:
