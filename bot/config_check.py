@@ -8,11 +8,13 @@ import sys
 from dataclasses import dataclass, field
 
 from bot.alertmanager import describe as describe_alerting
+from bot.alertmanager import posted_nowhere
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from bot.slack_setup import POSTING_ONLY, slack_setup
 from services.changes import quorum
 from services.config import Config
 from services.db import reading, redacted, same_database
-from services.errors import QueuebotError
+from services.errors import ConfigError, QueuebotError
 from services.housekeeping.run import housekeeping_lines
 from services.migrate import current_revision, head_revision
 from services.runbooks import queuebot_role
@@ -117,6 +119,15 @@ def _people(app: App, config: Config, found: Findings) -> None:
 def _environment(config: Config, found: Findings) -> None:
     """The chat platform variables and the audit key, as validated (not the process's)."""
     env = config.env
+    try:
+        slack = slack_setup(env, posting_only=config.file.slack.posting_only)
+        if slack.posting_only:
+            found.lines.append(f"slack: {POSTING_ONLY}")
+    except ConfigError as exc:  # serve would refuse to start
+        found.problems.append(exc.message)
+    nowhere = posted_nowhere(config)
+    if nowhere is not None:
+        found.warnings.append(nowhere)
     for var, value in (
         ("SLACK_BOT_TOKEN", env.slack_bot_token),
         ("SLACK_SIGNING_SECRET", env.slack_signing_secret),

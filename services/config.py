@@ -222,9 +222,12 @@ class HttpConfig(_Strict):
 class SlackConfig(_Strict):
     """Posting to Slack: posts to one channel are spaced ``post_interval_seconds`` apart
     (Slack takes about one message per second per channel; 0 turns the spacing off and
-    leaves only 429 Retry-After)."""
+    leaves only 429 Retry-After). ``posting_only``: the bot token alone, chosen on purpose:
+    queuebot posts, and Slack can send it nothing back (no command, no click); without
+    it a bot token with neither SLACK_SIGNING_SECRET nor SLACK_APP_TOKEN is refused."""
 
     post_interval_seconds: float = Field(default=1.0, ge=0, le=60)
+    posting_only: bool = False
 
 
 class DiscordConfig(_Strict):
