@@ -6,13 +6,11 @@ is configured, are pointed at ``queuebot demo``."""
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-if TYPE_CHECKING:
-    from services.estate.profile import QueueProfile
+from services.config import QueueConfig
 
 
 def table_names(conn: Connection, schema: str) -> list[str]:
@@ -24,14 +22,20 @@ def table_names(conn: Connection, schema: str) -> list[str]:
         return []
 
 
-def missing_table(profile: QueueProfile, role: str, full: str, existing: list[str]) -> str:
-    """A table the profile needs is not in the queue database: say where its name came
-    from and what comes close."""
-    head = (
-        f"queue {profile.queue!r} ({profile.name}): table {full!r} does not exist in the "
-        "queue database"
-    )
-    config = profile.config
+def missing_table(
+    queue: str,
+    profile: str,
+    config: QueueConfig,
+    role: str,
+    full: str,
+    *,
+    existing: list[str],
+    main: str,
+) -> str:
+    """A table of the profile's ``role`` is not in the queue database: say where its name
+    came from and what comes close. ``main`` is the role of the profile's main table (the
+    one ``table`` renames)."""
+    head = f"queue {queue!r} ({profile}): table {full!r} does not exist in the queue database"
     if config.section is None:  # no queue configured: the demo's queues
         return (
             f"{head}. No queue is configured, so queuebot looks for the demo estate's "
@@ -43,7 +47,7 @@ def missing_table(profile: QueueProfile, role: str, full: str, existing: list[st
     near = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     if role in config.tables:
         named = f"named by {config.key(f'tables.{role}')}"
-    elif config.table and role == profile.specs[0].role:
+    elif config.table and role == main:
         named = f"named by {config.key('table')}"
     else:
         named = (

@@ -385,7 +385,15 @@ class QueueProfile(ABC):
                 if spec.absent is not None and spec.role not in self.config.tables:
                     continue  # an optional table this team does not keep
                 raise ConfigError(
-                    hints.missing_table(self, spec.role, full, hints.table_names(conn, schema))
+                    hints.missing_table(
+                        self.queue,
+                        self.name,
+                        self.config,
+                        spec.role,
+                        full,
+                        existing=hints.table_names(conn, schema),
+                        main=self.specs[0].role,
+                    )
                 ) from exc
             names = {col: self.column_name(spec.role, col) for col in spec.columns}
             renamed = {c for c in spec.columns if f"{spec.role}.{c}" in self.config.columns}
