@@ -15,6 +15,7 @@ from services.changes import quorum
 from services.config import Config
 from services.db import reading, redacted, same_database
 from services.errors import ConfigError, QueuebotError
+from services.estate import write_access
 from services.housekeeping.run import housekeeping_lines
 from services.migrate import current_revision, head_revision
 from services.runbooks import queuebot_role
@@ -92,6 +93,7 @@ async def _queues(app: App, found: Findings) -> None:
             async with app.estate.connect() as conn:
                 tables = await profile.tables(conn)
                 described = await profile.describe(conn)
+                found.problems.extend(await write_access.missing(conn, profile))
             found.lines.append(
                 f"queue {name} ({profile.name}): tables "
                 f"{', '.join(t.name for t in tables.values())} ok"

@@ -25,6 +25,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from services import privileges
 from services.errors import (
     ConcurrentChange,
     ConfigError,
@@ -253,6 +254,15 @@ async def transaction(engine: AsyncEngine, *, subject: str) -> AsyncIterator[Asy
     except DBAPIError as exc:
         if _unique_violation(exc):
             raise ConcurrentChange(subject=subject) from exc
+        missing = privileges.refused(
+            sqlstate=getattr(exc.orig, "sqlstate", None),
+            said=error_line(exc),
+            statement=exc.statement,
+            role=engine.url.username,
+            subject=subject,
+        )
+        if missing is not None:
+            raise missing from exc
         if not _unavailable(exc):
             raise
         raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
