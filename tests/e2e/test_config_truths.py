@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from bot.demo import DEMO_CONFIG
-from tests.e2e.serving import demo_database, running_serve
+from tests.e2e.serving import demo_database, free_port, running_serve
 from tests.e2e.test_console import queuebot
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
@@ -116,3 +116,16 @@ def test_serve_says_alerts_go_nowhere_and_does_not_mark_them_posted(tmp_path: Pa
                 "not posted: no chat platform is configured (neither SLACK_BOT_TOKEN "
                 "nor DISCORD_BOT_TOKEN is set)"
             )
+
+
+def test_serve_starts_posting_only_when_chosen_and_says_so(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/api/"  # nothing is posted in this test
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_BASE_URL": closed}
+    with demo_database("sqlite", tmp_path) as url:
+        extra = "\n[slack]\nposting_only = true\n"
+        with running_serve(tmp_path, url, env, extra=extra) as served:
+            served.wait_for_log(
+                "Slack posting only ([slack] posting_only = true): queuebot posts to Slack, "
+                "takes no commands from it, and the buttons in its posts cannot be clicked"
+            )
+            assert NOWHERE not in served.log.read_text()
