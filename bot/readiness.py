@@ -1,12 +1,12 @@
 """What ``GET /readyz`` answers: whether this process can do its work, and if not, why.
 
 Ready means both databases answer, every configured queue's tables and columns are there
-(reflected afresh, not from the reflection commands keep; that the tables exist is asked
-at every probe) and, on PostgreSQL, readable by
+(reflected afresh, not from the reflection commands keep) and, on PostgreSQL, readable by
 the role queuebot runs as (SELECT on every column it reads), and Slack, where it is
 configured, can work (Slack said who the bot is; Socket Mode holds its connection). The
-databases are asked at each probe; the tables, their privileges and Slack at most every
-few seconds, so a probe every second stays cheap. The answer names no secret: queue
+databases, and that each queue's tables exist (a catalog lookup per table), are asked at
+each probe; the columns, their privileges and Slack at most every few seconds, so a probe
+every second stays cheap. The answer names no secret: queue
 problems say which table, column or privilege, Slack's say Slack's error code.
 
 Alert notifications set aside (stored, but their processing failed on their own) are
