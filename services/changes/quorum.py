@@ -77,6 +77,11 @@ def config_warning(approval: ApprovalConfig, approvers: Sequence[str]) -> str | 
     large = approval.large_change_approvals
     if n == 0:
         return None  # "nobody has the approver role" is a problem of its own
+    if n == 1:
+        return (
+            f"only one person is an approver ({names}): a change {names} requests could "
+            "never be approved (the requester never counts); add approvers under [people]"
+        )
     if large > n - 1:
         when = "" if large > n else " when one of them requests it"
         people = f"only {n} {'person is an approver' if n == 1 else 'people are approvers'}"
