@@ -44,6 +44,12 @@ def refused(
         privilege, on = "USAGE", f"SEQUENCE {name}"
     else:
         privilege, on = _privilege(statement or ""), name
+    if name.rpartition(".")[2].strip('"').startswith(("qb_", "alembic_version")):
+        fix = f"`queuebot db grant {grantee} --apply`, run as the owner of queuebot's tables"
+        return PrivilegeMissing(
+            f"nothing was changed ({subject}): {said}: role {who} lacks the {privilege} "
+            f"privilege on queuebot's own table; {fix}, gives every privilege it needs"
+        )
     return PrivilegeMissing(
         f"nothing was changed ({subject}): {said}: role {who} lacks the {privilege} privilege "
         f"on it; its owner grants it (GRANT {privilege} ON {on} TO {grantee}); "
