@@ -15,7 +15,7 @@ from services.errors import ConfigError
 POSTING_ONLY = (
     "posting only ([slack] posting_only = true): queuebot posts to Slack, takes no "
     "commands from it, and the buttons in its posts cannot be clicked"
-)
+)  # (so its Slack posts go without them: bot/slack/notifier.py)
 
 
 @dataclass(frozen=True)
