@@ -13,9 +13,9 @@ from services.config import EnvSettings
 from services.errors import ConfigError
 
 POSTING_ONLY = (
-    "posting only ([slack] posting_only = true): queuebot posts to Slack, takes no "
-    "commands from it, and the buttons in its posts cannot be clicked"
-)  # (so its Slack posts go without them: bot/slack/notifier.py)
+    "posting only ([slack] posting_only = true): queuebot posts to Slack and takes no "
+    "command or click from it, so its posts there carry no buttons"
+)
 
 
 @dataclass(frozen=True)

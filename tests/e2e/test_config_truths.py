@@ -71,8 +71,8 @@ def test_posting_only_is_accepted_when_chosen_and_said(demo_db: tuple[Path, str]
     code, out, err = check(*demo_db, "\n[slack]\nposting_only = true\n", SLACK_BOT_TOKEN=BOT_TOKEN)
     assert code == 0, err
     assert (
-        "slack: posting only ([slack] posting_only = true): queuebot posts to Slack, takes no "
-        "commands from it, and the buttons in its posts cannot be clicked\n"
+        "slack: posting only ([slack] posting_only = true): queuebot posts to Slack and "
+        "takes no command or click from it, so its posts there carry no buttons\n"
     ) in out
     assert NOWHERE not in out
 
@@ -125,7 +125,7 @@ def test_serve_starts_posting_only_when_chosen_and_says_so(tmp_path: Path) -> No
         extra = "\n[slack]\nposting_only = true\n"
         with running_serve(tmp_path, url, env, extra=extra) as served:
             served.wait_for_log(
-                "Slack posting only ([slack] posting_only = true): queuebot posts to Slack, "
-                "takes no commands from it, and the buttons in its posts cannot be clicked"
+                "Slack posting only ([slack] posting_only = true): queuebot posts to Slack "
+                "and takes no command or click from it, so its posts there carry no buttons"
             )
             assert NOWHERE not in served.log.read_text()
