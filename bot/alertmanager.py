@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from bot.ratelimited_log import RateLimitedLog
 from services.alerts.desk import AlertDesk
 from services.alerts.payload import BadPayload, parse
+from services.alerts.publish import NO_PLATFORM
 from services.config import Config
 from services.errors import DatabaseUnavailable
 
@@ -131,6 +132,17 @@ def unauthenticated(config: Config) -> str:
     if "QUEUEBOT_ALERT_TOKEN" in config.env.empty:
         return "QUEUEBOT_ALERT_TOKEN is empty (counts as not set)"
     return "QUEUEBOT_ALERT_TOKEN is not set"
+
+
+def posted_nowhere(config: Config) -> str | None:
+    """What serve's start and ``config check`` say when no chat platform is configured:
+    alerts are taken and stored, and go nowhere (each post is recorded as not posted)."""
+    if config.env.slack_bot_token is not None or config.env.discord_bot_token is not None:
+        return None
+    return (
+        f"{NO_PLATFORM}: alerts are stored but posted nowhere; set one to have them posted "
+        "(`queuebot console` and the demo print the alerts their own process raises)"
+    )
 
 
 def describe(config: Config) -> tuple[list[str], list[str]]:

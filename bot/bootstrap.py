@@ -200,6 +200,13 @@ def wire_services(
         ),
         audit=audit,
         incidents=desk_of_incidents,
+        # who could approve a request: known where people are configured (with nobody
+        # under [people], no command can request a change at all)
+        approvers=(
+            (lambda: [p.name for p in people.with_role("approver")])
+            if directory is not None and directory.names()
+            else None
+        ),
     )
     desk = AlertDesk(
         engine=state_engine,

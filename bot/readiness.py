@@ -4,8 +4,9 @@ Ready means both databases answer, every configured queue's tables and columns a
 (reflected afresh, not from the reflection commands keep) and, on PostgreSQL, readable by
 the role queuebot runs as (SELECT on every column it reads), and Slack, where it is
 configured, can work (Slack said who the bot is; Socket Mode holds its connection). The
-databases are asked at each probe; the tables, their privileges and Slack at most every
-few seconds, so a probe every second stays cheap. The answer names no secret: queue
+databases, and that each queue's tables exist (a catalog lookup per table), are asked at
+each probe; the columns, their privileges and Slack at most every few seconds, so a probe
+every second stays cheap. The answer names no secret: queue
 problems say which table, column or privilege, Slack's say Slack's error code.
 
 Alert notifications set aside (stored, but their processing failed on their own) are
@@ -31,6 +32,7 @@ from sqlalchemy.exc import DBAPIError
 from bot.bootstrap import App
 from services.db import error_line
 from services.errors import QueuebotError
+from services.estate import hints
 
 log = logging.getLogger("queuebot.http")
 TIMEOUT = 2.0  # seconds for each part of a check
@@ -74,7 +76,11 @@ class Readiness:
             queues: dict[str, str] = {}
             slack = "off"
             if databases["estate"] == "ok":
+                gone = await self._tables_gone()
                 queues, slack = await self._queues_and_slack()
+                queues = {**queues, **gone}
+                if gone:  # the fuller check runs again at the next probe
+                    self._setup = None
             problems += [said for said in queues.values() if said != "ok"]
             if slack not in ("ok", "off"):
                 problems.append(f"Slack: {slack}")
@@ -93,6 +99,49 @@ class Readiness:
         if problems:
             body["problems"] = problems
         return not problems, body
+
+    async def _tables_gone(self) -> dict[str, str]:
+        """Each queue whose tables are not all there, and why: asked at every probe (a
+        catalog lookup per table, in one connection), so a table renamed or dropped
+        while serving shows at once, not when the fuller check comes round again."""
+        wanted = {
+            name: [
+                (spec.role, profile.table_name(spec.role))
+                for spec in profile.specs
+                if spec.absent is None or spec.role in profile.config.tables
+            ]
+            for name, profile in self.app.estate.profiles.items()
+        }
+
+        def missing(conn: Any) -> dict[str, tuple[str, str]]:
+            inspector = sa.inspect(conn)
+            found: dict[str, tuple[str, str]] = {}
+            for name, tables in wanted.items():
+                for role, full in tables:
+                    schema, _, table = full.rpartition(".")
+                    if not inspector.has_table(table, schema=schema or None):
+                        found[name] = (role, full)
+                        break
+            return found
+
+        try:
+            async with asyncio.timeout(TIMEOUT), self.app.estate.connect() as conn:
+                gone = await conn.run_sync(missing)
+        except (QueuebotError, TimeoutError, DBAPIError):
+            return {}  # the fuller check says why the tables cannot be read
+        profiles = self.app.estate.profiles
+        return {
+            name: hints.missing_table(
+                name,
+                profiles[name].name,
+                profiles[name].config,
+                role,
+                full,
+                existing=[],
+                main=profiles[name].specs[0].role,
+            )
+            for name, (role, full) in gone.items()
+        }
 
     async def _queues_and_slack(self) -> tuple[dict[str, str], str]:
         if self._setup is not None and self.clock() - self._setup[0] < self.fresh_for:

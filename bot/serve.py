@@ -11,14 +11,13 @@ import functools
 import logging
 import socket
 import sys
-from dataclasses import dataclass
 
 import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from bot.alertmanager import PATH as ALERTMANAGER_PATH
-from bot.alertmanager import unauthenticated
+from bot.alertmanager import posted_nowhere, unauthenticated
 from bot.bootstrap import build_app
 from bot.discord.client import DiscordLink
 from bot.discord.interactions import resume as discord_resume
@@ -37,71 +36,15 @@ from bot.slack.app import (
 )
 from bot.slack.listeners import SlackWiring
 from bot.slack.listeners import resume as slack_resume
+from bot.slack_setup import slack_setup
 from bot.worker import background, chat_notifier
-from services.config import Config, EnvSettings
+from services.config import Config
 from services.errors import ConfigError
 from services.ledger import DeliveryLedger
 from services.notify import FanoutNotifier
 
 log = logging.getLogger("queuebot")
 MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
-
-
-@dataclass(frozen=True)
-class SlackSetup:
-    """The ways Slack reaches this process, from the SLACK_* variables."""
-
-    http: bool  # POST /slack/events: the bot token and the signing secret
-    socket: bool  # Socket Mode: the bot token and an app-level token (no signing secret)
-    env: EnvSettings
-
-    def _unset(self, variable: str) -> str:
-        return f"{variable} {'is empty' if variable in self.env.empty else 'not set'}"
-
-    def describe(self, *, socket_failure: str | None = None) -> str:
-        """For the start line: what is on, and for what is off, why."""
-        if not (self.http or self.socket):
-            return "Slack off (no SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET or SLACK_APP_TOKEN set)"
-        secret, app = self._unset("SLACK_SIGNING_SECRET"), self._unset("SLACK_APP_TOKEN")
-        http = (
-            "Slack HTTP on at /slack/events"
-            if self.http
-            else f"Slack HTTP off ({secret}; Socket Mode needs none)"
-        )
-        sock = "Socket Mode on" if self.socket else f"Socket Mode off ({app})"
-        if self.socket and socket_failure is not None:
-            sock = f"Socket Mode not connected yet ({socket_failure}; retried with backoff)"
-        return f"{http}, {sock}"
-
-
-def slack_setup(env: EnvSettings) -> SlackSetup:
-    """Which ways in Slack has. Half a setup is refused, naming what is missing: Slack's
-    HTTP requests need the bot token and the signing secret, Socket Mode needs the bot
-    token and an app-level token."""
-    bot, secret, app = env.slack_bot_token, env.slack_signing_secret, env.slack_app_token
-
-    def unset(variable: str) -> str:
-        return f"{variable} is {'empty' if variable in env.empty else 'not set'}"
-
-    if bot is None:
-        if app is not None:
-            raise ConfigError(
-                f"SLACK_APP_TOKEN is set but {unset('SLACK_BOT_TOKEN')}: Socket Mode needs "
-                "the bot token (xoxb-) too, from the app's OAuth & Permissions page"
-            )
-        if secret is not None:
-            raise ConfigError(
-                f"SLACK_SIGNING_SECRET is set but {unset('SLACK_BOT_TOKEN')}: Slack needs "
-                "the bot token (xoxb-) too, from the app's OAuth & Permissions page"
-            )
-        return SlackSetup(http=False, socket=False, env=env)
-    if secret is None and app is None:
-        raise ConfigError(
-            f"SLACK_BOT_TOKEN is set but {unset('SLACK_SIGNING_SECRET')} and "
-            f"{unset('SLACK_APP_TOKEN')}: set SLACK_SIGNING_SECRET for Slack's HTTP "
-            "requests, or SLACK_APP_TOKEN for Socket Mode"
-        )
-    return SlackSetup(http=secret is not None, socket=app is not None, env=env)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -192,7 +135,8 @@ class SocketModeLink:
 
 
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
-    setup = slack_setup(config.env)  # before anything else: half a Slack setup is refused
+    # before anything else: half a Slack setup is refused
+    setup = slack_setup(config.env, posting_only=config.file.slack.posting_only)
     listener = sock or listen(host, port)
     link: SocketModeLink | None = None
     discord = None
@@ -239,12 +183,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 file=sys.stderr,
                 flush=True,
             )
-            if config.env.alert_token is None:
-                log.warning(
-                    "%s: anyone who reaches this port may post alerts to %s",
-                    unauthenticated(config),
-                    ALERTMANAGER_PATH,
-                )
+            _alert_warnings(config)
             settle_heap()
             async with recovery.running(), background(config, app):
                 await server.serve(sockets=[listener])
@@ -262,6 +201,19 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await _close_chat(identity, slack, posts)
     finally:
         listener.close()
+
+
+def _alert_warnings(config: Config) -> None:
+    """At start: alerts that will go nowhere, and alerts anyone may post."""
+    nowhere = posted_nowhere(config)
+    if nowhere is not None:
+        log.warning("%s", nowhere)
+    if config.env.alert_token is None:
+        log.warning(
+            "%s: anyone who reaches this port may post alerts to %s",
+            unauthenticated(config),
+            ALERTMANAGER_PATH,
+        )
 
 
 def _recovery(

@@ -77,7 +77,13 @@ def chat_notifier(config: Config, discord: DiscordNotifier | None = None) -> Fan
     if config.env.slack_bot_token is not None:
         channels = {name: c.slack for name, c in config.file.channels.items() if c.slack}
         pacer = ChannelPacer(config.file.slack.post_interval_seconds)
-        platforms.append(("slack", SlackNotifier(web_client(config.env), channels, pacer=pacer)))
+        slack = SlackNotifier(
+            web_client(config.env),
+            channels,
+            pacer=pacer,
+            buttons=not config.file.slack.posting_only,  # no click could ever arrive
+        )
+        platforms.append(("slack", slack))
     if discord is not None:
         platforms.append(("discord", discord))
     return FanoutNotifier(platforms) if platforms else None

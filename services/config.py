@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from services.alert_settings import AlertsConfig
+from services.config_hints import did_you_mean
 from services.errors import ConfigError
 from services.housekeeping_settings import HousekeepingConfig
 from services.identifiers import validate_identifier
@@ -125,6 +126,23 @@ class QueueConfig(_Strict):
     columns: dict[str, Identifier] = Field(default_factory=dict)
     statuses: dict[CanonicalStateName, list[str]] = Field(default_factory=dict)
     stuck_after_minutes: int = Field(default=15, ge=1, le=24 * 60)
+
+    # where it was written: the file and its section ("queue" or "queues.NAME"); None for
+    # the demo's queues, used when no queue is configured (set by ``parse_file_config``)
+    _file: str | None = PrivateAttr(default=None)
+    _section: str | None = PrivateAttr(default=None)
+
+    @property
+    def section(self) -> str | None:
+        return self._section
+
+    def key(self, name: str) -> str:
+        """A key of this queue's section as a person finds it: ``queuebot.toml:
+        queues.jobs.tables.jobs``; for the demo's queues, the key alone."""
+        if self._section is None:
+            return name
+        prefix = f"{self._file}: " if self._file else ""
+        return f"{prefix}{self._section}.{name}"
 
     @field_validator("statuses", mode="before")
     @classmethod
@@ -222,9 +240,12 @@ class HttpConfig(_Strict):
 class SlackConfig(_Strict):
     """Posting to Slack: posts to one channel are spaced ``post_interval_seconds`` apart
     (Slack takes about one message per second per channel; 0 turns the spacing off and
-    leaves only 429 Retry-After)."""
+    leaves only 429 Retry-After). ``posting_only``: the bot token alone, chosen on purpose:
+    queuebot posts, and Slack can send it nothing back (no command, no click); without
+    it a bot token with neither SLACK_SIGNING_SECRET nor SLACK_APP_TOKEN is refused."""
 
     post_interval_seconds: float = Field(default=1.0, ge=0, le=60)
+    posting_only: bool = False
 
 
 class DiscordConfig(_Strict):
@@ -497,7 +518,7 @@ def _secret_names() -> frozenset[str]:
     )
 
 
-def _format_errors(where: str, exc: ValidationError) -> str:
+def _format_errors(where: str, exc: ValidationError, model: type[BaseModel] | None = None) -> str:
     lines = []
     secrets = _secret_names()
     for err in exc.errors(include_url=False):
@@ -505,6 +526,9 @@ def _format_errors(where: str, exc: ValidationError) -> str:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+            near = did_you_mean(model, err["loc"]) if model is not None else None
+            if near is not None:
+                msg += f"; did you mean {near}?"
         msg = msg.removeprefix("Value error, ")
         value = err.get("input")
         hidden = isinstance(value, dict) or (err["loc"] and str(err["loc"][0]) in secrets)
@@ -537,9 +561,14 @@ def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
             else:
                 del data[section]
     try:
-        return FileConfig.model_validate(data)
+        file = FileConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(where, exc)) from exc
+        raise ConfigError(_format_errors(where, exc, FileConfig)) from exc
+    sections = {"queue": file.queue} if file.queue is not None else {}
+    sections.update({f"queues.{name}": queue for name, queue in file.queues.items()})
+    for section, queue in sections.items():
+        queue._file, queue._section = where, section
+    return file
 
 
 def load_config(

@@ -25,6 +25,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from services import privileges
 from services.errors import (
     ConcurrentChange,
     ConfigError,
@@ -45,6 +46,9 @@ _DRIVERS = {
 
 # Where a URL's port is, read as SQLAlchemy's make_url reads it (the user and password
 # before an @ are skipped and never shown).
+# Each URL as queuebot connects to it -> the URL as it was typed, so that messages show
+# the latter (a handful of entries: the URLs of one process's configuration).
+_AS_TYPED: dict[str, URL] = {}
 _PORT = re.compile(
     r"^[\w+]+://(?:[^:/]*(?::[^@]*)?@)?(?:\[[^/?]+\]|[^/:?]+)?(?::(?P<port>[^/?]*))?"
 )
@@ -71,10 +75,12 @@ def normalise_url(url: str, *, variable: str = "the database URL") -> URL:
     driver = _DRIVERS.get(parsed.drivername, parsed.drivername)
     if driver not in ("postgresql+psycopg", "sqlite+aiosqlite"):
         raise ConfigError(
-            f"database driver {parsed.drivername!r} is not supported; use PostgreSQL "
-            "(postgresql://...) or SQLite (sqlite:///path)"
+            f"{variable}: database driver {parsed.drivername!r} is not supported; use "
+            "PostgreSQL (postgresql://...) or SQLite (sqlite:///path)"
         )
-    return parsed.set(drivername=driver)
+    normal = parsed.set(drivername=driver)
+    _AS_TYPED[normal.render_as_string(hide_password=False)] = parsed
+    return normal
 
 
 def same_database(a: str, b: str) -> bool:
@@ -83,8 +89,11 @@ def same_database(a: str, b: str) -> bool:
 
 
 def redacted(url: str | URL) -> str:
-    """The URL with its password hidden, safe for logs and messages."""
+    """The URL with its password hidden, safe for logs and messages; an engine's URL is
+    shown as the person typed it (``postgresql://``, not the driver queuebot chose)."""
     parsed = url if isinstance(url, URL) else make_url(url)
+    if isinstance(url, URL):
+        parsed = _AS_TYPED.get(url.render_as_string(hide_password=False), parsed)
     return parsed.render_as_string(hide_password=True)
 
 
@@ -245,6 +254,15 @@ async def transaction(engine: AsyncEngine, *, subject: str) -> AsyncIterator[Asy
     except DBAPIError as exc:
         if _unique_violation(exc):
             raise ConcurrentChange(subject=subject) from exc
+        missing = privileges.refused(
+            sqlstate=getattr(exc.orig, "sqlstate", None),
+            said=error_line(exc),
+            statement=exc.statement,
+            role=engine.url.username,
+            subject=subject,
+        )
+        if missing is not None:
+            raise missing from exc
         if not _unavailable(exc):
             raise
         raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc

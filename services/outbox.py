@@ -85,6 +85,12 @@ class Item:
 Deliver = Callable[[Item], Awaitable[None]]
 
 
+class PostedNowhere(Exception):
+    """A deliverer's word that its item has nowhere to go (no chat platform is
+    configured): the item is closed, never retried, with the reason kept as its
+    ``last_error``, instead of being recorded as posted."""
+
+
 def channel_lane(channel: str) -> str:
     """The lane of posts to a channel named in the configuration (``[channels.NAME]``)."""
     return f"channel:{channel}"[:160]
@@ -446,12 +452,24 @@ class Outbox:
         try:
             try:
                 await self.deliverers[item.kind](item)
+            except PostedNowhere as exc:
+                await self._nowhere(item, str(exc))
+                return None
             except Exception as exc:  # a chat platform's failure: retried later, never lost
                 return await self._failed(item, exc)
             await marks.done(item.id)
             return None
         finally:
             self._leases.drop(item.id)
+
+    async def _nowhere(self, item: Item, why: str) -> None:
+        """Close an item that has nowhere to go, saying so (it was not posted)."""
+        async with transaction(self.engine, subject="the outbox") as conn:
+            await conn.execute(
+                _items.update()
+                .where(_items.c.id == item.id, _items.c.leased_by == self.owner)
+                .values(done_at=self.clock(), last_error=why[:500], leased_by=None)
+            )
 
     async def _failed(self, item: Item, exc: Exception) -> str:
         error = f"{type(exc).__name__}: {exc}"[:500]

@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.pacing import ChannelPacer
 from bot.slack.render import blocks, fallback_text
 from services.errors import Unavailable
-from services.message import Message
+from services.message import Actions, Message
 from services.notify import ChannelRef, MessageRef
 
 
@@ -24,10 +24,20 @@ class SlackNotifier:
         channels: dict[str, str],
         *,
         pacer: ChannelPacer | None = None,
+        buttons: bool = True,
     ) -> None:
         self.client = client
         self.channels = channels
         self.pacer = pacer or ChannelPacer()
+        # False when Slack can send nothing back ([slack] posting_only): a button whose
+        # click could never arrive is left out rather than shown
+        self.buttons = buttons
+
+    def _shown(self, message: Message) -> Message:
+        if self.buttons:
+            return message
+        kept = tuple(block for block in message.blocks if not isinstance(block, Actions))
+        return Message(message.summary, kept)
 
     async def post(
         self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
@@ -46,7 +56,7 @@ class SlackNotifier:
                 sent = await self.client.chat_postMessage(
                     channel=target,
                     text=fallback_text(message),
-                    blocks=blocks(message),
+                    blocks=blocks(self._shown(message)),
                     thread_ts=thread_ts,
                 )
         except SlackApiError as exc:
@@ -67,7 +77,7 @@ class SlackNotifier:
                 channel=ref.channel,
                 ts=ref.message_id,
                 text=fallback_text(message),
-                blocks=blocks(message),
+                blocks=blocks(self._shown(message)),
             )
         except SlackApiError as exc:
             raise Unavailable(

@@ -20,6 +20,7 @@ from commands.model import (
 )
 from commands.reply import Reply
 from services.audit import Actor
+from services.changes import quorum
 from services.changes.model import ChangeKind, ChangeView, RequestState
 from services.errors import PermissionDenied
 from services.estate.ops import Selector
@@ -239,6 +240,9 @@ def change_message(v: ChangeView) -> Message:
     if v.state is RequestState.EXECUTED and v.result is not None:
         blocks.append(_outcome(v))
     if v.state is RequestState.PENDING:
+        who = quorum.who_can(v.approvals_required, len(v.approvals), v.can_approve)
+        if who is not None:
+            blocks.append(Text(who))
         blocks.append(
             Actions(
                 (

@@ -27,9 +27,13 @@ from services.estate.model import Triage
 from services.estate.profile import as_utc
 from services.message import Message
 from services.notify import MessageRef, Notifier
-from services.outbox import Item
+from services.outbox import Item, PostedNowhere
 
 log = logging.getLogger("queuebot.alerts")
+NO_PLATFORM = (
+    "no chat platform is configured (neither SLACK_BOT_TOKEN nor DISCORD_BOT_TOKEN is set)"
+)
+NOT_POSTED = f"not posted: {NO_PLATFORM}"  # the record of an alert post that went nowhere
 
 
 class TriageSource(Protocol):
@@ -55,7 +59,7 @@ class AlertPublisher:
     async def deliver(self, item: Item) -> None:
         notifier = self.notifier
         if notifier is None:  # no chat platform: the alert is kept, there is nowhere to post
-            return
+            raise PostedNowhere(NOT_POSTED)
         action = str(item.payload["action"])
         group = await self._group(int(item.payload["group"]))
         episode = int(item.payload.get("episode", group["episode"]))

@@ -240,6 +240,8 @@ class ChangeView:
     checks: list[tuple[str, str, str]] = field(default_factory=list)  # name, verdict, detail
     schedule: list[int] = field(default_factory=list)
     plan: int | None = None
+    # who may still approve it, where known (the approvers but its requester)
+    can_approve: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

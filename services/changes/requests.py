@@ -13,8 +13,8 @@ the pending -> executed transition is conditional on ``state = 'pending'``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.audit import Actor, AuditTrail
 from services.audit.row_digest import Digest
-from services.changes import store
+from services.changes import quorum, store
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, nothing_to_do
 from services.changes.model import (
@@ -72,8 +72,11 @@ class ChangeRequests:
         executor: Executor,
         audit: AuditTrail,
         incidents: IncidentOverrides | None = None,
+        approvers: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.audit = audit
+        # the people with the approver role (None: not known here, nothing is checked)
+        self.approvers = approvers
         self.incidents = incidents  # None: no incidents here, so no resolve requests
         self.estate = estate
         self.engine = engine
@@ -110,6 +113,11 @@ class ChangeRequests:
     ) -> ChangeView:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
+        can = (
+            None
+            if self.approvers is None
+            else [name for name in self.approvers() if name != actor.person]
+        )
         with collector_paused():
             async with transaction(self._writable(), subject=f"the {kind.value} request") as conn:
                 await _done_with(conn, delivery, self.clock())
@@ -125,9 +133,11 @@ class ChangeRequests:
                     incident=incident,
                     evidence=evidence,
                     origin=origin or {},
+                    can=can,
                 )
                 await note_outcome(conn, delivery, f"CR-{number} requested")
-                return await store.view(conn, number)
+                view = await store.view(conn, number)
+        return view if can is None else replace(view, can_approve=tuple(can))
 
     async def approve(
         self, *, number: int, actor: Actor, delivery: Claim | None = None
@@ -229,6 +239,7 @@ class ChangeRequests:
         incident: str | None,
         evidence: str | None,
         origin: dict[str, Any],
+        can: Sequence[str] | None = None,
     ) -> int:
         profile = self.estate.profile(queue)
         now = self.clock()
@@ -247,9 +258,21 @@ class ChangeRequests:
         if not frozen.targets and kind not in rowless:
             raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
         count = frozen.affected if frozen.affected is not None else len(frozen.targets)
-        required = (
-            self.approval.large_change_approvals if count > self.approval.large_change_rows else 1
+        required = quorum.required(self.approval, count)
+        never = (
+            None
+            if can is None
+            else quorum.unreachable(
+                kind=kind,
+                rows=count,
+                needed=required,
+                approval=self.approval,
+                requester=str(actor.person),
+                can=can,
+            )
         )
+        if never is not None:
+            raise PreconditionFailed(never)
         ineligible = [[i.id, i.why] for i in frozen.ineligible]
         selected = selector.as_json()  # plain JSON types already: no copy of every id
         number = await store.insert(

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import ConfigError, PreconditionFailed, UsageError
+from services.estate import hints
 from services.estate.labels import (
     Labels,
     labels_of,
@@ -199,7 +200,7 @@ class QueueProfile(ABC):
         for key in config.tables:
             if key not in roles:
                 raise ConfigError(
-                    f"queues.{queue}.tables.{key}: unknown table role for profile "
+                    f"{config.key(f'tables.{key}')}: unknown table role for profile "
                     f"{self.name}; expected one of {', '.join(sorted(roles))}"
                 )
         for key in config.columns:
@@ -207,7 +208,7 @@ class QueueProfile(ABC):
             spec = next((s for s in self.specs if s.role == role), None)
             if spec is None or column not in spec.columns:
                 raise ConfigError(
-                    f"queues.{queue}.columns.{key}: profile {self.name} has no column "
+                    f"{config.key(f'columns.{key}')}: profile {self.name} has no column "
                     f"{key!r}; columns are named 'role.column', e.g. "
                     f"'{self.specs[0].role}.{self.specs[0].columns[0]}'"
                 )
@@ -240,7 +241,7 @@ class QueueProfile(ABC):
         known = {state for _, _, own in vocabularies for state in own.values()}
         for name, values in self._statuses.items():
             state = CanonicalState(name)
-            where = f"queues.{self.queue}.statuses.{name}"
+            where = self.config.key(f"statuses.{name}")
             if state not in known:
                 states = ", ".join(s.value for s in CanonicalState if s in known)
                 raise ConfigError(
@@ -421,9 +422,15 @@ class QueueProfile(ABC):
                 if spec.absent is not None and spec.role not in self.config.tables:
                     continue  # an optional table this team does not keep
                 raise ConfigError(
-                    f"queue {self.queue!r} ({self.name}): table {full!r} does not exist in "
-                    "the queue database. Run `queuebot demo` to build the demo estate, or "
-                    "point QUEUEBOT_QUEUE_DATABASE_URL and [queue] at your own tables."
+                    hints.missing_table(
+                        self.queue,
+                        self.name,
+                        self.config,
+                        spec.role,
+                        full,
+                        existing=hints.table_names(conn, schema),
+                        main=self.specs[0].role,
+                    )
                 ) from exc
             names = {col: self.column_name(spec.role, col) for col in spec.columns}
             renamed = {c for c in spec.columns if f"{spec.role}.{c}" in self.config.columns}
@@ -435,7 +442,8 @@ class QueueProfile(ABC):
             if missing:
                 raise ConfigError(
                     f"queue {self.queue!r} ({self.name}): table {full!r} lacks column(s) "
-                    f"{', '.join(missing)}; rename them with [queue.columns] "
+                    f"{', '.join(missing)}; rename them with [{self.config.section or 'queue'}"
+                    ".columns] "
                     f'"{spec.role}.<column>" = "<actual name>" (docs/profiles.md lists '
                     "which columns are required)"
                 )

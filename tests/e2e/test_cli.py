@@ -166,7 +166,7 @@ def test_an_unreachable_database_is_one_line_and_exit_5(tmp_path: Path, args: li
     result = queuebot(*args, cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": closed_port_url()})
     assert result.returncode == 5, result.stderr
     line = one_line(result.stderr)
-    assert "queuebot's database postgresql+psycopg://queuebot@127.0.0.1:" in line
+    assert "queuebot's database postgresql://queuebot@127.0.0.1:" in line  # as typed
     assert "Connection refused" in line
     assert line.endswith("check QUEUEBOT_DATABASE_URL and that the database is up"), line
 
@@ -214,7 +214,7 @@ def test_tables_from_a_newer_queuebot_are_one_line_and_exit_6(
     result = queuebot(*args, cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url})
     assert result.returncode == 6
     assert one_line(result.stderr) == (
-        f"queuebot: queuebot's database sqlite+aiosqlite:///{db} is at revision 9999, which "
+        f"queuebot: queuebot's database sqlite:///{db} is at revision 9999, which "
         f"this queuebot does not know (its newest is {head_revision()}): a newer queuebot "
         "migrated it; run that version"
     )
@@ -230,7 +230,7 @@ def test_reading_the_trail_before_db_upgrade_is_one_line_and_exit_6(
     result = queuebot(*args, cwd=tmp_path, env=env)
     assert result.returncode == 6
     assert one_line(result.stderr) == (
-        f"queuebot: queuebot's tables are not in sqlite+aiosqlite:///{db} yet: run "
+        f"queuebot: queuebot's tables are not in sqlite:///{db} yet: run "
         "`queuebot db upgrade` first"
     )
     assert queuebot("db", "upgrade", cwd=tmp_path, env=env).returncode == 0

@@ -94,7 +94,8 @@ def test_a_port_in_use_is_one_line_and_no_serving_on(tmp_path: Path, demo_db: st
             {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": ""},
             "SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is empty and SLACK_APP_TOKEN is "
             "not set: set SLACK_SIGNING_SECRET for Slack's HTTP requests, or SLACK_APP_TOKEN "
-            "for Socket Mode",
+            "for Socket Mode, or, to only post (the buttons in queuebot's posts then cannot be "
+            "clicked), set [slack] posting_only = true",
         ),
         (
             {"SLACK_SIGNING_SECRET": SIGNING_SECRET},

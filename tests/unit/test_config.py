@@ -288,12 +288,14 @@ def test_unsafe_table_name(tmp_path: Path) -> None:
 
 def test_unknown_key(tmp_path: Path) -> None:
     path, message = config_error(tmp_path, "[approval]\nexpiry = 30\n")
-    assert message == f"{path}: approval.expiry = 30: unknown key"
+    assert message == f"{path}: approval.expiry = 30: unknown key; did you mean expiry_minutes?"
 
 
 def test_unknown_section(tmp_path: Path) -> None:
     path, message = config_error(tmp_path, "[alarms]\nroute = 1\n")
-    assert message == f"{path}: alarms: unknown key"
+    assert message == f"{path}: alarms: unknown key; did you mean alerts?"
+    _, far = config_error(tmp_path, "[zebra]\nx = 1\n")
+    assert far.endswith(": zebra: unknown key")  # nothing close: no guess
 
 
 def test_a_route_must_name_configured_channels_and_queues(tmp_path: Path) -> None:

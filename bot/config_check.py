@@ -1,0 +1,166 @@
+"""``queuebot config check``: validate everything a start would need and say what is
+there. Each finding is a line on stdout; what will not work as meant is a ``problem:``
+line on stderr (exit 1); what works but may surprise is a ``warning:`` line (exit 0)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from bot.alertmanager import describe as describe_alerting
+from bot.alertmanager import posted_nowhere
+from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from bot.slack_setup import POSTING_ONLY, slack_setup
+from services.changes import quorum
+from services.config import Config
+from services.db import reading, redacted, same_database
+from services.errors import ConfigError, QueuebotError
+from services.estate import write_access
+from services.housekeeping.run import housekeeping_lines
+from services.incidents.audiences import audience_problems
+from services.migrate import current_revision, head_revision
+from services.runbooks import queuebot_role
+
+EXIT_PROBLEM = 1
+
+SEPARATE_DATABASES = (
+    "queuebot's tables (QUEUEBOT_DATABASE_URL) and the queue (QUEUEBOT_QUEUE_DATABASE_URL) "
+    "are in different databases: reads work, but every change is refused, because a change "
+    "and its audit event must commit in one transaction. Point QUEUEBOT_DATABASE_URL at the "
+    "queue's database (queuebot's tables are prefixed qb_) and unset "
+    "QUEUEBOT_QUEUE_DATABASE_URL."
+)
+
+
+@dataclass
+class Findings:
+    """What the check found: lines to show, problems (exit 1) and warnings (exit 0)."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+async def config_check(config: Config) -> int:
+    """Validate everything a start would need and say what is there."""
+    app: App = await build_app(config, migrate=False, writes=False)
+    found = Findings(
+        lines=[
+            f"config: {config.source or 'defaults (no file)'}",
+            f"state database: {redacted(config.env.state_url)}",
+            f"queue database: {redacted(config.env.estate_url)}",
+        ]
+    )
+    if not same_database(config.env.state_url, config.env.estate_url):
+        found.problems.append(SEPARATE_DATABASES)
+    try:
+        current = await current_revision(app.state_engine)
+        head = head_revision()
+        if current != head:
+            found.problems.append(
+                f"state database is at revision {current}, newest is {head}: "
+                "run `queuebot db upgrade` (serve and console do it on start)"
+            )
+        await _queues(app, found)
+        alerting, alert_problems = describe_alerting(config)
+        found.lines.extend(alerting)
+        found.problems.extend(alert_problems)
+        found.lines.extend(_runbook_lines(app, config))
+        found.problems.extend(audience_problems(app.router.deps.runbooks, config.file))
+        _people(app, config, found)
+        _environment(config, found)
+        if current == head:
+            trail = audit_trail(config)
+            async with reading(app.state_engine) as conn:
+                key_problem = await trail.key_problem(conn)
+            if key_problem is not None:
+                found.problems.append(key_problem)
+    finally:
+        await app.close()
+    print("\n".join(found.lines))
+    for warning in found.warnings:
+        print(f"warning: {warning}")
+    if found.problems:
+        for problem in found.problems:
+            print(f"problem: {problem}", file=sys.stderr)
+        return EXIT_PROBLEM
+    print("config check: ok")
+    return 0
+
+
+async def _queues(app: App, found: Findings) -> None:
+    """Each configured queue's tables, what they turn off, and the housekeeping."""
+    for name, profile in app.estate.profiles.items():
+        try:
+            async with app.estate.connect() as conn:
+                tables = await profile.tables(conn)
+                described = await profile.describe(conn)
+                found.problems.extend(await write_access.missing(conn, profile))
+            found.lines.append(
+                f"queue {name} ({profile.name}): tables "
+                f"{', '.join(t.name for t in tables.values())} ok"
+            )
+            found.lines.extend(f"  {line}" for line in described)
+            found.lines.extend(f"  {line}" for line in housekeeping_lines(profile, tables))
+        except QueuebotError as exc:
+            found.problems.append(exc.message)
+
+
+def _people(app: App, config: Config, found: Findings) -> None:
+    """Who is configured, and whether their changes could be approved."""
+    people = config.file.people
+    found.lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
+    if not people:
+        return
+    approvers = [p.name for p in app.directory.with_role("approver")]
+    if not approvers:
+        found.problems.append("nobody has the approver role: no change could ever be approved")
+    short = quorum.config_warning(config.file.approval, approvers)
+    if short is not None:
+        found.warnings.append(short)
+
+
+def _environment(config: Config, found: Findings) -> None:
+    """The chat platform variables and the audit key, as validated (not the process's)."""
+    env = config.env
+    try:
+        slack = slack_setup(env, posting_only=config.file.slack.posting_only)
+        if slack.posting_only:
+            found.lines.append(f"slack: {POSTING_ONLY}")
+    except ConfigError as exc:  # serve would refuse to start
+        found.problems.append(exc.message)
+    nowhere = posted_nowhere(config)
+    if nowhere is not None:
+        found.warnings.append(nowhere)
+    for var, value in (
+        ("SLACK_BOT_TOKEN", env.slack_bot_token),
+        ("SLACK_SIGNING_SECRET", env.slack_signing_secret),
+        ("SLACK_APP_TOKEN", env.slack_app_token),
+    ):
+        said = "empty (counts as not set)" if var in env.empty else "not set"
+        found.lines.append(f"{var}: {'set' if value is not None else said}")
+    found.lines.append(
+        "QUEUEBOT_AUDIT_KEY: set (the audit chain is keyed)"
+        if env.audit_key is not None
+        else f"QUEUEBOT_AUDIT_KEY: not set: {UNKEYED.split(': ', 1)[1]}"
+    )
+
+
+def _runbook_lines(app: App, config: Config) -> list[str]:
+    """The runbooks loaded, and each declaring authority [roles] does not map yet."""
+    shelf = app.router.deps.runbooks
+    if shelf is None:
+        return []
+    runbooks = shelf.all()
+    own = [r for r in runbooks if not r.shipped]
+    lines = [
+        f"runbooks: {', '.join(r.scenario_id for r in runbooks)} ({len(runbooks) - len(own)} "
+        f"shipped, {len(own)} from [runbooks] dir)"
+    ]
+    lines += [
+        f"  {r.scenario_id}: declared by {r.declaration_role!r}, which [roles] does not map "
+        "to a queuebot role yet (incidents need it)"
+        for r in runbooks
+        if queuebot_role(config.file.roles, r.declaration_role) is None
+    ]
+    return lines

@@ -1,0 +1,85 @@
+"""Configuration mistakes as an operator makes them (issue 26): each is one line that
+says where (the file, the section the team wrote, the variable) and how to put it right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.serving import demo_database
+from tests.e2e.test_cli import closed_port_url, one_line
+from tests.e2e.test_console import queuebot
+
+
+def run_check(tmp_path: Path, toml: str, **env: str) -> tuple[int, str, str]:
+    config = tmp_path / "team.toml"
+    config.write_text(toml)
+    result = queuebot("config", "check", cwd=tmp_path, env={"QUEUEBOT_CONFIG": str(config), **env})
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_a_mistyped_key_gets_a_did_you_mean(tmp_path: Path) -> None:
+    code, _, err = run_check(tmp_path, "[approval]\nexpiry_minute = 30\n")
+    assert code == 2
+    assert one_line(err) == (
+        f"queuebot: {tmp_path / 'team.toml'}: approval.expiry_minute = 30: unknown key; "
+        "did you mean expiry_minutes?"
+    )
+
+
+def test_a_mistyped_key_in_a_queue_section_gets_a_did_you_mean(tmp_path: Path) -> None:
+    toml = '[queues.jobs]\nprofile = "worker_queue"\ntabel = "jobs"\n'
+    code, _, err = run_check(tmp_path, toml)
+    assert code == 2
+    assert one_line(err) == (
+        f"queuebot: {tmp_path / 'team.toml'}: queues.jobs.tabel = 'jobs': unknown key; "
+        "did you mean table?"
+    )
+
+
+def test_a_column_role_error_names_the_file_and_the_section_written(tmp_path: Path) -> None:
+    toml = '[queue]\nprofile = "worker_queue"\n[queue.columns]\n"queue.stauts" = "state"\n'
+    with demo_database("sqlite", tmp_path) as url:
+        code, _, err = run_check(tmp_path, toml, QUEUEBOT_DATABASE_URL=url)
+    assert code == 2
+    assert one_line(err) == (
+        f"queuebot: {tmp_path / 'team.toml'}: queue.columns.queue.stauts: profile "
+        "worker_queue has no column 'queue.stauts'; columns are named 'role.column', e.g. "
+        "'queue.id'"
+    )
+
+
+def test_a_mistyped_table_names_the_section_the_team_wrote(tmp_path: Path) -> None:
+    with demo_database("sqlite", tmp_path) as url:
+        toml = '[queues.jobs]\nprofile = "worker_queue"\ntable = "dev_r_worker_queu"\n'
+        code, _, err = run_check(tmp_path, toml, QUEUEBOT_DATABASE_URL=url)
+    assert code == 1
+    assert (
+        "problem: queue 'jobs' (worker_queue): table 'dev_r_worker_queu' does not exist in the "
+        f"queue database (named by {tmp_path / 'team.toml'}: queues.jobs.table). Did you mean "
+        "'dev_r_worker_queue'?"
+    ) in err, err
+    assert "queuebot demo" not in err
+    assert "[queue]" not in err
+
+
+def test_an_unsupported_url_names_its_variable(tmp_path: Path) -> None:
+    code, _, err = run_check(
+        tmp_path, "", QUEUEBOT_QUEUE_DATABASE_URL="postgresq://u:secret-pw@db/jobs"
+    )
+    assert code == 2
+    assert one_line(err) == (
+        "queuebot: QUEUEBOT_QUEUE_DATABASE_URL: database driver 'postgresq' is not "
+        "supported; use PostgreSQL (postgresql://...) or SQLite (sqlite:///path)"
+    )
+
+
+def test_an_unreachable_database_is_shown_as_typed_with_its_password_masked(
+    tmp_path: Path,
+) -> None:
+    url = closed_port_url().replace("queuebot@", "queuebot:secret-pw@")
+    result = queuebot("config", "check", cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url})
+    assert result.returncode == 5
+    line = one_line(result.stderr)
+    typed = url.replace("secret-pw", "***")
+    assert f"queuebot's database {typed} (" in line, line
+    assert "secret-pw" not in line
