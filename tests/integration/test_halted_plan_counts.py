@@ -17,7 +17,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services import samples
+from services import housekeeping_jobs, samples
 from services.config import AccessConfig, QueueConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
@@ -300,3 +300,72 @@ async def test_the_same_error_again_halts_as_the_same_signature(team: Team) -> N
     assert view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
     assert "differs" not in view.note and "(no failure_reason)" not in view.note
+
+
+async def audit_actions(team: Team, subject: str = "P-1") -> list[str]:
+    async with team.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text("SELECT action FROM qb_audit_events WHERE subject = :s ORDER BY id"),
+            {"s": subject},
+        )
+        return [str(r[0]) for r in rows]
+
+
+async def test_a_plan_closed_before_its_tick_counted_the_wave_says_it_finished(
+    team: Team,
+) -> None:
+    """The rows all finished between two ticks, and the plan is closed before the next one:
+    the close counts them and ends the wave, and says nothing is still out (nothing will
+    count it later: the plan has no tick left)."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    assert await finish_queued(team) == 7  # no tick has seen them yet
+    closed = await say(team, '/queue rollback P-1 --reason "all done anyway"')
+    assert "P-1 closed" in closed
+    assert "still out" not in closed
+    view = await team.services.plan_desk.view(number=1)
+    assert view.succeeded == 8
+    wave1 = view.waves[1]
+    assert (wave1.outcome, wave1.succeeded, wave1.finished_at) == (
+        WaveOutcome.OK,
+        7,
+        team.clock.now,
+    )
+    shown = await say(team, "/queue plan P-1")
+    assert "closed after wave 1 of 1 (7 jobs)" in shown and "still out" not in shown
+    assert (await audit_actions(team))[-2:] == ["plan.wave_finished", "plan.closed"]
+
+
+async def test_a_rollback_that_ends_a_wave_records_that_it_finished(team: Team) -> None:
+    """A wave ended by a rollback's approval (every row of it finished or returned) is
+    audited as finished, as a wave a tick ends is."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    await say(team, '/queue rollback P-1 --reason "relay still flaky"')
+    assert await finish_queued(team, 5) == 5  # two are still unclaimed at the approval
+    await say(team, "/queue approve CR-2", BOB)
+    view = await team.services.plan_desk.view(number=1)
+    assert (view.succeeded, view.rolled_back) == (6, 2)
+    assert view.waves[1].finished_at == team.clock.now
+    assert (await audit_actions(team))[-2:] == ["plan.wave_finished", "plan.rolled_back"]
+
+
+async def test_a_plan_halted_by_an_earlier_version_is_counted_after_a_restart(
+    team: Team,
+) -> None:
+    """Before halted plans kept counting, a halt took the plan's tick away: such a plan
+    (its wave never ended) gets its tick back when queuebot starts, so what it says (its
+    rows still out are counted) holds."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    async with team.engine.begin() as conn:  # what a halt did before
+        await conn.execute(sa.text("DELETE FROM qb_schedule WHERE kind = 'plan.tick'"))
+    assert await finish_queued(team) == 7
+    await tick(team)
+    assert (await team.services.plan_desk.view(number=1)).succeeded == 1  # not counted yet
+
+    await housekeeping_jobs.seed(team.engine, estate=team.estate, clock=team.clock)
+    await tick(team)
+    view = await team.services.plan_desk.view(number=1)
+    assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK
+    assert "8/8 succeeded" in await say(team, "/queue plan P-1")
