@@ -369,3 +369,22 @@ async def test_a_plan_halted_by_an_earlier_version_is_counted_after_a_restart(
     view = await team.services.plan_desk.view(number=1)
     assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK
     assert "8/8 succeeded" in await say(team, "/queue plan P-1")
+
+
+async def test_a_rollback_says_claimed_only_of_rows_a_worker_holds(team: Team) -> None:
+    """A row of the wave cancelled by hand neither succeeded nor died again: the rollback
+    leaves it alone without saying a worker holds it, and nothing is left to count."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    await say(team, '/queue rollback P-1 --reason "relay still flaky"')
+    await worker(
+        team,
+        "UPDATE jobs SET state = 'cancelled' WHERE id = "
+        "(SELECT max(id) FROM jobs WHERE state = 'queued')",
+    )
+    done = await say(team, "/queue approve CR-2", BOB)
+    assert "6 unclaimed row(s) returned to the dead letters" in done
+    view = await team.services.plan_desk.view(number=1)
+    assert view.note is not None and "claimed by a worker" not in view.note
+    assert "counted as they finish" not in await say(team, "/queue plan P-1")
+    assert view.waves[1].finished_at == team.clock.now
