@@ -18,16 +18,17 @@ from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
 from services import housekeeping_jobs, samples
-from services.config import AccessConfig, QueueConfig
+from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
-from tests.integration.support import START, RecordingNotifier
+from tests.integration.support import START, RecordingNotifier, build_services
 from tests.integration.test_team_tables import Team, add_worker_rows, open_team
 
 ALICE = Person("alice", frozenset({"operator", "approver"}))
 BOB = Person("bob", frozenset({"operator", "approver"}))
+DORA = Person("dora", frozenset({"operator", "approver"}))
 SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 SMTP_AGAIN = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 45 s"
 
@@ -78,7 +79,7 @@ def router_over(team: Team) -> Router:
             reads=QueueReads(team.estate, gate=ReadGate(fresh_for=0.0)),
             changes=team.services.changes,
             plans=team.services.plan_desk,
-            directory=Directory([ALICE, BOB]),
+            directory=Directory([ALICE, BOB, DORA]),
             access=AccessConfig(),
         )
     )
@@ -388,3 +389,32 @@ async def test_a_rollback_says_claimed_only_of_rows_a_worker_holds(team: Team) -
     assert view.note is not None and "claimed by a worker" not in view.note
     assert "counted as they finish" not in await say(team, "/queue plan P-1")
     assert view.waves[1].finished_at == team.clock.now
+
+
+async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_now(
+    team: Team,
+) -> None:
+    """The request counted the unclaimed rows when it was made; shown again after a first
+    approval of two, that count is not 'now' any more."""
+    team.services = build_services(
+        team.engine,
+        team.estate,
+        team.clock,
+        RecordingNotifier(),
+        approval=ApprovalConfig(large_change_rows=1, large_change_approvals=2),
+    )
+    await eight_dead(team)
+    await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
+    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", DORA)
+    assert await finish_queued(team) == 1
+    await tick(team)
+    await say(team, "/queue halt P-1")
+    asked = await say(team, '/queue rollback P-1 --reason "relay still flaky"')
+    assert "roll back plan P-1 (7 unclaimed row(s) now)" in asked
+    assert await claim_queued(team, 3) == 3
+    team.clock.advance(minutes=5)
+    once = await say(team, "/queue approve CR-2", BOB)
+    assert "waiting for approval (1 of 2)" in once
+    assert "unclaimed row(s) now" not in once
+    assert "7 unclaimed row(s) when requested" in once
