@@ -319,7 +319,7 @@ class PlanEngine:
         current = settled.wave
         redead = settled.redead
         originals = await store.signatures_of_wave(conn, plan.id, current.number)
-        same = [job for job, err in redead if settled.signature(job, err) == originals.get(job)]
+        same = [job for job, err in redead if settled.same(job, err, originals.get(job))]
         note = (
             f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
             f"state; {_verdict(settled, same, originals)}. Nothing more is redriven."

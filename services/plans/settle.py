@@ -30,6 +30,12 @@ class Settled:
     held: frozenset[str] = frozenset()  # the jobs of those rows
     redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
     signatures: dict[str, str] = field(default_factory=dict)  # of the dead-again jobs
+    earlier: dict[str, str] = field(default_factory=dict)  # as an earlier version made them
+
+    def same(self, job: str, error: str | None, frozen: str | None) -> bool:
+        """Whether a dead-again job failed as its frozen row had: the same signature,
+        made the same way (or, for a plan frozen before an upgrade, as it was made then)."""
+        return frozen is not None and frozen in (self.signature(job, error), self.earlier.get(job))
 
     def signature(self, job: str, error: str | None) -> str:
         """A dead-again job's failure signature, made as its frozen one was."""
@@ -54,7 +60,12 @@ async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> 
         update={"succeeded": wave.succeeded + succeeded, "redead": wave.redead + redead}
     )
     return Settled(
-        counted, status.open, frozenset(held), list(status.redead), dict(status.signatures)
+        counted,
+        status.open,
+        frozenset(held),
+        list(status.redead),
+        dict(status.signatures),
+        dict(status.earlier_signatures),
     )
 
 

@@ -418,3 +418,26 @@ async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_
     assert "waiting for approval (1 of 2)" in once
     assert "unclaimed row(s) now" not in once
     assert "7 unclaimed row(s) when requested" in once
+
+
+async def test_a_plan_frozen_by_an_earlier_version_halts_as_the_same_signature(
+    team: Team,
+) -> None:
+    """An earlier version froze a row of a table without failure_reason as
+    "(no failure_reason): <signature>"; a plan frozen then, still running after the
+    upgrade, judges the same error again as the same signature, not as a new error."""
+    await eight_dead(team)
+    await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
+    await say(team, "/queue approve CR-1", BOB)
+    async with team.engine.begin() as conn:  # as the earlier version froze them
+        await conn.execute(
+            sa.text("UPDATE qb_plan_items SET signature = '(no failure_reason): ' || signature")
+        )
+    await worker(
+        team, "UPDATE jobs SET state = 'dead', last_error = :e WHERE state = 'queued'", e=SMTP_AGAIN
+    )
+    await tick(team)
+    view = await team.services.plan_desk.view(number=1)
+    assert view.state is PlanState.HALTED and view.note is not None
+    assert "the same signature as before: the fix did not hold" in view.note
+    assert "new error" not in view.note
