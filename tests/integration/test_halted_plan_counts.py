@@ -441,3 +441,23 @@ async def test_a_plan_frozen_by_an_earlier_version_halts_as_the_same_signature(
     assert view.state is PlanState.HALTED and view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
     assert "new error" not in view.note
+
+
+async def test_a_plan_resumed_with_rows_still_out_does_not_call_the_wave_finished(
+    team: Team,
+) -> None:
+    await plan_in_last_wave(team)
+    await worker(
+        team,
+        "UPDATE jobs SET state = 'dead', last_error = :e WHERE id = "
+        "(SELECT max(id) FROM jobs WHERE state = 'queued')",
+        e=SMTP_AGAIN,
+    )
+    await tick(team)
+    assert (await team.services.plan_desk.view(number=1)).state is PlanState.HALTED
+    await say(team, '/queue resume P-1 --reason "one row, the relay blipped"')
+    await say(team, "/queue approve CR-2", BOB)
+    await tick(team)  # six rows of wave 1 still queued
+    shown = await say(team, "/queue plan P-1")
+    assert "wave 1 of 1 (7 jobs) finished" not in shown
+    assert "wave 1 of 1 (7 jobs) running" in shown
