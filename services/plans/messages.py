@@ -62,10 +62,10 @@ def where_now(p: PlanView) -> str:
         )
         return f"halted in {name}{out}" + (f"; {then} has not started" if then else "")
     # a wave halted and resumed runs on until its rows are done: finished is when they are
-    out = current.outcome is WaveOutcome.RUNNING or (
+    still = current.outcome is WaveOutcome.RUNNING or (
         current.outcome is WaveOutcome.HALTED and current.finished_at is None
     )
-    doing = "running" if out else "finished"
+    doing = "running" if still else "finished"
     return f"{name} {doing}, " + (f"{then} next" if then else "the last wave")
 
 
