@@ -99,7 +99,8 @@ async def _demo_banner(
                 f"P-{number} ({queue}) is halted: /queue plan P-{number}; go on with @alice "
                 f'/queue resume P-{number} --reason "...", or return its unclaimed jobs with '
                 f'@alice /queue rollback P-{number} --reason "...", then @bob /queue approve '
-                f"CR-{cr}."
+                f"CR-{cr} (with none unclaimed the rollback closes the plan at once, without "
+                "an approval)."
             )
         else:
             steps.append(f"P-{number} ({queue}) is running: /queue plan P-{number} follows it.")

@@ -20,6 +20,7 @@ from services.changes import store as requests
 from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper
+from services.plans import store as plan_store
 from services.plans.engine import PlanEngine
 from services.plans.store import TICK
 from services.scheduler import FollowUp, Scheduler
@@ -155,3 +156,8 @@ async def seed(
         await scheduler.ensure(conn, kind=ANCHOR, subject="all", due_at=now + ANCHOR_EVERY)
         if housekeep_every is not None:
             await scheduler.ensure(conn, kind=HOUSEKEEP, subject="all", due_at=now)
+        # A halted plan counts the rows it redrove until none is out; a plan halted by an
+        # earlier version lost its tick at the halt. Its tick, where it has none: one that
+        # finds nothing out stops.
+        for plan in await plan_store.halted(conn):
+            await scheduler.ensure(conn, kind=TICK, subject=str(plan), due_at=now)

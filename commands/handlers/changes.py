@@ -175,7 +175,7 @@ def change_message(v: ChangeView) -> Message:
         f"{v.queue}",
         ChangeKind.RESUME: f"resume plan P-{v.plan} ({fmt.count(v.eligible)} row(s) to go)",
         ChangeKind.ROLLBACK: f"roll back plan P-{v.plan} ({fmt.count(v.eligible)} "
-        f"unclaimed row(s) {'now' if v.state is RequestState.PENDING else 'when requested'})",
+        f"unclaimed row(s) {_counted_when(v)})",
         ChangeKind.RESOLVE: f"resolve {v.incident} without {len(v.checks)} validation item(s)",
     }.get(v.kind, f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}")
     status = {
@@ -257,6 +257,12 @@ def change_message(v: ChangeView) -> Message:
     if v.state is RequestState.EXECUTED and v.result is not None:
         summary += f": {_outcome_line(v)}"
     return Message(summary, tuple(blocks))
+
+
+def _counted_when(v: ChangeView) -> str:
+    """A rollback's count was taken when it was requested: "now" only in the reply to the
+    request itself (pending, nobody approved yet), not when it is shown again later."""
+    return "now" if v.state is RequestState.PENDING and not v.approvals else "when requested"
 
 
 def _outcome_line(v: ChangeView) -> str:

@@ -237,6 +237,9 @@ class WaveStatus:
     # (so the same failure compares equal); a profile whose targets' signature is the
     # error text's own leaves it empty, and the error text's signature is taken
     signatures: dict[str, str] = field(default_factory=dict)
+    # the same failure as an earlier version of the profile froze it, where that differed
+    # (a plan frozen before an upgrade compares its rows with these too)
+    earlier_signatures: dict[str, str] = field(default_factory=dict)
 
 
 class RowChanges(Protocol):

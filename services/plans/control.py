@@ -30,7 +30,7 @@ from services.plans.model import (
     Waves,
 )
 from services.plans.publish import announce
-from services.plans.settle import finished, settle
+from services.plans.settle import Settled, finished, record_finished, settle
 from services.scheduler import FollowUp
 
 
@@ -107,23 +107,30 @@ class PlanControl:
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
     ) -> tuple[list[str], list[FollowUp]]:
         """Return the plan's redriven jobs that no worker claimed yet to the dead letters,
-        each with its own earlier values. What finished is counted first (a row that
-        succeeded is reported as succeeded); rows a worker holds are left alone and still
-        counted as they finish."""
+        each with its own earlier values (the rollback's guard decides, row by row, at
+        the moment of the change). What finished is counted (a row that succeeded is
+        reported as succeeded, not rolled back); rows a worker holds are left alone and
+        still counted as they finish."""
         plan = await store.lock(conn, number)
         if plan.state not in ACTIVE:
             raise PlanStateConflict(
                 number=number, state=plan.state, needed=ACTIVE, action="roll back"
             )
         profile = self.estate.profile(plan.queue)
-        waves = await _settled(conn, profile.plan_ops, plan)
         items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
         note = f"queuebot {plan.ref} rolled back (CR-{request}): {plan.reason}"[:1000]
         back = await profile.plan_ops.rollback(conn, items=store.refs(items), now=now, note=note)
         await store.mark(conn, number, back, ItemState.ROLLED_BACK)
         returned = set(back)
-        held = [i for i in items if i.job_id not in returned]
-        await store.save_waves(conn, number, _rolled_back(waves, items, returned, now), now)
+        # then what finished is counted (a row that succeeded is reported as succeeded),
+        # the rows a worker claimed after the rollback's own guard among them; the rows of
+        # the wave still out are those a worker holds
+        settled = await _settle(conn, profile.plan_ops, plan)
+        out = settled.held if settled else frozenset()
+        held = [i for i in items if i.job_id not in returned and i.job_id in out]
+        waves = _rolled_back(plan.waves, settled, items, returned, now)
+        await store.save_waves(conn, number, waves, now)
+        await self._record_finished(conn, plan, waves, now)
         summary = (
             f"rolled back by {actor.person} (CR-{request}): {len(back)} unclaimed job(s) "
             "returned to the dead letters"
@@ -134,7 +141,7 @@ class PlanControl:
                 "still counted"
             )
         await store.set_state(conn, number, PlanState.ROLLED_BACK, summary, now)
-        await _count_on_or_stop(conn, plan, bool(held), now)
+        await _count_on_or_stop(conn, plan, bool(out), now)
         await self.audit.append(
             conn,
             action="plan.rolled_back",
@@ -146,10 +153,19 @@ class PlanControl:
             details={
                 "request": f"CR-{request}",
                 "rolled_back": back,
-                "left_alone": [i.job_id for i in held],
+                "left_alone": [i.job_id for i in items if i.job_id not in returned],
             },
         )
         return back, [await announce(conn, self.outbox, number, [Note(summary)], now=now)]
+
+    async def _record_finished(
+        self, conn: AsyncConnection, plan: PlanRow, waves: Waves, now: datetime
+    ) -> None:
+        """Each wave this step ended is audited as finished, as a tick's is."""
+        before = {w.number: w.finished_at for w in plan.waves.waves}
+        for wave in waves.waves:
+            if wave.finished_at is not None and before.get(wave.number) is None:
+                await record_finished(conn, self.audit, plan, wave, now)
 
     async def close_if_nothing_unclaimed(
         self,
@@ -173,9 +189,13 @@ class PlanControl:
         items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
         if await profile.plan_ops.unclaimed(conn, items=store.refs(items)):
             return None
-        waves = await _settled(conn, profile.plan_ops, plan)
+        settled = await _settle(conn, profile.plan_ops, plan)
+        waves = plan.waves
+        if settled is not None:  # counted now; ended when none of its rows is out
+            waves = waves.with_wave(settled.wave if settled.open else finished(settled.wave, now))
         await store.save_waves(conn, number, waves, now)
-        out = bool(await store.items_in(conn, number, state=ItemState.REDRIVEN))
+        await self._record_finished(conn, plan, waves, now)
+        out = settled is not None and settled.open > 0
         note = (
             f"closed by {actor.person or actor.account} ({reason}): nothing to roll back, "
             "no row of it is still unclaimed"
@@ -197,12 +217,11 @@ class PlanControl:
         return view, await announce(conn, self.outbox, number, [Note(note)], now=now)
 
 
-async def _settled(conn: AsyncConnection, ops: PlanOps, plan: PlanRow) -> Waves:
-    """The plan's waves with the outcomes of its rows counted up to now."""
+async def _settle(conn: AsyncConnection, ops: PlanOps, plan: PlanRow) -> Settled | None:
+    """The plan's current wave with the outcomes of its rows counted up to now (the waves
+    before it ended before it started); None before its sample."""
     current = plan.waves.current
-    if current is None:
-        return plan.waves
-    return plan.waves.with_wave((await settle(conn, ops, plan.id, current)).wave)
+    return None if current is None else await settle(conn, ops, plan.id, current)
 
 
 async def _count_on_or_stop(conn: AsyncConnection, plan: PlanRow, out: bool, now: datetime) -> None:
@@ -215,21 +234,27 @@ async def _count_on_or_stop(conn: AsyncConnection, plan: PlanRow, out: bool, now
 
 
 def _rolled_back(
-    waves: Waves, items: list[PlanItemRow], returned: set[str], now: datetime
+    waves: Waves,
+    settled: Settled | None,
+    items: list[PlanItemRow],
+    returned: set[str],
+    now: datetime,
 ) -> Waves:
     """The waves after a rollback: each says how many of its jobs went back to the dead
     letters, and one that gave jobs back ends as rolled back. A wave none of whose rows
     is out any more is finished as it stands (ok when all its rows succeeded): a wave is
     not called rolled back for a rollback that returned none of its rows."""
+    if settled is not None:
+        waves = waves.with_wave(settled.wave)
+    out = settled is not None and settled.open > 0
     back = Counter(i.wave for i in items if i.job_id in returned)
-    out = Counter(i.wave for i in items if i.job_id not in returned)
     for wave in waves.waves:
         after = wave
         if back[wave.number]:
             after = after.model_copy(
                 update={"rolled_back": back[wave.number], "outcome": WaveOutcome.ROLLED_BACK}
             )
-        if not out[wave.number]:
+        if not (out and settled is not None and wave.number == settled.wave.number):
             after = finished(after, now)
         waves = waves.with_wave(after)
     return waves

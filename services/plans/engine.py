@@ -37,10 +37,8 @@ from services.plans.model import (
     WaveStarted,
 )
 from services.plans.publish import announce
-from services.plans.settle import Settled, finished, settle
+from services.plans.settle import SYSTEM, Settled, finished, record_finished, settle
 from services.scheduler import FollowUp
-
-SYSTEM = Actor.system("plan")
 
 
 class PlanEngine:
@@ -172,7 +170,7 @@ class PlanEngine:
                 waves = waves.with_wave(current)
                 await store.save_waves(conn, plan.id, waves, now)
             if ends:
-                await self._wave_finished(conn, plan, current, now)
+                await record_finished(conn, self.audit, plan, current, now)
                 news.append(WaveFinished(current.number))
             if settled.open or plan.state is not PlanState.RUNNING:
                 if settled.open:  # come back to count the rest
@@ -206,22 +204,6 @@ class PlanEngine:
                 return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
         plan = replace(plan, waves=waves)
         return await self._start_wave(conn, plan, now, SYSTEM, news, dead=dead_now)
-
-    async def _wave_finished(
-        self, conn: AsyncConnection, plan: PlanRow, wave: Wave, now: datetime
-    ) -> None:
-        """Its audit event: how many of its rows succeeded and died again (each row's
-        outcome is its plan item's state)."""
-        await self.audit.append(
-            conn,
-            action="plan.wave_finished",
-            actor=SYSTEM,
-            at=now,
-            subject=plan.ref,
-            queue=plan.queue,
-            incident=plan.incident,
-            details={"wave": wave.number, "succeeded": wave.succeeded, "redead": wave.redead},
-        )
 
     def _wait_reason(
         self, plan: PlanRow, current: Wave, dead_now: int, now: datetime
@@ -337,7 +319,7 @@ class PlanEngine:
         current = settled.wave
         redead = settled.redead
         originals = await store.signatures_of_wave(conn, plan.id, current.number)
-        same = [job for job, err in redead if settled.signature(job, err) == originals.get(job)]
+        same = [job for job, err in redead if settled.same(job, err, originals.get(job))]
         note = (
             f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
             f"state; {_verdict(settled, same, originals)}. Nothing more is redriven."
@@ -353,7 +335,7 @@ class PlanEngine:
         if settled.open:  # the rest of the wave is still counted
             await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
         else:
-            await self._wave_finished(conn, plan, halted, now)
+            await record_finished(conn, self.audit, plan, halted, now)
         await self.audit.append(
             conn,
             action="plan.halted",

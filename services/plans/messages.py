@@ -61,7 +61,11 @@ def where_now(p: PlanView) -> str:
             "; its rows still out are counted as they finish" if current.finished_at is None else ""
         )
         return f"halted in {name}{out}" + (f"; {then} has not started" if then else "")
-    doing = "running" if current.outcome is WaveOutcome.RUNNING else "finished"
+    # a wave halted and resumed runs on until its rows are done: finished is when they are
+    still = current.outcome is WaveOutcome.RUNNING or (
+        current.outcome is WaveOutcome.HALTED and current.finished_at is None
+    )
+    doing = "running" if still else "finished"
     return f"{name} {doing}, " + (f"{then} next" if then else "the last wave")
 
 

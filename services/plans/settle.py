@@ -12,10 +12,13 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit import Actor, AuditTrail
 from services.estate.ops import PlanOps
 from services.estate.signature import display_signature, error_signature
 from services.plans import store
-from services.plans.model import ItemState, Wave, WaveOutcome
+from services.plans.model import ItemState, PlanRow, Wave, WaveOutcome
+
+SYSTEM = Actor.system("plan")
 
 
 @dataclass(frozen=True)
@@ -24,8 +27,15 @@ class Settled:
 
     wave: Wave
     open: int  # its rows still queued or running
+    held: frozenset[str] = frozenset()  # the jobs of those rows
     redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
     signatures: dict[str, str] = field(default_factory=dict)  # of the dead-again jobs
+    earlier: dict[str, str] = field(default_factory=dict)  # as an earlier version made them
+
+    def same(self, job: str, error: str | None, frozen: str | None) -> bool:
+        """Whether a dead-again job failed as its frozen row had: the same signature,
+        made the same way (or, for a plan frozen before an upgrade, as it was made then)."""
+        return frozen is not None and frozen in (self.signature(job, error), self.earlier.get(job))
 
     def signature(self, job: str, error: str | None) -> str:
         """A dead-again job's failure signature, made as its frozen one was."""
@@ -49,7 +59,14 @@ async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> 
     counted = wave.model_copy(
         update={"succeeded": wave.succeeded + succeeded, "redead": wave.redead + redead}
     )
-    return Settled(counted, status.open, list(status.redead), dict(status.signatures))
+    return Settled(
+        counted,
+        status.open,
+        frozenset(held),
+        list(status.redead),
+        dict(status.signatures),
+        dict(status.earlier_signatures),
+    )
 
 
 def finished(wave: Wave, now: datetime) -> Wave:
@@ -62,3 +79,21 @@ def finished(wave: Wave, now: datetime) -> Wave:
     if outcome is WaveOutcome.RUNNING:
         outcome = WaveOutcome.OK if wave.redead == 0 else WaveOutcome.HALTED
     return wave.model_copy(update={"outcome": outcome, "finished_at": now})
+
+
+async def record_finished(
+    conn: AsyncConnection, audit: AuditTrail, plan: PlanRow, wave: Wave, now: datetime
+) -> None:
+    """A wave's ``plan.wave_finished`` event: how many of its rows succeeded and died again
+    (each row's outcome is its plan item's state), whichever step saw its last row end (a
+    tick, a rollback or a close)."""
+    await audit.append(
+        conn,
+        action="plan.wave_finished",
+        actor=SYSTEM,
+        at=now,
+        subject=plan.ref,
+        queue=plan.queue,
+        incident=plan.incident,
+        details={"wave": wave.number, "succeeded": wave.succeeded, "redead": wave.redead},
+    )

@@ -80,6 +80,14 @@ async def active_plan(conn: AsyncConnection, queue: str) -> int | None:
     return int(row[0]) if row else None
 
 
+async def halted(conn: AsyncConnection) -> list[int]:
+    """The halted plans' numbers."""
+    found = await conn.execute(
+        sa.select(PLANS.c.id).where(PLANS.c.state == PlanState.HALTED.value).order_by(PLANS.c.id)
+    )
+    return [int(r[0]) for r in found.all()]
+
+
 async def ensure_no_active_plan(conn: AsyncConnection, queue: str) -> None:
     """One plan per queue: refuse while a running or halted plan exists."""
     running = await active_plan(conn, queue)

@@ -118,7 +118,9 @@ def test_the_banner_suggests_what_fits_the_estate_left_by_earlier_runs(tmp_path:
 
     third = queuebot("demo", "--no-worker", stdin="@bob /queue approve CR-2\n", cwd=tmp_path)
     said = banner(third)
-    assert "P-1 (clips) is halted" in said and "then @bob /queue approve CR-3." in said
+    assert "P-1 (clips) is halted" in said and "then @bob /queue approve CR-3" in said
+    # the approval follows only a rollback with rows to return
+    assert "with none unclaimed the rollback closes the plan at once" in said
     assert "CR-2 (rollback by alice) waits for approval: @bob /queue approve CR-2" in said
 
     fourth = queuebot("demo", "--no-worker", cwd=tmp_path)

@@ -17,17 +17,18 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services import samples
-from services.config import AccessConfig, QueueConfig
+from services import housekeeping_jobs, samples
+from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
-from tests.integration.support import START, RecordingNotifier
+from tests.integration.support import START, RecordingNotifier, build_services
 from tests.integration.test_team_tables import Team, add_worker_rows, open_team
 
 ALICE = Person("alice", frozenset({"operator", "approver"}))
 BOB = Person("bob", frozenset({"operator", "approver"}))
+DORA = Person("dora", frozenset({"operator", "approver"}))
 SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 SMTP_AGAIN = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 45 s"
 
@@ -78,7 +79,7 @@ def router_over(team: Team) -> Router:
             reads=QueueReads(team.estate, gate=ReadGate(fresh_for=0.0)),
             changes=team.services.changes,
             plans=team.services.plan_desk,
-            directory=Directory([ALICE, BOB]),
+            directory=Directory([ALICE, BOB, DORA]),
             access=AccessConfig(),
         )
     )
@@ -300,3 +301,163 @@ async def test_the_same_error_again_halts_as_the_same_signature(team: Team) -> N
     assert view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
     assert "differs" not in view.note and "(no failure_reason)" not in view.note
+
+
+async def audit_actions(team: Team, subject: str = "P-1") -> list[str]:
+    async with team.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text("SELECT action FROM qb_audit_events WHERE subject = :s ORDER BY id"),
+            {"s": subject},
+        )
+        return [str(r[0]) for r in rows]
+
+
+async def test_a_plan_closed_before_its_tick_counted_the_wave_says_it_finished(
+    team: Team,
+) -> None:
+    """The rows all finished between two ticks, and the plan is closed before the next one:
+    the close counts them and ends the wave, and says nothing is still out (nothing will
+    count it later: the plan has no tick left)."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    assert await finish_queued(team) == 7  # no tick has seen them yet
+    closed = await say(team, '/queue rollback P-1 --reason "all done anyway"')
+    assert "P-1 closed" in closed
+    assert "still out" not in closed
+    view = await team.services.plan_desk.view(number=1)
+    assert view.succeeded == 8
+    wave1 = view.waves[1]
+    assert (wave1.outcome, wave1.succeeded, wave1.finished_at) == (
+        WaveOutcome.OK,
+        7,
+        team.clock.now,
+    )
+    shown = await say(team, "/queue plan P-1")
+    assert "closed after wave 1 of 1 (7 jobs)" in shown and "still out" not in shown
+    assert (await audit_actions(team))[-2:] == ["plan.wave_finished", "plan.closed"]
+
+
+async def test_a_rollback_that_ends_a_wave_records_that_it_finished(team: Team) -> None:
+    """A wave ended by a rollback's approval (every row of it finished or returned) is
+    audited as finished, as a wave a tick ends is."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    await say(team, '/queue rollback P-1 --reason "relay still flaky"')
+    assert await finish_queued(team, 5) == 5  # two are still unclaimed at the approval
+    await say(team, "/queue approve CR-2", BOB)
+    view = await team.services.plan_desk.view(number=1)
+    assert (view.succeeded, view.rolled_back) == (6, 2)
+    assert view.waves[1].finished_at == team.clock.now
+    assert (await audit_actions(team))[-2:] == ["plan.wave_finished", "plan.rolled_back"]
+
+
+async def test_a_plan_halted_by_an_earlier_version_is_counted_after_a_restart(
+    team: Team,
+) -> None:
+    """Before halted plans kept counting, a halt took the plan's tick away: such a plan
+    (its wave never ended) gets its tick back when queuebot starts, so what it says (its
+    rows still out are counted) holds."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    async with team.engine.begin() as conn:  # what a halt did before
+        await conn.execute(sa.text("DELETE FROM qb_schedule WHERE kind = 'plan.tick'"))
+    assert await finish_queued(team) == 7
+    await tick(team)
+    assert (await team.services.plan_desk.view(number=1)).succeeded == 1  # not counted yet
+
+    await housekeeping_jobs.seed(team.engine, estate=team.estate, clock=team.clock)
+    await tick(team)
+    view = await team.services.plan_desk.view(number=1)
+    assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK
+    assert "8/8 succeeded" in await say(team, "/queue plan P-1")
+
+
+async def test_a_rollback_says_claimed_only_of_rows_a_worker_holds(team: Team) -> None:
+    """A row of the wave cancelled by hand neither succeeded nor died again: the rollback
+    leaves it alone without saying a worker holds it, and nothing is left to count."""
+    await plan_in_last_wave(team)
+    await say(team, "/queue halt P-1")
+    await say(team, '/queue rollback P-1 --reason "relay still flaky"')
+    await worker(
+        team,
+        "UPDATE jobs SET state = 'cancelled' WHERE id = "
+        "(SELECT max(id) FROM jobs WHERE state = 'queued')",
+    )
+    done = await say(team, "/queue approve CR-2", BOB)
+    assert "6 unclaimed row(s) returned to the dead letters" in done
+    view = await team.services.plan_desk.view(number=1)
+    assert view.note is not None and "claimed by a worker" not in view.note
+    assert "counted as they finish" not in await say(team, "/queue plan P-1")
+    assert view.waves[1].finished_at == team.clock.now
+
+
+async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_now(
+    team: Team,
+) -> None:
+    """The request counted the unclaimed rows when it was made; shown again after a first
+    approval of two, that count is not 'now' any more."""
+    team.services = build_services(
+        team.engine,
+        team.estate,
+        team.clock,
+        RecordingNotifier(),
+        approval=ApprovalConfig(large_change_rows=1, large_change_approvals=2),
+    )
+    await eight_dead(team)
+    await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
+    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", DORA)
+    assert await finish_queued(team) == 1
+    await tick(team)
+    await say(team, "/queue halt P-1")
+    asked = await say(team, '/queue rollback P-1 --reason "relay still flaky"')
+    assert "roll back plan P-1 (7 unclaimed row(s) now)" in asked
+    assert await claim_queued(team, 3) == 3
+    team.clock.advance(minutes=5)
+    once = await say(team, "/queue approve CR-2", BOB)
+    assert "waiting for approval (1 of 2)" in once
+    assert "unclaimed row(s) now" not in once
+    assert "7 unclaimed row(s) when requested" in once
+
+
+async def test_a_plan_frozen_by_an_earlier_version_halts_as_the_same_signature(
+    team: Team,
+) -> None:
+    """An earlier version froze a row of a table without failure_reason as
+    "(no failure_reason): <signature>"; a plan frozen then, still running after the
+    upgrade, judges the same error again as the same signature, not as a new error."""
+    await eight_dead(team)
+    await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
+    await say(team, "/queue approve CR-1", BOB)
+    async with team.engine.begin() as conn:  # as the earlier version froze them
+        await conn.execute(
+            sa.text("UPDATE qb_plan_items SET signature = '(no failure_reason): ' || signature")
+        )
+    await worker(
+        team, "UPDATE jobs SET state = 'dead', last_error = :e WHERE state = 'queued'", e=SMTP_AGAIN
+    )
+    await tick(team)
+    view = await team.services.plan_desk.view(number=1)
+    assert view.state is PlanState.HALTED and view.note is not None
+    assert "the same signature as before: the fix did not hold" in view.note
+    assert "new error" not in view.note
+
+
+async def test_a_plan_resumed_with_rows_still_out_does_not_call_the_wave_finished(
+    team: Team,
+) -> None:
+    await plan_in_last_wave(team)
+    await worker(
+        team,
+        "UPDATE jobs SET state = 'dead', last_error = :e WHERE id = "
+        "(SELECT max(id) FROM jobs WHERE state = 'queued')",
+        e=SMTP_AGAIN,
+    )
+    await tick(team)
+    assert (await team.services.plan_desk.view(number=1)).state is PlanState.HALTED
+    await say(team, '/queue resume P-1 --reason "one row, the relay blipped"')
+    await say(team, "/queue approve CR-2", BOB)
+    await tick(team)  # six rows of wave 1 still queued
+    shown = await say(team, "/queue plan P-1")
+    assert "wave 1 of 1 (7 jobs) finished" not in shown
+    assert "wave 1 of 1 (7 jobs) running" in shown

@@ -63,6 +63,11 @@ CLEARED = (
 )
 
 
+# How versions before the signature was made one way froze a failed row of a table
+# without failure_reason: a plan frozen then may still be running.
+EARLIER_UNLABELLED = "(no failure_reason): "
+
+
 def failure_signature(q: BoundTable, row: Mapping[Any, Any]) -> str:
     """A failed row's signature, as a request's preview groups it and a plan compares a
     row that died again with it: its failure_reason and its error's signature where the

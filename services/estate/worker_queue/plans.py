@@ -21,7 +21,7 @@ from services.estate.ops import (
     restored,
 )
 from services.estate.profile import BoundTable, QueueProfile, plain
-from services.estate.worker_queue.changes import failure_signature
+from services.estate.worker_queue.changes import EARLIER_UNLABELLED, failure_signature
 from services.estate.worker_queue.schema import QUEUED
 
 # What a redrive changes and a rollback puts back, where the team's table has it.
@@ -94,6 +94,7 @@ class WorkerQueuePlanOps:
         succeeded: list[str] = []
         open_jobs: list[str] = []
         signatures: dict[str, str] = {}
+        earlier: dict[str, str] = {}
         cols = [q.c("id"), q.c("status"), q.c("error_message")]
         if q.has("failure_reason"):
             cols.append(q.c("failure_reason"))
@@ -108,6 +109,8 @@ class WorkerQueuePlanOps:
                     if status in self.profile.dead_letter_statuses:
                         redead.append((job, r[q.c("error_message").name]))
                         signatures[job] = failure_signature(q, r)  # as the frozen one
+                        if not q.has("failure_reason"):
+                            earlier[job] = EARLIER_UNLABELLED + signatures[job]
                     elif state is CanonicalState.SUCCEEDED:
                         succeeded.append(job)
                 else:
@@ -120,6 +123,7 @@ class WorkerQueuePlanOps:
             succeeded=succeeded,
             open_jobs=open_jobs,
             signatures=signatures,
+            earlier_signatures=earlier,
         )
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
