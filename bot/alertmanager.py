@@ -22,9 +22,9 @@ from starlette.types import Receive, Scope, Send
 from bot.ratelimited_log import RateLimitedLog
 from services.alerts.desk import AlertDesk
 from services.alerts.payload import BadPayload, parse
-from services.alerts.publish import NO_PLATFORM
 from services.config import Config
 from services.errors import DatabaseUnavailable
+from services.outbox import NO_PLATFORM
 
 log = logging.getLogger("queuebot.alerts")
 PATH = "/alerts/alertmanager"

@@ -85,6 +85,12 @@ class Item:
 Deliver = Callable[[Item], Awaitable[None]]
 
 
+NO_PLATFORM = (
+    "no chat platform is configured (neither SLACK_BOT_TOKEN nor DISCORD_BOT_TOKEN is set)"
+)
+NOT_POSTED = f"not posted: {NO_PLATFORM}"  # the record of a post that went nowhere
+
+
 class PostedNowhere(Exception):
     """A deliverer's word that its item has nowhere to go (no chat platform is
     configured): the item is closed, never retried, with the reason kept as its

@@ -156,9 +156,11 @@ def _notice_head(
     """A housekeeping notice's heading and facts: its severity's colour, how many notices
     (and how many still stand, where some are resolved), since when."""
     started = min((a.starts_at for a in alerts if a.starts_at), default=None)
+    # housekeeping's run summary is named "Housekeeping": not "Housekeeping notice: Housekeeping"
+    what = "Housekeeping summary" if name == "Housekeeping" else f"Housekeeping notice: {name}"
     if not firing:
         resolved = group.get("resolved_at") or now
-        return f"✅ Housekeeping notice resolved: {name}{where}", [
+        return f"✅ {what} resolved{where}", [
             ("Lasted", lasted(started, resolved)),
             ("Resolved", _ago(resolved, now)),
         ]
@@ -169,7 +171,7 @@ def _notice_head(
         if len(firing) == len(alerts)
         else f"{len(firing)} of {len(alerts)} still standing"
     )
-    return f"{icon} Housekeeping notice: {name}{where}", [
+    return f"{icon} {what}{where}", [
         ("Notices", count),
         ("First", _ago(started, now)),
     ]

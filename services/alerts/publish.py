@@ -27,13 +27,9 @@ from services.estate.model import Triage
 from services.estate.profile import as_utc
 from services.message import Message
 from services.notify import MessageRef, Notifier
-from services.outbox import Item, PostedNowhere
+from services.outbox import NOT_POSTED, Item, PostedNowhere
 
 log = logging.getLogger("queuebot.alerts")
-NO_PLATFORM = (
-    "no chat platform is configured (neither SLACK_BOT_TOKEN nor DISCORD_BOT_TOKEN is set)"
-)
-NOT_POSTED = f"not posted: {NO_PLATFORM}"  # the record of an alert post that went nowhere
 
 
 class TriageSource(Protocol):

@@ -17,7 +17,7 @@ from services.db import reading, transaction
 from services.incidents.store import INCIDENTS
 from services.message import Message, message_from_json
 from services.notify import ChannelRef, MessageRef, Notifier
-from services.outbox import Item
+from services.outbox import NOT_POSTED, Item, PostedNowhere
 
 Delivered = Callable[[Mapping[str, Any], Sequence[MessageRef]], Awaitable[None]]
 
@@ -38,7 +38,7 @@ class IncidentPublisher:
         if notifier is None:
             if told:  # no chat platform at all: nobody was told
                 await self.delivered(item.payload, [])
-            return
+            raise PostedNowhere(NOT_POSTED)
         number = int(item.payload["incident"])
         message = message_from_json(item.payload["message"])
         if action == "audience":

@@ -27,7 +27,7 @@ from services.db import reading, transaction
 from services.ledger import Claim, DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef, Notifier
-from services.outbox import Item, Outbox, add
+from services.outbox import NOT_POSTED, Item, Outbox, PostedNowhere, add
 from services.plans import messages, store
 from services.plans.model import News, Note, PlanView, WaveStarted, news_from, news_json
 from services.plans.store import PLANS
@@ -68,10 +68,11 @@ class PlanPublisher:
     async def publish(self, number: int, news: Sequence[News]) -> None:
         """Bring the plan's message up to date (posting it first if there is none) and
         post each piece of news into its thread. Without a notifier (no chat platform is
-        configured) there is nowhere to post: the plan's state is in /queue plan."""
+        configured) there is nowhere to post: the outbox closes the item as not posted,
+        and the plan's state is in /queue plan."""
         notifier = self.notifier
         if notifier is None:
-            return
+            raise PostedNowhere(NOT_POSTED)
         view = await self.view(number)
         ref = await self._plan_message(notifier, number, view)
         for item in news:
