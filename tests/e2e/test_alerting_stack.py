@@ -340,7 +340,7 @@ groups:
     rules:
       - alert: QueueDeadLetters
         expr: queuebot_test_dead_letters > 0
-        for: 2s
+        for: 1s
         labels:
           severity: page
         annotations:
@@ -360,7 +360,8 @@ def test_a_prometheus_rule_alert_reaches_the_receiver(receiver: Receiver, tmp_pa
     target = f"127.0.0.1:{metrics.server_address[1]}"
     try:
         with (
-            Alertmanager(receiver.url, token=TOKEN) as am,
+            # flushed every second: the resolution is sent a second after it arrives
+            Alertmanager(receiver.url, token=TOKEN, group_interval="1s") as am,
             Prometheus([target], [rules], am.url) as prom,
         ):
             # The first scrape waits for the scrape manager's 5 s reload tick.
