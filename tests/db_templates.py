@@ -88,8 +88,10 @@ def _stale(name: str, now: float) -> bool:
         return False
     if int(found["started"]) < now - STALE_AFTER:
         return True
-    return found["host"] == _HOST and int(found["pid"]) != os.getpid() and not _alive(
-        int(found["pid"])
+    return (
+        found["host"] == _HOST
+        and int(found["pid"]) != os.getpid()
+        and not _alive(int(found["pid"]))
     )
 
 
