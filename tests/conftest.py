@@ -5,7 +5,8 @@ database created and dropped around the test). Both come migrated to the newest 
 copied from a template this process builds once (see ``tests/db_templates.py``);
 ``upgrade()`` on them is a quick no-op. A test that needs an empty database (migrations,
 "not migrated" errors, ``queuebot db upgrade``) is marked ``@pytest.mark.empty_db``;
-``demo_db_url`` also holds the demo estate built at ``START``. PostgreSQL comes from
+``demo_db_url`` (or ``db_url`` in a test marked ``demo_db``) also holds the demo estate
+built at ``START``; helpers that build it check ``holds_demo(url)`` first. PostgreSQL comes from
 ``QUEUEBOT_TEST_POSTGRES`` (default: postgres@127.0.0.1:5432/test). When it cannot be
 reached the PostgreSQL half is skipped, unless ``QUEUEBOT_REQUIRE_POSTGRES=1`` (CI), where
 that is an error and the run fails.
@@ -90,7 +91,17 @@ def postgres_database(kind: Kind = "empty") -> Iterator[str]:
 
 
 def _kind(request: pytest.FixtureRequest, wanted: Kind) -> Kind:
-    return "empty" if request.node.get_closest_marker("empty_db") else wanted
+    if request.node.get_closest_marker("empty_db"):
+        return "empty"
+    if request.node.get_closest_marker("demo_db"):
+        return "demo"
+    return wanted
+
+
+def holds_demo(url: str) -> bool:
+    """Whether the database at ``url`` was copied from the demo template: the demo estate
+    built at ``START`` is in it already (``@pytest.mark.demo_db``)."""
+    return _templates is not None and _templates.holds_demo(url)
 
 
 @pytest.fixture
@@ -110,7 +121,8 @@ def _database(request: pytest.FixtureRequest, tmp_path: Path, kind: Kind) -> Ite
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The same test on SQLite and on PostgreSQL, each database migrated to the newest
-    revision (``@pytest.mark.empty_db``: without queuebot's tables)."""
+    revision (``@pytest.mark.empty_db``: without queuebot's tables; ``@pytest.mark.demo_db``:
+    with the demo estate built at ``START`` too)."""
     yield from _database(request, tmp_path, _kind(request, "migrated"))
 
 

@@ -106,6 +106,11 @@ class Templates:
         self._sqlite: dict[Kind, Path] = {}
         self._demo: DemoEstate | None = None
         self._swept = False
+        self._with_demo: set[str] = set()
+
+    def holds_demo(self, url: str) -> bool:
+        """Whether ``url`` is a copy of the demo template (so the demo is built there)."""
+        return url in self._with_demo
 
     @property
     def demo(self) -> DemoEstate:
@@ -165,7 +170,14 @@ class Templates:
         else:
             template = self._pg_template(kind)
             self._admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        return self._url(name)
+        return self._noted(self._url(name), kind)
+
+    def _noted(self, url: str, kind: Kind) -> str:
+        if kind == "demo":
+            self._with_demo.add(url)
+        else:
+            self._with_demo.discard(url)
+        return url
 
     def sqlite(self, kind: Kind, directory: Path) -> str:
         """A SQLite database of ``kind`` in ``directory`` (a copy of the template file)."""
@@ -186,7 +198,7 @@ class Templates:
                 side = template.with_name(template.name + suffix)
                 if side.exists():
                     shutil.copyfile(side, path.with_name(path.name + suffix))
-        return f"sqlite+aiosqlite:///{path}"
+        return self._noted(f"sqlite+aiosqlite:///{path}", kind)
 
     def close(self) -> None:
         for name in self._pg.values():
