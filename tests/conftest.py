@@ -90,10 +90,15 @@ def postgres_database(kind: Kind = "empty") -> Iterator[str]:
         drop_pg_database(url)
 
 
+# Fixtures whose tests get the demo estate in ``db_url``: one database per test, whichever
+# of these and ``db_url`` its fixtures ask for.
+DEMO_FIXTURES = frozenset({"shop", "demo_db_url", "demo_estate"})
+
+
 def _kind(request: pytest.FixtureRequest, wanted: Kind) -> Kind:
     if request.node.get_closest_marker("empty_db"):
         return "empty"
-    if request.node.get_closest_marker("demo_db"):
+    if request.node.get_closest_marker("demo_db") or DEMO_FIXTURES & set(request.fixturenames):
         return "demo"
     return wanted
 
@@ -111,25 +116,23 @@ def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
     yield from postgres_database(_kind(request, "migrated"))
 
 
-def _database(request: pytest.FixtureRequest, tmp_path: Path, kind: Kind) -> Iterator[str]:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same test on SQLite and on PostgreSQL, each database migrated to the newest
+    revision (``@pytest.mark.empty_db``: without queuebot's tables; ``@pytest.mark.demo_db``
+    or a fixture in ``DEMO_FIXTURES``: with the demo estate built at ``START`` too)."""
+    kind = _kind(request, "migrated")
     if request.param == "sqlite":
         yield templates().sqlite(kind, tmp_path)
         return
     yield from postgres_database(kind)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The same test on SQLite and on PostgreSQL, each database migrated to the newest
-    revision (``@pytest.mark.empty_db``: without queuebot's tables; ``@pytest.mark.demo_db``:
-    with the demo estate built at ``START`` too)."""
-    yield from _database(request, tmp_path, _kind(request, "migrated"))
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def demo_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """As ``db_url``, holding the demo estate built at ``START`` too (see ``demo_estate``)."""
-    yield from _database(request, tmp_path, "demo")
+@pytest.fixture
+def demo_db_url(db_url: str) -> str:
+    """``db_url``, holding the demo estate built at ``START`` too (see ``demo_estate``)."""
+    assert holds_demo(db_url), "a test marked empty_db cannot have the demo estate"
+    return db_url
 
 
 @pytest.fixture
