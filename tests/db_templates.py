@@ -179,9 +179,9 @@ class Templates:
             self._with_demo.discard(url)
         return url
 
-    def sqlite(self, kind: Kind, directory: Path) -> str:
+    def sqlite(self, kind: Kind, directory: Path, filename: str = "queuebot-test.db") -> str:
         """A SQLite database of ``kind`` in ``directory`` (a copy of the template file)."""
-        path = directory / "queuebot-test.db"
+        path = directory / filename
         if kind != "empty":
             if kind not in self._sqlite:
                 self._workdir.mkdir(parents=True, exist_ok=True)
