@@ -45,7 +45,12 @@ def build_http_app(
     secret = app.config.env.slack_signing_secret
     if slack is not None and secret is not None:
         endpoint = SlackEndpoint(slack, signing_secret=secret.get_secret_value(), refused=refused)
-    readiness = Readiness(app, slack=slack_problem, discord=discord_problem)
+    readiness = Readiness(
+        app,
+        slack=slack_problem,
+        discord=discord_problem,
+        fresh_for=app.config.file.http.readyz_fresh_seconds,
+    )
     token = app.config.env.alert_token
     alertmanager = AlertmanagerEndpoint(
         app.alerts, token=token.get_secret_value() if token else None, refused=refused

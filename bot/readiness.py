@@ -36,7 +36,7 @@ from services.estate import hints
 
 log = logging.getLogger("queuebot.http")
 TIMEOUT = 2.0  # seconds for each part of a check
-FRESH_FOR = 5.0  # seconds an answer is reused
+FRESH_FOR = 5.0  # seconds an answer is reused (serve: [http] readyz_fresh_seconds)
 
 SlackProblem = Callable[[], Awaitable[str | None]]
 

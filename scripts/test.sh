@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Install queuebot with its test extras into ./.venv and run every check CI runs:
-# ruff, mypy, the layering contract, then the test suite (extra arguments go to pytest).
+# ruff, mypy, the layering contract, then the whole test suite in parallel (pytest-xdist,
+# QUEUEBOT_TEST_WORKERS workers, 4 by default: most tests wait on databases and processes,
+# so four share two cores well). Extra arguments go to pytest.
+#
+#   ./scripts/test.sh            everything CI runs
+#   ./scripts/test.sh --quick    the inner loop: unit and integration tests, no reliability
+#                                suite, no processes (under 2 minutes on two cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -10,4 +16,10 @@ python3 -m venv .venv
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/lint-imports
-.venv/bin/pytest "$@"
+workers=(-n "${QUEUEBOT_TEST_WORKERS:-4}")
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  exec .venv/bin/pytest "${workers[@]}" -m "not slow and not alerting" \
+    tests/unit tests/integration "$@"
+fi
+exec .venv/bin/pytest "${workers[@]}" "$@"

@@ -232,9 +232,12 @@ class ReadsConfig(_Strict):
 
 class HttpConfig(_Strict):
     """The HTTP server of ``queuebot serve``: a body over ``max_body_kb`` is refused (413)
-    before it is read. Slack's requests are a few KB; the floor keeps room for them."""
+    before it is read. Slack's requests are a few KB; the floor keeps room for them.
+    ``readyz_fresh_seconds`` is how long ``/readyz`` reuses what it found of the queues'
+    columns and privileges and of Slack (the databases are asked at every probe)."""
 
     max_body_kb: int = Field(default=256, ge=16, le=16 * 1024)
+    readyz_fresh_seconds: float = Field(default=5.0, ge=1, le=300)
 
 
 class SlackConfig(_Strict):

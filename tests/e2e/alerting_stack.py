@@ -409,6 +409,19 @@ class Alertmanager(Program):
                 )
         self.post_alerts([alert])
 
+    def groups(self) -> list[dict[str, Any]]:
+        """``GET /api/v2/alerts/groups``: the aggregation groups Alertmanager holds. A
+        group whose alerts were all resolved and notified is gone: nothing more is sent
+        for it."""
+        groups: list[dict[str, Any]] = self._get("/api/v2/alerts/groups")
+        return groups
+
+    def flushes(self) -> int:
+        """How many times a group was flushed (with ``log_level="debug"``, which logs each
+        flush): a group's flushes run one after another, so a later flush shows the
+        earlier one has sent all it was going to send."""
+        return self.log().count("msg=flushing")
+
     def alerts(self) -> list[dict[str, Any]]:
         """``GET /api/v2/alerts``: the alerts Alertmanager holds (active, silenced,
         inhibited; resolved ones drop out)."""

@@ -23,7 +23,7 @@ from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
-from tests.conftest import postgres_database
+from tests.conftest import postgres_database, templates
 
 
 def free_port() -> int:
@@ -37,10 +37,11 @@ def demo_database(kind: str, workdir: Path) -> Iterator[str]:
     """A migrated database holding the demo estate and a quarter hour of queue history
     (so the redrive growth check has a baseline); PostgreSQL ones are dropped after."""
     with contextlib.ExitStack() as stack:
+        # Copies of the migrated template; the demo is built here, at the time of the test.
         if kind == "postgres":
-            db_url = stack.enter_context(contextlib.contextmanager(postgres_database)())
+            db_url = stack.enter_context(contextlib.contextmanager(postgres_database)("migrated"))
         else:
-            db_url = f"sqlite+aiosqlite:///{workdir}/queuebot.db"
+            db_url = templates().sqlite("migrated", workdir, "queuebot.db")
         _build(db_url)
         yield db_url
 

@@ -187,8 +187,9 @@ def test_generated_configurations_are_valid(tmp_path: Path) -> None:
 def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
     """(a) a posted alert arrives with the token, version 4, the group key; (c) it is sent
     again, byte for byte, at the first flush at least repeat_interval after the last
-    send; (b) its resolution arrives at the next flush."""
-    with Alertmanager(receiver.url, token=TOKEN) as am:
+    send; (b) its resolution arrives at the next flush. Flushed every second and repeated
+    after 2 s, so the repeats come quickly yet cannot be mistaken for flushes."""
+    with Alertmanager(receiver.url, token=TOKEN, group_interval="1s", repeat_interval="2s") as am:
         # Clustering is off: the web port is all it listens on (not 9094).
         assert listening_addresses(am.pid) == {f"127.0.0.1:{am.port}"}
         posted = time.monotonic()
@@ -228,8 +229,8 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
         for before, after in itertools.pairwise([first, *repeats]):
             gap = after.at - before.at
             print(f"repeat after {gap:.2f} s")
-            # 4s repeat_interval, considered at flushes every 2s: 4 s or 6 s apart
-            assert 3.8 < gap < 8.5, gap
+            # 2s repeat_interval, considered at flushes every 1s: 2 s or 3 s apart
+            assert 1.8 < gap < 4.5, gap
             assert after.raw == first.raw
 
         am.resolve(LABELS)
@@ -238,7 +239,7 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
             lambda: [d for d in receiver.got() if d.body["status"] == "resolved"], 5
         )[0]
         print(f"resolved {resolved.at - resolved_at:.2f} s after the post")
-        assert resolved.at - resolved_at < 4.5  # the next flush, group_interval 2s
+        assert resolved.at - resolved_at < 3.5  # the next flush, group_interval 1s
         rbody = resolved.body
         assert rbody["groupKey"] == GROUP_KEY
         assert rbody["version"] == "4"
@@ -249,9 +250,11 @@ def test_delivery_repeats_and_resolution(receiver: Receiver) -> None:
         assert ralert["annotations"] == ANNOTATIONS
         assert _parse_time(ralert["endsAt"]) > _parse_time(alert["startsAt"])
         _check_fixture("resolved.json", resolved)
-        # Once resolved and told, nothing more is sent for it.
+        # Once resolved and told, nothing more is sent for it: Alertmanager drops the
+        # group, and past the flush that would have come next, nothing arrived.
         count = len(receiver.got())
-        time.sleep(2.5)
+        am.wait_for(lambda: am.groups() == [], 5, "the resolved group to be dropped")
+        time.sleep(1.0)  # one group_interval
         assert len(receiver.got()) == count
     with pytest.raises(ProcessLookupError):
         os.kill(am.pid, 0)  # stopped and reaped
@@ -294,11 +297,15 @@ def test_what_makes_a_new_notification(receiver: Receiver) -> None:
     """A changed annotation alone sends nothing (it shows in the next repeat or the next
     change of the group's alerts); a new alert in the group is sent at the next flush,
     with every alert of the group in one body; so is one alert of the group resolving."""
-    with Alertmanager(receiver.url, repeat_interval="1h") as am:
+    with Alertmanager(
+        receiver.url, group_interval="1s", repeat_interval="1h", log_level="debug"
+    ) as am:
         am.post_alerts([{"labels": LABELS, "annotations": {"summary": "7 dead letters"}}])
         receiver.wait_for_count(1, 5)
         am.post_alerts([{"labels": LABELS, "annotations": {"summary": "9 dead letters"}}])
-        time.sleep(2.6)  # past the next flush (group_interval 2s)
+        # past the next flush: the one after it has begun, so the next one sent nothing
+        flushed = am.flushes()
+        am.wait_for(lambda: am.flushes() >= flushed + 2, 10, "two more flushes")
         assert len(receiver.got()) == 1
         ticket = {**LABELS, "severity": "ticket"}
         am.post_alerts([{"labels": ticket, "annotations": {"summary": "a ticket"}}])
@@ -333,7 +340,7 @@ groups:
     rules:
       - alert: QueueDeadLetters
         expr: queuebot_test_dead_letters > 0
-        for: 2s
+        for: 1s
         labels:
           severity: page
         annotations:
@@ -353,7 +360,8 @@ def test_a_prometheus_rule_alert_reaches_the_receiver(receiver: Receiver, tmp_pa
     target = f"127.0.0.1:{metrics.server_address[1]}"
     try:
         with (
-            Alertmanager(receiver.url, token=TOKEN) as am,
+            # flushed every second: the resolution is sent a second after it arrives
+            Alertmanager(receiver.url, token=TOKEN, group_interval="1s") as am,
             Prometheus([target], [rules], am.url) as prom,
         ):
             # The first scrape waits for the scrape manager's 5 s reload tick.

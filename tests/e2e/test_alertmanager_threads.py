@@ -5,6 +5,8 @@ root, and an Alertmanager with a wrong or no token is refused (401) and posts no
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,8 +85,16 @@ def eventually(check: object, timeout: float = 20.0) -> None:
             time.sleep(0.1)
 
 
-def test_threads_from_the_real_alertmanager(fake: FakeSlack, served: Served) -> None:
-    with Alertmanager(f"{served.url}/alerts/alertmanager", token=TOKEN) as am:
+def test_threads_from_the_real_alertmanager(
+    fake: FakeSlack, served: Served, tmp_path: Path
+) -> None:
+    # Flushed and repeated every second, so the repeats below come quickly.
+    with Alertmanager(
+        f"{served.url}/alerts/alertmanager",
+        token=TOKEN,
+        group_interval="1s",
+        repeat_interval="1s",
+    ) as am:
         am.post_alerts(
             [
                 {"labels": {**STUCK, "instance": "a"}, "annotations": {"summary": "clips stuck"}},
@@ -102,7 +112,13 @@ def test_threads_from_the_real_alertmanager(fake: FakeSlack, served: Served) -> 
         eventually(lambda: _count(updates_of(fake, stuck), 1))
 
         seen = len(fake.recorded())
-        time.sleep(14)  # at least two repeat intervals (4 s, flushed every 2 s)
+        # At least two repeats of the group reach queuebot and are processed, and every
+        # post they might have made is out of the outbox: proof that the repeats happened
+        # and were acted on, without a fixed sleep.
+        state = tmp_path / "queuebot.db"
+        before = _processed(state, "QueueStuck")
+        eventually(lambda: _at_least(_processed(state, "QueueStuck"), before + 2))
+        eventually(lambda: _at_least(0, _outbox_pending(state)))
         assert len(fake.recorded()) == seen, [c.path for c in fake.recorded()[seen:]]
 
         am.resolve({**STUCK, "instance": "a"})
@@ -124,6 +140,28 @@ def test_an_alertmanager_without_the_token_is_refused(
         am.post_alerts([{"labels": STUCK}])
         eventually(lambda: _logged(am.log(), "401"), 20)
     assert roots(fake) == []
+
+
+def _processed(db: Path, alertname: str) -> int:
+    """How many of Alertmanager's notifications for this alert's group queuebot stored
+    and processed."""
+    with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM qb_alert_inbox WHERE source = 'alertmanager' "
+            "AND processed_at IS NOT NULL AND group_key LIKE ?",
+            (f"%{alertname}%",),
+        ).fetchone()
+    return int(n)
+
+
+def _outbox_pending(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
+        (n,) = conn.execute("SELECT count(*) FROM qb_outbox WHERE done_at IS NULL").fetchone()
+    return int(n)
+
+
+def _at_least(n: int, wanted: int) -> None:
+    assert n >= wanted, (n, wanted)
 
 
 def _count(calls: list[Call], n: int) -> None:

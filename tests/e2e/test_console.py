@@ -118,6 +118,7 @@ def demo_estate_on(url: str, *, then: str | None = None) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.empty_db  # `queuebot db upgrade` creates the tables
 def test_console_on_postgres(tmp_path: Path, pg_url: str) -> None:
     demo_estate_on(pg_url)
     config = tmp_path / "queuebot.toml"

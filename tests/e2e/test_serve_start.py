@@ -4,14 +4,16 @@ Slack setup is what it says), half a Slack setup is refused naming what is missi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -30,6 +32,36 @@ SIGNING_SECRET = "signing-secret-5678"
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with demo_database("sqlite", tmp_path_factory.mktemp("serve-demo")) as url:
         yield url
+
+
+# /readyz keeps what it found of columns and Slack 1 s, not 5: the tests wait less for it.
+QUICK_READYZ = "\n[http]\nreadyz_fresh_seconds = 1\n"
+
+T = TypeVar("T")
+
+
+def wait_until(check: Callable[[], T | None], *, what: str, timeout: float = 20.0) -> T:
+    """What ``check`` returns once it is truthy; AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.1)
+    return found
+
+
+def _retried(db: Path, table: str) -> bool:
+    """A scheduled item met the missing ``table`` on its first run and again on a retry."""
+    with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM qb_schedule WHERE attempts >= 2 AND last_error LIKE ?",
+            (f"%{table}%",),
+        ).fetchone()
+    return int(n) > 0
+
+
+def _readyz_when(url: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+    body: dict[str, Any] = httpx.get(f"{url}/readyz", timeout=10).json()
+    return body if ready(body) else None
 
 
 def test_serving_on_is_said_once_the_port_answers(tmp_path: Path, demo_db: str) -> None:
@@ -134,7 +166,7 @@ def test_readyz_says_which_queue_tables_are_missing(tmp_path: Path) -> None:
     assert (
         queuebot("db", "upgrade", cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url}).returncode == 0
     )
-    with running_serve(tmp_path, url, {}) as served:
+    with running_serve(tmp_path, url, {}, extra=QUICK_READYZ) as served:
         answer = httpx.get(f"{served.url}/readyz", timeout=10)
         assert answer.status_code == 503
         body = answer.json()
@@ -145,7 +177,10 @@ def test_readyz_says_which_queue_tables_are_missing(tmp_path: Path) -> None:
         assert body["problems"] == [body["queues"]["clips"], body["queues"]["workers"]]
         assert body["slack"] == "off"
         served.wait_for_log("table 'dev_r_worker_queue' does not exist")
-        time.sleep(4)  # the scheduler retries (2 s, then 4 s): no more lines
+        # the scheduler retries (after 2 s, then 4 s): once each has failed again, no more
+        # lines
+        for table in ("dev_r_worker_queue", "queue_messages"):
+            wait_until(lambda t=table: _retried(db, t), what=f"a retry that met {table}")
         logged = served.log.read_text()
         assert logged.count("table 'dev_r_worker_queue' does not exist") == 1, logged
         assert logged.count("table 'queue_messages' does not exist") == 1, logged
@@ -157,8 +192,11 @@ def test_readyz_says_which_queue_tables_are_missing(tmp_path: Path) -> None:
                     / "services/estate/worker_queue/ddl/sqlite.sql"
                 ).read_text()
             )
-        time.sleep(5.1)  # ... and once the answer is no longer fresh, readyz sees them
-        again = httpx.get(f"{served.url}/readyz", timeout=10).json()
+        # ... and once the answer is no longer fresh (1 s here), readyz sees them
+        again = wait_until(
+            lambda: _readyz_when(served.url, lambda b: b["queues"]["workers"] == "ok"),
+            what="readyz to see the workers' tables",
+        )
         assert again["queues"]["workers"] == "ok"
         assert again["problems"] == [again["queues"]["clips"]]
     # running_serve checks the log holds no traceback
@@ -191,7 +229,8 @@ def test_socket_mode_that_cannot_connect_at_start_says_why_and_retries(
             "SLACK_APP_TOKEN": "xapp-1-A0QUEUEBOT-secret",
             "SLACK_API_BASE_URL": fake.api_url,
         }
-        with running_serve(tmp_path, demo_db, env) as served:  # Socket Mode off in the app
+        # Socket Mode off in the app
+        with running_serve(tmp_path, demo_db, env, extra=QUICK_READYZ) as served:
             start = served.log.read_text().partition("queuebot serving on")[2].splitlines()[0]
             assert start.endswith(
                 "Socket Mode not connected yet (Slack answered socket_mode_not_enabled; "
@@ -204,8 +243,11 @@ def test_socket_mode_that_cannot_connect_at_start_says_why_and_retries(
             )
             fake.socket_url = ws.url  # the operator turns Socket Mode on
             ws.wait_connected(timeout=15)
-            time.sleep(5.1)  # past the answer readyz keeps
-            ready = httpx.get(f"{served.url}/readyz", timeout=10).json()
+            # past the answer readyz keeps (1 s here)
+            ready = wait_until(
+                lambda: _readyz_when(served.url, lambda b: b["status"] == "ready"),
+                what="readyz to see Socket Mode connected",
+            )
             assert (ready["status"], ready["slack"]) == ("ready", "ok")
             said = [line for line in served.log.read_text().splitlines() if "socket_mode" in line]
             assert len(said) == 2, said  # the start line, and one error line for the refusals

@@ -24,6 +24,7 @@ from services.estate.demo import build_demo_estate
 from services.migrate import upgrade
 from services.notify import FanoutNotifier
 from testkit.fake_slack import Call, FakeSlack
+from tests.conftest import holds_demo
 from tests.integration.support import START, Clock
 
 TOKEN = "alert-token-for-tests-0123456789"
@@ -110,7 +111,7 @@ async def alert_bot(
     if token:
         environ["QUEUEBOT_ALERT_TOKEN"] = token
     config = load_config(config_path, environ=environ)
-    if build:
+    if build and not holds_demo(db_url):
         engine = create_engine(db_url)
         await upgrade(engine)
         async with engine.begin() as conn:

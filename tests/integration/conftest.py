@@ -8,20 +8,20 @@ import pytest
 
 from services.config import default_queues
 from services.db import create_engine
-from services.estate.demo import build_demo_estate
+from services.estate.demo import DemoEstate
 from services.estate.estate import Estate
 from services.migrate import upgrade
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
-from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
+from tests.integration.support import Clock, RecordingNotifier, Shop, build_services
 
 
 @pytest.fixture
-async def shop(db_url: str) -> AsyncIterator[Shop]:
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    async with engine.begin() as conn:
-        demo = await build_demo_estate(conn, now=START)
+async def shop(demo_db_url: str, demo_estate: DemoEstate) -> AsyncIterator[Shop]:
+    # The database is a copy of a template holding the demo estate built at START.
+    engine = create_engine(demo_db_url)
+    await upgrade(engine)  # a no-op check: the template is at the newest revision
+    demo = demo_estate
     clock = Clock()
     estate = Estate(engine=engine, queues=default_queues(), clock=clock)
     notifier = RecordingNotifier()

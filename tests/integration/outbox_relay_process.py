@@ -1,15 +1,18 @@
 """A relay process for the outbox tests: it delivers ``test.post`` items, and its
 delivery never ends (a post stuck in a chat platform), so it holds its item until killed.
 
-Usage: python outbox_relay_process.py URL ; prints ``delivering ID`` when it holds one.
+Usage: python outbox_relay_process.py URL [LEASE_SECONDS] ; prints ``delivering ID`` when
+it holds one. LEASE_SECONDS shortens the outbox's lease (10 s) so that a test waits less
+for the item of a killed relay to come due again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from services import outbox
 from services.db import create_engine
 from services.outbox import Item, Outbox
 
@@ -27,4 +30,6 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        outbox.LEASE = timedelta(seconds=float(sys.argv[2]))
     asyncio.run(main(sys.argv[1]))

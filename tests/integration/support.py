@@ -28,6 +28,7 @@ from services.notify import ChannelRef, MessageRef
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.scheduler import Scheduler
+from tests.conftest import holds_demo
 
 START = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 FAST = RedriveConfig(velocity=100_000, poll_seconds=5)
@@ -266,11 +267,12 @@ async def assert_trail_holds(shop: Shop) -> None:
 async def demo_app(db_url: str, tmp_path: Path, *, extra_config: str = "") -> AsyncIterator[App]:
     """The whole app over the demo estate built at ``START``, configured as ``queuebot
     demo`` writes it plus ``extra_config`` (TOML appended to the file)."""
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    async with engine.begin() as conn:
-        await build_demo_estate(conn, now=START)
-    await engine.dispose()
+    if not holds_demo(db_url):
+        engine = create_engine(db_url)
+        await upgrade(engine)
+        async with engine.begin() as conn:
+            await build_demo_estate(conn, now=START)
+        await engine.dispose()
     path = tmp_path / "queuebot.toml"
     path.write_text(DEMO_CONFIG.format(config=path) + extra_config)
     built = await build_app(load_config(path, environ={"QUEUEBOT_DATABASE_URL": db_url}))

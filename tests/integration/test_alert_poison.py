@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from services.alerts.desk import INBOX
 from tests.integration.alerting import AlertBot, alert, alert_bot, notification
 
-pytestmark = pytest.mark.usefixtures("db_url")
+# Each test starts the bot over the demo estate built at START: a copy of the template.
+pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 STUCK = {"alertname": "QueueStuck", "queue": "clips"}
 NUL = "\x00"

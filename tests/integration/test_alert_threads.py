@@ -15,7 +15,8 @@ from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
 from tests.integration.alerting import alert, alert_bot, notification
 
-pytestmark = pytest.mark.usefixtures("db_url")
+# Each test starts the bot over the demo estate built at START: a copy of the template.
+pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 FAILED = {"alertname": "FailedJobsAccumulating", "queue": "workers"}
 STUCK = {"alertname": "QueueStuck", "queue": "clips"}

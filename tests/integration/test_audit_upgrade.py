@@ -25,6 +25,7 @@ EVENTS = cast(sa.Table, AuditEvent.__table__)
 HEAD = cast(sa.Table, AuditHead.__table__)
 
 
+@pytest.mark.empty_db  # migrates from revision 0004 itself
 async def test_a_trail_from_before_keys_keeps_verifying(db_url: str) -> None:
     engine = create_engine(db_url)
     try:

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from services import housekeeping_jobs as jobs
 from tests.integration.alerting import AlertBot, alert_bot
 
-pytestmark = pytest.mark.usefixtures("db_url")
+# Each test starts the bot over the demo estate built at START: a copy of the template.
+pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 DETECT = """
 [alerts]

@@ -17,7 +17,8 @@ from services.alerts.messages import root
 from services.message import Actions
 from tests.integration.alerting import AlertBot, alert, alert_bot, notification
 
-pytestmark = pytest.mark.usefixtures("db_url")
+# Each test starts the bot over the demo estate built at START: a copy of the template.
+pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 EXTRA = """
 [people.dora]

@@ -334,17 +334,19 @@ async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both
             for _ in range(4):  # the checklist and the reminders go out before the race
                 await telling.outbox.run_due(subject=f"incident:{number}")
             clock.now = operators.due_at
+            # The message is queued first: an audience is told when it is delivered, so the
+            # race is between its delivery and the deadline's firing.
+            await telling.incidents.notify(
+                number=number, audience="operators", text="hi", actor=DORA
+            )
 
-            # A third of the attempts give the notify a head start, a third the deadline,
+            # A third of the attempts give the delivery a head start, a third the deadline,
             # a third neither: both outcomes come up however the machine's timing leans
             # (on a busy CI host an even race once went 30 times one way).
-            lead = (0.0, 0.03, 0.0)[attempt % 3], (0.03, 0.0, 0.0)[attempt % 3]
+            lead = (0.0, 0.1, 0.0)[attempt % 3], (0.1, 0.0, 0.0)[attempt % 3]
 
             async def notify(n: int = number, wait: float = lead[0]) -> None:
                 await asyncio.sleep(wait + rng.random() * 0.006)
-                await telling.incidents.notify(
-                    number=n, audience="operators", text="hi", actor=DORA
-                )
                 for _ in range(4):  # delivered: told (after an escalation that won)
                     await telling.outbox.run_due(subject=f"incident:{n}")
 

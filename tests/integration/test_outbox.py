@@ -384,8 +384,9 @@ async def test_a_killed_relays_post_comes_back_within_seconds(pg_url: str) -> No
     engine = create_engine(pg_url)
     await upgrade(engine)
     await one_post(engine)
+    # The killed relay's lease is 2 s (not 10): its item comes due again that much sooner.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(RELAY), pg_url, stdout=asyncio.subprocess.PIPE
+        sys.executable, str(RELAY), pg_url, "2", stdout=asyncio.subprocess.PIPE
     )
     try:
         assert proc.stdout is not None
@@ -421,7 +422,8 @@ async def test_a_killed_relays_post_comes_back_within_seconds(pg_url: str) -> No
 async def test_a_live_relays_slow_post_is_not_taken_over(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(outbox, "LEASE", timedelta(seconds=1))  # renewed as it runs out
+    # renewed every 0.2 s as it runs out
+    monkeypatch.setattr(outbox, "LEASE", timedelta(seconds=0.8))
     engine = create_engine(db_url)
     await upgrade(engine)
     try:
@@ -431,7 +433,7 @@ async def test_a_live_relays_slow_post_is_not_taken_over(
 
         async def slow(item: outbox.Item) -> None:  # Slack's Retry-After, waited out
             posting.set()
-            await asyncio.sleep(2.5)
+            await asyncio.sleep(1.0)  # past the first lease: only renewals keep it
             delivered.append("slow")
 
         async def fast(item: outbox.Item) -> None:

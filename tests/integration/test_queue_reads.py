@@ -26,6 +26,7 @@ from services.estate.ops import Selector
 from services.message import Table
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
+from tests.integration.support import START
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 
@@ -38,10 +39,11 @@ class World:
 
 
 @pytest.fixture
-async def world(db_url: str) -> AsyncIterator[World]:
-    engine = create_engine(db_url)
-    async with engine.begin() as conn:
-        demo = await build_demo_estate(conn, now=NOW)
+async def world(demo_db_url: str, demo_estate: DemoEstate) -> AsyncIterator[World]:
+    # A copy of the template holding the demo estate built at START, which is NOW.
+    assert NOW == START
+    engine = create_engine(demo_db_url)
+    demo = demo_estate
     estate = Estate(engine=engine, queues=default_queues(), clock=lambda: NOW)
     yield World(QueueReads(estate, gate=ReadGate(fresh_for=0.0)), demo, engine.dialect.name)
     await engine.dispose()

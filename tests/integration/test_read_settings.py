@@ -13,6 +13,9 @@ from bot.bootstrap import App
 from commands.context import Invocation
 from tests.integration.support import demo_app
 
+# demo_app over a copy of the template holding the demo estate built at START.
+pytestmark = pytest.mark.demo_db
+
 
 @pytest.fixture
 async def app(db_url: str, tmp_path: Path) -> AsyncIterator[App]:

@@ -30,11 +30,11 @@ from services.estate.demo import build_demo_estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.migrate import upgrade
-from tests.conftest import _pg_conninfo
+from tests.conftest import _pg_conninfo, holds_demo
 from tests.integration.support import START, RecordingNotifier
 from tests.integration.test_incident_timers import drill_runbook, say, until, write_config
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.demo_db]  # the demo estate built at START
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 QUEUE_TABLES = ("queue_messages", "clip_jobs", "job_events", "video_assets", "dev_r_worker_queue")
@@ -61,8 +61,9 @@ async def roles(pg_url: str) -> AsyncIterator[Roles]:
     runtime = create_engine(runtime_url.render_as_string(hide_password=False))
     try:
         await upgrade(owner)
-        async with owner.begin() as conn:
-            await build_demo_estate(conn, now=START)
+        if not holds_demo(pg_url):
+            async with owner.begin() as conn:
+                await build_demo_estate(conn, now=START)
         yield Roles(pg_url, runtime_url.render_as_string(hide_password=False), role, owner, runtime)
     finally:
         await runtime.dispose()

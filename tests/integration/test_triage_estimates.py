@@ -19,6 +19,9 @@ from services.estate.indexes import recommended_indexes
 from services.message import Fields, Message, Table, Text
 from tests.integration.support import demo_app
 
+# demo_app over a copy of the template holding the demo estate built at START.
+pytestmark = pytest.mark.demo_db
+
 
 @pytest.fixture
 async def app(db_url: str, tmp_path: Path) -> AsyncIterator[App]:

@@ -20,9 +20,19 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> Figures:
     return Figures(path)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The figures of this run, without -s: they are what the suite measured."""
-    for path in _files:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """The figures of this run, without -s: they are what the suite measured. In a
+    parallel run the tests ran in pytest-xdist's workers, each of which wrote the figures
+    file under its own folder of this run's base temporary directory."""
+    found = list(_files)
+    if hasattr(config, "workerinput"):
+        return  # a worker: the run's controller shows every worker's figures
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None and not _files:
+        found = sorted(factory.getbasetemp().glob("*/reliability-figures.json"))
+    for path in found:
         if path.exists():
             terminalreporter.section("reliability figures")
             terminalreporter.write_line(str(path))

@@ -337,6 +337,18 @@ def test_the_http_body_limit_defaults_to_256_kb_and_is_bounded(tmp_path: Path) -
         assert message == f"{path}: http.max_body_kb = {shown}: {expected}"
 
 
+def test_the_readyz_freshness_defaults_to_5_s_and_is_bounded(tmp_path: Path) -> None:
+    assert FileConfig().http.readyz_fresh_seconds == 5
+    good = load_config(write(tmp_path, "[http]\nreadyz_fresh_seconds = 1\n"), environ={})
+    assert good.file.http.readyz_fresh_seconds == 1
+    for value, expected in [
+        (0.5, "Input should be greater than or equal to 1"),
+        (301, "Input should be less than or equal to 300"),
+    ]:
+        path, message = config_error(tmp_path, f"[http]\nreadyz_fresh_seconds = {value}\n")
+        assert message == f"{path}: http.readyz_fresh_seconds = {value}: {expected}"
+
+
 def test_the_metrics_refresh_defaults_to_15_s_and_is_bounded(tmp_path: Path) -> None:
     assert FileConfig().metrics.refresh_seconds == 15
     good = load_config(write(tmp_path, "[metrics]\nrefresh_seconds = 60\n"), environ={})
