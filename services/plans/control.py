@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
-from services.errors import PlanStateConflict
 from services.estate.estate import Estate
 from services.estate.ops import PlanOps
 from services.outbox import Outbox
@@ -58,11 +57,7 @@ class PlanControl:
         now: datetime,
     ) -> tuple[PlanView, FollowUp]:
         """Stop a running plan now: no further wave starts until a resume is approved."""
-        plan = await store.lock(conn, number)
-        if plan.state is not PlanState.RUNNING:
-            raise PlanStateConflict(
-                number=number, state=plan.state, needed=(PlanState.RUNNING,), action="halt"
-            )
+        plan = await store.lock_in(conn, number, states=(PlanState.RUNNING,), action="halt")
         note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
         await store.set_state(conn, number, PlanState.HALTED, note, now)
         # the tick stays: it counts the outcomes of the rows already out, starting nothing
@@ -83,11 +78,7 @@ class PlanControl:
     async def resume(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
     ) -> list[FollowUp]:
-        plan = await store.lock(conn, number)
-        if plan.state is not PlanState.HALTED:
-            raise PlanStateConflict(
-                number=number, state=plan.state, needed=(PlanState.HALTED,), action="resume"
-            )
+        plan = await store.lock_in(conn, number, states=(PlanState.HALTED,), action="resume")
         note = f"resumed by {actor.person} (CR-{request})"
         await store.set_state(conn, number, PlanState.RUNNING, note, now)
         await store.next_tick(conn, number, due=now, now=now)
@@ -111,11 +102,7 @@ class PlanControl:
         the moment of the change). What finished is counted (a row that succeeded is
         reported as succeeded, not rolled back); rows a worker holds are left alone and
         still counted as they finish."""
-        plan = await store.lock(conn, number)
-        if plan.state not in ACTIVE:
-            raise PlanStateConflict(
-                number=number, state=plan.state, needed=ACTIVE, action="roll back"
-            )
+        plan = await store.lock_in(conn, number, states=ACTIVE, action="roll back")
         profile = self.estate.profile(plan.queue)
         items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
         note = f"queuebot {plan.ref} rolled back (CR-{request}): {plan.reason}"[:1000]
@@ -180,11 +167,7 @@ class PlanControl:
         the plan is still unclaimed, close the plan now (no further wave starts; rows a
         worker holds are still counted as they finish). None when there are rows to roll
         back: then a rollback request, with its approval, is the way."""
-        plan = await store.lock(conn, number)
-        if plan.state not in ACTIVE:
-            raise PlanStateConflict(
-                number=number, state=plan.state, needed=ACTIVE, action="roll back"
-            )
+        plan = await store.lock_in(conn, number, states=ACTIVE, action="roll back")
         profile = self.estate.profile(plan.queue)
         items = await store.items_in(conn, number, state=ItemState.REDRIVEN)
         if await profile.plan_ops.unclaimed(conn, items=store.refs(items)):

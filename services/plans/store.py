@@ -55,6 +55,18 @@ async def lock(conn: AsyncConnection, number: int) -> PlanRow:
     return PlanRow.from_row(row)
 
 
+async def lock_in(
+    conn: AsyncConnection, number: int, *, states: Sequence[PlanState], action: str
+) -> PlanRow:
+    """The plan, locked (see ``lock``), which must be in one of ``states`` for ``action``."""
+    plan = await lock(conn, number)
+    if plan.state not in states:
+        raise PlanStateConflict(
+            number=number, state=plan.state, needed=tuple(states), action=action
+        )
+    return plan
+
+
 async def require(
     conn: AsyncConnection, *, number: int, states: Sequence[PlanState], action: str
 ) -> PlanRow:
