@@ -84,7 +84,7 @@ def config_warning(approval: ApprovalConfig, approvers: Sequence[str]) -> str | 
         )
     if large > n - 1:
         when = "" if large > n else " when one of them requests it"
-        people = f"only {n} {'person is an approver' if n == 1 else 'people are approvers'}"
+        people = f"only {n} people are approvers"  # n > 1: one approver returned above
         return (
             f"a change of more than {approval.large_change_rows} rows needs "
             f"{_approvals(large)} besides its requester, and {people} ({names}): such a "

@@ -300,7 +300,7 @@ async def test_the_same_error_again_halts_as_the_same_signature(team: Team) -> N
     assert view.state is PlanState.HALTED
     assert view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
-    assert "differs" not in view.note and "(no failure_reason)" not in view.note
+    assert "new error" not in view.note and "(no failure_reason)" not in view.note
 
 
 async def audit_actions(team: Team, subject: str = "P-1") -> list[str]:

@@ -619,4 +619,4 @@ async def test_a_worker_row_failing_again_the_same_way_halts_as_the_same_signatu
     halted = await shop.plans.view(number=plan_no)
     assert halted.state is PlanState.HALTED and halted.note is not None
     assert "the same signature as before: the fix did not hold" in halted.note
-    assert "differs" not in halted.note
+    assert "new error" not in halted.note
