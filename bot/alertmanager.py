@@ -19,6 +19,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from bot.bootstrap import chat_configured
 from bot.ratelimited_log import RateLimitedLog
 from services.alerts.desk import AlertDesk
 from services.alerts.payload import BadPayload, parse
@@ -137,7 +138,7 @@ def unauthenticated(config: Config) -> str:
 def posted_nowhere(config: Config) -> str | None:
     """What serve's start and ``config check`` say when no chat platform is configured:
     alerts are taken and stored, and go nowhere (each post is recorded as not posted)."""
-    if config.env.slack_bot_token is not None or config.env.discord_bot_token is not None:
+    if chat_configured(config):
         return None
     return (
         f"{NO_PLATFORM}: alerts are stored but posted nowhere; set one to have them posted "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commands.format import clip
+from services.format import clip
 from services.message import Actions, Block, Fields, Heading, Message, Table, Text
 
 MAX_CELL = 160

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from commands import format as fmt
 from commands.context import Invocation
 from commands.deps import Deps
 from commands.messages import checks_table, with_post_failures
@@ -19,6 +18,7 @@ from commands.model import (
     ShowPlan,
 )
 from commands.reply import Reply
+from services import format as fmt
 from services.audit import Actor
 from services.changes import quorum
 from services.changes.model import ChangeKind, ChangeView, RequestState

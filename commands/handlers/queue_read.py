@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from commands import format as fmt
 from commands import messages
 from commands.context import Invocation
 from commands.deps import Deps
 from commands.model import Dlq, Help, Show, Stuck, Triage
 from commands.reply import Reply
 from commands.show_lookup import find_job
+from services import format as fmt
 from services.estate.model import DeadFilter, JobList, JobSummary
 from services.message import Block, Heading, Message, Table, Text
 from services.triage_view import triage_message
