@@ -19,6 +19,7 @@ from services.message import Message, message_from_json
 from services.notify import ChannelRef, MessageRef, Notifier
 from services.outbox import NOT_POSTED, Item, PostedNowhere
 
+NO_CHANNEL = "not posted: none of the audience's channels is on a configured chat platform"
 Delivered = Callable[[Mapping[str, Any], Sequence[MessageRef]], Awaitable[None]]
 
 
@@ -35,19 +36,21 @@ class IncidentPublisher:
         notifier = self.notifier
         action = str(item.payload["action"])
         told = action == "audience" and item.payload.get("obligation") is not None
+        if action == "audience":  # told where a platform took it; nowhere is said so
+            refs: list[MessageRef] = []
+            if notifier is not None:
+                message = message_from_json(item.payload["message"])
+                for channel in item.payload.get("channels") or []:
+                    refs += await notifier.post(channel=str(channel), message=message)
+            if told:
+                await self.delivered(item.payload, refs)
+            if not refs:
+                raise PostedNowhere(NOT_POSTED if notifier is None else NO_CHANNEL)
+            return
         if notifier is None:
-            if told:  # no chat platform at all: nobody was told
-                await self.delivered(item.payload, [])
             raise PostedNowhere(NOT_POSTED)
         number = int(item.payload["incident"])
         message = message_from_json(item.payload["message"])
-        if action == "audience":
-            refs: list[MessageRef] = []
-            for channel in item.payload.get("channels") or []:
-                refs += await notifier.post(channel=str(channel), message=message)
-            if told:
-                await self.delivered(item.payload, refs)
-            return
         incident = await self._incident(number)
         thread = _refs(incident.get("thread"))
         if action == "open":

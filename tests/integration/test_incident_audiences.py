@@ -84,3 +84,29 @@ async def test_a_channel_gone_since_the_declaration_tells_nobody(
         assert "pending" in state_of(await say(bot, "/incident status INC-1"), "actors")
         await bot.settle()
         assert not bot.posts("C0ACTORS")
+
+
+async def test_a_channel_only_on_a_platform_not_configured_is_recorded_as_not_posted(
+    db_url: str, tmp_path: Path
+) -> None:
+    discord_only = '\n[channels.actors]\ndiscord = "100000000000000099"\n'
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + discord_only) as bot:  # Slack only
+        await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        said = await say(bot, '/incident notify actors "your jobs are safe"')
+        assert "queued, not yet delivered" in said
+        await bot.settle()
+        assert "pending" in state_of(await say(bot, "/incident status"), "actors")
+        async with bot.app.state_engine.connect() as conn:
+            from sqlalchemy import text
+
+            said_by_outbox = (
+                await conn.execute(
+                    text(
+                        "SELECT last_error FROM qb_outbox "
+                        "WHERE CAST(payload AS TEXT) LIKE '%your jobs are safe%'"
+                    )
+                )
+            ).scalar_one()
+        assert said_by_outbox == (
+            "not posted: none of the audience's channels is on a configured chat platform"
+        )
