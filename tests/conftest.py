@@ -27,7 +27,9 @@ from tests.db_templates import Kind, Templates
 
 PG_ADMIN = os.environ.get("QUEUEBOT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("QUEUEBOT_REQUIRE_POSTGRES") == "1"
-_ran_on_postgres = 0
+# Reports of tests marked postgres, counted where reports arrive: in the one process of a
+# serial run, in the controller of a parallel one (pytest-xdist's workers send it theirs).
+_postgres_reports = {"wanted": 0, "ran": 0}
 _pg_ok: bool | None = None
 _templates: Templates | None = None
 
@@ -78,12 +80,9 @@ def need_postgres() -> None:
 
 
 def postgres_database(kind: Kind = "empty") -> Iterator[str]:
-    """A fresh PostgreSQL database for as long as the generator runs, counted so that the
-    session can tell whether anything ran on PostgreSQL."""
-    global _ran_on_postgres
+    """A fresh PostgreSQL database for as long as the generator runs."""
     need_postgres()
     url = create_pg_database(kind)
-    _ran_on_postgres += 1
     try:
         yield url
     finally:
@@ -141,10 +140,19 @@ def demo_estate(demo_db_url: str) -> DemoEstate:
     return templates().demo
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count the tests marked postgres, and those of them whose body ran (a call report
+    exists only when the setup, which made the database, succeeded)."""
+    if "postgres" in report.keywords:
+        _postgres_reports["wanted"] += report.when == "setup"
+        _postgres_reports["ran"] += report.when == "call"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _templates is not None:
         _templates.close()
-    wanted = [i for i in session.items if i.get_closest_marker("postgres")]
-    if REQUIRE_PG and wanted and _ran_on_postgres == 0:
+    if hasattr(session.config, "workerinput"):
+        return  # a worker: the controller has every worker's reports
+    if REQUIRE_PG and _postgres_reports["wanted"] and not _postgres_reports["ran"]:
         print("\nQUEUEBOT_REQUIRE_POSTGRES=1 but no test ran on PostgreSQL")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
