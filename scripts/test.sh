@@ -5,8 +5,9 @@
 # so four share two cores well). Extra arguments go to pytest.
 #
 #   ./scripts/test.sh            everything CI runs
-#   ./scripts/test.sh --quick    the inner loop: unit and integration tests, no reliability
-#                                suite, no processes (under 2 minutes on two cores)
+#   ./scripts/test.sh --quick    the inner loop: tests/unit and tests/integration, without
+#                                the slow and alerting marks (no tests/e2e, no reliability
+#                                suite); under 2 minutes on two cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv

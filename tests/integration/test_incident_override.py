@@ -122,7 +122,7 @@ async def test_refusals_carry_headings_that_say_why(db_url: str, tmp_path: Path)
         with pytest.raises(QueuebotError) as out_of_order:
             await say(bot, "dora", "/incident step dep:job-worker-pool done")
         title, text = describe(out_of_order.value)
-        assert (title, "rests on") == ("Out of order", text[text.index("rests on") :][:8])
+        assert title == "Out of order" and "rests on" in text
         with pytest.raises(QueuebotError) as early:
             await say(bot, "dora", "/incident resolve")
         assert describe(early.value)[0] == "Not ready to resolve"
