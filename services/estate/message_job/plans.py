@@ -161,7 +161,7 @@ class MessageJobPlanOps:
                     terminal += 1
                     if state is CanonicalState.DEAD:
                         redead.append((str(plain(job)), error))
-                    else:
+                    elif state is CanonicalState.SUCCEEDED:  # a cancelled one did not
                         succeeded.append(str(plain(job)))
                 else:
                     open_ += 1
@@ -178,13 +178,12 @@ class MessageJobPlanOps:
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
         m = (await self.profile.tables(conn))["messages"]
-        ids = self.profile.id_texts(m.c("id"), (str(i.part) for i in items if i.part))
+        parts = (str(i.part) for i in _returnable(items))
+        ids = self.profile.id_texts(m.c("id"), parts)
         out: list[str] = []
         for part in chunks(ids, chunk_for(m.dialect)):
             rows = await conn.execute(
-                sa.select(m.c("job_id")).where(
-                    m.isin("id", part), m.c("status") == PENDING, m.c("claimed_at").is_(None)
-                )
+                sa.select(m.c("job_id")).where(m.isin("id", part), _unclaimed(m))
             )
             out.extend(str(plain(r[0])) for r in rows.all())
         return out
@@ -197,16 +196,14 @@ class MessageJobPlanOps:
         t = await self.profile.tables(conn)
         m, j, e = t["messages"], t["jobs"], t.get("events")
         back: list[str] = []
-        for item in items:
-            if not item.original or item.part is None:
-                continue
+        for item in _returnable(items):
+            assert item.original is not None and item.part is not None
             message = {"status": DLQ, **item.original["message"]}  # its own status, if kept
             moved = await conn.execute(
                 m.table.update()
                 .where(
                     m.c("id") == self.profile.coerce_id(m.c("id"), item.part),
-                    m.c("status") == PENDING,
-                    m.c("claimed_at").is_(None),
+                    _unclaimed(m),
                 )
                 .values(_restored(m, message))
                 .returning(m.c("job_id"))
@@ -259,3 +256,13 @@ class MessageJobPlanOps:
 def _restored(t: BoundTable, values: dict[str, Any]) -> dict[str, Any]:
     """Kept values as the table's columns take them back, for the columns it has."""
     return {t.c(c).name: restored(c, v) for c, v in values.items() if t.has(c)}
+
+
+def _returnable(items: list[ItemRef]) -> list[ItemRef]:
+    """The items a rollback can return: those with their message and earlier values."""
+    return [i for i in items if i.original and i.part is not None]
+
+
+def _unclaimed(m: BoundTable) -> sa.ColumnElement[bool]:
+    """A redriven message no worker claimed yet: what a rollback returns, and counts."""
+    return sa.and_(m.c("status") == PENDING, m.c("claimed_at").is_(None))

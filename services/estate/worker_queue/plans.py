@@ -128,14 +128,10 @@ class WorkerQueuePlanOps:
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
         q = await self._table(conn)
-        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
+        ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in _returnable(items)]
         out: list[str] = []
         for part in chunks(ids, chunk_for(q.dialect)):
-            rows = await conn.execute(
-                sa.select(q.c("id")).where(
-                    q.isin("id", part), q.c("status") == QUEUED, q.c("claimed_at").is_(None)
-                )
-            )
+            rows = await conn.execute(sa.select(q.c("id")).where(q.isin("id", part), _unclaimed(q)))
             out.extend(str(plain(r[0])) for r in rows.all())
         return out
 
@@ -144,9 +140,8 @@ class WorkerQueuePlanOps:
     ) -> list[str]:
         q = await self._table(conn)
         back: list[str] = []
-        for item in items:  # each row goes back to its own earlier values
-            if not item.original:
-                continue
+        for item in _returnable(items):  # each row goes back to its own earlier values
+            assert item.original is not None
             values = {
                 q.c(c).name: restored(c, item.original[c])
                 for c in RESTORED
@@ -156,8 +151,7 @@ class WorkerQueuePlanOps:
                 q.table.update()
                 .where(
                     q.c("id") == self.profile.coerce_id(q.c("id"), item.job_id),
-                    q.c("status") == QUEUED,
-                    q.c("claimed_at").is_(None),
+                    _unclaimed(q),
                 )
                 .values(values)
                 .returning(q.c("id"))
@@ -173,3 +167,13 @@ class WorkerQueuePlanOps:
 
     async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
         return None  # the table keeps no record of when a row failed
+
+
+def _returnable(items: list[ItemRef]) -> list[ItemRef]:
+    """The items a rollback can return: those with their earlier values."""
+    return [i for i in items if i.original]
+
+
+def _unclaimed(q: BoundTable) -> sa.ColumnElement[bool]:
+    """A redriven row no worker claimed yet: what a rollback returns, and counts."""
+    return sa.and_(q.c("status") == QUEUED, q.c("claimed_at").is_(None))
