@@ -1,7 +1,9 @@
 """``queuebot``: the command line, what runs each command. Its grammar and help are in
-``bot/cli_parser.py``; the demo and the console are started by ``bot/demo_cli.py`` and
-``bot/console_cli.py``. Every failure is one line on stderr and an exit code that names
-its kind (README.md, "Exit codes"; the same table is in ``queuebot --help``).
+``bot/cli_parser.py``; each command lives in its own module (``bot/*_cli.py``,
+``bot/serve.py``, ``bot/config_check.py``), imported only when that command runs, so a
+short command (and serve's worker process, which starts from this module) does not pay for
+the others' imports. Every failure is one line on stderr and an exit code that names its
+kind (``bot/exits.py``; README.md, "Exit codes"; the same table is in ``queuebot --help``).
 """
 
 from __future__ import annotations
@@ -11,43 +13,44 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from bot import housekeep_cli, runbook_cli
-from bot.bootstrap import UNKEYED, audit_trail
-from bot.cli_parser import EXIT_USAGE, LOG_LEVELS, parse
-from bot.config_check import config_check
-from bot.console_cli import run_console
-from bot.demo_cli import run_demo
-from bot.logs import setup_logging
-from bot.serve import serve
-from services import grants
-from services.audit import Anchor, AuditKeyMissing, Verification
-from services.config import Config, load_config
-from services.db import (
-    check_url,
-    create_engine,
-    reading,
-    redacted,
-    require_sqlite_file,
+from bot.cli_parser import LOG_LEVELS, parse
+from bot.exits import (
+    EXIT_AUDIT_KEY,
+    EXIT_BUG,
+    EXIT_GRANT_REFUSED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_MIGRATED,
+    EXIT_PROBLEM,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
 )
+from bot.logs import setup_logging
+from services.config import load_config
+from services.db import check_url, require_sqlite_file
 from services.errors import ConfigError, NotMigrated, QueuebotError, Unavailable
-from services.estate.estate import Estate
-from services.estate.indexes import recommended_indexes
-from services.estate.profile import BoundTable
-from services.migrate import require_newest, upgrade
+
+if TYPE_CHECKING:
+    from services.config import Config
+
+__all__ = [
+    "EXIT_AUDIT_KEY",
+    "EXIT_BUG",
+    "EXIT_GRANT_REFUSED",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_MIGRATED",
+    "EXIT_PROBLEM",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+    "exit_code",
+    "main",
+    "parse",
+    "run",
+]
 
 log = logging.getLogger("queuebot")
-
-# EXIT_USAGE = 2 is bot/cli_parser.py's: argparse exits with it
-EXIT_PROBLEM = 1  # a check found a problem (the audit trail does not hold, config check)
-EXIT_AUDIT_KEY = 3  # the trail is keyed and no key was given
-EXIT_GRANT_REFUSED = 4
-EXIT_UNAVAILABLE = 5  # a database cannot be reached
-EXIT_NOT_MIGRATED = 6  # queuebot's tables are missing or at another revision
-EXIT_BUG = 70  # an error queuebot did not expect (sysexits' EX_SOFTWARE)
-EXIT_INTERRUPTED = 130
 
 
 def _log_level(given: str | None) -> str:
@@ -79,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(exc: QueuebotError) -> int:
     """The exit code of a failure queuebot can explain."""
+    from services import grants
+    from services.audit import AuditKeyMissing
+
     if isinstance(exc, AuditKeyMissing):
         return EXIT_AUDIT_KEY
     if isinstance(exc, grants.GrantRefused):
@@ -110,29 +116,74 @@ async def run(args: argparse.Namespace) -> int:
 
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
+        from bot.demo_cli import run_demo
+
         return await run_demo(args)
     if args.command == "runbook":  # reads files (and, with none, the configuration) only
+        from bot import runbook_cli
+
         held = runbook_cli.check(args.files, lambda: load_config(args.config))
         return 0 if held else EXIT_PROBLEM
     config = load_config(args.config)
     _databases_there(config, args)
-    handlers: dict[str, Any] = {
-        "console": lambda: run_console(config, args.person),
-        "serve": lambda: serve(config, host=args.host, port=args.port),
-        "db": lambda: (
-            _db_grant(config, args.role, apply=args.apply)
-            if args.db_command == "grant"
-            else _db_upgrade(config)
-        ),
-        "config": lambda: config_check(config),
-        "housekeep": lambda: housekeep_cli.run(config, args),
-        "estate": lambda: _indexes(config),
-        "audit": lambda: (
-            _audit_head(config) if args.audit_command == "head" else _audit_verify(config, args)
-        ),
-    }
-    run: Coroutine[Any, Any, int] = handlers[args.command]()
-    return await run
+    return await _COMMANDS[args.command](config, args)
+
+
+async def _console(config: Config, args: argparse.Namespace) -> int:
+    from bot.console_cli import run_console
+
+    return await run_console(config, args.person)
+
+
+async def _serve(config: Config, args: argparse.Namespace) -> int:
+    from bot.serve import serve
+
+    return await serve(config, host=args.host, port=args.port)
+
+
+async def _db(config: Config, args: argparse.Namespace) -> int:
+    from bot import db_cli
+
+    if args.db_command == "grant":
+        return await db_cli.grant(config, args.role, apply=args.apply)
+    return await db_cli.upgrade(config)
+
+
+async def _config(config: Config, args: argparse.Namespace) -> int:
+    from bot.config_check import config_check
+
+    return await config_check(config)
+
+
+async def _housekeep(config: Config, args: argparse.Namespace) -> int:
+    from bot import housekeep_cli
+
+    return await housekeep_cli.run(config, args)
+
+
+async def _estate(config: Config, args: argparse.Namespace) -> int:
+    from bot import estate_cli
+
+    return await estate_cli.indexes(config)
+
+
+async def _audit(config: Config, args: argparse.Namespace) -> int:
+    from bot import audit_cli
+
+    if args.audit_command == "head":
+        return await audit_cli.head(config)
+    return await audit_cli.verify(config, args)
+
+
+_COMMANDS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
+    "console": _console,
+    "serve": _serve,
+    "db": _db,
+    "config": _config,
+    "housekeep": _housekeep,
+    "estate": _estate,
+    "audit": _audit,
+}
 
 
 def _databases_there(config: Config, args: argparse.Namespace) -> None:
@@ -156,154 +207,6 @@ def _databases_there(config: Config, args: argparse.Namespace) -> None:
         require_sqlite_file(
             estate, variable="QUEUEBOT_QUEUE_DATABASE_URL", state=False, must_exist=reads_only
         )
-
-
-async def _db_upgrade(config: Config) -> int:
-    engine = create_engine(config.env.state_url)
-    try:
-        revision = await upgrade(engine)
-    finally:
-        await engine.dispose()
-    print(f"queuebot database {redacted(config.env.state_url)} is at revision {revision}")
-    return 0
-
-
-async def _db_grant(config: Config, role: str, *, apply: bool) -> int:
-    if not apply:
-        print(grants.script(role))
-        return 0
-    engine = create_engine(config.env.state_url)
-    try:
-        count = await grants.apply(engine, role)
-    finally:
-        await engine.dispose()
-    print(f"granted: {count} statement(s) give role {role!r} queuebot's runtime privileges")
-    print(grants.QUEUE_TABLES_NOTE)
-    return 0
-
-
-def _anchors(args: argparse.Namespace) -> list[Anchor]:
-    texts: list[str] = list(args.anchor)
-    if args.anchor_file is not None:
-        try:
-            lines = args.anchor_file.read_text("utf-8").splitlines()
-        except OSError as exc:
-            raise QueuebotError(f"cannot read {args.anchor_file}: {exc.strerror}") from exc
-        texts += [t for t in (line.strip() for line in lines) if t and not t.startswith("#")]
-    return [Anchor.parse(t) for t in texts]
-
-
-async def _checked_trail(
-    config: Config, anchors: list[Anchor]
-) -> tuple[Verification, Anchor | None]:
-    """Verify the trail (and read its head) in one snapshot of queuebot's database."""
-    engine = create_engine(config.env.state_url)
-    try:
-        await require_newest(engine)
-        trail = audit_trail(config)
-        async with reading(engine) as conn:
-            if conn.dialect.name == "postgresql":
-                await conn.execution_options(isolation_level="REPEATABLE READ")
-            result = await trail.verify(conn, anchors=anchors)
-            return result, await trail.head(conn)
-    finally:
-        await engine.dispose()
-
-
-def _broken(result: Verification) -> int:
-    where = f" at event {result.first_bad}" if result.first_bad is not None else ""
-    print(
-        f"audit trail BROKEN{where}: {result.problem} "
-        f"({result.checked} event(s) {'before it ' if where else ''}verified)",
-        file=sys.stderr,
-    )
-    return EXIT_PROBLEM
-
-
-async def _audit_verify(config: Config, args: argparse.Namespace) -> int:
-    anchors = _anchors(args)
-    result, _ = await _checked_trail(config, anchors)
-    if not result.ok:
-        return _broken(result)
-    unkeyed = result.checked - result.keyed
-    print(
-        f"audit trail intact: {result.checked} event(s) verified ({result.keyed} keyed, "
-        f"{unkeyed} unkeyed), {result.anchors} of {len(anchors)} anchor(s) held, "
-        f"{result.records} request(s), approval(s) and plan(s) have their events, "
-        f"{result.incidents} incident(s) match theirs"
-    )
-    if config.env.audit_key is None:
-        print(f"note: {UNKEYED}", file=sys.stderr)
-    return 0
-
-
-async def _audit_head(config: Config) -> int:
-    result, head = await _checked_trail(config, [])
-    if not result.ok:
-        return _broken(result)
-    if head is None:
-        print("the audit trail is empty: nothing to anchor yet", file=sys.stderr)
-        return 0
-    print(head)
-    return 0
-
-
-async def _estate_tables(
-    estate: Estate, url: str
-) -> tuple[dict[str, dict[str, BoundTable]], dict[str, str]]:
-    """Each queue's tables as reflected, for ``estate indexes``; where they cannot be read,
-    why. One read-only connection for every queue, given 10 seconds in all: an unreachable
-    database costs one wait, not one per queue."""
-    from services.db import sqlite_file
-
-    path = sqlite_file(url)
-    if path is not None and not path.exists():  # connecting would leave an empty file
-        return {}, dict.fromkeys(estate.profiles, f"there is no SQLite file {path}")
-    tables: dict[str, dict[str, BoundTable]] = {}
-    why: dict[str, str] = {}
-    try:
-        async with asyncio.timeout(10), estate.connect() as conn:
-            for name, profile in estate.profiles.items():
-                try:
-                    tables[name] = await profile.tables(conn)
-                except QueuebotError as exc:
-                    why[name] = exc.message
-    except TimeoutError:
-        return {}, dict.fromkeys(estate.profiles, "the queue database gave no answer in 10 s")
-    except QueuebotError as exc:  # it cannot be reached or read
-        return {}, dict.fromkeys(estate.profiles, exc.message)
-    return tables, why
-
-
-async def _indexes(config: Config) -> int:
-    from services.db import normalise_url
-
-    dialect = (
-        "postgresql"
-        if normalise_url(config.env.estate_url).drivername.startswith("postgresql")
-        else "sqlite"
-    )
-    out = [
-        "-- queuebot: recommended indexes for your queue tables (optional, review first).",
-        "-- PostgreSQL: run outside a transaction (CREATE INDEX CONCURRENTLY)."
-        if dialect == "postgresql"
-        else "-- SQLite.",
-    ]
-    engine = create_engine(config.env.estate_url, pool_size=1)
-    try:
-        estate = Estate(engine=engine, queues=config.queues)
-        tables, why = await _estate_tables(estate, config.env.estate_url)
-    finally:
-        await engine.dispose()
-    for name, profile in estate.profiles.items():
-        out.append(f"\n-- queue {name} ({profile.name})")
-        found = tables.get(name)
-        if found is None:  # one line, whatever the reason says
-            reason = " ".join(str(why.get(name)).split())
-            out.append(f"-- its tables could not be read ({reason}): every index is listed")
-        out.extend(recommended_indexes(profile, dialect, tables=found))
-    print("\n".join(out))
-    return 0
 
 
 if __name__ == "__main__":

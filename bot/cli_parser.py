@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 from importlib import metadata
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from bot import housekeep_cli, runbook_cli
+from bot.exits import EXIT_USAGE
 
-EXIT_USAGE = 2  # the command line, the configuration file or the environment is wrong
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 DESCRIPTION = """\
@@ -251,9 +250,63 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the SQL (what it does anyway)",
     )
-    runbook_cli.add_parser(sub, common)
-    housekeep_cli.add_parser(sub, common)
+    _add_runbook(sub, common)
+    _add_housekeep(sub, common)
     return p
+
+
+RUNBOOK_DESCRIPTION = (
+    "Check runbook files: the marker, the statement's JSON and every rule of it. Prints an "
+    "ok line per runbook that holds and a line per problem (FILE: PATH: what is wrong). "
+    "Exit 0 when all hold, 1 when any is broken, 2 when a file cannot be read. With no "
+    "FILE, checks the runbooks queuebot would load: the shipped ones and [runbooks] dir."
+)
+
+
+def _add_runbook(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``runbook check [FILE...]`` (bot/runbook_cli.py runs it)."""
+    runbook = sub.add_parser("runbook", help="runbooks: check their statements", parents=[common])
+    runbook_sub = runbook.add_subparsers(
+        dest="runbook_command", required=True, metavar="SUBCOMMAND"
+    )
+    check = runbook_sub.add_parser(
+        "check",
+        help="check runbook files (default: the shipped ones and [runbooks] dir)",
+        description=RUNBOOK_DESCRIPTION,
+        parents=[common],
+    )
+    check.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="a runbook's Markdown file, or a folder of them",
+    )
+
+
+HOUSEKEEP_DESCRIPTION = (
+    "Run the worker-queue retry worker once: cancel duplicate queued rows (A), retry "
+    "failed rows with backoff and retire retry-exhausted ones once a human is told (B), "
+    "delete old stale duplicates (C), release stuck claims (D), requeue trivial failures "
+    "(E), re-route away from nodes running out of memory (F). Message queues are reported "
+    "on, never changed. Thresholds come from [housekeeping]."
+)
+
+
+def _add_housekeep(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``housekeep [--dry-run] [--only A,B]`` (bot/housekeep_cli.py runs it)."""
+    housekeep = sub.add_parser(
+        "housekeep",
+        help="run the retry worker once (for a timer); --dry-run says what it would do",
+        description=HOUSEKEEP_DESCRIPTION,
+        parents=[common],
+    )
+    housekeep.add_argument(
+        "--dry-run", action="store_true", help="print what a run would change; change nothing"
+    )
+    housekeep.add_argument(
+        "--only", metavar="A,B", default=None, help="only these parts (A-F, comma-separated)"
+    )
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

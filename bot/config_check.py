@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from bot.exits import EXIT_PROBLEM
 from bot.slack_setup import POSTING_ONLY, slack_setup
 from services.changes import quorum
 from services.config import Config
@@ -20,8 +21,6 @@ from services.housekeeping.run import housekeeping_lines
 from services.incidents.audiences import audience_problems
 from services.migrate import current_revision, head_revision
 from services.runbooks import queuebot_role
-
-EXIT_PROBLEM = 1
 
 SEPARATE_DATABASES = (
     "queuebot's tables (QUEUEBOT_DATABASE_URL) and the queue (QUEUEBOT_QUEUE_DATABASE_URL) "

@@ -6,7 +6,6 @@ this one skipped (it says so). The alerts it raises are posted by the serving pr
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from bot.bootstrap import build_app
 from services.audit import Actor
@@ -14,30 +13,6 @@ from services.config import Config
 from services.db import same_database
 from services.errors import PreconditionFailed
 from services.housekeeping.run import parse_only
-
-DESCRIPTION = (
-    "Run the worker-queue retry worker once: cancel duplicate queued rows (A), retry "
-    "failed rows with backoff and retire retry-exhausted ones once a human is told (B), "
-    "delete old stale duplicates (C), release stuck claims (D), requeue trivial failures "
-    "(E), re-route away from nodes running out of memory (F). Message queues are reported "
-    "on, never changed. Thresholds come from [housekeeping]."
-)
-
-
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``housekeep`` on the CLI's subcommands."""
-    housekeep = sub.add_parser(
-        "housekeep",
-        help="run the retry worker once (for a timer); --dry-run says what it would do",
-        description=DESCRIPTION,
-        parents=[common],
-    )
-    housekeep.add_argument(
-        "--dry-run", action="store_true", help="print what a run would change; change nothing"
-    )
-    housekeep.add_argument(
-        "--only", metavar="A,B", default=None, help="only these parts (A-F, comma-separated)"
-    )
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:

@@ -11,11 +11,9 @@ be read at all raises ``ConfigError`` (a usage error: exit 2).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from services.config import Config
 from services.errors import ConfigError
@@ -28,34 +26,6 @@ from services.runbooks import (
     shipped_runbooks,
 )
 from services.runbooks.library import clashes, markdown_files
-
-DESCRIPTION = (
-    "Check runbook files: the marker, the statement's JSON and every rule of it. Prints an "
-    "ok line per runbook that holds and a line per problem (FILE: PATH: what is wrong). "
-    "Exit 0 when all hold, 1 when any is broken, 2 when a file cannot be read. With no "
-    "FILE, checks the runbooks queuebot would load: the shipped ones and [runbooks] dir."
-)
-
-
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``runbook check`` on the CLI's subcommands."""
-    runbook = sub.add_parser("runbook", help="runbooks: check their statements", parents=[common])
-    runbook_sub = runbook.add_subparsers(
-        dest="runbook_command", required=True, metavar="SUBCOMMAND"
-    )
-    check = runbook_sub.add_parser(
-        "check",
-        help="check runbook files (default: the shipped ones and [runbooks] dir)",
-        description=DESCRIPTION,
-        parents=[common],
-    )
-    check.add_argument(
-        "files",
-        nargs="*",
-        type=Path,
-        metavar="FILE",
-        help="a runbook's Markdown file, or a folder of them",
-    )
 
 
 def ok_line(runbook: Runbook) -> str:

@@ -11,16 +11,14 @@ import functools
 import logging
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 import uvicorn
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from bot.alertmanager import PATH as ALERTMANAGER_PATH
 from bot.alertmanager import posted_nowhere, unauthenticated
 from bot.bootstrap import build_app
-from bot.discord.client import DiscordLink
-from bot.discord.interactions import resume as discord_resume
 from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
 from bot.http import build_http_app
@@ -42,6 +40,11 @@ from services.config import Config
 from services.errors import ConfigError
 from services.ledger import DeliveryLedger
 from services.notify import FanoutNotifier
+
+if TYPE_CHECKING:  # imported where used: only a serve configured for them pays for them
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    from bot.discord.client import DiscordLink
 
 log = logging.getLogger("queuebot")
 MAX_RECONNECT_WAIT = 300.0  # seconds between Socket Mode dials, at most
@@ -158,6 +161,10 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 wiring.in_channel = identity.post_in_channel  # answers past a response_url's life
                 slack = await build_slack_app(config.env, wiring, identity=identity)
             if slack is not None and setup.socket and config.env.slack_app_token is not None:
+                from slack_bolt.adapter.socket_mode.async_handler import (
+                    AsyncSocketModeHandler,
+                )
+
                 app_token = config.env.slack_app_token.get_secret_value()
                 link = SocketModeLink(AsyncSocketModeHandler(slack, app_token), app_token)
                 await link.connect()
@@ -224,6 +231,8 @@ def _recovery(
     if slack is not None:
         platforms.append(Platform("slack:", functools.partial(slack_resume, slack)))
     if discord is not None:
+        from bot.discord.interactions import resume as discord_resume
+
         wiring = discord.client.wiring
         platforms.append(
             Platform(

@@ -40,12 +40,11 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError
 
 from bot.bootstrap import App, build_app, running_scheduler
-from bot.discord.notifier import DiscordNotifier
 from bot.discord.setup import discord_notifier
 from bot.heap import settle_heap
 from bot.logs import setup_logging
@@ -56,6 +55,9 @@ from services.config import Config
 from services.db import error_line
 from services.errors import QueuebotError
 from services.notify import FanoutNotifier, Notifier
+
+if TYPE_CHECKING:
+    from bot.discord.notifier import DiscordNotifier
 
 log = logging.getLogger("queuebot.worker")
 WAKE_ALERTS = b"a"

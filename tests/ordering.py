@@ -2,7 +2,10 @@
 
 pytest-xdist hands tests to its workers in collection order and refills a worker when it
 runs dry, so a minute-long reliability test collected last would keep one worker busy
-after the rest are done. This plugin (loaded by ``-p tests.ordering`` in pyproject's
+after the rest are done. pyproject's addopts add ``--maxschedchunk 1``: without it xdist
+starts each worker on a run of about 80 consecutive tests, which would give all of the
+long ones below to the first worker (measured: one worker busy for 570 s, two idle after
+280 s). This plugin (loaded by ``-p tests.ordering`` in pyproject's
 addopts) moves the slow kinds to the front: the reliability suite, then the tests that run
 the real Prometheus and Alertmanager, then the other end-to-end tests (processes and
 subprocesses), then the integration tests; the unit tests fill the gaps at the end. The

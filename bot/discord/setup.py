@@ -1,20 +1,25 @@
 """Building the Discord client for ``queuebot serve`` from the settings: nothing when
-DISCORD_BOT_TOKEN is not set."""
+DISCORD_BOT_TOKEN is not set, and then discord.py is not even imported (it is a third of
+serve's start-up imports, paid by every serve and every serve worker that has no use for
+it)."""
 
 from __future__ import annotations
 
-import discord
+from typing import TYPE_CHECKING
 
-from bot.bootstrap import App
-from bot.discord.client import DEFAULT_API, DiscordLink, QueuebotClient, point_at
-from bot.discord.commands import Choices
-from bot.discord.interactions import DiscordWiring
-from bot.discord.notifier import DiscordNotifier
 from services.config import Config
-from services.estate.worker_queue.schema import FAILURE_REASONS
+
+if TYPE_CHECKING:
+    from bot.bootstrap import App
+    from bot.discord.client import DiscordLink
+    from bot.discord.commands import Choices
+    from bot.discord.notifier import DiscordNotifier
 
 
 def choices_for(app: App) -> Choices:
+    from bot.discord.commands import Choices
+    from services.estate.worker_queue.schema import FAILURE_REASONS
+
     shelf = app.router.deps.runbooks
     runbooks = shelf.all() if shelf is not None else []
     return Choices(
@@ -31,6 +36,11 @@ def discord_notifier(config: Config, *, rest_only: bool = False) -> DiscordNotif
     token = config.env.discord_bot_token
     if token is None:
         return None
+    import discord
+
+    from bot.discord.client import point_at
+    from bot.discord.notifier import DiscordNotifier
+
     channels = {name: c.discord for name, c in config.file.channels.items() if c.discord}
     if not rest_only:
         return DiscordNotifier(channels)
@@ -55,6 +65,9 @@ def discord_link(config: Config, app: App) -> DiscordLink | None:
     token = config.env.discord_bot_token
     if token is None:
         return None
+    from bot.discord.client import DEFAULT_API, DiscordLink, QueuebotClient, point_at
+    from bot.discord.interactions import DiscordWiring
+
     base = config.env.discord_api_base_url
     point_at(base)
     wiring = DiscordWiring(router=app.router, directory=app.directory, ledger=app.ledger)
