@@ -6,14 +6,11 @@ advisory lock, so one replica migrates and the others find the work done.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,16 +18,25 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.db import redacted, unreachable
 from services.errors import NotMigrated
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATION_LOCK = 0x71B0_0001  # pg_advisory_xact_lock key for migrations
+VERSION_TABLE = "alembic_version"
+_MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.py")
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files("services") / "migrations"))
     return cfg
 
 
 def _upgrade(connection: Connection, revision: str) -> None:
+    from alembic import command
+
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
     cfg = _alembic_config()
@@ -39,11 +45,21 @@ def _upgrade(connection: Connection, revision: str) -> None:
 
 
 def _current(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    """The revision stamped in the database (None: queuebot's tables are not there), read
+    with one query, as alembic keeps it: one row in ``alembic_version``."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    stamped = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
+    return ", ".join(sorted(stamped)) or None
 
 
-def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+def head_revision() -> str:
+    """The newest revision, from the migration files' names: each is ``NNNN_what.py`` and
+    declares revision ``"NNNN"`` after ``"NNNN-1"`` (tests/unit/test_migration_files.py
+    holds every file to that). Read without importing alembic, which serve and its worker
+    would otherwise load at every start only to find nothing to do."""
+    folder = resources.files("services") / "migrations" / "versions"
+    return max(m[1] for f in folder.iterdir() if (m := _MIGRATION_FILE.fullmatch(f.name)))
 
 
 def _unknown(engine: AsyncEngine, revision: str) -> NotMigrated:
@@ -55,22 +71,34 @@ def _unknown(engine: AsyncEngine, revision: str) -> NotMigrated:
 
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
-    """Migrate to ``revision`` (the newest by default); return the revision now in place."""
+    """Migrate to ``revision`` (the newest by default); return the revision now in place.
+    Tables already at the newest revision cost one read: no lock, no alembic."""
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_upgrade, revision)
+        if revision == "head":
+            async with engine.connect() as conn:
+                current = await conn.run_sync(_current)
+            if current == head_revision():
+                return current
+        from alembic.util import CommandError
+
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_upgrade, revision)
+        except CommandError as exc:  # the database is at a revision these migrations lack
+            current = await current_revision(engine)
+            if current is None or _known(current):
+                raise
+            raise _unknown(engine, current) from exc
         async with engine.connect() as conn:
             return await conn.run_sync(_current)
     except OperationalError as exc:
         raise unreachable(engine, exc, doing="migrate") from exc
-    except CommandError as exc:  # the database is at a revision these migrations lack
-        current = await current_revision(engine)
-        if current is None or _known(current):
-            raise
-        raise _unknown(engine, current) from exc
 
 
 def _known(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
     try:
         return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
     except CommandError:
