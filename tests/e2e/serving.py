@@ -83,6 +83,28 @@ class Served:
             time.sleep(0.02)
 
 
+def port_taken(log: str) -> bool:
+    """Whether serve ended because its --port was bound by another process first (a
+    free port is only asked for, not reserved: another test may take it meanwhile)."""
+    return "cannot listen on" in log and "in use" in log
+
+
+def _up(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> bool:
+    """Until serve answers /healthz (True) or ends (False); 30 s at most."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"serve did not answer /healthz in 30 s:\n{log_path.read_text()}")
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def running_serve(
     workdir: Path, db_url: str, env: dict[str, str], *, extra: str = ""
@@ -91,34 +113,30 @@ def running_serve(
     variables, until it answers /healthz. Stopped after; its log must hold no traceback."""
     config = workdir / "queuebot.toml"
     config.write_text(DEMO_CONFIG.format(config=config) + extra)
-    port = free_port()
     full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
     full.update(
         QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url, QUEUEBOT_LOG_LEVEL="INFO"
     )
     full.update(env)
     log_path = workdir / "serve.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
-            cwd=workdir,
-            env=full,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    for attempt in range(1, 4):
+        port = free_port()
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+                cwd=workdir,
+                env=full,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log_path.read_text())
-                time.sleep(0.1)
-            yield Served(url, log_path, proc.pid)
+            if _up(proc, url, log_path):
+                yield Served(url, log_path, proc.pid)
+                break
+            if attempt < 3 and port_taken(log_path.read_text()):
+                continue  # another process bound the port between free_port() and serve
+            raise RuntimeError(log_path.read_text())
         finally:
             proc.terminate()
             try:
