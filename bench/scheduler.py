@@ -56,9 +56,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
 from services.config import ApprovalConfig, RedriveConfig, default_queues
+from services.config.incidents import IncidentsConfig
 from services.db import create_engine
 from services.estate.estate import Estate
-from services.incident_settings import IncidentsConfig
 from services.incidents.desk import DEADLINE, REMIND
 from services.migrate import upgrade
 from services.runbooks import Runbook, RunbookLibrary, parse_runbook, shipped_runbooks

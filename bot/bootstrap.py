@@ -20,7 +20,6 @@ from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
-from services.alert_settings import AlertsConfig
 from services.alerts.desk import ALERT_POST, AlertDesk
 from services.alerts.publish import AlertPublisher
 from services.audit import AuditTrail
@@ -30,13 +29,14 @@ from services.changes.execute import Executor
 from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig, Role
+from services.config.alerts import AlertsConfig
+from services.config.housekeeping import HousekeepingConfig
+from services.config.incidents import IncidentsConfig
 from services.db import create_engine, reading, redacted, same_database
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
-from services.housekeeping_settings import HousekeepingConfig
-from services.incident_settings import IncidentsConfig
 from services.incidents.audiences import reachable_channels
 from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
 from services.incidents.publish import IncidentPublisher

@@ -43,7 +43,7 @@ scheduler: plan waves, request expiry, queue counts). On PostgreSQL the
 background work runs in a worker process serve starts; on SQLite, in this one.
 It migrates queuebot's tables on start."""
 
-# Every variable serve reads (services/config.py EnvSettings, and the log level read in
+# Every variable serve reads (services/config/env.py EnvSettings, and the log level read in
 # bot/cli.py); a test holds this list to the settings, so a new variable cannot be missed.
 SERVE_ENVIRONMENT: dict[str, str] = {
     "QUEUEBOT_CONFIG": "the TOML file, when --config is not given",

@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import ledger, outbox, samples, scheduler
-from services.alert_settings import DetectorsConfig
 from services.alerts import desk as inbox
 from services.alerts import detectors
 from services.alerts.desk import AlertDesk
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
 from services.changes import store as requests
+from services.config.alerts import DetectorsConfig
 from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper

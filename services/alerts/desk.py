@@ -34,12 +34,12 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox as relay
-from services.alert_settings import AlertsConfig
 from services.alerts import groups, messages
 from services.alerts.group_commit import GroupCommit
 from services.alerts.groups import AlertRecord, Merge
 from services.alerts.payload import BadPayload, Notification, describe, from_stored
 from services.alerts.routes import destination
+from services.config.alerts import AlertsConfig
 from services.db import Outage, error_line, reading, transaction
 from services.errors import ConcurrentChange, DatabaseUnavailable
 from services.estate.profile import as_utc

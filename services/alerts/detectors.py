@@ -25,9 +25,9 @@ from typing import Any, Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.alert_settings import DetectorsConfig
 from services.alerts.desk import GROUPS, FiringCounter, key_hash, store
 from services.alerts.payload import Alert, Notification, parse_time
+from services.config.alerts import DetectorsConfig
 from services.estate.model import CanonicalState
 from services.estate.profile import QueueProfile, as_utc
 from services.models import QueueSample

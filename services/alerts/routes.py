@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.alert_settings import AlertRoute, AlertsConfig
+from services.config.alerts import AlertRoute, AlertsConfig
 
 FAILED_JOBS = "FailedJobsAccumulating"
 FAILED_JOBS_SCENARIO = "gd:failed-jobs-accumulating"  # the shipped runbook's scenario

@@ -18,9 +18,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from services.config.housekeeping import HousekeepingConfig
 from services.estate.model import CanonicalState
 from services.estate.profile import BoundTable, QueueProfile
-from services.housekeeping_settings import HousekeepingConfig
 
 QUEUED = "queued"
 CLAIMED = "claimed"

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import samples
 from services.audit import Actor, AuditTrail
+from services.config.housekeeping import PARTS, HousekeepingConfig
 from services.db import reading, transaction
 from services.errors import UsageError
 from services.estate.estate import Estate
@@ -36,7 +37,6 @@ from services.housekeeping import notices, parts
 from services.housekeeping.notices import Notice
 from services.housekeeping.report import PartReport, QueueReport, RowChange, RunReport, Step
 from services.housekeeping.webhook import Webhook, idempotency_key
-from services.housekeeping_settings import PARTS, HousekeepingConfig
 from services.scheduler import FollowUp
 
 LOCK = 0x71B0_0015  # the advisory lock key of housekeeping runs

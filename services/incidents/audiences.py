@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.config import ChannelConfig, FileConfig
+from services.config.incidents import IncidentsConfig
 from services.errors import ConfigError
-from services.incident_settings import IncidentsConfig
 from services.runbooks import Runbook
 
 

@@ -25,10 +25,10 @@ from services.alerts.groups import AlertRecord
 from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.audit.incident_match import declared_obligation
+from services.config.incidents import OPERATORS, IncidentsConfig
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, NotReadyToResolve, OutOfOrder, UsageError
 from services.estate.estate import Estate
-from services.incident_settings import OPERATORS, IncidentsConfig
 from services.incidents import checks, delivery, messages, store
 from services.incidents.audiences import Reach
 from services.incidents.confirm import MEASURED_BY, refuse_if_measured_failing

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
-from services.alert_settings import AlertsConfig
 from services.config import Config
+from services.config.alerts import AlertsConfig
 from services.errors import ConfigError, NotFound
 from services.runbooks.problems import RunbookInvalid
 from services.runbooks.runbook import Runbook, RunbookUnreadable, parse_runbook, read_runbook

@@ -18,12 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.audit import AuditTrail
 from services.config import QueueConfig
+from services.config.housekeeping import HousekeepingConfig
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.profile import as_utc
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import TIMEOUT, Webhook
-from services.housekeeping_settings import HousekeepingConfig
 from tests.integration.support import START, Clock
 
 NOW = START

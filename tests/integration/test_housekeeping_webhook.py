@@ -16,12 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.audit import Actor
 from services.changes.model import ChangeKind
+from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
-from services.housekeeping_settings import HousekeepingConfig
 from services.migrate import upgrade
 from tests.integration.housekeeping_support import (
     build_estate,

@@ -22,10 +22,10 @@ from commands.router import Router
 from services import housekeeping_jobs as jobs
 from services.audit import Actor, AuditTrail
 from services.config import AccessConfig, ApprovalConfig, QueueConfig
+from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
 from services.estate.estate import Estate
 from services.housekeeping.run import housekeeping_lines
-from services.housekeeping_settings import HousekeepingConfig
 from services.migrate import upgrade
 from services.people import Directory, Person
 from services.queue_reads import QueueReads

@@ -1,4 +1,4 @@
-"""Configuration (services/config.py): a bad file is refused naming the file, the key, the
+"""Configuration (services/config/): a bad file is refused naming the file, the key, the
 value and what was expected; secrets never show; the defaults give the demo estate."""
 
 from __future__ import annotations

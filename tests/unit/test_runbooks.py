@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from services.alert_settings import AlertsConfig
 from services.config import load_config
+from services.config.alerts import AlertsConfig
 from services.errors import ConfigError, NotFound
 from services.runbooks import (
     PLACEHOLDERS,

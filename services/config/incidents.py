@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from services.alert_settings import Name
+from services.config.alerts import Name
 
 OPERATORS = "operators"  # the audience (and channel) escalations also go to
 

@@ -9,12 +9,12 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 FALLBACK_CHANNEL = "alerts"
-_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,127}\Z")
 
 
 def _name(value: str) -> str:
-    if not _NAME.match(value):
+    if not NAME_PATTERN.match(value):
         raise ValueError(
             "expected a name of lower-case letters, digits, '-' or '_' (starting with a letter)"
         )
@@ -31,11 +31,11 @@ def _labels(value: dict[str, str]) -> dict[str, str]:
 Name = Annotated[str, AfterValidator(_name)]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AlertRoute(_Strict):
+class AlertRoute(Strict):
     """Alert groups whose alertname and labels match go to ``channels``; ``triage`` posts
     the queue's triage breakdown in the thread (of ``queue``, else the queue the alert's
     ``queue`` label names, else the default queue); ``scenario`` is the runbook an
@@ -57,7 +57,7 @@ class AlertRoute(_Strict):
         return all(labels.get(key) == value for key, value in self.labels.items())
 
 
-class QueueLossDetector(_Strict):
+class QueueLossDetector(Strict):
     """Jobs keep arriving while none reaches a terminal state, with work waiting."""
 
     enabled: bool = True
@@ -65,7 +65,7 @@ class QueueLossDetector(_Strict):
     min_backlog: int = Field(default=1, ge=1)
 
 
-class DeadLetterGrowthDetector(_Strict):
+class DeadLetterGrowthDetector(Strict):
     """Dead letters grew by at least ``min_increase`` over ``window_minutes``."""
 
     enabled: bool = True
@@ -73,7 +73,7 @@ class DeadLetterGrowthDetector(_Strict):
     min_increase: int = Field(default=10, ge=1)
 
 
-class FailedActionableDetector(_Strict):
+class FailedActionableDetector(Strict):
     """Failed rows with an actionable reason (timeout, implementation_error, spawn_oom)
     above ``threshold`` for ``minutes``: the FailedJobsAccumulating alert, built in."""
 
@@ -82,13 +82,13 @@ class FailedActionableDetector(_Strict):
     minutes: int = Field(default=15, ge=1, le=24 * 60)
 
 
-class DetectorsConfig(_Strict):
+class DetectorsConfig(Strict):
     queue_loss: QueueLossDetector = Field(default_factory=QueueLossDetector)
     dead_letter_growth: DeadLetterGrowthDetector = Field(default_factory=DeadLetterGrowthDetector)
     failed_actionable: FailedActionableDetector = Field(default_factory=FailedActionableDetector)
 
 
-class AlertsConfig(_Strict):
+class AlertsConfig(Strict):
     """``channel``: where groups no route matches go. ``reopen_hours``: a group that
     fires again within this long after it resolved continues its old thread; later, it
     starts a new one. ``sample_seconds``: how often the queues are counted (the counts

@@ -1,0 +1,130 @@
+"""Loading the configuration: the environment, then the TOML file (``--config``,
+``QUEUEBOT_CONFIG`` or ``./queuebot.toml``), each validated with errors that name the key,
+the value (never a secret's) and what was expected."""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from services.config.env import DEFAULT_CONFIG_PATH, EXPLICIT_ENVIRON, EnvSettings, secret_names
+from services.config.file import FileConfig
+from services.config.hints import did_you_mean
+from services.config.sections import QueueConfig
+from services.errors import ConfigError
+
+log = logging.getLogger("queuebot.config")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated configuration: the file's settings and the environment's."""
+
+    file: FileConfig
+    env: EnvSettings
+    source: Path | None
+
+    @property
+    def queues(self) -> dict[str, QueueConfig]:
+        return self.file.queue_map()
+
+
+def _format_errors(where: str, exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    lines = []
+    secrets = secret_names()
+    for err in exc.errors(include_url=False):
+        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+            near = did_you_mean(model, err["loc"]) if model is not None else None
+            if near is not None:
+                msg += f"; did you mean {near}?"
+        msg = msg.removeprefix("Value error, ")
+        value = err.get("input")
+        hidden = isinstance(value, dict) or (err["loc"] and str(err["loc"][0]) in secrets)
+        shown = "" if hidden else f" = {value!r}"
+        lines.append(f"{where}: {key}{shown}: {msg}")
+    return "\n".join(lines)
+
+
+# Settings an earlier version read and this one no longer does: a file that still has them
+# loads, with a warning that says what to do instead.
+REMOVED: dict[tuple[str, str], str] = {
+    ("slack", "answer_workers"): (
+        "answers run in the serving process now; run more `queuebot serve` replicas "
+        "behind the load balancer to serve more"
+    ),
+}
+
+
+def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
+    data = dict(data)
+    for (section, key), instead in REMOVED.items():
+        table = data.get(section)
+        if isinstance(table, dict) and key in table:
+            log.warning(
+                "%s: [%s] %s is no longer read and is ignored: %s", where, section, key, instead
+            )
+            rest = {k: v for k, v in table.items() if k != key}
+            if rest:
+                data[section] = rest
+            else:
+                del data[section]
+    try:
+        file = FileConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(where, exc, FileConfig)) from exc
+    sections = {"queue": file.queue} if file.queue is not None else {}
+    sections.update({f"queues.{name}": queue for name, queue in file.queues.items()})
+    for section, queue in sections.items():
+        queue._file, queue._section = where, section
+    return file
+
+
+def load_config(
+    path: str | Path | None = None, *, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Load and validate the configuration; raise ConfigError naming what is wrong.
+
+    ``path`` (from ``--config``) wins over ``QUEUEBOT_CONFIG``; with neither, the file
+    ``./queuebot.toml`` is read when it exists and defaults are used when it does not.
+    """
+    try:
+        # pydantic-settings reads the process environment; an explicit mapping (tests, the
+        # demo) is validated on its own so nothing leaks in from the process.
+        if environ is None:
+            env = EnvSettings()
+        else:
+            token = EXPLICIT_ENVIRON.set(True)
+            try:
+                env = EnvSettings(**dict(environ))  # type: ignore[arg-type]
+            finally:
+                EXPLICIT_ENVIRON.reset(token)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors("environment", exc)) from exc
+
+    explicit = path if path is not None else env.config_path
+    source: Path | None = Path(explicit) if explicit else None
+    if source is None and DEFAULT_CONFIG_PATH.exists():
+        source = DEFAULT_CONFIG_PATH
+    if source is None:
+        return Config(file=FileConfig(), env=env, source=None)
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {source}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return Config(file=parse_file_config(data, where=str(source)), env=env, source=source)
