@@ -19,12 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
-from services import housekeeping_jobs as jobs
-from services.alerts.desk import ALERT_POST, AlertDesk
+from services.alerts import jobs as alert_jobs
+from services.alerts.desk import AlertDesk
 from services.alerts.publish import AlertPublisher
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
+from services.changes import jobs as change_jobs
 from services.changes.execute import Executor
 from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
@@ -35,11 +36,12 @@ from services.config.incidents import IncidentsConfig
 from services.db import create_engine, reading, redacted, same_database
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
+from services.housekeeping import jobs as upkeep_jobs
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
+from services.incidents import jobs as incident_jobs
 from services.incidents.audiences import reachable_channels
-from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
-from services.incidents.publish import IncidentPublisher
+from services.incidents.desk import Incidents
 from services.ledger import STALE, DeliveryLedger
 from services.ledger_acks import ThreadedAcks
 from services.metrics import Metrics
@@ -47,9 +49,10 @@ from services.migrate import require_newest, upgrade
 from services.notify import Notifier
 from services.outbox import LANE_WIDTH, Outbox
 from services.people import Directory
+from services.plans import jobs as plan_jobs
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
-from services.plans.publish import PLAN_NEWS, PlanPublisher
+from services.plans.publish import PlanPublisher
 from services.plans.service import Plans
 from services.queue_reads import QueueReads
 from services.read_gate import ReadGate
@@ -156,7 +159,6 @@ def wire_services(
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale, acks=acks)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
     outbox = Outbox(engine=state_engine, clock=clock, lane_width=lane_width)
-    outbox.register(PLAN_NEWS, publisher.deliver)
     anchors = (
         Anchors(trail=audit, relay=outbox, notifier=notifier)
         if audit_channel and notifier is not None
@@ -219,15 +221,12 @@ def wire_services(
     alert_posts = AlertPublisher(
         engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
     )
-    outbox.register(ALERT_POST, alert_posts.deliver)
-    outbox.register(
-        INCIDENT_POST,
-        IncidentPublisher(
-            engine=state_engine, notifier=notifier, delivered=desk_of_incidents.delivered
-        ).deliver,
-    )
+    # Each domain registers the outbox kinds it delivers, the scheduler kinds it handles
+    # and what the scheduler makes sure of at start (services/*/jobs.py).
     sched = Scheduler(engine=state_engine, clock=clock)
-    sched.register_batch((REMIND, DEADLINE), desk_of_incidents.fire)
+    alert_jobs.register(outbox, publisher=alert_posts)
+    incident_jobs.register(sched, outbox, incidents=desk_of_incidents, notifier=notifier)
+    plan_jobs.register(sched, outbox, plans=plans, publisher=publisher, ticks=housekeeping)
     keeper = (
         Housekeeper(
             engine=state_engine,
@@ -242,12 +241,11 @@ def wire_services(
         if housekeeping
         else None
     )
-    if housekeeping:
-        jobs.register(
+    if housekeeping:  # the queues' tables and queuebot's share one database
+        change_jobs.register(sched, audit=audit)
+        upkeep_jobs.register(
             sched,
             estate=estate,
-            plans=plans,
-            audit=audit,
             anchors=anchors,
             alerts=desk,
             detect=alerts.detectors,
@@ -428,14 +426,7 @@ async def build_app(
 async def running_scheduler(app: App) -> AsyncIterator[None]:
     """Run the durable scheduler, the outbox relays and alert processing beside the
     adapters for as long as the block lasts."""
-    if app.scheduler.handlers:
-        upkeep = app.config.file.housekeeping
-        await jobs.seed(
-            app.state_engine,
-            estate=app.estate,
-            clock=app.scheduler.clock,
-            housekeep_every=timedelta(minutes=upkeep.every_minutes) if upkeep.periodic else None,
-        )
+    await app.scheduler.seed()
     stop = asyncio.Event()
     tasks = [asyncio.create_task(app.alerts.run_forever(stop))]
     # posts that still have to go out: one relay keeps many going, a channel's at a time

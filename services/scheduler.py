@@ -50,6 +50,9 @@ class Due(NamedTuple):
 
 
 BatchHandler = Callable[[AsyncConnection, Sequence[Due], datetime], Awaitable[list[FollowUp]]]
+# What a domain makes sure of when the scheduler starts (its periodic items exist), in the
+# start's one transaction; a no-op when another replica did it (``ensure``).
+Seed = Callable[[AsyncConnection, datetime], Awaitable[None]]
 MAX_BACKOFF = timedelta(minutes=5)
 MIN_PAUSE = 0.02  # seconds between passes at least
 PASS = 100  # items one pass of run_forever runs at most; after a full one it goes straight on
@@ -139,6 +142,7 @@ class Scheduler:
         self.interval = interval
         self.handlers: dict[str, Handler] = {}
         self.batches: dict[str, BatchHandler] = {}
+        self.seeds: list[Seed] = []
         self.problems = KnownProblems(log, "the scheduler")
 
     def register(self, kind: str, handler: Handler) -> None:
@@ -160,6 +164,19 @@ class Scheduler:
         for kind in kinds:
             self.handlers[kind] = alone(kind)
             self.batches[kind] = handler
+
+    def on_start(self, seed: Seed) -> None:
+        """``seed`` runs at each start (``seed()``), before the first item is claimed."""
+        self.seeds.append(seed)
+
+    async def seed(self) -> None:
+        """What every registered domain makes sure of at start, in one transaction."""
+        if not self.seeds:
+            return
+        now = self.clock()
+        async with self.engine.begin() as conn:
+            for seed in self.seeds:
+                await seed(conn, now)
 
     async def run_one(self) -> bool:
         """Claim and run one due item; False when nothing is due."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from bot.bootstrap import Services
-from services import housekeeping_jobs
 from services.audit import Anchor, AuditTrail
 from services.changes.model import ChangeKind
 from services.estate.model import DeadFilter
@@ -44,7 +43,7 @@ async def test_each_executed_change_posts_the_head_and_the_trail_holds_it(shop: 
         assert (await trail.verify(conn, anchors=[Anchor.parse(posted)])).ok
 
     # The schedule posts again only when the head moved.
-    await housekeeping_jobs.seed(shop.engine, estate=shop.estate, clock=shop.clock)
+    await services.scheduler.seed()
     await later_on(shop, services)
     assert anchors_posted(chat) == [posted]
     async with shop.engine.begin() as conn:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from services import housekeeping_jobs as jobs
 from tests.integration.alerting import AlertBot, alert_bot
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
@@ -67,7 +66,7 @@ async def test_queue_loss_fires_when_nothing_finishes_and_resolves_when_work_fin
     db_url: str, tmp_path: Path
 ) -> None:
     async with alert_bot(db_url, tmp_path, extra=DETECT) as bot:
-        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()
         for _ in range(7):  # healthy: jobs arrive and a worker finishes them
             await submit(bot, 4)
@@ -94,7 +93,7 @@ async def test_queue_loss_fires_when_nothing_finishes_and_resolves_when_work_fin
 
 async def test_dead_letter_growth_fires_over_its_window(db_url: str, tmp_path: Path) -> None:
     async with alert_bot(db_url, tmp_path, extra=DETECT) as bot:
-        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()
         await submit(bot, 20)
         for _ in range(6):
@@ -113,7 +112,7 @@ async def test_a_detector_turned_off_stays_silent(db_url: str, tmp_path: Path) -
         1,
     )
     async with alert_bot(db_url, tmp_path, extra=off) as bot:
-        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()
         for _ in range(8):
             await submit(bot, 4)
@@ -126,7 +125,7 @@ async def test_failed_actionable_fires_after_its_window_with_the_triage(
 ) -> None:
     window = DETECT + "[alerts.detectors.failed_actionable]\nthreshold = 3\nminutes = 5\n"
     async with alert_bot(db_url, tmp_path, extra=window) as bot:
-        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()
         await submit(bot, 15)
         await finish(bot, 15, status="failed")  # 15 more with implementation_error

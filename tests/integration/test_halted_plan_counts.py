@@ -17,7 +17,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services import housekeeping_jobs, samples
+from services import samples
 from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
@@ -365,7 +365,7 @@ async def test_a_plan_halted_by_an_earlier_version_is_counted_after_a_restart(
     await tick(team)
     assert (await team.services.plan_desk.view(number=1)).succeeded == 1  # not counted yet
 
-    await housekeeping_jobs.seed(team.engine, estate=team.estate, clock=team.clock)
+    await team.services.scheduler.seed()
     await tick(team)
     view = await team.services.plan_desk.view(number=1)
     assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK

@@ -19,12 +19,12 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services import housekeeping_jobs as jobs
 from services.audit import Actor, AuditTrail
 from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
 from services.estate.estate import Estate
+from services.housekeeping import jobs
 from services.housekeeping.run import housekeeping_lines
 from services.migrate import upgrade
 from services.people import Directory, Person
@@ -96,7 +96,7 @@ async def test_periodic_run_inside_serve_on_the_durable_scheduler(engine: AsyncE
         audit=AuditTrail(),
         upkeep=HousekeepingConfig(periodic=True, every_minutes=10),
     )
-    await jobs.seed(engine, estate=estate, clock=clock, housekeep_every=timedelta(minutes=10))
+    await services.scheduler.seed()
     await services.scheduler.run_due()
     rows = await table_rows(engine)
     assert rows[2]["status"] == "cancelled" and rows[30]["status"] == "queued"

@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from bot.render_text import render_message
 from commands.context import Invocation
 from commands.reply import Reply
-from services import housekeeping_jobs as jobs
 from services.errors import Conflict
 from tests.integration.alerting import AlertBot, alert_bot
 
@@ -44,7 +43,7 @@ async def test_validation_measures_submits_and_watches_then_resolve(
     db_url: str, tmp_path: Path
 ) -> None:
     async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
-        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()  # the count before the fault
         bot.clock.advance(minutes=1)
         await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
@@ -107,7 +106,7 @@ async def test_confirming_by_hand_an_item_measured_failing_needs_another_person(
     by hand and resolve: the step is refused and points at the override, which bob
     approves; the postmortem marks what a person confirmed by hand."""
     async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB) as bot:
-        await jobs.seed(bot.app.state_engine, estate=bot.app.estate, clock=bot.clock)
+        await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()
         bot.clock.advance(minutes=1)
         await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')

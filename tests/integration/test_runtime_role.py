@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot import cli
 from bot.bootstrap import build_app
 from bot.readiness import FRESH_FOR, Readiness
-from services import housekeeping_jobs as jobs
 from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import load_config
@@ -131,7 +130,7 @@ async def test_the_runtime_role_appends_and_cannot_tamper(
         assert await app.ledger.claim("slack:click:1", stale_after=timedelta(minutes=1))
         await app.outbox.run_due()
         await app.ledger.forget_older_than(timedelta(0))
-        await jobs.seed(app.state_engine, estate=app.estate, clock=app.scheduler.clock)
+        await app.scheduler.seed()
         assert await app.scheduler.run_due() > 0
     finally:
         await app.close()

@@ -1,36 +1,32 @@
-"""The periodic jobs every queuebot process keeps scheduled: counting the queues, expiring
-change requests, forgetting old delivery keys. Each reschedules itself."""
+"""queuebot's upkeep, run by the scheduler in a process whose queues and own tables share
+one database: counting the queues (and the detectors judging the counts), forgetting old
+delivery keys, done outbox items and processed alerts, posting the audit trail's head,
+and the retry worker's periodic run. Each reschedules itself; the other domains register
+their own kinds (services/*/jobs.py)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import ledger, outbox, samples, scheduler
 from services.alerts import desk as inbox
 from services.alerts import detectors
 from services.alerts.desk import AlertDesk
-from services.audit import Actor, AuditTrail
+from services.audit import Actor
 from services.audit.anchors import Anchors
-from services.changes import store as requests
 from services.config.alerts import DetectorsConfig
 from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper
-from services.plans import store as plan_store
-from services.plans.engine import PlanEngine
-from services.plans.store import TICK
 from services.scheduler import FollowUp, Scheduler
 
 log = logging.getLogger("queuebot.housekeeping")
 SAMPLE = "queue.sample"
-EXPIRE = "change.expire"
 FORGET = "deliveries.forget"
 SAMPLE_EVERY = timedelta(minutes=1)
-EXPIRE_EVERY = timedelta(seconds=30)
 FORGET_EVERY = timedelta(hours=1)
 ANCHOR = "audit.anchor"
 ANCHOR_EVERY = timedelta(minutes=15)  # the head is posted after each change, and this often
@@ -41,17 +37,17 @@ def register(
     sched: Scheduler,
     *,
     estate: Estate,
-    plans: PlanEngine,
-    audit: AuditTrail,
     anchors: Anchors | None = None,
     alerts: AlertDesk | None = None,
     detect: DetectorsConfig | None = None,
     sample_every: timedelta = SAMPLE_EVERY,
     housekeeper: Housekeeper | None = None,
 ) -> None:
-    """Give the scheduler its handlers: each runs in the scheduler's transaction.
-    ``detect``: the built-in detectors judge each queue's counts right after they are
-    written down, and raise their alerts at ``alerts``."""
+    """Give the scheduler the upkeep's handlers (each runs in the scheduler's transaction)
+    and, at start, their first items. ``detect``: the built-in detectors judge each
+    queue's counts right after they are written down, and raise their alerts at
+    ``alerts``. ``housekeeper``: the retry worker, run periodically when its settings
+    say so."""
 
     async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         if subject not in estate.profiles:  # a queue removed from the config stops here
@@ -74,13 +70,6 @@ def register(
             alerts.wake()
 
         return [wake]
-
-    async def expire(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        await requests.expire_due(conn, now=now, audit=audit)
-        await scheduler.schedule(
-            conn, kind=EXPIRE, subject=subject, due_at=now + EXPIRE_EVERY, created_at=now
-        )
-        return []
 
     async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         await ledger.forget(conn, before=now - ledger.KEEP)
@@ -130,34 +119,16 @@ def register(
 
         return [run_now]
 
+    async def first(conn: AsyncConnection, now: datetime) -> None:
+        for queue in estate.profiles:
+            await scheduler.ensure(conn, kind=SAMPLE, subject=queue, due_at=now)
+        await scheduler.ensure(conn, kind=FORGET, subject="all", due_at=now + FORGET_EVERY)
+        await scheduler.ensure(conn, kind=ANCHOR, subject="all", due_at=now + ANCHOR_EVERY)
+        if housekeeper is not None and housekeeper.config.periodic:
+            await scheduler.ensure(conn, kind=HOUSEKEEP, subject="all", due_at=now)
+
     sched.register(SAMPLE, sample)
     sched.register(HOUSEKEEP, housekeep)
     sched.register(ANCHOR, anchor)
-    sched.register(EXPIRE, expire)
     sched.register(FORGET, forget)
-    sched.register(TICK, plans.tick)
-
-
-async def seed(
-    engine: AsyncEngine,
-    *,
-    estate: Estate,
-    clock: Callable[[], datetime],
-    housekeep_every: timedelta | None = None,
-) -> None:
-    """Make sure the periodic jobs exist (a no-op when another replica made them);
-    ``housekeep_every``: the retry worker runs this often (None: not in this process)."""
-    now = clock()
-    async with engine.begin() as conn:
-        for queue in estate.profiles:
-            await scheduler.ensure(conn, kind=SAMPLE, subject=queue, due_at=now)
-        await scheduler.ensure(conn, kind=EXPIRE, subject="all", due_at=now)
-        await scheduler.ensure(conn, kind=FORGET, subject="all", due_at=now + FORGET_EVERY)
-        await scheduler.ensure(conn, kind=ANCHOR, subject="all", due_at=now + ANCHOR_EVERY)
-        if housekeep_every is not None:
-            await scheduler.ensure(conn, kind=HOUSEKEEP, subject="all", due_at=now)
-        # A halted plan counts the rows it redrove until none is out; a plan halted by an
-        # earlier version lost its tick at the halt. Its tick, where it has none: one that
-        # finds nothing out stops.
-        for plan in await plan_store.halted(conn):
-            await scheduler.ensure(conn, kind=TICK, subject=str(plan), due_at=now)
+    sched.on_start(first)

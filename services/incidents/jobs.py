@@ -1,0 +1,26 @@
+"""The incidents' work in the background: reminders and deadlines (the scheduler's
+``incident.remind`` and ``incident.deadline``, fired in batches by ``Incidents.fire``)
+and the delivery of an incident's posts (the outbox's ``incident.post``, one at a time,
+each recorded as delivered by ``Incidents.delivered``)."""
+
+from __future__ import annotations
+
+from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
+from services.incidents.publish import IncidentPublisher
+from services.notify import Notifier
+from services.outbox import Outbox
+from services.scheduler import Scheduler
+
+
+def register(
+    sched: Scheduler, outbox: Outbox, *, incidents: Incidents, notifier: Notifier | None
+) -> None:
+    """An incident's timers and posts. Timers are scheduled when an incident is declared
+    (nothing to make sure of at start)."""
+    sched.register_batch((REMIND, DEADLINE), incidents.fire)
+    outbox.register(
+        INCIDENT_POST,
+        IncidentPublisher(
+            engine=incidents.engine, notifier=notifier, delivered=incidents.delivered
+        ).deliver,
+    )
