@@ -20,8 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox as relay
 from services import scheduler
-from services.alerts.desk import GROUPS
-from services.alerts.groups import AlertRecord
+from services.alerts import store as alert_store
 from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.audit.incident_match import declared_obligation
@@ -159,16 +158,10 @@ class Incidents:
         self, conn: AsyncConnection, group: int, queue: str | None
     ) -> tuple[str | None, datetime | None]:
         """The queue and the fault time (the earliest startsAt of its alerts)."""
-        found = (
-            await conn.execute(
-                sa.select(GROUPS.c.queue, GROUPS.c.alerts).where(GROUPS.c.id == group)
-            )
-        ).first()
+        found = await alert_store.group_summary(conn, group)
         if found is None:
             raise NotFound(f"alert group {group} does not exist")
-        records = [AlertRecord.from_json(fp, data) for fp, data in (found[1] or {}).items()]
-        starts = [r.starts_at for r in records if r.starts_at is not None]
-        return queue or found[0], min(starts) if starts else None
+        return queue or found.queue, found.started_at
 
     async def _insert(  # noqa: PLR0917 - one call site, every value named there
         self,
@@ -275,23 +268,16 @@ class Incidents:
         """From an alert thread's button: the scenario (its route's), a summary (the
         alert's name and queue) and the queue."""
         async with reading(self.engine) as conn:
-            found = (
-                await conn.execute(
-                    sa.select(GROUPS.c.route, GROUPS.c.alertname, GROUPS.c.queue).where(
-                        GROUPS.c.id == group
-                    )
-                )
-            ).first()
+            found = await alert_store.group_summary(conn, group)
         if found is None:
             raise NotFound(f"alert group {group} does not exist")
-        scenario = (found[0] or {}).get("scenario")
-        if not scenario:
+        if not found.scenario:
             raise UsageError(
-                f"the route of {found[1]} names no scenario; declare with "
+                f"the route of {found.alertname} names no scenario; declare with "
                 '/incident declare SCENARIO "SUMMARY"'
             )
-        where = f" on {found[2]}" if found[2] else ""
-        return str(scenario), f"{found[1]}{where}", found[2]
+        where = f" on {found.queue}" if found.queue else ""
+        return found.scenario, f"{found.alertname}{where}", found.queue
 
     # -- communications ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.alerts.desk import GROUPS
+from services.alerts import store as alert_store
 from services.db import reading, transaction
 from services.incidents.store import INCIDENTS
 from services.message import Message, message_from_json
@@ -80,16 +80,9 @@ class IncidentPublisher:
             incident = dict(found)
             incident["alert_roots"] = []
             if incident["alert_group"] is not None:
-                roots = (
-                    await conn.execute(
-                        sa.select(GROUPS.c.roots).where(GROUPS.c.id == incident["alert_group"])
-                    )
-                ).scalar_one_or_none() or {}
-                incident["alert_roots"] = [
-                    MessageRef(**ref)
-                    for refs in (roots.get("posts") or {}).values()
-                    for ref in refs
-                ]
+                incident["alert_roots"] = await alert_store.group_roots(
+                    conn, incident["alert_group"]
+                )
         return incident
 
     async def _open(
