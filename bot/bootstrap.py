@@ -38,8 +38,9 @@ from services.estate.registry import shipped_profiles
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
 from services.incidents.audiences import reachable_channels
-from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
-from services.incidents.publish import IncidentPublisher
+from services.incidents.publish import INCIDENT_POST, IncidentPublisher
+from services.incidents.service import Incidents
+from services.incidents.timers import DEADLINE, REMIND
 from services.ledger import STALE, DeliveryLedger
 from services.ledger_acks import ThreadedAcks
 from services.metrics import Metrics

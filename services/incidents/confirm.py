@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import MeasuredFailing
 from services.incidents.model import IncidentView, StepView
-from services.incidents.store import TIMELINE
+from services.incidents.timeline import TIMELINE
 
 MEASURED_BY = "queuebot"  # the done_by of an item queuebot measured as passing
 

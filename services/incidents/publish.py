@@ -1,4 +1,5 @@
-"""An incident's posts, delivered by the outbox in the order they were written: the
+"""An incident's posts, queued in the outbox in the transaction of what they report
+(``post_item``, ``queue_post``) and delivered by it in the order they were written: the
 checklist opens the incident's thread (inside the alert's thread when it was declared
 from one, else under a new message where it was declared), then its news goes there; an
 audience's communication goes to that audience's channels."""
@@ -7,20 +8,78 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from services import outbox as relay
 from services.alerts import store as alert_store
+from services.audit.anchors import Anchors
 from services.db import reading, transaction
 from services.incidents.store import INCIDENTS
-from services.message import Message, message_from_json
+from services.message import Message, message_from_json, message_json
 from services.notify import ChannelRef, MessageRef, Notifier
-from services.outbox import NOT_POSTED, Item, PostedNowhere
+from services.outbox import NOT_POSTED, Item, Outbox, PostedNowhere
+from services.scheduler import FollowUp
+
+INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
 
 NO_CHANNEL = "not posted: none of the audience's channels is on a configured chat platform"
 Delivered = Callable[[Mapping[str, Any], Sequence[MessageRef]], Awaitable[None]]
+
+
+def subject(number: int) -> str:
+    return f"incident:{number}"
+
+
+def post_item(
+    number: int, action: str, message: Message, *, channels: Sequence[str] = ()
+) -> dict[str, Any]:
+    """An incident's post as the outbox holds it (``relay.add``, ``relay.add_many``):
+    urgent, so a storm of alert posts never holds it back; an audience's post in the lane
+    of its first channel, the thread's in the incident's own."""
+    item: dict[str, Any] = {
+        "subject": subject(number),
+        "payload": {
+            "action": action,
+            "incident": number,
+            "message": message_json(message),
+            "channels": list(channels),
+        },
+        "priority": relay.URGENT,
+    }
+    if action == "audience" and channels:
+        item["lane"] = relay.channel_lane(channels[0])
+    return item
+
+
+async def queue_post(
+    conn: AsyncConnection, number: int, action: str, message: Message, now: datetime
+) -> None:
+    """One post of the incident's, in the caller's transaction."""
+    await relay.add_many(
+        conn, kind=INCIDENT_POST, items=[post_item(number, action, message)], now=now
+    )
+
+
+async def anchor(anchors: Anchors | None, conn: AsyncConnection, now: datetime) -> bool:
+    """After an incident event, in its transaction: the trail's head to the audit
+    channel (through the outbox, posted once this commits and the relay is woken).
+    False where there is no audit channel."""
+    if anchors is None:
+        return False
+    return await anchors.record(conn, now=now) is not None
+
+
+def wake_after(outbox: Outbox) -> FollowUp:
+    """Wake the outbox relays once the transaction commits."""
+
+    async def wake() -> None:
+        outbox.wake()
+
+    return wake
 
 
 class IncidentPublisher:
