@@ -177,6 +177,21 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
     )
 
 
+async def thread_of(
+    conn: AsyncConnection, number: int
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any], int | None]:
+    """The incident's thread (as stored: None before its checklist is posted), where it
+    was declared (its ``origin``) and the alert group it was declared from."""
+    found = (
+        await conn.execute(
+            sa.select(INCIDENTS.c.thread, INCIDENTS.c.origin, INCIDENTS.c.alert_group).where(
+                INCIDENTS.c.id == number
+            )
+        )
+    ).one()
+    return found[0], found[1] or {}, found[2]
+
+
 # -- writes: each in the caller's transaction ---------------------------------------
 
 
@@ -334,6 +349,13 @@ async def override_unvalidated(
             STEPS.c.state != "done",
         )
         .values(state="overridden", done_at=at, done_by=by, result=result)
+    )
+
+
+async def set_thread(conn: AsyncConnection, number: int, refs: Sequence[Mapping[str, Any]]) -> None:
+    """Where the incident's checklist was posted: its news goes there."""
+    await conn.execute(
+        INCIDENTS.update().where(INCIDENTS.c.id == number).values(thread={"refs": list(refs)})
     )
 
 
