@@ -282,6 +282,29 @@ async def obligation_to(conn: AsyncConnection, number: int, audience: str) -> in
     return None if obligation is None else int(obligation)
 
 
+async def lock_obligation(conn: AsyncConnection, obligation: int) -> tuple[str, datetime | None]:
+    """Lock the obligation's row till commit; its state and when it was met."""
+    found = (
+        await conn.execute(
+            sa.select(OBLIGATIONS.c.state, OBLIGATIONS.c.met_at)
+            .where(OBLIGATIONS.c.id == obligation)
+            .with_for_update()
+        )
+    ).one()
+    return str(found[0]), found[1]
+
+
+async def met(
+    conn: AsyncConnection, obligation: int, *, late: bool, at: datetime, by: str | None
+) -> None:
+    """The obligation's message delivered at ``at``: met, or missed where it was late."""
+    await conn.execute(
+        OBLIGATIONS.update()
+        .where(OBLIGATIONS.c.id == obligation)
+        .values(state="missed" if late else "met", met_at=at, met_by=by)
+    )
+
+
 async def pending_of(conn: AsyncConnection, number: int) -> list[int]:
     """The ids of the incident's communications still pending."""
     found = await conn.execute(

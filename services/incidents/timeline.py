@@ -61,6 +61,26 @@ async def entries(conn: AsyncConnection, number: int) -> list[TimelineEntry]:
     return own + await _changes(conn, number_text(number))
 
 
+async def newest_failure(conn: AsyncConnection, number: int, item: int) -> str | None:
+    """What the newest measurement of validation item ``v{item}`` said, when it failed
+    (``/incident validate`` writes each on the timeline as ``vN STATE: WHAT``)."""
+    prefix = f"v{item} "
+    found = (
+        await conn.execute(
+            sa.select(TIMELINE.c.text)
+            .where(
+                TIMELINE.c.incident_id == number,
+                TIMELINE.c.kind == "validation",
+                TIMELINE.c.text.startswith(prefix, autoescape=True),
+            )
+            .order_by(TIMELINE.c.at.desc(), TIMELINE.c.id.desc())
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    failed = f"{prefix}failed: "
+    return found[len(failed) :] if found and found.startswith(failed) else None
+
+
 async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
     """The change requests made under the incident (``--incident INC-N``): requested,
     approved or rejected, and how they ended."""
