@@ -5,9 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from services.audit import Actor
+
 
 def number_text(number: int) -> str:
     return f"INC-{number}"
+
+
+def who(actor: Actor) -> str:
+    """How the timeline names a person: by name, else by platform account."""
+    return actor.person or f"{actor.platform}:{actor.account}"
 
 
 @dataclass(frozen=True)

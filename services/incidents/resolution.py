@@ -22,7 +22,7 @@ from services.errors import Conflict, NotFound, NotReadyToResolve, OutOfOrder, U
 from services.estate.estate import Estate
 from services.incidents import checks, messages, store, timeline, timers
 from services.incidents.confirm import MEASURED_BY, refuse_if_measured_failing
-from services.incidents.model import IncidentView, Override, StepView, number_text
+from services.incidents.model import IncidentView, Override, StepView, number_text, who
 from services.incidents.publish import anchor, queue_post, wake_after
 from services.outbox import Outbox
 from services.scheduler import FollowUp
@@ -80,7 +80,7 @@ class Resolution:
                 number,
                 at=now,
                 kind=f"{target.kind}.done",
-                text=f"{_who(actor)} {what}: {target.name}",
+                text=f"{who(actor)} {what}: {target.name}",
                 actor=actor.person,
             )
             await self.audit.append(
@@ -262,7 +262,7 @@ class Resolution:
         await store.resolved(conn, number, now)
         await timers.cancel(conn, await store.pending_of(conn, number), self.config.remind_at)
         since = view.fault_at or view.declared_at
-        said = f"{_who(actor)} resolved it, {messages.duration(now - since)} after the " + (
+        said = f"{who(actor)} resolved it, {messages.duration(now - since)} after the " + (
             "fault" if view.fault_at else "declaration"
         )
         await timeline.note(
@@ -298,10 +298,6 @@ def _unvalidated(view: IncidentView) -> list[tuple[str, str, str]]:
 
 def _order(view: IncidentView) -> str:
     return " then ".join(s.name for s in view.restore())
-
-
-def _who(actor: Actor) -> str:
-    return actor.person or f"{actor.platform}:{actor.account}"
 
 
 def _find_step(view: IncidentView, step: str) -> StepView:

@@ -28,7 +28,7 @@ from services.estate.estate import Estate
 from services.incidents import delivery, messages, store, timeline, timers
 from services.incidents.audiences import Reach
 from services.incidents.export import postmortem
-from services.incidents.model import Declared, IncidentView, number_text
+from services.incidents.model import Declared, IncidentView, number_text, who
 from services.incidents.publish import INCIDENT_POST, anchor, post_item, queue_post
 from services.incidents.resolution import Resolution
 from services.incidents.timers import Timers
@@ -108,7 +108,7 @@ class Incidents:
                 queue, fault_at = await self._from_alert(conn, alert_group, queue)
             existing = await store.open_for(conn, runbook.scenario_id, queue)
             if existing is not None:
-                text = f"{_who(actor)} declared it again: {summary}"
+                text = f"{who(actor)} declared it again: {summary}"
                 await timeline.note(
                     conn, existing, at=now, kind="linked", text=text, actor=actor.person
                 )
@@ -194,7 +194,7 @@ class Incidents:
             number,
             at=now,
             kind="declared",
-            text=f"{_who(actor)} declared {runbook.scenario_id} {where}: {summary}",
+            text=f"{who(actor)} declared {runbook.scenario_id} {where}: {summary}",
             actor=actor.person,
         )
         if fault_at is not None:
@@ -271,7 +271,7 @@ class Incidents:
                 number,
                 at=now,
                 kind="queued",
-                text=f"{_who(actor)} sent a message for the {audience} ({', '.join(channels)}): "
+                text=f"{who(actor)} sent a message for the {audience} ({', '.join(channels)}): "
                 "queued, not yet delivered",
                 actor=actor.person,
             )
@@ -389,7 +389,3 @@ class Incidents:
         """The scheduler's batch handler of the reminders and deadlines (``Timers.fire``),
         in the scheduler's transaction."""
         return await self.timers.fire(conn, items, now)
-
-
-def _who(actor: Actor) -> str:
-    return actor.person or f"{actor.platform}:{actor.account}"
