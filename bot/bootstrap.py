@@ -41,7 +41,7 @@ from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
 from services.incidents import jobs as incident_jobs
 from services.incidents.audiences import reachable_channels
-from services.incidents.desk import Incidents
+from services.incidents.service import Incidents
 from services.ledger import STALE, DeliveryLedger
 from services.ledger_acks import ThreadedAcks
 from services.metrics import Metrics

@@ -14,8 +14,7 @@ from services.config import AccessConfig, Role
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
 from services.housekeeping.report import RunReport
-from services.incidents.desk import Declared
-from services.incidents.model import IncidentView
+from services.incidents.model import Declared, IncidentView
 from services.ledger import Claim
 from services.metrics import Outcome
 from services.people import Directory
@@ -111,7 +110,7 @@ class RunbookShelf(Protocol):
 
 
 class IncidentService(Protocol):
-    """Incidents (``services.incidents.desk.Incidents``)."""
+    """Incidents (``services.incidents.service.Incidents``)."""
 
     async def declare(
         self,

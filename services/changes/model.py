@@ -37,7 +37,7 @@ class ChangeKind(StrEnum):
 
 class IncidentOverrides(Protocol):
     """What a change request needs of incidents to resolve one without its validation
-    (``services.incidents.desk.Incidents``; it is given, not imported: incidents and
+    (``services.incidents.service.Incidents``; it is given, not imported: incidents and
     change requests are neighbours, and neither reaches into the other)."""
 
     async def unvalidated(

@@ -4,34 +4,13 @@ resolving without it is the override another person approves."""
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import MeasuredFailing
+from services.incidents import timeline
 from services.incidents.model import IncidentView, StepView
-from services.incidents.store import TIMELINE
 
 MEASURED_BY = "queuebot"  # the done_by of an item queuebot measured as passing
-
-
-async def newest_failure(conn: AsyncConnection, number: int, item: int) -> str | None:
-    """What the newest measurement of validation item ``v{item}`` said, when it failed
-    (``/incident validate`` writes each on the timeline as ``vN STATE: WHAT``)."""
-    prefix = f"v{item} "
-    found = (
-        await conn.execute(
-            sa.select(TIMELINE.c.text)
-            .where(
-                TIMELINE.c.incident_id == number,
-                TIMELINE.c.kind == "validation",
-                TIMELINE.c.text.startswith(prefix, autoescape=True),
-            )
-            .order_by(TIMELINE.c.at.desc(), TIMELINE.c.id.desc())
-            .limit(1)
-        )
-    ).scalar_one_or_none()
-    failed = f"{prefix}failed: "
-    return found[len(failed) :] if found and found.startswith(failed) else None
 
 
 async def refuse_if_measured_failing(
@@ -42,7 +21,7 @@ async def refuse_if_measured_failing(
     if target.kind != "validation":
         return
     item = next(i + 1 for i, s in enumerate(view.validation()) if s.position == target.position)
-    said = await newest_failure(conn, view.number, item)
+    said = await timeline.newest_failure(conn, view.number, item)
     if said is None:
         return
     raise MeasuredFailing(

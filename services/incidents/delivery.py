@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
+from services.incidents import store
 from services.incidents.messages import duration
 from services.incidents.model import IncidentView
-from services.incidents.store import OBLIGATIONS
 from services.message import Message, Text
 from services.notify import MessageRef
 
@@ -84,27 +83,12 @@ async def meet(
     """Mark the communication met at ``now`` (missed and told late where its deadline
     passed); whether late, and the latency from the declaration. Told again, the first
     delivery's time stands."""
-    found = (
-        (
-            await conn.execute(
-                sa.select(OBLIGATIONS).where(OBLIGATIONS.c.id == told.obligation).with_for_update()
-            )
-        )
-        .mappings()
-        .one()
-    )
+    state, met_at = await store.lock_obligation(conn, told.obligation)
     due = view.obligations[[o.id for o in view.obligations].index(told.obligation)].due_at
-    late = found["state"] == "missed" or (found["met_at"] is None and now > due)
-    if found["met_at"] is None:
-        await conn.execute(
-            OBLIGATIONS.update()
-            .where(OBLIGATIONS.c.id == told.obligation)
-            .values(
-                state="missed" if late else "met",
-                met_at=now,
-                met_by=told.actor.person or told.actor.account,
-            )
-        )
+    late = state == "missed" or (met_at is None and now > due)
+    if met_at is None:
+        by = told.actor.person or told.actor.account
+        await store.met(conn, told.obligation, late=late, at=now, by=by)
     return late, now - view.declared_at
 
 

@@ -5,8 +5,9 @@ each recorded as delivered by ``Incidents.delivered``)."""
 
 from __future__ import annotations
 
-from services.incidents.desk import DEADLINE, INCIDENT_POST, REMIND, Incidents
-from services.incidents.publish import IncidentPublisher
+from services.incidents.publish import INCIDENT_POST, IncidentPublisher
+from services.incidents.service import Incidents
+from services.incidents.timers import DEADLINE, REMIND
 from services.notify import Notifier
 from services.outbox import Outbox
 from services.scheduler import Scheduler

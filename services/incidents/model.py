@@ -5,9 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from services.audit import Actor
+
 
 def number_text(number: int) -> str:
     return f"INC-{number}"
+
+
+def who(actor: Actor) -> str:
+    """How the timeline names a person: by name, else by platform account."""
+    return actor.person or f"{actor.platform}:{actor.account}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,17 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True)
+class Note:
+    """A line to write on an incident's timeline."""
+
+    incident: int
+    at: datetime
+    kind: str
+    text: str
+    actor: str | None = None  # None: queuebot's own (the scheduler's)
+
+
+@dataclass(frozen=True)
 class IncidentView:
     number: int
     scenario: str
@@ -73,3 +91,21 @@ class IncidentView:
 
     def validation(self) -> list[StepView]:
         return [s for s in self.steps if s.kind == "validation"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    incident: IncidentView
+    linked: bool  # an open incident of the scenario and queue existed: this is it
+
+
+@dataclass(frozen=True)
+class Override:
+    """A resolution without every validation item, on a change request another person
+    approved (its audit event's ``override``)."""
+
+    request: str
+    requester: str
+    approvers: list[str]
+    reason: str
+    unvalidated: list[str]

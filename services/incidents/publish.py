@@ -1,4 +1,5 @@
-"""An incident's posts, delivered by the outbox in the order they were written: the
+"""An incident's posts, queued in the outbox in the transaction of what they report
+(``post_item``, ``queue_post``) and delivered by it in the order they were written: the
 checklist opens the incident's thread (inside the alert's thread when it was declared
 from one, else under a new message where it was declared), then its news goes there; an
 audience's communication goes to that audience's channels."""
@@ -6,21 +7,88 @@ audience's communication goes to that audience's channels."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.alerts.desk import GROUPS
+from services import outbox as relay
+from services.alerts import store as alert_store
+from services.audit.anchors import Anchors
 from services.db import reading, transaction
-from services.incidents.store import INCIDENTS
-from services.message import Message, message_from_json
+from services.incidents import store
+from services.message import Message, message_from_json, message_json
 from services.notify import ChannelRef, MessageRef, Notifier
-from services.outbox import NOT_POSTED, Item, PostedNowhere
+from services.outbox import NOT_POSTED, Item, Outbox, PostedNowhere
+from services.scheduler import FollowUp
+
+INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
 
 NO_CHANNEL = "not posted: none of the audience's channels is on a configured chat platform"
 Delivered = Callable[[Mapping[str, Any], Sequence[MessageRef]], Awaitable[None]]
+
+
+def subject(number: int) -> str:
+    return f"incident:{number}"
+
+
+def post_item(
+    number: int, action: str, message: Message, *, channels: Sequence[str] = ()
+) -> dict[str, Any]:
+    """An incident's post as the outbox holds it (``relay.add``, ``relay.add_many``):
+    urgent, so a storm of alert posts never holds it back; an audience's post in the lane
+    of its first channel, the thread's in the incident's own."""
+    item: dict[str, Any] = {
+        "subject": subject(number),
+        "payload": {
+            "action": action,
+            "incident": number,
+            "message": message_json(message),
+            "channels": list(channels),
+        },
+        "priority": relay.URGENT,
+    }
+    if action == "audience" and channels:
+        item["lane"] = relay.channel_lane(channels[0])
+    return item
+
+
+async def queue_post(
+    conn: AsyncConnection, number: int, action: str, message: Message, now: datetime
+) -> None:
+    """One post of the incident's, in the caller's transaction."""
+    await relay.add_many(
+        conn, kind=INCIDENT_POST, items=[post_item(number, action, message)], now=now
+    )
+
+
+async def anchor(anchors: Anchors | None, conn: AsyncConnection, now: datetime) -> bool:
+    """After an incident event, in its transaction: the trail's head to the audit
+    channel (through the outbox, posted once this commits and the relay is woken).
+    False where there is no audit channel."""
+    if anchors is None:
+        return False
+    return await anchors.record(conn, now=now) is not None
+
+
+def wake_after(outbox: Outbox) -> FollowUp:
+    """Wake the outbox relays once the transaction commits."""
+
+    async def wake() -> None:
+        outbox.wake()
+
+    return wake
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where an incident's posts go: its thread once its checklist opened one, else where
+    it was declared; its checklist into the threads of the alert it was declared from."""
+
+    thread: list[MessageRef]
+    origin: ChannelRef
+    alert_roots: list[MessageRef]
 
 
 class IncidentPublisher:
@@ -51,65 +119,40 @@ class IncidentPublisher:
             raise PostedNowhere(NOT_POSTED)
         number = int(item.payload["incident"])
         message = message_from_json(item.payload["message"])
-        incident = await self._incident(number)
-        thread = _refs(incident.get("thread"))
+        where = await self._where(number)
         if action == "open":
-            if thread:  # an earlier attempt opened it: post nothing twice
+            if where.thread:  # an earlier attempt opened it: post nothing twice
                 return
-            thread = await self._open(notifier, incident, message)
+            thread = await self._open(notifier, where, message)
             async with transaction(self.engine, subject=f"INC-{number}") as conn:
-                await conn.execute(
-                    INCIDENTS.update()
-                    .where(INCIDENTS.c.id == number)
-                    .values(thread={"refs": [asdict(ref) for ref in thread]})
-                )
+                await store.set_thread(conn, number, [asdict(ref) for ref in thread])
             return
-        if not thread:  # the checklist never got a reference: the news still goes out
-            await notifier.post(channel=_origin(incident), message=message)
+        if not where.thread:  # the checklist never got a reference: the news still goes out
+            await notifier.post(channel=where.origin, message=message)
             return
-        for ref in thread:
+        for ref in where.thread:
             await notifier.post(channel=ref.channel, message=message, thread=ref)
 
-    async def _incident(self, number: int) -> dict[str, Any]:
+    async def _where(self, number: int) -> Where:
         async with reading(self.engine) as conn:
-            found = (
-                (await conn.execute(sa.select(INCIDENTS).where(INCIDENTS.c.id == number)))
-                .mappings()
-                .one()
-            )
-            incident = dict(found)
-            incident["alert_roots"] = []
-            if incident["alert_group"] is not None:
-                roots = (
-                    await conn.execute(
-                        sa.select(GROUPS.c.roots).where(GROUPS.c.id == incident["alert_group"])
-                    )
-                ).scalar_one_or_none() or {}
-                incident["alert_roots"] = [
-                    MessageRef(**ref)
-                    for refs in (roots.get("posts") or {}).values()
-                    for ref in refs
-                ]
-        return incident
+            thread, origin, alert_group = await store.thread_of(conn, number)
+            roots = [] if alert_group is None else await alert_store.group_roots(conn, alert_group)
+        return Where(thread=_refs(thread), origin=_origin(origin), alert_roots=roots)
 
-    async def _open(
-        self, notifier: Notifier, incident: dict[str, Any], message: Message
-    ) -> list[MessageRef]:
-        alert_roots: list[MessageRef] = incident["alert_roots"]
-        if alert_roots:  # declared from an alert: the incident lives in the alert's thread
-            for ref in alert_roots:
+    async def _open(self, notifier: Notifier, where: Where, message: Message) -> list[MessageRef]:
+        if where.alert_roots:  # declared from an alert: the incident lives in the alert's thread
+            for ref in where.alert_roots:
                 await notifier.post(channel=ref.channel, message=message, thread=ref)
-            return alert_roots
-        return await notifier.post(channel=_origin(incident), message=message)
+            return where.alert_roots
+        return await notifier.post(channel=where.origin, message=message)
 
 
-def _refs(stored: Any) -> list[MessageRef]:
+def _refs(stored: Mapping[str, Any] | None) -> list[MessageRef]:
     if not stored:
         return []
     return [MessageRef(**ref) for ref in stored.get("refs") or []]
 
 
-def _origin(incident: dict[str, Any]) -> ChannelRef:
-    origin = incident.get("origin") or {}
+def _origin(origin: Mapping[str, Any]) -> ChannelRef:
     platform = str(origin.get("platform") or "console")
     return ChannelRef(platform, str(origin.get("channel") or platform))

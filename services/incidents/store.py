@@ -10,45 +10,22 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit import Actor
 from services.errors import NotFound
 from services.estate.profile import as_utc
-from services.incidents.model import IncidentView, ObligationView, StepView, TimelineEntry
-from services.models import (
-    Approval,
-    ChangeRequest,
-    Incident,
-    IncidentEvent,
-    IncidentObligation,
-    IncidentStep,
-)
+from services.incidents import timeline
+from services.incidents.model import IncidentView, ObligationView, StepView
+from services.models import Incident, IncidentObligation, IncidentStep
+from services.runbooks import Communication, Runbook
 
 INCIDENTS = cast(sa.Table, Incident.__table__)
 OBLIGATIONS = cast(sa.Table, IncidentObligation.__table__)
 STEPS = cast(sa.Table, IncidentStep.__table__)
-TIMELINE = cast(sa.Table, IncidentEvent.__table__)
-REQUESTS = cast(sa.Table, ChangeRequest.__table__)
-APPROVALS = cast(sa.Table, Approval.__table__)
 
 
 class IncidentNotFound(NotFound):
     def __init__(self, number: int) -> None:
         super().__init__(f"INC-{number} does not exist; /incident status lists the open ones")
-
-
-async def note(
-    conn: AsyncConnection, number: int, *, at: datetime, kind: str, text: str, actor: str | None
-) -> None:
-    """One line on the incident's timeline."""
-    await conn.execute(
-        TIMELINE.insert().values(incident_id=number, at=at, kind=kind, actor=actor, text=text)
-    )
-
-
-async def note_many(conn: AsyncConnection, entries: Sequence[Mapping[str, Any]]) -> None:
-    """Lines on incidents' timelines (each: incident_id, at, kind, actor, text), in one
-    statement, in the order given."""
-    if entries:
-        await conn.execute(TIMELINE.insert(), [dict(entry) for entry in entries])
 
 
 async def pending_obligations(
@@ -102,14 +79,26 @@ async def pending_obligations(
     return pending
 
 
-async def row(conn: AsyncConnection, number: int, *, lock: bool = False) -> dict[str, Any]:
-    query = sa.select(INCIDENTS).where(INCIDENTS.c.id == number)
+async def state(conn: AsyncConnection, number: int, *, lock: bool = False) -> str:
+    """The incident's state (open | resolved), its row locked till commit with ``lock``."""
+    query = sa.select(INCIDENTS.c.state).where(INCIDENTS.c.id == number)
     if lock:
         query = query.with_for_update()
-    found = (await conn.execute(query)).mappings().first()
+    found = (await conn.execute(query)).scalar_one_or_none()
     if found is None:
         raise IncidentNotFound(number)
-    return dict(found)
+    return str(found)
+
+
+async def row(conn: AsyncConnection, number: int) -> sa.RowMapping:
+    found = (
+        (await conn.execute(sa.select(INCIDENTS).where(INCIDENTS.c.id == number)))
+        .mappings()
+        .first()
+    )
+    if found is None:
+        raise IncidentNotFound(number)
+    return found
 
 
 async def open_for(conn: AsyncConnection, scenario: str, queue: str | None) -> int | None:
@@ -159,7 +148,6 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
     assert declared is not None
     obligations = await _children(conn, OBLIGATIONS, number, "due_at", "id")
     steps = await _children(conn, STEPS, number, "kind", "position")
-    timeline = await _children(conn, TIMELINE, number, "at", "id")
     return IncidentView(
         number=number,
         scenario=str(incident["scenario"]),
@@ -185,12 +173,242 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
             )
             for s in steps
         ),
-        timeline=tuple(
-            TimelineEntry(_utc(t["at"]), str(t["kind"]), t["actor"], str(t["text"]))
-            for t in timeline
-        )
-        + tuple(await _changes(conn, f"INC-{number}")),
+        timeline=tuple(await timeline.entries(conn, number)),
     )
+
+
+async def thread_of(
+    conn: AsyncConnection, number: int
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any], int | None]:
+    """The incident's thread (as stored: None before its checklist is posted), where it
+    was declared (its ``origin``) and the alert group it was declared from."""
+    found = (
+        await conn.execute(
+            sa.select(INCIDENTS.c.thread, INCIDENTS.c.origin, INCIDENTS.c.alert_group).where(
+                INCIDENTS.c.id == number
+            )
+        )
+    ).one()
+    return found[0], found[1] or {}, found[2]
+
+
+# -- writes: each in the caller's transaction ---------------------------------------
+
+
+async def insert_incident(  # noqa: PLR0917 - one call site, every value named there
+    conn: AsyncConnection,
+    runbook: Runbook,
+    summary: str,
+    actor: Actor,
+    queue: str | None,
+    origin: Mapping[str, Any] | None,
+    alert_group: int | None,
+    fault_at: datetime | None,
+    now: datetime,
+) -> int:
+    """A new open incident's row; its number."""
+    inserted = await conn.execute(
+        INCIDENTS.insert()
+        .values(
+            scenario=runbook.scenario_id,
+            summary=summary,
+            state="open",
+            # redriving into a queue that is being restored is not safe
+            blocks_redrive="dep:job-queue" in runbook.restore_order,
+            queue=queue,
+            declared_at=now,
+            runbook=runbook.id,
+            runbook_version=runbook.version,
+            lead=actor.person,
+            lead_platform=actor.platform,
+            lead_account=actor.account,
+            fault_at=fault_at,
+            alert_group=alert_group,
+            origin=dict(origin or {}),
+            thread=None,
+        )
+        .returning(INCIDENTS.c.id)
+    )
+    return int(inserted.scalar_one())
+
+
+async def insert_obligation(
+    conn: AsyncConnection, number: int, communication: Communication, due: datetime
+) -> int:
+    """A pending communication of the incident; its id."""
+    inserted = await conn.execute(
+        OBLIGATIONS.insert()
+        .values(
+            incident_id=number,
+            audience=communication.audience,
+            channel_dependency=communication.channel_dependency_id,
+            within_ms=communication.within_ms,
+            due_at=due,
+            state="pending",
+            reminders=0,
+        )
+        .returning(OBLIGATIONS.c.id)
+    )
+    return int(inserted.scalar_one())
+
+
+async def insert_steps(conn: AsyncConnection, number: int, runbook: Runbook) -> None:
+    """The runbook's restore order then its validation items, pending, in order."""
+    steps: list[tuple[str, str, str | None]] = [
+        ("restore", name, None) for name in runbook.restore_order
+    ]
+    steps += [("validation", item.text, item.check) for item in runbook.validation]
+    for position, (kind, name, check) in enumerate(steps):
+        await conn.execute(
+            STEPS.insert().values(
+                incident_id=number,
+                kind=kind,
+                position=position,
+                name=name,
+                check_id=check,
+                state="pending",
+            )
+        )
+
+
+async def obligation_to(conn: AsyncConnection, number: int, audience: str) -> int | None:
+    """The id of the incident's communication to ``audience``, if its runbook has one."""
+    found = await conn.execute(
+        sa.select(OBLIGATIONS.c.id).where(
+            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.audience == audience
+        )
+    )
+    obligation = found.scalar_one_or_none()
+    return None if obligation is None else int(obligation)
+
+
+async def lock_obligation(conn: AsyncConnection, obligation: int) -> tuple[str, datetime | None]:
+    """Lock the obligation's row till commit; its state and when it was met."""
+    found = (
+        await conn.execute(
+            sa.select(OBLIGATIONS.c.state, OBLIGATIONS.c.met_at)
+            .where(OBLIGATIONS.c.id == obligation)
+            .with_for_update()
+        )
+    ).one()
+    return str(found[0]), found[1]
+
+
+async def met(
+    conn: AsyncConnection, obligation: int, *, late: bool, at: datetime, by: str | None
+) -> None:
+    """The obligation's message delivered at ``at``: met, or missed where it was late."""
+    await conn.execute(
+        OBLIGATIONS.update()
+        .where(OBLIGATIONS.c.id == obligation)
+        .values(state="missed" if late else "met", met_at=at, met_by=by)
+    )
+
+
+async def pending_of(conn: AsyncConnection, number: int) -> list[int]:
+    """The ids of the incident's communications still pending."""
+    found = await conn.execute(
+        sa.select(OBLIGATIONS.c.id).where(
+            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.state == "pending"
+        )
+    )
+    return [int(o) for o in found.scalars().all()]
+
+
+async def step_done(
+    conn: AsyncConnection,
+    number: int,
+    step: StepView,
+    *,
+    at: datetime,
+    by: str | None,
+    result: str | None,
+) -> None:
+    await conn.execute(
+        STEPS.update()
+        .where(
+            STEPS.c.incident_id == number,
+            STEPS.c.kind == step.kind,
+            STEPS.c.position == step.position,
+        )
+        .values(state="done", done_at=at, done_by=by, result=result)
+    )
+
+
+async def measured(
+    conn: AsyncConnection,
+    number: int,
+    step: StepView,
+    *,
+    says: str,
+    passed_at: datetime | None,
+    by: str,
+) -> None:
+    """A measurement of a validation item: what it says, and done where it passed
+    (``passed_at``)."""
+    values: dict[str, Any] = {"result": says}
+    if passed_at is not None:
+        values.update(state="done", done_at=passed_at, done_by=by)
+    await conn.execute(
+        STEPS.update()
+        .where(
+            STEPS.c.incident_id == number,
+            STEPS.c.kind == "validation",
+            STEPS.c.name == step.name,
+        )
+        .values(**values)
+    )
+
+
+async def override_unvalidated(
+    conn: AsyncConnection, number: int, *, at: datetime, by: str, result: str
+) -> None:
+    """Every validation item not done, overridden, in one statement."""
+    await conn.execute(
+        STEPS.update()
+        .where(
+            STEPS.c.incident_id == number,
+            STEPS.c.kind == "validation",
+            STEPS.c.state != "done",
+        )
+        .values(state="overridden", done_at=at, done_by=by, result=result)
+    )
+
+
+async def set_thread(conn: AsyncConnection, number: int, refs: Sequence[Mapping[str, Any]]) -> None:
+    """Where the incident's checklist was posted: its news goes there."""
+    await conn.execute(
+        INCIDENTS.update().where(INCIDENTS.c.id == number).values(thread={"refs": list(refs)})
+    )
+
+
+async def resolved(conn: AsyncConnection, number: int, at: datetime) -> None:
+    await conn.execute(
+        INCIDENTS.update().where(INCIDENTS.c.id == number).values(state="resolved", resolved_at=at)
+    )
+
+
+async def reminded(conn: AsyncConnection, counts: Mapping[int, int]) -> None:
+    """Count the reminders sent (obligation id: how many), a statement per count."""
+    by_count: dict[int, list[int]] = {}
+    for obligation_id, count in counts.items():
+        by_count.setdefault(count, []).append(obligation_id)
+    for count, obligations in sorted(by_count.items()):
+        await conn.execute(
+            OBLIGATIONS.update()
+            .where(OBLIGATIONS.c.id.in_(obligations))
+            .values(reminders=OBLIGATIONS.c.reminders + count)
+        )
+
+
+async def missed(conn: AsyncConnection, ids: Sequence[int], at: datetime) -> None:
+    """The obligations ``ids`` still pending: missed, escalated at ``at``."""
+    if ids:
+        await conn.execute(
+            OBLIGATIONS.update()
+            .where(OBLIGATIONS.c.id.in_(list(ids)), OBLIGATIONS.c.state == "pending")
+            .values(state="missed", escalated_at=at)
+        )
 
 
 def _obligation(o: sa.RowMapping, declared: datetime) -> ObligationView:
@@ -205,55 +423,6 @@ def _obligation(o: sa.RowMapping, declared: datetime) -> ObligationView:
         met_by=o["met_by"],
         declared_at=declared,
     )
-
-
-async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
-    """The change requests made under the incident (``--incident INC-N``): requested,
-    approved or rejected, and how they ended."""
-    entries: list[TimelineEntry] = []
-    requests = (
-        (await conn.execute(sa.select(REQUESTS).where(REQUESTS.c.incident == name)))
-        .mappings()
-        .all()
-    )
-    for request in requests:
-        label = (
-            f"CR-{request['id']} (resolve without every validation item)"
-            if request["kind"] == "resolve"
-            else f"CR-{request['id']} ({request['kind']} of {request['eligible_count']} "
-            f"in {request['queue']})"
-        )
-        entries.append(
-            TimelineEntry(
-                _utc(request["requested_at"]),
-                "change.requested",
-                request["requester_person"],
-                f"{request['requester_person']} requested {label}: {request['reason']}",
-            )
-        )
-        decisions = (
-            await conn.execute(
-                sa.select(APPROVALS.c.person, APPROVALS.c.decision, APPROVALS.c.at).where(
-                    APPROVALS.c.request_id == request["id"]
-                )
-            )
-        ).all()
-        for person, decision, at in decisions:
-            entries.append(
-                TimelineEntry(
-                    _utc(at), f"change.{decision}", person, f"{person} {decision}d {label}"
-                )
-            )
-        if request["state"] not in ("pending", "approved") and request["decided_at"] is not None:
-            entries.append(
-                TimelineEntry(
-                    _utc(request["decided_at"]),
-                    f"change.{request['state']}",
-                    None,
-                    f"CR-{request['id']} {request['state']}",
-                )
-            )
-    return entries
 
 
 async def _children(

@@ -8,35 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.render_text import render_message
-from commands.context import Invocation
-from commands.reply import Reply
 from services.errors import UsageError
-from tests.integration.alerting import AlertBot, alert_bot
+from tests.integration.alerting import alert_bot
+from tests.integration.incident_support import ACTORS, DORA_APPROVER, DUTY_OFFICER, say
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator", "approver"]
-[channels.actors]
-slack = "C0ACTORS"
-[roles]
-"operations duty officer" = "duty-officer"
-"""
-
-
-async def say(bot: AlertBot, line: str, *, channel: str | None = None) -> str:
-    inv = Invocation(
-        person=bot.app.directory.by_name("dora"),
-        platform="console",
-        account="dora",
-        channel=channel,
-    )
-    reply: Reply = await bot.app.router.handle_line(line, inv)
-    return render_message(reply.message)
+PEOPLE = DORA_APPROVER + ACTORS + DUTY_OFFICER
 
 
 def section(export: str, heading: str) -> str:

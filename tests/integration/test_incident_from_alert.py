@@ -9,36 +9,29 @@ import pytest
 import sqlalchemy as sa
 
 from bot.render_text import render_message
-from commands.context import Invocation
 from commands.model import Declare
 from services.alerts.desk import GROUPS
 from services.alerts.groups import AlertRecord
 from services.alerts.messages import root
 from services.message import Actions
 from tests.integration.alerting import AlertBot, alert, alert_bot, notification
+from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, as_person
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-EXTRA = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator"]
-[channels.actors]
-slack = "C0ACTORS"
-[roles]
-"operations duty officer" = "duty-officer"
-
+EXTRA = (
+    DORA
+    + ACTORS
+    + DUTY_OFFICER
+    + """
 [[alerts.routes]]
 name = "loss-to-operators"
 alertname = "QueueLoss"
 channels = ["operators"]
 scenario = "gd:queue-loss"
 """
-
-
-def dora(bot: AlertBot) -> Invocation:
-    return Invocation(person=bot.app.directory.by_name("dora"), platform="console", account="dora")
+)
 
 
 async def fire(bot: AlertBot) -> str:
@@ -68,7 +61,7 @@ async def test_the_button_declares_on_the_alerts_queue(db_url: str, tmp_path: Pa
     async with alert_bot(db_url, tmp_path, extra=EXTRA) as bot:
         action = await fire(bot)
         group = int(action.rsplit(":", 1)[1])
-        reply = await bot.app.router.handle(Declare(alert_group=group), dora(bot))
+        reply = await bot.app.router.handle(Declare(alert_group=group), as_person(bot))
         assert "INC-1 declared" in render_message(reply.message)
         assert await queue_of_incident(bot) == "workers"
 
@@ -91,6 +84,6 @@ async def test_the_console_command_of_the_button_declares_on_the_alerts_queue(
             b.command for block in post.blocks if isinstance(block, Actions) for b in block.buttons
         )
         assert command is not None and command in shown
-        reply = await bot.app.router.handle_line(command, dora(bot))
+        reply = await bot.app.router.handle_line(command, as_person(bot))
         assert "INC-1 declared" in render_message(reply.message)
         assert await queue_of_incident(bot) == "workers"

@@ -12,72 +12,60 @@ import pytest
 import sqlalchemy as sa
 
 from bot.render_text import render_message
-from commands.context import Invocation
 from commands.messages import describe, error_reply
-from commands.reply import Reply
 from services.errors import Conflict, OwnRequest, QueuebotError
-from tests.integration.alerting import AlertBot, alert_bot
+from tests.integration.alerting import alert_bot
+from tests.integration.incident_support import (
+    ACTORS,
+    BOB,
+    DORA_APPROVER,
+    DUTY_OFFICER,
+    say_as,
+)
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator", "approver"]
-[people.bob]
-slack = "U0BOB"
-roles = ["operator", "approver"]
-[channels.actors]
-slack = "C0ACTORS"
-[roles]
-"operations duty officer" = "duty-officer"
-"""
-
-
-async def say(bot: AlertBot, who: str, line: str) -> str:
-    inv = Invocation(person=bot.app.directory.by_name(who), platform="console", account=who)
-    reply: Reply = await bot.app.router.handle_line(line, inv)
-    return render_message(reply.message)
+PEOPLE = DORA_APPROVER + BOB + ACTORS + DUTY_OFFICER
 
 
 async def test_override_needs_another_person_and_stays_on_the_record(
     db_url: str, tmp_path: Path
 ) -> None:
     async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
-        await say(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
-        await say(bot, "dora", '/incident step v1 done --result "counted by hand"')
+        await say_as(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        await say_as(bot, "dora", '/incident step v1 done --result "counted by hand"')
         with pytest.raises(Conflict, match="--override"):
-            await say(bot, "dora", "/incident resolve")
+            await say_as(bot, "dora", "/incident resolve")
         with pytest.raises(QueuebotError, match="--reason"):
-            await say(bot, "dora", "/incident resolve --override")
+            await say_as(bot, "dora", "/incident resolve --override")
 
-        asked = await say(
+        asked = await say_as(
             bot, "dora", '/incident resolve INC-1 --override --reason "tenant confirmed by phone"'
         )
         assert "CR-1: resolve INC-1 without 2 validation item(s)" in asked
         assert "waiting for approval" in asked
         assert "v2" in asked and "v3" in asked and "v1 (" not in asked
         with pytest.raises(Conflict, match="CR-1 already asks"):
-            await say(bot, "bob", '/incident resolve --override --reason "again, from bob"')
+            await say_as(bot, "bob", '/incident resolve --override --reason "again, from bob"')
         with pytest.raises(OwnRequest):
-            await say(bot, "dora", "/queue approve CR-1")
-        status = await say(bot, "dora", "/incident status INC-1")
+            await say_as(bot, "dora", "/queue approve CR-1")
+        status = await say_as(bot, "dora", "/incident status INC-1")
         assert "open" in status  # nothing happens before the approval
 
-        approved = await say(bot, "bob", "/queue approve CR-1")
+        approved = await say_as(bot, "bob", "/queue approve CR-1")
         assert "approved by bob and executed" in approved
         assert "INC-1 resolved" in approved
 
-        status = await say(bot, "dora", "/incident status INC-1")
+        status = await say_as(bot, "dora", "/incident status INC-1")
         assert "resolved" in status
         assert status.count("overridden (bob)") == 2
-        timeline = await say(bot, "dora", "/incident timeline INC-1")
+        timeline = await say_as(bot, "dora", "/incident timeline INC-1")
         assert (
             "without validating v2, v3: CR-1 asked by dora" in timeline
             and "approved by bob" in timeline
         )
-        export = await say(bot, "dora", "/incident export INC-1")
+        export = await say_as(bot, "dora", "/incident export INC-1")
         assert "not validated: overridden by CR-1" in export
         assert "- [x] v1" in export and "- [ ] v2" in export
         assert "| CR-1 | resolve |" in export
@@ -101,30 +89,30 @@ async def test_override_needs_another_person_and_stays_on_the_record(
         assert len(details["override"]["unvalidated"]) == 2
 
         with pytest.raises(Conflict, match="resolved already"):
-            await say(bot, "dora", '/incident resolve INC-1 --override --reason "once more"')
+            await say_as(bot, "dora", '/incident resolve INC-1 --override --reason "once more"')
 
 
 async def test_a_validated_incident_needs_no_override(db_url: str, tmp_path: Path) -> None:
     async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
-        await say(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        await say_as(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
         for step in ("v1", "v2", "v3"):
-            await say(bot, "dora", f'/incident step {step} done --result "seen"')
+            await say_as(bot, "dora", f'/incident step {step} done --result "seen"')
         with pytest.raises(Conflict, match="no override needed"):
-            await say(bot, "dora", '/incident resolve --override --reason "just in case"')
-        assert "INC-1 resolved" in await say(bot, "dora", "/incident resolve")
+            await say_as(bot, "dora", '/incident resolve --override --reason "just in case"')
+        assert "INC-1 resolved" in await say_as(bot, "dora", "/incident resolve")
 
 
 async def test_refusals_carry_headings_that_say_why(db_url: str, tmp_path: Path) -> None:
     """A step asked for out of the runbook's order and a resolve before validation are
     not "Already changed": nothing changed; each heading says what is wrong."""
     async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
-        await say(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        await say_as(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
         with pytest.raises(QueuebotError) as out_of_order:
-            await say(bot, "dora", "/incident step dep:job-worker-pool done")
+            await say_as(bot, "dora", "/incident step dep:job-worker-pool done")
         title, text = describe(out_of_order.value)
         assert title == "Out of order" and "rests on" in text
         with pytest.raises(QueuebotError) as early:
-            await say(bot, "dora", "/incident resolve")
+            await say_as(bot, "dora", "/incident resolve")
         assert describe(early.value)[0] == "Not ready to resolve"
         reply = render_message(error_reply(early.value).message)
         assert "Not ready to resolve" in reply and "Already changed" not in reply

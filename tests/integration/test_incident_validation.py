@@ -9,34 +9,24 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.render_text import render_message
-from commands.context import Invocation
-from commands.reply import Reply
 from services.errors import Conflict
-from tests.integration.alerting import AlertBot, alert_bot
+from tests.integration.alerting import alert_bot
+from tests.integration.incident_support import ACTORS, BOB, DORA, DUTY_OFFICER, say, say_as
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator"]
-[channels.actors]
-slack = "C0ACTORS"
-[roles]
-"operations duty officer" = "duty-officer"
+PEOPLE = (
+    DORA
+    + ACTORS
+    + DUTY_OFFICER
+    + """
 [incidents.synthetic_job]
 queue = "workers"
 insert = '''INSERT INTO dev_r_worker_queue (job_type, status, analyst_notes)
             VALUES ('synthetic', 'queued', :incident) RETURNING id'''
 """
-
-
-async def say(bot: AlertBot, line: str) -> str:
-    inv = Invocation(person=bot.app.directory.by_name("dora"), platform="console", account="dora")
-    reply: Reply = await bot.app.router.handle_line(line, inv)
-    return render_message(reply.message)
+)
 
 
 async def test_validation_measures_submits_and_watches_then_resolve(
@@ -84,19 +74,6 @@ async def test_validation_measures_submits_and_watches_then_resolve(
 
 def _row(status: str, step: str) -> str:
     return next(line for line in status.splitlines() if line.startswith(step + " "))
-
-
-BOB = """
-[people.bob]
-slack = "U0BOB"
-roles = ["operator", "approver"]
-"""
-
-
-async def say_as(bot: AlertBot, who: str, line: str) -> str:
-    inv = Invocation(person=bot.app.directory.by_name(who), platform="console", account=who)
-    reply: Reply = await bot.app.router.handle_line(line, inv)
-    return render_message(reply.message)
 
 
 async def test_confirming_by_hand_an_item_measured_failing_needs_another_person(

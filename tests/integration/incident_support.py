@@ -1,0 +1,50 @@
+"""What the incident tests over ``alert_bot`` share: the people who declare and approve
+(as configuration to add to the bot's), and saying a command line as one of them."""
+
+from __future__ import annotations
+
+from bot.render_text import render_message
+from commands.context import Invocation
+from commands.reply import Reply
+from tests.integration.alerting import AlertBot
+
+# dora, the operations duty officer, declares; with APPROVER she may approve changes too
+DORA = """
+[people.dora]
+slack = "U0DORA"
+roles = ["duty-officer", "operator"]
+"""
+DORA_APPROVER = """
+[people.dora]
+slack = "U0DORA"
+roles = ["duty-officer", "operator", "approver"]
+"""
+BOB = """
+[people.bob]
+slack = "U0BOB"
+roles = ["operator", "approver"]
+"""
+ACTORS = """
+[channels.actors]
+slack = "C0ACTORS"
+"""
+DUTY_OFFICER = """
+[roles]
+"operations duty officer" = "duty-officer"
+"""
+
+
+def as_person(bot: AlertBot, who: str = "dora", *, channel: str | None = None) -> Invocation:
+    return Invocation(
+        person=bot.app.directory.by_name(who), platform="console", account=who, channel=channel
+    )
+
+
+async def say(bot: AlertBot, line: str, *, channel: str | None = None) -> str:
+    """``line`` as dora, rendered as text."""
+    return await say_as(bot, "dora", line, channel=channel)
+
+
+async def say_as(bot: AlertBot, who: str, line: str, *, channel: str | None = None) -> str:
+    reply: Reply = await bot.app.router.handle_line(line, as_person(bot, who, channel=channel))
+    return render_message(reply.message)
