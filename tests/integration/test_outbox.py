@@ -423,7 +423,7 @@ async def test_a_live_relays_slow_post_is_not_taken_over(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # renewed every 0.2 s as it runs out
-    monkeypatch.setattr(outbox, "LEASE", timedelta(seconds=0.8))
+    monkeypatch.setattr(outbox.store, "LEASE", timedelta(seconds=0.8))
     engine = create_engine(db_url)
     await upgrade(engine)
     try:
