@@ -28,6 +28,9 @@ each done, or due again after a backoff with the error kept. What it promises:
   delivers them, so delivery is at least once. An update of a message is idempotent; a
   thread post delivered just before a crash can show twice (never zero times). A live
   relay's slow post is never taken over while its renewals reach the database.
+- **Records once.** A deliverer that records what its delivery did (a communication met)
+  marks its item done in the same transaction (``finish``): the record is made once,
+  however often the item is delivered.
 
 Claims are serialized (a PostgreSQL advisory lock; SQLite has one writer), so relays in
 several processes never hold more of a lane than its width. After a commit, ``kick``
@@ -52,7 +55,7 @@ from services.outbox.model import (
     channel_lane,
 )
 from services.outbox.relay import LANE_WIDTH, Outbox
-from services.outbox.store import KEEP_DONE, LEASE, add, add_many, forget_done
+from services.outbox.store import KEEP_DONE, LEASE, add, add_many, finish, forget_done
 
 __all__ = [
     "BULK",
@@ -70,5 +73,6 @@ __all__ = [
     "add",
     "add_many",
     "channel_lane",
+    "finish",
     "forget_done",
 ]

@@ -248,6 +248,20 @@ async def renew(conn: AsyncConnection, items: list[int], *, owner: str, now: dat
     )
 
 
+async def finish(conn: AsyncConnection, item: Item, *, now: datetime) -> bool:
+    """Mark ``item`` delivered inside the caller's transaction, so that what its deliverer
+    records of the delivery commits together with the mark or not at all: a relay that
+    dies after the commit leaves nothing to deliver again, one that dies before leaves
+    nothing recorded. True when this claim of the item is its newest (record the
+    delivery); False when another relay claimed it since (that one records it)."""
+    marked = await conn.execute(
+        _items.update()
+        .where(_items.c.id == item.id, _items.c.attempts == item.attempts)
+        .values(done_at=sa.func.coalesce(_items.c.done_at, now))
+    )
+    return marked.rowcount == 1
+
+
 async def mark_done(conn: AsyncConnection, items: list[int], *, now: datetime) -> None:
     """Record ``items`` delivered at ``now``."""
     await conn.execute(_items.update().where(_items.c.id.in_(items)).values(done_at=now))
