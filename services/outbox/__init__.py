@@ -28,9 +28,9 @@ each done, or due again after a backoff with the error kept. What it promises:
   delivers them, so delivery is at least once. An update of a message is idempotent; a
   thread post delivered just before a crash can show twice (never zero times). A live
   relay's slow post is never taken over while its renewals reach the database.
-- **Records once.** A deliverer that records what its delivery did (a communication met)
-  marks its item done in the same transaction (``finish``): the record is made once,
-  however often the item is delivered.
+- **Records once, where asked.** A deliverer that records what its delivery did (a
+  communication met) can mark its item done in that record's transaction (``finish``):
+  the record is then made once, however often the item is delivered.
 
 Claims are serialized (a PostgreSQL advisory lock; SQLite has one writer), so relays in
 several processes never hold more of a lane than its width. After a commit, ``kick``
