@@ -1,6 +1,6 @@
 """Commands as typed data. Parsing (free text or Discord options) produces one of these
 models; the router sends it to its handler by type. How each is spelled is in
-``commands/catalog.py``."""
+``commands/catalog/`` (one module per command family)."""
 
 from __future__ import annotations
 

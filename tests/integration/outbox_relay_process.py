@@ -31,5 +31,5 @@ async def main(url: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2:
-        outbox.LEASE = timedelta(seconds=float(sys.argv[2]))
+        outbox.store.LEASE = timedelta(seconds=float(sys.argv[2]))
     asyncio.run(main(sys.argv[1]))

@@ -189,6 +189,38 @@ async def test_a_relay_that_died_mid_delivery_leaves_the_post_to_come_due_again(
     assert await undone(shop) == 0
 
 
+async def test_a_record_finished_with_its_item_is_made_once_when_a_dead_relays_item_is_redone(
+    shop: Shop,
+) -> None:
+    async with shop.engine.begin() as conn:
+        await outbox.add(conn, kind="test.post", subject="x", payload={}, now=shop.clock.now)
+    recorded: list[int] = []
+
+    async def deliver(item: outbox.Item) -> None:  # records what it did with the item
+        async with shop.engine.begin() as conn:
+            if await outbox.finish(conn, item, now=shop.clock.now):
+                recorded.append(item.attempts)
+
+    dying = Outbox(engine=shop.engine, clock=shop.clock)
+    dying.register("test.post", deliver)
+    claimed = await dying._claim("test.post", "x")
+    assert claimed is not None
+    await deliver(claimed)  # delivered and recorded, then killed before marking it done
+    slow = Outbox(engine=shop.engine, clock=shop.clock)
+    slow.register("test.post", deliver)
+    shop.clock.advance(seconds=LEASE.total_seconds() + 1)
+    assert await slow.run_due() == [] and recorded == [1]  # done with its record: not redone
+
+    async with shop.engine.begin() as conn:
+        await outbox.add(conn, kind="test.post", subject="y", payload={}, now=shop.clock.now)
+    overtaken = await dying._claim("test.post", "y")  # a relay whose lease ran out ...
+    assert overtaken is not None
+    shop.clock.advance(seconds=LEASE.total_seconds() + 1)
+    assert await slow.run_due() == [] and recorded == [1, 2]  # ... another delivered it
+    await deliver(overtaken)  # the first one's late delivery records nothing
+    assert recorded == [1, 2]
+
+
 async def test_a_tick_posts_through_the_outbox(shop: Shop) -> None:
     await add_dead_letters(shop.engine, count=30, error=ERROR)
     await flat_history(shop)
@@ -423,7 +455,7 @@ async def test_a_live_relays_slow_post_is_not_taken_over(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # renewed every 0.2 s as it runs out
-    monkeypatch.setattr(outbox, "LEASE", timedelta(seconds=0.8))
+    monkeypatch.setattr(outbox.store, "LEASE", timedelta(seconds=0.8))
     engine = create_engine(db_url)
     await upgrade(engine)
     try:

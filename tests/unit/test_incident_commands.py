@@ -1,5 +1,5 @@
 """The /incident group: its spellings, its help and /incident runbooks through the router
-(commands/catalog.py, commands/parser.py, commands/handlers/runbooks.py)."""
+(commands/catalog/incident.py, commands/parser.py, commands/handlers/runbooks.py)."""
 
 from __future__ import annotations
 

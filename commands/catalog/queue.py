@@ -1,69 +1,31 @@
-"""The catalogue: how each command is spelled (words, positionals, flags, role), one
-``CommandSpec`` per command model. It drives the parser, the help text and the router's
-authorization."""
+"""The ``/queue`` commands: the reads (triage, one job, dead letters, stuck rows), then
+the changes (requeue, cancel, redrive and its staged plans, housekeeping) and their
+approvals, in the order help lists them."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
+from commands.catalog.flags import LIMIT_FLAG, QUEUE_FLAG, REASON, SHARE_FLAG
 from commands.model import (
-    MAX_LIMIT,
     Approve,
     Cancel,
-    Command,
-    Declare,
     Dlq,
-    Export,
     Halt,
     Help,
     Housekeep,
-    IncidentStatus,
-    IncidentTimeline,
-    Notify,
     Pending,
     Redrive,
     Reject,
     Requeue,
-    Resolve,
     Resume,
     Rollback,
-    Runbooks,
     Show,
     ShowPlan,
-    StepDone,
     Stuck,
     Triage,
-    Validate,
 )
 from commands.spec import CommandSpec, Flag, Positional
 
-QUEUE_FLAG = Flag(
-    "queue", "queue", kind="word", metavar="Q", help="which configured queue (default: the first)"
-)
-SHARE_FLAG = Flag(
-    "share",
-    "share",
-    kind="bool",
-    help="post the answer in the channel for everyone (by default only you see it)",
-)
-INCIDENT_FLAG = Flag(
-    "incident",
-    "incident",
-    kind="word",
-    metavar="INC-N",
-    help="which incident (default: the open one)",
-)
-LIMIT_FLAG = Flag(
-    "limit",
-    "limit",
-    kind="int",
-    metavar="N",
-    help=f"how many rows to list (1-{MAX_LIMIT})",
-    minimum=1,
-    maximum=MAX_LIMIT,
-)
-
-CATALOG: tuple[CommandSpec, ...] = (
+QUEUE: tuple[CommandSpec, ...] = (
     CommandSpec(
         "queue",
         "help",
@@ -154,19 +116,6 @@ CATALOG: tuple[CommandSpec, ...] = (
             SHARE_FLAG,
         ),
     ),
-)
-
-
-REASON = Flag(
-    "reason",
-    "reason",
-    metavar='"WHY"',
-    required=True,
-    help="why: the root cause and the fix (kept in the audit trail)",
-    example='--reason "allowlist fixed in PR #2081"',
-)
-
-CATALOG += (
     CommandSpec(
         "queue",
         "requeue",
@@ -375,153 +324,3 @@ CATALOG += (
         example='/queue reject CR-17 --reason "wrong tenant"',
     ),
 )
-# Incidents: what is declared, under which runbook.
-CATALOG += (
-    CommandSpec(
-        "incident",
-        "help",
-        Help,
-        "list the commands, or explain one",
-        positionals=(Positional("topic", "COMMAND", kind="word", required=False),),
-        example="/incident help runbooks",
-    ),
-    CommandSpec(
-        "incident",
-        "runbooks",
-        Runbooks,
-        "the runbooks: who may declare each scenario, who is told what within how long, "
-        "the restore order; name a scenario to see one in full",
-        positionals=(Positional("scenario", "SCENARIO", kind="word", required=False),),
-        flags=(SHARE_FLAG,),
-        example="/incident runbooks gd:queue-loss",
-    ),
-    CommandSpec(
-        "incident",
-        "declare",
-        Declare,
-        "declare an incident: open its thread, post the runbook's checklist, start the "
-        "clocks of its communications",
-        positionals=(
-            Positional("scenario", "SCENARIO", kind="word"),
-            Positional("summary", '"SUMMARY"', kind="text"),
-        ),
-        flags=(QUEUE_FLAG,),
-        example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
-        note="only people holding the runbook's declaration authority may declare "
-        "(/incident runbooks shows who)",
-        changes=True,
-    ),
-    CommandSpec(
-        "incident",
-        "notify",
-        Notify,
-        "tell an audience (posts to its channels; with no text, the runbook's draft); its "
-        "communication is met once the message is delivered",
-        role="operator",
-        positionals=(
-            Positional("audience", "AUDIENCE", kind="word"),
-            Positional("text", '"MESSAGE"', kind="text", required=False),
-        ),
-        flags=(INCIDENT_FLAG,),
-        example='/incident notify actors "your jobs are safe; do not resubmit"',
-    ),
-    CommandSpec(
-        "incident",
-        "status",
-        IncidentStatus,
-        "the incident's communications, restore steps and validation (default: the open one)",
-        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
-        flags=(SHARE_FLAG,),
-        example="/incident status INC-3",
-    ),
-    CommandSpec(
-        "incident",
-        "timeline",
-        IncidentTimeline,
-        "everything that happened in the incident, in order",
-        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
-        flags=(SHARE_FLAG,),
-        example="/incident timeline INC-3",
-    ),
-    CommandSpec(
-        "incident",
-        "step",
-        StepDone,
-        "mark a restore step done (in the runbook's order) or a validation item confirmed",
-        role="operator",
-        positionals=(
-            Positional("step", "STEP", kind="word"),
-            Positional("done", "done", kind="word"),
-        ),
-        flags=(
-            INCIDENT_FLAG,
-            Flag("result", "result", metavar='"WHAT WAS SEEN"', help="what you checked"),
-        ),
-        example="/incident step dep:job-queue done",
-    ),
-    CommandSpec(
-        "incident",
-        "validate",
-        Validate,
-        "measure the validation items queuebot can (the count before the fault against "
-        "now, the backlog falling); each that passes is done",
-        role="operator",
-        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
-        example="/incident validate INC-3",
-    ),
-    CommandSpec(
-        "incident",
-        "resolve",
-        Resolve,
-        "resolve the incident: every validation item must be done, or --override asks "
-        "another person to approve resolving it without them",
-        role="operator",
-        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
-        flags=(
-            Flag(
-                "override",
-                "override",
-                kind="bool",
-                help="a change request: resolved once another person approves",
-            ),
-            Flag(
-                "reason",
-                "reason",
-                metavar='"WHY"',
-                help="with --override: why it is over without those validations",
-                example='--reason "checked by hand with the tenant; counts match"',
-            ),
-        ),
-        example="/incident resolve INC-3",
-    ),
-    CommandSpec(
-        "incident",
-        "export",
-        Export,
-        "the incident as a Markdown postmortem: timeline, fault to recovery, "
-        "communications, changes and their approvers, validation",
-        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
-        flags=(SHARE_FLAG,),
-        example="/incident export INC-3",
-    ),
-)
-
-# Every group has its own help command, all of them the one Help model.
-HELP_SPECS: dict[str, CommandSpec] = {s.group: s for s in CATALOG if s.model is Help}
-SPECS_BY_MODEL: dict[type[BaseModel], CommandSpec] = {
-    s.model: s for s in CATALOG if s.model is not Help
-}
-
-
-def spec_for(command: Command) -> CommandSpec:
-    if isinstance(command, Help):
-        return HELP_SPECS[command.group]
-    return SPECS_BY_MODEL[type(command)]
-
-
-def find_spec(group: str, name: str) -> CommandSpec | None:
-    return next((s for s in CATALOG if s.group == group and s.name == name), None)
-
-
-def group_specs(group: str) -> list[CommandSpec]:
-    return [s for s in CATALOG if s.group == group]

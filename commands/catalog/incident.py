@@ -1,0 +1,149 @@
+"""The ``/incident`` commands: what is declared, under which runbook; who is told; the
+restore order, validation and resolution; the postmortem."""
+
+from __future__ import annotations
+
+from commands.catalog.flags import INCIDENT_FLAG, QUEUE_FLAG, SHARE_FLAG
+from commands.model import (
+    Declare,
+    Export,
+    Help,
+    IncidentStatus,
+    IncidentTimeline,
+    Notify,
+    Resolve,
+    Runbooks,
+    StepDone,
+    Validate,
+)
+from commands.spec import CommandSpec, Flag, Positional
+
+INCIDENT: tuple[CommandSpec, ...] = (
+    CommandSpec(
+        "incident",
+        "help",
+        Help,
+        "list the commands, or explain one",
+        positionals=(Positional("topic", "COMMAND", kind="word", required=False),),
+        example="/incident help runbooks",
+    ),
+    CommandSpec(
+        "incident",
+        "runbooks",
+        Runbooks,
+        "the runbooks: who may declare each scenario, who is told what within how long, "
+        "the restore order; name a scenario to see one in full",
+        positionals=(Positional("scenario", "SCENARIO", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident runbooks gd:queue-loss",
+    ),
+    CommandSpec(
+        "incident",
+        "declare",
+        Declare,
+        "declare an incident: open its thread, post the runbook's checklist, start the "
+        "clocks of its communications",
+        positionals=(
+            Positional("scenario", "SCENARIO", kind="word"),
+            Positional("summary", '"SUMMARY"', kind="text"),
+        ),
+        flags=(QUEUE_FLAG,),
+        example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
+        note="only people holding the runbook's declaration authority may declare "
+        "(/incident runbooks shows who)",
+        changes=True,
+    ),
+    CommandSpec(
+        "incident",
+        "notify",
+        Notify,
+        "tell an audience (posts to its channels; with no text, the runbook's draft); its "
+        "communication is met once the message is delivered",
+        role="operator",
+        positionals=(
+            Positional("audience", "AUDIENCE", kind="word"),
+            Positional("text", '"MESSAGE"', kind="text", required=False),
+        ),
+        flags=(INCIDENT_FLAG,),
+        example='/incident notify actors "your jobs are safe; do not resubmit"',
+    ),
+    CommandSpec(
+        "incident",
+        "status",
+        IncidentStatus,
+        "the incident's communications, restore steps and validation (default: the open one)",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident status INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "timeline",
+        IncidentTimeline,
+        "everything that happened in the incident, in order",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident timeline INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "step",
+        StepDone,
+        "mark a restore step done (in the runbook's order) or a validation item confirmed",
+        role="operator",
+        positionals=(
+            Positional("step", "STEP", kind="word"),
+            Positional("done", "done", kind="word"),
+        ),
+        flags=(
+            INCIDENT_FLAG,
+            Flag("result", "result", metavar='"WHAT WAS SEEN"', help="what you checked"),
+        ),
+        example="/incident step dep:job-queue done",
+    ),
+    CommandSpec(
+        "incident",
+        "validate",
+        Validate,
+        "measure the validation items queuebot can (the count before the fault against "
+        "now, the backlog falling); each that passes is done",
+        role="operator",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        example="/incident validate INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "resolve",
+        Resolve,
+        "resolve the incident: every validation item must be done, or --override asks "
+        "another person to approve resolving it without them",
+        role="operator",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(
+            Flag(
+                "override",
+                "override",
+                kind="bool",
+                help="a change request: resolved once another person approves",
+            ),
+            Flag(
+                "reason",
+                "reason",
+                metavar='"WHY"',
+                help="with --override: why it is over without those validations",
+                example='--reason "checked by hand with the tenant; counts match"',
+            ),
+        ),
+        example="/incident resolve INC-3",
+    ),
+    CommandSpec(
+        "incident",
+        "export",
+        Export,
+        "the incident as a Markdown postmortem: timeline, fault to recovery, "
+        "communications, changes and their approvers, validation",
+        positionals=(Positional("incident", "INC-N", kind="word", required=False),),
+        flags=(SHARE_FLAG,),
+        example="/incident export INC-3",
+    ),
+)
