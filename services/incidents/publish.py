@@ -26,7 +26,7 @@ from services.scheduler import FollowUp
 INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
 
 NO_CHANNEL = "not posted: none of the audience's channels is on a configured chat platform"
-Delivered = Callable[[Mapping[str, Any], Sequence[MessageRef]], Awaitable[None]]
+Delivered = Callable[[Item, Sequence[MessageRef]], Awaitable[None]]
 
 
 def subject(number: int) -> str:
@@ -111,7 +111,7 @@ class IncidentPublisher:
                 for channel in item.payload.get("channels") or []:
                     refs += await notifier.post(channel=str(channel), message=message)
             if told:
-                await self.delivered(item.payload, refs)
+                await self.delivered(item, refs)
             if not refs:
                 raise PostedNowhere(NOT_POSTED if notifier is None else NO_CHANNEL)
             return

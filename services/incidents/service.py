@@ -279,13 +279,17 @@ class Incidents:
         self.outbox.wake()
         return view
 
-    async def delivered(self, payload: Mapping[str, Any], refs: Sequence[MessageRef]) -> None:
+    async def delivered(self, item: relay.Item, refs: Sequence[MessageRef]) -> None:
         """The outbox delivered (``refs``: where) or could not deliver (no refs) a message
         ``notify`` queued: delivered, the audience is told and its communication met (late
-        past its deadline), with the latency from the declaration to the delivery."""
-        told = delivery.Told.of(payload)
+        past its deadline), with the latency from the declaration to the delivery. Recorded
+        once: the item is marked done in the same transaction, and a relay whose claim was
+        overtaken (or that died after recording) finds it done and records nothing."""
+        told = delivery.Told.of(item.payload)
         now = self.clock()
         async with transaction(self.engine, subject=number_text(told.incident)) as conn:
+            if not await relay.finish(conn, item, now=now):
+                return  # another relay claimed it since: its delivery is recorded there
             view = await store.view(conn, told.incident)
             if not refs:
                 await timeline.note(

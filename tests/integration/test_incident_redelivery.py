@@ -1,12 +1,8 @@
 """An audience's message delivered again after its relay died (the outbox delivers at
-least once) tells the audience once: one timeline entry, one audit event.
-
-Known to fail: the incidents desk records a delivery (``IncidentDesk.delivered``) in a
-transaction of its own, apart from the outbox's done mark, so an item whose relay died
-between the two is delivered and recorded again. The fix is the desk's: record the
-delivery in the transaction that marks the item done (``services.outbox.finish``, given
-the item by ``IncidentPublisher.deliver``), and record nothing when it returns False.
-Remove the ``xfail`` with that fix."""
+least once) tells the audience once: one timeline entry, one audit event. The incidents
+service records a delivery (``Incidents.delivered``) in the transaction that marks the
+outbox item done (``services.outbox.finish``): a relay that died after recording left the
+item done, and one overtaken after its lease ran out records nothing."""
 
 from __future__ import annotations
 
@@ -15,17 +11,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from services.incidents.desk import INCIDENT_POST
+from services.incidents.publish import INCIDENT_POST
 from services.outbox import LEASE, Outbox
 from tests.integration.alerting import alert_bot
-from tests.integration.test_incident_audiences import ACTORS, PEOPLE, say
+from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, say
+
+PEOPLE = DORA + DUTY_OFFICER
 
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the desk records a delivery apart from the outbox's done mark"
-)
 async def test_a_delivery_redone_after_its_relay_died_tells_the_audience_once(
     db_url: str, tmp_path: Path
 ) -> None:
