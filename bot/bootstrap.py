@@ -20,8 +20,9 @@ from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services import housekeeping_jobs as jobs
-from services.alerts.desk import ALERT_POST, AlertDesk
 from services.alerts.publish import AlertPublisher
+from services.alerts.service import AlertDesk
+from services.alerts.store import ALERT_POST
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors

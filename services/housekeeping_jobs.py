@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import ledger, outbox, samples, scheduler
-from services.alerts import desk as inbox
 from services.alerts import detectors
-from services.alerts.desk import AlertDesk
+from services.alerts import store as inbox
+from services.alerts.service import AlertDesk
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
 from services.changes import store as requests

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox as relay
 from services import scheduler
-from services.alerts.desk import GROUPS
-from services.alerts.groups import AlertRecord
+from services.alerts.model import AlertRecord
+from services.alerts.store import GROUPS
 from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.audit.incident_match import declared_obligation

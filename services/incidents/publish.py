@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.alerts.desk import GROUPS
+from services.alerts.store import GROUPS
 from services.db import reading, transaction
 from services.incidents.store import INCIDENTS
 from services.message import Message, message_from_json
