@@ -133,10 +133,10 @@ def root(group: AlertGroup, *, now: datetime) -> Message:
     speaks = voice(group.source)
     name = group.alertname
     queue = group.queue
-    firing = [a for a in alerts if a.status == "firing"]
+    firing = group.firing
     where = f" · queue {queue}" if queue else ""
     words = group.annotations.get("summary") or group.annotations.get("description")
-    started = min((a.starts_at for a in alerts if a.starts_at), default=None)
+    started = group.started_at
     fields: list[tuple[str, str]] = []
     cut = group.truncated
     if speaks.notices:

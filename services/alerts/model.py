@@ -139,6 +139,11 @@ class AlertGroup:
     def firing(self) -> list[AlertRecord]:
         return [a for a in self.alerts.values() if a.status == "firing"]
 
+    @property
+    def started_at(self) -> datetime | None:
+        """The earliest ``startsAt`` of its alerts (an incident's fault time)."""
+        return min((a.starts_at for a in self.alerts.values() if a.starts_at), default=None)
+
 
 @dataclass(frozen=True)
 class SetAside:
