@@ -21,8 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from bot.bootstrap import chat_configured
 from bot.ratelimited_log import RateLimitedLog
-from services.alerts.desk import AlertDesk
 from services.alerts.payload import BadPayload, parse
+from services.alerts.service import AlertDesk
 from services.config import Config
 from services.errors import DatabaseUnavailable
 from services.outbox import NO_PLATFORM

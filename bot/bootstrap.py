@@ -20,8 +20,8 @@ from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services.alerts import jobs as alert_jobs
-from services.alerts.desk import AlertDesk
 from services.alerts.publish import AlertPublisher
+from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors

@@ -25,15 +25,17 @@ from typing import Any, Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.alerts.desk import GROUPS, FiringCounter, key_hash, store
+from services.alerts.model import DETECTOR
 from services.alerts.payload import Alert, Notification, parse_time
+from services.alerts.service import FiringCounter
+from services.alerts.store import GROUPS, key_hash, store_notification
 from services.config.alerts import DetectorsConfig
 from services.estate.model import CanonicalState
 from services.estate.profile import QueueProfile, as_utc
 from services.models import QueueSample
 
 SAMPLES = cast(sa.Table, QueueSample.__table__)
-SOURCE = "detector"
+SOURCE = DETECTOR
 RECEIVER = "queuebot"
 TERMINAL = (
     CanonicalState.SUCCEEDED,
@@ -245,7 +247,7 @@ async def raise_changes(
                 )
             ],
         )
-        await store(conn, notification, source=SOURCE, now=now)
+        await store_notification(conn, notification, source=SOURCE, now=now)
         stored += 1
         if verdict.firing and counter is not None:
             counter.detector_fired(verdict.detector)

@@ -4,8 +4,8 @@ the detectors judge, is upkeep (services/housekeeping/jobs.py)."""
 
 from __future__ import annotations
 
-from services.alerts.desk import ALERT_POST
 from services.alerts.publish import AlertPublisher
+from services.alerts.store import ALERT_POST
 from services.outbox import Outbox
 
 

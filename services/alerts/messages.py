@@ -1,13 +1,23 @@
 """What alert threads say: the root message of a group, the news posted in its thread,
-and the triage breakdown that comes with FailedJobsAccumulating."""
+and the triage breakdown that comes with FailedJobsAccumulating.
+
+How a thread speaks depends on who raised its group (Alertmanager, queuebot's own
+detectors, queuebot's housekeeping notices): that is a ``Voice``, one record per source in
+``VOICES``, and the messages below read it instead of asking the source."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from services.alerts.groups import AlertRecord, distinct_labels
+from services.alerts.model import (
+    DETECTOR,
+    HOUSEKEEPING,
+    AlertGroup,
+    AlertRecord,
+    distinct_labels,
+)
 from services.estate.model import Triage
 from services.message import (
     Actions,
@@ -17,18 +27,56 @@ from services.message import (
     Heading,
     Message,
     Text,
-    message_from_json,
-    message_json,
 )
 from services.triage_view import triage_message
 
-to_json = message_json
-from_json = message_from_json
-
 MOST_LISTED = 10
-HOUSEKEEPING = "housekeeping"  # the source of queuebot's housekeeping notices
-# Who raised a group, by its source; any other source is Alertmanager.
-_FROM = {"detector": "queuebot's own detector", HOUSEKEEPING: "queuebot's housekeeping"}
+
+
+@dataclass(frozen=True)
+class Voice:
+    """How the thread of a group speaks, by who raised it."""
+
+    origin: str | None = None  # the root's "From"; None: Alertmanager and its receiver
+    # queuebot's own notices are not styled as Alertmanager's alerts: the root heads them
+    # by severity and counts the notices standing
+    notices: bool = False
+    noun: str = "alert"  # what the thread calls one of the group's alerts
+    title: str = ""  # a notice's title, before its name
+    titles: Mapping[str, str] = field(default_factory=dict)  # by name, instead of title
+    state: tuple[str, str] = ("firing", "resolved")  # the root's summary: firing, resolved
+    thread_note: str = "Updates and the resolution are posted in this thread."
+    refired: str = "Firing again"  # news: the group fired again
+    more: str = "more alert(s) firing"  # news: this many more ...
+    new: str = "firing"  # news summary: this many ..., this many resolved
+
+    def notice_title(self, name: str) -> str:
+        return self.titles.get(name) or f"{self.title}: {name}"
+
+
+ALERTMANAGER = Voice()
+VOICES = {
+    DETECTOR: Voice(origin="queuebot's own detector"),
+    HOUSEKEEPING: Voice(
+        origin="queuebot's housekeeping",
+        notices=True,
+        noun="notice",
+        title="Housekeeping notice",
+        # housekeeping's run summary: not "Housekeeping notice: Housekeeping"
+        titles={"Housekeeping": "Housekeeping summary"},
+        state=("housekeeping notice", "housekeeping notice, resolved"),
+        thread_note="Later notices of this kind are posted in this thread.",
+        refired="Raised again",
+        more="more notice(s)",
+        new="new",
+    ),
+}
+
+
+def voice(source: str) -> Voice:
+    """How the thread of a group raised by ``source`` speaks (any source not named in
+    ``VOICES`` is Alertmanager)."""
+    return VOICES.get(source, ALERTMANAGER)
 
 
 def _ago(since: datetime | None, now: datetime) -> str:
@@ -79,21 +127,21 @@ def not_shown(count: int) -> Message:
     )
 
 
-def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: datetime) -> Message:
+def root(group: AlertGroup, *, now: datetime) -> Message:
     """The group's own message, kept current: firing or resolved, and how many."""
-    name = str(group["alertname"])
-    queue = group.get("queue")
-    firing = [a for a in alerts if a.status == "firing"]
+    alerts = list(group.alerts.values())
+    speaks = voice(group.source)
+    name = group.alertname
+    queue = group.queue
+    firing = group.firing
     where = f" · queue {queue}" if queue else ""
-    annotations: Mapping[str, str] = group.get("annotations") or {}
-    words = annotations.get("summary") or annotations.get("description")
-    started = min((a.starts_at for a in alerts if a.starts_at), default=None)
+    words = group.annotations.get("summary") or group.annotations.get("description")
+    started = group.started_at
     fields: list[tuple[str, str]] = []
-    cut = int(group.get("truncated") or 0)
-    source = str(group["source"])
-    if source == HOUSEKEEPING:  # queuebot's own notices: not styled as Alertmanager's
+    cut = group.truncated
+    if speaks.notices:
         title, fields = _notice_head(
-            name, where, alerts=alerts, firing=firing, group=group, now=now
+            speaks.notice_title(name), where, alerts=alerts, firing=firing, group=group, now=now
         )
     elif firing:
         title = f"🔴 FIRING: {name}{where}"
@@ -105,31 +153,24 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
         )
     else:
         title = f"✅ RESOLVED: {name}{where}"
-        fields.append(("Lasted", lasted(started, group.get("resolved_at") or now)))
-        fields.append(("Resolved", _ago(group.get("resolved_at") or now, now)))
-    fields.append(("From", _FROM.get(source) or f"Alertmanager ({group['receiver']})"))
+        fields.append(("Lasted", lasted(started, group.resolved_at or now)))
+        fields.append(("Resolved", _ago(group.resolved_at or now, now)))
+    fields.append(("From", speaks.origin or f"Alertmanager ({group.receiver})"))
     blocks: list[Block] = [Heading(title)]
     if words:
         blocks.append(Text(words))
     blocks.append(Fields(tuple(fields)))
-    links: Mapping[str, str] = group.get("links") or {}
-    shown = [f"{label}: {url}" for label, url in links.items() if url]
+    shown = [f"{label}: {url}" for label, url in group.links.items() if url]
     if shown:
         blocks.append(Text(" · ".join(shown)))
-    blocks.append(
-        Text(
-            "Later notices of this kind are posted in this thread."
-            if source == HOUSEKEEPING
-            else "Updates and the resolution are posted in this thread."
-        )
-    )
-    scenario = (group.get("route") or {}).get("scenario")
+    blocks.append(Text(speaks.thread_note))
+    scenario = group.route.scenario
     if firing and scenario:
         blocks.append(
             Actions(
                 (
                     Button(
-                        f"inc:declare:{group['id']}",
+                        f"inc:declare:{group.id}",
                         "Declare incident",
                         style="danger",
                         command=f'/incident declare {scenario} "{name}{where}"'
@@ -138,28 +179,24 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
                 )
             )
         )
-    state = "firing" if firing else "resolved"
-    if source == HOUSEKEEPING:
-        state = f"housekeeping notice{'' if firing else ', resolved'}"
+    state = speaks.state[0] if firing else speaks.state[1]
     return Message(summary=f"{name}{where}: {state}", blocks=tuple(blocks))
 
 
 def _notice_head(
-    name: str,
+    what: str,
     where: str,
     *,
     alerts: Sequence[AlertRecord],
     firing: Sequence[AlertRecord],
-    group: Mapping[str, Any],
+    group: AlertGroup,
     now: datetime,
 ) -> tuple[str, list[tuple[str, str]]]:
-    """A housekeeping notice's heading and facts: its severity's colour, how many notices
-    (and how many still stand, where some are resolved), since when."""
+    """A notice's heading (``what``: its title) and facts: its severity's colour, how
+    many notices (and how many still stand, where some are resolved), since when."""
     started = min((a.starts_at for a in alerts if a.starts_at), default=None)
-    # housekeeping's run summary is named "Housekeeping": not "Housekeeping notice: Housekeeping"
-    what = "Housekeeping summary" if name == "Housekeeping" else f"Housekeeping notice: {name}"
     if not firing:
-        resolved = group.get("resolved_at") or now
+        resolved = group.resolved_at or now
         return f"✅ {what} resolved{where}", [
             ("Lasted", lasted(started, resolved)),
             ("Resolved", _ago(resolved, now)),
@@ -186,23 +223,18 @@ def news(
     refired: bool,
     lasted: str | None = None,
     not_shown: int = 0,
-    notices: bool = False,
+    voice: Voice = ALERTMANAGER,
 ) -> Message:
     """What changed, for the thread; ``not_shown``: how many alerts of the group
-    Alertmanager left out of the notification (its truncatedAlerts). ``notices``: the
-    group is queuebot's housekeeping notices, which the thread calls notices, not alerts."""
-    what = "notice" if notices else "alert"
+    Alertmanager left out of the notification (its truncatedAlerts); ``voice``: how the
+    thread speaks (housekeeping's calls its alerts notices)."""
+    what = voice.noun
     blocks: list[Block] = []
     if refired:
-        blocks.append(Heading("🔴 Raised again" if notices else "🔴 Firing again"))
+        blocks.append(Heading(f"🔴 {voice.refired}"))
     if started:
         if not refired:
-            more = (
-                f"{len(started)} more notice(s)"
-                if notices
-                else f"{len(started)} more alert(s) firing"
-            )
-            blocks.append(Heading(f"🔴 {more}"))
+            blocks.append(Heading(f"🔴 {len(started)} {voice.more}"))
         blocks.append(Text(_listed(started, common, "🔴")))
     if resolved:
         blocks.append(Heading(f"✅ {len(resolved)} {what}(s) resolved"))
@@ -216,9 +248,9 @@ def news(
     summary = (
         f"All {what}s resolved"
         if group_resolved
-        else ("Raised again" if notices else "Firing again")
+        else voice.refired
         if refired
-        else f"{len(started)} {'new' if notices else 'firing'}, {len(resolved)} resolved"
+        else f"{len(started)} {voice.new}, {len(resolved)} resolved"
     )
     return Message(summary=summary, blocks=tuple(blocks))
 

@@ -10,21 +10,26 @@ delivered just before a crash may show twice in its thread (never zero times).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Protocol
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.alerts import messages
-from services.alerts.desk import GROUPS, AlertCounters
-from services.alerts.groups import AlertRecord
+from services.alerts import messages, store
+from services.alerts.model import (
+    AlertGroup,
+    PostReply,
+    PostRoot,
+    PostTriage,
+    PostUpdate,
+    Roots,
+    post_from_payload,
+)
+from services.alerts.service import AlertCounters
 from services.db import reading, transaction
 from services.errors import QueuebotError
 from services.estate.model import Triage
-from services.estate.profile import as_utc
 from services.message import Message
 from services.notify import MessageRef, Notifier
 from services.outbox import NOT_POSTED, Item, PostedNowhere
@@ -33,6 +38,8 @@ log = logging.getLogger("queuebot.alerts")
 
 
 class TriageSource(Protocol):
+    """What answers the triage that comes with an alert (``services.queue_reads.QueueReads``)."""
+
     async def triage(self, *, queue: str | None = None) -> Triage: ...
 
 
@@ -53,86 +60,73 @@ class AlertPublisher:
         self.counters = counters
 
     async def deliver(self, item: Item) -> None:
+        """Deliver one post of a group's thread, whichever version queued it."""
         notifier = self.notifier
         if notifier is None:  # no chat platform: the alert is kept, there is nowhere to post
             raise PostedNowhere(NOT_POSTED)
-        action = str(item.payload["action"])
-        group = await self._group(int(item.payload["group"]))
-        episode = int(item.payload.get("episode", group["episode"]))
-        if action == "root":
-            await self._root(notifier, group, episode)
-        elif action == "update":
-            await self._update(notifier, group, episode)
-        elif action == "reply":
-            await self._in_thread(
-                notifier, group, episode, messages.from_json(item.payload["message"])
-            )
-        elif action == "triage":
-            await self._in_thread(notifier, group, episode, await self._triage(group))
-        else:
-            raise ValueError(f"unknown alert post {action!r}")
+        post = post_from_payload(item.payload)
+        group = await self._group(post.group)
+        episode = group.episode if post.episode is None else post.episode
+        match post:
+            case PostRoot():
+                await self._root(notifier, group, episode)
+            case PostUpdate():
+                await self._update(notifier, group, episode)
+            case PostReply(message=message):
+                await self._in_thread(notifier, group, episode, message)
+            case PostTriage():
+                await self._in_thread(notifier, group, episode, await self._triage(group))
         if self.counters is not None:
-            self.counters.alert_posted(action)
+            self.counters.alert_posted(post.kind)
 
-    async def _group(self, number: int) -> dict[str, Any]:
+    async def _group(self, number: int) -> AlertGroup:
         async with reading(self.engine) as conn:
-            row = (
-                (await conn.execute(sa.select(GROUPS).where(GROUPS.c.id == number)))
-                .mappings()
-                .one()
-            )
-        group = dict(row)
-        for name in ("opened_at", "changed_at", "resolved_at"):
-            group[name] = as_utc(group[name])  # SQLite gives them back without a zone
+            group = await store.read_group(conn, number)
+        if group is None:
+            raise LookupError(f"alert group {number} does not exist")
         return group
 
-    def _root_message(self, group: Mapping[str, Any]) -> Message:
-        alerts = [AlertRecord.from_json(fp, data) for fp, data in group["alerts"].items()]
-        return messages.root(group, alerts, now=self.clock())
+    def _root_message(self, group: AlertGroup) -> Message:
+        return messages.root(group, now=self.clock())
 
-    async def _root(self, notifier: Notifier, group: dict[str, Any], episode: int) -> None:
-        roots = _roots(group, episode)
+    async def _root(self, notifier: Notifier, group: AlertGroup, episode: int) -> None:
+        roots = group.roots.of(episode)
         message = self._root_message(group)
-        for channel in group["route"].get("channels") or []:
+        for channel in group.route.channels:
             if channel in roots:  # posted by an earlier attempt: bring it up to date
                 for ref in roots[channel]:
                     await notifier.update(ref=ref, message=message)
                 continue
             refs = await notifier.post(channel=channel, message=message)
-            roots[channel] = refs
-            await self._store_roots(int(group["id"]), episode, roots)
-        if not group["route"].get("channels"):
-            log.warning("alert group %s has no channel to post to", group["id"])
+            roots[channel] = tuple(refs)
+            await self._store_roots(group.id, Roots(episode, dict(roots)))
+        if not group.route.channels:
+            log.warning("alert group %s has no channel to post to", group.id)
 
-    async def _store_roots(
-        self, number: int, episode: int, roots: Mapping[str, list[MessageRef]]
-    ) -> None:
-        stored = {
-            "episode": episode,
-            "posts": {ch: [asdict(ref) for ref in refs] for ch, refs in roots.items()},
-        }
+    async def _store_roots(self, number: int, roots: Roots) -> None:
         async with transaction(self.engine, subject=f"alert group {number}") as conn:
-            await conn.execute(GROUPS.update().where(GROUPS.c.id == number).values(roots=stored))
+            await store.store_roots(conn, number, roots)
 
-    async def _update(self, notifier: Notifier, group: dict[str, Any], episode: int) -> None:
+    async def _update(self, notifier: Notifier, group: AlertGroup, episode: int) -> None:
         message = self._root_message(group)
-        for refs in _roots(group, episode).values():
+        for refs in group.roots.of(episode).values():
             for ref in refs:
                 await notifier.update(ref=ref, message=message)
 
     async def _in_thread(
-        self, notifier: Notifier, group: dict[str, Any], episode: int, message: Message
+        self, notifier: Notifier, group: AlertGroup, episode: int, message: Message
     ) -> None:
-        roots = _roots(group, episode)
-        threads = [ref for refs in roots.values() for ref in refs]
+        threads: list[MessageRef] = [
+            ref for refs in group.roots.of(episode).values() for ref in refs
+        ]
         for ref in threads:
             await notifier.post(channel=ref.channel, message=message, thread=ref)
         if not threads:  # the root never got a reference: the news still goes out
-            for channel in group["route"].get("channels") or []:
+            for channel in group.route.channels:
                 await notifier.post(channel=channel, message=message)
 
-    async def _triage(self, group: Mapping[str, Any]) -> Message:
-        queue = cast(str | None, group.get("queue"))
+    async def _triage(self, group: AlertGroup) -> Message:
+        queue = group.queue
         if self.reads is None or queue is None:
             return messages.triage_unavailable(queue, "no queue is known for this alert")
         try:
@@ -140,13 +134,3 @@ class AlertPublisher:
         except QueuebotError as exc:
             return messages.triage_unavailable(queue, str(exc))
         return messages.triage(report, queue=queue)
-
-
-def _roots(group: Mapping[str, Any], episode: int) -> dict[str, list[MessageRef]]:
-    stored = group.get("roots") or {}
-    if int(stored.get("episode", -1)) != episode:
-        return {}
-    return {
-        channel: [MessageRef(**ref) for ref in refs]
-        for channel, refs in (stored.get("posts") or {}).items()
-    }

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import ledger, outbox, samples, scheduler
-from services.alerts import desk as inbox
 from services.alerts import detectors
-from services.alerts.desk import AlertDesk
+from services.alerts import store as inbox
+from services.alerts.service import AlertDesk
 from services.audit import Actor
 from services.audit.anchors import Anchors
 from services.config.alerts import DetectorsConfig

@@ -20,9 +20,9 @@ from typing import Literal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.alerts.desk import GROUPS, key_hash, store
-from services.alerts.messages import HOUSEKEEPING
+from services.alerts.model import HOUSEKEEPING
 from services.alerts.payload import Alert, Notification, parse_time
+from services.alerts.store import GROUPS, key_hash, store_notification
 
 SOURCE = HOUSEKEEPING  # its threads say "From: queuebot's housekeeping", not Alertmanager
 RECEIVER = "queuebot"
@@ -112,7 +112,7 @@ async def _store(
         commonAnnotations=dict(first),
         alerts=alerts,
     )
-    await store(conn, notification, source=SOURCE, now=now)
+    await store_notification(conn, notification, source=SOURCE, now=now)
 
 
 @dataclass(frozen=True)

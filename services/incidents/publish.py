@@ -136,7 +136,8 @@ class IncidentPublisher:
     async def _where(self, number: int) -> Where:
         async with reading(self.engine) as conn:
             thread, origin, alert_group = await store.thread_of(conn, number)
-            roots = [] if alert_group is None else await alert_store.group_roots(conn, alert_group)
+            group = None if alert_group is None else await alert_store.read_group(conn, alert_group)
+            roots = [] if group is None else group.roots.refs()
         return Where(thread=_refs(thread), origin=_origin(origin), alert_roots=roots)
 
     async def _open(self, notifier: Notifier, where: Where, message: Message) -> list[MessageRef]:

@@ -155,7 +155,7 @@ class Incidents:
         self, conn: AsyncConnection, group: int, queue: str | None
     ) -> tuple[str | None, datetime | None]:
         """The queue and the fault time (the earliest startsAt of its alerts)."""
-        found = await alert_store.group_summary(conn, group)
+        found = await alert_store.read_group(conn, group)
         if found is None:
             raise NotFound(f"alert group {group} does not exist")
         return queue or found.queue, found.started_at
@@ -207,16 +207,17 @@ class Incidents:
         """From an alert thread's button: the scenario (its route's), a summary (the
         alert's name and queue) and the queue."""
         async with reading(self.engine) as conn:
-            found = await alert_store.group_summary(conn, group)
+            found = await alert_store.read_group(conn, group)
         if found is None:
             raise NotFound(f"alert group {group} does not exist")
-        if not found.scenario:
+        scenario = found.route.scenario
+        if not scenario:
             raise UsageError(
                 f"the route of {found.alertname} names no scenario; declare with "
                 '/incident declare SCENARIO "SUMMARY"'
             )
         where = f" on {found.queue}" if found.queue else ""
-        return found.scenario, f"{found.alertname}{where}", found.queue
+        return scenario, f"{found.alertname}{where}", found.queue
 
     # -- communications ------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from services.alerts.desk import INBOX
+from services.alerts.store import INBOX
 from tests.integration.alerting import AlertBot, alert, alert_bot, notification
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.

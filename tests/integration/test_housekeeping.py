@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.alerts.desk import INBOX
+from services.alerts.store import INBOX
 from services.audit import Actor
 from services.db import create_engine
 from services.errors import UsageError

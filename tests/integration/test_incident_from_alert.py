@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from bot.render_text import render_message
 from commands.model import Declare
-from services.alerts.desk import GROUPS
-from services.alerts.groups import AlertRecord
 from services.alerts.messages import root
+from services.alerts.store import read_group
 from services.message import Actions
 from tests.integration.alerting import AlertBot, alert, alert_bot, notification
 from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, as_person
@@ -74,11 +72,9 @@ async def test_the_console_command_of_the_button_declares_on_the_alerts_queue(
     async with alert_bot(db_url, tmp_path, extra=EXTRA) as bot:
         await fire(bot)
         async with bot.app.state_engine.connect() as conn:
-            group = dict(
-                (await conn.execute(sa.select(GROUPS).where(GROUPS.c.id == 1))).mappings().one()
-            )
-        alerts = [AlertRecord.from_json(fp, data) for fp, data in group["alerts"].items()]
-        post = root(group, alerts, now=bot.clock.now)
+            group = await read_group(conn, 1)
+        assert group is not None
+        post = root(group, now=bot.clock.now)
         shown = render_message(post)
         command = next(
             b.command for block in post.blocks if isinstance(block, Actions) for b in block.buttons
