@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate.ddl import create_estate_tables
 from services.estate.message_job import MessageJobProfile
-from services.estate.profile import BoundTable, QueueProfile
+from services.estate.profile import QueueProfile
+from services.estate.tables import BoundTable
 from services.estate.worker_queue import WorkerQueueProfile
 
 TENANTS = ("acme", "globex", "initech", "umbrella")

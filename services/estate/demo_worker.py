@@ -35,7 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate.estate import Estate
 from services.estate.message_job.events import REDRIVE_EVENT, insert_events
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
+from services.estate.tables import BoundTable
 from services.models import ChangeRequest, RedriveLog
 
 log = logging.getLogger("queuebot.demo.worker")

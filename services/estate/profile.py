@@ -17,13 +17,11 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -31,14 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.config import QueueConfig
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate import hints
-from services.estate.labels import (
-    Labels,
-    labels_of,
-    lacking,
-    lacking_note,
-    takes,
-    unwritable_label,
-)
+from services.estate.labels import lacking, lacking_note, unwritable_label
 from services.estate.model import (
     DEAD_LETTER_STATES,
     CanonicalState,
@@ -49,101 +40,13 @@ from services.estate.model import (
     Triage,
 )
 from services.estate.ops import Action, PlanOps, RowChanges
+from services.estate.tables import BoundTable, IndexPlan, TableSpec
+
+if TYPE_CHECKING:
+    from services.estate.housekeeping import HousekeepingParts, HousekeepingReport
 
 _UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """A table a profile uses: its role, its default name, the columns its reads and
-    writes cannot do without (``required``) and the ones they use when present
-    (``optional``: each with what its absence turns off). ``absent``, when set, makes the
-    whole table optional and says what a queue without it goes without."""
-
-    role: str
-    default: str
-    required: tuple[str, ...]
-    optional: Mapping[str, str] = field(default_factory=dict)
-    absent: str | None = None
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (*self.required, *self.optional)
-
-
-# (table role, short name, columns, optional (column, status values) filter, why)
-IndexPlan = tuple[str, str, tuple[str, ...], tuple[str, tuple[str, ...]] | None, str]
-
-
-class BoundTable:
-    """A reflected table with the profile's logical column names resolved: the required
-    ones and the optional ones the team's table has (``has``); ``missing`` names the
-    optional ones it lacks."""
-
-    def __init__(
-        self,
-        table: sa.Table,
-        names: Mapping[str, str],
-        dialect: str,
-        missing: Sequence[str] = (),
-    ) -> None:
-        self.table = table
-        self._names = dict(names)
-        self.dialect = dialect
-        self.missing = tuple(missing)
-
-    def has(self, logical: str) -> bool:
-        """Whether the table has this column (always true of a required one)."""
-        return logical in self._names
-
-    def c(self, logical: str) -> sa.Column[Any]:
-        try:
-            return self.table.c[self._names[logical]]
-        except KeyError:
-            raise LookupError(
-                f"{self.name} has no column {logical!r}: it is optional and absent here, "
-                "so the caller must check has() first"
-            ) from None
-
-    def labels(self, logical: str) -> Labels | None:
-        """The labels the column's type takes where it is an enum, else None (any value):
-        a status list that goes into SQL keeps only these (``takes``)."""
-        return labels_of(self.c(logical))
-
-    def takes(self, logical: str, values: Iterable[str]) -> list[str]:
-        """Of ``values``, those the column can hold: comparing an enum column with a label
-        its type lacks is an error in PostgreSQL, not a comparison that matches nothing."""
-        return takes(self.labels(logical), values)
-
-    def isin(self, logical: str, values: Sequence[Any]) -> sa.ColumnElement[bool]:
-        """``column IN (values)``; on PostgreSQL ``column = ANY(array)``: one parameter
-        however many values, so ten thousand ids cost one bind, not ten thousand."""
-        column = self.c(logical)
-        if self.dialect != "postgresql":
-            return column.in_(values)
-        if isinstance(column.type, sa.Uuid):
-            return column == sa.any_(text_array([str(v) for v in values], column.type))
-        return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
-
-    @property
-    def name(self) -> str:
-        return self.table.fullname
-
-    @property
-    def used(self) -> tuple[str, ...]:
-        """The table's own names of the columns queuebot reads (required and present)."""
-        return tuple(self._names.values())
-
-
-def text_array(texts: list[str], of: Any) -> sa.ColumnElement[Any]:
-    """PostgreSQL: an array of ``of`` (a column's type) from texts, cast server-side. Sent
-    as one comma-joined text the server splits where no text holds a comma: the driver
-    then dumps one string instead of checking ten thousand elements for quoting."""
-    if not any("," in t for t in texts):
-        joined = sa.func.string_to_array(sa.literal(",".join(texts), sa.Text), ",")
-        return sa.cast(joined, postgresql.ARRAY(of))
-    return sa.cast(sa.literal(texts, postgresql.ARRAY(sa.Text)), postgresql.ARRAY(of))
 
 
 def as_utc(value: datetime | None) -> datetime | None:
@@ -170,7 +73,9 @@ def row_dict(row: sa.Row[Any]) -> dict[str, object]:
 
 class QueueProfile(ABC):
     """One queue design. Subclasses declare their tables, implement the reads, and set
-    ``changes`` and ``plan_ops`` to their write operations when constructed."""
+    ``changes`` and ``plan_ops`` to their write operations when constructed (and
+    ``housekeeping_parts`` or ``housekeeping_report`` where housekeeping does something
+    on them)."""
 
     name: ClassVar[str]
     specs: ClassVar[tuple[TableSpec, ...]]
@@ -182,6 +87,10 @@ class QueueProfile(ABC):
     status_writes: ClassVar[Mapping[Action, tuple[tuple[CanonicalState, str], ...]]] = {}
     changes: RowChanges
     plan_ops: PlanOps
+    # What housekeeping may do on the queue: change rows (its parts), or report on it
+    # without a change; None where the profile offers it nothing of the kind.
+    housekeeping_parts: HousekeepingParts | None = None
+    housekeeping_report: HousekeepingReport | None = None
 
     @classmethod
     def ddl(cls, dialect: str) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.estate.profile import BoundTable, QueueProfile
+from services.estate.profile import QueueProfile
+from services.estate.tables import BoundTable
 
 # profile -> change kind -> (table role, privilege, column it needs it on, or None)
 Need = tuple[str, str, str | None]

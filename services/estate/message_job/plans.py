@@ -26,7 +26,8 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
+from services.estate.tables import BoundTable
 
 DLQ_EVENT = "DLQ"  # the job event the estate writes when a message is dead-lettered
 # What a redrive changes and a rollback puts back, where the team's tables have it.

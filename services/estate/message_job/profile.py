@@ -20,6 +20,7 @@ from services.errors import NotFound, UsageError
 from services.estate import estimate
 from services.estate.at_once import read_named
 from services.estate.message_job.changes import MessageJobChanges
+from services.estate.message_job.housekeeping import MessageJobReport
 from services.estate.message_job.plans import MessageJobPlanOps
 from services.estate.message_job.schema import (
     CANCELLED,
@@ -45,22 +46,14 @@ from services.estate.model import (
     TypeCounts,
 )
 from services.estate.ops import Action
-from services.estate.profile import (
-    BoundTable,
-    IndexPlan,
-    QueueProfile,
-    TableSpec,
-    as_utc,
-    count_map,
-    plain,
-    row_dict,
-)
+from services.estate.profile import QueueProfile, as_utc, count_map, plain, row_dict
 from services.estate.signature import (
     SIGNATURE_SAMPLE,
     display_signature,
     top_counts,
     top_signatures,
 )
+from services.estate.tables import BoundTable, IndexPlan, TableSpec
 
 NOT_READ = "nothing: queuebot does not read it"
 NO_SOURCES = (
@@ -131,6 +124,7 @@ class MessageJobProfile(QueueProfile):
         self.job_state_map = self.mapped_states(JOB_STATES)
         self.changes = MessageJobChanges(self)
         self.plan_ops = MessageJobPlanOps(self)
+        self.housekeeping_report = MessageJobReport()
 
     @classmethod
     def status_vocabularies(cls) -> list[tuple[str, str, Mapping[str, CanonicalState]]]:

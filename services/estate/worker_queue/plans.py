@@ -20,7 +20,8 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
+from services.estate.tables import BoundTable
 from services.estate.worker_queue.changes import EARLIER_UNLABELLED, failure_signature
 from services.estate.worker_queue.schema import QUEUED
 

@@ -31,18 +31,12 @@ from services.estate.model import (
     TypeCounts,
 )
 from services.estate.ops import Action
-from services.estate.profile import (
-    BoundTable,
-    IndexPlan,
-    QueueProfile,
-    TableSpec,
-    as_utc,
-    plain,
-    row_dict,
-)
+from services.estate.profile import QueueProfile, as_utc, plain, row_dict
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.tables import BoundTable, IndexPlan, TableSpec
 from services.estate.worker_queue import words
 from services.estate.worker_queue.changes import WorkerQueueChanges
+from services.estate.worker_queue.housekeeping import WorkerQueueHousekeeping
 from services.estate.worker_queue.plans import WorkerQueuePlanOps
 from services.estate.worker_queue.schema import (
     ACTIVE,
@@ -104,6 +98,7 @@ class WorkerQueueProfile(QueueProfile):
         super().__init__(queue, config)
         self.changes = WorkerQueueChanges(self)
         self.plan_ops = WorkerQueuePlanOps(self)
+        self.housekeeping_parts = WorkerQueueHousekeeping(self)
 
     def index_plan(self) -> list[IndexPlan]:
         return [

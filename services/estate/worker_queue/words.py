@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from services.errors import UsageError
-from services.estate.profile import BoundTable
+from services.estate.tables import BoundTable
 
 
 def notes(q: BoundTable) -> list[str]:
