@@ -45,6 +45,9 @@ from services.estate.tables import BoundTable, IndexPlan, TableSpec
 if TYPE_CHECKING:
     from services.estate.housekeeping import HousekeepingParts, HousekeepingReport
 
+# A privilege a change kind needs on a profile's table: (table role, privilege, the
+# column it needs it on, or None where it needs it on the table).
+Need = tuple[str, str, str | None]
 _UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
 
@@ -85,6 +88,8 @@ class QueueProfile(ABC):
     # The status values each change writes, with their states: a change is refused where
     # the team's [statuses] maps that state without the value (see ``unwritable``).
     status_writes: ClassVar[Mapping[Action, tuple[tuple[CanonicalState, str], ...]]] = {}
+    # What each change kind needs on the tables (``write_access`` checks the role has it).
+    write_needs: ClassVar[Mapping[str, tuple[Need, ...]]] = {}
     changes: RowChanges
     plan_ops: PlanOps
     # What housekeeping may do on the queue: change rows (its parts), or report on it

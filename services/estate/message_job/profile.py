@@ -119,6 +119,15 @@ class MessageJobProfile(QueueProfile):
         Action.CANCEL: ((CanonicalState.CANCELLED, CANCELLED),),
     }
 
+    write_needs = {
+        "redrive": (
+            ("messages", "UPDATE", "status"),
+            ("jobs", "UPDATE", "status"),
+            ("events", "INSERT", None),
+        ),
+        "cancel": (("jobs", "UPDATE", "status"), ("events", "INSERT", None)),
+    }
+
     def __init__(self, queue: str, config: QueueConfig) -> None:
         super().__init__(queue, config)
         self.job_state_map = self.mapped_states(JOB_STATES)

@@ -94,6 +94,12 @@ class WorkerQueueProfile(QueueProfile):
         Action.CANCEL: ((CanonicalState.CANCELLED, CANCELLED),),
     }
 
+    write_needs = {
+        "requeue": (("queue", "UPDATE", "status"),),
+        "redrive": (("queue", "UPDATE", "status"),),
+        "cancel": (("queue", "UPDATE", "status"),),
+    }
+
     def __init__(self, queue: str, config: QueueConfig) -> None:
         super().__init__(queue, config)
         self.changes = WorkerQueueChanges(self)
