@@ -43,6 +43,7 @@ from services.estate.ops import Action, PlanOps, RowChanges
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
 
 if TYPE_CHECKING:
+    from services.estate.demo_kit import ProfileDemo
     from services.estate.housekeeping import HousekeepingParts, HousekeepingReport
 
 # A privilege a change kind needs on a profile's table: (table role, privilege, the
@@ -408,6 +409,10 @@ class QueueProfile(ABC):
         if not off:
             lines.append("every optional table and column is present: nothing is turned off")
         return lines
+
+    def demo(self) -> ProfileDemo | None:
+        """The profile's part of ``queuebot demo`` for this queue, None where it has none."""
+        return None
 
     def index_plan(self) -> list[IndexPlan]:
         """Indexes that make this profile's reads fast (see ``estate/indexes.py``)."""

@@ -19,6 +19,7 @@ from services.config import QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate import estimate
 from services.estate.at_once import read_named
+from services.estate.demo_kit import ProfileDemo
 from services.estate.message_job.changes import MessageJobChanges
 from services.estate.message_job.housekeeping import MessageJobReport
 from services.estate.message_job.plans import MessageJobPlanOps
@@ -143,6 +144,13 @@ class MessageJobProfile(QueueProfile):
         """The jobs' statuses in these states that their status column can hold."""
         wanted = [status for status, state in self.job_state_map.items() if state in states]
         return self.takes_statuses("jobs", "status", wanted)
+
+    def demo(self) -> ProfileDemo:
+        from services.estate.message_job.demo import (
+            MessageJobDemo,  # only ``queuebot demo`` needs it
+        )
+
+        return MessageJobDemo(self)
 
     def index_plan(self) -> list[IndexPlan]:
         return [

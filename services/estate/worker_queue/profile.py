@@ -16,6 +16,7 @@ from services.config import QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate import estimate
 from services.estate.at_once import read_named
+from services.estate.demo_kit import ProfileDemo
 from services.estate.model import (
     NO_REASON,
     CanonicalState,
@@ -105,6 +106,13 @@ class WorkerQueueProfile(QueueProfile):
         self.changes = WorkerQueueChanges(self)
         self.plan_ops = WorkerQueuePlanOps(self)
         self.housekeeping_parts = WorkerQueueHousekeeping(self)
+
+    def demo(self) -> ProfileDemo:
+        from services.estate.worker_queue.demo import (
+            WorkerQueueDemo,  # only ``queuebot demo`` needs it
+        )
+
+        return WorkerQueueDemo(self)
 
     def index_plan(self) -> list[IndexPlan]:
         return [
