@@ -59,6 +59,7 @@ class HousekeepingParts(ABC):
     titles: ClassVar[Mapping[str, str]]  # each part's title, by its letter
     queued: ClassVar[str]  # the status a row put back to wait for a worker gets
     retired: ClassVar[str]  # the status a retry-exhausted row is retired to
+    tripped_by: ClassVar[str]  # the failure that counts against a node (Part F)
 
     @abstractmethod
     def skipped(self, q: BoundTable, part: str) -> Skipped | None:

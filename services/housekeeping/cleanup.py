@@ -277,7 +277,8 @@ class Cleanup:
             affected[name] = [r.id for r in step.rows]
         if tripped:
             result.notes.append(
-                "unavailable: " + ", ".join(f"{n} (spawn_oom x{c})" for n, c in tripped.items())
+                "unavailable: "
+                + ", ".join(f"{n} ({self.parts.tripped_by} x{c})" for n, c in tripped.items())
             )
         if self.dry_run:
             return
@@ -293,7 +294,8 @@ class Cleanup:
             result.notes.append(f"reported unavailable: {', '.join(said.opened)}")
         if said.resolved:
             result.notes.append(
-                f"available again (no spawn_oom trip for a window): {', '.join(said.resolved)}"
+                f"available again (no {self.parts.tripped_by} trip for a window): "
+                f"{', '.join(said.resolved)}"
             )
 
 

@@ -301,6 +301,7 @@ class WorkerQueueHousekeeping(HousekeepingParts):
     titles = TITLES
     queued = QUEUED
     retired = RETIRED
+    tripped_by = OOM
 
     def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
