@@ -95,10 +95,10 @@ class Housekeeper:
         return report
 
     async def tell_webhook(self, *, only: Sequence[str] = PARTS) -> Answers:
-        """POST each retry-exhausted row of every worker queue to the webhook (none when
-        it is not set or Part B is not run). The rows are read on a connection that is
-        given back before the first POST, so nothing is held while the webhook answers;
-        each POST is bounded by the webhook's timeout."""
+        """POST each retry-exhausted row of every queue with housekeeping parts to the
+        webhook (none when it is not set or Part B is not run). The rows are read on a
+        connection that is given back before the first POST, so nothing is held while
+        the webhook answers; each POST is bounded by the webhook's timeout."""
         if self.webhook is None or "B" not in only:
             return {}
         offered: list[dict[str, Any]] = []
