@@ -10,7 +10,7 @@ from services.db import create_engine, normalise_url, sqlite_file
 from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
-from services.estate.profile import BoundTable
+from services.estate.tables import BoundTable
 
 
 async def _estate_tables(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.estate.profile import BoundTable, QueueProfile
+from services.estate.profile import QueueProfile
+from services.estate.tables import BoundTable
 from services.identifiers import quote_identifier
 
 

@@ -3,42 +3,32 @@
 A profile knows the table and column names of one queue design (a single worker table,
 or messages + jobs), maps its states onto ``CanonicalState`` and implements the reads
 with SQLAlchemy Core over reflected tables, so every value is a bound parameter and every
-name comes from validated configuration. Each profile is one package under
-``services/estate/`` holding its DDL, reads, guarded writes (``changes``, a
-``RowChanges``) and staged-redrive operations (``plan_ops``, a ``PlanOps``); the
-registry (``registry.py``) names them.
+name comes from validated configuration (its tables' names and reflection are
+``reflection.ProfileTables``). Each profile is one package under ``services/estate/``
+holding its DDL, reads, guarded writes (``changes``, a ``RowChanges``), staged-redrive
+operations (``plan_ops``, a ``PlanOps``), what housekeeping may do on it
+(``housekeeping_parts`` or ``housekeeping_report``) and its part of the demo
+(``demo()``); the registry (``registry.py``) names them, and nothing else asks a
+profile's name.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import re
 import uuid
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import ConfigError, PreconditionFailed, UsageError
-from services.estate import hints
-from services.estate.labels import (
-    Labels,
-    labels_of,
-    lacking,
-    lacking_note,
-    takes,
-    unwritable_label,
-)
+from services.estate.labels import lacking, lacking_note, unwritable_label
 from services.estate.model import (
     DEAD_LETTER_STATES,
     CanonicalState,
@@ -49,101 +39,18 @@ from services.estate.model import (
     Triage,
 )
 from services.estate.ops import Action, PlanOps, RowChanges
+from services.estate.reflection import ProfileTables
+from services.estate.tables import BoundTable, IndexPlan
 
+if TYPE_CHECKING:
+    from services.estate.demo_kit import ProfileDemo
+    from services.estate.housekeeping import HousekeepingParts, HousekeepingReport
+
+# A privilege a change kind needs on a profile's table: (table role, privilege, the
+# column it needs it on, or None where it needs it on the table).
+Need = tuple[str, str, str | None]
 _UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """A table a profile uses: its role, its default name, the columns its reads and
-    writes cannot do without (``required``) and the ones they use when present
-    (``optional``: each with what its absence turns off). ``absent``, when set, makes the
-    whole table optional and says what a queue without it goes without."""
-
-    role: str
-    default: str
-    required: tuple[str, ...]
-    optional: Mapping[str, str] = field(default_factory=dict)
-    absent: str | None = None
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (*self.required, *self.optional)
-
-
-# (table role, short name, columns, optional (column, status values) filter, why)
-IndexPlan = tuple[str, str, tuple[str, ...], tuple[str, tuple[str, ...]] | None, str]
-
-
-class BoundTable:
-    """A reflected table with the profile's logical column names resolved: the required
-    ones and the optional ones the team's table has (``has``); ``missing`` names the
-    optional ones it lacks."""
-
-    def __init__(
-        self,
-        table: sa.Table,
-        names: Mapping[str, str],
-        dialect: str,
-        missing: Sequence[str] = (),
-    ) -> None:
-        self.table = table
-        self._names = dict(names)
-        self.dialect = dialect
-        self.missing = tuple(missing)
-
-    def has(self, logical: str) -> bool:
-        """Whether the table has this column (always true of a required one)."""
-        return logical in self._names
-
-    def c(self, logical: str) -> sa.Column[Any]:
-        try:
-            return self.table.c[self._names[logical]]
-        except KeyError:
-            raise LookupError(
-                f"{self.name} has no column {logical!r}: it is optional and absent here, "
-                "so the caller must check has() first"
-            ) from None
-
-    def labels(self, logical: str) -> Labels | None:
-        """The labels the column's type takes where it is an enum, else None (any value):
-        a status list that goes into SQL keeps only these (``takes``)."""
-        return labels_of(self.c(logical))
-
-    def takes(self, logical: str, values: Iterable[str]) -> list[str]:
-        """Of ``values``, those the column can hold: comparing an enum column with a label
-        its type lacks is an error in PostgreSQL, not a comparison that matches nothing."""
-        return takes(self.labels(logical), values)
-
-    def isin(self, logical: str, values: Sequence[Any]) -> sa.ColumnElement[bool]:
-        """``column IN (values)``; on PostgreSQL ``column = ANY(array)``: one parameter
-        however many values, so ten thousand ids cost one bind, not ten thousand."""
-        column = self.c(logical)
-        if self.dialect != "postgresql":
-            return column.in_(values)
-        if isinstance(column.type, sa.Uuid):
-            return column == sa.any_(text_array([str(v) for v in values], column.type))
-        return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
-
-    @property
-    def name(self) -> str:
-        return self.table.fullname
-
-    @property
-    def used(self) -> tuple[str, ...]:
-        """The table's own names of the columns queuebot reads (required and present)."""
-        return tuple(self._names.values())
-
-
-def text_array(texts: list[str], of: Any) -> sa.ColumnElement[Any]:
-    """PostgreSQL: an array of ``of`` (a column's type) from texts, cast server-side. Sent
-    as one comma-joined text the server splits where no text holds a comma: the driver
-    then dumps one string instead of checking ten thousand elements for quoting."""
-    if not any("," in t for t in texts):
-        joined = sa.func.string_to_array(sa.literal(",".join(texts), sa.Text), ",")
-        return sa.cast(joined, postgresql.ARRAY(of))
-    return sa.cast(sa.literal(texts, postgresql.ARRAY(sa.Text)), postgresql.ARRAY(of))
 
 
 def as_utc(value: datetime | None) -> datetime | None:
@@ -168,20 +75,26 @@ def row_dict(row: sa.Row[Any]) -> dict[str, object]:
     return {key: plain(value) for key, value in row._mapping.items()}
 
 
-class QueueProfile(ABC):
+class QueueProfile(ProfileTables):
     """One queue design. Subclasses declare their tables, implement the reads, and set
-    ``changes`` and ``plan_ops`` to their write operations when constructed."""
+    ``changes`` and ``plan_ops`` to their write operations when constructed (and
+    ``housekeeping_parts`` or ``housekeeping_report`` where housekeeping does something
+    on them)."""
 
-    name: ClassVar[str]
-    specs: ClassVar[tuple[TableSpec, ...]]
     states: ClassVar[Mapping[str, CanonicalState]]
     # The main table's column (by its logical name) that holds the states above.
     status_column: ClassVar[str] = "status"
     # The status values each change writes, with their states: a change is refused where
     # the team's [statuses] maps that state without the value (see ``unwritable``).
     status_writes: ClassVar[Mapping[Action, tuple[tuple[CanonicalState, str], ...]]] = {}
+    # What each change kind needs on the tables (``write_access`` checks the role has it).
+    write_needs: ClassVar[Mapping[str, tuple[Need, ...]]] = {}
     changes: RowChanges
     plan_ops: PlanOps
+    # What housekeeping may do on the queue: change rows (its parts), or report on it
+    # without a change; None where the profile offers it nothing of the kind.
+    housekeeping_parts: HousekeepingParts | None = None
+    housekeeping_report: HousekeepingReport | None = None
 
     @classmethod
     def ddl(cls, dialect: str) -> str:
@@ -192,41 +105,10 @@ class QueueProfile(ABC):
         return resources.files(package).joinpath("ddl", name).read_text("utf-8")
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
-        self.queue = queue
-        self.config = config
-        self._tables: dict[str, BoundTable] | None = None
-        self._reflecting: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-        roles = {spec.role for spec in self.specs}
-        for key in config.tables:
-            if key not in roles:
-                raise ConfigError(
-                    f"{config.key(f'tables.{key}')}: unknown table role for profile "
-                    f"{self.name}; expected one of {', '.join(sorted(roles))}"
-                )
-        for key in config.columns:
-            role, _, column = key.partition(".")
-            spec = next((s for s in self.specs if s.role == role), None)
-            if spec is None or column not in spec.columns:
-                raise ConfigError(
-                    f"{config.key(f'columns.{key}')}: profile {self.name} has no column "
-                    f"{key!r}; columns are named 'role.column', e.g. "
-                    f"'{self.specs[0].role}.{self.specs[0].columns[0]}'"
-                )
+        super().__init__(queue, config)
         self._statuses: dict[str, list[str]] = {str(k): v for k, v in config.statuses.items()}
         self._check_status_mapping()
         self.state_map = self.mapped_states(self.states)
-
-    # -- names -------------------------------------------------------------------------
-
-    def table_name(self, role: str) -> str:
-        if role in self.config.tables:
-            return self.config.tables[role]
-        if self.config.table and role == self.specs[0].role:
-            return self.config.table
-        return next(s.default for s in self.specs if s.role == role)
-
-    def column_name(self, role: str, column: str) -> str:
-        return self.config.columns.get(f"{role}.{column}", column)
 
     # -- states --------------------------------------------------------------------------
 
@@ -346,112 +228,6 @@ class QueueProfile(ABC):
         wanted = [status for status, state in self.state_map.items() if state in states]
         return self.takes_statuses(self.specs[0].role, self.status_column, wanted)
 
-    # -- reflection --------------------------------------------------------------------
-
-    async def tables(self, conn: AsyncConnection) -> dict[str, BoundTable]:
-        """Reflect the estate's tables once, checking every column the profile needs.
-        Callers that arrive together (the first burst of commands after a start) wait for
-        one reflection instead of each running its own."""
-        if self._tables is not None:
-            return self._tables
-        loop = asyncio.get_running_loop()
-        if self._reflecting is None or self._reflecting[0] is not loop:
-            self._reflecting = (loop, asyncio.Lock())  # a lock belongs to one event loop
-        async with self._reflecting[1]:
-            if self._tables is None:
-                self._tables = await conn.run_sync(self._reflect)
-        return self._tables
-
-    async def check_access(self, conn: AsyncConnection) -> None:
-        """What readiness asks, afresh each time (never from the kept reflection): every
-        table and column the profile needs is there, and on PostgreSQL this connection's
-        role may read each column queuebot reads. Raises ``ConfigError`` naming the queue,
-        what is missing and the fix: a table or column as ``tables`` does, a missing
-        privilege with the GRANT that gives it."""
-        bound = await conn.run_sync(self._reflect)
-        if conn.dialect.name != "postgresql" or not bound:
-            return
-        quote = conn.dialect.identifier_preparer.format_table
-        pairs = [(quote(t.table), t.name, column) for t in bound.values() for column in t.used]
-        rows = (
-            await conn.execute(
-                sa.text(
-                    "SELECT x.t, x.c, current_user FROM unnest(CAST(:tables AS text[]), "
-                    "CAST(:columns AS text[])) AS x(t, c) "
-                    "WHERE NOT has_column_privilege(x.t, x.c, 'SELECT')"
-                ),
-                {"tables": [q for q, _, _ in pairs], "columns": [c for _, _, c in pairs]},
-            )
-        ).all()
-        if not rows:
-            return
-        role = str(rows[0][2])
-        denied: dict[str, list[str]] = {}  # quoted table -> its columns the role may not read
-        for quoted, column, _ in rows:
-            denied.setdefault(str(quoted), []).append(str(column))
-        names = {quoted: name for quoted, name, _ in pairs}
-        parts = []
-        for quoted, columns in denied.items():
-            every = [c for q, _, c in pairs if q == quoted]
-            parts.append(
-                f"table {names[quoted]!r}"
-                if len(columns) == len(every)
-                else f"column(s) {', '.join(columns)} of table {names[quoted]!r}"
-            )
-        first = next(iter(denied))
-        raise ConfigError(
-            f"queue {self.queue!r} ({self.name}): role {role!r} lacks the SELECT privilege on "
-            f"{'; '.join(parts)}, so the queue cannot be read; the table's owner grants it "
-            f"(GRANT SELECT ON {first} TO {conn.dialect.identifier_preparer.quote(role)})"
-        )
-
-    @property
-    def reflected(self) -> dict[str, BoundTable] | None:
-        """The tables once ``tables`` has reflected them, else None."""
-        return self._tables
-
-    def _reflect(self, conn: Connection) -> dict[str, BoundTable]:
-        metadata = sa.MetaData()
-        bound: dict[str, BoundTable] = {}
-        for spec in self.specs:
-            full = self.table_name(spec.role)
-            schema, _, name = full.rpartition(".")
-            try:
-                table = sa.Table(name, metadata, autoload_with=conn, schema=schema or None)
-            except NoSuchTableError as exc:
-                if spec.absent is not None and spec.role not in self.config.tables:
-                    continue  # an optional table this team does not keep
-                raise ConfigError(
-                    hints.missing_table(
-                        self.queue,
-                        self.name,
-                        self.config,
-                        spec.role,
-                        full,
-                        existing=hints.table_names(conn, schema),
-                        main=self.specs[0].role,
-                    )
-                ) from exc
-            names = {col: self.column_name(spec.role, col) for col in spec.columns}
-            renamed = {c for c in spec.columns if f"{spec.role}.{c}" in self.config.columns}
-            missing = [
-                f"{col} (as {names[col]!r})" if col in renamed else col
-                for col in spec.columns
-                if names[col] not in table.c and (col in spec.required or col in renamed)
-            ]
-            if missing:
-                raise ConfigError(
-                    f"queue {self.queue!r} ({self.name}): table {full!r} lacks column(s) "
-                    f"{', '.join(missing)}; rename them with [{self.config.section or 'queue'}"
-                    ".columns] "
-                    f'"{spec.role}.<column>" = "<actual name>" (docs/profiles.md lists '
-                    "which columns are required)"
-                )
-            present = {col: actual for col, actual in names.items() if actual in table.c}
-            absent = [col for col in spec.optional if col not in present]
-            bound[spec.role] = BoundTable(table, present, conn.dialect.name, absent)
-        return bound
-
     async def describe(self, conn: AsyncConnection) -> list[str]:
         """What ``queuebot config check`` says of this queue beyond "its tables are there":
         the status mapping in effect, changes a mapping turns off, and what each absent
@@ -494,6 +270,10 @@ class QueueProfile(ABC):
         if not off:
             lines.append("every optional table and column is present: nothing is turned off")
         return lines
+
+    def demo(self) -> ProfileDemo | None:
+        """The profile's part of ``queuebot demo`` for this queue, None where it has none."""
+        return None
 
     def index_plan(self) -> list[IndexPlan]:
         """Indexes that make this profile's reads fast (see ``estate/indexes.py``)."""

@@ -2,34 +2,16 @@
 role queuebot connects as lacks (PostgreSQL): ``config check`` says so before a change is
 approved, instead of the approval failing. A change writes the status column of the rows
 it moves (UPDATE, with ``SELECT ... FOR UPDATE`` before it) and, on message_job, a job
-event (INSERT); docs/profiles.md lists them."""
+event (INSERT); each profile declares them (``QueueProfile.write_needs``) and
+docs/profiles.md lists them."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.estate.profile import BoundTable, QueueProfile
-
-# profile -> change kind -> (table role, privilege, column it needs it on, or None)
-Need = tuple[str, str, str | None]
-NEEDS: Mapping[str, Mapping[str, tuple[Need, ...]]] = {
-    "worker_queue": {
-        "requeue": (("queue", "UPDATE", "status"),),
-        "redrive": (("queue", "UPDATE", "status"),),
-        "cancel": (("queue", "UPDATE", "status"),),
-    },
-    "message_job": {
-        "redrive": (
-            ("messages", "UPDATE", "status"),
-            ("jobs", "UPDATE", "status"),
-            ("events", "INSERT", None),
-        ),
-        "cancel": (("jobs", "UPDATE", "status"), ("events", "INSERT", None)),
-    },
-}
+from services.estate.profile import QueueProfile
+from services.estate.tables import BoundTable
 
 
 def _kinds(kinds: list[str]) -> str:
@@ -39,8 +21,8 @@ def _kinds(kinds: list[str]) -> str:
 async def missing(conn: AsyncConnection, profile: QueueProfile) -> list[str]:
     """One line per privilege this connection's role lacks on the queue's tables, naming
     the change kinds that need it and the GRANT that gives it. Nothing on SQLite (no
-    roles) or for a profile whose writes are not listed here."""
-    needs = NEEDS.get(profile.name)
+    roles) or for a profile that declares no ``write_needs``."""
+    needs = profile.write_needs
     if conn.dialect.name != "postgresql" or not needs:
         return []
     tables = await profile.tables(conn)

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from services.housekeeping.parts import TITLES
 from services.message import Heading, Message, Text
 
 SHOWN = 20  # row ids listed per statement in a summary; the audit event has them all
@@ -31,6 +30,7 @@ class Step:
 @dataclass
 class PartReport:
     part: str
+    title: str  # what the part does, as the queue's profile names it
     skipped: str | None = None  # why the part did not run
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. rows that stay failed, and why
@@ -89,7 +89,7 @@ class RunReport:
         for q in self.queues:
             lines.append(f"queue {q.queue} ({q.profile}): {q.changed} row(s)")
             for p in q.parts:
-                title = f"  Part {p.part} ({TITLES[p.part]})"
+                title = f"  Part {p.part} ({p.title})"
                 if p.skipped is not None:
                     lines.append(f"{title}: skipped: {p.skipped}")
                     continue

@@ -53,22 +53,14 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import (
-    BoundTable,
-    IndexPlan,
-    QueueProfile,
-    TableSpec,
-    as_utc,
-    count_map,
-    plain,
-    row_dict,
-)
+from services.estate.profile import QueueProfile, as_utc, count_map, plain, row_dict
 from services.estate.signature import (
     SIGNATURE_SAMPLE,
     display_signature,
     error_signature,
     top_signatures,
 )
+from services.estate.tables import BoundTable, IndexPlan, TableSpec
 from services.models import RedriveLog
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
 

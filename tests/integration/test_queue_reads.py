@@ -1,7 +1,8 @@
 """Every queue read, on SQLite and PostgreSQL, against the shipped DDL and the demo data.
 
-The demo estate's composition is fixed (services/estate/demo.py), so the counts below are
-exact; a change in any read's SQL that miscounts shows here on both databases.
+The demo estate's composition is fixed (each profile's demo.py under services/estate/),
+so the counts below are exact; a change in any read's SQL that miscounts shows here on
+both databases.
 """
 
 from __future__ import annotations

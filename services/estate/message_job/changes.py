@@ -35,8 +35,9 @@ from services.estate.ops import (
     chunk_for,
     chunks_of_whole,
 )
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
 from services.estate.signature import display_signature, error_signature
+from services.estate.tables import BoundTable
 from services.identifiers import quote_identifier
 from services.jsonable import raw_json
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import PreconditionFailed
-from services.estate.profile import BoundTable, text_array
+from services.estate.tables import BoundTable, text_array
 
 REDRIVE_EVENT = "REDRIVE_REQUESTED"
 CANCEL_EVENT = "CANCELLED"

@@ -28,7 +28,7 @@ from services.errors import PreconditionFailed
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, event_id
 from services.estate.message_job.schema import CANCELLED, PENDING, QUEUED
 from services.estate.ops import Action, Kept, Target
-from services.estate.profile import BoundTable
+from services.estate.tables import BoundTable
 from services.identifiers import quote_identifier as q
 
 # What a redrive resets on the job, where the team's table has the column.

@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.estate import redrive_log
 from services.estate.message_job.events import REDRIVE_EVENT, ROLLBACK_EVENT, insert_events
 from services.estate.message_job.schema import DLQ, FAILED, PENDING, QUEUED
-from services.estate.model import CanonicalState
 from services.estate.ops import (
     ItemRef,
     Selector,
@@ -26,13 +25,14 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
+from services.estate.tables import BoundTable
+from services.estate.tally import WaveTally
 
 DLQ_EVENT = "DLQ"  # the job event the estate writes when a message is dead-lettered
 # What a redrive changes and a rollback puts back, where the team's tables have it.
 MESSAGE_RESTORED = ("status", "attempt_count", "claimed_at", "last_error", "available_at")
 JOB_RESTORED = ("status", "attempt_count", "progress_percent", "finished_at", "error_message")
-TERMINAL = (CanonicalState.SUCCEEDED, CanonicalState.DEAD)
 
 
 def has_sources(tables: dict[str, BoundTable]) -> bool:
@@ -147,34 +147,16 @@ class MessageJobPlanOps:
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
         m = (await self.profile.tables(conn))["messages"]
         ids = self.profile.id_texts(m.c("id"), (str(i.part) for i in items))
-        terminal = open_ = 0
-        redead: list[tuple[str, str | None]] = []
-        succeeded: list[str] = []
-        open_jobs: list[str] = []
+        tally = WaveTally(self.profile)
         for part in chunks(ids, chunk_for(m.dialect)):
             rows = await conn.execute(
                 sa.select(m.c("job_id"), m.c("status"), m.c("last_error")).where(m.isin("id", part))
             )
             for job, status, error in rows.all():
-                state = self.profile.canonical(str(plain(status)))
-                if state in TERMINAL:
-                    terminal += 1
-                    if state is CanonicalState.DEAD:
-                        redead.append((str(plain(job)), error))
-                    elif state is CanonicalState.SUCCEEDED:  # a cancelled one did not
-                        succeeded.append(str(plain(job)))
-                else:
-                    open_ += 1
-                    open_jobs.append(str(plain(job)))
+                tally.add(str(plain(job)), str(plain(status)), error)
         # a dead letter's signature is its error's own (``changes._signature``): the
         # engine takes it from the error text, so no signatures are given here
-        return WaveStatus(
-            terminal=terminal,
-            open=open_,
-            redead=redead,
-            succeeded=succeeded,
-            open_jobs=open_jobs,
-        )
+        return tally.status()
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
         m = (await self.profile.tables(conn))["messages"]

@@ -26,8 +26,9 @@ from services.estate.ops import (
     chunk_for,
     chunks,
 )
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
 from services.estate.signature import display_signature, error_signature
+from services.estate.tables import BoundTable
 from services.estate.worker_queue.schema import ACTIVE, CANCELLED, FAILURE_REASONS, QUEUED
 
 # What a requeue or redrive puts back in the queue, and what a cancel takes: by state, so

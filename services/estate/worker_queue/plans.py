@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate import redrive_log
-from services.estate.model import CanonicalState
 from services.estate.ops import (
     ItemRef,
     Selector,
@@ -20,7 +19,9 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import BoundTable, QueueProfile, plain
+from services.estate.profile import QueueProfile, plain
+from services.estate.tables import BoundTable
+from services.estate.tally import WaveTally
 from services.estate.worker_queue.changes import EARLIER_UNLABELLED, failure_signature
 from services.estate.worker_queue.schema import QUEUED
 
@@ -34,12 +35,6 @@ RESTORED = (
     "server_node",
     "claimed_at",
     "started_at",
-)
-TERMINAL = (
-    CanonicalState.SUCCEEDED,
-    CanonicalState.FAILED,
-    CanonicalState.DEAD,
-    CanonicalState.CANCELLED,
 )
 
 
@@ -89,10 +84,7 @@ class WorkerQueuePlanOps:
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
         q = await self._table(conn)
         ids = [self.profile.coerce_id(q.c("id"), i.job_id) for i in items]
-        terminal = open_ = 0
-        redead: list[tuple[str, str | None]] = []
-        succeeded: list[str] = []
-        open_jobs: list[str] = []
+        tally = WaveTally(self.profile)
         signatures: dict[str, str] = {}
         earlier: dict[str, str] = {}
         cols = [q.c("id"), q.c("status"), q.c("error_message")]
@@ -103,28 +95,11 @@ class WorkerQueuePlanOps:
             for r in rows.mappings().all():
                 job = str(plain(r[q.c("id").name]))
                 status = str(plain(r[q.c("status").name]))
-                state = self.profile.canonical(status)
-                if state in TERMINAL:
-                    terminal += 1
-                    if status in self.profile.dead_letter_statuses:
-                        redead.append((job, r[q.c("error_message").name]))
-                        signatures[job] = failure_signature(q, r)  # as the frozen one
-                        if not q.has("failure_reason"):
-                            earlier[job] = EARLIER_UNLABELLED + signatures[job]
-                    elif state is CanonicalState.SUCCEEDED:
-                        succeeded.append(job)
-                else:
-                    open_ += 1
-                    open_jobs.append(job)
-        return WaveStatus(
-            terminal=terminal,
-            open=open_,
-            redead=redead,
-            succeeded=succeeded,
-            open_jobs=open_jobs,
-            signatures=signatures,
-            earlier_signatures=earlier,
-        )
+                if tally.add(job, status, r[q.c("error_message").name]):
+                    signatures[job] = failure_signature(q, r)  # as the frozen one
+                    if not q.has("failure_reason"):
+                        earlier[job] = EARLIER_UNLABELLED + signatures[job]
+        return tally.status(signatures=signatures, earlier_signatures=earlier)
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
         q = await self._table(conn)

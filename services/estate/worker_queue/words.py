@@ -7,7 +7,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from services.errors import UsageError
-from services.estate.profile import BoundTable
+from services.estate.tables import BoundTable
+
+
+def no_column(queue: str, column: str, what: str) -> UsageError:
+    """The refusal of a read the table lacks ``column`` for."""
+    return UsageError(
+        f"queue {queue!r} (worker_queue) has no {column} column, so {what}; "
+        "see `queuebot config check` for what this queue's table turns off"
+    )
 
 
 def notes(q: BoundTable) -> list[str]:

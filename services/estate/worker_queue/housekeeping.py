@@ -1,37 +1,30 @@
-"""The retry worker's Parts A-F on a worker_queue table, each as guarded set-based
-statements.
-
-A ``Change`` is one statement: the rows it may touch (``where``, the guard), what it
-writes (``values``; or a delete) and what to tell of each row (``facts``). A dry run
-SELECTs the guard's rows, a real run UPDATEs (or DELETEs) the same guard RETURNING the
-rows it changed, so the two list the same rows by construction. A part whose columns
-the team's table lacks, or whose status value the table may not take, is ``Skipped``
-with the reason, never attempted.
+"""What housekeeping may change on a worker_queue table: the retry worker's Parts A-F,
+each as guarded set-based statements (``Change``s). A part whose columns the team's
+table lacks, or whose status value the table may not take, is ``Skipped`` with the
+reason, never attempted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from services.config.housekeeping import HousekeepingConfig
+from services.estate.housekeeping import Change, HousekeepingParts, Skipped
 from services.estate.model import CanonicalState
-from services.estate.profile import BoundTable, QueueProfile
+from services.estate.profile import QueueProfile
+from services.estate.tables import BoundTable
+from services.estate.worker_queue.schema import ACTIVE, CANCELLED, CLAIMED, QUEUED
 
-QUEUED = "queued"
-CLAIMED = "claimed"
-CANCELLED = "cancelled"
 RETIRED = "failed_permanently"
 RETRIED = ("implementation_error", "timeout")  # Part B's reasons
 TRIVIAL = ("mutex_collision", "spawn_ram")  # Part E's reasons
 OOM = "spawn_oom"
 STALE = "stale_duplicate"
 DUPLICATE = "other"  # what Part A writes as the failure reason
-ACTIVE = (CanonicalState.IN_FLIGHT, CanonicalState.SUCCEEDED)
 
 TITLES = {
     "A": "cancel duplicate queued rows",
@@ -61,25 +54,6 @@ WRITES: dict[str, tuple[tuple[CanonicalState, str], ...]] = {
     "F": ((CanonicalState.PENDING, QUEUED),),
 }
 NOTE = "queuebot housekeeping"
-
-
-@dataclass(frozen=True)
-class Change:
-    """One guarded statement of a part."""
-
-    part: str
-    what: str  # e.g. "released to queued"
-    where: Sequence[sa.ColumnElement[bool]]
-    values: Mapping[str, Any] | None  # None: delete the rows
-    facts: Mapping[str, sa.ColumnElement[Any]] = field(default_factory=dict)  # as before it
-    after: Mapping[str, sa.ColumnElement[Any]] = field(default_factory=dict)  # as after it
-    what_of: Callable[[Mapping[str, Any]], str] | None = None  # splits the rows' report
-
-
-@dataclass(frozen=True)
-class Skipped:
-    part: str
-    why: str
 
 
 def skipped(profile: QueueProfile, q: BoundTable, part: str) -> Skipped | None:
@@ -208,7 +182,7 @@ def part_b_retire(profile: QueueProfile, q: BoundTable, notified: Sequence[Any])
     if not notified:
         return []
     where = [*part_b_exhausted(profile, q), q.isin("id", list(notified))]
-    return [Change("B", "retired to failed_permanently", where, _set(q, status=RETIRED))]
+    return [Change("B", f"retired to {RETIRED}", where, _set(q, status=RETIRED))]
 
 
 def part_c(
@@ -318,3 +292,59 @@ def part_f(
 
 def _issue(q: BoundTable) -> dict[str, sa.ColumnElement[Any]]:
     return {"issue": q.c("issue_number")} if q.has("issue_number") else {}
+
+
+class WorkerQueueHousekeeping(HousekeepingParts):
+    """Parts A-F on the queue table."""
+
+    role = "queue"
+    titles = TITLES
+    queued = QUEUED
+    retired = RETIRED
+    tripped_by = OOM
+
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+
+    def skipped(self, q: BoundTable, part: str) -> Skipped | None:
+        return skipped(self.profile, q, part)
+
+    def changes(
+        self, q: BoundTable, part: str, config: HousekeepingConfig, now: datetime
+    ) -> list[Change]:
+        if part == "A":
+            return part_a(self.profile, q)
+        if part == "B":
+            return part_b_retries(self.profile, q, config, now)
+        if part == "C":
+            return part_c(self.profile, q, config, now)
+        if part == "D":
+            return part_d(q, config, now)
+        if part == "E":
+            return part_e(self.profile, q, config, now)
+        return []
+
+    def exhausted_where(self, q: BoundTable) -> list[sa.ColumnElement[bool]]:
+        return part_b_exhausted(self.profile, q)
+
+    def exhausted_facts(self, q: BoundTable) -> dict[str, sa.ColumnElement[Any]]:
+        return exhausted_facts(q)
+
+    def retry_at(self, q: BoundTable) -> sa.ColumnElement[Any]:
+        return q.c("next_attempt_at")
+
+    def retire(self, q: BoundTable, notified: Sequence[Any]) -> list[Change]:
+        return part_b_retire(self.profile, q, notified)
+
+    def node(self, q: BoundTable) -> sa.ColumnElement[Any]:
+        return q.c("server_node")
+
+    def tripped_where(
+        self, q: BoundTable, config: HousekeepingConfig, now: datetime
+    ) -> list[sa.ColumnElement[bool]]:
+        return oom_where(self.profile, q, config, now)
+
+    def reroute(
+        self, q: BoundTable, config: HousekeepingConfig, now: datetime, nodes: Sequence[str]
+    ) -> list[Change]:
+        return part_f(self.profile, q, config, now, nodes)
