@@ -126,6 +126,11 @@ class Asked:
     def words(self) -> str:
         """What the person asked, for an answer given after a restart."""
         if self.action_id:
+            decided = decision(self.action_id)
+            if isinstance(decided, Approve):
+                return f"your approval of CR-{decided.request}"
+            if isinstance(decided, Reject):
+                return f"your rejection of CR-{decided.request}"
             return f"your click on {self.action_id}"
         shown = " ".join(f"{k}:{v}" for k, v in self.values.items() if v is not None)
         return f"/{self.group} {self.name} {shown}".strip()
