@@ -26,10 +26,10 @@ from typing import Any
 import discord
 
 from bot.boundary import answer
-from bot.discord.actions import decision
 from bot.discord.render import ATTACHMENT, Rendered, render
 from bot.ratelimited_log import RateLimitedLog
 from commands import messages
+from commands.clicks import command_of, words
 from commands.context import Invocation, new_correlation_id
 from commands.model import Approve, Command, Reject
 from commands.options import from_options
@@ -117,7 +117,7 @@ class Asked:
 
     def command(self) -> Command:
         if self.action_id:
-            decided = decision(self.action_id)
+            decided = command_of(self.action_id)
             if decided is None:
                 raise UsageError(f"the button {self.action_id} names nothing queuebot can do")
             return decided
@@ -126,12 +126,7 @@ class Asked:
     def words(self) -> str:
         """What the person asked, for an answer given after a restart."""
         if self.action_id:
-            decided = decision(self.action_id)
-            if isinstance(decided, Approve):
-                return f"your approval of CR-{decided.request}"
-            if isinstance(decided, Reject):
-                return f"your rejection of CR-{decided.request}"
-            return f"your click on {self.action_id}"
+            return words(self.action_id)
         shown = " ".join(f"{k}:{v}" for k, v in self.values.items() if v is not None)
         return f"/{self.group} {self.name} {shown}".strip()
 

@@ -39,11 +39,13 @@ from bot.boundary import answer
 from bot.ratelimited_log import RateLimitedLog
 from bot.slack.render import blocks, fallback_text
 from commands import messages
+from commands.clicks import command_of, words
 from commands.context import Invocation, new_correlation_id
-from commands.model import Approve, Command, Declare, Dlq, Notify, Reject, Triage
+from commands.model import Approve, Command, Reject
 from commands.parser import GROUPS
 from commands.reply import Reply
 from commands.router import Router
+from services.button_ids import DRAWN
 from services.ledger import CLAIMED, Claim, DeliveryLedger, Orphan
 from services.people import Directory
 
@@ -51,12 +53,6 @@ log = logging.getLogger("queuebot.slack")
 # a database away refuses every write-down: a few lines a minute say so
 unwritten = RateLimitedLog(log, what="deliveries not written down before their ack")
 
-BUTTON = re.compile(r"^(cr|q|inc):")  # every button queuebot draws; Bolt routes these here
-ACTION = re.compile(r"^cr:(approve|reject):([0-9]{1,12})\Z")  # the ones it can act on
-# an alert thread's reads: the full triage, the failed rows (of a queue by its name)
-READ_ACTION = re.compile(r"^q:(triage|failed):([a-z][a-z0-9_-]{0,31})\Z")
-# an alert thread's Declare incident (its group), an incident's Send draft (its audience)
-INCIDENT_ACTION = re.compile(r"^inc:(declare|draft):([0-9]{1,12})(?::([a-z][a-z0-9_-]{0,63}))?\Z")
 ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bolt's context
 # Slack takes answers at a response_url for 30 minutes; one later goes to the channel.
 RESPONSE_URL_LIFE = timedelta(minutes=29)
@@ -85,7 +81,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class UnknownButton:
-    """A click on a ``cr:`` button that names no change request queuebot can act on."""
+    """A click on a queuebot button whose id names nothing queuebot can act on."""
 
     action_id: str
     response_url: str
@@ -211,7 +207,7 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
     for group in GROUPS:
         read_command = functools.partial(command_delivery, group=group)
         app.command(f"/{group}", middleware=[accepting(w, read_command), ack_at_once])(_listener(w))
-    app.action(BUTTON, middleware=[accepting(w, button_click), ack_at_once])(_listener(w))
+    app.action(DRAWN, middleware=[accepting(w, button_click), ack_at_once])(_listener(w))
 
 
 def accepting(
@@ -294,7 +290,7 @@ def delivery_of(key: str, request: dict[str, Any]) -> Delivery:
         group=str(request.get("group") or ""),
         text=str(request.get("text") or ""),
         thread=request.get("thread"),
-        decision=decision_for(action_id) if action_id else None,
+        decision=command_of(action_id) if action_id else None,
         action_id=action_id,
     )
 
@@ -389,7 +385,7 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         raise Malformed("the action's action_id is missing or unreadable")
     response_url = answer_url(body.get("response_url"), slack_api)
     user = _id(_dig(body, "user", "id"), "user.id")
-    decision = decision_for(action_id)
+    decision = command_of(action_id)
     if decision is None:
         return UnknownButton(action_id, response_url)
     return Delivery(
@@ -402,33 +398,6 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         decision=decision,
         action_id=action_id,
     )
-
-
-def decision_for(action_id: str) -> Command | None:
-    """The command a queuebot button stands for, or None when it names nothing queuebot
-    can act on (``cr:approve:0``, an unknown verb)."""
-    decision: Command
-    read = READ_ACTION.match(action_id)
-    matched = ACTION.match(action_id)
-    incident = INCIDENT_ACTION.match(action_id)
-    if incident is not None and int(incident.group(2)) >= 1:
-        verb, number, audience = incident.group(1), int(incident.group(2)), incident.group(3)
-        if verb == "declare" and audience is None:
-            decision = Declare(alert_group=number)
-        elif verb == "draft" and audience is not None:
-            decision = Notify(audience=audience, incident=str(number))
-        else:
-            return None
-    elif read is not None:
-        queue = read.group(2)
-        decision = Triage(queue=queue) if read.group(1) == "triage" else Dlq(queue=queue)
-    elif matched is not None and int(matched.group(2)) >= 1:
-        number = int(matched.group(2))
-        verb = matched.group(1)
-        decision = Approve(request=number) if verb == "approve" else Reject(request=number)
-    else:
-        return None
-    return decision
 
 
 def _host(url: str) -> str:
@@ -508,10 +477,6 @@ async def resume(w: SlackWiring, orphan: Orphan) -> None:
 
 def asked(d: Delivery) -> str:
     """What the person asked, in their words, for an answer given after a restart."""
-    if isinstance(d.decision, Approve):
-        return f"your approval of CR-{d.decision.request}"
-    if isinstance(d.decision, Reject):
-        return f"your rejection of CR-{d.decision.request}"
     if d.action_id:
-        return f"your click on {d.action_id}"
+        return words(d.action_id)
     return f"/{d.group} {d.text}".strip()

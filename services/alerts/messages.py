@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from services import button_ids
 from services.alerts.groups import AlertRecord, distinct_labels
 from services.estate.model import Triage
 from services.message import (
@@ -129,7 +130,7 @@ def root(group: Mapping[str, Any], alerts: Sequence[AlertRecord], *, now: dateti
             Actions(
                 (
                     Button(
-                        f"inc:declare:{group['id']}",
+                        button_ids.declare(group["id"]),
                         "Declare incident",
                         style="danger",
                         command=f'/incident declare {scenario} "{name}{where}"'
@@ -230,8 +231,8 @@ def triage(report: Triage, *, queue: str) -> Message:
     shown = triage_message(report)
     buttons = Actions(
         (
-            Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
-            Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
+            Button(button_ids.triage(queue), "Triage", command=f"/queue triage --queue {queue}"),
+            Button(button_ids.failed(queue), "Show failed", command=f"/queue dlq --queue {queue}"),
         )
     )
     return Message(summary=shown.summary, blocks=(*shown.blocks, buttons))
