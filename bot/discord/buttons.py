@@ -13,7 +13,8 @@ from typing import Any
 
 import discord
 
-from bot.discord.interactions import Asked, DiscordWiring, run_command
+from bot.delivery import Asked
+from bot.discord.interactions import DiscordWiring, run_command
 from bot.discord.render import Rendered, label
 from commands import messages
 from commands.reply import Reply

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.discord.interactions import Asked
+from bot.delivery import Asked
 
 
 @pytest.mark.parametrize(
