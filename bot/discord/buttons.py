@@ -13,11 +13,12 @@ from typing import Any
 
 import discord
 
-from bot.discord import actions
-from bot.discord.interactions import Asked, DiscordWiring, run_command
+from bot.delivery import Asked
+from bot.discord.interactions import DiscordWiring, run_command
 from bot.discord.render import Rendered, label
 from commands import messages
 from commands.reply import Reply
+from services.button_ids import CHANGE, INCIDENT, QUEUE, parse
 from services.message import Button
 
 STYLES = {
@@ -62,8 +63,7 @@ class _Clicks:
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         w = _wiring(interaction)
-        decision = actions.decision(self.action_id)
-        if decision is None:
+        if parse(self.action_id) is None:
             await answer_unknown(interaction, self.action_id)
             return
         await run_command(
@@ -75,19 +75,15 @@ class _Clicks:
         )
 
 
-class ChangeButton(
-    _Clicks, discord.ui.DynamicItem[discord.ui.Button[Any]], template=actions.CHANGE
-):
+class ChangeButton(_Clicks, discord.ui.DynamicItem[discord.ui.Button[Any]], template=CHANGE):
     """Approve / Reject on a change request: ``cr:approve:17``, ``cr:reject:17``."""
 
 
-class ReadButton(_Clicks, discord.ui.DynamicItem[discord.ui.Button[Any]], template=actions.READ):
+class ReadButton(_Clicks, discord.ui.DynamicItem[discord.ui.Button[Any]], template=QUEUE):
     """An alert thread's reads: ``q:triage:QUEUE``, ``q:failed:QUEUE``."""
 
 
-class IncidentButton(
-    _Clicks, discord.ui.DynamicItem[discord.ui.Button[Any]], template=actions.INCIDENT
-):
+class IncidentButton(_Clicks, discord.ui.DynamicItem[discord.ui.Button[Any]], template=INCIDENT):
     """Declare incident from an alert thread, Send draft in an incident's thread."""
 
 

@@ -17,7 +17,8 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from bot.discord.interactions import Asked, DiscordWiring, run_command
+from bot.delivery import Asked
+from bot.discord.interactions import DiscordWiring, run_command
 from commands.catalog import group_specs
 from commands.options import Option, options_of
 from commands.parser import GROUPS

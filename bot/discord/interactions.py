@@ -1,5 +1,5 @@
 """Answering one Discord interaction: within Discord's 3 seconds, once, through the one
-error boundary.
+error boundary (the delivery protocol of bot/delivery.py, with Discord's edges).
 
 Every interaction is deferred first (a slash command shows "thinking…", a click is a
 deferred update that changes nothing yet), so Discord has its first response at once
@@ -14,36 +14,23 @@ their ids: a change marks the key done in its own transaction.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import discord
 
-from bot.boundary import answer
-from bot.discord.actions import decision
+from bot.delivery import Asked, Deliveries, Work
 from bot.discord.render import ATTACHMENT, Rendered, render
-from bot.ratelimited_log import RateLimitedLog
-from commands import messages
-from commands.context import Invocation, new_correlation_id
-from commands.model import Approve, Command, Reject
-from commands.options import from_options
 from commands.reply import Reply
-from commands.router import Router
-from services.errors import UsageError
-from services.ledger import CLAIMED, Claim, DeliveryLedger, Orphan
-from services.people import Directory
+from services.ledger import Orphan
 
 log = logging.getLogger("queuebot.discord")
-# a database away refuses every write-down: a few lines a minute say so
-unwritten = RateLimitedLog(log, what="deliveries not written down before their ack")
 TOKEN_LIFE = 15 * 60.0  # seconds an interaction's token can answer
-WRITE_DOWN_WITHIN = 1.5  # seconds the ledger may take before the first response
 NO_MENTIONS = discord.AllowedMentions.none()
 # What Discord answers for a token that is dead: unknown interaction, unknown webhook,
 # invalid webhook token.
@@ -53,35 +40,13 @@ ViewFactory = Callable[[Rendered], discord.ui.View | None]
 
 
 @dataclass
-class DiscordWiring:
-    router: Router
-    directory: Directory
-    ledger: DeliveryLedger
+class DiscordWiring(Deliveries):
+    """The delivery protocol with Discord's edges: the first response is a defer, the
+    answer goes on the interaction's token while it lives, in the channel after."""
+
+    platform: ClassVar[str] = "discord"
     view: ViewFactory = lambda rendered: None
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
     client: discord.Client | None = None  # set by the client that carries this wiring
-
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Keep a strong reference to work started after the first response."""
-        task = asyncio.create_task(work)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def drain(self, grace: float = 10.0) -> None:
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=grace)
-
-
-def invocation(w: DiscordWiring, interaction: discord.Interaction[Any]) -> Invocation:
-    account = str(interaction.user.id)
-    channel = interaction.channel_id
-    return Invocation(
-        person=w.directory.by_account("discord", account),
-        platform="discord",
-        account=account,
-        channel=str(channel) if channel is not None else None,
-        correlation_id=new_correlation_id(),
-    )
 
 
 async def first_response(interaction: discord.Interaction[Any], *, private: bool) -> bool:
@@ -104,33 +69,6 @@ async def first_response(interaction: discord.Interaction[Any], *, private: bool
     return True
 
 
-@dataclass(frozen=True)
-class Asked:
-    """What an interaction asks, in a form the ledger keeps: a catalogue command with its
-    option values, or a button's custom_id. ``command`` reads it (a UsageError there is
-    the boundary's to say)."""
-
-    group: str = ""
-    name: str = ""
-    values: dict[str, Any] = field(default_factory=dict)
-    action_id: str = ""
-
-    def command(self) -> Command:
-        if self.action_id:
-            decided = decision(self.action_id)
-            if decided is None:
-                raise UsageError(f"the button {self.action_id} names nothing queuebot can do")
-            return decided
-        return from_options(self.group, self.name, self.values)
-
-    def words(self) -> str:
-        """What the person asked, for an answer given after a restart."""
-        if self.action_id:
-            return f"your click on {self.action_id}"
-        shown = " ".join(f"{k}:{v}" for k, v in self.values.items() if v is not None)
-        return f"/{self.group} {self.name} {shown}".strip()
-
-
 def key_of(interaction: discord.Interaction[Any]) -> str:
     return f"discord:interaction:{interaction.id}"
 
@@ -146,87 +84,23 @@ async def run_command(
     """Answer a slash command or a click: write down what it asks and where to answer,
     defer, run the command once, then answer. A process that dies after the defer leaves
     the ledger row for another to finish (``resume``)."""
-    claim: Claim | None = None
-    recorded = True
-    try:
-        async with asyncio.timeout(WRITE_DOWN_WITHIN):  # Discord's 3 s for the defer
-            claim = await w.ledger.acknowledge(
-                key_of(interaction), request_of(interaction, asked, private, where)
-            )
-    except Exception as exc:  # the database is away: the work will say so
-        unwritten(
-            "could not write down interaction %s before the defer (%s): answered now, lost "
-            "if this process dies before the answer",
-            interaction.id,
-            type(exc).__name__,
-        )
-        recorded = False
-    if recorded and claim is None:
-        log.info("interaction %s acted on or in hand already, ignored", interaction.id)
+    key = key_of(interaction)
+    written = await w.write_down(key, request_of(interaction, asked, private, where))
+    if written.repeated:
+        w.ignored(key)
         return
     live = await first_response(interaction, private=private)
-    inv = invocation(w, interaction)
+    channel = interaction.channel_id
+    inv = w.invocation(str(interaction.user.id), str(channel) if channel is not None else None)
 
-    async def deliver_here(reply: Reply, rewrite: bool) -> None:
+    async def answer_here(reply: Reply, rewrite: bool) -> None:
         await deliver(w, interaction, reply, live=live, deferred_private=private, rewrite=rewrite)
 
-    await _work(
-        w,
-        inv,
-        asked,
-        claim,
-        key=key_of(interaction),
-        where=where,
-        answer_with=deliver_here,
-        component=_is_click(interaction),
-    )
+    await w.run(Work(key, where, inv, asked), written.claim, answer_here)
 
 
 def _is_click(interaction: discord.Interaction[Any]) -> bool:
     return interaction.type == discord.InteractionType.component
-
-
-async def _work(
-    w: DiscordWiring,
-    inv: Invocation,
-    asked: Asked,
-    claim: Claim | None,
-    *,
-    key: str,
-    where: str,
-    answer_with: Callable[[Reply, bool], Awaitable[None]],
-    component: bool,
-) -> None:
-    """Run the command once under its claim (kept fresh until the answer is out), answer,
-    and mark the delivery answered."""
-    decided: list[Command] = []
-    async with contextlib.AsyncExitStack() as fresh:  # the claim, kept fresh until answered
-
-        async def run() -> Reply | None:
-            nonlocal claim
-            built = asked.command()
-            decided.append(built)
-            if claim is None:
-                claim = await w.ledger.claim(key)
-            if claim is None:
-                log.info("%s acted on or in hand already, ignored", key)
-                return None
-            await fresh.enter_async_context(w.ledger.kept_fresh(claim))
-            return await w.router.handle(built, replace(inv, delivery=claim))
-
-        reply = await answer(run(), correlation_id=inv.correlation_id, where=where)
-        try:
-            if reply is not None:
-                rewrite = (
-                    bool(decided)
-                    and isinstance(decided[0], Approve | Reject)
-                    and not reply.error
-                    and component
-                )
-                await answer_with(reply, rewrite)
-        finally:
-            if claim is not None:
-                await answer(w.ledger.finish(claim), correlation_id=inv.correlation_id, where=where)
 
 
 def request_of(
@@ -254,9 +128,8 @@ def request_of(
 
 
 async def resume(w: DiscordWiring, orphan: Orphan) -> None:
-    """Finish an interaction another process deferred and died on: do it (a change still
-    acts once), or, where its change had committed, say what it did; the answer goes on
-    the interaction's token while it lives, to the channel after, mentioning the person."""
+    """Finish an interaction another process deferred and died on; the answer goes on the
+    interaction's token while it lives, to the channel after, mentioning the person."""
     request = orphan.request
     asked = Asked(
         group=str(request.get("group") or ""),
@@ -264,37 +137,14 @@ async def resume(w: DiscordWiring, orphan: Orphan) -> None:
         values=dict(request.get("values") or {}),
         action_id=str(request.get("action_id") or ""),
     )
-    where = str(request.get("where") or "Discord")
-    user, channel = str(request["user"]), request.get("channel")
-    log.info("finishing %s, deferred by a process that stopped before answering", orphan.claim.key)
+    channel = request.get("channel")
+    inv = w.invocation(str(request["user"]), str(channel) if channel is not None else None)
+    work = Work(orphan.claim.key, str(request.get("where") or "Discord"), inv, asked)
 
-    async def deliver_late(reply: Reply, rewrite: bool) -> None:
+    async def answer_here(reply: Reply, rewrite: bool) -> None:
         await answer_late(w, request, reply, acked=orphan.acked_at)
 
-    inv = Invocation(
-        person=w.directory.by_account("discord", user),
-        platform="discord",
-        account=user,
-        channel=str(channel) if channel is not None else None,
-        correlation_id=new_correlation_id(),
-    )
-    if orphan.state == CLAIMED:
-        await _work(
-            w,
-            inv,
-            asked,
-            orphan.claim,
-            key=orphan.claim.key,
-            where=where,
-            answer_with=deliver_late,
-            component=False,
-        )
-        return
-    try:
-        reply = messages.done_before_restart(asked.words(), orphan.outcome)
-        await answer_late(w, request, reply, acked=orphan.acked_at)
-    finally:
-        await answer(w.ledger.finish(orphan.claim), correlation_id=inv.correlation_id, where=where)
+    await w.resume(work, orphan, answer_here)
 
 
 async def answer_late(

@@ -18,6 +18,7 @@ from commands.model import (
     ShowPlan,
 )
 from commands.reply import Reply
+from services import button_ids
 from services import format as fmt
 from services.audit import Actor
 from services.changes import quorum
@@ -247,9 +248,14 @@ def change_message(v: ChangeView) -> Message:
             Actions(
                 (
                     Button(
-                        f"cr:approve:{v.number}", "Approve", "primary", f"/queue approve {v.ref}"
+                        button_ids.approve(v.number),
+                        "Approve",
+                        "primary",
+                        f"/queue approve {v.ref}",
                     ),
-                    Button(f"cr:reject:{v.number}", "Reject", "danger", f"/queue reject {v.ref}"),
+                    Button(
+                        button_ids.reject(v.number), "Reject", "danger", f"/queue reject {v.ref}"
+                    ),
                 )
             )
         )

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from services import button_ids
 from services.alerts.model import (
     DETECTOR,
     HOUSEKEEPING,
@@ -170,7 +171,7 @@ def root(group: AlertGroup, *, now: datetime) -> Message:
             Actions(
                 (
                     Button(
-                        f"inc:declare:{group.id}",
+                        button_ids.declare(group.id),
                         "Declare incident",
                         style="danger",
                         command=f'/incident declare {scenario} "{name}{where}"'
@@ -262,8 +263,8 @@ def triage(report: Triage, *, queue: str) -> Message:
     shown = triage_message(report)
     buttons = Actions(
         (
-            Button(f"q:triage:{queue}", "Triage", command=f"/queue triage --queue {queue}"),
-            Button(f"q:failed:{queue}", "Show failed", command=f"/queue dlq --queue {queue}"),
+            Button(button_ids.triage(queue), "Triage", command=f"/queue triage --queue {queue}"),
+            Button(button_ids.failed(queue), "Show failed", command=f"/queue dlq --queue {queue}"),
         )
     )
     return Message(summary=shown.summary, blocks=(*shown.blocks, buttons))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from services import button_ids
 from services.audit import Actor
 from services.incidents.model import IncidentView, ObligationView, number_text
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
@@ -64,7 +65,7 @@ def checklist(view: IncidentView, runbook: Runbook, holders: Sequence[str]) -> M
     ]
     drafts = [
         Button(
-            f"inc:draft:{view.number}:{o.audience}",
+            button_ids.draft(view.number, o.audience),
             f"Send draft to {o.audience}",
             command=f"/incident notify {o.audience} --incident {view.name}",
         )
@@ -130,7 +131,7 @@ def reminder(view: IncidentView, obligation: ObligationView, now: datetime, draf
             Actions(
                 (
                     Button(
-                        f"inc:draft:{view.number}:{obligation.audience}",
+                        button_ids.draft(view.number, obligation.audience),
                         f"Send draft to {obligation.audience}",
                         command=f"/incident notify {obligation.audience} --incident {view.name}",
                     ),

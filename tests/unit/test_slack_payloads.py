@@ -1,4 +1,4 @@
-"""Reading what Slack sends into a delivery (bot/slack/listeners.py): every part queuebot
+"""Reading what Slack sends into a delivery (bot/slack/payloads.py): every part queuebot
 keeps, records in the ledger or answers to is checked, a payload of a shape Slack never
 sends is Malformed (a 400), and a button naming no change request is an UnknownButton (a
 clear reply)."""
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.slack.listeners import (
+from bot.slack.payloads import (
     Delivery,
     Malformed,
     UnknownButton,
