@@ -40,7 +40,6 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import wire_services
-from services import samples
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
@@ -50,6 +49,7 @@ from services.estate.estate import Estate
 from services.estate.ops import Selector
 from services.migrate import upgrade
 from services.plans.store import TICK
+from services.reads import samples
 
 DB = "qb_bench_plan"
 ERROR = "ffmpeg exited with code 137 while transcoding segment "

@@ -55,8 +55,8 @@ from services.db import create_engine, redacted
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB_NAME = "qb_bench_triage"

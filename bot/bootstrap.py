@@ -54,8 +54,8 @@ from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.plans.publish import PlanPublisher
 from services.plans.service import Plans
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_role
 from services.scheduler import Scheduler
 

@@ -14,7 +14,6 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services import samples
 from services.config import Config
 from services.db import create_engine, reading
 from services.estate.demo import build_demo_estate
@@ -22,6 +21,7 @@ from services.estate.demo_worker import DemoWorker
 from services.estate.estate import Estate
 from services.estate.registry import shipped_profiles
 from services.models import ChangeRequest, Plan
+from services.reads import samples
 
 DEMO_CONFIG = """\
 # queuebot demo configuration (written by `queuebot demo`; edit freely).

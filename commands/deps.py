@@ -24,7 +24,7 @@ from services.runbooks import Runbook
 
 
 class QueueReader(Protocol):
-    """The read side of the queue estate (``services.queue_reads.QueueReads``)."""
+    """The read side of the queue estate (``services.reads.service.QueueReads``)."""
 
     @property
     def queue_names(self) -> list[str]: ...

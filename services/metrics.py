@@ -1,7 +1,7 @@
 """queuebot's Prometheus metrics (``GET /metrics``): its own counters and the queue gauges.
 
 Each ``Metrics`` owns its registry; nothing is registered globally, so two apps in one
-process (the tests) never share a series. The queue gauges (``services/queue_gauges.py``)
+process (the tests) never share a series. The queue gauges (``services/reads/gauges.py``)
 are read from the estate at most once every ``refresh_seconds``, not per scrape: one read
 at a time (scrapes that arrive during it share it), and after the first one a scrape
 waits only a moment for a due read before it answers with the values it has, while the
@@ -33,7 +33,7 @@ from services.estate.estate import Estate
 from services.estate.model import CanonicalState
 from services.known_problems import KnownProblems
 from services.models import AlertInbox, ChangeRequest
-from services.queue_gauges import QueueSnapshot, snapshot
+from services.reads.gauges import QueueSnapshot, snapshot
 
 log = logging.getLogger("queuebot.metrics")
 

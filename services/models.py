@@ -236,7 +236,7 @@ class QueueSample(Base):
     pending: Mapped[int] = mapped_column(sa.BigInteger)
     counts: Mapped[dict[str, Any]]
     # By canonical state, failed by failure reason, failed-actionable and the oldest
-    # pending row (services/queue_gauges.py: QueueSnapshot.detail); None before 0007.
+    # pending row (services/reads/gauges.py: QueueSnapshot.detail); None before 0007.
     detail: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
 
 

@@ -11,7 +11,7 @@ from commands.show_lookup import find_job
 from services import format as fmt
 from services.estate.model import DeadFilter, JobList, JobSummary
 from services.message import Block, Heading, Message, Table, Text
-from services.triage_view import triage_message
+from services.reads.view import triage_message
 
 __all__ = ["triage_message"]  # /queue triage's reply, shared with alert threads
 

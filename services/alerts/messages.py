@@ -29,7 +29,7 @@ from services.message import (
     Message,
     Text,
 )
-from services.triage_view import triage_message
+from services.reads.view import triage_message
 
 MOST_LISTED = 10
 

@@ -38,7 +38,7 @@ log = logging.getLogger("queuebot.alerts")
 
 
 class TriageSource(Protocol):
-    """What answers the triage that comes with an alert (``services.queue_reads.QueueReads``)."""
+    """What answers the triage that comes with an alert (``services.reads.service.QueueReads``)."""
 
     async def triage(self, *, queue: str | None = None) -> Triage: ...
 

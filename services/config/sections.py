@@ -187,7 +187,7 @@ class RedriveConfig(Strict):
 
 
 class ReadsConfig(Strict):
-    """How queue reads share the estate database (see services/read_gate.py)."""
+    """How queue reads share the estate database (see services/reads/gate.py)."""
 
     concurrency: int = Field(default=3, ge=1, le=64)
     fresh_seconds: float = Field(default=3.0, ge=0, le=300)

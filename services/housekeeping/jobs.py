@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import ledger, outbox, samples, scheduler
+from services import ledger, outbox, scheduler
 from services.alerts import detectors
 from services.alerts import store as inbox
 from services.alerts.service import AlertDesk
@@ -21,6 +21,7 @@ from services.config.alerts import DetectorsConfig
 from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper
+from services.reads import samples
 from services.scheduler import FollowUp, Scheduler
 
 log = logging.getLogger("queuebot.housekeeping")

@@ -23,7 +23,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services import samples
 from services.audit import Actor, AuditTrail
 from services.config.housekeeping import PARTS, HousekeepingConfig
 from services.db import reading, transaction
@@ -37,6 +36,7 @@ from services.housekeeping.cleanup import Answers, Cleanup, exhausted
 from services.housekeeping.notices import Notice
 from services.housekeeping.report import QueueReport, RunReport
 from services.housekeeping.webhook import Webhook
+from services.reads import samples
 from services.scheduler import FollowUp
 
 LOCK = 0x71B0_0015  # the advisory lock key of housekeeping runs

@@ -19,7 +19,7 @@ from services.estate.ops import Ineligible, PlanOps, Target
 from services.estate.profile import QueueProfile
 from services.models import Incident
 from services.plans.model import Check
-from services.samples import dead_growth
+from services.reads.samples import dead_growth
 
 _incidents = cast(sa.Table, Incident.__table__)
 

@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
-from services import samples
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
@@ -30,6 +29,7 @@ from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from services.migrate import upgrade
+from services.reads import samples
 from tests.e2e.serving import free_port
 from tests.integration.support import add_dead_letters, simulated_worker
 

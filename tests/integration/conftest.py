@@ -11,8 +11,8 @@ from services.db import create_engine
 from services.estate.demo import DemoEstate
 from services.estate.estate import Estate
 from services.migrate import upgrade
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.support import Clock, RecordingNotifier, Shop, build_services
 
 

@@ -26,7 +26,7 @@ from services.message import Message
 from services.migrate import upgrade
 from services.notify import ChannelRef, MessageRef
 from services.plans.service import Plans
-from services.queue_reads import QueueReads
+from services.reads.service import QueueReads
 from services.scheduler import Scheduler
 from tests.conftest import holds_demo
 

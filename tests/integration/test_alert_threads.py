@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from bot.slack.render import blocks as slack_blocks
 from commands.handlers.queue_read import triage_message
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.alerting import alert, alert_bot, notification
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.

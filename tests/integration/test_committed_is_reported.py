@@ -19,8 +19,8 @@ from services.message import Message
 from services.notify import ChannelRef, MessageRef
 from services.people import Directory, Person
 from services.plans.model import PlanState
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.support import RecordingNotifier, Shop, add_dead_letters, build_services
 from tests.integration.test_plans import ERROR, flat_history, request_plan
 

@@ -24,8 +24,8 @@ from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.migrate import upgrade
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 
 APPROVERS = ["bob", "carol", "dave", "erin", "frank"]
 SCRIPT = Path(__file__).with_name("approver_process.py")

@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.estate.demo_worker import DemoWorker
 from services.estate.ops import Selector
 from services.plans.model import PlanState
+from services.reads import samples
 from tests.integration.support import Shop
 
 ALICE = Actor("alice", "console", "alice")

@@ -17,12 +17,12 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services import samples
 from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads import samples
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.support import START, RecordingNotifier, build_services
 from tests.integration.test_team_tables import Team, add_worker_rows, open_team
 

@@ -23,8 +23,8 @@ from commands.reply import Reply
 from commands.router import Router
 from services.config import AccessConfig
 from services.people import Directory, Person
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.support import Shop
 
 ALICE = Person("alice", frozenset({"operator", "approver"}), slack="U0ALICE")

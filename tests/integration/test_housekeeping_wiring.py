@@ -28,8 +28,8 @@ from services.housekeeping import jobs
 from services.housekeeping.run import housekeeping_lines
 from services.migrate import upgrade
 from services.people import Directory, Person
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.housekeeping_support import NOW, build_estate, housekeeper, table_rows
 from tests.integration.support import FAST, Clock, RecordingNotifier
 

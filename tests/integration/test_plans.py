@@ -11,7 +11,6 @@ import pytest
 import sqlalchemy as sa
 
 from bot.render_text import render_message
-from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
@@ -19,6 +18,7 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.plans.messages import plan_message
 from services.plans.model import PlanState, WaveOutcome
+from services.reads import samples
 from tests.integration.support import (
     START,
     Shop,

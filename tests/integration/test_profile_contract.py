@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from services import queue_gauges, samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.db import create_engine
@@ -35,6 +34,7 @@ from services.estate.signature import display_signature, error_signature
 from services.migrate import upgrade
 from services.models import QueueSample
 from services.plans.model import PlanState
+from services.reads import gauges, samples
 from tests.integration.profile_adapters import (
     Built,
     MessageJobAdapter,
@@ -152,7 +152,7 @@ async def test_reads_show_the_rows_built(world: World) -> None:
 
 async def test_gauges_and_the_periodic_sample_count_the_rows_built(world: World) -> None:
     async with world.estate.connect() as conn:
-        taken = await queue_gauges.snapshot(conn, profile=world.profile, now=START)
+        taken = await gauges.snapshot(conn, profile=world.profile, now=START)
     dead_state, reason = world.adapter.dead_state, world.adapter.failure_reason
     by_state = {
         CanonicalState.PENDING: PENDING,

@@ -25,8 +25,8 @@ from services.estate.estate import Estate
 from services.estate.model import CanonicalState, DeadFilter
 from services.estate.ops import Selector
 from services.message import Table
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.support import START
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)

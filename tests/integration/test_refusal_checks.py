@@ -10,11 +10,11 @@ import pytest
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from commands.messages import error_reply
-from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.errors import PreconditionFailed
 from services.estate.ops import Selector
+from services.reads import samples
 from tests.integration.support import Shop, add_dead_letters
 
 ALICE = Actor("alice", "console", "alice")

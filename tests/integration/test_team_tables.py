@@ -26,7 +26,6 @@ from bot.render_text import render_message
 from commands.handlers import queue_read
 from commands.model import Dlq, Stuck
 from commands.model import Triage as TriageCommand
-from services import samples
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
@@ -42,8 +41,9 @@ from services.estate.profile import QueueProfile, plain
 from services.estate.worker_queue import WorkerQueueProfile
 from services.migrate import upgrade
 from services.plans.model import PlanState
-from services.queue_reads import QueueReads
-from services.read_gate import ReadGate
+from services.reads import samples
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.integration.single_table_profile import SingleTableProfile
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 

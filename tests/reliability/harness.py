@@ -31,13 +31,13 @@ import psycopg
 
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
-from services import samples
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
+from services.reads import samples
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo

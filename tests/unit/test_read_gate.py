@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
 
 
 async def test_identical_reads_in_flight_are_answered_by_one_load() -> None:

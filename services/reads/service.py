@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
-from services.read_gate import ReadGate
+from services.reads.gate import ReadGate
 
 MAX_LIST = 200
 

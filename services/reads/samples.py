@@ -11,9 +11,9 @@ from typing import Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import queue_gauges
 from services.estate.profile import QueueProfile, as_utc
 from services.models import QueueSample
+from services.reads import gauges
 
 _samples = cast(sa.Table, QueueSample.__table__)
 KEEP = timedelta(days=14)
@@ -25,7 +25,7 @@ async def record(conn: AsyncConnection, *, profile: QueueProfile, now: datetime)
     counts by status, ``detail`` keeps the counts by canonical state, the failed rows by
     failure reason and how many of them are actionable, and the oldest pending row
     (``QueueSnapshot.detail``), so checks over time need no other read of the queue."""
-    taken = await queue_gauges.snapshot(conn, profile=profile, now=now)
+    taken = await gauges.snapshot(conn, profile=profile, now=now)
     await conn.execute(
         _samples.insert().values(
             queue=profile.queue,
