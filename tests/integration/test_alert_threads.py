@@ -235,6 +235,7 @@ async def test_a_group_firing_again_soon_continues_its_thread_later_starts_anew(
         assert len(bot.roots("C0OPS")) == 2
 
 
+@pytest.mark.slow  # a burst paced at real 429s and Retry-After
 async def test_a_burst_of_groups_is_paced_per_channel_and_survives_429s(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -32,6 +32,7 @@ SCRIPT = Path(__file__).with_name("approver_process.py")
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # fifty processes at once
 def test_fifty_concurrent_approvals_execute_once(pg_url: str) -> None:
     async def prepare() -> list[str]:
         engine = create_engine(pg_url)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -136,6 +137,7 @@ async def test_hostile_command_texts_get_clear_answers_and_change_no_row(
     assert await queue_fingerprint(shop) == before, line
 
 
+@pytest.mark.slow  # three thousand lines through a real console process
 def test_a_console_fed_three_thousand_hostile_lines_answers_each_and_never_crashes(
     tmp_path: Path,
 ) -> None:

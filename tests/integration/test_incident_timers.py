@@ -210,6 +210,7 @@ async def process(config: Path, db_url: str, notifier: RecordingNotifier) -> Asy
 # A restart between the timers
 
 
+@pytest.mark.slow  # waits out real deadlines of up to 10 s
 async def test_a_restart_fires_each_reminder_and_escalation_once(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -306,6 +307,7 @@ async def test_a_deadline_met_a_moment_before_it_never_escalates(shop: Shop) -> 
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # races real deliveries against real deadlines
 async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both(
     pg_url: str,
 ) -> None:
@@ -429,6 +431,7 @@ def wait_for_text(workdir: Path, n: int, text: str, timeout: float) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # two processes, deadlines of 3 to 5 s on the real clock
 def test_two_replicas_fire_each_reminder_and_escalation_once(pg_url: str, tmp_path: Path) -> None:
     """Two `queuebot console` processes, each running its scheduler and outbox relays,
     on one database; one declares six incidents with deadlines from 3 s to 5 s, the other

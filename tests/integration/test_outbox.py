@@ -304,6 +304,7 @@ async def test_a_channel_held_by_429_does_not_delay_another_channels_post(
         assert waited < 2, f"#operators waited {waited:.1f} s behind #alerts"
 
 
+@pytest.mark.slow  # a storm of 300 queued posts
 async def test_a_due_escalation_goes_before_300_queued_alert_updates(
     db_url: str, tmp_path: Path
 ) -> None:
