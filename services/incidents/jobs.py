@@ -1,5 +1,5 @@
 """The incidents' work in the background: reminders and deadlines (the scheduler's
-``incident.remind`` and ``incident.deadline``, fired in batches by ``Incidents.fire``)
+``incident.remind`` and ``incident.deadline``, fired in batches by ``Timers.fire``)
 and the delivery of an incident's posts (the outbox's ``incident.post``, one at a time,
 each recorded as delivered by ``Incidents.delivered``)."""
 
@@ -18,7 +18,7 @@ def register(
 ) -> None:
     """An incident's timers and posts. Timers are scheduled when an incident is declared
     (nothing to make sure of at start)."""
-    sched.register_batch((REMIND, DEADLINE), incidents.fire)
+    sched.register_batch((REMIND, DEADLINE), incidents.timers.fire)
     outbox.register(
         INCIDENT_POST,
         IncidentPublisher(

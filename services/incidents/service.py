@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox as relay
-from services import scheduler
 from services.alerts import store as alert_store
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import Anchors
@@ -385,12 +384,3 @@ class Incidents:
     async def open_incidents(self) -> list[IncidentView]:
         async with reading(self.engine) as conn:
             return [await store.view(conn, n) for n in await store.open_numbers(conn)]
-
-    # -- the timers ------------------------------------------------------------------
-
-    async def fire(
-        self, conn: AsyncConnection, items: Sequence[scheduler.Due], now: datetime
-    ) -> list[FollowUp]:
-        """The scheduler's batch handler of the reminders and deadlines (``Timers.fire``),
-        in the scheduler's transaction."""
-        return await self.timers.fire(conn, items, now)
