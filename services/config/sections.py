@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     field_validator,
+    model_validator,
 )
 
 from services.identifiers import validate_identifier
@@ -55,6 +56,13 @@ SlackUserId = Annotated[str, pattern(_SLACK_USER, "a Slack user id such as U0ALI
 SlackChannelId = Annotated[str, pattern(_SLACK_CHANNEL, "a Slack channel id such as C0ALERTS")]
 Snowflake = Annotated[str, pattern(_SNOWFLAKE, "a Discord id (15-21 digits)")]
 Identifier = Annotated[str, AfterValidator(validate_identifier)]
+# A preset's name is checked against the profiles registered when the estate is built (a
+# new preset is a package under services/estate/ and needs nothing here); this only keeps
+# the value a plain name.
+PresetName = Annotated[
+    str,
+    pattern(re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z"), "a preset name such as river"),
+]
 
 
 class Strict(BaseModel):
@@ -83,7 +91,13 @@ class QueueConfig(Strict):
     that state (docs/profiles.md says how writes treat them).
     """
 
-    profile: ProfileName
+    profile: ProfileName | None = None
+    # A preset: the tables of a job-queue system the team runs (services/estate/presets/),
+    # checked against the registry when the estate is built; ``queue_name`` keeps to one
+    # queue of the system's table, ``schema`` is where its tables live when not its default.
+    preset: PresetName | None = None
+    queue_name: str | None = Field(default=None, min_length=1, max_length=200)
+    schema_name: Identifier | None = Field(default=None, alias="schema")
     table: Identifier | None = None
     tables: dict[str, Identifier] = Field(default_factory=dict)
     columns: dict[str, Identifier] = Field(default_factory=dict)
@@ -106,6 +120,27 @@ class QueueConfig(Strict):
             return name
         prefix = f"{self._file}: " if self._file else ""
         return f"{prefix}{self._section}.{name}"
+
+    @model_validator(mode="after")
+    def _profile_or_preset(self) -> QueueConfig:
+        if (self.profile is None) == (self.preset is None):
+            raise ValueError(
+                "give either profile (worker_queue, message_job: tables like queuebot's "
+                "demo) or preset (the job-queue system the team runs, e.g. preset = "
+                '"river"), exactly one of them'
+            )
+        if self.preset is None and (self.queue_name is not None or self.schema_name):
+            raise ValueError("queue_name and schema are options of a preset; this queue has none")
+        if self.queue_name is not None and self.queue_name != self.queue_name.strip():
+            raise ValueError("queue_name must not begin or end with white space")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """The registry's name of the profile this queue is read through."""
+        name = self.preset or self.profile
+        assert name is not None  # one of them is set (``_profile_or_preset``)
+        return name
 
     @field_validator("statuses", mode="before")
     @classmethod

@@ -38,7 +38,8 @@ class Estate:
         self.engine = engine
         self.clock = clock
         self.profiles: dict[str, QueueProfile] = {
-            name: known.get(cfg.profile)(name, cfg) for name, cfg in queues.items()
+            name: known.get(cfg.kind, preset=cfg.preset is not None)(name, cfg)
+            for name, cfg in queues.items()
         }
 
     @property

@@ -45,6 +45,14 @@ def missing_table(
     name = full.rpartition(".")[2]
     close = difflib.get_close_matches(name, existing, n=3, cutoff=0.6)
     near = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    if config.preset is not None and role not in config.tables:
+        schema = full.rpartition(".")[0]
+        return (
+            f"{head}: the {config.preset} preset looks for the system's own tables in schema "
+            f"{schema!r}. Has the system made its tables in this database (its migrations "
+            f"or schema tool)? If they live in another schema, set {config.key('schema')} "
+            '= "<schema>".' + near + " Check QUEUEBOT_QUEUE_DATABASE_URL too."
+        )
     if role in config.tables:
         named = f"named by {config.key(f'tables.{role}')}"
     elif config.table and role == main:

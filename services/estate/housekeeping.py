@@ -118,5 +118,5 @@ class HousekeepingReport(ABC):
     def quiet_note(self, minutes: int) -> str:
         """The report's line when nothing is stuck."""
 
-    closing: ClassVar[str]  # the report's last line
-    described: ClassVar[str]  # what ``queuebot config check`` says of housekeeping here
+    closing: str  # the report's last line
+    described: str  # what ``queuebot config check`` says of housekeeping here

@@ -86,6 +86,9 @@ class Triage:
     dead_letter_jobs: list[StatusCount] = field(default_factory=list)
     # What this queue's triage leaves out because the team's table lacks an optional column.
     notes: list[str] = field(default_factory=list)
+    # The canonical states whose rows are dead letters on this queue (the profile's
+    # ``dead_letter_states``): what /queue dlq lists and a redrive takes out.
+    dead_states: tuple[CanonicalState, ...] = DEAD_LETTER_STATES
 
     @property
     def oldest_pending_age(self) -> timedelta | None:
@@ -104,7 +107,7 @@ class Triage:
     @property
     def dead_letter_parts(self) -> list[StatusCount]:
         """The statuses of ``by_status`` that hold dead letters: failed and dead ones."""
-        return [s for s in self.by_status if s.canonical in DEAD_LETTER_STATES]
+        return [s for s in self.by_status if s.canonical in self.dead_states]
 
     @property
     def dead_letters(self) -> int:

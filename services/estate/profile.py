@@ -95,6 +95,12 @@ class QueueProfile(ProfileTables):
     # without a change; None where the profile offers it nothing of the kind.
     housekeeping_parts: HousekeepingParts | None = None
     housekeeping_report: HousekeepingReport | None = None
+    # The canonical states of the rows /queue dlq lists and a redrive takes out: failed
+    # and dead on queuebot's own profiles (their failed rows wait for a person or the
+    # retry worker); a preset's dead state alone (its system retries its failed jobs).
+    dead_letter_states: ClassVar[tuple[CanonicalState, ...]] = DEAD_LETTER_STATES
+    # Whether this profile is a preset (a job-queue system's own tables), not a profile.
+    preset: ClassVar[bool] = False
 
     @classmethod
     def ddl(cls, dialect: str) -> str:
@@ -200,7 +206,7 @@ class QueueProfile(ProfileTables):
         """The statuses a redrive takes rows out of (the dead-letter count): the main
         table's failed and dead values, mapped ones included. /queue dlq lists exactly
         these rows, and triage's headline counts them."""
-        return tuple(self.statuses_in(*DEAD_LETTER_STATES))
+        return tuple(self.statuses_in(*self.dead_letter_states))
 
     def dead_count(self, counts: Mapping[str, int]) -> int:
         """Of rows per status, how many are dead letters (what a redrive takes out)."""

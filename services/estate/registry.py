@@ -1,6 +1,8 @@
 """The queue profiles queuebot knows, by name: the one place a profile is chosen.
 
-The shipped profiles are ``worker_queue`` and ``message_job``. A registry is a value the
+The shipped profiles are ``worker_queue`` and ``message_job``; the presets (a job-queue
+system's own tables, ``preset = "..."``) are ``procrastinate``, ``pg-boss``, ``river`` and
+``oban``. A registry is a value the
 wiring builds and passes to the ``Estate``; tests add profiles of their own to one.
 """
 
@@ -23,22 +25,40 @@ class ProfileRegistry:
             raise ValueError(f"a queue profile named {profile.name!r} is already registered")
         self._profiles[profile.name] = profile
 
-    def get(self, name: str) -> type[QueueProfile]:
-        try:
-            return self._profiles[name]
-        except KeyError:
-            raise ConfigError(
-                f"unknown queue profile {name!r}; expected one of {', '.join(self.names)}"
-            ) from None
+    def get(self, name: str, *, preset: bool = False) -> type[QueueProfile]:
+        """The profile (or, with ``preset``, the preset) named ``name``."""
+        found = self._profiles.get(name)
+        if found is None or found.preset != preset:
+            what, names = ("preset", self.presets) if preset else ("queue profile", self.names)
+            raise ConfigError(f"unknown {what} {name!r}; expected one of {', '.join(names)}")
+        return found
 
     @property
     def names(self) -> list[str]:
-        return list(self._profiles)
+        """The profiles' names (not the presets')."""
+        return [name for name, p in self._profiles.items() if not p.preset]
+
+    @property
+    def presets(self) -> list[str]:
+        return [name for name, p in self._profiles.items() if p.preset]
 
 
 def shipped_profiles() -> ProfileRegistry:
     """The profiles queuebot ships with."""
     from services.estate.message_job import MessageJobProfile
+    from services.estate.oban import ObanProfile
+    from services.estate.pg_boss import PgBossProfile
+    from services.estate.procrastinate import ProcrastinateProfile
+    from services.estate.river import RiverProfile
     from services.estate.worker_queue import WorkerQueueProfile
 
-    return ProfileRegistry([WorkerQueueProfile, MessageJobProfile])
+    return ProfileRegistry(
+        [
+            WorkerQueueProfile,
+            MessageJobProfile,
+            ProcrastinateProfile,
+            PgBossProfile,
+            RiverProfile,
+            ObanProfile,
+        ]
+    )

@@ -1,0 +1,170 @@
+"""Staged redrives on a preset's jobs table: each wave's outcome in the system's states,
+and the rollback that gives a job nobody picked up yet the values it had before (its
+state, attempts and times, as the system's retry changed them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.estate import redrive_log
+from services.estate.ops import ItemRef, Selector, Target, WaveStatus, chunk_for, chunks
+from services.estate.profile import plain
+from services.estate.system.changes import failure_signature
+from services.estate.tables import BoundTable
+from services.estate.tally import WaveTally
+
+if TYPE_CHECKING:
+    from services.estate.system.profile import SystemProfile
+
+
+class SystemPlanOps:
+    has_sources = False
+
+    def __init__(self, profile: SystemProfile) -> None:
+        self.profile = profile
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        p = self.profile
+        t = await p.tables(conn)
+        rows = await conn.execute(
+            sa.select(p.col(t, p.cols.id))
+            .where(*p.dead_where(t, selector.dead_filter()))
+            .order_by(*p.dead_order(t))
+        )
+        return [str(plain(r[0])) for r in rows.all()]
+
+    async def source_missing(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, str]:
+        return {}  # a system's job carries its arguments, not a stored object
+
+    async def redrive_counts(
+        self, conn: AsyncConnection, *, targets: list[Target]
+    ) -> dict[str, int]:
+        return await redrive_log.counts(
+            conn, queue=self.profile.queue, job_ids=[t.id for t in targets]
+        )
+
+    async def originals(
+        self, conn: AsyncConnection, *, items: list[ItemRef]
+    ) -> dict[str, dict[str, Any]]:
+        p = self.profile
+        t = await p.tables(conn)
+        q = p.job(t)
+        ids = [p.key_of(t, i.job_id) for i in items]
+        kept = [c for c in p.restored if q.has(c)]
+        cols = [q.c(p.cols.id), *(q.c(c) for c in kept)]
+        out: dict[str, dict[str, Any]] = {}
+        for part in chunks(ids, chunk_for(q.dialect)):
+            rows = await conn.execute(sa.select(*cols).where(q.isin(p.cols.id, part)))
+            for r in rows.all():
+                out[str(plain(r[0]))] = dict(zip(kept, (plain(v) for v in r[1:]), strict=True))
+        return out
+
+    async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
+        p = self.profile
+        t = await p.tables(conn)
+        q = p.job(t)
+        ids = [p.key_of(t, i.job_id) for i in items]
+        tally = WaveTally(p)
+        signatures: dict[str, str] = {}
+        error = p.error_text(t)
+        cols: list[sa.ColumnElement[Any]] = [q.c(p.cols.id), q.c(p.cols.state)]
+        if error is not None:
+            cols.append(error)
+        for part in chunks(ids, chunk_for(q.dialect)):
+            rows = await conn.execute(sa.select(*cols).where(q.isin(p.cols.id, part)))
+            for r in rows.all():
+                job, status = str(plain(r[0])), str(plain(r[1]))
+                text = r[2] if error is not None else None
+                if tally.add(job, status, text):
+                    signatures[job] = failure_signature(text)
+        return tally.status(signatures=signatures)
+
+    def _unclaimed(self, t: Mapping[str, BoundTable], item: ItemRef) -> sa.ColumnElement[bool]:
+        """A redriven job no worker picked up yet: in the state the retry wrote, with the
+        attempts it left (a worker's pick-up counts an attempt, or moves it on)."""
+        p = self.profile
+        q = p.job(t)
+        guard = [
+            q.c(p.cols.id) == p.key_of(t, item.job_id),
+            q.c(p.cols.state) == p.retry_state,
+        ]
+        attempts = item.original.get(p.cols.attempts)
+        if attempts is not None:
+            guard.append(q.c(p.cols.attempts) == int(attempts) + p.attempt_bump)
+        return sa.and_(*guard)
+
+    async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
+        p = self.profile
+        t = await p.tables(conn)
+        q = p.job(t)
+        out: list[str] = []
+        for item in _returnable(items):
+            row = await conn.execute(sa.select(q.c(p.cols.id)).where(self._unclaimed(t, item)))
+            if row.first() is not None:
+                out.append(item.job_id)
+        return out
+
+    async def rollback(
+        self, conn: AsyncConnection, *, items: list[ItemRef], now: datetime, note: str
+    ) -> list[str]:
+        p = self.profile
+        t = await p.tables(conn)
+        q = p.job(t)
+        back: list[str] = []
+        for item in _returnable(items):  # each job goes back to its own earlier values
+            values = {
+                q.c(c).name: restored(q.c(c), item.original[c])
+                for c in p.restored
+                if q.has(c) and c in item.original
+            }
+            done = await conn.execute(
+                q.table.update()
+                .where(self._unclaimed(t, item))
+                .values(values)
+                .returning(q.c(p.cols.id))
+            )
+            if done.first() is not None:
+                back.append(item.job_id)
+        return back
+
+    async def log_redrives(
+        self, conn: AsyncConnection, *, job_ids: list[str], now: datetime
+    ) -> None:
+        await redrive_log.record(conn, queue=self.profile.queue, job_ids=job_ids, now=now)
+
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+        """Jobs that died since ``since``, where the system records when a job died."""
+        p = self.profile
+        t = await p.tables(conn)
+        died = p.died_at(t)
+        if died is None:
+            return None
+        state = p.col(t, p.cols.state)
+        query = (
+            sa.select(sa.func.count())
+            .select_from(p.job(t).table)
+            .where(state.in_(p.dead_letter_statuses), died >= since, *p.scope(t))
+        )
+        return int((await conn.execute(query)).scalar_one())
+
+
+def _returnable(items: list[ItemRef]) -> list[ItemRef]:
+    return [i for i in items if i.original]
+
+
+def restored(column: sa.Column[Any], value: Any) -> Any:
+    """A value kept in a plan item's JSON, as the column takes it back: timestamps were
+    kept as ISO text."""
+    if isinstance(value, str) and isinstance(column.type, sa.DateTime):
+        value = datetime.fromisoformat(value)
+    naive = isinstance(column.type, sa.DateTime) and not column.type.timezone
+    if naive and isinstance(value, datetime) and value.tzinfo is not None:  # kept in UTC
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value

@@ -1,0 +1,165 @@
+"""A preset's triage: the system's jobs by state and job type, the oldest waiting job,
+the stuck count and the newest dead jobs' errors, read side by side in a few statements
+the system's own indexes answer (on a large table the succeeded jobs are estimated, as
+on queuebot's own profiles: services/estate/estimate.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.errors import UsageError
+from services.estate import estimate
+from services.estate.at_once import read_named
+from services.estate.model import CanonicalState, Count, StatusCount, Triage, TypeCounts
+from services.estate.profile import as_utc, plain
+from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.tables import BoundTable
+
+if TYPE_CHECKING:
+    from services.estate.system.profile import SystemProfile
+
+NO_TYPE = "(no job type)"
+
+
+async def triage(
+    profile: SystemProfile,
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    since: datetime | None,
+    job_type: str | None,
+    exact: bool = False,
+) -> Triage:
+    t = await profile.tables(conn)
+    q = profile.job(t)
+    cols = profile.cols
+    state = q.c(cols.state)
+    where: list[sa.ColumnElement[bool]] = list(profile.scope(t))
+    if since is not None:
+        where.append(profile.enqueued_at(t) >= since)
+    if job_type is not None:
+        if cols.kind is None:
+            raise UsageError(f"{profile.system} keeps no job type: triage cannot select by --type")
+        where.append(q.c(cols.kind) == job_type)
+    whole = not exact and not where
+    (plan,) = (
+        await estimate.plans(conn, [(state, profile.statuses_in(CanonicalState.SUCCEEDED))])
+        if whole
+        else [None]
+    )
+    groups = [q.c(cols.kind)] if cols.kind is not None else []
+    if plan is not None:
+        grouped = estimate.counts_except(q.table, state, [plan.status], group=groups)
+    else:
+        grouped = (
+            sa.select(state, *groups, sa.func.count())
+            .select_from(q.table)
+            .where(*where)
+            .group_by(state, *groups)
+        )
+    extras = sa.select(
+        oldest_pending(profile, t, where, sa.literal(now)).scalar_subquery(),
+        sa.select(sa.func.count())
+        .select_from(q.table)
+        .where(*profile.stuck_where(t, profile.stuck_cutoff(now)), *where)
+        .scalar_subquery(),
+    )
+    statements: dict[str, Any] = {"grouped": grouped, "extras": extras}
+    error = profile.error_text(t)
+    if error is not None:
+        statements["newest"] = newest_errors(profile, t, error, where)
+    read = await read_named(conn, statements, heavy=("grouped",))
+
+    counted: dict[str, int] = defaultdict(int)
+    types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+    for row in read["grouped"]:
+        name = str(plain(row[0]))
+        n = int(row[-1])
+        counted[name] += n
+        if groups:
+            kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
+            types[kind][profile.canonical(name)] += n
+    estimated = estimate.settle(plan, counted)
+    if plan is not None and not estimated:  # statistics too stale to use: count all
+        return await triage(profile, conn, now=now, since=since, job_type=job_type, exact=True)
+    guessed = plan.status if estimated and plan is not None else None
+    oldest_raw, stuck_total = read["extras"][0]
+    dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
+    errors = [r[0] for r in read.get("newest", [])]
+    return Triage(
+        queue=profile.queue,
+        profile=profile.name,
+        unit="jobs",
+        dead_title="Dead jobs",
+        taken_at=now,
+        since=since,
+        total=sum(counted.values()),
+        status_title=f"{profile.system} state",
+        by_status=[
+            StatusCount(s, profile.canonical(s), n, s == guessed)
+            for s, n in sorted(counted.items(), key=lambda kv: -kv[1])
+        ],
+        by_signature=[Count(display_signature(s), n) for s, n in top_signatures(errors)],
+        signatures_of=min(dead_total, SIGNATURE_SAMPLE) if error is not None else 0,
+        signatures_total=dead_total if error is not None else 0,
+        type_title="job type",
+        by_type=[
+            TypeCounts(k, sum(v.values()), dict(v))
+            for k, v in sorted(types.items(), key=lambda kv: -sum(kv[1].values()))
+        ],
+        oldest_pending_at=as_utc(oldest_raw),
+        stuck=int(stuck_total or 0),
+        duplicates_detected=False,
+        notes=notes(profile, t),
+        dead_states=profile.dead_letter_states,
+    )
+
+
+def notes(profile: SystemProfile, t: Mapping[str, BoundTable]) -> list[str]:
+    out = []
+    if profile.error_text(t) is None:
+        out.append(f"no error signatures: {profile.no_error_text}")
+    if profile.config.queue_name is not None:
+        out.append(
+            f"jobs of {profile.job(t).name}'s other queues (this queue is its "
+            f"{profile.config.queue_name!r} alone: queue_name)"
+        )
+    return out
+
+
+def oldest_pending(
+    profile: SystemProfile,
+    t: Mapping[str, BoundTable],
+    where: list[sa.ColumnElement[bool]],
+    now: sa.ColumnElement[Any],
+) -> sa.Select[Any]:
+    """Since when the longest-waiting job could have run: the earliest time a pending job
+    became runnable (a job scheduled for later is not waiting yet)."""
+    q = profile.job(t)
+    since = profile.waiting_since(t)
+    pending = q.c(profile.cols.state).in_(profile.statuses_in(CanonicalState.PENDING))
+    return sa.select(sa.func.min(since)).select_from(q.table).where(pending, since <= now, *where)
+
+
+def newest_errors(
+    profile: SystemProfile,
+    t: Mapping[str, BoundTable],
+    error: sa.ColumnElement[Any],
+    where: list[sa.ColumnElement[bool]],
+) -> sa.Select[Any]:
+    """The error texts of the newest dead jobs, whose signatures the reply counts."""
+    q = profile.job(t)
+    state = q.c(profile.cols.state)
+    return (
+        sa.select(error)
+        .select_from(q.table)
+        .where(state.in_(profile.dead_letter_statuses), *where)
+        .order_by(*profile.dead_order(dict(t)))
+        .limit(SIGNATURE_SAMPLE)
+    )
