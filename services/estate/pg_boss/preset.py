@@ -1,6 +1,7 @@
 """pg-boss keeps every queue's jobs in ``pgboss.job`` (one partition per queue; ``name``
 is the queue and the job's type at once): a job is ``failed`` when it ran out of retries
-(dead), ``retry`` while pg-boss will retry it by itself; ``output`` holds the last
+(dead), ``retry`` while it waits for pg-boss to retry it (counted as pending: it will
+run again by itself); ``output`` holds the last
 error (``output->>'message'``). pg-boss retries a failed job by putting it in ``retry``
 with one more retry allowed, its completion time cleared and its start not in the past;
 its fetch counts the attempt. Finished jobs move to ``pgboss.archive`` after a while: a
@@ -52,7 +53,9 @@ class PgBossProfile(SystemProfile):
     )
     states = {
         "created": CanonicalState.PENDING,
-        "retry": CanonicalState.FAILED,
+        # failed, waiting for pg-boss's own retry: it runs again by itself, and a redrive
+        # puts a dead job here as pg-boss's own retry does
+        "retry": CanonicalState.PENDING,
         "active": CanonicalState.IN_FLIGHT,
         "completed": CanonicalState.SUCCEEDED,
         "cancelled": CanonicalState.CANCELLED,
@@ -90,4 +93,5 @@ class PgBossProfile(SystemProfile):
         }
 
     def cancel_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
-        return {"state": self.cancel_state, "completed_on": sa.func.now()}
+        completed = sa.func.coalesce(self.col(t, "completed_on"), sa.func.now())
+        return {"state": self.cancel_state, "completed_on": completed}

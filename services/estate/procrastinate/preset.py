@@ -5,7 +5,7 @@ to ``procrastinate_events`` (``deferred``, ``started``, ``failed`` ...), and que
 reads a job's times there. It keeps no error text in the database (only its workers' logs
 have it), so what needs one is off. A retry is its own SQL function
 (``procrastinate_retry_job_v2``: ``todo`` again, one more attempt, a ``retried`` event),
-a cancel its ``procrastinate_cancel_job_v1``; its workers wake on
+a cancel the same UPDATE as its ``procrastinate_cancel_job_v1``; its workers wake on
 ``procrastinate_queue_v1#<queue>`` and ``procrastinate_any_queue_v1``."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from services.estate.system.sql import notify_each
 from services.estate.tables import BoundTable, TableSpec
 
 RETRY = "procrastinate_retry_job_v2"
-CANCEL = "procrastinate_cancel_job_v1"
 
 
 class ProcrastinateProfile(SystemProfile):
@@ -104,23 +103,26 @@ class ProcrastinateProfile(SystemProfile):
         guard: sa.ColumnElement[bool],
         now: datetime,
     ) -> list[tuple[Any, str]]:
-        """Procrastinate's own functions, once per guarded row (already locked)."""
+        """A retry is Procrastinate's own function, once per guarded row (already locked).
+        A cancel is the UPDATE its ``procrastinate_cancel_job_v1`` makes of a waiting job,
+        made here of a dead one too (the function takes waiting jobs only)."""
+        if action is Action.CANCEL:
+            return await super().write(conn, t, action, guard, now)
         q = self.job(t)
         id_col, queue = q.c("id"), q.c("queue_name")
         rows = (await conn.execute(sa.select(id_col, queue).where(guard))).all()
         if not rows:
             return []
         ids = [r[0] for r in rows]
-        each = sa.func.unnest(sa.literal(ids, postgresql.ARRAY(sa.BigInteger))).table_valued(
-            sa.column("job_id", sa.BigInteger)
+        each = (
+            sa.func.unnest(sa.literal(ids, postgresql.ARRAY(sa.BigInteger)))
+            .table_valued(sa.column("job_id", sa.BigInteger))
+            .render_derived()
         )
         job = each.c.job_id
-        if action is Action.CANCEL:
-            call = self._function(CANCEL)(job, sa.false(), sa.false())
-        else:
-            none_int = sa.cast(sa.null(), sa.Integer)
-            none_text = sa.cast(sa.null(), sa.String)
-            call = self._function(RETRY)(job, sa.func.now(), none_int, none_text, none_text)
+        none_int = sa.cast(sa.null(), sa.Integer)
+        none_text = sa.cast(sa.null(), sa.String)
+        call = self._function(RETRY)(job, sa.func.now(), none_int, none_text, none_text)
         await conn.execute(sa.select(call).select_from(each))
         return [(r[0], str(r[1])) for r in rows]
 

@@ -92,7 +92,8 @@ class RiverProfile(SystemProfile):
         }
 
     def cancel_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
-        return {"state": self.cancel_state, "finalized_at": sa.func.now()}
+        finalized = sa.func.coalesce(self.col(t, "finalized_at"), sa.func.now())
+        return {"state": self.cancel_state, "finalized_at": finalized}
 
     async def notify(
         self, conn: AsyncConnection, t: Mapping[str, BoundTable], changed: Sequence[tuple[Any, str]]

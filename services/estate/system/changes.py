@@ -36,16 +36,16 @@ if TYPE_CHECKING:
     from services.estate.system.profile import SystemProfile
 
 # What a retry takes (a job in the system's failed or dead state) and what a cancel
-# takes (a job that is waiting, or failed and waiting for the system's own retry).
+# takes: a job that is waiting, failed and waiting for the system's own retry, or dead
+# (cancelling a dead job is how an operator abandons it: it leaves the dead jobs and is
+# never redriven). A running job is its system's to stop.
 RETRY_STATES = (CanonicalState.FAILED, CanonicalState.DEAD)
-CANCEL_STATES = (CanonicalState.PENDING, CanonicalState.FAILED)
+CANCEL_STATES = (CanonicalState.PENDING, CanonicalState.FAILED, CanonicalState.DEAD)
 WHY_NOT = {
     CanonicalState.CANCELLED: "cancelled on purpose",
     CanonicalState.SUCCEEDED: "already succeeded",
     CanonicalState.PENDING: "already waiting to run",
     CanonicalState.IN_FLIGHT: "a worker is running it right now",
-    CanonicalState.DEAD: "a dead job is the record of a job that ran out of attempts; it is "
-    "never cancelled",
     CanonicalState.UNKNOWN: "a state queuebot does not know; never acted on",
 }
 

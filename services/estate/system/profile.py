@@ -229,12 +229,8 @@ class SystemProfile(QueueProfile):
         from services.estate.system import triage
 
         t = await self.tables(conn)
-        now = self.now_expr()
-        return as_utc((await conn.execute(triage.oldest_pending(self, t, [], now))).scalar_one())
-
-    @staticmethod
-    def now_expr() -> sa.ColumnElement[Any]:
-        return sa.func.now()
+        query = triage.oldest_pending(self, t, self.scope(t))
+        return as_utc((await conn.execute(query)).scalar_one())
 
     async def dead_rows(self, conn: AsyncConnection) -> int:
         t = await self.tables(conn)

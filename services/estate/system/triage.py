@@ -64,7 +64,7 @@ async def triage(
             .group_by(state, *groups)
         )
     extras = sa.select(
-        oldest_pending(profile, t, where, sa.literal(now)).scalar_subquery(),
+        oldest_pending(profile, t, where).scalar_subquery(),
         sa.select(sa.func.count())
         .select_from(q.table)
         .where(*profile.stuck_where(t, profile.stuck_cutoff(now)), *where)
@@ -137,14 +137,14 @@ def oldest_pending(
     profile: SystemProfile,
     t: Mapping[str, BoundTable],
     where: list[sa.ColumnElement[bool]],
-    now: sa.ColumnElement[Any],
 ) -> sa.Select[Any]:
     """Since when the longest-waiting job could have run: the earliest time a pending job
-    became runnable (a job scheduled for later is not waiting yet)."""
+    became runnable (where only jobs scheduled for later are pending, that time is ahead
+    and the age reads as none)."""
     q = profile.job(t)
     since = profile.waiting_since(t)
     pending = q.c(profile.cols.state).in_(profile.statuses_in(CanonicalState.PENDING))
-    return sa.select(sa.func.min(since)).select_from(q.table).where(pending, since <= now, *where)
+    return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
 
 
 def newest_errors(

@@ -1,0 +1,431 @@
+"""The profile contract's adapters for the presets: each builds its system's jobs table and
+plays its system's worker, as profile_adapters.py does for queuebot's own profiles.
+
+River, Oban and pg-boss get their tables from DDL written from the systems' own migrations
+(the parts queuebot reads and the constraints that hold a change to the system's rules:
+River's finalized_at CHECK, Oban's attempt range); Procrastinate gets its own schema, from
+the installed package. The real systems, with their own workers, are in tests/presets/.
+All are PostgreSQL only (enum states, jsonb, arrays).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.config import QueueConfig
+from services.estate.model import CanonicalState
+from services.estate.oban import ObanProfile
+from services.estate.pg_boss import PgBossProfile
+from services.estate.procrastinate import ProcrastinateProfile
+from services.estate.profile import QueueProfile, plain
+from services.estate.river import RiverProfile
+from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
+
+RIVER_DDL = """
+CREATE TYPE river_job_state AS ENUM ('available', 'cancelled', 'completed', 'discarded',
+  'pending', 'retryable', 'running', 'scheduled');
+CREATE TABLE river_job (
+  id bigserial PRIMARY KEY,
+  args jsonb NOT NULL DEFAULT '{}',
+  attempt smallint NOT NULL DEFAULT 0,
+  attempted_at timestamptz,
+  attempted_by text[],
+  created_at timestamptz NOT NULL DEFAULT now(),
+  errors jsonb[],
+  finalized_at timestamptz,
+  kind text NOT NULL,
+  max_attempts smallint NOT NULL,
+  metadata jsonb NOT NULL DEFAULT '{}',
+  priority smallint NOT NULL DEFAULT 1,
+  queue text NOT NULL DEFAULT 'default',
+  state river_job_state NOT NULL DEFAULT 'available',
+  scheduled_at timestamptz NOT NULL DEFAULT now(),
+  tags varchar(255)[] NOT NULL DEFAULT '{}',
+  CONSTRAINT finalized_or_finalized_at_null CHECK (
+    (finalized_at IS NULL AND state NOT IN ('cancelled', 'completed', 'discarded'))
+    OR (finalized_at IS NOT NULL AND state IN ('cancelled', 'completed', 'discarded'))),
+  CONSTRAINT max_attempts_is_positive CHECK (max_attempts > 0),
+  CONSTRAINT priority_in_range CHECK (priority >= 1 AND priority <= 4)
+);
+CREATE INDEX river_job_prioritized_fetching_index
+  ON river_job (state, queue, priority, scheduled_at, id);
+"""
+
+OBAN_DDL = """
+CREATE TYPE oban_job_state AS ENUM ('available', 'scheduled', 'executing', 'retryable',
+  'completed', 'discarded', 'cancelled', 'suspended');
+CREATE TABLE oban_jobs (
+  id bigserial PRIMARY KEY,
+  state oban_job_state NOT NULL DEFAULT 'available',
+  queue text NOT NULL DEFAULT 'default',
+  worker text NOT NULL,
+  args jsonb NOT NULL DEFAULT '{}',
+  errors jsonb[] NOT NULL DEFAULT ARRAY[]::jsonb[],
+  attempt integer NOT NULL DEFAULT 0,
+  max_attempts integer NOT NULL DEFAULT 20,
+  inserted_at timestamp NOT NULL DEFAULT timezone('UTC', now()),
+  scheduled_at timestamp NOT NULL DEFAULT timezone('UTC', now()),
+  attempted_at timestamp,
+  completed_at timestamp,
+  attempted_by text[],
+  discarded_at timestamp,
+  priority integer NOT NULL DEFAULT 0,
+  tags text[] DEFAULT ARRAY[]::text[],
+  meta jsonb DEFAULT '{}',
+  cancelled_at timestamp,
+  CONSTRAINT attempt_range CHECK (attempt >= 0 AND attempt <= max_attempts),
+  CONSTRAINT positive_max_attempts CHECK (max_attempts > 0)
+);
+CREATE INDEX oban_jobs_state_queue_priority_scheduled_at_id_index
+  ON oban_jobs (state, queue, priority, scheduled_at, id);
+"""
+
+PGBOSS_DDL = """
+CREATE SCHEMA pgboss;
+CREATE TYPE pgboss.job_state AS ENUM ('created', 'retry', 'active', 'completed',
+  'cancelled', 'failed');
+CREATE TABLE pgboss.job (
+  id uuid NOT NULL DEFAULT gen_random_uuid(),
+  name text NOT NULL,
+  priority integer NOT NULL DEFAULT 0,
+  data jsonb,
+  state pgboss.job_state NOT NULL DEFAULT 'created',
+  retry_limit integer NOT NULL DEFAULT 2,
+  retry_count integer NOT NULL DEFAULT 0,
+  retry_delay integer NOT NULL DEFAULT 0,
+  retry_backoff boolean NOT NULL DEFAULT false,
+  start_after timestamptz NOT NULL DEFAULT now(),
+  started_on timestamptz,
+  created_on timestamptz NOT NULL DEFAULT now(),
+  completed_on timestamptz,
+  keep_until timestamptz NOT NULL DEFAULT now() + interval '14 days',
+  output jsonb,
+  PRIMARY KEY (name, id)
+) PARTITION BY LIST (name);
+CREATE TABLE pgboss.j_contract PARTITION OF pgboss.job FOR VALUES IN ('contract');
+"""
+
+
+class PresetAdapter:
+    """What the presets' adapters share: PostgreSQL only, inserts and moves by column."""
+
+    profile_class: ClassVar[type[QueueProfile]]
+    postgres_only: ClassVar[bool] = True
+    error_text: ClassVar[bool] = True  # whether the system keeps the error text
+    dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
+    failure_reason: ClassVar[str | None] = None
+    missing_id: ClassVar[str] = "987654321"
+    ddl: ClassVar[str]
+    # the system's own words: its waiting, running, succeeded and dead states
+    waiting_state: ClassVar[str] = "available"
+    running_state: ClassVar[str] = "running"
+    done_state: ClassVar[str] = "completed"
+    dead_value: ClassVar[str] = "discarded"
+
+    @classmethod
+    def config(cls) -> QueueConfig:
+        return QueueConfig(preset=cls.profile_class.name)
+
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+
+    @classmethod
+    async def create(cls, conn: AsyncConnection) -> None:
+        await conn.exec_driver_sql(cls.ddl)
+
+    async def _table(self, conn: AsyncConnection) -> Any:
+        return (await self.profile.tables(conn))["job"]
+
+    async def _insert(self, conn: AsyncConnection, **values: Any) -> str:
+        q = await self._table(conn)
+        done = await conn.execute(q.table.insert().values(values).returning(q.c("id")))
+        return str(plain(done.scalar_one()))
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        built = Built()
+        for i in range(dead):
+            built.dead.append(await self._insert(conn, **self.row("dead", dead_at(now, i), error)))
+        for i in range(pending):
+            at = pending_at(now, i)
+            built.pending.append(await self._insert(conn, **self.row("pending", at, None)))
+        for i in range(done):
+            built.done.append(await self._insert(conn, **self.row("done", done_at(now, i), None)))
+        for _ in range(stuck):
+            at = stuck_since(now)
+            built.stuck.append(await self._insert(conn, **self.row("stuck", at, None)))
+        return built
+
+    async def _move(
+        self, conn: AsyncConnection, ids: list[str], states: tuple[str, ...], values: dict[str, Any]
+    ) -> None:
+        q = await self._table(conn)
+        keys = [self.profile.coerce_id(q.c("id"), i) for i in ids]
+        state = q.c(self.profile.status_column)
+        await conn.execute(
+            q.table.update().where(q.c("id").in_(keys), state.in_(states)).values(values)
+        )
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        q = await self._table(conn)
+        state = q.c(self.profile.status_column)
+        rows = await conn.execute(sa.select(q.c("id")).where(state == self.waiting_state))
+        return [str(plain(r[0])) for r in rows.all()]
+
+    def claimed(self, now: datetime) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def completed(self, now: datetime) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def failed(self, now: datetime, error: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._move(conn, ids, (self.waiting_state,), self.claimed(now))
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        states = (self.waiting_state, self.running_state)
+        await self._move(conn, ids, states, self.completed(now))
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        states = (self.waiting_state, self.running_state)
+        await self._move(conn, ids, states, self.failed(now, error))
+
+
+def _errors_append(column: sa.Column[Any], attempt: Any, at: datetime, error: str) -> Any:
+    """``errors || {attempt, at, error}`` (River's and Oban's history of failed attempts)."""
+    entry = sa.func.jsonb_build_object("attempt", attempt, "at", at.isoformat(), "error", error)
+    return sa.func.array_append(sa.func.coalesce(column, sa.text("ARRAY[]::jsonb[]")), entry)
+
+
+class RiverAdapter(PresetAdapter):
+    """river_job: dead jobs are ``discarded``; a worker's pick-up counts an attempt."""
+
+    profile_class = RiverProfile
+    ddl = RIVER_DDL
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"kind": "contract", "max_attempts": 3}
+        if kind == "dead":
+            entry = {"at": at.isoformat(), "attempt": 3, "error": error}
+            return base | {
+                "state": "discarded",
+                "attempt": 3,
+                "errors": [entry],
+                "created_at": at - timedelta(minutes=5),
+                "scheduled_at": at - timedelta(minutes=5),
+                "attempted_at": at - timedelta(minutes=1),
+                "finalized_at": at,
+            }
+        if kind == "pending":
+            return base | {"state": "available", "created_at": at, "scheduled_at": at}
+        if kind == "done":
+            return base | {"state": "completed", "attempt": 1, "created_at": at, "finalized_at": at}
+        return base | {"state": "running", "attempt": 1, "attempted_at": at, "created_at": at}
+
+    def claimed(self, now: datetime) -> dict[str, Any]:
+        q = self.profile.reflected["job"]  # type: ignore[index]
+        return {"state": "running", "attempt": q.c("attempt") + 1, "attempted_at": now}
+
+    def completed(self, now: datetime) -> dict[str, Any]:
+        return {"state": "completed", "finalized_at": now}
+
+    def failed(self, now: datetime, error: str) -> dict[str, Any]:
+        q = self.profile.reflected["job"]  # type: ignore[index]
+        errors = _errors_append(q.c("errors"), q.c("attempt"), now, error)
+        return {"state": "discarded", "finalized_at": now, "errors": errors}
+
+
+def _naive(at: datetime) -> datetime:
+    """Oban keeps its times without a zone, in UTC."""
+    return at.astimezone(UTC).replace(tzinfo=None)
+
+
+class ObanAdapter(PresetAdapter):
+    """oban_jobs: dead jobs are ``discarded`` with ``discarded_at``; times in UTC."""
+
+    profile_class = ObanProfile
+    ddl = OBAN_DDL
+    running_state = "executing"
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"worker": "Contract.Worker", "max_attempts": 3}
+        t = _naive(at)
+        if kind == "dead":
+            entry = {"at": at.isoformat(), "attempt": 3, "error": error}
+            return base | {
+                "state": "discarded",
+                "attempt": 3,
+                "errors": [entry],
+                "inserted_at": t - timedelta(minutes=5),
+                "scheduled_at": t - timedelta(minutes=5),
+                "attempted_at": t - timedelta(minutes=1),
+                "discarded_at": t,
+            }
+        if kind == "pending":
+            return base | {"state": "available", "inserted_at": t, "scheduled_at": t}
+        if kind == "done":
+            return base | {"state": "completed", "attempt": 1, "inserted_at": t, "completed_at": t}
+        return base | {"state": "executing", "attempt": 1, "attempted_at": t, "inserted_at": t}
+
+    def claimed(self, now: datetime) -> dict[str, Any]:
+        q = self.profile.reflected["job"]  # type: ignore[index]
+        return {"state": "executing", "attempt": q.c("attempt") + 1, "attempted_at": _naive(now)}
+
+    def completed(self, now: datetime) -> dict[str, Any]:
+        return {"state": "completed", "completed_at": _naive(now)}
+
+    def failed(self, now: datetime, error: str) -> dict[str, Any]:
+        q = self.profile.reflected["job"]  # type: ignore[index]
+        errors = _errors_append(q.c("errors"), q.c("attempt"), now, error)
+        return {"state": "discarded", "discarded_at": _naive(now), "errors": errors}
+
+
+class PgBossAdapter(PresetAdapter):
+    """pgboss.job (one partition per queue): dead jobs are ``failed``; uuid ids; its fetch
+    of a job in ``retry`` counts the attempt."""
+
+    profile_class = PgBossProfile
+    ddl = PGBOSS_DDL
+    missing_id = "00000000-0000-4000-8000-000000000000"
+    waiting_state = "created"
+    running_state = "active"
+    dead_value = "failed"
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        q = await self._table(conn)
+        rows = await conn.execute(
+            sa.select(q.c("id")).where(q.c("state").in_(("created", "retry")))
+        )
+        return sorted(str(plain(r[0])) for r in rows.all())
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"name": "contract", "retry_limit": 2}
+        if kind == "dead":
+            return base | {
+                "state": "failed",
+                "retry_count": 2,
+                "output": {"message": error},
+                "created_on": at - timedelta(minutes=5),
+                "start_after": at - timedelta(minutes=5),
+                "started_on": at - timedelta(minutes=1),
+                "completed_on": at,
+            }
+        if kind == "pending":
+            return base | {"state": "created", "created_on": at, "start_after": at}
+        if kind == "done":
+            return base | {"state": "completed", "created_on": at, "completed_on": at}
+        return base | {"state": "active", "started_on": at, "created_on": at}
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        q = await self._table(conn)
+        count = sa.case((q.c("state") == "retry", q.c("retry_count") + 1), else_=q.c("retry_count"))
+        await self._move(
+            conn,
+            ids,
+            ("created", "retry"),
+            {"state": "active", "started_on": now, "retry_count": count},
+        )
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._move(
+            conn, ids, ("created", "retry", "active"), {"state": "completed", "completed_on": now}
+        )
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        values = {"state": "failed", "completed_on": now, "output": {"message": error}}
+        await self._move(conn, ids, ("created", "retry", "active"), values)
+
+
+class ProcrastinateAdapter(PresetAdapter):
+    """Procrastinate's own schema: dead jobs are ``failed``; no error text is kept; a job's
+    times are its events (written here where its triggers would have written them)."""
+
+    profile_class = ProcrastinateProfile
+    error_text = False
+    waiting_state = "todo"
+    running_state = "doing"
+    dead_value = "failed"
+
+    @classmethod
+    async def create(cls, conn: AsyncConnection) -> None:
+        from procrastinate.schema import SchemaManager  # the system's own schema
+
+        raw = await conn.get_raw_connection()  # its SQL holds '%': no placeholders parsed
+        await raw.driver_connection.execute(SchemaManager.get_schema())  # type: ignore[union-attr]
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"queue_name": "default", "task_name": "contract.task"}
+        status = {"dead": "failed", "pending": "todo", "done": "succeeded", "stuck": "doing"}
+        attempts = {"dead": 2, "pending": 0, "done": 0, "stuck": 0}
+        return base | {"status": status[kind], "attempts": attempts[kind]}
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        built = await super().add(
+            conn, now=now, dead=dead, error=error, pending=pending, done=done, stuck=stuck
+        )
+        events: list[tuple[str, str, datetime]] = []
+        for i, job in enumerate(built.dead):
+            at = dead_at(now, i)
+            events += [(job, "deferred", at - timedelta(minutes=5)), (job, "failed", at)]
+        for i, job in enumerate(built.pending):
+            events.append((job, "deferred", pending_at(now, i)))
+        for i, job in enumerate(built.done):
+            events += [(job, "deferred", done_at(now, i)), (job, "succeeded", done_at(now, i))]
+        for job in built.stuck:
+            events += [(job, "deferred", stuck_since(now)), (job, "started", stuck_since(now))]
+        e = (await self.profile.tables(conn))["events"]
+        await conn.execute(
+            e.table.insert(),
+            [{"job_id": int(job), "type": kind, "at": at} for job, kind, at in events],
+        )
+        # the insert trigger wrote a 'deferred' event for each todo job, at the real now:
+        # keep the one written here, as the job's enqueue
+        await conn.execute(
+            e.table.delete().where(
+                e.c("type") == "deferred",
+                e.c("at") > now,
+                e.c("job_id").in_([int(j) for j in built.pending]),
+            )
+        )
+        return built
+
+    def claimed(self, now: datetime) -> dict[str, Any]:
+        return {"status": "doing"}
+
+    def completed(self, now: datetime) -> dict[str, Any]:
+        return {"status": "succeeded"}
+
+    def failed(self, now: datetime, error: str) -> dict[str, Any]:
+        return {"status": "failed"}
