@@ -108,10 +108,20 @@ def python_argv(*args: str) -> list[str]:
 PGBOSS_DIR = HERE / "pgboss"
 
 
+NODE_MAJOR = 20  # pg-boss 10's engines: node >= 20
+
+
 def node_missing() -> str | None:
     """Why pg-boss cannot run here, or None when it can."""
-    if shutil.which("node") is None:
+    node = shutil.which("node")
+    if node is None:
         return "node is not installed (Debian's nodejs package)"
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    major = version.lstrip("v").split(".")[0]
+    if not major.isdigit() or int(major) < NODE_MAJOR:
+        return f"node {version or '?'} is older than pg-boss 10 needs ({NODE_MAJOR})"
     if not (PGBOSS_DIR / "node_modules" / "pg-boss").is_dir():
         if shutil.which("npm") is None:
             return "npm is not installed, so pg-boss cannot be installed"
