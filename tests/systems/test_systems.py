@@ -75,8 +75,10 @@ RETRY: dict[str, Callable[[psycopg.Connection, list[str]], None]] = {
 # What a person looking at a dead job sees: the attempts it had and the error it left.
 DEAD_DETAIL = {
     "procrastinate": (
+        # its state changes; "scheduled" events come once or more (any update of a todo
+        # job with scheduled_at set writes one, also the worker's row being cleared)
         "SELECT j.attempts, (SELECT array_agg(e.type::text ORDER BY e.id)"
-        " FROM procrastinate_events e WHERE e.job_id = j.id)"
+        " FROM procrastinate_events e WHERE e.job_id = j.id AND e.type <> 'scheduled')"
         " FROM procrastinate_jobs j WHERE j.id = %s::bigint"
     ),
     "pg-boss": ("SELECT retry_count + 1, output->>'message' FROM pgboss.job WHERE id = %s::uuid"),
@@ -127,7 +129,6 @@ def test_dead_jobs_run_again_once_retried_and_fixed(name: str, libpq_url: str) -
         assert left == [
             "deferred",
             "started",
-            "scheduled",
             "deferred_for_retry",
             "started",
             "failed",
