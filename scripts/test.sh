@@ -18,6 +18,16 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# pg-boss for tests/systems (Node): install when node_modules is missing or the lock file
+# changed since, only where npm exists (its tests skip without it, outside CI).
+pgboss=tests/systems/pgboss
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -f "$pgboss/node_modules/.queuebot-installed" ] \
+    || [ "$pgboss/package-lock.json" -nt "$pgboss/node_modules/.queuebot-installed" ]; then
+    npm ci --prefix "$pgboss" --no-audit --no-fund --loglevel=error
+    touch "$pgboss/node_modules/.queuebot-installed"
+  fi
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

@@ -7,9 +7,10 @@ starts each worker on a run of about 80 consecutive tests, which would give all 
 long ones below to the first worker (measured: one worker busy for 570 s, two idle after
 280 s). This plugin (loaded by ``-p tests.ordering`` in pyproject's
 addopts) moves the slow kinds to the front: the reliability suite, then the tests that run
-the real Prometheus and Alertmanager, then the other end-to-end tests (processes and
-subprocesses), then the integration tests; the unit tests fill the gaps at the end. The
-order within each kind is kept, and no test depends on running after another.
+the real Prometheus and Alertmanager, then the other end-to-end tests and the real queue
+systems (processes and subprocesses), then the integration tests; the unit tests fill the
+gaps at the end. The order within each kind is kept, and no test depends on running after
+another.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _rank(item: pytest.Item) -> int:
         return 0
     if item.get_closest_marker("alerting"):
         return 1
-    if path.startswith("tests/e2e/"):
+    if path.startswith(("tests/e2e/", "tests/systems/")):
         return 2
     if path.startswith("tests/integration/"):
         return 3

@@ -1,0 +1,176 @@
+"""Real job-queue systems, built, filled and run in a fresh PostgreSQL database.
+
+Tests of queuebot's presets need real dead jobs made by each system's own tools, and need
+to run the system's own worker again after queuebot redrove them. Each system here has
+the same shape (``System``): ``build`` makes its schema, enqueues jobs (some failing) and
+runs its worker with the fault on until the failing ones are dead; ``work`` runs its
+worker again (the fault off by default) until nothing is runnable; ``state_of`` reads
+each job's state as the system writes it.
+
+- Procrastinate (PyPI): its own CLI and worker, in subprocesses (``procrastinate_app``).
+- pg-boss 10 (npm, Node 20): its own client and worker, in node subprocesses (``pgboss/``).
+- River and Oban cannot run here (Go, Elixir): their tables are made from the facts of
+  their schemas, and a stand-in worker claims and settles jobs the way each does.
+
+Failing jobs carry the argument ``{"fail": true}``; a worker raises for them only while
+the fault is on (the environment variable ``QB_SYSTEMS_FAULT=1`` for the real workers).
+Every system retries a failing job once: two attempts, then it is dead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+FAULT_ENV = "QB_SYSTEMS_FAULT"
+URL_ENV = "QB_SYSTEMS_URL"
+MAX_ATTEMPTS = 2  # every system here: a failing job runs twice, then it is dead
+FAULT_MESSAGE = "TimeoutError: smtp relay did not answer in 30 s"
+
+
+@dataclass(frozen=True)
+class Made:
+    """What ``System.build`` made: per queue, the ids of the jobs now dead (in the system's
+    own dead state) and of those that succeeded (their rows may be gone where the system
+    deletes successes)."""
+
+    dead: dict[str, list[str]] = field(default_factory=dict)
+    ok: dict[str, list[str]] = field(default_factory=dict)
+
+
+class System(Protocol):
+    name: str  # "procrastinate", "pg-boss", "river", "oban"
+    schema: str  # the PostgreSQL schema its tables live in
+
+    def build(self, url: str, *, queues: dict[str, tuple[int, int]]) -> Made:
+        """In the existing database at the libpq ``url``: make the schema with the system's
+        own tool, enqueue per queue ``(ok, failing)`` jobs with its own client and run its
+        worker with the fault on until every failing job is dead and every ok one
+        succeeded."""
+        ...
+
+    def work(self, url: str, *, fault: bool = False, timeout: float = 60) -> None:
+        """Run the system's own worker until no job is runnable, then stop it."""
+        ...
+
+    def state_of(self, url: str, ids: list[str]) -> dict[str, str | None]:
+        """Each job's state as the system writes it (None where the row is gone)."""
+        ...
+
+
+class ToolFailed(RuntimeError):
+    """A system's tool failed or did not finish in time."""
+
+
+def run_tool(
+    argv: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path = ROOT,
+    stdin: str | None = None,
+) -> str:
+    """Run one of a system's tools; its stdout, or an error carrying its output."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    try:
+        done = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ToolFailed(f"{argv[:3]} did not finish in {timeout} s: {exc.stderr!r}") from exc
+    if done.returncode != 0:
+        raise ToolFailed(
+            f"{argv[:3]} exited {done.returncode}\nstdout: {done.stdout[-4000:]}\n"
+            f"stderr: {done.stderr[-4000:]}"
+        )
+    return done.stdout
+
+
+def python_argv(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+PGBOSS_DIR = HERE / "pgboss"
+
+
+NODE_MAJOR = 20  # pg-boss 10's engines: node >= 20
+
+
+def node_missing() -> str | None:
+    """Why pg-boss cannot run here, or None when it can."""
+    node = shutil.which("node")
+    if node is None:
+        return "node is not installed (Debian's nodejs package)"
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    major = version.lstrip("v").split(".")[0]
+    if not major.isdigit() or int(major) < NODE_MAJOR:
+        return f"node {version or '?'} is older than pg-boss 10 needs ({NODE_MAJOR})"
+    if not (PGBOSS_DIR / "node_modules" / "pg-boss").is_dir():
+        if shutil.which("npm") is None:
+            return "npm is not installed, so pg-boss cannot be installed"
+        return "pg-boss is not installed: run npm ci --prefix tests/systems/pgboss"
+    return None
+
+
+def all_systems() -> list[System]:
+    from tests.systems.oban import Oban
+    from tests.systems.pgboss_system import PgBoss
+    from tests.systems.procrastinate_system import Procrastinate
+    from tests.systems.river import River
+
+    return [Procrastinate(), PgBoss(), River(), Oban()]
+
+
+def systems_available() -> dict[str, str | None]:
+    """Each system's name -> None when it can run here, else why not."""
+    why: dict[str, str | None] = {}
+    try:
+        import procrastinate  # noqa: F401
+
+        why["procrastinate"] = None
+    except ImportError:
+        why["procrastinate"] = "the procrastinate package is not installed (the test extra)"
+    why["pg-boss"] = node_missing()
+    why["river"] = None
+    why["oban"] = None
+    return why
+
+
+Enqueued = dict[str, dict[str, list[str]]]  # queue -> {"ok": ids, "failing": ids}
+
+
+def made_from(system: System, url: str, enqueued: Enqueued, dead: str, ok: str) -> Made:
+    """``Made`` from what was enqueued, after checking that every failing job is in the
+    system's dead state ``dead`` and every ok one in ``ok`` (or gone)."""
+    ids = [i for q in enqueued.values() for kind in ("ok", "failing") for i in q[kind]]
+    states = system.state_of(url, ids)
+    wrong = {
+        i: states[i]
+        for q in enqueued.values()
+        for kind, want in (("ok", ok), ("failing", dead))
+        for i in q[kind]
+        if states[i] != want and not (kind == "ok" and states[i] is None)
+    }
+    if wrong:
+        raise ToolFailed(f"{system.name}: jobs not settled as expected: {wrong}")
+    return Made(
+        dead={name: list(q["failing"]) for name, q in enqueued.items()},
+        ok={name: list(q["ok"]) for name, q in enqueued.items()},
+    )

@@ -1,0 +1,150 @@
+"""Each real queue system makes real dead jobs in a fresh database, and runs them to success
+once they are retried the way the system itself retries them and the fault is gone.
+
+Skipped where a system cannot run here (pg-boss without node and npm), unless
+``QUEUEBOT_REQUIRE_SYSTEMS=1`` (CI), where that fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from tests.conftest import _pg_conninfo, postgres_database
+from tests.systems import System, all_systems, systems_available
+
+REQUIRE = os.environ.get("QUEUEBOT_REQUIRE_SYSTEMS") == "1"
+QUEUES = {"emails": (3, 5), "reports": (2, 2)}
+# (dead state, success state) as each system writes them
+STATES = {
+    "procrastinate": ("failed", "succeeded"),
+    "pg-boss": ("failed", "completed"),
+    "river": ("discarded", "completed"),
+    "oban": ("discarded", "completed"),
+}
+
+
+def _retry_procrastinate(conn: psycopg.Connection, ids: list[str]) -> None:
+    # Its own SQL function: status todo, one more attempt, scheduled now.
+    for i in ids:
+        conn.execute("SELECT procrastinate_retry_job_v2(%s, now(), NULL, NULL, NULL)", (int(i),))
+
+
+def _retry_pgboss(conn: psycopg.Connection, ids: list[str]) -> None:
+    # failed -> retry, one more retry allowed, not finished, not due in the past.
+    conn.execute(
+        "UPDATE pgboss.job SET state = 'retry', retry_limit = retry_limit + 1,"
+        " completed_on = NULL, start_after = greatest(start_after, now())"
+        " WHERE id = ANY(%s::uuid[]) AND state = 'failed'",
+        (ids,),
+    )
+
+
+def _retry_river(conn: psycopg.Connection, ids: list[str]) -> None:
+    # available now, one more attempt where none is left, not finalized; never running.
+    conn.execute(
+        "UPDATE river_job SET state = 'available', finalized_at = NULL, scheduled_at = now(),"
+        " max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1"
+        " ELSE max_attempts END"
+        " WHERE id = ANY(%s) AND state <> 'running'",
+        ([int(i) for i in ids],),
+    )
+
+
+def _retry_oban(conn: psycopg.Connection, ids: list[str]) -> None:
+    conn.execute(
+        "UPDATE oban_jobs SET state = 'available',"
+        " max_attempts = greatest(max_attempts, attempt + 1),"
+        " scheduled_at = timezone('UTC', now()),"
+        " completed_at = NULL, cancelled_at = NULL, discarded_at = NULL"
+        " WHERE id = ANY(%s) AND state <> 'executing'",
+        ([int(i) for i in ids],),
+    )
+
+
+RETRY: dict[str, Callable[[psycopg.Connection, list[str]], None]] = {
+    "procrastinate": _retry_procrastinate,
+    "pg-boss": _retry_pgboss,
+    "river": _retry_river,
+    "oban": _retry_oban,
+}
+
+# What a person looking at a dead job sees: the attempts it had and the error it left.
+DEAD_DETAIL = {
+    "procrastinate": (
+        # its state changes; "scheduled" events come once or more (any update of a todo
+        # job with scheduled_at set writes one, also the worker's row being cleared)
+        "SELECT j.attempts, (SELECT array_agg(e.type::text ORDER BY e.id)"
+        " FROM procrastinate_events e WHERE e.job_id = j.id AND e.type <> 'scheduled')"
+        " FROM procrastinate_jobs j WHERE j.id = %s::bigint"
+    ),
+    "pg-boss": ("SELECT retry_count + 1, output->>'message' FROM pgboss.job WHERE id = %s::uuid"),
+    "river": (
+        "SELECT attempt, errors[array_length(errors, 1)]->>'error' FROM river_job"
+        " WHERE id = %s::bigint AND finalized_at IS NOT NULL AND array_length(errors, 1) = 2"
+    ),
+    "oban": (
+        "SELECT attempt, errors[array_length(errors, 1)]->>'error' FROM oban_jobs"
+        " WHERE id = %s::bigint AND discarded_at IS NOT NULL AND array_length(errors, 1) = 2"
+    ),
+}
+
+
+@pytest.fixture
+def libpq_url() -> Iterator[str]:
+    for url in postgres_database("empty"):
+        yield _pg_conninfo(url)
+
+
+def _system(name: str) -> System:
+    why = systems_available()[name]
+    if why:
+        if REQUIRE:
+            pytest.fail(f"{name} is required (QUEUEBOT_REQUIRE_SYSTEMS=1) but cannot run: {why}")
+        pytest.skip(f"{name} cannot run here: {why}")
+    return next(s for s in all_systems() if s.name == name)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", sorted(STATES))
+def test_dead_jobs_run_again_once_retried_and_fixed(name: str, libpq_url: str) -> None:
+    system = _system(name)
+    dead_state, ok_state = STATES[name]
+
+    made = system.build(libpq_url, queues=QUEUES)
+
+    assert {q: len(ids) for q, ids in made.dead.items()} == {"emails": 5, "reports": 2}
+    assert {q: len(ids) for q, ids in made.ok.items()} == {"emails": 3, "reports": 2}
+    dead = [i for ids in made.dead.values() for i in ids]
+    ok = [i for ids in made.ok.values() for i in ids]
+    assert set(system.state_of(libpq_url, dead).values()) == {dead_state}
+    assert set(system.state_of(libpq_url, ok).values()) <= {ok_state, None}
+    with psycopg.connect(libpq_url) as conn:
+        attempts, left = conn.execute(DEAD_DETAIL[name], (dead[0],)).fetchone() or (0, None)
+    assert attempts == 2
+    if name == "procrastinate":  # no error text in its database: its events tell the story
+        assert left == [
+            "deferred",
+            "started",
+            "deferred_for_retry",
+            "started",
+            "failed",
+        ]
+    else:
+        assert "smtp relay did not answer" in str(left)
+
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        RETRY[name](conn, dead)
+    system.work(libpq_url, fault=False, timeout=30)
+
+    assert set(system.state_of(libpq_url, dead).values()) == {ok_state}
+    assert set(system.state_of(libpq_url, ok).values()) <= {ok_state, None}
+
+
+def test_every_system_is_known_with_why_it_cannot_run() -> None:
+    why = systems_available()
+    assert set(why) == set(STATES) == {s.name for s in all_systems()}
+    assert all(reason is None or reason.strip() for reason in why.values())
