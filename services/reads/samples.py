@@ -78,8 +78,8 @@ class Growth:
         assert self.since is not None
         if self.died is not None:
             return (
-                f"{self.died:,} dead-lettered since {self.since:%H:%M UTC} (the estate's DLQ "
-                f"job events); {self.now:,} dead now"
+                f"{self.died:,} dead-lettered since {self.since:%H:%M UTC} (when the queue's "
+                f"own records say they died); {self.now:,} dead now"
             )
         assert self.before is not None
         change = self.now - self.before

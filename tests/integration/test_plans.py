@@ -421,7 +421,7 @@ async def test_growth_is_judged_from_when_rows_died_without_any_count(shop: Shop
     }
     verdict, detail = checks["dead letters not growing (10 min)"]
     assert verdict == "ok"
-    assert "0 dead-lettered since 02:50 UTC (the estate's DLQ job events)" in detail
+    assert "0 dead-lettered since 02:50 UTC (when the queue's own records say they died)" in detail
 
 
 async def workers_plan(shop: Shop) -> int:

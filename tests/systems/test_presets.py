@@ -1,0 +1,165 @@
+"""queuebot on the real systems: one line of config (``preset``, ``queue_name``) reads a
+system's own table, a staged redrive of its dead jobs goes through two-person approval,
+the system's own worker runs them again with the fault fixed, and every redriven job ends
+in the system's own success state while the jobs of its other queues are untouched.
+
+The dead jobs are made by each system's own tools (Procrastinate's and pg-boss's client
+and worker; River and Oban by a stand-in that settles jobs as they do: tests/systems/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import psycopg
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.bootstrap import Services
+from bot.render_text import render_message
+from commands.handlers import queue_read
+from commands.model import Dlq, Show
+from commands.model import Triage as TriageCommand
+from services.audit import Actor
+from services.changes.model import ChangeKind
+from services.config import QueueConfig
+from services.db import create_engine
+from services.errors import ChecksFailed
+from services.estate.estate import Estate
+from services.estate.ops import Selector
+from services.plans.model import PlanState
+from services.reads import samples
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
+from tests.conftest import _pg_conninfo, postgres_database
+from tests.integration.support import Clock, RecordingNotifier, build_services
+from tests.systems import Made, System
+from tests.systems.test_systems import STATES, _system
+
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "console", "bob")
+QUEUES = {"emails": (2, 5), "reports": (1, 2)}
+# The channel each system's workers listen on for new work (pg-boss 10 has none: it polls).
+WAKES = {
+    "procrastinate": "procrastinate_queue_v1#emails",
+    "river": "public.river_insert",
+    "oban": "public.oban_insert",
+}
+
+
+@dataclass
+class World:
+    name: str
+    system: System
+    url: str  # libpq
+    made: Made
+    engine: AsyncEngine
+    estate: Estate
+    clock: Clock
+    services: Services
+
+    async def reply(self, command: object) -> str:
+        handler = {
+            TriageCommand: queue_read.handle_triage,
+            Dlq: queue_read.handle_dlq,
+            Show: queue_read.handle_show,
+        }[type(command)]
+        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
+        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
+        return render_message(done.message)
+
+    def states(self, ids: list[str]) -> set[str | None]:
+        return set(self.system.state_of(self.url, ids).values())
+
+
+@pytest.fixture(params=sorted(STATES))
+async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
+    name: str = request.param
+    system = _system(name)
+    for sa_url in postgres_database("migrated"):  # queuebot's tables beside the system's
+        url = _pg_conninfo(sa_url)
+        made = await asyncio.to_thread(system.build, url, queues=QUEUES)
+        engine = create_engine(sa_url)
+        clock = Clock(datetime.now(UTC))  # the systems write the real time
+        config = QueueConfig(preset=name, queue_name="emails")
+        estate = Estate(engine=engine, queues={"mail": config}, clock=clock)
+        services = build_services(engine, estate, clock, RecordingNotifier())
+        try:
+            yield World(name, system, url, made, engine, estate, clock, services)
+        finally:
+            await engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_staged_redrive_of_a_systems_dead_jobs_runs_them_again_in_its_own_worker(
+    world: World,
+) -> None:
+    dead_state, ok_state = STATES[world.name]
+    emails, reports = world.made.dead["emails"], world.made.dead["reports"]
+
+    # Triage and /queue dlq read the system's table in its own words, one queue of it.
+    said = await world.reply(TriageCommand(queue="mail"))
+    assert f"dead letters: 5 (5 {dead_state})" in said
+    listed = await world.reply(Dlq(queue="mail"))
+    for job in emails:
+        assert job in listed
+    assert not any(job in listed for job in reports)
+    shown = await world.reply(Show(queue="mail", job_id=emails[0]))
+    assert dead_state in shown
+
+    # The jobs died minutes ago, and the plan waits until they stop dying: the dead
+    # letters must not have grown for 10 minutes.
+    with pytest.raises(ChecksFailed, match="dead letters not growing"):
+        await world.services.changes.request(
+            kind=ChangeKind.PLAN,
+            queue="mail",
+            selector=Selector(all_dead=True),
+            reason="the smtp relay answers again",
+            actor=ALICE,
+        )
+    world.clock.advance(minutes=11)
+    async with world.engine.begin() as conn:  # (where the system records no deaths)
+        profile = world.estate.profile("mail")
+        await samples.record(conn, profile=profile, now=world.clock.now - timedelta(minutes=10))
+
+    listener = psycopg.connect(world.url, autocommit=True)
+    wake = WAKES.get(world.name)
+    if wake is not None:
+        listener.execute(f'LISTEN "{wake}"')
+    try:
+        view = await world.services.changes.request(
+            kind=ChangeKind.PLAN,
+            queue="mail",
+            selector=Selector(all_dead=True),
+            reason="the smtp relay answers again",
+            actor=ALICE,
+        )
+        assert view.eligible == 5
+        decision = await world.services.changes.approve(number=view.number, actor=BOB)
+        assert decision.executed and decision.view.result is not None
+        plan = decision.view.result.plan
+        assert plan is not None
+        if wake is not None:  # the system's workers were woken when the change committed
+            woken = [n for n in listener.notifies(timeout=2, stop_after=1)]
+            assert woken and woken[0].channel == wake
+            assert json.loads(woken[0].payload)
+    finally:
+        listener.close()
+
+    for _ in range(6):  # its own worker runs the redriven jobs, the plan counts them
+        await asyncio.to_thread(world.system.work, world.url, fault=False, timeout=30)
+        world.clock.advance(seconds=5)
+        await world.services.scheduler.run_due()
+        shown_plan = await world.services.plan_desk.view(number=plan)
+        if shown_plan.state is PlanState.COMPLETED:
+            break
+    assert shown_plan.state is PlanState.COMPLETED and shown_plan.succeeded == 5
+    assert world.states(emails) == {ok_state}
+    assert world.states(reports) == {dead_state}  # the other queue of the table: untouched
+    after = await world.reply(TriageCommand(queue="mail"))
+    assert "dead letters: 0" in after
