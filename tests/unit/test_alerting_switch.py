@@ -11,7 +11,7 @@ from tests.e2e import alerting_stack
 def test_missing_programs_skip_unless_required(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(alerting_stack, "PROMETHEUS_BIN", "/nonexistent/prometheus")
     monkeypatch.setattr(alerting_stack, "REQUIRE_ALERTING", False)
-    with pytest.raises(pytest.skip.Exception, match="/nonexistent/prometheus.* not installed"):
+    with pytest.raises(pytest.skip.Exception, match=r"/nonexistent/prometheus.* not installed"):
         alerting_stack.need_alerting()
     monkeypatch.setattr(alerting_stack, "REQUIRE_ALERTING", True)
     with pytest.raises(pytest.fail.Exception, match="QUEUEBOT_REQUIRE_ALERTING=1 but"):
