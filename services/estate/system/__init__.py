@@ -4,6 +4,7 @@ profile (``SystemProfile``), the system's facts declared by each preset's packag
 
 from __future__ import annotations
 
-from services.estate.system.profile import Columns, SystemProfile
+from services.estate.system.base import Columns
+from services.estate.system.profile import SystemProfile
 
 __all__ = ["Columns", "SystemProfile"]

@@ -33,7 +33,7 @@ from services.estate.signature import display_signature, error_signature
 from services.estate.tables import BoundTable
 
 if TYPE_CHECKING:
-    from services.estate.system.profile import SystemProfile
+    from services.estate.system.base import SystemBase
 
 # What a retry takes (a job in the system's failed or dead state) and what a cancel
 # takes: a job that is waiting, failed and waiting for the system's own retry, or dead
@@ -56,7 +56,7 @@ def failure_signature(error: str | None) -> str:
 
 
 class SystemChanges:
-    def __init__(self, profile: SystemProfile) -> None:
+    def __init__(self, profile: SystemBase) -> None:
         self.profile = profile
 
     def _columns(self, t: Mapping[str, BoundTable]) -> list[Any]:

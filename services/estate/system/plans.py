@@ -19,13 +19,13 @@ from services.estate.tables import BoundTable
 from services.estate.tally import WaveTally
 
 if TYPE_CHECKING:
-    from services.estate.system.profile import SystemProfile
+    from services.estate.system.base import SystemBase
 
 
 class SystemPlanOps:
     has_sources = False
 
-    def __init__(self, profile: SystemProfile) -> None:
+    def __init__(self, profile: SystemBase) -> None:
         self.profile = profile
 
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from services.estate.housekeeping import HousekeepingReport
 
 if TYPE_CHECKING:
-    from services.estate.system.profile import SystemProfile
+    from services.estate.system.base import SystemBase
 
 
 class SystemReport(HousekeepingReport):
-    def __init__(self, profile: SystemProfile) -> None:
+    def __init__(self, profile: SystemBase) -> None:
         self.system = profile.system
         self.closing = f"{profile.system} queues are reported on, never changed"
         self.described = (

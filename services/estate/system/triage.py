@@ -22,13 +22,13 @@ from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_s
 from services.estate.tables import BoundTable
 
 if TYPE_CHECKING:
-    from services.estate.system.profile import SystemProfile
+    from services.estate.system.base import SystemBase
 
 NO_TYPE = "(no job type)"
 
 
 async def triage(
-    profile: SystemProfile,
+    profile: SystemBase,
     conn: AsyncConnection,
     *,
     now: datetime,
@@ -121,7 +121,7 @@ async def triage(
     )
 
 
-def notes(profile: SystemProfile, t: Mapping[str, BoundTable]) -> list[str]:
+def notes(profile: SystemBase, t: Mapping[str, BoundTable]) -> list[str]:
     out = []
     if profile.error_text(t) is None:
         out.append(f"no error signatures: {profile.no_error_text}")
@@ -134,7 +134,7 @@ def notes(profile: SystemProfile, t: Mapping[str, BoundTable]) -> list[str]:
 
 
 def oldest_pending(
-    profile: SystemProfile,
+    profile: SystemBase,
     t: Mapping[str, BoundTable],
     where: list[sa.ColumnElement[bool]],
 ) -> sa.Select[Any]:
@@ -148,7 +148,7 @@ def oldest_pending(
 
 
 def newest_errors(
-    profile: SystemProfile,
+    profile: SystemBase,
     t: Mapping[str, BoundTable],
     error: sa.ColumnElement[Any],
     where: list[sa.ColumnElement[bool]],

@@ -1,0 +1,377 @@
+"""A preset: the jobs table of a job-queue system the team runs (River, Oban, pg-boss,
+Procrastinate ...), read and changed through a profile like queuebot's own two.
+
+The system owns its table: its states, its columns and how it retries a job. So a preset
+declares those facts (``Columns``, its states, what a retry and a cancel write, where the
+error text is, which NOTIFY wakes its workers) and this class does the rest the same way
+for every system: triage, /queue dlq and show, requeue, cancel and redrive as guarded
+set-based changes, the staged redrive's wave outcomes and rollback.
+
+Every system keeps all its queues in one table: a queuebot queue is the table, and with
+``queue_name`` one of its queues (``scope``); every read and change keeps to it.
+
+Only the system's dead state is a dead letter here: a job in its "failed, will retry by
+itself" state (River's ``retryable``) is counted and shown as failed, and may be requeued
+by id, but /queue dlq and a bulk redrive leave it to the system's own retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.errors import NotFound, UsageError
+from services.estate.model import (
+    CanonicalState,
+    DeadFilter,
+    DuplicateGroup,
+    JobDetail,
+    JobEvent,
+    JobList,
+    JobSummary,
+)
+from services.estate.ops import Action
+from services.estate.profile import QueueProfile, as_utc, plain, row_dict
+from services.estate.tables import BoundTable, IndexPlan
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The system's own names of what queuebot reads on its jobs table (``None``: the
+    system has no such column)."""
+
+    id: str
+    state: str
+    queue: str
+    attempts: str
+    kind: str | None = None  # the job's type: River's kind, Oban's worker ...
+    max_attempts: str | None = None
+
+
+class SystemBase(QueueProfile):
+    """A job-queue system's jobs table (the ``job`` role), in its own words: its facts and
+    its reads (``SystemProfile`` adds its changes, staged redrives, triage and report)."""
+
+    preset: ClassVar[bool] = True
+    system: ClassVar[str]  # the system's name as its users write it: "River"
+    default_schema: ClassVar[str]  # where its tables live unless ``schema`` says otherwise
+    cols: ClassVar[Columns]
+    retry_state: ClassVar[str]  # the state a requeue or redrive writes
+    cancel_state: ClassVar[str]  # the state a cancel writes
+    attempt_bump: ClassVar[int] = 0  # what a retry adds to the attempts column
+    # The columns a retry changes, which a staged redrive keeps before its wave and a
+    # rollback puts back (the state first).
+    restored: ClassVar[tuple[str, ...]]
+    # Why the system keeps no error text in the database, where it keeps none.
+    no_error_text: ClassVar[str | None] = None
+    # What each state means, in the system's words (shown by config check and the docs).
+    meanings: ClassVar[Mapping[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "cols" not in cls.__dict__:
+            return  # an intermediate class
+        cls.status_column = cls.cols.state
+        cls.status_writes = {
+            Action.REQUEUE: ((CanonicalState.PENDING, cls.retry_state),),
+            Action.REDRIVE: ((CanonicalState.PENDING, cls.retry_state),),
+            Action.CANCEL: ((CanonicalState.CANCELLED, cls.cancel_state),),
+        }
+        if "write_needs" not in cls.__dict__:  # the columns a retry and a cancel write
+            retry = tuple(("job", "UPDATE", c) for c in cls.restored)
+            cancel = (("job", "UPDATE", cls.cols.state),)
+            cls.write_needs = {"requeue": retry, "redrive": retry, "cancel": cancel}
+
+    # -- names: the system's schema ------------------------------------------------------
+
+    @property
+    def schema(self) -> str:
+        return self.config.schema_name or self.default_schema
+
+    def table_name(self, role: str) -> str:
+        name = super().table_name(role)
+        return name if "." in name else f"{self.schema}.{name}"
+
+    # -- the system's facts, as SQL over the bound tables ---------------------------------
+
+    def job(self, t: Mapping[str, BoundTable]) -> BoundTable:
+        return t["job"]
+
+    def col(self, t: Mapping[str, BoundTable], name: str) -> sa.Column[Any]:
+        return self.job(t).c(name)
+
+    def scope(self, t: Mapping[str, BoundTable]) -> list[sa.ColumnElement[bool]]:
+        """The rows of this queuebot queue: the system's table, or one queue of it."""
+        if self.config.queue_name is None:
+            return []
+        return [self.col(t, self.cols.queue) == self.config.queue_name]
+
+    def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
+        """The last attempt's error text, None where the system stores none."""
+        return None
+
+    def died_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
+        """When a dead job died (None where the row does not say)."""
+        return None
+
+    def enqueued_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        """When a job was enqueued."""
+        raise NotImplementedError
+
+    def waiting_since(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        """Since when a pending job may run: its schedule, else its enqueue time."""
+        return self.enqueued_at(t)
+
+    def started_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
+        """When a running job's current attempt started."""
+        return None
+
+    def retry_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
+        """What a retry writes, by column name: as the system's own retry does."""
+        raise NotImplementedError
+
+    def cancel_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
+        return {self.col(t, self.cols.state).name: self.cancel_state}
+
+    async def write(
+        self,
+        conn: AsyncConnection,
+        t: Mapping[str, BoundTable],
+        action: Action,
+        guard: sa.ColumnElement[bool],
+        now: datetime,
+    ) -> list[tuple[Any, str]]:
+        """Change the rows ``guard`` selects (already locked, still as they were judged) as
+        the system would, returning (id, its queue) of each row changed."""
+        q = self.job(t)
+        values = (
+            self.cancel_values(t, now) if action is Action.CANCEL else self.retry_values(t, now)
+        )
+        done = await conn.execute(
+            q.table.update()
+            .where(guard)
+            .values(values)
+            .returning(q.c(self.cols.id), q.c(self.cols.queue))
+        )
+        return [(r[0], str(r[1])) for r in done.all()]
+
+    async def notify(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable], changed: Sequence[tuple[Any, str]]
+    ) -> None:
+        """Wake the system's workers for jobs a retry made runnable: a NOTIFY in the change's
+        own transaction, which PostgreSQL delivers when (and only if) it commits."""
+
+    async def history(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable], row: Mapping[Any, Any]
+    ) -> tuple[list[JobEvent], str | None]:
+        """A job's history as ``/queue show`` lists it, and a note where there is none."""
+        return [], f"{self.system} keeps no history of a job's attempts"
+
+    def usable(self, t: Mapping[str, BoundTable]) -> list[str]:
+        """What config check says is off on this system (beyond missing columns)."""
+        if self.no_error_text is None:
+            return []
+        return [
+            f"no error text: {self.no_error_text}; triage groups no error signatures, "
+            "/queue dlq shows no errors, --error selects nothing, and a staged redrive "
+            "halts on any job that fails again rather than on a changed error"
+        ]
+
+    # -- config check --------------------------------------------------------------------
+
+    async def describe(self, conn: AsyncConnection) -> list[str]:
+        t = await self.tables(conn)
+        scope = (
+            f"queue {self.config.queue_name!r} of {self.job(t).name}"
+            if self.config.queue_name is not None
+            else f"every queue of {self.job(t).name}"
+        )
+        lines = [f"preset {self.name} ({self.system}): {scope}"]
+        lines.extend(self.usable(t))
+        lines.extend(await super().describe(conn))
+        return lines
+
+    def index_plan(self) -> list[IndexPlan]:
+        return []  # the systems ship the indexes their own workers need
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def dead_rows(self, conn: AsyncConnection) -> int:
+        t = await self.tables(conn)
+        state = self.col(t, self.cols.state)
+        query = sa.select(sa.func.count()).where(
+            state.in_(self.dead_letter_statuses), *self.scope(t)
+        )
+        return int((await conn.execute(query.select_from(self.job(t).table))).scalar_one())
+
+    async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
+        t = await self.tables(conn)
+        state = self.col(t, self.cols.state)
+        rows = (
+            await conn.execute(
+                sa.select(state, sa.func.count()).where(*self.scope(t)).group_by(state)
+            )
+        ).all()
+        return {str(plain(r[0])): int(r[1]) for r in rows}
+
+    def key_of(self, t: Mapping[str, BoundTable], raw: str) -> Any:
+        return self.coerce_id(self.col(t, self.cols.id), raw)
+
+    async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail:
+        t = await self.tables(conn)
+        q = self.job(t)
+        key = self.key_of(t, job_id)
+        row = (
+            await conn.execute(sa.select(q.table).where(q.c(self.cols.id) == key, *self.scope(t)))
+        ).first()
+        if row is None:
+            within = (
+                f" (queue {self.config.queue_name!r} of {q.name})"
+                if self.config.queue_name is not None
+                else f" ({q.name})"
+            )
+            raise NotFound(f"no job {job_id} in queue {self.queue!r}{within}")
+        data = row_dict(row)
+        status = str(data[q.c(self.cols.state).name])
+        events, note = await self.history(conn, t, row._mapping)
+        return JobDetail(
+            queue=self.queue,
+            job_id=str(plain(row._mapping[q.c(self.cols.id).name])),
+            status=status,
+            canonical=self.canonical(status),
+            row=data,
+            sections=[],
+            events=events,
+            events_note=note,
+        )
+
+    def dead_where(
+        self, tables: dict[str, BoundTable], filters: DeadFilter
+    ) -> list[sa.ColumnElement[bool]]:
+        where: list[sa.ColumnElement[bool]] = [
+            self.col(tables, self.cols.state).in_(self.dead_letter_statuses),
+            *self.scope(tables),
+        ]
+        if filters.tenant is not None:
+            raise UsageError(
+                f"queue {self.queue!r} ({self.system}) has no tenants; select by --error or "
+                "--type instead"
+            )
+        if filters.reason is not None:
+            raise UsageError(
+                f"queue {self.queue!r} ({self.system}) keeps no failure reason; select by "
+                "--error or --type instead"
+            )
+        if filters.job_type is not None:
+            if self.cols.kind is None:
+                raise UsageError(f"{self.system} keeps no job type; select by --error instead")
+            where.append(self.col(tables, self.cols.kind) == filters.job_type)
+        if filters.error_like is not None:
+            error = self.error_text(tables)
+            if error is None:
+                raise UsageError(
+                    f"--error selects nothing on queue {self.queue!r}: {self.no_error_text}; "
+                    "name the job ids, or select by --type"
+                )
+            where.append(error.icontains(filters.error_like, autoescape=True))
+        return where
+
+    def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
+        died = self.died_at(tables)
+        newest: list[sa.ColumnElement[Any]] = [self.col(tables, self.cols.id).desc()]
+        return [died.desc().nulls_last(), *newest] if died is not None else newest
+
+    def summary(
+        self, t: Mapping[str, BoundTable], m: Mapping[Any, Any], note: str | None = None
+    ) -> JobSummary:
+        """One job of a listing, from a row selected with ``summary_columns``."""
+        status = str(plain(m["state"]))
+        return JobSummary(
+            id=str(plain(m["id"])),
+            status=status,
+            canonical=self.canonical(status),
+            reason=None,
+            error=m.get("error"),
+            group=m.get("kind"),
+            attempts=m.get("attempts"),
+            at=as_utc(m.get("at")),
+            note=note,
+        )
+
+    def summary_columns(
+        self, t: Mapping[str, BoundTable], at: sa.ColumnElement[Any] | None
+    ) -> list[sa.ColumnElement[Any]]:
+        cols: list[sa.ColumnElement[Any]] = [
+            self.col(t, self.cols.id).label("id"),
+            self.col(t, self.cols.state).label("state"),
+            self.col(t, self.cols.attempts).label("attempts"),
+        ]
+        if self.cols.kind is not None:
+            cols.append(self.col(t, self.cols.kind).label("kind"))
+        error = self.error_text(t)
+        if error is not None:
+            cols.append(error.label("error"))
+        if at is not None:
+            cols.append(at.label("at"))
+        return cols
+
+    async def dead(self, conn: AsyncConnection, *, filters: DeadFilter) -> JobList:
+        t = await self.tables(conn)
+        where = self.dead_where(t, filters)
+        q = self.job(t)
+        total = (
+            await conn.execute(sa.select(sa.func.count()).select_from(q.table).where(*where))
+        ).scalar_one()
+        listing = (
+            sa.select(*self.summary_columns(t, self.died_at(t)))
+            .select_from(q.table)
+            .where(*where)
+            .order_by(*self.dead_order(t))
+            .limit(filters.limit)
+        )
+        rows = [self.summary(t, r) for r in (await conn.execute(listing)).mappings().all()]
+        return JobList(total=int(total), rows=rows)
+
+    def stuck_where(
+        self, t: Mapping[str, BoundTable], cutoff: datetime
+    ) -> list[sa.ColumnElement[bool]]:
+        """Running jobs whose attempt started before ``cutoff``."""
+        started = self.started_at(t)
+        running = self.col(t, self.cols.state).in_(self.statuses_in(CanonicalState.IN_FLIGHT))
+        if started is None:
+            return [running, sa.false()]
+        return [running, started < cutoff, *self.scope(t)]
+
+    async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList:
+        t = await self.tables(conn)
+        q = self.job(t)
+        where = self.stuck_where(t, self.stuck_cutoff(now))
+        total = (
+            await conn.execute(sa.select(sa.func.count()).select_from(q.table).where(*where))
+        ).scalar_one()
+        started = self.started_at(t)
+        listing = (
+            sa.select(*self.summary_columns(t, started))
+            .select_from(q.table)
+            .where(*where)
+            .order_by(self.col(t, self.cols.id))
+            .limit(limit)
+        )
+        rows = []
+        for m in (await conn.execute(listing)).mappings().all():
+            at = as_utc(m.get("at"))
+            minutes = int((now - at).total_seconds() // 60) if at is not None else None
+            note = f"running for {minutes} min" if minutes is not None else "running"
+            rows.append(self.summary(t, m, note=note))
+        return JobList(total=int(total), rows=rows)
+
+    async def duplicates(self, conn: AsyncConnection, *, limit: int) -> list[DuplicateGroup]:
+        raise UsageError(
+            f"queue {self.queue!r} ({self.system}): {self.system} has its own unique jobs; "
+            "queuebot does not judge duplicates there"
+        )
