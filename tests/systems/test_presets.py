@@ -145,13 +145,13 @@ async def test_a_staged_redrive_of_a_systems_dead_jobs_runs_them_again_in_its_ow
         plan = decision.view.result.plan
         assert plan is not None
         if wake is not None:  # the system's workers were woken when the change committed
-            woken = [n for n in listener.notifies(timeout=2, stop_after=1)]
+            woken = list(listener.notifies(timeout=10, stop_after=1))
             assert woken and woken[0].channel == wake
             assert json.loads(woken[0].payload)
     finally:
         listener.close()
 
-    for _ in range(6):  # its own worker runs the redriven jobs, the plan counts them
+    for _ in range(10):  # its own worker runs the redriven jobs, the plan counts them
         await asyncio.to_thread(world.system.work, world.url, fault=False, timeout=30)
         world.clock.advance(seconds=5)
         await world.services.scheduler.run_due()
