@@ -92,6 +92,18 @@ class ProcrastinateProfile(SystemProfile):
     def started_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         return self._event_time(t, "started", sa.func.max)
 
+    async def missing_functions(self, conn: AsyncConnection) -> list[str]:
+        found = await conn.execute(
+            sa.select(sa.func.to_regproc(f"{self.schema}.{RETRY}").is_not(None))
+        )
+        if found.scalar_one():
+            return []
+        return [
+            f"requeue and redrive are off: {self.schema}.{RETRY} is missing (queuebot retries "
+            "a Procrastinate job with its own function, which Procrastinate 3 has; apply its "
+            "migrations)"
+        ]
+
     def _function(self, name: str) -> Any:
         return getattr(getattr(sa.func, self.schema), name)
 

@@ -23,9 +23,10 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.errors import NotFound, UsageError
+from services.errors import ConfigError, NotFound, UsageError
 from services.estate.model import (
     CanonicalState,
     DeadFilter,
@@ -192,9 +193,45 @@ class SystemBase(QueueProfile):
             else f"every queue of {self.job(t).name}"
         )
         lines = [f"preset {self.name} ({self.system}): {scope}"]
+        lines.extend(await self._queue_found(conn, t))
         lines.extend(self.usable(t))
+        lines.extend(await self.missing_functions(conn))
         lines.extend(await super().describe(conn))
         return lines
+
+    async def _queue_found(self, conn: AsyncConnection, t: Mapping[str, BoundTable]) -> list[str]:
+        """Where ``queue_name`` names no job of the table, say so and which queues it has:
+        a mistyped name would otherwise read as an empty queue."""
+        if self.config.queue_name is None:
+            return []
+        q, queue = self.job(t), self.col(t, self.cols.queue)
+        found = await conn.execute(sa.select(sa.exists().where(queue == self.config.queue_name)))
+        if found.scalar_one():
+            return []
+        names = (
+            await conn.execute(sa.select(queue).select_from(q.table).distinct().limit(11))
+        ).scalars()
+        listed = sorted(str(n) for n in names)
+        some = ", ".join(repr(n) for n in listed[:10]) + (", ..." if len(listed) > 10 else "")
+        return [
+            f"no job of {q.name} is in queue {self.config.queue_name!r} now "
+            f"({'its queues: ' + some if listed else 'the table is empty'}); check "
+            f"{self.config.key('queue_name')} if jobs should be there"
+        ]
+
+    async def missing_functions(self, conn: AsyncConnection) -> list[str]:
+        """Changes turned off because the system's own SQL functions are missing (an older
+        or newer version of it): nothing where the preset calls none."""
+        return []
+
+    def _reflect(self, conn: Connection) -> dict[str, BoundTable]:
+        if conn.dialect.name != "postgresql":
+            raise ConfigError(
+                f"queue {self.queue!r}: the {self.name} preset reads {self.system}'s tables "
+                f"in PostgreSQL, and the queue database is {conn.dialect.name}; set "
+                "QUEUEBOT_QUEUE_DATABASE_URL to the PostgreSQL database the system uses"
+            )
+        return super()._reflect(conn)
 
     def index_plan(self) -> list[IndexPlan]:
         return []  # the systems ship the indexes their own workers need

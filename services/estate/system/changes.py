@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.errors import PreconditionFailed, UsageError
 from services.estate.model import CanonicalState
 from services.estate.ops import (
     Action,
@@ -82,11 +83,10 @@ class SystemChanges:
         p = self.profile
         t = await p.tables(conn)  # reflected first: the check reads its types
         p.check_writable(action)
+        await self._check_functions(conn, action)
         q = p.job(t)
         if selector.duplicates or selector.failure_reason is not None:
             what = "duplicate jobs" if selector.duplicates else "failure reasons"
-            from services.errors import UsageError
-
             raise UsageError(
                 f"queue {p.queue!r} ({p.system}) keeps no {what}; name the job ids instead"
             )
@@ -126,6 +126,7 @@ class SystemChanges:
         p = self.profile
         t = await p.tables(conn)  # reflected first: the check reads its types
         p.check_writable(action)
+        await self._check_functions(conn, action)
         q = p.job(t)
         id_col, state_col = q.c(p.cols.id), q.c(p.cols.state)
         by_state: dict[str, list[Target]] = defaultdict(list)
@@ -158,6 +159,16 @@ class SystemChanges:
             for target in left
         ]
         return Applied(changed=sorted(moved, key=_order), skipped=skipped, before=before)
+
+    async def _check_functions(self, conn: AsyncConnection, action: Action) -> None:
+        """Refuse a retry where the system's own function it calls is missing."""
+        if action is Action.CANCEL:
+            return
+        missing = await self.profile.missing_functions(conn)
+        if missing:
+            raise PreconditionFailed(
+                f"{action.value} on queue {self.profile.queue!r}: {missing[0]}"
+            )
 
     async def _gone(
         self, conn: AsyncConnection, t: Mapping[str, BoundTable], left: list[Target]

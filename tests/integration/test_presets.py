@@ -1,0 +1,278 @@
+"""What a person notices of the presets beyond the profile contract: what config check says
+of each, a job the system pruned between a request and its approval, a rollback that gives
+a job back every value the retry changed, one queue of a system's table, a preset on a
+database it cannot be on, and the housekeeping report in the system's words. PostgreSQL
+only (the systems are); the contract (test_profile_contract.py) holds the rest."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.bootstrap import Services
+from services.audit import Actor
+from services.changes.model import ChangeKind
+from services.config import QueueConfig
+from services.db import create_engine
+from services.errors import ConfigError, PreconditionFailed, UsageError
+from services.estate.estate import Estate
+from services.estate.model import DeadFilter
+from services.estate.ops import Action, ItemRef, Selector
+from services.estate.profile import QueueProfile
+from services.migrate import upgrade
+from tests.integration.housekeeping_support import housekeeper
+from tests.integration.preset_adapters import (
+    ObanAdapter,
+    PgBossAdapter,
+    PresetAdapter,
+    ProcrastinateAdapter,
+    RiverAdapter,
+)
+from tests.integration.profile_adapters import Built
+from tests.integration.support import START, Clock, RecordingNotifier, build_services
+
+pytestmark = pytest.mark.postgres
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "console", "bob")
+ERROR = "TimeoutError: smtp relay did not answer in 30 s"
+ADAPTERS = [RiverAdapter, ObanAdapter, PgBossAdapter, ProcrastinateAdapter]
+
+
+@dataclass
+class World:
+    engine: AsyncEngine
+    estate: Estate
+    profile: QueueProfile
+    adapter: PresetAdapter
+    built: Built
+    services: Services
+
+
+async def open_world(
+    pg_url: str, kind: type[PresetAdapter], **options: Any
+) -> AsyncIterator[World]:
+    engine = create_engine(pg_url)
+    await upgrade(engine)
+    clock = Clock()
+    config = QueueConfig(preset=kind.profile_class.name, **options)
+    estate = Estate(engine=engine, queues={"q": config}, clock=clock)
+    profile = estate.profile("q")
+    adapter = kind(profile)
+    async with engine.begin() as conn:
+        await kind.create(conn)
+        built = await adapter.add(conn, now=START, dead=4, error=ERROR, pending=1, done=2, stuck=1)
+    services = build_services(engine, estate, clock, RecordingNotifier())
+    try:
+        yield World(engine, estate, profile, adapter, built, services)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(params=ADAPTERS, ids=lambda a: a.profile_class.name)
+async def world(request: pytest.FixtureRequest, pg_url: str) -> AsyncIterator[World]:
+    async for w in open_world(pg_url, request.param):
+        yield w
+
+
+async def test_config_check_names_the_preset_and_what_is_off(world: World) -> None:
+    async with world.estate.connect() as conn:
+        said = "\n".join(await world.profile.describe(conn))
+    system = world.adapter.profile_class.system  # type: ignore[attr-defined]
+    assert f"preset {world.profile.name} ({system}): every queue of" in said
+    assert f"dead = {world.adapter.dead_value}" in said
+    if world.adapter.error_text:
+        assert "no error text" not in said
+    else:  # Procrastinate: what needs an error text is off, and said so
+        assert "no error text: Procrastinate keeps a job's errors in its workers' logs" in said
+        assert "--error selects nothing" in said
+
+
+async def test_a_job_pruned_between_request_and_approval_is_reported_as_skipped(
+    world: World,
+) -> None:
+    jobs = world.built.dead[:3]
+    view = await world.services.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="q",
+        selector=Selector(ids=tuple(jobs)),
+        reason="the smtp relay answers again",
+        actor=ALICE,
+    )
+    async with world.engine.begin() as conn:  # the system's pruner deletes one meanwhile
+        q = (await world.profile.tables(conn))["job"]
+        pruned = world.profile.coerce_id(q.c("id"), jobs[0])
+        await conn.execute(q.table.delete().where(q.c("id") == pruned))
+    decision = await world.services.changes.approve(number=view.number, actor=BOB)
+    assert decision.executed and decision.view.result is not None
+    assert sorted(decision.view.result.changed) == sorted(jobs[1:])
+    skipped = {s.id: s.why for s in decision.view.result.skipped}
+    assert list(skipped) == [jobs[0]]
+    assert "no longer in" in skipped[jobs[0]] and "deleted since the request" in skipped[jobs[0]]
+
+
+async def test_a_rollback_gives_a_redriven_job_back_every_value_its_retry_changed(
+    world: World,
+) -> None:
+    profile, ops, job = world.profile, world.profile.plan_ops, world.built.dead[0]
+    item = ItemRef(job_id=job, part=None, original={})
+    async with world.engine.begin() as conn:
+        q = (await profile.tables(conn))["job"]
+        columns = [q.c(c) for c in profile.restored]  # type: ignore[attr-defined]
+        key = profile.coerce_id(q.c("id"), job)
+        before = (await conn.execute(sa.select(*columns).where(q.c("id") == key))).one()
+        originals = await ops.originals(conn, items=[item])
+        frozen = await profile.changes.freeze(
+            conn, action=Action.REDRIVE, selector=Selector(ids=(job,))
+        )
+        await profile.changes.apply(
+            conn,
+            action=Action.REDRIVE,
+            targets=frozen.targets,
+            now=START,
+            note="wave 1",
+            duplicates=False,
+        )
+        redriven = (await conn.execute(sa.select(*columns).where(q.c("id") == key))).one()
+        assert redriven != before
+        kept = ItemRef(job_id=job, part=None, original=_as_json(originals[job]))
+        assert await ops.unclaimed(conn, items=[kept]) == [job]
+        assert await ops.rollback(conn, items=[kept], now=START, note="undo") == [job]
+        after = (await conn.execute(sa.select(*columns).where(q.c("id") == key))).one()
+    assert after == before
+
+
+def _as_json(values: dict[str, Any]) -> dict[str, Any]:
+    """A plan item's originals as they come back from its JSON: times as ISO text."""
+    return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in values.items()}
+
+
+async def test_a_claimed_job_is_not_rolled_back(world: World) -> None:
+    profile, ops, job = world.profile, world.profile.plan_ops, world.built.dead[1]
+    async with world.engine.begin() as conn:
+        originals = await ops.originals(conn, items=[ItemRef(job, None, {})])
+        frozen = await profile.changes.freeze(
+            conn, action=Action.REDRIVE, selector=Selector(ids=(job,))
+        )
+        await profile.changes.apply(
+            conn,
+            action=Action.REDRIVE,
+            targets=frozen.targets,
+            now=START,
+            note="",
+            duplicates=False,
+        )
+        await world.adapter.claim(conn, [job], now=START)  # a worker picks it up
+        kept = ItemRef(job_id=job, part=None, original=_as_json(originals[job]))
+        assert await ops.unclaimed(conn, items=[kept]) == []
+        assert await ops.rollback(conn, items=[kept], now=START, note="undo") == []
+
+
+@pytest.mark.parametrize("kind", ADAPTERS, ids=lambda a: a.profile_class.name)
+async def test_one_queue_of_the_table_is_the_queue(pg_url: str, kind: type[PresetAdapter]) -> None:
+    async for w in open_world(pg_url, kind, queue_name="emails"):
+        async with w.engine.begin() as conn:  # another queue's dead jobs beside the built ones
+            q = (await w.profile.tables(conn))["job"]
+            queue = q.c(w.profile.cols.queue).name  # type: ignore[attr-defined]
+            if kind is PgBossAdapter:
+                await conn.exec_driver_sql(
+                    "CREATE TABLE pgboss.j_emails PARTITION OF pgboss.job FOR VALUES IN ('emails')"
+                )
+                await conn.execute(
+                    q.table.update()
+                    .where(
+                        q.c("id").in_([w.profile.coerce_id(q.c("id"), j) for j in w.built.dead[:2]])
+                    )
+                    .values({queue: "emails"})
+                )
+            else:
+                await conn.execute(
+                    q.table.update()
+                    .where(q.c("id").in_([int(j) for j in w.built.dead[:2]]))
+                    .values({queue: "emails"})
+                )
+        async with w.estate.connect() as conn:
+            listed = await w.profile.dead(conn, filters=DeadFilter(limit=10))
+            triage = await w.profile.triage(conn, now=START, since=None, job_type=None)
+            said = "\n".join(await w.profile.describe(conn))
+            frozen = await w.profile.changes.freeze(
+                conn, action=Action.REDRIVE, selector=Selector(ids=tuple(w.built.dead))
+            )
+        assert sorted(r.id for r in listed.rows) == sorted(w.built.dead[:2])
+        assert triage.dead_letters == 2 and triage.total == 2
+        assert "queue 'emails' of" in said
+        assert sorted(t.id for t in frozen.targets) == sorted(w.built.dead[:2])
+        assert {i.why for i in frozen.ineligible} == {"not found"}
+
+
+async def test_config_check_says_when_no_job_is_in_the_queue_named(pg_url: str) -> None:
+    async for w in open_world(pg_url, RiverAdapter, queue_name="emials"):
+        async with w.estate.connect() as conn:
+            said = "\n".join(await w.profile.describe(conn))
+        assert "no job of public.river_job is in queue 'emials' now (its queues: 'default')" in said
+
+
+async def test_a_preset_on_sqlite_is_refused_saying_where_it_can_be(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'q.db'}")
+    estate = Estate(engine=engine, queues={"q": QueueConfig(preset="river")})
+    try:
+        async with estate.connect() as conn:
+            with pytest.raises(ConfigError, match="reads River's tables in PostgreSQL"):
+                await estate.profile("q").tables(conn)
+    finally:
+        await engine.dispose()
+
+
+def test_an_unknown_preset_is_refused_naming_the_presets() -> None:
+    engine = create_engine("sqlite+aiosqlite:///:memory:")
+    with pytest.raises(ConfigError, match="unknown preset 'sidekiq'; expected one of "):
+        Estate(engine=engine, queues={"q": QueueConfig(preset="sidekiq")})
+
+
+async def test_a_redrive_is_refused_where_procrastinates_retry_function_is_missing(
+    pg_url: str,
+) -> None:
+    async for w in open_world(pg_url, ProcrastinateAdapter):
+        async with w.engine.begin() as conn:
+            await conn.exec_driver_sql(
+                "DROP FUNCTION procrastinate_retry_job_v2(bigint, timestamptz, integer, "
+                "character varying, character varying)"
+            )
+        async with w.estate.connect() as conn:
+            said = "\n".join(await w.profile.describe(conn))
+            with pytest.raises(PreconditionFailed, match="procrastinate_retry_job_v2 is missing"):
+                await w.profile.changes.freeze(
+                    conn, action=Action.REDRIVE, selector=Selector(ids=(w.built.dead[0],))
+                )
+        assert "requeue and redrive are off" in said
+
+
+async def test_dlq_by_error_and_type_in_the_systems_words(world: World) -> None:
+    async with world.estate.connect() as conn:
+        if world.adapter.error_text:
+            listed = await world.profile.dead(conn, filters=DeadFilter(error_like="SMTP relay"))
+            assert listed.total == 4
+        else:
+            with pytest.raises(UsageError, match="--error selects nothing"):
+                await world.profile.dead(conn, filters=DeadFilter(error_like="smtp"))
+        with pytest.raises(UsageError, match="keeps no failure reason"):
+            await world.profile.dead(conn, filters=DeadFilter(reason="timeout"))
+
+
+async def test_housekeeping_reports_on_a_systems_queue_and_changes_nothing(world: World) -> None:
+    async with world.estate.connect() as conn:
+        before = await world.profile.status_counts(conn)
+    report = await housekeeper(world.engine, world.estate, chat=False).run(actor=ALICE)
+    said = "\n".join(report.lines())
+    system = world.adapter.profile_class.system  # type: ignore[attr-defined]
+    stuck = world.built.stuck[0]
+    assert f"1 {system} job(s) running longer than 15 min" in said and stuck in said
+    assert f"{system} queues are reported on, never changed" in said
+    assert report.changed == 0
+    async with world.estate.connect() as conn:
+        assert await world.profile.status_counts(conn) == before
