@@ -62,6 +62,12 @@ async def indexes(config: Config) -> int:
         if found is None:  # one line, whatever the reason says
             reason = " ".join(str(why.get(name)).split())
             out.append(f"-- its tables could not be read ({reason}): every index is listed")
-        out.extend(recommended_indexes(profile, dialect, tables=found))
+        indexes = recommended_indexes(profile, dialect, tables=found)
+        if not indexes and profile.preset:
+            out.append(
+                "-- none: a preset reads its system's own tables through the indexes the "
+                "system ships for its workers"
+            )
+        out.extend(indexes)
     print("\n".join(out))
     return 0
