@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
+from services.alerts import detectors
 from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import QueueConfig
+from services.config.alerts import DetectorsConfig
 from services.db import create_engine
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate.estate import Estate
@@ -26,6 +29,7 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Action, ItemRef, Selector
 from services.estate.profile import QueueProfile
 from services.migrate import upgrade
+from services.reads import samples
 from tests.integration.housekeeping_support import housekeeper
 from tests.integration.preset_adapters import (
     ObanAdapter,
@@ -276,3 +280,47 @@ async def test_housekeeping_reports_on_a_systems_queue_and_changes_nothing(world
     assert report.changed == 0
     async with world.estate.connect() as conn:
         assert await world.profile.status_counts(conn) == before
+
+
+async def test_the_dead_letter_detector_fires_on_a_systems_growing_dead_jobs(
+    world: World,
+) -> None:
+    config = DetectorsConfig()
+    async with world.engine.begin() as conn:
+        await samples.record(conn, profile=world.profile, now=START - timedelta(minutes=15))
+        await world.adapter.add(
+            conn, now=START, dead=config.dead_letter_growth.min_increase, error=ERROR
+        )
+        await samples.record(conn, profile=world.profile, now=START)
+        verdicts = await detectors.judge(conn, profile=world.profile, config=config, now=START)
+    growing = [v for v in verdicts if v.detector == detectors.DEAD_LETTERS]
+    assert growing and growing[0].firing
+
+
+async def test_renamed_columns_and_added_statuses_apply_on_top_of_a_preset(pg_url: str) -> None:
+    options = {"columns": {"job.kind": "job_kind"}, "statuses": {"dead": ["dead_on_arrival"]}}
+    engine = create_engine(pg_url)
+    async with engine.begin() as conn:
+        await RiverAdapter.create(conn)
+        await conn.exec_driver_sql("ALTER TABLE river_job RENAME COLUMN kind TO job_kind")
+        await conn.exec_driver_sql("ALTER TYPE river_job_state ADD VALUE 'dead_on_arrival'")
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(
+            "INSERT INTO river_job (job_kind, max_attempts, state, attempt, finalized_at) "
+            "VALUES ('mailer', 1, 'discarded', 1, now())"
+        )
+        await conn.exec_driver_sql(
+            "ALTER TABLE river_job DROP CONSTRAINT finalized_or_finalized_at_null"
+        )
+        await conn.exec_driver_sql(
+            "INSERT INTO river_job (job_kind, max_attempts, state, attempt) "
+            "VALUES ('mailer', 1, 'dead_on_arrival', 1)"
+        )
+    estate = Estate(engine=engine, queues={"q": QueueConfig(preset="river", **options)})
+    try:
+        async with estate.connect() as conn:
+            triage = await estate.profile("q").triage(conn, now=START, since=None, job_type=None)
+        assert triage.dead_letters == 2
+        assert [(t.key, t.total) for t in triage.by_type] == [("mailer", 2)]
+    finally:
+        await engine.dispose()
