@@ -131,6 +131,11 @@ class QueueConfig(Strict):
             )
         if self.preset is None and (self.queue_name is not None or self.schema_name):
             raise ValueError("queue_name and schema are options of a preset; this queue has none")
+        if self.schema_name is not None and "." in self.schema_name:
+            raise ValueError(
+                f"schema {self.schema_name!r} must be one name (letters, digits and '_'), "
+                "without a '.'"
+            )
         if self.queue_name is not None and self.queue_name != self.queue_name.strip():
             raise ValueError("queue_name must not begin or end with white space")
         return self
