@@ -242,9 +242,15 @@ class QueueProfile(ProfileTables):
         lines: list[str] = []
         for role, column, own in self.status_vocabularies():
             bound = tables.get(role)
-            where = f"{bound.name}.{bound.c(column).name}" if bound is not None else role
+            has = bound is not None and bound.has(column)
+            if bound is None:
+                where = role
+            elif has:
+                where = f"{bound.name}.{bound.c(column).name}"
+            else:  # a preset whose states are what other columns say
+                where = f"{bound.name} (from its columns: it has no state column)"
             merged = self.mapped_states(own)
-            labels = bound.labels(column) if bound is not None else None
+            labels = bound.labels(column) if bound is not None and has else None
             missing = lacking(labels, merged)
             parts = []
             for state in CanonicalState:

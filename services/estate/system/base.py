@@ -17,7 +17,7 @@ by id, but /queue dlq and a bulk redrive leave it to the system's own retries.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -39,6 +39,11 @@ from services.estate.model import (
 from services.estate.ops import Action
 from services.estate.profile import QueueProfile, as_utc, plain, row_dict
 from services.estate.tables import BoundTable, IndexPlan
+
+# The label a job gets in a wave where its system deleted it on success (``success_deletes``).
+GONE = "(gone: succeeded)"
+# The label a job's state is read under beside its row.
+STATE = "qb_state"
 
 
 @dataclass(frozen=True)
@@ -72,20 +77,39 @@ class SystemBase(QueueProfile):
     no_error_text: ClassVar[str | None] = None
     # What each state means, in the system's words (shown by config check and the docs).
     meanings: ClassVar[Mapping[str, str]] = {}
+    # Where the system keeps no state column: its states are names queuebot gives what its
+    # columns say (``state_value`` reads one, ``state_where`` selects one), and a change
+    # writes the columns its system's own retry writes, never a state value.
+    derived_states: ClassVar[bool] = False
+    # Where a job that succeeds is deleted (graphile-worker, Que): a redriven job whose row
+    # is gone succeeded.
+    success_deletes: ClassVar[bool] = False
+    # Whether a change locks the rows it judges (``SELECT ... FOR UPDATE``) before it
+    # changes them; not where the jobs are read through a view of the system's private
+    # table and changed only by its own functions, which lock (and skip locked jobs)
+    # themselves.
+    locks_rows: ClassVar[bool] = True
+    # Why a job the request named is no longer in the table at approval.
+    gone_why: ClassVar[str] = (
+        "deleted since the request: {system} removes finished jobs after a while"
+    )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "cols" not in cls.__dict__:
             return  # an intermediate class
         cls.status_column = cls.cols.state
-        cls.status_writes = {
-            Action.REQUEUE: ((CanonicalState.PENDING, cls.retry_state),),
-            Action.REDRIVE: ((CanonicalState.PENDING, cls.retry_state),),
-            Action.CANCEL: ((CanonicalState.CANCELLED, cls.cancel_state),),
-        }
+        if cls.success_deletes:  # a redriven job that is gone succeeded
+            cls.states = {**cls.states, GONE: CanonicalState.SUCCEEDED}
+        if not cls.derived_states:  # each change writes the system's own state value
+            cls.status_writes = {
+                Action.REQUEUE: ((CanonicalState.PENDING, cls.retry_state),),
+                Action.REDRIVE: ((CanonicalState.PENDING, cls.retry_state),),
+                Action.CANCEL: ((CanonicalState.CANCELLED, cls.cancel_state),),
+            }
         if "write_needs" not in cls.__dict__:  # the columns a retry and a cancel write
             retry = tuple(("job", "UPDATE", c) for c in cls.restored)
-            cancel = (("job", "UPDATE", cls.cols.state),)
+            cancel = tuple(("job", "UPDATE", c) for c in cls.restored[:1])
             cls.write_needs = {"requeue": retry, "redrive": retry, "cancel": cancel}
 
     # -- names: the system's schema ------------------------------------------------------
@@ -105,6 +129,30 @@ class SystemBase(QueueProfile):
 
     def col(self, t: Mapping[str, BoundTable], name: str) -> sa.Column[Any]:
         return self.job(t).c(name)
+
+    def state_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        """A job's state in the system's words: its state column, or what its columns say."""
+        return self.col(t, self.cols.state)
+
+    def state_where(self, t: Mapping[str, BoundTable], value: str) -> sa.ColumnElement[bool]:
+        """The jobs in one derived state (presets with ``derived_states`` say how)."""
+        raise NotImplementedError
+
+    def in_states(
+        self, t: Mapping[str, BoundTable], values: Iterable[str]
+    ) -> sa.ColumnElement[bool]:
+        """The jobs in any of these states: one IN on a state column, else each derived
+        state's own condition (which the system's indexes answer)."""
+        wanted = list(values)
+        if not self.derived_states:
+            return self.col(t, self.cols.state).in_(wanted)
+        known = [v for v in wanted if v in self.states and v != GONE]
+        return sa.or_(*(self.state_where(t, v) for v in known)) if known else sa.false()
+
+    def takes_statuses(self, role: str, column: str, values: Iterable[str]) -> list[str]:
+        if self.derived_states:
+            return list(values)  # names queuebot gives, not labels of a column's type
+        return super().takes_statuses(role, column, values)
 
     def scope(self, t: Mapping[str, BoundTable]) -> list[sa.ColumnElement[bool]]:
         """The rows of this queuebot queue: the system's table, or one queue of it."""
@@ -137,7 +185,7 @@ class SystemBase(QueueProfile):
         raise NotImplementedError
 
     def cancel_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
-        return {self.col(t, self.cols.state).name: self.cancel_state}
+        return {self.col(t, self.cols.state).name: self.cancel_state}  # a state column
 
     async def write(
         self,
@@ -240,18 +288,20 @@ class SystemBase(QueueProfile):
 
     async def dead_rows(self, conn: AsyncConnection) -> int:
         t = await self.tables(conn)
-        state = self.col(t, self.cols.state)
         query = sa.select(sa.func.count()).where(
-            state.in_(self.dead_letter_statuses), *self.scope(t)
+            self.in_states(t, self.dead_letter_statuses), *self.scope(t)
         )
         return int((await conn.execute(query.select_from(self.job(t).table))).scalar_one())
 
     async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
         t = await self.tables(conn)
-        state = self.col(t, self.cols.state)
+        state = self.state_value(t)
         rows = (
             await conn.execute(
-                sa.select(state, sa.func.count()).where(*self.scope(t)).group_by(state)
+                sa.select(state, sa.func.count())
+                .select_from(self.job(t).table)
+                .where(*self.scope(t))
+                .group_by(state)
             )
         ).all()
         return {str(plain(r[0])): int(r[1]) for r in rows}
@@ -264,7 +314,11 @@ class SystemBase(QueueProfile):
         q = self.job(t)
         key = self.key_of(t, job_id)
         row = (
-            await conn.execute(sa.select(q.table).where(q.c(self.cols.id) == key, *self.scope(t)))
+            await conn.execute(
+                sa.select(q.table, self.state_value(t).label(STATE)).where(
+                    q.c(self.cols.id) == key, *self.scope(t)
+                )
+            )
         ).first()
         if row is None:
             within = (
@@ -274,7 +328,7 @@ class SystemBase(QueueProfile):
             )
             raise NotFound(f"no job {job_id} in queue {self.queue!r}{within}")
         data = row_dict(row)
-        status = str(data[q.c(self.cols.state).name])
+        status = str(data.pop(STATE))
         events, note = await self.history(conn, t, row._mapping)
         return JobDetail(
             queue=self.queue,
@@ -291,7 +345,7 @@ class SystemBase(QueueProfile):
         self, tables: dict[str, BoundTable], filters: DeadFilter
     ) -> list[sa.ColumnElement[bool]]:
         where: list[sa.ColumnElement[bool]] = [
-            self.col(tables, self.cols.state).in_(self.dead_letter_statuses),
+            self.in_states(tables, self.dead_letter_statuses),
             *self.scope(tables),
         ]
         if filters.tenant is not None:
@@ -345,7 +399,7 @@ class SystemBase(QueueProfile):
     ) -> list[sa.ColumnElement[Any]]:
         cols: list[sa.ColumnElement[Any]] = [
             self.col(t, self.cols.id).label("id"),
-            self.col(t, self.cols.state).label("state"),
+            self.state_value(t).label("state"),
             self.col(t, self.cols.attempts).label("attempts"),
         ]
         if self.cols.kind is not None:
@@ -379,7 +433,7 @@ class SystemBase(QueueProfile):
     ) -> list[sa.ColumnElement[bool]]:
         """Running jobs whose attempt started before ``cutoff``."""
         started = self.started_at(t)
-        running = self.col(t, self.cols.state).in_(self.statuses_in(CanonicalState.IN_FLIGHT))
+        running = self.in_states(t, self.statuses_in(CanonicalState.IN_FLIGHT))
         if started is None:
             return [running, sa.false()]
         return [running, started < cutoff, *self.scope(t)]

@@ -31,6 +31,7 @@ from services.estate.ops import (
 )
 from services.estate.profile import plain
 from services.estate.signature import display_signature, error_signature
+from services.estate.system.base import STATE
 from services.estate.tables import BoundTable
 
 if TYPE_CHECKING:
@@ -64,17 +65,18 @@ class SystemChanges:
         """The row as frozen, and its error text (as ``error``) where the system keeps it."""
         q = self.profile.job(t)
         error = self.profile.error_text(t)
-        return [q.table, *([error.label("qb_error")] if error is not None else [])]
+        state = self.profile.state_value(t).label(STATE)
+        return [q.table, state, *([error.label("qb_error")] if error is not None else [])]
 
     def _target(self, t: Mapping[str, BoundTable], row: sa.Row[Any]) -> Target:
         p, q = self.profile, self.profile.job(t)
         m = row._mapping
-        image = {k: v for k, v in m.items() if k != "qb_error"}
+        image = {k: v for k, v in m.items() if k not in ("qb_error", STATE)}
         key = plain(m[q.c(p.cols.id).name])
         return Target(
             id=str(key),
             key={"id": key},
-            state=str(plain(m[q.c(p.cols.state).name])),
+            state=str(plain(m[STATE])),
             signature=failure_signature(m.get("qb_error")),
             row=image,
         )
@@ -105,7 +107,7 @@ class SystemChanges:
             if row is None:
                 ineligible.append(Ineligible(raw, "not found"))
                 continue
-            status = str(plain(row._mapping[q.c(p.cols.state).name]))
+            status = str(plain(row._mapping[STATE]))
             state = p.canonical(status)
             if state in allowed:
                 targets.append(self._target(t, row))
@@ -128,7 +130,7 @@ class SystemChanges:
         p.check_writable(action)
         await self._check_functions(conn, action)
         q = p.job(t)
-        id_col, state_col = q.c(p.cols.id), q.c(p.cols.state)
+        id_col = q.c(p.cols.id)
         by_state: dict[str, list[Target]] = defaultdict(list)
         for target in targets:
             by_state[target.state].append(target)
@@ -137,8 +139,9 @@ class SystemChanges:
         for state, group in by_state.items():
             ids = [p.coerce_id(id_col, target.id) for target in group]
             for part in chunks(ids, chunk_for(q.dialect)):
-                guard = sa.and_(q.isin(p.cols.id, part), state_col == state, *p.scope(t))
-                rows = await conn.execute(sa.select(q.table).where(guard).with_for_update())
+                guard = sa.and_(q.isin(p.cols.id, part), p.in_states(t, [state]), *p.scope(t))
+                judged = sa.select(q.table).where(guard)
+                rows = await conn.execute(judged.with_for_update() if p.locks_rows else judged)
                 before.extend(
                     (str(plain(r._mapping[id_col.name])), dict(r._mapping)) for r in rows.all()
                 )
@@ -151,8 +154,7 @@ class SystemChanges:
         skipped = [
             Ineligible(
                 target.id,
-                f"no longer in {q.name} (deleted since the request: {p.system} removes "
-                "finished jobs after a while)"
+                f"no longer in {q.name} ({p.gone_why.format(system=p.system)})"
                 if target.id in gone
                 else f"moved on since the request (was {target.state})",
             )

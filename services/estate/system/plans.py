@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.estate import redrive_log
 from services.estate.ops import ItemRef, Selector, Target, WaveStatus, chunk_for, chunks
 from services.estate.profile import plain
+from services.estate.system.base import GONE
 from services.estate.system.changes import failure_signature
 from services.estate.tables import BoundTable
 from services.estate.tally import WaveTally
@@ -74,16 +75,22 @@ class SystemPlanOps:
         tally = WaveTally(p)
         signatures: dict[str, str] = {}
         error = p.error_text(t)
-        cols: list[sa.ColumnElement[Any]] = [q.c(p.cols.id), q.c(p.cols.state)]
+        cols: list[sa.ColumnElement[Any]] = [q.c(p.cols.id), p.state_value(t)]
         if error is not None:
             cols.append(error)
+        seen: set[str] = set()
         for part in chunks(ids, chunk_for(q.dialect)):
             rows = await conn.execute(sa.select(*cols).where(q.isin(p.cols.id, part)))
             for r in rows.all():
                 job, status = str(plain(r[0])), str(plain(r[1]))
+                seen.add(job)
                 text = r[2] if error is not None else None
                 if tally.add(job, status, text):
                     signatures[job] = failure_signature(text)
+        if p.success_deletes:  # a job its system deleted on success: succeeded
+            for item in items:
+                if item.job_id not in seen:
+                    tally.add(item.job_id, GONE, None)
         return tally.status(signatures=signatures)
 
     def _unclaimed(self, t: Mapping[str, BoundTable], item: ItemRef) -> sa.ColumnElement[bool]:
@@ -91,10 +98,7 @@ class SystemPlanOps:
         attempts it left (a worker's pick-up counts an attempt, or moves it on)."""
         p = self.profile
         q = p.job(t)
-        guard = [
-            q.c(p.cols.id) == p.key_of(t, item.job_id),
-            q.c(p.cols.state) == p.retry_state,
-        ]
+        guard = [q.c(p.cols.id) == p.key_of(t, item.job_id), p.in_states(t, [p.retry_state])]
         attempts = item.original.get(p.cols.attempts)
         if attempts is not None:
             guard.append(q.c(p.cols.attempts) == int(attempts) + p.attempt_bump)
@@ -146,11 +150,10 @@ class SystemPlanOps:
         died = p.died_at(t)
         if died is None:
             return None
-        state = p.col(t, p.cols.state)
         query = (
             sa.select(sa.func.count())
             .select_from(p.job(t).table)
-            .where(state.in_(p.dead_letter_statuses), died >= since, *p.scope(t))
+            .where(p.in_states(t, p.dead_letter_statuses), died >= since, *p.scope(t))
         )
         return int((await conn.execute(query)).scalar_one())
 

@@ -39,7 +39,7 @@ async def triage(
     t = await profile.tables(conn)
     q = profile.job(t)
     cols = profile.cols
-    state = q.c(cols.state)
+    state = profile.state_value(t)
     where: list[sa.ColumnElement[bool]] = list(profile.scope(t))
     if since is not None:
         where.append(profile.enqueued_at(t) >= since)
@@ -47,15 +47,17 @@ async def triage(
         if cols.kind is None:
             raise UsageError(f"{profile.system} keeps no job type: triage cannot select by --type")
         where.append(q.c(cols.kind) == job_type)
-    whole = not exact and not where
+    whole = not exact and not where and not profile.derived_states
     (plan,) = (
-        await estimate.plans(conn, [(state, profile.statuses_in(CanonicalState.SUCCEEDED))])
+        await estimate.plans(
+            conn, [(q.c(cols.state), profile.statuses_in(CanonicalState.SUCCEEDED))]
+        )
         if whole
         else [None]
     )
     groups = [q.c(cols.kind)] if cols.kind is not None else []
     if plan is not None:
-        grouped = estimate.counts_except(q.table, state, [plan.status], group=groups)
+        grouped = estimate.counts_except(q.table, q.c(cols.state), [plan.status], group=groups)
     else:
         grouped = (
             sa.select(state, *groups, sa.func.count())
@@ -143,7 +145,7 @@ def oldest_pending(
     and the age reads as none)."""
     q = profile.job(t)
     since = profile.waiting_since(t)
-    pending = q.c(profile.cols.state).in_(profile.statuses_in(CanonicalState.PENDING))
+    pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
     return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
 
 
@@ -155,11 +157,10 @@ def newest_errors(
 ) -> sa.Select[Any]:
     """The error texts of the newest dead jobs, whose signatures the reply counts."""
     q = profile.job(t)
-    state = q.c(profile.cols.state)
     return (
         sa.select(error)
         .select_from(q.table)
-        .where(state.in_(profile.dead_letter_statuses), *where)
+        .where(profile.in_states(t, profile.dead_letter_statuses), *where)
         .order_by(*profile.dead_order(dict(t)))
         .limit(SIGNATURE_SAMPLE)
     )
