@@ -18,7 +18,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./queuebot.db"
+# As people write it (and messages show it); the engine gives it the async driver.
+DEFAULT_DATABASE_URL = "sqlite:///./queuebot.db"
 DEFAULT_CONFIG_PATH = Path("queuebot.toml")
 EXPLICIT_ENVIRON: ContextVar[bool] = ContextVar("queuebot_explicit_environ", default=False)
 AUDIT_KEY_MIN_LENGTH = 32

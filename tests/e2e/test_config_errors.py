@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.serving import demo_database
 from tests.e2e.test_cli import closed_port_url, one_line
 from tests.e2e.test_console import queuebot
@@ -71,6 +73,17 @@ def test_an_unsupported_url_names_its_variable(tmp_path: Path) -> None:
         "queuebot: QUEUEBOT_QUEUE_DATABASE_URL: database driver 'postgresq' is not "
         "supported; use PostgreSQL (postgresql://...) or SQLite (sqlite:///path)"
     )
+
+
+@pytest.mark.parametrize("variable", ["QUEUEBOT_DATABASE_URL", "QUEUEBOT_QUEUE_DATABASE_URL"])
+def test_a_url_that_is_no_url_names_its_variable(tmp_path: Path, variable: str) -> None:
+    code, out, err = run_check(tmp_path, "", **{variable: "postgresql//u:secret-pw@db/jobs"})
+    assert code == 2
+    assert one_line(err) == (
+        f"queuebot: {variable} is not a valid database URL; expected e.g. "
+        "postgresql://user@host/db or sqlite:///./queuebot.db"
+    )
+    assert "secret-pw" not in out + err
 
 
 def test_an_unreachable_database_is_shown_as_typed_with_its_password_masked(

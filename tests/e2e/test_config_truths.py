@@ -5,7 +5,11 @@ is refused unless posting only was chosen."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,3 +133,38 @@ def test_serve_starts_posting_only_when_chosen_and_says_so(tmp_path: Path) -> No
                 "and takes no command or click from it, so its posts there carry no buttons"
             )
             assert NOWHERE not in served.log.read_text()
+
+
+def test_the_demo_prints_the_alerts_its_own_detectors_raise(tmp_path: Path) -> None:
+    """With no chat platform, what config check promises holds: the demo (the console)
+    prints the alerts its own process raises, in the alerts channel with their thread."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "demo", "--no-worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in env.items() if not k.startswith("DISCORD_")},
+    )
+    stop = threading.Timer(60, demo.kill)  # the detector runs at start: seconds, not minutes
+    stop.start()
+    printed: list[str] = []
+    try:
+        assert demo.stdin is not None and demo.stdout is not None
+        demo.stdin.write("/queue pending\n")
+        demo.stdin.flush()
+        for line in demo.stdout:
+            printed.append(line)
+            if "From: queuebot's own detector" in line:
+                break
+        demo.stdin.close()
+        demo.wait(30)
+    finally:
+        stop.cancel()
+        demo.kill()
+    shown = "".join(printed)
+    assert "[#alerts] (message " in shown, shown
+    assert "== 🔴 FIRING: FailedJobsAccumulating · queue workers ==" in shown
+    assert "From: queuebot's own detector" in shown

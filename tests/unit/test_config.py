@@ -18,6 +18,7 @@ from services.config import (
     load_config,
     parse_file_config,
 )
+from services.db import create_engine, redacted
 from services.errors import ConfigError
 
 GOOD_TOML = """\
@@ -175,12 +176,20 @@ def test_default_config_without_a_file() -> None:
         "workers": "worker_queue",
     }
     assert list(config.queues) == ["clips", "workers"]  # the first is the default
-    assert config.env.state_url == DEFAULT_DATABASE_URL == "sqlite+aiosqlite:///./queuebot.db"
+    assert config.env.state_url == DEFAULT_DATABASE_URL == "sqlite:///./queuebot.db"
     assert config.env.estate_url == DEFAULT_DATABASE_URL
     assert config.env.slack_api_base_url == "https://slack.com/api/"
     assert config.env.discord_api_base_url == "https://discord.com/api/v10"
     assert config.file.access.unknown_users == "read-only"
     assert config.file.approval.expiry_minutes == 30
+
+
+def test_the_default_database_is_shown_as_people_write_it() -> None:
+    """config check and serve's log show the default database as the README
+    names it, not in the form of the driver queuebot picks for it."""
+    config = load_config(environ={})
+    assert redacted(config.env.state_url) == "sqlite:///./queuebot.db"
+    assert redacted(create_engine(config.env.state_url).url) == "sqlite:///./queuebot.db"
 
 
 def test_explicit_environ_ignores_the_process_environment(
