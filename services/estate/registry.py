@@ -45,10 +45,12 @@ class ProfileRegistry:
 
 def shipped_profiles() -> ProfileRegistry:
     """The profiles queuebot ships with."""
+    from services.estate.graphile_worker import GraphileWorkerProfile
     from services.estate.message_job import MessageJobProfile
     from services.estate.oban import ObanProfile
     from services.estate.pg_boss import PgBossProfile
     from services.estate.procrastinate import ProcrastinateProfile
+    from services.estate.que import QueProfile
     from services.estate.river import RiverProfile
     from services.estate.worker_queue import WorkerQueueProfile
 
@@ -60,5 +62,7 @@ def shipped_profiles() -> ProfileRegistry:
             PgBossProfile,
             RiverProfile,
             ObanProfile,
+            GraphileWorkerProfile,
+            QueProfile,
         ]
     )

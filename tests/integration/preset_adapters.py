@@ -22,6 +22,7 @@ from services.estate.oban import ObanProfile
 from services.estate.pg_boss import PgBossProfile
 from services.estate.procrastinate import ProcrastinateProfile
 from services.estate.profile import QueueProfile, plain
+from services.estate.que import QueProfile
 from services.estate.river import RiverProfile
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
 
@@ -116,6 +117,7 @@ class PresetAdapter:
     profile_class: ClassVar[type[QueueProfile]]
     postgres_only: ClassVar[bool] = True
     error_text: ClassVar[bool] = True  # whether the system keeps the error text
+    shows_running: ClassVar[bool] = True  # whether a job a worker holds is seen as running
     dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
     failure_reason: ClassVar[str | None] = None
     missing_id: ClassVar[str] = "987654321"
@@ -429,3 +431,75 @@ class ProcrastinateAdapter(PresetAdapter):
 
     def failed(self, now: datetime, error: str) -> dict[str, Any]:
         return {"status": "failed"}
+
+
+QUE_DDL = """
+CREATE TABLE que_jobs (
+  priority smallint NOT NULL DEFAULT 100,
+  run_at timestamptz NOT NULL DEFAULT now(),
+  id bigserial PRIMARY KEY,
+  job_class text NOT NULL,
+  error_count integer NOT NULL DEFAULT 0,
+  last_error_message text,
+  queue text NOT NULL DEFAULT 'default',
+  last_error_backtrace text,
+  finished_at timestamptz,
+  expired_at timestamptz,
+  args jsonb NOT NULL DEFAULT '[]',
+  data jsonb NOT NULL DEFAULT '{}',
+  job_schema_version integer NOT NULL DEFAULT 2,
+  kwargs jsonb NOT NULL DEFAULT '{}',
+  CONSTRAINT error_length CHECK (char_length(last_error_message) <= 500
+    AND char_length(last_error_backtrace) <= 10000),
+  CONSTRAINT job_class_length CHECK (char_length(job_class) <= 200),
+  CONSTRAINT queue_length CHECK (char_length(queue) <= 100)
+);
+CREATE INDEX que_poll_idx ON que_jobs (job_schema_version, queue, priority, run_at, id)
+  WHERE finished_at IS NULL AND expired_at IS NULL;
+"""
+
+
+class QueAdapter(PresetAdapter):
+    """que_jobs: dead jobs have ``expired_at``; a job that succeeds is deleted; a worker's
+    hold on a job is an advisory lock, invisible in the table (so no job is ever seen
+    running: ``add`` makes no stuck ones)."""
+
+    profile_class = QueProfile
+    ddl = QUE_DDL
+    shows_running = False
+    dead_value = "expired"
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        q = await self._table(conn)
+        rows = await conn.execute(
+            sa.select(q.c("id")).where(q.c("expired_at").is_(None), q.c("finished_at").is_(None))
+        )
+        return [str(plain(r[0])) for r in rows.all()]
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"job_class": "Contract::Job", "run_at": at}
+        if kind == "dead":
+            return base | {"error_count": 3, "last_error_message": error, "expired_at": at}
+        if kind == "done":
+            return base | {"finished_at": at}
+        return base
+
+    async def add(self, conn: AsyncConnection, **kw: Any) -> Built:
+        return await super().add(conn, **kw | {"stuck": 0})
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        return None  # an advisory lock: nothing in the table changes
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        q = await self._table(conn)
+        await conn.execute(q.table.delete().where(q.c("id").in_([int(i) for i in ids])))
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        q = await self._table(conn)
+        await conn.execute(
+            q.table.update()
+            .where(q.c("id").in_([int(i) for i in ids]))
+            .values(error_count=q.c("error_count") + 1, expired_at=now)
+        )

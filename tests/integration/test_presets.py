@@ -36,6 +36,7 @@ from tests.integration.preset_adapters import (
     PgBossAdapter,
     PresetAdapter,
     ProcrastinateAdapter,
+    QueAdapter,
     RiverAdapter,
 )
 from tests.integration.profile_adapters import Built
@@ -45,7 +46,7 @@ pytestmark = pytest.mark.postgres
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")
 ERROR = "TimeoutError: smtp relay did not answer in 30 s"
-ADAPTERS = [RiverAdapter, ObanAdapter, PgBossAdapter, ProcrastinateAdapter]
+ADAPTERS = [RiverAdapter, ObanAdapter, PgBossAdapter, ProcrastinateAdapter, QueAdapter]
 
 
 @dataclass
@@ -117,7 +118,8 @@ async def test_a_job_pruned_between_request_and_approval_is_reported_as_skipped(
     assert sorted(decision.view.result.changed) == sorted(jobs[1:])
     skipped = {s.id: s.why for s in decision.view.result.skipped}
     assert list(skipped) == [jobs[0]]
-    assert "no longer in" in skipped[jobs[0]] and "deleted since the request" in skipped[jobs[0]]
+    why = skipped[jobs[0]]
+    assert why.startswith("no longer in") and world.adapter.profile_class.system in why  # type: ignore[attr-defined]
 
 
 async def test_a_rollback_gives_a_redriven_job_back_every_value_its_retry_changed(
@@ -157,6 +159,8 @@ def _as_json(values: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_claimed_job_is_not_rolled_back(world: World) -> None:
+    if not world.adapter.shows_running:
+        pytest.skip("Que holds a job by an advisory lock: a claim is not in its table")
     profile, ops, job = world.profile, world.profile.plan_ops, world.built.dead[1]
     async with world.engine.begin() as conn:
         originals = await ops.originals(conn, items=[ItemRef(job, None, {})])
@@ -274,8 +278,11 @@ async def test_housekeeping_reports_on_a_systems_queue_and_changes_nothing(world
     report = await housekeeper(world.engine, world.estate, chat=False).run(actor=ALICE)
     said = "\n".join(report.lines())
     system = world.adapter.profile_class.system  # type: ignore[attr-defined]
-    stuck = world.built.stuck[0]
-    assert f"1 {system} job(s) running longer than 15 min" in said and stuck in said
+    if world.adapter.shows_running:
+        stuck = world.built.stuck[0]
+        assert f"1 {system} job(s) running longer than 15 min" in said and stuck in said
+    else:  # Que: no job is seen running
+        assert f"no {system} job running longer than 15 min" in said
     assert f"{system} queues are reported on, never changed" in said
     assert report.changed == 0
     async with world.estate.connect() as conn:

@@ -168,13 +168,48 @@ class SystemBase(QueueProfile):
         """When a dead job died (None where the row does not say)."""
         return None
 
-    def enqueued_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
-        """When a job was enqueued."""
-        raise NotImplementedError
+    def enqueued_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
+        """When a job was enqueued (None where the system does not keep it: --since is
+        then refused)."""
+        return None
 
     def waiting_since(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         """Since when a pending job may run: its schedule, else its enqueue time."""
-        return self.enqueued_at(t)
+        raise NotImplementedError
+
+    def attempts_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        """How many times a job ran (or failed), as the system counts it."""
+        return self.col(t, self.cols.attempts)
+
+    def attempts_after_retry(self, before: int) -> int:
+        """The attempts a job has right after a retry, from those it had before: the same
+        (or one more, ``attempt_bump``) where the system grants one more attempt."""
+        return before + self.attempt_bump
+
+    # The states a retried job waits in until a worker takes it (a rollback returns a job
+    # only from these, and only with the attempts the retry left).
+    @property
+    def unclaimed_states(self) -> tuple[str, ...]:
+        return (self.retry_state,)
+
+    # Why cancel is off on this system (it has no way to drop a job that queuebot would
+    # call a cancel), or None.
+    cancel_off: ClassVar[str | None] = None
+
+    async def restore(
+        self,
+        conn: AsyncConnection,
+        t: Mapping[str, BoundTable],
+        guard: sa.ColumnElement[bool],
+        values: Mapping[str, Any],
+    ) -> bool:
+        """Give one job (the row ``guard`` selects, if it still does) the values a retry
+        changed, as a rollback does; whether it did."""
+        q = self.job(t)
+        done = await conn.execute(
+            q.table.update().where(guard).values(dict(values)).returning(q.c(self.cols.id))
+        )
+        return done.first() is not None
 
     def started_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
         """When a running job's current attempt started."""
@@ -223,13 +258,16 @@ class SystemBase(QueueProfile):
 
     def usable(self, t: Mapping[str, BoundTable]) -> list[str]:
         """What config check says is off on this system (beyond missing columns)."""
-        if self.no_error_text is None:
-            return []
-        return [
-            f"no error text: {self.no_error_text}; triage groups no error signatures, "
-            "/queue dlq shows no errors, --error selects nothing, and a staged redrive "
-            "halts on any job that fails again rather than on a changed error"
-        ]
+        out = []
+        if self.no_error_text is not None:
+            out.append(
+                f"no error text: {self.no_error_text}; triage groups no error signatures, "
+                "/queue dlq shows no errors, --error selects nothing, and a staged redrive "
+                "halts on any job that fails again rather than on a changed error"
+            )
+        if self.cancel_off is not None:
+            out.append(f"cancel is off: {self.cancel_off}")
+        return out
 
     # -- config check --------------------------------------------------------------------
 
@@ -400,7 +438,7 @@ class SystemBase(QueueProfile):
         cols: list[sa.ColumnElement[Any]] = [
             self.col(t, self.cols.id).label("id"),
             self.state_value(t).label("state"),
-            self.col(t, self.cols.attempts).label("attempts"),
+            self.attempts_value(t).label("attempts"),
         ]
         if self.cols.kind is not None:
             cols.append(self.col(t, self.cols.kind).label("kind"))

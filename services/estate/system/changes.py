@@ -87,6 +87,8 @@ class SystemChanges:
         p.check_writable(action)
         await self._check_functions(conn, action)
         q = p.job(t)
+        if action is Action.CANCEL and p.cancel_off is not None:
+            raise PreconditionFailed(f"cancel on queue {p.queue!r} is off: {p.cancel_off}")
         if selector.duplicates or selector.failure_reason is not None:
             what = "duplicate jobs" if selector.duplicates else "failure reasons"
             raise UsageError(

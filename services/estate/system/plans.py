@@ -98,10 +98,10 @@ class SystemPlanOps:
         attempts it left (a worker's pick-up counts an attempt, or moves it on)."""
         p = self.profile
         q = p.job(t)
-        guard = [q.c(p.cols.id) == p.key_of(t, item.job_id), p.in_states(t, [p.retry_state])]
+        guard = [q.c(p.cols.id) == p.key_of(t, item.job_id), p.in_states(t, p.unclaimed_states)]
         attempts = item.original.get(p.cols.attempts)
         if attempts is not None:
-            guard.append(q.c(p.cols.attempts) == int(attempts) + p.attempt_bump)
+            guard.append(p.attempts_value(t) == p.attempts_after_retry(int(attempts)))
         return sa.and_(*guard)
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
@@ -128,13 +128,7 @@ class SystemPlanOps:
                 for c in p.restored
                 if q.has(c) and c in item.original
             }
-            done = await conn.execute(
-                q.table.update()
-                .where(self._unclaimed(t, item))
-                .values(values)
-                .returning(q.c(p.cols.id))
-            )
-            if done.first() is not None:
+            if await p.restore(conn, t, self._unclaimed(t, item), values):
                 back.append(item.job_id)
         return back
 

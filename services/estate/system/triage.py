@@ -42,7 +42,12 @@ async def triage(
     state = profile.state_value(t)
     where: list[sa.ColumnElement[bool]] = list(profile.scope(t))
     if since is not None:
-        where.append(profile.enqueued_at(t) >= since)
+        enqueued = profile.enqueued_at(t)
+        if enqueued is None:
+            raise UsageError(
+                f"{profile.system} keeps no enqueue time: triage cannot select by --since"
+            )
+        where.append(enqueued >= since)
     if job_type is not None:
         if cols.kind is None:
             raise UsageError(f"{profile.system} keeps no job type: triage cannot select by --type")

@@ -1,0 +1,222 @@
+"""graphile-worker keeps every queue's jobs in ``graphile_worker._private_jobs``, private by
+design: it is read through the ``graphile_worker.jobs`` view and changed only through the
+system's own SQL functions. It has no state column. A job is dead when it used up its
+attempts (``attempts >= max_attempts``); one that failed and has attempts left waits to
+be retried by the system itself (``last_error`` set); a worker holds a job while
+``locked_at`` is set; and a job that succeeds is deleted. Its workers wake on
+``jobs:insert``.
+
+queuebot's names for what the columns say: ``waiting``, ``retrying`` (both pending),
+``locked`` (running) and ``dead``. A retry is ``reschedule_jobs`` (runnable now, one more
+attempt allowed: ``max_attempts`` raised to ``attempts + 1``; ``attempts`` and
+``last_error`` kept); a cancel is ``complete_jobs``, the system's way to drop a job (it
+deletes it: the audit trail keeps the row as it was). Both skip a job a worker holds."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.estate.model import CanonicalState
+from services.estate.ops import Action
+from services.estate.system import Columns, SystemProfile
+from services.estate.system.sql import notify_each
+from services.estate.tables import BoundTable, TableSpec
+
+WAITING, RETRYING, LOCKED, DEAD = "waiting", "retrying", "locked", "dead"
+FUNCTIONS = ("reschedule_jobs", "complete_jobs")
+
+
+class GraphileWorkerProfile(SystemProfile):
+    name = "graphile-worker"
+    system = "graphile-worker"
+    default_schema = "graphile_worker"
+    specs = (
+        TableSpec(
+            "job",
+            "jobs",
+            required=(
+                "id",
+                "queue_name",
+                "task_identifier",
+                "run_at",
+                "attempts",
+                "max_attempts",
+                "last_error",
+                "created_at",
+                "updated_at",
+                "locked_at",
+            ),
+        ),
+        # the private table its functions change: only for the privileges they need
+        TableSpec("private", "_private_jobs", required=("id",)),
+    )
+    cols = Columns(
+        id="id",
+        state="state",
+        queue="queue_name",
+        attempts="attempts",
+        kind="task_identifier",
+        max_attempts="max_attempts",
+    )
+    derived_states = True
+    success_deletes = True
+    locks_rows = False  # a view; its functions skip a job a worker holds
+    gone_why = "{system} deletes a job when it succeeds or is removed"
+    states = {
+        WAITING: CanonicalState.PENDING,
+        RETRYING: CanonicalState.PENDING,
+        LOCKED: CanonicalState.IN_FLIGHT,
+        DEAD: CanonicalState.DEAD,
+    }
+    dead_letter_states = (CanonicalState.DEAD,)
+    retry_state = RETRYING
+    cancel_state = "(removed)"
+    restored = ("attempts", "max_attempts", "run_at")
+    # Its functions are plain SQL run with the caller's privileges.
+    write_needs = {
+        "requeue": (("private", "UPDATE", None),),
+        "redrive": (("private", "UPDATE", None),),
+        "cancel": (("private", "DELETE", None),),
+    }
+
+    @property
+    def unclaimed_states(self) -> tuple[str, ...]:
+        return (WAITING, RETRYING)  # a dead job without an error waits as "waiting"
+
+    def _spent(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[bool]:
+        return self.col(t, "attempts") >= self.col(t, "max_attempts")
+
+    def state_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        return sa.case(
+            (self._spent(t), DEAD),
+            (self.col(t, "locked_at").is_not(None), LOCKED),
+            (self.col(t, "last_error").is_not(None), RETRYING),
+            else_=WAITING,
+        )
+
+    def state_where(self, t: Mapping[str, BoundTable], value: str) -> sa.ColumnElement[bool]:
+        if value == DEAD:
+            return self._spent(t)
+        locked, error = self.col(t, "locked_at"), self.col(t, "last_error")
+        live = sa.not_(self._spent(t))
+        if value == LOCKED:
+            return sa.and_(live, locked.is_not(None))
+        if value == RETRYING:
+            return sa.and_(live, locked.is_(None), error.is_not(None))
+        return sa.and_(live, locked.is_(None), error.is_(None))
+
+    def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        return self.col(t, "last_error")
+
+    def died_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        return self.col(t, "updated_at")  # its last failure
+
+    def enqueued_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        return self.col(t, "created_at")
+
+    def waiting_since(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        return self.col(t, "run_at")
+
+    def started_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
+        return self.col(t, "locked_at")
+
+    def _function(self, name: str) -> Any:
+        return getattr(getattr(sa.func, self.schema), name)
+
+    async def missing_functions(self, conn: AsyncConnection) -> list[str]:
+        missing = []
+        for name in FUNCTIONS:
+            found = await conn.execute(
+                sa.select(sa.func.to_regproc(f"{self.schema}.{name}").is_not(None))
+            )
+            if not found.scalar_one():
+                missing.append(f"{self.schema}.{name}")
+        if not missing:
+            return []
+        return [
+            f"requeue, redrive and cancel are off: {', '.join(missing)} is missing (queuebot "
+            "changes graphile-worker's jobs only through its own functions, which 0.16 and "
+            "later have; run its migrations)"
+        ]
+
+    async def write(
+        self,
+        conn: AsyncConnection,
+        t: Mapping[str, BoundTable],
+        action: Action,
+        guard: sa.ColumnElement[bool],
+        now: datetime,
+    ) -> list[tuple[Any, str]]:
+        q = self.job(t)
+        rows = (
+            await conn.execute(
+                sa.select(q.c("id"), q.c("queue_name"), q.c("attempts")).where(guard)
+            )
+        ).all()
+        queues = {int(r[0]): str(r[1]) if r[1] is not None else "" for r in rows}
+        changed: list[int] = []
+        if action is Action.CANCEL:
+            changed = await self._call(conn, "complete_jobs", _ids(list(queues)))
+        else:  # one more attempt for each: grouped by the attempts each has
+            by_attempts: dict[int, list[int]] = defaultdict(list)
+            for job, _, attempts in rows:
+                by_attempts[int(attempts)].append(int(job))
+            for attempts, group in sorted(by_attempts.items()):
+                changed += await self._call(
+                    conn,
+                    "reschedule_jobs",
+                    _ids(group),
+                    sa.func.now(),
+                    _NO_INT,
+                    _NO_INT,
+                    sa.literal(attempts + 1, sa.Integer),
+                )
+        return [(job, queues[job]) for job in changed]
+
+    async def restore(
+        self,
+        conn: AsyncConnection,
+        t: Mapping[str, BoundTable],
+        guard: sa.ColumnElement[bool],
+        values: Mapping[str, Any],
+    ) -> bool:
+        """Its own function again: the job's earlier attempts, limit and run time."""
+        q = self.job(t)
+        job = (await conn.execute(sa.select(q.c("id")).where(guard))).scalar_one_or_none()
+        if job is None:
+            return False
+        back = await self._call(
+            conn,
+            "reschedule_jobs",
+            _ids([int(job)]),
+            values.get("run_at"),
+            _NO_INT,
+            values.get("attempts"),
+            values.get("max_attempts"),
+        )
+        return bool(back)
+
+    async def _call(self, conn: AsyncConnection, name: str, *args: Any) -> list[int]:
+        """One of its functions returning jobs: the ids of the jobs it changed."""
+        jobs = self._function(name)(*args).table_valued("id")
+        return [int(r[0]) for r in (await conn.execute(sa.select(jobs.c.id))).all()]
+
+    async def notify(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable], changed: Sequence[tuple[Any, str]]
+    ) -> None:
+        await notify_each(conn, "jobs:insert", [{"count": len(changed)}])
+
+
+_NO_INT = sa.cast(sa.null(), sa.Integer)
+
+
+def _ids(ids: list[int]) -> sa.ColumnElement[Any]:
+    """Job ids as the one ``bigint[]`` parameter its functions take."""
+    return sa.literal(ids, postgresql.ARRAY(sa.BigInteger))
