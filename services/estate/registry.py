@@ -45,6 +45,7 @@ class ProfileRegistry:
 
 def shipped_profiles() -> ProfileRegistry:
     """The profiles queuebot ships with."""
+    from services.estate.good_job import GoodJobProfile
     from services.estate.graphile_worker import GraphileWorkerProfile
     from services.estate.message_job import MessageJobProfile
     from services.estate.oban import ObanProfile
@@ -52,6 +53,7 @@ def shipped_profiles() -> ProfileRegistry:
     from services.estate.procrastinate import ProcrastinateProfile
     from services.estate.que import QueProfile
     from services.estate.river import RiverProfile
+    from services.estate.solid_queue import SolidQueueProfile
     from services.estate.worker_queue import WorkerQueueProfile
 
     return ProfileRegistry(
@@ -64,5 +66,7 @@ def shipped_profiles() -> ProfileRegistry:
             ObanProfile,
             GraphileWorkerProfile,
             QueProfile,
+            GoodJobProfile,
+            SolidQueueProfile,
         ]
     )

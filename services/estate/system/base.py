@@ -44,6 +44,9 @@ from services.estate.tables import BoundTable, IndexPlan
 GONE = "(gone: succeeded)"
 # The label a job's state is read under beside its row.
 STATE = "qb_state"
+# The prefix of what a rollback keeps that is not a column of the jobs table
+# (``kept_elsewhere``): handed to ``restore`` as it was kept.
+KEPT = "kept:"
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,13 @@ class SystemBase(QueueProfile):
     # Why cancel is off on this system (it has no way to drop a job that queuebot would
     # call a cancel), or None.
     cancel_off: ClassVar[str | None] = None
+
+    async def kept_elsewhere(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable], ids: Sequence[Any]
+    ) -> dict[str, dict[str, Any]]:
+        """What a rollback must put back that is not a column of the jobs table (a row of
+        another table the retry deleted), by job: nothing by default."""
+        return {}
 
     async def restore(
         self,

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.estate import redrive_log
 from services.estate.ops import ItemRef, Selector, Target, WaveStatus, chunk_for, chunks
 from services.estate.profile import plain
-from services.estate.system.base import GONE
+from services.estate.system.base import GONE, KEPT
 from services.estate.system.changes import failure_signature
 from services.estate.tables import BoundTable
 from services.estate.tally import WaveTally
@@ -65,6 +65,8 @@ class SystemPlanOps:
             rows = await conn.execute(sa.select(*cols).where(q.isin(p.cols.id, part)))
             for r in rows.all():
                 out[str(plain(r[0]))] = dict(zip(kept, (plain(v) for v in r[1:]), strict=True))
+            for job, extra in (await p.kept_elsewhere(conn, t, part)).items():
+                out.setdefault(job, {}).update(extra)
         return out
 
     async def wave_status(self, conn: AsyncConnection, *, items: list[ItemRef]) -> WaveStatus:
@@ -128,6 +130,7 @@ class SystemPlanOps:
                 for c in p.restored
                 if q.has(c) and c in item.original
             }
+            values.update({k: v for k, v in item.original.items() if k.startswith(KEPT)})
             if await p.restore(conn, t, self._unclaimed(t, item), values):
                 back.append(item.job_id)
         return back

@@ -19,7 +19,7 @@ def last_error(errors: sa.Column[Any], key: str) -> sa.ColumnElement[Any]:
     return text
 
 
-def utc(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+def utc(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
     """A timestamp kept without a zone, in UTC (Oban's), as a moment."""
     return sa.func.timezone("UTC", column)
 
