@@ -60,7 +60,7 @@ class GoodJobProfile(SystemProfile):
         TableSpec(
             "executions",
             "good_job_executions",
-            required=("active_job_id", "error", "performed_at", "finished_at", "created_at"),
+            required=("active_job_id", "error", "finished_at", "created_at"),
             absent="/queue show lists no runs of a job",
         ),
     )
@@ -147,12 +147,12 @@ class GoodJobProfile(SystemProfile):
             return [], "no good_job_executions table here: GoodJob's runs are not shown"
         job = row[self.col(t, "active_job_id").name]
         rows = await conn.execute(
-            sa.select(runs.c("performed_at"), runs.c("finished_at"), runs.c("error"))
+            sa.select(runs.c("created_at"), runs.c("finished_at"), runs.c("error"))
             .where(runs.c("active_job_id") == job)
             .order_by(runs.c("created_at"))
         )
         events = []
-        for performed, finished, error in rows.all():
+        for started, finished, error in rows.all():
             what = "run failed" if error else ("run succeeded" if finished else "run started")
-            events.append(JobEvent(what, error, as_utc(finished or performed)))
+            events.append(JobEvent(what, error, as_utc(finished or started)))
         return events, None
