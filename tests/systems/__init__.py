@@ -43,7 +43,8 @@ FAULT_MESSAGE = "TimeoutError: smtp relay did not answer in 30 s"
 class Made:
     """What ``System.build`` made: per queue, the ids of the jobs now dead (in the system's
     own dead state) and of those that succeeded (their rows may be gone where the system
-    deletes successes)."""
+    deletes successes). Where a retry makes a new row (Solid Queue), a dead id is the
+    job's last row."""
 
     dead: dict[str, list[str]] = field(default_factory=dict)
     ok: dict[str, list[str]] = field(default_factory=dict)
