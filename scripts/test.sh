@@ -18,15 +18,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
-# pg-boss for tests/systems (Node): install when node_modules is missing or the lock file
-# changed since, only where npm exists (its tests skip without it, outside CI).
-pgboss=tests/systems/pgboss
+# pg-boss and graphile-worker for tests/systems (Node): install each folder when its
+# node_modules is missing or its lock file changed since, only where npm exists (their
+# tests skip without it, outside CI).
 if command -v npm >/dev/null 2>&1; then
-  if [ ! -f "$pgboss/node_modules/.queuebot-installed" ] \
-    || [ "$pgboss/package-lock.json" -nt "$pgboss/node_modules/.queuebot-installed" ]; then
-    npm ci --prefix "$pgboss" --no-audit --no-fund --loglevel=error
-    touch "$pgboss/node_modules/.queuebot-installed"
-  fi
+  for folder in tests/systems/pgboss tests/systems/graphile; do
+    if [ ! -f "$folder/node_modules/.queuebot-installed" ] \
+      || [ "$folder/package-lock.json" -nt "$folder/node_modules/.queuebot-installed" ]; then
+      npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error
+      touch "$folder/node_modules/.queuebot-installed"
+    fi
+  done
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -9,8 +9,11 @@ each job's state as the system writes it.
 
 - Procrastinate (PyPI): its own CLI and worker, in subprocesses (``procrastinate_app``).
 - pg-boss 10 (npm, Node 20): its own client and worker, in node subprocesses (``pgboss/``).
-- River and Oban cannot run here (Go, Elixir): their tables are made from the facts of
-  their schemas, and a stand-in worker claims and settles jobs the way each does.
+- graphile-worker 0.17 (npm, Node 20): its own migrations, client and worker, in node
+  subprocesses (``graphile/``).
+- River, Oban, GoodJob, Solid Queue and Que cannot run here (Go, Elixir, Ruby): their
+  tables are made from the facts of their schemas, and a stand-in worker claims and
+  settles jobs the way each does.
 
 Failing jobs carry the argument ``{"fail": true}``; a worker raises for them only while
 the fault is on (the environment variable ``QB_SYSTEMS_FAULT=1`` for the real workers).
@@ -40,14 +43,15 @@ FAULT_MESSAGE = "TimeoutError: smtp relay did not answer in 30 s"
 class Made:
     """What ``System.build`` made: per queue, the ids of the jobs now dead (in the system's
     own dead state) and of those that succeeded (their rows may be gone where the system
-    deletes successes)."""
+    deletes successes). Where a retry makes a new row (Solid Queue), a dead id is the
+    job's last row."""
 
     dead: dict[str, list[str]] = field(default_factory=dict)
     ok: dict[str, list[str]] = field(default_factory=dict)
 
 
 class System(Protocol):
-    name: str  # "procrastinate", "pg-boss", "river", "oban"
+    name: str  # "procrastinate", "pg-boss", "river", "oban", "graphile-worker", ...
     schema: str  # the PostgreSQL schema its tables live in
 
     def build(self, url: str, *, queues: dict[str, tuple[int, int]]) -> Made:
@@ -106,13 +110,14 @@ def python_argv(*args: str) -> list[str]:
 
 
 PGBOSS_DIR = HERE / "pgboss"
+GRAPHILE_DIR = HERE / "graphile"
 
 
-NODE_MAJOR = 20  # pg-boss 10's engines: node >= 20
+NODE_MAJOR = 20  # pg-boss 10's engines: node >= 20; graphile-worker 0.17 runs on it too
 
 
-def node_missing() -> str | None:
-    """Why pg-boss cannot run here, or None when it can."""
+def node_missing(folder: Path = PGBOSS_DIR, package: str = "pg-boss") -> str | None:
+    """Why the npm ``package`` installed in ``folder`` cannot run here, or None when it can."""
     node = shutil.which("node")
     if node is None:
         return "node is not installed (Debian's nodejs package)"
@@ -121,21 +126,34 @@ def node_missing() -> str | None:
     ).stdout.strip()
     major = version.lstrip("v").split(".")[0]
     if not major.isdigit() or int(major) < NODE_MAJOR:
-        return f"node {version or '?'} is older than pg-boss 10 needs ({NODE_MAJOR})"
-    if not (PGBOSS_DIR / "node_modules" / "pg-boss").is_dir():
+        return f"node {version or '?'} is older than {package} needs here ({NODE_MAJOR})"
+    if not (folder / "node_modules" / package).is_dir():
         if shutil.which("npm") is None:
-            return "npm is not installed, so pg-boss cannot be installed"
-        return "pg-boss is not installed: run npm ci --prefix tests/systems/pgboss"
+            return f"npm is not installed, so {package} cannot be installed"
+        return f"{package} is not installed: run npm ci --prefix {folder.relative_to(ROOT)}"
     return None
 
 
 def all_systems() -> list[System]:
+    from tests.systems.good_job import GoodJob
+    from tests.systems.graphile_system import GraphileWorker
     from tests.systems.oban import Oban
     from tests.systems.pgboss_system import PgBoss
     from tests.systems.procrastinate_system import Procrastinate
+    from tests.systems.que import Que
     from tests.systems.river import River
+    from tests.systems.solid_queue import SolidQueue
 
-    return [Procrastinate(), PgBoss(), River(), Oban()]
+    return [
+        Procrastinate(),
+        PgBoss(),
+        River(),
+        Oban(),
+        GraphileWorker(),
+        GoodJob(),
+        SolidQueue(),
+        Que(),
+    ]
 
 
 def systems_available() -> dict[str, str | None]:
@@ -150,15 +168,20 @@ def systems_available() -> dict[str, str | None]:
     why["pg-boss"] = node_missing()
     why["river"] = None
     why["oban"] = None
+    why["graphile-worker"] = node_missing(GRAPHILE_DIR, "graphile-worker")
+    why["good_job"] = None
+    why["solid_queue"] = None
+    why["que"] = None
     return why
 
 
 Enqueued = dict[str, dict[str, list[str]]]  # queue -> {"ok": ids, "failing": ids}
 
 
-def made_from(system: System, url: str, enqueued: Enqueued, dead: str, ok: str) -> Made:
+def made_from(system: System, url: str, enqueued: Enqueued, dead: str, ok: str | None) -> Made:
     """``Made`` from what was enqueued, after checking that every failing job is in the
-    system's dead state ``dead`` and every ok one in ``ok`` (or gone)."""
+    system's dead state ``dead`` and every ok one in ``ok`` (or gone; ``ok`` is None where
+    the system deletes a job that succeeds)."""
     ids = [i for q in enqueued.values() for kind in ("ok", "failing") for i in q[kind]]
     states = system.state_of(url, ids)
     wrong = {

@@ -3,8 +3,9 @@ system's own table, a staged redrive of its dead jobs goes through two-person ap
 the system's own worker runs them again with the fault fixed, and every redriven job ends
 in the system's own success state while the jobs of its other queues are untouched.
 
-The dead jobs are made by each system's own tools (Procrastinate's and pg-boss's client
-and worker; River and Oban by a stand-in that settles jobs as they do: tests/systems/).
+The dead jobs are made by each system's own tools (Procrastinate's, pg-boss's and
+graphile-worker's client and worker; River, Oban, GoodJob, Solid Queue and Que by a
+stand-in that settles jobs as they do: tests/systems/).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from services.db import create_engine
 from services.errors import ChecksFailed
 from services.estate.estate import Estate
 from services.estate.ops import Selector
+from services.estate.registry import shipped_profiles
 from services.plans.model import PlanState
 from services.reads import samples
 from services.reads.gate import ReadGate
@@ -77,7 +79,22 @@ class World:
         return set(self.system.state_of(self.url, ids).values())
 
 
-@pytest.fixture(params=sorted(STATES))
+# The systems queuebot has a preset for; a system of tests/systems joins once its preset
+# ships under the same name.
+PRESETS = sorted(name for name in STATES if name in shipped_profiles().presets)
+# Known to fail, and why; strict: the mark must go once the preset is fixed.
+KNOWN = {
+    "good_job": "the preset requires good_job_executions.performed_at, a column GoodJob's "
+    "schema does not have (a run starts at its created_at)",
+}
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True)) if n in KNOWN else n
+        for n in PRESETS
+    ]
+)
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
     name: str = request.param
     system = _system(name)

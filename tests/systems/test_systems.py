@@ -1,7 +1,10 @@
 """Each real queue system makes real dead jobs in a fresh database, and runs them to success
 once they are retried the way the system itself retries them and the fault is gone.
 
-Skipped where a system cannot run here (pg-boss without node and npm), unless
+Where a system deletes a job that succeeds (graphile-worker, Que), its success state is
+None: the row is gone.
+
+Skipped where a system cannot run here (pg-boss, graphile-worker without node and npm), unless
 ``QUEUEBOT_REQUIRE_SYSTEMS=1`` (CI), where that fails.
 """
 
@@ -18,12 +21,16 @@ from tests.systems import System, all_systems, systems_available
 
 REQUIRE = os.environ.get("QUEUEBOT_REQUIRE_SYSTEMS") == "1"
 QUEUES = {"emails": (3, 5), "reports": (2, 2)}
-# (dead state, success state) as each system writes them
-STATES = {
+# (dead state, success state) as each system writes them; None: the row is deleted
+STATES: dict[str, tuple[str, str | None]] = {
     "procrastinate": ("failed", "succeeded"),
     "pg-boss": ("failed", "completed"),
     "river": ("discarded", "completed"),
     "oban": ("discarded", "completed"),
+    "graphile-worker": ("dead", None),
+    "good_job": ("discarded", "succeeded"),
+    "solid_queue": ("failed", "finished"),
+    "que": ("expired", None),
 }
 
 
@@ -65,11 +72,61 @@ def _retry_oban(conn: psycopg.Connection, ids: list[str]) -> None:
     )
 
 
+def _retry_graphile(conn: psycopg.Connection, ids: list[str]) -> None:
+    # Its own SQL function (it skips locked jobs): due now, one more attempt.
+    for i in ids:
+        done = conn.execute(
+            "SELECT id FROM graphile_worker.reschedule_jobs(ARRAY[%s]::bigint[], now(), NULL,"
+            " NULL, (SELECT attempts + 1 FROM graphile_worker.jobs WHERE id = %s))",
+            (int(i), int(i)),
+        ).fetchall()
+        assert len(done) == 1
+
+
+def _retry_good_job(conn: psycopg.Connection, ids: list[str]) -> None:
+    # The same row again: not performed, not finished, due now, its error event "retried".
+    conn.execute(
+        "UPDATE good_jobs SET performed_at = NULL, finished_at = NULL,"
+        " scheduled_at = timezone('UTC', now()), error_event = 3,"
+        " updated_at = timezone('UTC', now())"
+        " WHERE id = ANY(%s::uuid[]) AND finished_at IS NOT NULL AND error IS NOT NULL",
+        (ids,),
+    )
+
+
+def _retry_solid_queue(conn: psycopg.Connection, ids: list[str]) -> None:
+    # In one transaction: the job ready again, its failed execution gone.
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO solid_queue_ready_executions (job_id, queue_name, priority, created_at)"
+            " SELECT j.id, j.queue_name, j.priority, timezone('UTC', now())"
+            " FROM solid_queue_jobs j JOIN solid_queue_failed_executions f ON f.job_id = j.id"
+            " WHERE j.id = ANY(%s)",
+            ([int(i) for i in ids],),
+        )
+        conn.execute(
+            "DELETE FROM solid_queue_failed_executions WHERE job_id = ANY(%s)",
+            ([int(i) for i in ids],),
+        )
+
+
+def _retry_que(conn: psycopg.Connection, ids: list[str]) -> None:
+    conn.execute(
+        "UPDATE que_jobs SET expired_at = NULL, error_count = 0, run_at = now()"
+        " WHERE id = ANY(%s) AND expired_at IS NOT NULL",
+        ([int(i) for i in ids],),
+    )
+
+
 RETRY: dict[str, Callable[[psycopg.Connection, list[str]], None]] = {
     "procrastinate": _retry_procrastinate,
     "pg-boss": _retry_pgboss,
     "river": _retry_river,
     "oban": _retry_oban,
+    "graphile-worker": _retry_graphile,
+    "good_job": _retry_good_job,
+    "solid_queue": _retry_solid_queue,
+    "que": _retry_que,
 }
 
 # What a person looking at a dead job sees: the attempts it had and the error it left.
@@ -89,6 +146,29 @@ DEAD_DETAIL = {
     "oban": (
         "SELECT attempt, errors[array_length(errors, 1)]->>'error' FROM oban_jobs"
         " WHERE id = %s::bigint AND discarded_at IS NOT NULL AND array_length(errors, 1) = 2"
+    ),
+    "graphile-worker": (
+        "SELECT attempts, last_error FROM graphile_worker.jobs"
+        " WHERE id = %s::bigint AND attempts >= max_attempts AND locked_at IS NULL"
+    ),
+    # one execution row per run, each with its error
+    "good_job": (
+        "SELECT j.executions_count, j.error FROM good_jobs j"
+        " WHERE j.id = %s::uuid AND j.finished_at IS NOT NULL AND (SELECT count(*)"
+        " FROM good_job_executions e WHERE e.active_job_id = j.active_job_id"
+        " AND e.error IS NOT NULL) = 2"
+    ),
+    # ActiveJob's retry made a second row of the same job: two rows, the last one failed
+    "solid_queue": (
+        "SELECT (SELECT count(*) FROM solid_queue_jobs o WHERE o.active_job_id ="
+        " j.active_job_id), f.error::jsonb->>'message'"
+        " FROM solid_queue_jobs j JOIN solid_queue_failed_executions f ON f.job_id = j.id"
+        " WHERE j.id = %s::bigint AND f.error::jsonb->>'exception_class' = 'Timeout::Error'"
+    ),
+    # the last attempt's error is not written: the message is the first attempt's
+    "que": (
+        "SELECT error_count, last_error_message FROM que_jobs"
+        " WHERE id = %s::bigint AND expired_at IS NOT NULL"
     ),
 }
 
