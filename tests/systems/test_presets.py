@@ -51,6 +51,8 @@ WAKES = {
     "procrastinate": "procrastinate_queue_v1#emails",
     "river": "public.river_insert",
     "oban": "public.oban_insert",
+    "graphile-worker": "jobs:insert",
+    "good_job": "good_job",
 }
 
 
@@ -82,19 +84,10 @@ class World:
 # The systems queuebot has a preset for; a system of tests/systems joins once its preset
 # ships under the same name.
 PRESETS = sorted(name for name in STATES if name in shipped_profiles().presets)
+
+
 # Known to fail, and why; strict: the mark must go once the preset is fixed.
-KNOWN = {
-    "good_job": "the preset requires good_job_executions.performed_at, a column GoodJob's "
-    "schema does not have (a run starts at its created_at)",
-}
-
-
-@pytest.fixture(
-    params=[
-        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True)) if n in KNOWN else n
-        for n in PRESETS
-    ]
-)
+@pytest.fixture(params=PRESETS)
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
     name: str = request.param
     system = _system(name)
