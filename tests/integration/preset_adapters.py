@@ -10,6 +10,7 @@ All are PostgreSQL only (enum states, jsonb, arrays).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -17,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
+from services.estate.good_job import GoodJobProfile
 from services.estate.model import CanonicalState
 from services.estate.oban import ObanProfile
 from services.estate.pg_boss import PgBossProfile
@@ -24,7 +26,10 @@ from services.estate.procrastinate import ProcrastinateProfile
 from services.estate.profile import QueueProfile, plain
 from services.estate.que import QueProfile
 from services.estate.river import RiverProfile
+from services.estate.solid_queue import SolidQueueProfile
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
+from tests.systems.good_job import DDL as GOOD_JOB_DDL
+from tests.systems.solid_queue import DDL as SOLID_QUEUE_DDL
 
 RIVER_DDL = """
 CREATE TYPE river_job_state AS ENUM ('available', 'cancelled', 'completed', 'discarded',
@@ -118,6 +123,7 @@ class PresetAdapter:
     postgres_only: ClassVar[bool] = True
     error_text: ClassVar[bool] = True  # whether the system keeps the error text
     shows_running: ClassVar[bool] = True  # whether a job a worker holds is seen as running
+    cancels: ClassVar[bool] = True  # whether cancel is on
     dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
     failure_reason: ClassVar[str | None] = None
     missing_id: ClassVar[str] = "987654321"
@@ -503,3 +509,156 @@ class QueAdapter(PresetAdapter):
             .where(q.c("id").in_([int(i) for i in ids]))
             .values(error_count=q.c("error_count") + 1, expired_at=now)
         )
+
+
+class GoodJobAdapter(PresetAdapter):
+    """good_jobs (its schema as tests/systems/good_job.py writes it): dead jobs finished with
+    an error; times without a zone, in UTC; uuid ids."""
+
+    profile_class = GoodJobProfile
+    ddl = GOOD_JOB_DDL
+    missing_id = "00000000-0000-4000-8000-000000000000"
+    dead_value = "discarded"
+    cancels = False
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        t = _naive(at)
+        base: dict[str, Any] = {
+            "job_class": "ContractJob",
+            "queue_name": "default",
+            "active_job_id": sa.func.gen_random_uuid(),
+            "created_at": t,
+            "updated_at": t,
+            "scheduled_at": t,
+            "executions_count": 0,
+        }
+        if kind == "dead":
+            early = t - timedelta(minutes=5)
+            return base | {
+                "created_at": early,
+                "scheduled_at": early,
+                "performed_at": t - timedelta(minutes=1),
+                "finished_at": t,
+                "error": error,
+                "error_event": 4,
+                "executions_count": 2,
+            }
+        if kind == "done":
+            return base | {"performed_at": t, "finished_at": t, "executions_count": 1}
+        if kind == "stuck":
+            return base | {"performed_at": t, "executions_count": 1}
+        return base
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        q = await self._table(conn)
+        rows = await conn.execute(
+            sa.select(q.c("id")).where(q.c("finished_at").is_(None), q.c("performed_at").is_(None))
+        )
+        return sorted(str(plain(r[0])) for r in rows.all())
+
+    async def _set(self, conn: AsyncConnection, ids: list[str], **values: Any) -> None:
+        q = await self._table(conn)
+        keys = [self.profile.coerce_id(q.c("id"), i) for i in ids]
+        await conn.execute(
+            q.table.update().where(q.c("id").in_(keys), q.c("finished_at").is_(None)).values(values)
+        )
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        q = await self._table(conn)
+        await self._set(
+            conn, ids, performed_at=_naive(now), executions_count=q.c("executions_count") + 1
+        )
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await self._set(conn, ids, finished_at=_naive(now), error=None, error_event=None)
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        await self._set(conn, ids, finished_at=_naive(now), error=error, error_event=4)
+
+
+def _solid_error(error: str) -> str:
+    return json.dumps({"exception_class": "Timeout::Error", "message": error, "backtrace": []})
+
+
+class SolidQueueAdapter(PresetAdapter):
+    """Solid Queue (its schema as tests/systems/solid_queue.py writes it): a job's state is
+    the execution table holding it; dead jobs have a failed execution."""
+
+    profile_class = SolidQueueProfile
+    ddl = SOLID_QUEUE_DDL
+    dead_value = "failed"
+    waiting_state = "ready"
+
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        t = _naive(at)
+        runs = {"dead": 2, "done": 1, "stuck": 1, "pending": 0}[kind]
+        base: dict[str, Any] = {
+            "queue_name": "default",
+            "class_name": "ContractJob",
+            "arguments": json.dumps({"executions": runs}),
+            "created_at": t,
+            "updated_at": t,
+        }
+        return base | ({"finished_at": t} if kind == "done" else {})
+
+    async def add(self, conn: AsyncConnection, **kw: Any) -> Built:
+        built = await super().add(conn, **kw)
+        t = await self.profile.tables(conn)
+        now: datetime = kw["now"]
+        for i, job in enumerate(built.dead):
+            at = _naive(dead_at(now, i))
+            await self._execution(conn, t["failed"], job, error=_solid_error(kw["error"]), at=at)
+        for i, job in enumerate(built.pending):
+            await self._ready(conn, t, job, _naive(pending_at(now, i)))
+        for job in built.stuck:
+            await self._execution(
+                conn, t["claimed"], job, at=_naive(stuck_since(now)), process_id=None
+            )
+        return built
+
+    @staticmethod
+    async def _execution(
+        conn: AsyncConnection, table: Any, job: str, *, at: datetime, **values: Any
+    ) -> None:
+        present = {k: v for k, v in values.items() if table.table.c.get(k) is not None}
+        await conn.execute(table.table.insert().values(job_id=int(job), created_at=at, **present))
+
+    async def _ready(self, conn: AsyncConnection, t: Any, job: str, at: datetime) -> None:
+        await self._execution(conn, t["ready"], job, at=at, queue_name="default", priority=0)
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        ready = (await self.profile.tables(conn))["ready"]
+        rows = await conn.execute(sa.select(ready.c("job_id")))
+        return sorted(str(r[0]) for r in rows.all())
+
+    async def _release(self, conn: AsyncConnection, ids: list[str]) -> None:
+        t = await self.profile.tables(conn)
+        for role in ("ready", "claimed"):
+            await conn.execute(
+                t[role].table.delete().where(t[role].c("job_id").in_([int(i) for i in ids]))
+            )
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        t = await self.profile.tables(conn)
+        await self._release(conn, ids)
+        for job in ids:
+            await self._execution(conn, t["claimed"], job, at=_naive(now), process_id=None)
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        q = await self._table(conn)
+        await self._release(conn, ids)
+        await conn.execute(
+            q.table.update()
+            .where(q.c("id").in_([int(i) for i in ids]))
+            .values(finished_at=_naive(now))
+        )
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        t = await self.profile.tables(conn)
+        await self._release(conn, ids)
+        for job in ids:
+            await self._execution(conn, t["failed"], job, error=_solid_error(error), at=_naive(now))
