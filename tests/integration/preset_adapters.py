@@ -29,6 +29,7 @@ from services.estate.river import RiverProfile
 from services.estate.solid_queue import SolidQueueProfile
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
 from tests.systems.good_job import DDL as GOOD_JOB_DDL
+from tests.systems.que import DDL as QUE_DDL
 from tests.systems.solid_queue import DDL as SOLID_QUEUE_DDL
 
 RIVER_DDL = """
@@ -143,7 +144,8 @@ class PresetAdapter:
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
-        await conn.exec_driver_sql(cls.ddl)
+        raw = await conn.get_raw_connection()  # DDL text as written: no placeholders parsed
+        await raw.driver_connection.execute(cls.ddl)  # type: ignore[union-attr]
 
     async def _table(self, conn: AsyncConnection) -> Any:
         return (await self.profile.tables(conn))["job"]
@@ -439,39 +441,13 @@ class ProcrastinateAdapter(PresetAdapter):
         return {"status": "failed"}
 
 
-QUE_DDL = """
-CREATE TABLE que_jobs (
-  priority smallint NOT NULL DEFAULT 100,
-  run_at timestamptz NOT NULL DEFAULT now(),
-  id bigserial PRIMARY KEY,
-  job_class text NOT NULL,
-  error_count integer NOT NULL DEFAULT 0,
-  last_error_message text,
-  queue text NOT NULL DEFAULT 'default',
-  last_error_backtrace text,
-  finished_at timestamptz,
-  expired_at timestamptz,
-  args jsonb NOT NULL DEFAULT '[]',
-  data jsonb NOT NULL DEFAULT '{}',
-  job_schema_version integer NOT NULL DEFAULT 2,
-  kwargs jsonb NOT NULL DEFAULT '{}',
-  CONSTRAINT error_length CHECK (char_length(last_error_message) <= 500
-    AND char_length(last_error_backtrace) <= 10000),
-  CONSTRAINT job_class_length CHECK (char_length(job_class) <= 200),
-  CONSTRAINT queue_length CHECK (char_length(queue) <= 100)
-);
-CREATE INDEX que_poll_idx ON que_jobs (job_schema_version, queue, priority, run_at, id)
-  WHERE finished_at IS NULL AND expired_at IS NULL;
-"""
-
-
 class QueAdapter(PresetAdapter):
     """que_jobs: dead jobs have ``expired_at``; a job that succeeds is deleted; a worker's
     hold on a job is an advisory lock, invisible in the table (so no job is ever seen
     running: ``add`` makes no stuck ones)."""
 
     profile_class = QueProfile
-    ddl = QUE_DDL
+    ddl = QUE_DDL  # as tests/systems/que.py writes Que's schema
     shows_running = False
     dead_value = "expired"
 
