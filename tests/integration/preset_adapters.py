@@ -10,6 +10,7 @@ All are PostgreSQL only (enum states, jsonb, arrays).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.estate.good_job import GoodJobProfile
+from services.estate.graphile_worker import GraphileWorkerProfile
 from services.estate.model import CanonicalState
 from services.estate.oban import ObanProfile
 from services.estate.pg_boss import PgBossProfile
@@ -192,6 +194,20 @@ class PresetAdapter:
             q.table.update().where(q.c("id").in_(keys), state.in_(states)).values(values)
         )
 
+    async def prune(self, conn: AsyncConnection, job: str) -> None:
+        """The system's pruner deletes a job."""
+        q = await self._table(conn)
+        await conn.execute(
+            q.table.delete().where(q.c("id") == self.profile.coerce_id(q.c("id"), job))
+        )
+
+    async def move(self, conn: AsyncConnection, ids: list[str], queue: str) -> None:
+        """These jobs belong to another queue of the system's table."""
+        q = await self._table(conn)
+        keys = [self.profile.coerce_id(q.c("id"), i) for i in ids]
+        column = q.c(self.profile.cols.queue).name  # type: ignore[attr-defined]
+        await conn.execute(q.table.update().where(q.c("id").in_(keys)).values({column: queue}))
+
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         q = await self._table(conn)
         state = q.c(self.profile.status_column)
@@ -320,6 +336,12 @@ class PgBossAdapter(PresetAdapter):
     waiting_state = "created"
     running_state = "active"
     dead_value = "failed"
+
+    async def move(self, conn: AsyncConnection, ids: list[str], queue: str) -> None:
+        await conn.exec_driver_sql(  # pg-boss makes a partition per queue
+            f"CREATE TABLE pgboss.j_{queue} PARTITION OF pgboss.job FOR VALUES IN ('{queue}')"
+        )
+        await super().move(conn, ids, queue)
 
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         q = await self._table(conn)
@@ -638,3 +660,130 @@ class SolidQueueAdapter(PresetAdapter):
         await self._release(conn, ids)
         for job in ids:
             await self._execution(conn, t["failed"], job, error=_solid_error(error), at=_naive(now))
+
+
+PRIVATE = "graphile_worker._private_jobs"
+
+
+class GraphileWorkerAdapter(PresetAdapter):
+    """graphile-worker 0.17's own schema (its migrations, run by its own package): jobs added
+    by its add_job, played on its private table as its worker does; a job that succeeds is
+    deleted, so ``add`` keeps no finished ones."""
+
+    profile_class = GraphileWorkerProfile
+    dead_value = "dead"
+
+    @classmethod
+    async def create(cls, conn: AsyncConnection) -> None:
+        from tests.conftest import _pg_conninfo
+        from tests.systems.graphile_system import GraphileWorker
+
+        url = _pg_conninfo(conn.engine.url.render_as_string(hide_password=False))
+        await asyncio.to_thread(
+            GraphileWorker()._node, "build", {"url": url, "queues": {}}, fault=False, timeout=60
+        )
+
+    async def _add(self, conn: AsyncConnection, **values: Any) -> str:
+        job = (
+            await conn.execute(
+                sa.text(
+                    "SELECT (graphile_worker.add_job('contract', '{}'::json, "
+                    "queue_name => 'default', max_attempts => 3)).id"
+                )
+            )
+        ).scalar_one()
+        await self._set(conn, [str(job)], **values)
+        return str(job)
+
+    async def _set(self, conn: AsyncConnection, ids: list[str], **values: Any) -> None:
+        sets = ", ".join(f"{k} = :{k}" for k in values)
+        if sets:
+            await conn.execute(
+                sa.text(f"UPDATE {PRIVATE} SET {sets} WHERE id = ANY(CAST(:ids AS bigint[]))"),
+                {**values, "ids": [int(i) for i in ids]},
+            )
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        built = Built()
+        for i in range(dead):
+            at = dead_at(now, i)
+            built.dead.append(
+                await self._add(
+                    conn,
+                    attempts=3,
+                    last_error=error,
+                    created_at=at - timedelta(minutes=5),
+                    run_at=at,
+                    updated_at=at,
+                )
+            )
+        for i in range(pending):
+            at = pending_at(now, i)
+            built.pending.append(await self._add(conn, created_at=at, run_at=at, updated_at=at))
+        for _ in range(stuck):
+            at = stuck_since(now)
+            built.stuck.append(await self._add(conn, attempts=1, locked_at=at, locked_by="w-1"))
+        return built
+
+    async def prune(self, conn: AsyncConnection, job: str) -> None:
+        await self.complete(conn, [job], now=datetime.now(UTC))
+
+    async def move(self, conn: AsyncConnection, ids: list[str], queue: str) -> None:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO graphile_worker._private_job_queues (queue_name) VALUES (:q) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            {"q": queue},
+        )
+        await conn.execute(
+            sa.text(
+                f"UPDATE {PRIVATE} SET job_queue_id = (SELECT id FROM "
+                "graphile_worker._private_job_queues WHERE queue_name = :q) "
+                "WHERE id = ANY(CAST(:ids AS bigint[]))"
+            ),
+            {"q": queue, "ids": [int(i) for i in ids]},
+        )
+
+    async def waiting(self, conn: AsyncConnection) -> list[str]:
+        rows = await conn.execute(
+            sa.text(f"SELECT id FROM {PRIVATE} WHERE locked_at IS NULL AND attempts < max_attempts")
+        )
+        return sorted(str(r[0]) for r in rows.all())
+
+    async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await conn.execute(
+            sa.text(
+                f"UPDATE {PRIVATE} SET locked_at = :now, locked_by = 'w-1', "
+                "attempts = attempts + 1 WHERE id = ANY(CAST(:ids AS bigint[]))"
+            ),
+            {"now": now, "ids": [int(i) for i in ids]},
+        )
+
+    async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        await conn.execute(
+            sa.text(f"DELETE FROM {PRIVATE} WHERE id = ANY(CAST(:ids AS bigint[]))"),
+            {"ids": [int(i) for i in ids]},
+        )
+
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        await conn.execute(
+            sa.text(
+                f"UPDATE {PRIVATE} SET attempts = max_attempts, last_error = :error, "
+                "locked_at = NULL, locked_by = NULL, updated_at = :now "
+                "WHERE id = ANY(CAST(:ids AS bigint[]))"
+            ),
+            {"error": error, "now": now, "ids": [int(i) for i in ids]},
+        )

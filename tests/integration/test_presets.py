@@ -33,6 +33,7 @@ from services.reads import samples
 from tests.integration.housekeeping_support import housekeeper
 from tests.integration.preset_adapters import (
     GoodJobAdapter,
+    GraphileWorkerAdapter,
     ObanAdapter,
     PgBossAdapter,
     PresetAdapter,
@@ -56,6 +57,7 @@ ADAPTERS = [
     QueAdapter,
     GoodJobAdapter,
     SolidQueueAdapter,
+    GraphileWorkerAdapter,
 ]
 
 
@@ -120,9 +122,7 @@ async def test_a_job_pruned_between_request_and_approval_is_reported_as_skipped(
         actor=ALICE,
     )
     async with world.engine.begin() as conn:  # the system's pruner deletes one meanwhile
-        q = (await world.profile.tables(conn))["job"]
-        pruned = world.profile.coerce_id(q.c("id"), jobs[0])
-        await conn.execute(q.table.delete().where(q.c("id") == pruned))
+        await world.adapter.prune(conn, jobs[0])
     decision = await world.services.changes.approve(number=view.number, actor=BOB)
     assert decision.executed and decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(jobs[1:])
@@ -214,27 +214,7 @@ async def test_a_claimed_job_is_not_rolled_back(world: World) -> None:
 async def test_one_queue_of_the_table_is_the_queue(pg_url: str, kind: type[PresetAdapter]) -> None:
     async for w in open_world(pg_url, kind, queue_name="emails"):
         async with w.engine.begin() as conn:  # another queue's dead jobs beside the built ones
-            q = (await w.profile.tables(conn))["job"]
-            queue = q.c(w.profile.cols.queue).name  # type: ignore[attr-defined]
-            if kind is PgBossAdapter:
-                await conn.exec_driver_sql(
-                    "CREATE TABLE pgboss.j_emails PARTITION OF pgboss.job FOR VALUES IN ('emails')"
-                )
-                await conn.execute(
-                    q.table.update()
-                    .where(
-                        q.c("id").in_([w.profile.coerce_id(q.c("id"), j) for j in w.built.dead[:2]])
-                    )
-                    .values({queue: "emails"})
-                )
-            else:
-                await conn.execute(
-                    q.table.update()
-                    .where(
-                        q.c("id").in_([w.profile.coerce_id(q.c("id"), j) for j in w.built.dead[:2]])
-                    )
-                    .values({queue: "emails"})
-                )
+            await w.adapter.move(conn, w.built.dead[:2], "emails")
         async with w.estate.connect() as conn:
             listed = await w.profile.dead(conn, filters=DeadFilter(limit=10))
             triage = await w.profile.triage(conn, now=START, since=None, job_type=None)
