@@ -92,7 +92,9 @@ def _loadavg() -> str:
 
 
 def _shape(sql: str) -> str:
-    return " ".join(sql.split())[:110]
+    """A statement as the report groups it: its start, and whether it locks."""
+    flat = " ".join(sql.split())
+    return flat[:100] + (" ... FOR UPDATE" if flat.endswith("FOR UPDATE") else "")
 
 
 def triage_label(sql: str) -> str:
