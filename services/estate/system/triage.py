@@ -61,23 +61,33 @@ async def triage(
         else [None]
     )
     groups = [q.c(cols.kind)] if cols.kind is not None else []
+    stuck = profile.stuck_where(t, profile.stuck_cutoff(now))
+    statements: dict[str, Any] = {}
     if plan is not None:
-        grouped = estimate.counts_except(q.table, q.c(cols.state), [plan.status], group=groups)
+        statements["grouped"] = estimate.counts_except(
+            q.table, q.c(cols.state), [plan.status], group=groups
+        )
+        statements["extras"] = sa.select(
+            oldest_pending(profile, t, where).scalar_subquery(),
+            sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
+        )
     else:
-        grouped = (
-            sa.select(state, *groups, sa.func.count())
+        # Every row is read for the counts: the oldest waiting job and the stuck count
+        # come from the same pass. Apart, each is a pass of its own over a table whose
+        # state no index leads with (pg-boss's: three scans instead of one).
+        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
+        statements["grouped"] = (
+            sa.select(
+                state,
+                *groups,
+                sa.func.count(),
+                sa.func.min(profile.waiting_since(t)).filter(pending),
+                sa.func.count().filter(sa.and_(*stuck)),
+            )
             .select_from(q.table)
             .where(*where)
             .group_by(state, *groups)
         )
-    extras = sa.select(
-        oldest_pending(profile, t, where).scalar_subquery(),
-        sa.select(sa.func.count())
-        .select_from(q.table)
-        .where(*profile.stuck_where(t, profile.stuck_cutoff(now)), *where)
-        .scalar_subquery(),
-    )
-    statements: dict[str, Any] = {"grouped": grouped, "extras": extras}
     error = profile.error_text(t)
     if error is not None:
         statements["newest"] = newest_errors(profile, t, error, where)
@@ -85,9 +95,10 @@ async def triage(
 
     counted: dict[str, int] = defaultdict(int)
     types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+    at = len(groups) + 1  # the count's column
     for row in read["grouped"]:
         name = str(plain(row[0]))
-        n = int(row[-1])
+        n = int(row[at])
         counted[name] += n
         if groups:
             kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
@@ -96,7 +107,12 @@ async def triage(
     if plan is not None and not estimated:  # statistics too stale to use: count all
         return await triage(profile, conn, now=now, since=since, job_type=job_type, exact=True)
     guessed = plan.status if estimated and plan is not None else None
-    oldest_raw, stuck_total = read["extras"][0]
+    if plan is not None:
+        oldest_raw, stuck_total = read["extras"][0]
+    else:
+        waiting = [row[at + 1] for row in read["grouped"] if row[at + 1] is not None]
+        oldest_raw = min(waiting, default=None)
+        stuck_total = sum(int(row[at + 2]) for row in read["grouped"])
     dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
     errors = [r[0] for r in read.get("newest", [])]
     return Triage(

@@ -1,0 +1,320 @@
+"""The job tables of River, pg-boss, Oban and Procrastinate for ``presets.py``, filled
+server-side.
+
+Each system's schema is made as the preset tests make it (tests/systems/): River's and
+Oban's tables from the facts of their migrations, Procrastinate's by its own package
+(``SchemaManager.get_schema()``), pg-boss 10's by pg-boss itself (``boss.start()`` and
+``createQueue`` in node, ``tests/systems/pgboss/boss.js``: one partition of
+``pgboss.job`` per queue, with its indexes).
+
+``fill`` writes ``rows`` jobs with ``INSERT ... SELECT ... FROM generate_series`` and
+deterministic pseudo-random values (``hashint8extended``, as ``triage.py``), in time order
+as an append-mostly queue table has them: days of history (almost all completed, a few
+cancelled), then a recent tail (the last 2 hours) holding the waiting jobs, the jobs
+running now (a tenth of them stuck) and the system's own retries. Exactly ``dead`` of
+them, spread evenly through the table, are in the system's dead state, with error texts
+of about 40 shapes (each carrying ids, numbers, URLs or hashes, so signatures matter),
+kept where the system keeps them. Several queues and job types, skewed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+from triage import rnd, ts
+
+RIVER_QUEUES = ("default", "email", "reports", "webhooks", "media")
+RIVER_KINDS = (
+    "sync_account", "recompute_stats", "send_email", "send_digest", "render_report",
+    "export_csv", "deliver_webhook", "replay_webhook", "transcode_video", "resize_image",
+)  # fmt: skip
+PGBOSS_QUEUES = ("email-send", "report-render", "webhook-deliver", "image-resize", "account-sync")
+OBAN_WORKERS = (
+    "Shop.Workers.SyncAccount", "Shop.Workers.RecomputeStats", "Shop.Workers.SendEmail",
+    "Shop.Workers.SendDigest", "Shop.Workers.RenderReport", "Shop.Workers.ExportCsv",
+    "Shop.Workers.DeliverWebhook", "Shop.Workers.ReplayWebhook", "Shop.Workers.Transcode",
+    "Shop.Workers.ResizeImage",
+)  # fmt: skip
+PROCRASTINATE_TASKS = (
+    "shop.tasks.sync_account", "shop.tasks.recompute_stats", "shop.tasks.send_email",
+    "shop.tasks.send_digest", "shop.tasks.render_report", "shop.tasks.export_csv",
+    "shop.tasks.deliver_webhook", "shop.tasks.replay_webhook", "shop.tasks.transcode",
+    "shop.tasks.resize_image",
+)  # fmt: skip
+TAIL = 0.03  # the share of rows in the last 2 hours
+
+
+def _array(values: tuple[str, ...]) -> str:
+    return "ARRAY[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _base(rows: int, dead: int, now: datetime, dead_state: str, tail_states: str) -> str:
+    """The rows' skeleton: ``i``, ``r1..r9``, ``tail``, queue index ``qi``, type index ``ki``
+    (two types per queue, 70/30), ``t0`` (enqueued) and ``state``; ``dead`` rows of the
+    history dead (evenly spread, none in the last 2 hours: a redrive waits until the
+    dead jobs stop growing), the tail's states from ``tail_states`` (a CASE over ``r3``),
+    the history ``completed`` but for 0.4% ``cancelled`` (Procrastinate's fill: succeeded)."""
+    head = rows - round(rows * TAIL)
+    step = max(1, head // dead) if dead else rows + 1
+    now_sql = ts(now)
+    return f"""
+SELECT a.*,
+  CASE WHEN i % {step} = 0 AND i / {step} <= {dead} AND i <= {head} THEN '{dead_state}'
+    WHEN tail THEN {tail_states}
+    WHEN r3 < 0.004 THEN 'cancelled' ELSE 'completed' END AS state,
+  CASE WHEN tail
+    THEN {now_sql} - interval '2 hours' + ((i - {head})::float8 / {rows - head + 1})
+         * interval '119 minutes'
+    ELSE {now_sql} - interval '30 days' + (i::float8 / {head})
+         * (interval '30 days' - interval '2 hours') + r9 * interval '5 minutes'
+  END AS t0
+FROM (
+  SELECT i, i > {head} AS tail,
+    CASE WHEN {rnd(21)} < 0.40 THEN 0 WHEN {rnd(21)} < 0.65 THEN 1
+      WHEN {rnd(21)} < 0.80 THEN 2 WHEN {rnd(21)} < 0.92 THEN 3 ELSE 4 END AS qi,
+    ({rnd(22)} >= 0.7)::int AS ki,
+    {rnd(23)} AS r3, {rnd(24)} AS r4, {rnd(25)} AS r5, {rnd(26)} AS r6, {rnd(27)} AS r7,
+    {rnd(28)} AS r8, {rnd(29)} AS r9
+  FROM generate_series(1, {rows}) AS i
+) a
+"""
+
+
+def _error(kind: str) -> str:
+    """An error text of about 40 shapes (12 templates, some per job type)."""
+    return f"""CASE floor(r6 * 12)::int
+  WHEN 0 THEN {kind} || ': dial tcp 10.0.' || (i % 8) || '.' || (i % 250)
+              || ':5432: connect: connection refused'
+  WHEN 1 THEN {kind} || ': context deadline exceeded after ' || (5 + i % 25) || 's'
+  WHEN 2 THEN 'POST https://hooks.acct' || (i % 5000) || '.example.com/jobs/' || i
+              || ': 503 Service Unavailable'
+  WHEN 3 THEN 'smtp: 421 4.7.0 Try again later, closing connection (' || md5(i::text) || ')'
+  WHEN 4 THEN 'duplicate key value violates unique constraint "accounts_pkey" (id='
+              || (i % 9000) || ')'
+  WHEN 5 THEN 'runtime error: index out of range [' || (i % 7) || '] with length ' || (i % 7)
+  WHEN 6 THEN 'NoSuchKey: s3://uploads-prod/' || md5('k' || i)::uuid || '.mp4'
+  WHEN 7 THEN 'ffmpeg exited with status ' || (1 + i % 3) || ' on segment ' || (i % 40)
+  WHEN 8 THEN {kind} || ': rate limited upstream, retry after ' || (i % 60) || 's'
+  WHEN 9 THEN 'cannot unmarshal string into field ' || {kind} || '.account_id of type int64'
+  WHEN 10 THEN 'no worker registered for ' || {kind}
+  ELSE 'canceling statement due to statement timeout (SQLSTATE 57014)' END"""
+
+
+def _stuck(now_sql: str) -> str:
+    """A running job's start: a tenth of them stuck (20 min to 2 h ago)."""
+    return f"""CASE WHEN r8 < 0.10 THEN {now_sql} - interval '20 minutes'
+      - r7 * interval '100 minutes' ELSE {now_sql} - r7 * interval '5 minutes' END"""
+
+
+def river_sql(rows: int, dead: int, now: datetime) -> list[str]:
+    now_sql = ts(now)
+    tail = """CASE WHEN r3 < 0.45 THEN 'available' WHEN r3 < 0.60 THEN 'scheduled'
+      WHEN r3 < 0.68 THEN 'retryable' WHEN r3 < 0.72 THEN 'running'
+      WHEN r3 < 0.73 THEN 'pending' ELSE 'completed' END"""
+    base = _base(rows, dead, now, "discarded", tail)
+    return [
+        f"""
+INSERT INTO river_job (state, attempt, max_attempts, attempted_at, created_at, finalized_at,
+  scheduled_at, priority, args, attempted_by, errors, kind, queue)
+SELECT state::river_job_state, attempt, max_attempts,
+  CASE WHEN state = 'running' THEN {_stuck(now_sql)}
+    WHEN attempt > 0 THEN t0 + attempt * interval '30 seconds' END,
+  t0,
+  CASE WHEN state IN ('completed', 'cancelled', 'discarded')
+    THEN t0 + attempt * interval '30 seconds' + r4 * interval '1 minute' END,
+  CASE state WHEN 'scheduled' THEN {now_sql} + r4 * interval '1 hour'
+    WHEN 'retryable' THEN {now_sql} + r4 * interval '10 minutes' ELSE t0 END,
+  CASE WHEN r7 < 0.9 THEN 1 ELSE 2 END,
+  jsonb_build_object('id', i, 'account', 'acct_' || (i % 5000)),
+  CASE WHEN attempt > 0 THEN ARRAY['worker-' || (1 + i % 8)] END,
+  CASE WHEN state IN ('discarded', 'retryable') THEN ARRAY(
+    SELECT jsonb_build_object('at', t0 + n * interval '30 seconds', 'attempt', n,
+      'error', error, 'trace', 'goroutine ' || (1 + i % 64) || ' [running]:' || chr(10)
+      || 'main.(*Worker).Work(...)' || chr(10) || chr(9) || '/app/' || kind || '.go:'
+      || (20 + i % 80) || ' +0x1d')
+    FROM generate_series(1, attempt) AS n) END,
+  kind, queue
+FROM (
+  SELECT b.*, ({_array(RIVER_QUEUES)})[1 + qi] AS queue,
+    ({_array(RIVER_KINDS)})[1 + qi * 2 + ki] AS kind,
+    CASE WHEN r4 < 0.7 THEN 3 ELSE 5 END AS max_attempts,
+    CASE state WHEN 'discarded' THEN CASE WHEN r4 < 0.7 THEN 3 ELSE 5 END
+      WHEN 'retryable' THEN 1 + (r5 < 0.5)::int WHEN 'running' THEN 1
+      WHEN 'completed' THEN 1 + (r5 < 0.05)::int WHEN 'cancelled' THEN (r5 < 0.3)::int
+      ELSE 0 END AS attempt,
+    {_error("(" + _array(RIVER_KINDS) + ")[1 + qi * 2 + ki]")} AS error
+  FROM ({base}) b
+) c
+"""
+    ]
+
+
+def pgboss_sql(rows: int, dead: int, now: datetime) -> list[str]:
+    now_sql = ts(now)
+    tail = """CASE WHEN r3 < 0.50 THEN 'created' WHEN r3 < 0.58 THEN 'retry'
+      WHEN r3 < 0.63 THEN 'active' ELSE 'completed' END"""
+    base = _base(rows, dead, now, "failed", tail)
+    kind = "(" + _array(PGBOSS_QUEUES) + ")[1 + qi]"
+    return [
+        f"""
+INSERT INTO pgboss.job (id, name, priority, data, state, retry_limit, retry_count,
+  retry_delay, retry_backoff, start_after, started_on, created_on, completed_on, keep_until,
+  output, policy)
+SELECT md5('pgboss' || i)::uuid, c.name, 0,
+  jsonb_build_object('id', i, 'account', 'acct_' || (i % 5000)),
+  state::pgboss.job_state, q.retry_limit,
+  CASE state WHEN 'failed' THEN q.retry_limit WHEN 'retry' THEN 1
+    WHEN 'completed' THEN (r5 < 0.05)::int ELSE 0 END,
+  q.retry_delay, q.retry_backoff,
+  CASE state WHEN 'created' THEN CASE WHEN r4 < 0.2 THEN {now_sql} + r4 * interval '5 hours'
+      ELSE t0 END
+    WHEN 'retry' THEN {now_sql} + r4 * interval '5 minutes' ELSE t0 END,
+  CASE WHEN state = 'active' THEN {_stuck(now_sql)}
+    WHEN state IN ('completed', 'failed') THEN t0 + interval '5 seconds' END,
+  t0,
+  CASE WHEN state IN ('completed', 'failed', 'cancelled')
+    THEN t0 + interval '10 seconds' + r4 * interval '1 minute' END,
+  t0 + interval '14 days',
+  CASE WHEN state = 'failed' THEN jsonb_build_object('name', ename, 'message', error,
+      'stack', ename || ': ' || error || chr(10) || '    at Worker.handler (/app/src/workers/'
+      || c.name || '.js:' || (10 + i % 90) || ':13)')
+    WHEN state = 'completed' AND r5 < 0.5 THEN '{{"sent": true}}'::jsonb END,
+  q.policy
+FROM (
+  SELECT b.*, {kind} AS name,
+    CASE floor(r7 * 4)::int WHEN 0 THEN 'Error' WHEN 1 THEN 'TimeoutError'
+      WHEN 2 THEN 'FetchError' ELSE 'TypeError' END AS ename,
+    {_error(kind)} AS error
+  FROM ({base}) b
+) c JOIN pgboss.queue q ON q.name = c.name
+"""
+    ]
+
+
+def oban_sql(rows: int, dead: int, now: datetime) -> list[str]:
+    now_sql = ts(now)
+    tail = """CASE WHEN r3 < 0.45 THEN 'available' WHEN r3 < 0.60 THEN 'scheduled'
+      WHEN r3 < 0.68 THEN 'retryable' WHEN r3 < 0.72 THEN 'executing' ELSE 'completed' END"""
+    base = _base(rows, dead, now, "discarded", tail)
+    utc = "timezone('UTC', {})".format
+    scheduled = utc(
+        f"CASE state WHEN 'scheduled' THEN {now_sql} + r4 * interval '1 hour' "
+        f"WHEN 'retryable' THEN {now_sql} + r4 * interval '10 minutes' ELSE t0 END"
+    )
+    attempted = utc(
+        f"CASE WHEN state = 'executing' THEN {_stuck(now_sql)} "
+        "WHEN attempt > 0 THEN t0 + attempt * interval '30 seconds' END"
+    )
+    return [
+        f"""
+INSERT INTO oban_jobs (state, queue, worker, args, errors, attempt, max_attempts, inserted_at,
+  scheduled_at, attempted_at, completed_at, attempted_by, discarded_at, cancelled_at)
+SELECT state::oban_job_state, queue, worker,
+  jsonb_build_object('id', i, 'account', 'acct_' || (i % 5000)),
+  CASE WHEN state IN ('discarded', 'retryable') THEN ARRAY(
+    SELECT jsonb_build_object('attempt', n, 'at', t0 + n * interval '30 seconds',
+      'error', '** (RuntimeError) ' || error)
+    FROM generate_series(1, attempt) AS n) ELSE ARRAY[]::jsonb[] END,
+  attempt, max_attempts, {utc("t0")},
+  {scheduled},
+  {attempted},
+  {utc("CASE WHEN state = 'completed' THEN t0 + interval '40 seconds' END")},
+  CASE WHEN attempt > 0 THEN ARRAY['web.1', '6f1c1f0e-0b5e-4c1e-9a53-1f2e3d4c5b6a'] END,
+  {utc("CASE WHEN state = 'discarded' THEN t0 + attempt * interval '30 seconds' END")},
+  {utc("CASE WHEN state = 'cancelled' THEN t0 + interval '1 minute' END")}
+FROM (
+  SELECT b.*, ({_array(RIVER_QUEUES)})[1 + qi] AS queue,
+    ({_array(OBAN_WORKERS)})[1 + qi * 2 + ki] AS worker,
+    CASE WHEN r4 < 0.7 THEN 3 ELSE 5 END AS max_attempts,
+    CASE state WHEN 'discarded' THEN CASE WHEN r4 < 0.7 THEN 3 ELSE 5 END
+      WHEN 'retryable' THEN 1 + (r5 < 0.5)::int WHEN 'executing' THEN 1
+      WHEN 'completed' THEN 1 ELSE 0 END AS attempt,
+    {_error("(" + _array(OBAN_WORKERS) + ")[1 + qi * 2 + ki]")} AS error
+  FROM ({base}) b
+) c
+"""
+    ]
+
+
+def procrastinate_sql(rows: int, dead: int, now: datetime) -> list[str]:
+    """Procrastinate keeps no error text: its jobs, and their events (deferred, started,
+    then how the last attempt ended) as its triggers would have written them."""
+    tail = """CASE WHEN r3 < 0.55 THEN 'todo' WHEN r3 < 0.60 THEN 'doing'
+      ELSE 'completed' END"""
+    base = _base(rows, dead, now, "failed", tail)
+    jobs = f"""
+INSERT INTO procrastinate_jobs (id, queue_name, task_name, priority, args, status,
+  scheduled_at, attempts)
+SELECT i, ({_array(RIVER_QUEUES)})[1 + qi], ({_array(PROCRASTINATE_TASKS)})[1 + qi * 2 + ki],
+  0, jsonb_build_object('id', i, 'account', 'acct_' || (i % 5000)),
+  (CASE state WHEN 'completed' THEN 'succeeded' ELSE state END)::procrastinate_job_status,
+  NULL, CASE state WHEN 'failed' THEN 3 WHEN 'todo' THEN 0 ELSE 1 END
+FROM ({base}) b
+"""
+    events = f"""
+INSERT INTO procrastinate_events (job_id, type, at)
+SELECT i, e.type::procrastinate_job_event_type, t0 + e.after * interval '1 second'
+FROM ({base}) b
+CROSS JOIN LATERAL (VALUES ('deferred', 0, true), ('started', 5, b.state <> 'todo'),
+  (CASE b.state WHEN 'completed' THEN 'succeeded' WHEN 'failed' THEN 'failed'
+     WHEN 'cancelled' THEN 'cancelled' END, 30,
+   b.state IN ('completed', 'failed', 'cancelled'))) AS e(type, after, present)
+WHERE e.present
+"""
+    sequence = (
+        "SELECT setval(pg_get_serial_sequence('procrastinate_jobs', 'id'), "
+        "(SELECT max(id) FROM procrastinate_jobs))"
+    )
+    return [jobs, events, sequence]
+
+
+FILLS = {
+    "river": river_sql,
+    "pg-boss": pgboss_sql,
+    "oban": oban_sql,
+    "procrastinate": procrastinate_sql,
+}
+# Each system's jobs table (and the tables a reset restores with it), and its dead state.
+TABLES = {
+    "river": ("river_job",),
+    "pg-boss": ("pgboss.job",),
+    "oban": ("oban_jobs",),
+    "procrastinate": ("procrastinate_jobs", "procrastinate_events"),
+}
+DEAD = {"river": "discarded", "pg-boss": "failed", "oban": "discarded", "procrastinate": "failed"}
+
+
+def make_schemas(libpq_url: str, systems: list[str]) -> None:
+    """Each system's schema, made as the preset tests make it."""
+    from tests.systems.oban import DDL as OBAN_DDL
+    from tests.systems.river import DDL as RIVER_DDL
+
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        if "river" in systems:
+            conn.execute(RIVER_DDL)  # fixed text, no parameters
+        if "oban" in systems:
+            conn.execute(OBAN_DDL)
+        if "procrastinate" in systems:
+            from procrastinate.schema import SchemaManager
+
+            conn.execute(SchemaManager.get_schema())
+    if "pg-boss" in systems:
+        from tests.systems.pgboss_system import PgBoss
+
+        # boss.start() makes the schema; createQueue each queue (its partition and
+        # indexes). No job is sent, so its worker finds nothing to run and stops.
+        PgBoss().build(libpq_url, queues={q: (0, 0) for q in PGBOSS_QUEUES})
+
+
+def fill(libpq_url: str, system: str, rows: int, dead: int, now: datetime) -> None:
+    """Empty the system's tables, fill them (triggers off: its events are written as its
+    triggers would have), then VACUUM ANALYZE."""
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("SET LOCAL session_replication_role = replica")
+            conn.execute(f"TRUNCATE {', '.join(TABLES[system])} CASCADE")
+            for statement in FILLS[system](rows, dead, now):
+                conn.execute(statement)  # built from fixed text and integers, no parameters
+        for table in TABLES[system]:
+            conn.execute(f"VACUUM (ANALYZE) {table}")

@@ -1,0 +1,447 @@
+"""Triage and redrive on the job tables of River, pg-boss, Oban and Procrastinate, through
+queuebot's presets, against bare SQL in the same run.
+
+One scratch database (``qb_bench_presets_<pid>_<random>``, dropped at the end) with each
+system's schema made as the preset tests make it (``preset_tables.py``) and queuebot's
+own tables beside them. Two parts:
+
+1. **Triage against a bare count** (River and pg-boss): ``--rows`` (1,000,000) jobs in the
+   system's table, a realistic mix (``preset_tables.py``), VACUUM ANALYZE. After a
+   warm-up, ``--runs`` (20) alternating runs of the preset's triage (``profile.triage``
+   on a read connection of the estate, as ``/queue triage`` reads) and of the bare
+   ``SELECT count(*)`` of the table; then the same with ``queue_name`` set (one queue of
+   the table), where the bare count of that queue is timed too. Median, p95, the ratio
+   triage / bare, and triage's statements one by one (a cursor hook).
+2. **A redrive of ``--jobs`` (10,000) dead jobs** per preset: a table of
+   ``--redrive-rows`` (100,000) jobs of which exactly ``--jobs`` are dead, restored
+   before every measured run from a copy taken after the fill (TRUNCATE and INSERT with
+   triggers off, VACUUM ANALYZE, CHECKPOINT), so every run starts from the same rows.
+   ``--repeat`` (3) alternating runs of the bare set-based retry (the system's own retry,
+   as the preset tests' RETRY functions write it, over ``WHERE state = <dead>``; for
+   Procrastinate its ``procrastinate_retry_job_v2`` called over those rows, in one
+   ``DO`` block; nothing comes back to the process) and of queuebot's path as
+   ``redrive.py`` times it: one change request over every dead job's id and its
+   approval, timed together. Medians, and queuebot as a share of the bare statement
+   (bare / queuebot, as ``redrive.py`` puts it), with the statements of queuebot's runs
+   that took the most time.
+
+It prints figures and asserts no timing: triage's ``1.5x`` and any redrive share are read
+from the output. The load average is printed with each part; on a shared host the
+ratios are steadier than the milliseconds.
+
+    .venv/bin/python bench/presets.py [--url ADMIN_URL] [--rows 1000000] [--runs 20]
+        [--jobs 10000] [--redrive-rows 100000] [--repeat 3] [--only triage|redrive]
+        [--presets river,oban,pg-boss,procrastinate] [--explain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from preset_tables import DEAD, TABLES, fill, make_schemas
+from scratch_db import _admin, create, drop
+from sqlalchemy.ext.asyncio import AsyncEngine
+from triage import StatementTimer, ms, percentile
+
+from bot.bootstrap import wire_services
+from services.audit import Actor, AuditTrail
+from services.changes.model import ChangeKind
+from services.changes.requests import ChangeRequests
+from services.config import ApprovalConfig, QueueConfig, RedriveConfig
+from services.db import create_engine
+from services.estate.estate import Estate
+from services.estate.ops import Selector
+from services.migrate import upgrade
+
+DB = "qb_bench_presets"
+SYSTEMS = ("river", "oban", "pg-boss", "procrastinate")
+TRIAGED = ("river", "pg-boss")
+WARMUP = 3
+ONE_QUEUE = {"river": "email", "pg-boss": "email-send"}  # the queue_name runs
+COUNT = {"river": "river_job", "pg-boss": "pgboss.job"}
+QUEUE_COLUMN = {"river": "queue", "pg-boss": "name"}
+# The system's own retry, set-based over its dead jobs (the preset tests' RETRY functions).
+RETRY = {
+    "river": "UPDATE river_job SET state = 'available', finalized_at = NULL,"
+    " scheduled_at = now(), max_attempts = CASE WHEN attempt >= max_attempts"
+    " THEN attempt + 1 ELSE max_attempts END WHERE state = 'discarded'",
+    "oban": "UPDATE oban_jobs SET state = 'available',"
+    " max_attempts = greatest(max_attempts, attempt + 1),"
+    " scheduled_at = timezone('UTC', now()), completed_at = NULL, cancelled_at = NULL,"
+    " discarded_at = NULL WHERE state = 'discarded'",
+    "pg-boss": "UPDATE pgboss.job SET state = 'retry', retry_limit = retry_limit + 1,"
+    " completed_on = NULL, start_after = greatest(start_after, now()) WHERE state = 'failed'",
+    "procrastinate": "DO $$ BEGIN PERFORM procrastinate_retry_job_v2(id, now(), NULL, NULL,"
+    " NULL) FROM procrastinate_jobs WHERE status = 'failed'; END $$",
+}
+STATE_COLUMN = {"procrastinate": "status"}
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _shape(sql: str) -> str:
+    """A statement as the report groups it: its start, and whether it locks."""
+    flat = " ".join(sql.split())
+    return flat[:100] + (" ... FOR UPDATE" if flat.endswith("FOR UPDATE") else "")
+
+
+def triage_label(sql: str) -> str:
+    s = " ".join(sql.split())
+    if s.startswith(("SET ", "SELECT pg_export_snapshot")):
+        return "snapshot export/import and settings"
+    if "pg_class" in s:
+        return "table size estimate (pg_class)"
+    if "RECURSIVE" in s:
+        return "state counts, completed estimated (index walk)"
+    if "GROUP BY" in s:
+        return "state x type counts (GROUP BY)"
+    if "min(" in s:
+        return "oldest pending + stuck"
+    if "LIMIT" in s:
+        return "newest dead jobs' errors (sample)"
+    return s[:60]
+
+
+# -- triage --------------------------------------------------------------------------------
+
+
+@dataclass
+class TriageRun:
+    preset: str
+    queue_name: str | None
+    triage: list[float] = field(default_factory=list)
+    bare: list[float] = field(default_factory=list)
+    bare_queue: list[float] = field(default_factory=list)
+    statements: dict[str, list[float]] = field(default_factory=dict)
+    other: list[float] = field(default_factory=list)
+    load: tuple[str, str] = ("", "")
+    said: str = ""
+
+
+async def measure_triage(
+    engine: AsyncEngine,
+    timer: StatementTimer,
+    preset: str,
+    queue_name: str | None,
+    runs: int,
+    now: datetime,
+    explain: bool,
+) -> TriageRun:
+    config = QueueConfig(preset=preset, queue_name=queue_name)
+    estate = Estate(engine=engine, queues={"q": config}, clock=lambda: now)
+    profile = estate.profile("q")
+    table = COUNT[preset]
+    bare_sql = sa.text(f"SELECT count(*) FROM {table}")
+    queue_sql = sa.text(f"SELECT count(*) FROM {table} WHERE {QUEUE_COLUMN[preset]} = :q")
+
+    async def triage() -> Any:
+        async with estate.connect() as conn:
+            return await profile.triage(conn, now=now, since=None, job_type=None)
+
+    async def bare(sql: sa.TextClause, params: dict[str, Any]) -> float:
+        started = time.perf_counter()
+        async with engine.connect() as conn:
+            (await conn.execute(sql, params)).all()
+        return time.perf_counter() - started
+
+    found = await triage()
+    for _ in range(WARMUP):
+        await triage()
+        await bare(bare_sql, {})
+    out = TriageRun(preset, queue_name)
+    dead = sum(s.count for s in found.by_status if s.status == DEAD[preset])
+    out.said = (
+        f"triage says: total={found.total:,}, dead={dead:,}, stuck={found.stuck:,}, "
+        f"{len(found.by_signature)} signatures of {found.signatures_of:,} errors, "
+        f"{len(found.by_type)} job types; estimated: "
+        f"{[s.status for s in found.by_status if s.estimated] or 'none'}"
+    )
+    timer.runs.clear()
+    before = _loadavg()
+    for _ in range(runs):
+        timer.start_run()
+        started = time.perf_counter()
+        await triage()
+        out.triage.append(time.perf_counter() - started)
+        timer.stop()
+        out.bare.append(await bare(bare_sql, {}))
+        if queue_name is not None:
+            out.bare_queue.append(await bare(queue_sql, {"q": queue_name}))
+    out.load = (before, _loadavg())
+    by_label: dict[str, list[float]] = defaultdict(lambda: [0.0] * runs)
+    for i, run in enumerate(timer.runs):
+        for stmt in run:
+            by_label[triage_label(stmt.sql)][i] += stmt.seconds
+        out.other.append(out.triage[i] - sum(s.seconds for s in run))
+    out.statements = dict(by_label)
+    if explain:
+        seen: set[str] = set()
+        for stmt in timer.runs[0]:
+            name = triage_label(stmt.sql)
+            if name in seen or stmt.sql.lstrip().upper().startswith(("SET ", "SELECT PG_EX")):
+                continue
+            seen.add(name)
+            async with engine.connect() as conn:
+                await conn.exec_driver_sql("SET jit = off")
+                plan = await conn.exec_driver_sql(
+                    "EXPLAIN (ANALYZE, BUFFERS) " + stmt.sql, stmt.params or None
+                )
+                print(f"  EXPLAIN {name}:")
+                print("\n".join(f"    {r[0]}" for r in plan.all()))
+    return out
+
+
+def report_triage(r: TriageRun) -> None:
+    t50, t95 = statistics.median(r.triage), percentile(r.triage, 0.95)
+    b50, b95 = statistics.median(r.bare), percentile(r.bare, 0.95)
+    scope = f"queue_name={r.queue_name!r}" if r.queue_name else "the whole table"
+    print(f"{r.preset} triage, {scope}: {len(r.triage)} runs each; load {r.load[0]} -> {r.load[1]}")
+    print(f"  {r.said}")
+    print(f"  {'':<40}{'median':>11}{'p95':>12}")
+    print(f"  {'triage':<40}{ms(t50):>11}{ms(t95):>12}")
+    print(f"  {'bare SELECT count(*) FROM ' + COUNT[r.preset]:<40}{ms(b50):>11}{ms(b95):>12}")
+    print(f"  {'ratio triage / bare':<40}{t50 / b50:>10.2f}x{t95 / b95:>11.2f}x")
+    if r.bare_queue:
+        q50, q95 = statistics.median(r.bare_queue), percentile(r.bare_queue, 0.95)
+        what = f"bare count of queue {r.queue_name!r}"
+        print(f"  {what:<40}{ms(q50):>11}{ms(q95):>12}")
+        what = "ratio triage / bare count of the queue"
+        print(f"  {what:<40}{t50 / q50:>10.2f}x{t95 / q95:>11.2f}x")
+    print("  triage per statement (median / p95; lanes run at once, so they overlap):")
+    for name, times in sorted(r.statements.items(), key=lambda kv: -statistics.median(kv[1])):
+        print(f"    {name:<52}{ms(statistics.median(times))} {ms(percentile(times, 0.95))}")
+    other = statistics.median(r.other)
+    print(f"    {'triage wall time minus its statements':<52}{ms(other)}")
+
+
+# -- redrive -------------------------------------------------------------------------------
+
+
+@dataclass
+class RedriveRuns:
+    preset: str
+    jobs: int
+    bare: list[float] = field(default_factory=list)
+    queuebot: list[float] = field(default_factory=list)
+    request: list[float] = field(default_factory=list)
+    approve: list[float] = field(default_factory=list)
+    statements: dict[str, list[float]] = field(default_factory=dict)
+
+
+def wire(engine: AsyncEngine, preset: str, jobs: int) -> ChangeRequests:
+    estate = Estate(engine=engine, queues={preset: QueueConfig(preset=preset)})
+    return wire_services(
+        state_engine=engine,
+        estate=estate,
+        clock=lambda: datetime.now(UTC),
+        approval=ApprovalConfig(large_change_rows=jobs + 1),
+        redrive=RedriveConfig(),
+        notifier=None,
+        audit=AuditTrail(),
+        housekeeping=False,
+    ).changes
+
+
+def _seed(table: str) -> str:
+    return "bench_seed_" + table.replace(".", "_")
+
+
+async def keep_seed(engine: AsyncEngine, preset: str) -> None:
+    async with engine.begin() as conn:
+        for table in TABLES[preset]:
+            await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_seed(table)}")
+            await conn.exec_driver_sql(f"CREATE TABLE {_seed(table)} AS TABLE {table}")
+
+
+async def reset(engine: AsyncEngine, preset: str) -> None:
+    """The system's tables as the fill left them: the same rows, vacuumed, checkpointed;
+    and queuebot's log of the queue's redrives emptied (the jobs were never redriven)."""
+    tables = TABLES[preset]
+    async with engine.begin() as conn:
+        await conn.execute(sa.text("DELETE FROM qb_redrive_log WHERE queue = :q"), {"q": preset})
+        await conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+        await conn.exec_driver_sql(f"TRUNCATE {', '.join(tables)} CASCADE")
+        for table in tables:
+            await conn.exec_driver_sql(f"INSERT INTO {table} SELECT * FROM {_seed(table)}")
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        for table in tables:
+            await conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")
+        await conn.exec_driver_sql("CHECKPOINT")
+
+
+async def dead_left(engine: AsyncEngine, preset: str) -> int:
+    state = STATE_COLUMN.get(preset, "state")
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            sa.text(f"SELECT count(*) FROM {TABLES[preset][0]} WHERE {state} = :dead"),
+            {"dead": DEAD[preset]},
+        )
+        return int(found.scalar_one())
+
+
+async def measure_redrive(
+    engine: AsyncEngine, timer: StatementTimer, preset: str, repeat: int
+) -> RedriveRuns:
+    state = STATE_COLUMN.get(preset, "state")
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            sa.text(f"SELECT id::text FROM {TABLES[preset][0]} WHERE {state} = :d ORDER BY id"),
+            {"d": DEAD[preset]},
+        )
+        ids = [str(r[0]) for r in found]
+    await keep_seed(engine, preset)
+    changes = wire(engine, preset, len(ids))
+    out = RedriveRuns(preset, len(ids))
+    timer.runs.clear()
+    for _ in range(repeat):
+        await reset(engine, preset)
+        started = time.perf_counter()
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql(RETRY[preset])
+        out.bare.append(time.perf_counter() - started)
+        assert await dead_left(engine, preset) == 0, f"{preset}: the bare retry left dead jobs"
+        await reset(engine, preset)
+        timer.start_run()
+        t0 = time.perf_counter()
+        view = await changes.request(
+            kind=ChangeKind.REDRIVE,
+            queue=preset,
+            selector=Selector(ids=tuple(ids)),
+            reason="bench",
+            actor=Actor("alice", "bench", "alice"),
+        )
+        t1 = time.perf_counter()
+        decision = await changes.approve(number=view.number, actor=Actor("bob", "bench", "bob"))
+        t2 = time.perf_counter()
+        timer.stop()
+        changed = len(decision.view.result.changed) if decision.view.result else 0
+        assert changed == len(ids), f"{preset}: queuebot changed {changed} of {len(ids)}"
+        assert await dead_left(engine, preset) == 0, f"{preset}: queuebot left dead jobs"
+        out.queuebot.append(t2 - t0)
+        out.request.append(t1 - t0)
+        out.approve.append(t2 - t1)
+    by_shape: dict[str, list[float]] = defaultdict(lambda: [0.0] * repeat)
+    for i, run in enumerate(timer.runs):
+        for stmt in run:
+            by_shape[_shape(stmt.sql)][i] += stmt.seconds
+    out.statements = dict(by_shape)
+    return out
+
+
+def report_redrive(r: RedriveRuns) -> None:
+    bare, qb = statistics.median(r.bare), statistics.median(r.queuebot)
+    print(f"{r.preset}: {r.jobs:,} dead jobs, {len(r.bare)} runs each")
+    print("  bare retry runs:     " + " / ".join(f"{s * 1000:.0f}" for s in r.bare) + " ms")
+    print("  queuebot runs:       " + " / ".join(f"{s * 1000:.0f}" for s in r.queuebot) + " ms")
+    print(
+        f"  medians: bare {bare * 1000:.0f} ms; queuebot {qb * 1000:.0f} ms (request "
+        f"{statistics.median(r.request) * 1000:.0f}, approve "
+        f"{statistics.median(r.approve) * 1000:.0f}), {r.jobs / qb:,.0f} jobs/s"
+    )
+    print(f"  queuebot as a share of the bare retry (bare / queuebot): {100 * bare / qb:.1f}%")
+    total = statistics.median(sum(t[i] for t in r.statements.values()) for i in range(len(r.bare)))
+    print(
+        f"  queuebot's statements {total * 1000:.0f} ms of {qb * 1000:.0f} ms (the rest is "
+        "Python, pool checkouts and commits); the slowest, median per run:"
+    )
+    ranked = sorted(r.statements.items(), key=lambda kv: -statistics.median(kv[1]))
+    for shape, times in ranked[:8]:
+        print(f"    {ms(statistics.median(times))}  {shape}")
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+async def run(url: str, libpq: str, args: argparse.Namespace) -> None:
+    triaged = [p for p in TRIAGED if p in args.presets]
+    redriven = [p for p in SYSTEMS if p in args.presets]
+    engine = create_engine(url)
+    timer = StatementTimer()
+    timer.attach(engine)
+    try:
+        started = time.perf_counter()
+        await upgrade(engine)
+        await asyncio.to_thread(make_schemas, libpq, list(args.presets))
+        print(f"schemas made in {time.perf_counter() - started:.1f} s")
+        if args.only in (None, "triage") and triaged:
+            now = datetime.now(UTC)
+            started = time.perf_counter()
+            await asyncio.gather(  # two connections: the two fills share the cores
+                *(asyncio.to_thread(fill, libpq, p, args.rows, args.rows * 6 // 1000, now)
+                  for p in triaged)
+            )  # fmt: skip
+            print(f"{args.rows:,} rows each in {', '.join(triaged)}: "
+                  f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+            for preset in triaged:
+                for queue_name in (None, ONE_QUEUE[preset]):
+                    print()
+                    result = await measure_triage(
+                        engine, timer, preset, queue_name, args.runs, now, args.explain
+                    )
+                    report_triage(result)
+        if args.only in (None, "redrive") and redriven:
+            print()
+            print(f"redrive: {args.jobs:,} dead jobs in {args.redrive_rows:,} rows per preset; "
+                  f"load {_loadavg()}")  # fmt: skip
+            for preset in redriven:
+                await asyncio.to_thread(
+                    fill, libpq, preset, args.redrive_rows, args.jobs, datetime.now(UTC)
+                )
+                result = await measure_redrive(engine, timer, preset, args.repeat)
+                print()
+                report_redrive(result)
+            async with engine.connect() as conn:
+                assert (await AuditTrail().verify(conn)).ok
+    finally:
+        await engine.dispose()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of each triage table")
+    parser.add_argument("--runs", type=int, default=20, help="timed triage runs of each")
+    parser.add_argument("--jobs", type=int, default=10_000, help="dead jobs a redrive takes")
+    parser.add_argument("--redrive-rows", type=int, default=100_000, help="rows of its table")
+    parser.add_argument("--repeat", type=int, default=3, help="alternating redrive runs")
+    parser.add_argument("--only", choices=("triage", "redrive"))
+    parser.add_argument(
+        "--presets",
+        type=lambda s: [p.strip() for p in s.split(",")],
+        default=list(SYSTEMS),
+        help="comma-separated: " + ",".join(SYSTEMS),
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="EXPLAIN (ANALYZE, BUFFERS) triage's statements"
+    )
+    args = parser.parse_args()
+    if unknown := set(args.presets) - set(SYSTEMS):
+        parser.error(f"unknown presets: {', '.join(sorted(unknown))}")
+    if args.runs < 1 or args.repeat < 1 or not 0 < args.jobs <= args.redrive_rows:
+        parser.error("--runs and --repeat at least 1; --jobs between 1 and --redrive-rows")
+    print(f"load average at start: {_loadavg()}  ({os.cpu_count()} CPUs)")
+    name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
+    libpq = _admin(url)  # the same database, as libpq and node take it
+    try:
+        asyncio.run(run(url, libpq, args))
+    finally:
+        drop(args.url, name)
+    print(f"load average at end:   {_loadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
