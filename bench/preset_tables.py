@@ -1,10 +1,10 @@
 """The job tables of River, pg-boss, Oban and Procrastinate for ``presets.py``, filled
 server-side.
 
-Each system's schema is made as the preset tests make it (tests/systems/): River's and
+Each system's schema is made as the preset tests make it (testkit/systems/): River's and
 Oban's tables from the facts of their migrations, Procrastinate's by its own package
 (``SchemaManager.get_schema()``), pg-boss 10's by pg-boss itself (``boss.start()`` and
-``createQueue`` in node, ``tests/systems/pgboss/boss.js``: one partition of
+``createQueue`` in node, ``testkit/systems/pgboss/boss.js``: one partition of
 ``pgboss.job`` per queue, with its indexes).
 
 ``fill`` writes ``rows`` jobs with ``INSERT ... SELECT ... FROM generate_series`` and
@@ -287,8 +287,8 @@ DEAD = {"river": "discarded", "pg-boss": "failed", "oban": "discarded", "procras
 
 def make_schemas(libpq_url: str, systems: list[str]) -> None:
     """Each system's schema, made as the preset tests make it."""
-    from tests.systems.oban import DDL as OBAN_DDL
-    from tests.systems.river import DDL as RIVER_DDL
+    from testkit.systems.oban import DDL as OBAN_DDL
+    from testkit.systems.river import DDL as RIVER_DDL
 
     with psycopg.connect(libpq_url, autocommit=True) as conn:
         if "river" in systems:
@@ -300,7 +300,7 @@ def make_schemas(libpq_url: str, systems: list[str]) -> None:
 
             conn.execute(SchemaManager.get_schema())
     if "pg-boss" in systems:
-        from tests.systems.pgboss_system import PgBoss
+        from testkit.systems.pgboss_system import PgBoss
 
         # boss.start() makes the schema; createQueue each queue (its partition and
         # indexes). No job is sent, so its worker finds nothing to run and stops.

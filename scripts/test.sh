@@ -18,11 +18,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
-# pg-boss and graphile-worker for tests/systems (Node): install each folder when its
+# pg-boss and graphile-worker for testkit/systems (Node): install each folder when its
 # node_modules is missing or its lock file changed since, only where npm exists (their
 # tests skip without it, outside CI).
 if command -v npm >/dev/null 2>&1; then
-  for folder in tests/systems/pgboss tests/systems/graphile; do
+  for folder in testkit/systems/pgboss testkit/systems/graphile; do
     if [ ! -f "$folder/node_modules/.queuebot-installed" ] \
       || [ "$folder/package-lock.json" -nt "$folder/node_modules/.queuebot-installed" ]; then
       npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.systems.river import River
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.e2e.test_console import queuebot
-from tests.systems.river import River
 
 CONFIG = """
 [queues.mail]

@@ -29,10 +29,10 @@ from services.estate.profile import QueueProfile, plain
 from services.estate.que import QueProfile
 from services.estate.river import RiverProfile
 from services.estate.solid_queue import SolidQueueProfile
+from testkit.systems.good_job import DDL as GOOD_JOB_DDL
+from testkit.systems.que import DDL as QUE_DDL
+from testkit.systems.solid_queue import DDL as SOLID_QUEUE_DDL
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
-from tests.systems.good_job import DDL as GOOD_JOB_DDL
-from tests.systems.que import DDL as QUE_DDL
-from tests.systems.solid_queue import DDL as SOLID_QUEUE_DDL
 
 RIVER_DDL = """
 CREATE TYPE river_job_state AS ENUM ('available', 'cancelled', 'completed', 'discarded',
@@ -469,7 +469,7 @@ class QueAdapter(PresetAdapter):
     running: ``add`` makes no stuck ones)."""
 
     profile_class = QueProfile
-    ddl = QUE_DDL  # as tests/systems/que.py writes Que's schema
+    ddl = QUE_DDL  # as testkit/systems/que.py writes Que's schema
     shows_running = False
     dead_value = "expired"
 
@@ -510,7 +510,7 @@ class QueAdapter(PresetAdapter):
 
 
 class GoodJobAdapter(PresetAdapter):
-    """good_jobs (its schema as tests/systems/good_job.py writes it): dead jobs finished with
+    """good_jobs (its schema as testkit/systems/good_job.py writes it): dead jobs finished with
     an error; times without a zone, in UTC; uuid ids."""
 
     profile_class = GoodJobProfile
@@ -581,7 +581,7 @@ def _solid_error(error: str) -> str:
 
 
 class SolidQueueAdapter(PresetAdapter):
-    """Solid Queue (its schema as tests/systems/solid_queue.py writes it): a job's state is
+    """Solid Queue (its schema as testkit/systems/solid_queue.py writes it): a job's state is
     the execution table holding it; dead jobs have a failed execution."""
 
     profile_class = SolidQueueProfile
@@ -675,8 +675,8 @@ class GraphileWorkerAdapter(PresetAdapter):
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
+        from testkit.systems.graphile_system import GraphileWorker
         from tests.conftest import _pg_conninfo
-        from tests.systems.graphile_system import GraphileWorker
 
         url = _pg_conninfo(conn.engine.url.render_as_string(hide_password=False))
         await asyncio.to_thread(

@@ -5,7 +5,7 @@ in the system's own success state while the jobs of its other queues are untouch
 
 The dead jobs are made by each system's own tools (Procrastinate's, pg-boss's and
 graphile-worker's client and worker; River, Oban, GoodJob, Solid Queue and Que by a
-stand-in that settles jobs as they do: tests/systems/).
+stand-in that settles jobs as they do: testkit/systems/).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from services.plans.model import PlanState
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from testkit.systems import Made, System
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.integration.support import Clock, RecordingNotifier, build_services
-from tests.systems import Made, System
 from tests.systems.test_systems import STATES, _system
 
 ALICE = Actor("alice", "console", "alice")
@@ -81,7 +81,7 @@ class World:
         return set(self.system.state_of(self.url, ids).values())
 
 
-# The systems queuebot has a preset for; a system of tests/systems joins once its preset
+# The systems queuebot has a preset for; a system of testkit/systems joins once its preset
 # ships under the same name.
 PRESETS = sorted(name for name in STATES if name in shipped_profiles().presets)
 

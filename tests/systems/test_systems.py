@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
+from testkit.systems import System, all_systems, systems_available
 from tests.conftest import _pg_conninfo, postgres_database
-from tests.systems import System, all_systems, systems_available
 
 REQUIRE = os.environ.get("QUEUEBOT_REQUIRE_SYSTEMS") == "1"
 QUEUES = {"emails": (3, 5), "reports": (2, 2)}

@@ -1,4 +1,4 @@
-// pg-boss 10 for queuebot's preset tests, driven from Python (tests/systems/pgboss_system.py).
+// pg-boss 10 for queuebot's preset tests, driven from Python (testkit/systems/pgboss_system.py).
 //
 //   node boss.js build '{"url": ..., "queues": {"emails": [3, 5]}}'
 //       boss.start() makes the schema "pgboss"; each queue is created with retryLimit 1

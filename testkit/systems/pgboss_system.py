@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import psycopg
 
-from tests.systems import (
+from testkit.systems import (
     FAULT_ENV,
     PGBOSS_DIR,
     Enqueued,

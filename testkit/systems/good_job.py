@@ -42,7 +42,7 @@ import uuid
 import psycopg
 from psycopg import sql
 
-from tests.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
+from testkit.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
 
 JOB_CLASS = "SendEmailJob"
 ERROR_CLASS = "Timeout::Error"

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import psycopg
 
-from tests.systems import (
+from testkit.systems import (
     FAULT_ENV,
     GRAPHILE_DIR,
     Enqueued,

@@ -1,5 +1,5 @@
 // graphile-worker 0.17 for queuebot's preset tests, driven from Python
-// (tests/systems/graphile_system.py).
+// (testkit/systems/graphile_system.py).
 //
 //   node worker.js build '{"url": ..., "queues": {"emails": [3, 5]}}'
 //       runMigrations() makes the schema "graphile_worker"; per queue, ok jobs then failing

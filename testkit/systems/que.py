@@ -30,7 +30,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from tests.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
+from testkit.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
 
 JOB_CLASS = "SendEmail"
 ERROR_CLASS = "Timeout::Error"

@@ -15,7 +15,7 @@ import time
 
 import psycopg
 
-from tests.systems import (
+from testkit.systems import (
     FAULT_ENV,
     URL_ENV,
     Enqueued,
@@ -26,7 +26,7 @@ from tests.systems import (
     run_tool,
 )
 
-APP = "tests.systems.procrastinate_app.app"
+APP = "testkit.systems.procrastinate_app.app"
 
 
 class Procrastinate:
@@ -41,7 +41,7 @@ class Procrastinate:
 
     def build(self, url: str, *, queues: dict[str, tuple[int, int]]) -> Made:
         self._tool(url, "-m", "procrastinate", f"--app={APP}", "schema", "--apply")
-        code = "import sys; from tests.systems.procrastinate_app import main; main(sys.argv[1:])"
+        code = "import sys; from testkit.systems.procrastinate_app import main; main(sys.argv[1:])"
         spec = json.dumps({q: list(counts) for q, counts in queues.items()})
         enqueued: Enqueued = json.loads(self._tool(url, "-c", code, "defer", spec))
         self.work(url, fault=True)

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg import sql
 
-from tests.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
+from testkit.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
 
 WORKER = "Shop.Workers.SendEmail"
 NODE = "queuebot-tests@localhost"

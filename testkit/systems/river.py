@@ -33,7 +33,7 @@ import psycopg
 import sqlalchemy
 from psycopg import sql
 
-from tests.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
+from testkit.systems import FAULT_MESSAGE, MAX_ATTEMPTS, Enqueued, Made, ToolFailed, made_from
 
 KIND = "send_email"
 CLIENT_ID = "queuebot-tests-standin"
