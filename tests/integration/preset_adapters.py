@@ -683,7 +683,8 @@ class GraphileWorkerAdapter(PresetAdapter):
             GraphileWorker()._node, "build", {"url": url, "queues": {}}, fault=False, timeout=60
         )
 
-    async def _add(self, conn: AsyncConnection, **values: Any) -> str:
+    async def _insert(self, conn: AsyncConnection, **values: Any) -> str:
+        """A job added by its own add_job, then given ``values`` on its private table."""
         job = (
             await conn.execute(
                 sa.text(
@@ -703,37 +704,22 @@ class GraphileWorkerAdapter(PresetAdapter):
                 {**values, "ids": [int(i) for i in ids]},
             )
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._add(
-                    conn,
-                    attempts=3,
-                    last_error=error,
-                    created_at=at - timedelta(minutes=5),
-                    run_at=at,
-                    updated_at=at,
-                )
-            )
-        for i in range(pending):
-            at = pending_at(now, i)
-            built.pending.append(await self._add(conn, created_at=at, run_at=at, updated_at=at))
-        for _ in range(stuck):
-            at = stuck_since(now)
-            built.stuck.append(await self._add(conn, attempts=1, locked_at=at, locked_by="w-1"))
-        return built
+    def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
+        if kind == "dead":
+            early = at - timedelta(minutes=5)
+            return {
+                "attempts": 3,
+                "last_error": error,
+                "created_at": early,
+                "run_at": at,
+                "updated_at": at,
+            }
+        if kind == "stuck":
+            return {"attempts": 1, "locked_at": at, "locked_by": "w-1"}
+        return {"created_at": at, "run_at": at, "updated_at": at}
+
+    async def add(self, conn: AsyncConnection, **kw: Any) -> Built:
+        return await super().add(conn, **kw | {"done": 0})  # a success is deleted
 
     async def prune(self, conn: AsyncConnection, job: str) -> None:
         await self.complete(conn, [job], now=datetime.now(UTC))

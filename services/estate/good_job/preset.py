@@ -77,7 +77,6 @@ class GoodJobProfile(SystemProfile):
     }
     dead_letter_states = (CanonicalState.DEAD,)
     retry_state = RETRIED
-    cancel_state = "(none)"
     cancel_off = (
         "GoodJob has no cancelled state, and a job it discards is a dead job: a cancel "
         "would make a dead letter of a waiting job; discard or destroy it in GoodJob's "

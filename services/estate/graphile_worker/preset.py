@@ -77,7 +77,6 @@ class GraphileWorkerProfile(SystemProfile):
     }
     dead_letter_states = (CanonicalState.DEAD,)
     retry_state = RETRYING
-    cancel_state = "(removed)"
     restored = ("attempts", "max_attempts", "run_at")
     # Its functions are plain SQL run with the caller's privileges.
     write_needs = {

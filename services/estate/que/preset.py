@@ -60,7 +60,6 @@ class QueProfile(SystemProfile):
     }
     dead_letter_states = (CanonicalState.DEAD,)
     retry_state = READY
-    cancel_state = "(deleted)"
     restored = ("expired_at", "error_count", "run_at")
     write_needs = {
         "requeue": tuple(("job", "UPDATE", c) for c in restored),

@@ -91,7 +91,6 @@ class SolidQueueProfile(SystemProfile):
         id="id", state="state", queue="queue_name", attempts="executions", kind="class_name"
     )
     derived_states = True
-    locks_rows = True
     states = {
         READY: CanonicalState.PENDING,
         SCHEDULED: CanonicalState.PENDING,
@@ -102,7 +101,6 @@ class SolidQueueProfile(SystemProfile):
     }
     dead_letter_states = (CanonicalState.DEAD,)
     retry_state = READY
-    cancel_state = "(discarded)"
     restored = ()
     write_needs = {
         "requeue": (("ready", "INSERT", None), ("failed", "DELETE", None)),

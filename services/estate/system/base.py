@@ -71,15 +71,15 @@ class SystemBase(QueueProfile):
     default_schema: ClassVar[str]  # where its tables live unless ``schema`` says otherwise
     cols: ClassVar[Columns]
     retry_state: ClassVar[str]  # the state a requeue or redrive writes
-    cancel_state: ClassVar[str]  # the state a cancel writes
+    # The state a cancel writes, where the system has a state column (a system without one
+    # cancels in its own ``write``, or has ``cancel_off``).
+    cancel_state: ClassVar[str | None] = None
     attempt_bump: ClassVar[int] = 0  # what a retry adds to the attempts column
     # The columns a retry changes, which a staged redrive keeps before its wave and a
     # rollback puts back (the state first).
     restored: ClassVar[tuple[str, ...]]
     # Why the system keeps no error text in the database, where it keeps none.
     no_error_text: ClassVar[str | None] = None
-    # What each state means, in the system's words (shown by config check and the docs).
-    meanings: ClassVar[Mapping[str, str]] = {}
     # Where the system keeps no state column: its states are names queuebot gives what its
     # columns say (``state_value`` reads one, ``state_where`` selects one), and a change
     # writes the columns its system's own retry writes, never a state value.
@@ -105,11 +105,11 @@ class SystemBase(QueueProfile):
         if cls.success_deletes:  # a redriven job that is gone succeeded
             cls.states = {**cls.states, GONE: CanonicalState.SUCCEEDED}
         if not cls.derived_states:  # each change writes the system's own state value
-            cls.status_writes = {
-                Action.REQUEUE: ((CanonicalState.PENDING, cls.retry_state),),
-                Action.REDRIVE: ((CanonicalState.PENDING, cls.retry_state),),
-                Action.CANCEL: ((CanonicalState.CANCELLED, cls.cancel_state),),
-            }
+            writes = ((CanonicalState.PENDING, cls.retry_state),)
+            cls.status_writes = {Action.REQUEUE: writes, Action.REDRIVE: writes}
+            if cls.cancel_state is not None:
+                cancelled = ((CanonicalState.CANCELLED, cls.cancel_state),)
+                cls.status_writes[Action.CANCEL] = cancelled
         if "write_needs" not in cls.__dict__:  # the columns a retry and a cancel write
             retry = tuple(("job", "UPDATE", c) for c in cls.restored)
             cancel = tuple(("job", "UPDATE", c) for c in cls.restored[:1])
