@@ -103,6 +103,8 @@ def triage_label(sql: str) -> str:
         return "snapshot export/import and settings"
     if "pg_class" in s:
         return "table size estimate (pg_class)"
+    if "qb_rest" in s:
+        return "one pass: all but completed counted, errors taken"
     if "RECURSIVE" in s:
         return "state counts, completed estimated (index walk)"
     if "GROUP BY" in s:

@@ -39,44 +39,83 @@ def rounded(n: int) -> int:
 
 
 # The planner's estimate of the table's live rows (None without statistics: never
-# vacuumed or analysed, or a partitioned parent), as the planner scales it (``reltuples``
-# per page times the pages the table has now), and whether a valid, whole-table btree
-# index leads with the status column (without one the walk of its values would be a scan
-# per status). The table's name and the column's are bound values.
+# vacuumed or analysed), as the planner scales it (``reltuples`` per page times the pages
+# the table has now), summed over the partitions of a partitioned table (whose parent
+# has no rows of its own: pg-boss keeps one partition per queue); whether a valid,
+# whole-table btree index leads with the status column (without one the walk of its
+# values would be a scan per status); and the share of rows in ``status`` by the
+# column's statistics (its most common values, weighted by each partition's rows; 0 where
+# the statistics do not list it). The names and the status are bound values.
 _CATALOG = sa.text("""
-SELECT CASE WHEN c.relpages > 0 AND c.reltuples >= 0
-            THEN c.reltuples::float8 / c.relpages
-                 * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
-       END AS rows,
+WITH tree AS (
+    SELECT relid, isleaf FROM pg_partition_tree(to_regclass(:table))
+), tables AS (  -- the partitions, or the table itself when it has none
+    SELECT relid FROM tree WHERE isleaf
+    UNION ALL
+    SELECT to_regclass(:table) WHERE NOT EXISTS (SELECT 1 FROM tree)
+), leaves AS (
+    SELECT c.oid,
+           CASE WHEN c.relpages > 0 AND c.reltuples >= 0
+                THEN c.reltuples::float8 / c.relpages
+                     * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
+                WHEN pg_relation_size(c.oid) = 0 THEN 0
+           END AS rows,
+           n.nspname, c.relname
+    FROM tables
+    JOIN pg_class AS c ON c.oid = tables.relid
+    JOIN pg_namespace AS n ON n.oid = c.relnamespace
+)
+SELECT CASE WHEN bool_and(leaves.rows IS NOT NULL) THEN sum(leaves.rows) END AS rows,
        EXISTS (SELECT 1
                FROM pg_index AS i
                JOIN pg_class AS ic ON ic.oid = i.indexrelid
                JOIN pg_am AS am ON am.oid = ic.relam
-               JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
-               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
-                 AND am.amname = 'btree' AND a.attname = :column) AS indexed
-FROM pg_class AS c
-WHERE c.oid = to_regclass(:table)
+               JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+               WHERE i.indrelid = to_regclass(:table) AND i.indisvalid AND i.indpred IS NULL
+                 AND am.amname = 'btree' AND a.attname = :column) AS indexed,
+       coalesce(sum(leaves.rows * (
+           SELECT m.freq
+           FROM pg_stats AS s,
+                unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS m(value, freq)
+           WHERE s.schemaname = leaves.nspname AND s.tablename = leaves.relname
+             AND s.attname = :column AND NOT s.inherited AND m.value = :status
+       )) / nullif(sum(leaves.rows), 0), 0) AS share
+FROM leaves
+HAVING count(*) > 0
 """)
+
+# Without an index on the status column, an estimate still pays where the succeeded rows
+# are most of the table: one pass over it then counts only the other rows (a cheap
+# filter per row instead of counting and grouping each one) and takes the newest dead
+# jobs from what it collected, instead of a grouped pass and a second pass for them.
+SCAN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
 class Plan:
-    """One table whose succeeded rows triage estimates: which status, from how many rows."""
+    """One table whose succeeded rows triage estimates: which status, from how many rows;
+    ``indexed``: the other statuses are counted from an index leading with the status
+    column (``counts_except``), else from one pass over the table (the caller's)."""
 
     status: str
     rows: float
+    indexed: bool = True
 
 
 async def plans(
-    conn: AsyncConnection, wanted: Sequence[tuple[sa.Column[Any], Sequence[str]]]
+    conn: AsyncConnection,
+    wanted: Sequence[tuple[sa.Column[Any], Sequence[str]]],
+    *,
+    scan: bool = False,
 ) -> list[Plan | None]:
     """For each (status column, its table's succeeded statuses), the estimate to make, or
     None where the table is counted exactly: not PostgreSQL; not exactly one succeeded
     status (an estimate cannot split rows between two); no statistics; fewer estimated
-    rows than ``ESTIMATE_FROM``; no index leading with the status column; or no row in
-    the succeeded status at all (there is then nothing to estimate, and an estimate would
-    only show the statistics' error as rows)."""
+    rows than ``ESTIMATE_FROM``; no index leading with the status column (with ``scan``,
+    where the caller counts the rest in one pass of its own: unless the statistics put at
+    least ``SCAN_SHARE`` of the rows in the succeeded status); or no row in the succeeded
+    status at all (there is then nothing to estimate, and an estimate would only show the
+    statistics' error as rows)."""
     if conn.dialect.name != "postgresql":
         return [None] * len(wanted)
     preparer = conn.dialect.identifier_preparer
@@ -86,18 +125,28 @@ async def plans(
             out.append(None)
             continue
         catalog = (
-            _CATALOG.bindparams(table=preparer.format_table(column.table), column=column.name)
-            .columns(sa.column("rows", sa.Float), sa.column("indexed", sa.Boolean))
+            _CATALOG.bindparams(
+                table=preparer.format_table(column.table), column=column.name, status=statuses[0]
+            )
+            .columns(
+                sa.column("rows", sa.Float),
+                sa.column("indexed", sa.Boolean),
+                sa.column("share", sa.Float),
+            )
             .subquery("qb_catalog")
         )
-        # one round trip; the probe for a succeeded row only runs where the index is
-        present = sa.case((catalog.c.indexed, sa.exists().where(column == statuses[0])))
-        found = (await conn.execute(sa.select(catalog.c.rows, present))).first()
-        rows, succeeded = (found[0], found[1]) if found is not None else (None, False)
-        if rows is None or rows < ESTIMATE_FROM or not succeeded:
+        usable: sa.ColumnElement[bool] = catalog.c.indexed
+        if scan:
+            usable = sa.or_(usable, catalog.c.share >= SCAN_SHARE)
+        # one round trip; the probe for a succeeded row only runs where an estimate could
+        # be made (without the index, where the statistics say such rows are common: a
+        # scan finds one at once)
+        present = sa.case((usable, sa.exists().where(column == statuses[0])), else_=False)
+        found = (await conn.execute(sa.select(catalog.c.rows, catalog.c.indexed, present))).first()
+        if found is None or found[0] is None or found[0] < ESTIMATE_FROM or not found[2]:
             out.append(None)
             continue
-        out.append(Plan(statuses[0], float(rows)))
+        out.append(Plan(statuses[0], float(found[0]), indexed=bool(found[1])))
     return out
 
 

@@ -24,6 +24,7 @@ from services.config import QueueConfig
 from services.config.alerts import DetectorsConfig
 from services.db import create_engine
 from services.errors import ConfigError, PreconditionFailed, UsageError
+from services.estate import estimate
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Action, ItemRef, Selector
@@ -342,3 +343,50 @@ async def test_renamed_columns_and_added_statuses_apply_on_top_of_a_preset(pg_ur
         assert [(t.key, t.total) for t in triage.by_type] == [("mailer", 2)]
     finally:
         await engine.dispose()
+
+
+async def _analysed_triage(world: World, *, exact: bool) -> Any:
+    async with world.estate.connect() as conn:
+        return await world.profile.triage(conn, now=START, since=None, job_type=None, exact=exact)
+
+
+async def test_a_large_pg_boss_table_estimates_its_completed_jobs_in_one_pass_and_counts_the_rest(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pg-boss's job table has no index leading with its state: where most of its jobs are
+    completed, triage reads it once, counting every job that is not completed (and taking
+    the dead ones' errors) from that pass, and estimates the completed ones from the
+    statistics, marked so. Everything an operator acts on is what an exact triage says."""
+    monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+    async for world in open_world(pg_url, PgBossAdapter):
+        async with world.engine.begin() as conn:
+            await world.adapter.add(conn, now=START, dead=0, error=ERROR, done=80)
+        async with world.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.exec_driver_sql("VACUUM ANALYZE pgboss.job")
+        found = await _analysed_triage(world, exact=False)
+        counted = await _analysed_triage(world, exact=True)
+        estimated = {s.status: (s.count, s.estimated) for s in found.by_status}
+        assert estimated["completed"] == (82, True)  # the statistics are fresh here
+        exact = {s.status: s.count for s in counted.by_status if not s.estimated}
+        assert {s: n for s, (n, _) in estimated.items()} == exact
+        assert [s.status for s in counted.by_status if s.estimated] == []
+        assert (found.stuck, found.oldest_pending_at) == (counted.stuck, counted.oldest_pending_at)
+        assert found.by_signature == counted.by_signature
+        assert found.by_signature[0].count == 4
+        assert found.total == counted.total == 4 + 1 + 82 + 1
+
+
+async def test_a_pg_boss_table_of_mostly_unfinished_jobs_is_counted_exactly(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the statistics put fewer than half of the jobs in ``completed``, there is
+    little to save by not counting them: every state is counted."""
+    monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+    async for world in open_world(pg_url, PgBossAdapter):
+        async with world.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.exec_driver_sql("VACUUM ANALYZE pgboss.job")
+        found = await _analysed_triage(world, exact=False)
+        assert [s.status for s in found.by_status if s.estimated] == []
+        assert {s.status: s.count for s in found.by_status}["completed"] == 2

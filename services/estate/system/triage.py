@@ -6,7 +6,7 @@ on queuebot's own profiles: services/estate/estimate.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,6 @@ async def triage(
     t = await profile.tables(conn)
     q = profile.job(t)
     cols = profile.cols
-    state = profile.state_value(t)
     where: list[sa.ColumnElement[bool]] = list(profile.scope(t))
     if since is not None:
         enqueued = profile.enqueued_at(t)
@@ -55,66 +54,42 @@ async def triage(
     whole = not exact and not where and not profile.derived_states
     (plan,) = (
         await estimate.plans(
-            conn, [(q.c(cols.state), profile.statuses_in(CanonicalState.SUCCEEDED))]
+            conn, [(q.c(cols.state), profile.statuses_in(CanonicalState.SUCCEEDED))], scan=True
         )
         if whole
         else [None]
     )
-    groups = [q.c(cols.kind)] if cols.kind is not None else []
-    stuck = profile.stuck_where(t, profile.stuck_cutoff(now))
-    statements: dict[str, Any] = {}
-    if plan is not None:
-        statements["grouped"] = estimate.counts_except(
-            q.table, q.c(cols.state), [plan.status], group=groups
-        )
-        statements["extras"] = sa.select(
-            oldest_pending(profile, t, where).scalar_subquery(),
-            sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
-        )
-    else:
-        # Every row is read for the counts: the oldest waiting job and the stuck count
-        # come from the same pass. Apart, each is a pass of its own over a table whose
-        # state no index leads with (pg-boss's: three scans instead of one).
-        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
-        statements["grouped"] = (
-            sa.select(
-                state,
-                *groups,
-                sa.func.count(),
-                sa.func.min(profile.waiting_since(t)).filter(pending),
-                sa.func.count().filter(sa.and_(*stuck)),
-            )
-            .select_from(q.table)
-            .where(*where)
-            .group_by(state, *groups)
-        )
     error = profile.error_text(t)
-    if error is not None:
-        statements["newest"] = newest_errors(profile, t, error, where)
+    statements = reads(profile, t, plan=plan, where=where, now=now, error=error)
     read = await read_named(conn, statements, heavy=("grouped",))
+    rows: Sequence[Any] = read["grouped"]
+    errors = [r[0] for r in read.get("newest", [])]
+    if plan is not None and not plan.indexed:  # one pass: its rows tagged counts or errors
+        errors = [r[-1] for r in rows if r[0] == _ERRORS]
+        rows = [r[1:] for r in rows if r[0] == _COUNTS]
 
     counted: dict[str, int] = defaultdict(int)
     types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-    at = len(groups) + 1  # the count's column
-    for row in read["grouped"]:
+    by_kind = cols.kind is not None
+    at = 2 if by_kind else 1  # the count's column
+    for row in rows:
         name = str(plain(row[0]))
         n = int(row[at])
         counted[name] += n
-        if groups:
+        if by_kind:
             kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
             types[kind][profile.canonical(name)] += n
     estimated = estimate.settle(plan, counted)
     if plan is not None and not estimated:  # statistics too stale to use: count all
         return await triage(profile, conn, now=now, since=since, job_type=job_type, exact=True)
     guessed = plan.status if estimated and plan is not None else None
-    if plan is not None:
+    if "extras" in read:
         oldest_raw, stuck_total = read["extras"][0]
     else:
-        waiting = [row[at + 1] for row in read["grouped"] if row[at + 1] is not None]
+        waiting = [row[at + 1] for row in rows if row[at + 1] is not None]
         oldest_raw = min(waiting, default=None)
-        stuck_total = sum(int(row[at + 2]) for row in read["grouped"])
+        stuck_total = sum(int(row[at + 2]) for row in rows)
     dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
-    errors = [r[0] for r in read.get("newest", [])]
     return Triage(
         queue=profile.queue,
         profile=profile.name,
@@ -142,6 +117,124 @@ async def triage(
         notes=notes(profile, t),
         dead_states=profile.dead_letter_states,
     )
+
+
+def reads(
+    profile: SystemBase,
+    t: Mapping[str, BoundTable],
+    *,
+    plan: estimate.Plan | None,
+    where: list[sa.ColumnElement[bool]],
+    now: datetime,
+    error: sa.ColumnElement[Any] | None,
+) -> dict[str, Any]:
+    """Triage's statements by name: ``grouped`` (the counts, the heaviest), and beside it
+    ``extras`` (oldest waiting, stuck) and ``newest`` (the dead jobs' errors) where the
+    counts do not bring them."""
+    q = profile.job(t)
+    cols = profile.cols
+    state = profile.state_value(t)
+    groups = [q.c(cols.kind)] if cols.kind is not None else []
+    stuck = profile.stuck_where(t, profile.stuck_cutoff(now))
+    statements: dict[str, Any] = {}
+    if plan is not None and not plan.indexed:
+        statements["grouped"] = one_pass(profile, t, plan.status, stuck, error)
+    elif plan is not None:
+        statements["grouped"] = estimate.counts_except(
+            q.table, q.c(cols.state), [plan.status], group=groups
+        )
+        statements["extras"] = sa.select(
+            oldest_pending(profile, t, where).scalar_subquery(),
+            sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
+        )
+    else:
+        # Every row is read for the counts: the oldest waiting job and the stuck count
+        # come from the same pass. Apart, each is a pass of its own over a table whose
+        # state no index leads with (pg-boss's: three scans instead of one).
+        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
+        statements["grouped"] = (
+            sa.select(
+                state,
+                *groups,
+                sa.func.count(),
+                sa.func.min(profile.waiting_since(t)).filter(pending),
+                sa.func.count().filter(sa.and_(*stuck)),
+            )
+            .select_from(q.table)
+            .where(*where)
+            .group_by(state, *groups)
+        )
+    if error is not None and (plan is None or plan.indexed):
+        statements["newest"] = newest_errors(profile, t, error, where)
+    return statements
+
+
+_COUNTS, _ERRORS = "counts", "errors"
+
+
+def one_pass(
+    profile: SystemBase,
+    t: Mapping[str, BoundTable],
+    succeeded: str,
+    stuck: list[sa.ColumnElement[bool]],
+    error: sa.ColumnElement[Any] | None,
+) -> sa.Select[Any]:
+    """Triage's reads in one pass over a table whose state no index leads with, where
+    the succeeded jobs are estimated: every other job is collected once (a cheap filter
+    per row), then counted by state and job type with the oldest waiting one and the
+    stuck count, and its newest dead jobs' errors taken from the same rows. Rows:
+    ``(_COUNTS, state, *type, count, oldest waiting, stuck, NULL)`` and
+    ``(_ERRORS, NULL, ..., error)``."""
+    q = profile.job(t)
+    cols = profile.cols
+    state = profile.state_value(t)
+    pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
+    dead = profile.in_states(t, profile.dead_letter_statuses)
+    died = profile.died_at(t)
+    kept: list[sa.ColumnElement[Any]] = [
+        state.label("state"),
+        sa.case((pending, profile.waiting_since(t))).label("waiting"),
+        sa.and_(*stuck).label("stuck"),
+        dead.label("dead"),
+        q.c(cols.id).label("id"),
+    ]
+    if cols.kind is not None:
+        kept.append(q.c(cols.kind).label("kind"))
+    if died is not None:
+        kept.append(died.label("died"))
+    if error is not None:
+        kept.append(sa.case((dead, error)).label("error"))
+    others = sa.or_(sa.not_(profile.in_states(t, [succeeded])), state.is_(None))
+    rest = (
+        sa.select(*kept)
+        .select_from(q.table)
+        .where(others)
+        .cte("qb_rest")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
+    )
+    groups = [rest.c.kind] if cols.kind is not None else []
+    counts = sa.select(
+        sa.literal(_COUNTS).label("part"),
+        rest.c.state,
+        *groups,
+        sa.func.count().label("n"),
+        sa.func.min(rest.c.waiting),
+        sa.func.count().filter(rest.c.stuck),
+        sa.null().label("error"),
+    ).group_by(rest.c.state, *groups)
+    if error is None:
+        return counts
+    order = [rest.c.died.desc().nulls_last()] if died is not None else []
+    newest = (
+        sa.select(rest.c.error)
+        .where(rest.c.dead)
+        .order_by(*order, rest.c.id.desc())
+        .limit(SIGNATURE_SAMPLE)
+        .subquery("qb_newest")
+    )
+    blanks = [sa.null()] * (len(groups) + 3)
+    errors = sa.select(sa.literal(_ERRORS), sa.null(), *blanks, newest.c.error)
+    return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
 
 
 def notes(profile: SystemBase, t: Mapping[str, BoundTable]) -> list[str]:
