@@ -82,6 +82,7 @@ if [ -z "${BASE:-}" ]; then
       find "$root/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete
       find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
       tar -C "$root" -c . | docker import - "$BASE" >/dev/null
+      rm -rf --one-file-system "$root"
       say "base $BASE made in $(seconds_since "$base_started") s"
     fi
   fi
