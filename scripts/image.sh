@@ -15,6 +15,9 @@
 # Prints the image's size and the build's time. DEBIAN_MIRROR overrides the mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One run at a time in this tree (it rebuilds wheelhouse/ in place): a second one waits.
+exec 9<scripts/image.sh
+flock 9
 
 tag="${1:-latest}"
 image="queuebot:$tag"

@@ -238,7 +238,7 @@ def _inspect(template: str) -> str:
     return _docker("inspect", "-f", template, f"{NAME}-serve").stdout.strip()
 
 
-def test_the_image_builds_without_network_and_stays_small(built: Built) -> None:
+def _built_small(built: Built) -> None:
     # scripts/image.sh builds with --network none: every wheel came from wheelhouse/
     assert "queuebot:deploy-test:" in built.report
     assert built.size_mb < 300, built.report
@@ -246,13 +246,11 @@ def test_the_image_builds_without_network_and_stays_small(built: Built) -> None:
     assert version.returncode == 0 and version.stdout.startswith("queuebot "), version
 
 
-def test_db_upgrade_migrates_the_database_from_a_read_only_container(
-    deployed: Deployed,
-) -> None:
+def _upgraded(deployed: Deployed) -> None:
     assert "is at revision" in deployed.upgrade_output
 
 
-def test_ready_with_the_mounted_configuration(deployed: Deployed) -> None:
+def _ready_with_the_mounted_configuration(deployed: Deployed) -> None:
     def ready() -> bool:
         return httpx.get(f"{deployed.url}/readyz", timeout=5).status_code == 200
 
@@ -261,7 +259,7 @@ def test_ready_with_the_mounted_configuration(deployed: Deployed) -> None:
     assert body["queues"] == {"builds": "ok"}, body
 
 
-def test_the_images_health_check_turns_healthy_on_serves_port(deployed: Deployed) -> None:
+def _healthy_on_serves_port() -> None:
     # the image's own check runs (docker run set only its interval)
     assert json.loads(_inspect("{{json .Config.Healthcheck.Test}}")) == [
         "CMD",
@@ -278,7 +276,7 @@ def test_the_images_health_check_turns_healthy_on_serves_port(deployed: Deployed
     )
 
 
-def test_a_signed_slash_command_is_answered(deployed: Deployed) -> None:
+def _slash_command_answered(deployed: Deployed) -> None:
     name = f"triage-{time.monotonic_ns()}"
     body = urlencode(
         slash_fields(deployed.fake, "triage --queue builds", name=name, user=ALICE, trigger="1.t")
@@ -293,7 +291,7 @@ def test_a_signed_slash_command_is_answered(deployed: Deployed) -> None:
     assert "disk full on build-" in text, text  # its error signature
 
 
-def test_serve_runs_as_uid_10001_on_a_read_only_root(deployed: Deployed) -> None:
+def _uid_10001_on_a_read_only_root() -> None:
     assert _inspect("{{.HostConfig.ReadonlyRootfs}}") == "true"
     pid = _inspect("{{.State.Pid}}")
     status = Path(f"/proc/{pid}/status").read_text()
@@ -305,3 +303,13 @@ def test_serve_runs_as_uid_10001_on_a_read_only_root(deployed: Deployed) -> None
         "exec", "--user", "0", f"{NAME}-serve", "python", "-c", "open('/etc/written', 'w')"
     )
     assert refused.returncode != 0 and "Read-only file system" in refused.stderr
+
+
+def test_the_image_runs_read_only_as_deployed(built: Built, deployed: Deployed) -> None:
+    """One test, so a parallel run builds and runs the image once, on one worker."""
+    _built_small(built)
+    _upgraded(deployed)
+    _ready_with_the_mounted_configuration(deployed)
+    _healthy_on_serves_port()
+    _slash_command_answered(deployed)
+    _uid_10001_on_a_read_only_root()
