@@ -9,8 +9,9 @@ partial index, the schedule by its due-time index, a plan's jobs by their primar
 
 Two values are totals over every plan there ever was: the jobs plans redrove and the times
 a plan was halted. A plan that ended (completed, rolled back, closed) changes neither of
-them any more, so the reader keeps the sum over the plans that had all ended, up to the
-oldest one still active, and each reading counts afresh only the plans from there on.
+them any more, so the reader keeps the sum over the plans that had ended, and each reading
+counts only the plans new since the last one and those active then or now (at most one
+per queue). The first reading after a start counts every plan once.
 
 The states are written here as the plans and incidents services store them (this layer
 may not import those services; a test holds the two to the same words).
@@ -92,11 +93,13 @@ class OwnState:
     scheduler_lag: float  # seconds the most overdue due item is late; 0 when none is due
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Settled:
-    """The totals over the plans numbered up to ``through``, which had all ended."""
+    """The totals over the plans that had ended by the last reading, the highest plan
+    number it saw and the plans that were active then."""
 
-    through: int = 0
+    seen_through: int = 0
+    active: frozenset[int] = frozenset()
     redriven: int = 0
     halts: int = 0
 
@@ -129,7 +132,9 @@ class OwnStateReader:
         )
 
     async def _plans(self, conn: AsyncConnection) -> tuple[tuple[ActivePlan, ...], int, int]:
-        """The active plans, and the all-time totals of jobs redriven and halts."""
+        """The active plans, and the all-time totals of jobs redriven and halts: what
+        the plans that ended before hold, plus a count of the plans new since the last
+        reading and of those active then or now."""
         # the highest number first: a plan started after it is left to the next reading,
         # and one that ends in between is counted as ended
         top = int((await conn.execute(sa.select(sa.func.max(_plans.c.id)))).scalar_one() or 0)
@@ -142,16 +147,21 @@ class OwnStateReader:
                 .order_by(_plans.c.id)
             )
         ).all()
-        # Every plan below the oldest active one has ended. (A plan is created in one
-        # short transaction, so a plan numbered below a plan that already ended is
-        # visible by then.)
-        through = int(rows[0].id) - 1 if rows else top
+        active = frozenset(int(r.id) for r in rows)
         settled = self._settled
-        through = max(through, settled.through)
-        fresh = await _plan_totals(conn, settled.through, through)
-        live = await _plan_totals(conn, through, top)
-        jobs = await _active_jobs(conn, [int(r.id) for r in rows])
-        active = tuple(
+        # A plan is created in one short transaction, so every plan numbered up to ``top``
+        # is visible by the time a plan numbered above it has ended.
+        counted = await _plan_totals(conn, settled.seen_through, top, settled.active | active)
+        ended = [totals for plan, totals in counted.items() if plan not in active]
+        live = [totals for plan, totals in counted.items() if plan in active]
+        self._settled = _Settled(
+            seen_through=max(top, settled.seen_through),
+            active=active,
+            redriven=settled.redriven + sum(r for r, _ in ended),
+            halts=settled.halts + sum(h for _, h in ended),
+        )
+        jobs = await _active_jobs(conn, sorted(active))
+        plans = tuple(
             ActivePlan(
                 queue=str(r.queue),
                 halted=r.state == "halted",
@@ -161,10 +171,11 @@ class OwnStateReader:
             )
             for r in rows
         )
-        self._settled = _Settled(
-            through, settled.redriven + fresh[0], settled.halts + fresh[1]
-        )  # only now that every statement of this reading before it answered
-        return active, self._settled.redriven + live[0], self._settled.halts + live[1]
+        return (
+            plans,
+            self._settled.redriven + sum(r for r, _ in live),
+            self._settled.halts + sum(h for _, h in live),
+        )
 
 
 def _schedule_of(waves: Any) -> list[Any]:
@@ -172,26 +183,37 @@ def _schedule_of(waves: Any) -> list[Any]:
     return list(schedule) if isinstance(schedule, list) else []
 
 
-async def _plan_totals(conn: AsyncConnection, after: int, through: int) -> tuple[int, int]:
-    """Jobs redriven and halts of the plans numbered ``after`` + 1 to ``through``."""
-    if through <= after:
-        return 0, 0
-    in_range = sa.and_(_items.c.plan_id > after, _items.c.plan_id <= through)
-    redriven = (
-        await conn.execute(
-            sa.select(sa.func.count()).where(in_range, _items.c.state.in_(REDRIVEN_JOB_STATES))
-        )
-    ).scalar_one()
+async def _plan_totals(
+    conn: AsyncConnection, after: int, through: int, also: frozenset[int]
+) -> dict[int, tuple[int, int]]:
+    """Jobs redriven and halts per plan, of the plans numbered ``after`` + 1 to
+    ``through`` and of the plans ``also`` (each of these in the answer; a plan of the
+    range with neither is left out: it adds nothing)."""
+    wanted: list[int] = sorted(also)
+
+    def among(column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+        in_range = sa.and_(column > after, column <= through)
+        return sa.or_(in_range, column.in_(wanted)) if wanted else in_range
+
+    out = {p: (0, 0) for p in wanted}
+    redriven = await conn.execute(
+        sa.select(_items.c.plan_id, sa.func.count())
+        .where(among(_items.c.plan_id), _items.c.state.in_(REDRIVEN_JOB_STATES))
+        .group_by(_items.c.plan_id)
+    )
+    for plan, n in redriven.all():
+        out[int(plan)] = (int(n), 0)
     # each halt is one audit event on the plan (subject P-N): looked up by the subject index
     ref = sa.literal("P-") + sa.cast(_plans.c.id, sa.String)
-    halts = (
-        await conn.execute(
-            sa.select(sa.func.count())
-            .select_from(_plans.join(_audit, _audit.c.subject == ref))
-            .where(_plans.c.id > after, _plans.c.id <= through, _audit.c.action == PLAN_HALTED)
-        )
-    ).scalar_one()
-    return int(redriven), int(halts)
+    halts = await conn.execute(
+        sa.select(_plans.c.id, sa.func.count())
+        .select_from(_plans.join(_audit, _audit.c.subject == ref))
+        .where(among(_plans.c.id), _audit.c.action == PLAN_HALTED)
+        .group_by(_plans.c.id)
+    )
+    for plan, n in halts.all():
+        out[int(plan)] = (out.get(int(plan), (0, 0))[0], int(n))
+    return out
 
 
 async def _active_jobs(conn: AsyncConnection, plans: list[int]) -> dict[tuple[int, str], int]:
