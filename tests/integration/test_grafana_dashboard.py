@@ -2,8 +2,10 @@
 it can answer: every panel's query parses (promtool checks them, written as recording
 rules, with the dashboard's variables filled in), and every series it names, like every
 series the shipped alert rules name, is one a running ``queuebot serve`` exposes on
-/metrics. promtool is the Debian package prometheus: skipped without it, except under
-QUEUEBOT_REQUIRE_PROMTOOL=1, which CI sets after installing it."""
+/metrics; and a real Prometheus scraping that serve answers every query. promtool and
+prometheus are the Debian package prometheus: the tests that need them are skipped
+without them, except under QUEUEBOT_REQUIRE_PROMTOOL=1 (promtool) and
+QUEUEBOT_REQUIRE_ALERTING=1 (Prometheus), which CI sets after installing them."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.e2e.serving import demo_database, running_serve
+from tests.e2e.alerting_stack import Prometheus, need_alerting
+from tests.e2e.serving import Served, demo_database, running_serve
 from tests.unit.test_prometheus_rules import RULES, run, tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,16 +94,23 @@ def test_every_panel_query_parses(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def exposed(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """The series a running serve declares on /metrics (# TYPE lines: a family is declared
-    even while it has no sample, as a plan's wave while no plan runs)."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A running ``queuebot serve`` on the demo database (two queues configured)."""
     workdir = tmp_path_factory.mktemp("serve")
-    with (
-        demo_database("sqlite", workdir) as db_url,
-        running_serve(workdir, db_url, {}) as served,
-    ):
-        text = httpx.get(f"{served.url}/metrics", timeout=30).text
-    return set(re.findall(r"^# TYPE (\S+) ", text, flags=re.MULTILINE))
+    with demo_database("sqlite", workdir) as db_url, running_serve(workdir, db_url, {}) as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def exposition(served: Served) -> str:
+    return httpx.get(f"{served.url}/metrics", timeout=30).text
+
+
+@pytest.fixture(scope="module")
+def exposed(exposition: str) -> set[str]:
+    """The series the serve declares on /metrics (# TYPE lines: a family is declared even
+    while it has no sample, as a plan's wave while no plan runs)."""
+    return set(re.findall(r"^# TYPE (\S+) ", exposition, flags=re.MULTILINE))
 
 
 def test_every_series_the_dashboard_shows_is_exposed(exposed: set[str]) -> None:
@@ -114,3 +124,25 @@ def test_every_series_the_alert_rules_name_is_exposed(exposed: set[str]) -> None
     named = {name for expr in rule_queries() for name in SERIES.findall(expr)}
     assert named  # the rules name some
     assert sorted(named - exposed) == []
+
+
+@pytest.mark.alerting
+def test_every_panel_query_answers_from_a_real_prometheus(
+    served: Served, exposition: str, tmp_path: Path
+) -> None:
+    """Prometheus scraping the serve answers every panel's query, and with data wherever
+    the series it asks for have samples (a plan's wave has none while no plan runs)."""
+    need_alerting()
+    sampled = {line.split("{")[0].split(" ")[0] for line in exposition.splitlines()}
+    expected = [e for _, e in queries() if set(SERIES.findall(e)) <= sampled]
+    assert len(expected) > 20  # most panels have something to show on the demo
+    with Prometheus([served.url], [], None, workdir=tmp_path) as prometheus:
+        empty: list[str] = []
+
+        def answered() -> bool:
+            answers = {expr: prometheus.query(expr) for _, expr in queries()}  # each parses
+            empty[:] = [e for e in expected if not answers[e]]
+            return not empty
+
+        prometheus.wait_for(answered, 60, "data for every panel whose series have samples")
+    assert empty == []
