@@ -106,8 +106,9 @@ class _Settled:
 
 @dataclass
 class OwnStateReader:
-    """Reads ``OwnState``; keeps the settled plan totals between readings (a reading that
-    fails leaves them as they were)."""
+    """Reads ``OwnState``; keeps the settled plan totals between readings. They move on
+    only once a reading's plan counts have all answered (what they add is true whether
+    the rest of that reading succeeds or not)."""
 
     request_states: tuple[str, ...] = ()
     _settled: _Settled = field(default_factory=_Settled)
