@@ -155,6 +155,7 @@ def wire_services(
         refresh_seconds=(metrics or MetricsConfig()).refresh_seconds,
         commands=[spec.name for spec in CATALOG],
         request_states=[state.value for state in RequestState],
+        clock=clock,
     )
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale, acks=acks)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)

@@ -6,7 +6,11 @@ are read from the estate at most once every ``refresh_seconds``, not per scrape:
 at a time (scrapes that arrive during it share it), and after the first one a scrape
 waits only a moment for a due read before it answers with the values it has, while the
 read goes on in the background. A queue whose read fails keeps its last values, with
-``queuebot_queue_gauges_up`` 0 and their age growing. docs/metrics.md lists every series.
+``queuebot_queue_gauges_up`` 0 and their age growing. On the same refresh, after the
+queues, queuebot's own database is read (``services/reads/own_gauges.py``: change
+requests, plans, incidents, outbox, schedule) on one connection, with the same handling:
+a failed reading keeps the last values, with ``queuebot_own_gauges_up`` 0.
+docs/metrics.md lists every series.
 
 No label carries a job id, an error text or a secret. Status values and failure reasons
 come from the estate, so at most ``MAX_VALUES`` of each are shown per queue (the largest
@@ -20,9 +24,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from datetime import UTC, datetime
+from typing import Literal
 
-import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -32,8 +36,13 @@ from services.errors import QueuebotError, Unavailable
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState
 from services.known_problems import KnownProblems
-from services.models import AlertInbox, ChangeRequest
 from services.reads.gauges import QueueSnapshot, snapshot
+from services.reads.own_gauges import (
+    OBLIGATION_STATES,
+    PLAN_JOB_STATES,
+    OwnState,
+    OwnStateReader,
+)
 
 log = logging.getLogger("queuebot.metrics")
 
@@ -44,9 +53,6 @@ OTHER = "(other)"  # where the values past MAX_VALUES are counted
 FIRST_WAIT = 10.0  # seconds a scrape waits for the very first reading of the queues
 SCRAPE_WAIT = 0.25  # seconds a later scrape waits for a due reading before it answers
 READ_TIMEOUT = 60.0  # seconds one queue's reading may take before it counts as failed
-
-_requests = cast(sa.Table, ChangeRequest.__table__)
-_inbox = cast(sa.Table, AlertInbox.__table__)
 
 
 def bounded(counts: Mapping[str, int], limit: int = MAX_VALUES) -> dict[str, int]:
@@ -104,6 +110,17 @@ class _Reading:
     seconds: float = 0.0
 
 
+@dataclass
+class _OwnReading:
+    """What is known of queuebot's own database: the last good reading, when it was read
+    (monotonic seconds), whether the latest read succeeded and how long it took."""
+
+    state: OwnState | None = None
+    read_at: float | None = None
+    up: bool = False
+    seconds: float = 0.0
+
+
 class Metrics:
     """The counters commands, alerts and detectors increment, and the queue gauges.
     ``estate`` and ``state_engine`` may be None where there are no gauges to read."""
@@ -117,6 +134,7 @@ class Metrics:
         commands: Sequence[str] = (),
         request_states: Sequence[str] = (),
         monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         first_wait: float = FIRST_WAIT,
         scrape_wait: float = SCRAPE_WAIT,
     ) -> None:
@@ -125,6 +143,7 @@ class Metrics:
         self.refresh_seconds = refresh_seconds
         self.request_states = tuple(request_states)
         self.monotonic = monotonic
+        self.clock = clock
         self.first_wait = first_wait
         self.scrape_wait = scrape_wait
         self.registry = CollectorRegistry()
@@ -149,8 +168,8 @@ class Metrics:
             for outcome in OUTCOMES:
                 self._commands.inc(name, outcome, by=0)
         self._readings: dict[str, _Reading] = {}
-        self._change_requests: dict[str, int] | None = None
-        self._set_aside: int | None = None
+        self._own_reader = OwnStateReader(self.request_states)
+        self._own: _OwnReading | None = None  # None until a first reading ended
         self._started: float | None = None  # when the latest refresh started
         self._completed = False  # whether any refresh has finished
         self._task: asyncio.Task[None] | None = None
@@ -158,6 +177,7 @@ class Metrics:
         for counter in (self._commands, self._alerts, self._posts, self._firings):
             self.registry.register(counter)
         self.registry.register(_QueueGauges(self))
+        self.registry.register(_OwnGauges(self))
 
     # -- counters --------------------------------------------------------------------------
 
@@ -217,8 +237,7 @@ class Metrics:
                 for queue in self.estate.profiles:
                     await self._read_queue(self.estate, queue)
             if self.state_engine is not None:
-                await self._read_change_requests(self.state_engine)
-                await self._read_set_aside(self.state_engine)
+                await self._read_own(self.state_engine)
         finally:
             self._completed = True
 
@@ -238,27 +257,22 @@ class Metrics:
         ended = self.monotonic()
         self._readings[queue] = _Reading(taken, ended, True, ended - started)
 
-    async def _read_change_requests(self, engine: AsyncEngine) -> None:
-        state = _requests.c.state
+    async def _read_own(self, engine: AsyncEngine) -> None:
+        """Read queuebot's own database (change requests, plans, incidents, outbox,
+        schedule) on one connection; a failure keeps the last values, shown as down."""
+        started = self.monotonic()
         try:
             async with asyncio.timeout(READ_TIMEOUT), reading(engine) as conn:
-                rows = (await conn.execute(sa.select(state, sa.func.count()).group_by(state))).all()
-        except Exception as exc:  # keep the last counts
-            what = "queuebot's change requests"
-            self._problems.report(_problem(exc, what), doing="counting change requests")
+                state = await self._own_reader.read(conn, now=self.clock())
+        except Exception as exc:  # keep the last values
+            ended = self.monotonic()
+            last = self._own or _OwnReading()
+            self._own = _OwnReading(last.state, last.read_at, False, ended - started)
+            what = "queuebot's own database"
+            self._problems.report(_problem(exc, what), doing="reading queuebot's own gauges")
             return
-        counts = dict.fromkeys(self.request_states, 0)
-        counts.update({str(s): int(n) for s, n in rows})
-        self._change_requests = counts
-
-    async def _read_set_aside(self, engine: AsyncEngine) -> None:
-        query = sa.select(sa.func.count()).where(_inbox.c.set_aside_at.is_not(None))
-        try:
-            async with asyncio.timeout(READ_TIMEOUT), reading(engine) as conn:
-                self._set_aside = int((await conn.execute(query)).scalar_one())
-        except Exception as exc:  # keep the last count
-            what = "the alert notifications set aside"
-            self._problems.report(_problem(exc, what), doing="counting set-aside notifications")
+        ended = self.monotonic()
+        self._own = _OwnReading(state, ended, True, ended - started)
 
     # -- what the collector reads ------------------------------------------------------------
 
@@ -266,12 +280,9 @@ class Metrics:
         return iter(self._readings.items())
 
     @property
-    def change_requests(self) -> dict[str, int] | None:
-        return self._change_requests
-
-    @property
-    def set_aside(self) -> int | None:
-        return self._set_aside
+    def own(self) -> _OwnReading | None:
+        """What is known of queuebot's own database (None before a first reading ended)."""
+        return self._own
 
 
 def _problem(exc: Exception, what: str) -> QueuebotError:
@@ -345,23 +356,10 @@ class _QueueGauges:
                 "How long the latest reading of the queue took",
                 labels=queue,
             ),
-            GaugeMetricFamily(
-                "queuebot_change_requests",
-                "queuebot's change requests by state (from its own database: the same on "
-                "every replica)",
-                labels=["state"],
-            ),
-            GaugeMetricFamily(
-                "queuebot_alert_notifications_set_aside",
-                "Stored alert notifications whose processing failed on their own: kept in "
-                "qb_alert_inbox, no longer tried (from queuebot's own database)",
-            ),
         ]
 
     def collect(self) -> Iterable[Metric]:
-        (jobs, by_state, by_reason, actionable, dead, oldest, up, age, took, requests, aside) = (
-            self._families()
-        )
+        (jobs, by_state, by_reason, actionable, dead, oldest, up, age, took) = self._families()
         now = self.metrics.monotonic()
         for queue, reading_ in self.metrics.readings():
             up.add_metric([queue], 1.0 if reading_.up else 0.0)
@@ -381,10 +379,141 @@ class _QueueGauges:
                 actionable.add_metric([queue], taken.failed_actionable)
             dead.add_metric([queue], taken.dead_letters)
             oldest.add_metric([queue], taken.oldest_pending_age or 0.0)
-        counts = self.metrics.change_requests
-        if counts is not None:
-            for request_state, n in bounded(counts).items():
-                requests.add_metric([request_state], n)
-        if self.metrics.set_aside is not None:
-            aside.add_metric([], self.metrics.set_aside)
-        return [jobs, by_state, by_reason, actionable, dead, oldest, up, age, took, requests, aside]
+        return [jobs, by_state, by_reason, actionable, dead, oldest, up, age, took]
+
+
+class _OwnGauges:
+    """The series read from queuebot's own database (the same on every replica): rendered
+    from the latest reading, never read here. Before a first reading ended there are none;
+    after a failed one the last good values stay, with ``queuebot_own_gauges_up`` 0."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families().values())
+
+    def _families(self) -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+        def gauge(name: str, text: str, *labels: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, text, labels=list(labels))
+
+        def counter(name: str, text: str) -> CounterMetricFamily:
+            return CounterMetricFamily(name, text, labels=[])
+
+        families: list[GaugeMetricFamily | CounterMetricFamily] = [
+            gauge(
+                "queuebot_change_requests",
+                "queuebot's change requests by state (from its own database: the same on "
+                "every replica)",
+                "state",
+            ),
+            gauge(
+                "queuebot_alert_notifications_set_aside",
+                "Stored alert notifications whose processing failed on their own: kept in "
+                "qb_alert_inbox, no longer tried (from queuebot's own database)",
+            ),
+            gauge(
+                "queuebot_plans",
+                "Redrive plans by state (running, halted, completed, rolled_back, closed)",
+                "state",
+            ),
+            gauge(
+                "queuebot_plan_wave",
+                "The active plan's current wave on the queue (0: the sample; -1: not started)",
+                "queue",
+            ),
+            gauge("queuebot_plan_waves", "Waves in the active plan's schedule", "queue"),
+            gauge(
+                "queuebot_plan_halted",
+                "1 when the queue's active plan is halted, 0 while it runs",
+                "queue",
+            ),
+            gauge(
+                "queuebot_plan_jobs",
+                "The active plan's jobs by state (waiting, redriven, skipped, succeeded, "
+                "redead, rolled_back)",
+                "queue",
+                "state",
+            ),
+            counter(
+                "queuebot_plan_jobs_redriven",
+                "Jobs redriven by plans, all plans ever (from queuebot's own database)",
+            ),
+            counter(
+                "queuebot_plan_halts",
+                "Times a plan was halted, by a re-dead-letter or by a person, all plans ever "
+                "(from queuebot's own database)",
+            ),
+            gauge(
+                "queuebot_incidents_open",
+                "Open incidents, by whether they block redrives",
+                "blocks_redrive",
+            ),
+            gauge(
+                "queuebot_incident_obligations",
+                "The open incidents' communications by state: pending (deadline ahead), "
+                "overdue (deadline passed, not yet marked missed), met, missed",
+                "state",
+            ),
+            gauge("queuebot_outbox_pending", "Outbox items (chat posts) not done yet"),
+            gauge(
+                "queuebot_outbox_oldest_age_seconds",
+                "How long the oldest outbox item not done yet has waited (0: none)",
+            ),
+            gauge("queuebot_scheduler_due", "Scheduled items due and not yet run"),
+            gauge(
+                "queuebot_scheduler_lag_seconds",
+                "How late the most overdue scheduled item is (0: none is due)",
+            ),
+            gauge(
+                "queuebot_own_gauges_up",
+                "Whether the latest reading of queuebot's own database succeeded (0: the "
+                "values shown are the last good ones, if any)",
+            ),
+            gauge(
+                "queuebot_own_gauges_age_seconds",
+                "Seconds since the values read from queuebot's own database were read",
+            ),
+            gauge(
+                "queuebot_own_gauges_read_seconds",
+                "How long the latest reading of queuebot's own database took",
+            ),
+        ]
+        return {family.name: family for family in families}
+
+    def collect(self) -> Iterable[Metric]:
+        f = self._families()
+        own = self.metrics.own
+        if own is None:
+            return list(f.values())
+        f["queuebot_own_gauges_up"].add_metric([], 1.0 if own.up else 0.0)
+        f["queuebot_own_gauges_read_seconds"].add_metric([], own.seconds)
+        state = own.state
+        if state is None or own.read_at is None:
+            return list(f.values())
+        now = self.metrics.monotonic()
+        f["queuebot_own_gauges_age_seconds"].add_metric([], max(0.0, now - own.read_at))
+        for request_state, n in bounded(state.change_requests).items():
+            f["queuebot_change_requests"].add_metric([request_state], n)
+        f["queuebot_alert_notifications_set_aside"].add_metric([], state.set_aside)
+        for plan_state, n in bounded(state.plans).items():
+            f["queuebot_plans"].add_metric([plan_state], n)
+        for plan in state.active_plans:
+            f["queuebot_plan_wave"].add_metric([plan.queue], plan.wave)
+            f["queuebot_plan_waves"].add_metric([plan.queue], plan.waves)
+            f["queuebot_plan_halted"].add_metric([plan.queue], 1.0 if plan.halted else 0.0)
+            for job_state in PLAN_JOB_STATES:
+                n = plan.jobs.get(job_state, 0)
+                f["queuebot_plan_jobs"].add_metric([plan.queue, job_state], n)
+        f["queuebot_plan_jobs_redriven"].add_metric([], state.plan_jobs_redriven)
+        f["queuebot_plan_halts"].add_metric([], state.plan_halts)
+        for blocking, n in state.incidents_open.items():
+            f["queuebot_incidents_open"].add_metric([blocking], n)
+        for obligation_state in OBLIGATION_STATES:
+            n = state.obligations.get(obligation_state, 0)
+            f["queuebot_incident_obligations"].add_metric([obligation_state], n)
+        f["queuebot_outbox_pending"].add_metric([], state.outbox_pending)
+        f["queuebot_outbox_oldest_age_seconds"].add_metric([], state.outbox_oldest_age)
+        f["queuebot_scheduler_due"].add_metric([], state.scheduler_due)
+        f["queuebot_scheduler_lag_seconds"].add_metric([], state.scheduler_lag)
+        return list(f.values())

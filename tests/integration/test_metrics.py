@@ -30,6 +30,7 @@ from services.estate.message_job.schema import JOB_STATES, MESSAGE_STATES
 from services.estate.model import NO_REASON, CanonicalState
 from services.estate.worker_queue.schema import FAILURE_REASONS
 from services.metrics import OUTCOMES
+from services.reads.own_gauges import OBLIGATION_STATES, PLAN_JOB_STATES, PLAN_STATES
 from tests.integration.profile_adapters import MessageJobAdapter
 
 NOW = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
@@ -346,7 +347,10 @@ async def test_commands_are_counted_and_no_label_strays(world: World) -> None:
     allowed = {
         "queue": {"workers", "clips"},
         "status": statuses,
-        "state": {s.value for s in CanonicalState} | {s.value for s in RequestState},
+        "state": {s.value for s in CanonicalState}
+        | {s.value for s in RequestState}
+        | {*PLAN_STATES, *PLAN_JOB_STATES, *OBLIGATION_STATES},
+        "blocks_redrive": {"true", "false"},
         "reason": {*FAILURE_REASONS, NO_REASON},
         "command": {spec.name for spec in CATALOG},
         "outcome": set(OUTCOMES),
