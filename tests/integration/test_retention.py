@@ -1,0 +1,290 @@
+"""``db prune``'s service on SQLite and PostgreSQL: old done residue goes, recent and
+not-done rows stay, every batch deleted has its audit event, the trail (with a change
+request's rows) still verifies, and a dry run changes nothing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services import retention
+from services.audit import Actor, AuditTrail
+from services.audit.anchors import ANCHOR, SUBJECT
+from services.changes.model import ChangeKind
+from services.errors import UsageError
+from services.estate.model import DeadFilter
+from services.estate.ops import Selector
+from services.jsonable import loads
+from services.models import AlertInbox, Delivery, OutboxItem, QueueSample
+from tests.integration.support import Shop
+
+ALICE = Actor("alice", "console", "alice")
+BOB = Actor("bob", "console", "bob")
+AGE = timedelta(days=30)
+OLD = timedelta(days=45)  # older than AGE
+RECENT = timedelta(days=3)  # younger than AGE
+
+
+def _outbox(
+    id_: int, now: datetime, *, done: timedelta | None, kind: str = "chat", subject: str = "x"
+) -> dict[str, Any]:
+    created = now - (done or timedelta(0)) - timedelta(minutes=1)
+    return {
+        "id": id_,
+        "kind": kind,
+        "subject": subject,
+        "payload": {"anchor": f"{id_}:abc"} if kind == ANCHOR else {"text": "hello"},
+        "created_at": created,
+        "due_at": created,
+        "done_at": None if done is None else now - done,
+    }
+
+
+def _delivery(key: str, now: datetime, seen: timedelta, **extra: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "key": key,
+        "seen_at": now - seen,
+        "state": "done",
+        "owner": None,
+        "request": None,
+        "answered_at": None,
+    }
+    row.update(extra)
+    return row
+
+
+def _sample(id_: int, queue: str, at: datetime) -> dict[str, Any]:
+    return {
+        "id": id_,
+        "queue": queue,
+        "at": at,
+        "total": 1,
+        "dead": 0,
+        "pending": 0,
+        "counts": {},
+        "detail": None,
+    }
+
+
+def _inbox(id_: int, now: datetime, **extra: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": id_,
+        "source": "alertmanager",
+        "received_at": now - OLD - timedelta(minutes=1),
+        "receiver": "queuebot",
+        "group_key": "{}:{alertname=x}",
+        "status": "firing",
+        "payload": {},
+        "processed_at": None,
+        "set_aside_at": None,
+        "error": None,
+    }
+    row.update(extra)
+    return row
+
+
+# the rows each table must keep, by key, once a prune with AGE has run
+KEPT = {
+    "qb_outbox": {1002, 1003, 1005},
+    "qb_deliveries": {"recent", "claimed", "unanswered"},
+    "qb_queue_samples": {2003, 2004},
+    "qb_alert_inbox": {3002, 3003, 3004},
+}
+GONE = {"qb_outbox": 2, "qb_deliveries": 3, "qb_queue_samples": 2, "qb_alert_inbox": 2}
+
+
+async def seed(engine: AsyncEngine, now: datetime) -> None:
+    """Residue of every kind, old and recent, done and not done."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            sa.insert(OutboxItem),
+            [
+                _outbox(1001, now, done=OLD),  # delivered long ago: goes
+                _outbox(1002, now, done=RECENT),  # delivered lately: stays
+                _outbox(1003, now, done=None),  # not delivered yet: stays
+                _outbox(1004, now, done=OLD, kind=ANCHOR, subject=SUBJECT),  # an older anchor
+                _outbox(1005, now, done=OLD, kind=ANCHOR, subject=SUBJECT),  # the newest: stays
+            ],
+        )
+        answered = {"request": {"command": "/queue dlq"}, "answered_at": now - OLD}
+        await conn.execute(
+            sa.insert(Delivery),
+            [
+                _delivery("old", now, OLD),
+                _delivery("old-answered", now, OLD, **answered),
+                _delivery("old-2", now, OLD + timedelta(days=1)),
+                _delivery("recent", now, RECENT),
+                _delivery("claimed", now, OLD, state="claimed", owner="gone"),
+                # acknowledged, its answer never went out: a restarted process answers it
+                _delivery("unanswered", now, OLD, request={"command": "/queue dlq"}),
+            ],
+        )
+        await conn.execute(
+            sa.insert(QueueSample),
+            [
+                _sample(2001, "clips", now - OLD),
+                _sample(2002, "clips", now - OLD + timedelta(minutes=1)),
+                _sample(2003, "clips", now - RECENT),
+                _sample(2004, "gone-queue", now - OLD),  # that queue's newest count
+            ],
+        )
+        await conn.execute(
+            sa.insert(AlertInbox),
+            [
+                _inbox(3001, now, processed_at=now - OLD),
+                _inbox(3002, now, processed_at=now - RECENT),
+                _inbox(3003, now, set_aside_at=now - OLD, error="bad payload"),  # for a person
+                _inbox(3004, now),  # not processed yet
+                _inbox(3005, now, processed_at=now - OLD - timedelta(hours=1)),
+            ],
+        )
+
+
+async def keys(engine: AsyncEngine) -> dict[str, set[object]]:
+    async with engine.connect() as conn:
+        return {
+            r.name: set((await conn.execute(sa.select(r.key))).scalars()) for r in retention.RESIDUE
+        }
+
+
+async def pruned_events(engine: AsyncEngine) -> list[dict[str, Any]]:
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            sa.text(
+                "SELECT details, actor_platform, actor_account FROM qb_audit_events "
+                "WHERE action = :a ORDER BY id"
+            ),
+            {"a": retention.ACTION},
+        )
+        return [{**loads(row[0]), "actor": f"{row[1]}:{row[2]}"} for row in found]
+
+
+async def audit_count(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return int(
+            (await conn.execute(sa.text("SELECT count(*) FROM qb_audit_events"))).scalar_one()
+        )
+
+
+async def verified(engine: AsyncEngine) -> None:
+    async with engine.connect() as conn:
+        result = await AuditTrail().verify(conn)
+    assert result.ok, result.problem
+    assert result.records >= 2  # the request and its approval, cross-checked
+
+
+@pytest.fixture
+async def redriven(shop: Shop) -> Shop:
+    """An executed redrive (its request, items, outcomes, approval and events) whose
+    events are older than any cutoff, beside residue old and new."""
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=3))
+    view = await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=tuple(r.id for r in dead.rows)),
+        reason="fixed",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=view.number, actor=BOB)
+    shop.clock.advance(days=60)
+    await seed(shop.engine, shop.clock())
+    return shop
+
+
+async def test_dry_run_counts_and_changes_nothing(redriven: Shop) -> None:
+    before, events = await keys(redriven.engine), await audit_count(redriven.engine)
+    report = await retention.count(redriven.engine, age=AGE, now=redriven.clock())
+    assert {t.table: t.rows for t in report.tables} == GONE
+    assert report.cutoff == redriven.clock() - AGE
+    assert await keys(redriven.engine) == before
+    assert await audit_count(redriven.engine) == events
+    assert "no audit event written (dry run)" in "\n".join(report.lines())
+
+
+async def test_prune_removes_old_done_residue_only_and_audits_each_batch(
+    redriven: Shop,
+) -> None:
+    engine = redriven.engine
+    before = await keys(engine)
+    report = await retention.prune(engine, AuditTrail(), age=AGE, now=redriven.clock(), batch=1)
+    assert {t.table: t.rows for t in report.tables} == GONE
+    after = await keys(engine)
+    for table, kept in KEPT.items():
+        assert kept <= after[table], table  # recent and not-done rows stay
+        assert len(before[table]) - len(after[table]) == GONE[table], table
+    assert after["qb_outbox"] == KEPT["qb_outbox"]
+    assert after["qb_deliveries"] == KEPT["qb_deliveries"]
+    assert after["qb_alert_inbox"] == KEPT["qb_alert_inbox"]
+
+    events = await pruned_events(engine)
+    assert len(events) == report.events == sum(GONE.values())  # batches of one row
+    for table, rows in GONE.items():
+        assert sum(e["rows"] for e in events if e["table"] == table) == rows
+    assert {e["run"] for e in events} == {report.run}
+    assert {e["cutoff"] for e in events} == {(redriven.clock() - AGE).isoformat()}
+    assert {e["actor"] for e in events} == {"queuebot:db prune"}
+    await verified(engine)
+
+    again = await retention.prune(engine, AuditTrail(), age=AGE, now=redriven.clock())
+    assert again.rows == 0 and again.events == 0  # nothing left: no event either
+    assert len(await pruned_events(engine)) == len(events)
+
+
+async def test_the_audit_trail_and_change_rows_are_never_removed(redriven: Shop) -> None:
+    """However old, the trail and what verify cross-checks stay (the tables' counts)."""
+    tables = (
+        "qb_audit_events",
+        "qb_change_requests",
+        "qb_change_items",
+        "qb_change_outcomes",
+        "qb_approvals",
+    )
+
+    async def counts() -> dict[str, int]:
+        async with redriven.engine.connect() as conn:
+            return {
+                t: int((await conn.execute(sa.text(f"SELECT count(*) FROM {t}"))).scalar_one())
+                for t in tables
+            }
+
+    before = await counts()
+    assert all(before.values()), before
+    redriven.clock.advance(days=3650)
+    report = await retention.prune(
+        redriven.engine, AuditTrail(), age=retention.FLOOR, now=redriven.clock()
+    )
+    after = await counts()
+    assert after["qb_audit_events"] == before["qb_audit_events"] + report.events
+    assert {t: n for t, n in after.items() if t != "qb_audit_events"} == {
+        t: n for t, n in before.items() if t != "qb_audit_events"
+    }
+    await verified(redriven.engine)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("30", "needs a unit"),
+        ("-1d", "must be positive"),
+        ("0d", "must be positive"),
+        ("23h", "at least 24h"),
+        ("30x", "unknown unit"),
+        ("thirty", "a whole number and a unit"),
+        ("99999999w", "at most 5200w"),
+    ],
+)
+def test_bad_ages_are_answered_clearly(given: str, said: str) -> None:
+    with pytest.raises(UsageError, match=said):
+        retention.parse_age(given)
+
+
+def test_ages_in_hours_days_and_weeks() -> None:
+    assert retention.parse_age("24h") == timedelta(days=1)
+    assert retention.parse_age("30d") == timedelta(days=30)
+    assert retention.parse_age("8W") == timedelta(weeks=8)
+    assert retention.describe_age(timedelta(days=14)) == "2w"
+    assert retention.describe_age(timedelta(hours=36)) == "36h"
