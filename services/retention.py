@@ -8,8 +8,9 @@ What goes (each table's rule is ``Residue.condition``):
   anchor post, which the anchor job reads to post the head only when it moved;
 - ``qb_deliveries``: delivery keys done and last seen before the cutoff, except an
   acknowledged command still waiting for its answer (a restarted process answers it);
-- ``qb_queue_samples``: queue counts written before the cutoff, except each queue's
-  newest (the last count written down);
+- ``qb_queue_samples``: queue counts written before the cutoff and at least 14 days ago
+  (what the sampler keeps itself: the dead-letter checks look back up to 7 days), except
+  each queue's newest (the last count written down);
 - ``qb_alert_inbox``: notifications processed before the cutoff; set-aside ones (failed,
   kept for a person) are not done and stay.
 
@@ -35,6 +36,7 @@ from services.audit.anchors import ANCHOR, SUBJECT
 from services.db import reading, transaction
 from services.errors import UsageError
 from services.models import AlertInbox, Delivery, OutboxItem, QueueSample
+from services.reads import samples
 
 _outbox = cast(sa.Table, OutboxItem.__table__)
 _deliveries = cast(sa.Table, Delivery.__table__)
@@ -104,10 +106,14 @@ class Residue:
     what: str
     key: sa.Column[object]
     condition: Callable[[datetime, Kept], sa.ColumnElement[bool]]
+    at_least: timedelta = timedelta(0)  # kept this long whatever the age given
 
     @property
     def name(self) -> str:
         return self.table.name
+
+    def cutoff(self, now: datetime, age: timedelta) -> datetime:
+        return now - max(age, self.at_least)
 
 
 def _outbox_done(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
@@ -140,17 +146,19 @@ def _inbox_processed(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
 RESIDUE: tuple[Residue, ...] = (
     Residue(_outbox, "chat posts delivered", _outbox.c.id, _outbox_done),
     Residue(_deliveries, "delivery keys done", _deliveries.c.key, _deliveries_done),
-    Residue(_samples, "queue counts", _samples.c.id, _samples_old),
+    Residue(_samples, "queue counts", _samples.c.id, _samples_old, at_least=samples.KEEP),
     Residue(_inbox, "alert notifications processed", _inbox.c.id, _inbox_processed),
 )
 
 
 @dataclass
 class Removed:
-    """One table's rows removed (or, dry, that would be) and in how many batches."""
+    """One table's rows removed (or, dry, that would be) before its cutoff, and in how
+    many batches."""
 
     table: str
     what: str
+    cutoff: datetime
     rows: int = 0
     batches: int = 0
 
@@ -176,9 +184,12 @@ class PruneReport:
             f"(cutoff {self.cutoff:%Y-%m-%d %H:%M:%S} UTC)"
         )
         width = max(len(t.table) for t in self.tables) if self.tables else 5
-        out = [head, f"  {'table':<{width}}  {'rows':>10}  what"]
-        out += [f"  {t.table:<{width}}  {t.rows:>10,}  {t.what}" for t in self.tables]
-        out.append(f"  {'total':<{width}}  {self.rows:>10,}  {verb}")
+        out = [head, f"  {'table':<{width}}  {'rows':>10}  {'cutoff (UTC)':<19}  what"]
+        out += [
+            f"  {t.table:<{width}}  {t.rows:>10,}  {t.cutoff:%Y-%m-%d %H:%M:%S}  {t.what}"
+            for t in self.tables
+        ]
+        out.append(f"  {'total':<{width}}  {self.rows:>10,}  {'':<19}  {verb}")
         if self.dry_run:
             out.append("nothing was deleted and no audit event written (dry run)")
         else:
@@ -207,12 +218,15 @@ async def count(engine: AsyncEngine, *, age: timedelta, now: datetime) -> PruneR
     async with reading(engine) as conn:
         kept = await _kept(conn)
         for residue in RESIDUE:
+            cutoff = residue.cutoff(now, age)
             found = await conn.execute(
                 sa.select(sa.func.count())
                 .select_from(residue.table)
-                .where(residue.condition(report.cutoff, kept))
+                .where(residue.condition(cutoff, kept))
             )
-            report.tables.append(Removed(residue.name, residue.what, int(found.scalar_one())))
+            report.tables.append(
+                Removed(residue.name, residue.what, cutoff, int(found.scalar_one()))
+            )
     return report
 
 
@@ -234,9 +248,10 @@ async def prune(
     async with reading(engine) as conn:
         kept = await _kept(conn)
     for residue in RESIDUE:
-        removed = Removed(residue.name, residue.what)
+        removed = Removed(residue.name, residue.what, residue.cutoff(now, age))
         report.tables.append(removed)
-        condition = residue.condition(report.cutoff, kept)
+        condition = residue.condition(removed.cutoff, kept)
+        kept_for = describe_age(max(age, residue.at_least))
         after: object = None
         while True:
             async with transaction(engine, subject=residue.name) as conn:
@@ -252,12 +267,12 @@ async def prune(
                         action=ACTION,
                         actor=actor,
                         at=now,
-                        reason=f"retention: {residue.what} older than {describe_age(age)}",
+                        reason=f"retention: {residue.what} older than {kept_for}",
                         details={
                             "table": residue.name,
                             "rows": gone,
-                            "cutoff": report.cutoff.isoformat(),
-                            "older_than": describe_age(age),
+                            "cutoff": removed.cutoff.isoformat(),
+                            "older_than": kept_for,
                             "run": report.run,
                             "batch": removed.batches,
                         },

@@ -80,7 +80,7 @@ def _inbox(id_: int, now: datetime, **extra: Any) -> dict[str, Any]:
 KEPT = {
     "qb_outbox": {1002, 1003, 1005},
     "qb_deliveries": {"recent", "claimed", "unanswered"},
-    "qb_queue_samples": {2003, 2004},
+    "qb_queue_samples": {2000, 2003, 2004},
     "qb_alert_inbox": {3002, 3003, 3004},
 }
 GONE = {"qb_outbox": 2, "qb_deliveries": 3, "qb_queue_samples": 2, "qb_alert_inbox": 2}
@@ -115,6 +115,7 @@ async def seed(engine: AsyncEngine, now: datetime) -> None:
         await conn.execute(
             sa.insert(QueueSample),
             [
+                _sample(2000, "clips", now - timedelta(days=10)),  # within the sampler's 14 days
                 _sample(2001, "clips", now - OLD),
                 _sample(2002, "clips", now - OLD + timedelta(minutes=1)),
                 _sample(2003, "clips", now - RECENT),

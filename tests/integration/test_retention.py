@@ -139,6 +139,18 @@ async def test_the_audit_trail_and_change_rows_are_never_removed(redriven: Shop)
     await verified(redriven.engine)
 
 
+async def test_queue_counts_stay_the_samplers_14_days_whatever_the_age(redriven: Shop) -> None:
+    """The dead-letter checks look back up to 7 days: counts younger than the 14 days the
+    sampler keeps stay, older ones go, but each queue's newest."""
+    now = redriven.clock()
+    report = await retention.prune(redriven.engine, AuditTrail(), age=retention.FLOOR, now=now)
+    assert {t.table: t.cutoff for t in report.tables}["qb_queue_samples"] == now - timedelta(
+        days=14
+    )
+    assert (await keys(redriven.engine))["qb_queue_samples"] == KEPT["qb_queue_samples"]
+    await verified(redriven.engine)
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
