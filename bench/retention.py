@@ -20,7 +20,9 @@ rows' own bytes, without indexes, page overhead or free space):
    (``qb_queue_samples``), 1,440 times (a day at the default once a minute).
 4. ``db prune`` itself: ``--prune-rows`` (default 100,000) delivery keys 40 days old
    removed with ``--older-than 30d``: rows/s and the time of one batch (its delete and its
-   audit event, one transaction: the longest any row lock is held).
+   audit event, one transaction: the longest any row lock is held), on the PostgreSQL
+   database and on a SQLite file in a temporary directory (where a batch holds the
+   database's write lock).
 
     .venv/bin/python bench/retention.py [--url ADMIN_URL] [--jobs 2000] [--groups 50]
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -51,6 +54,7 @@ from services.db import create_engine
 from services.estate.estate import Estate
 from services.estate.ops import Selector
 from services.ledger import DeliveryLedger
+from services.migrate import upgrade
 from services.reads import samples
 
 DB = "qb_bench_retention"
@@ -162,15 +166,21 @@ async def redrive(engine: AsyncEngine, jobs: int) -> None:
 
 async def prune_speed(engine: AsyncEngine, rows: int) -> None:
     """How fast ``db prune`` removes ``rows`` old delivery keys, in its batches."""
+    old = datetime.now(UTC) - timedelta(days=40)
     async with engine.begin() as conn:
-        await conn.execute(
-            sa.text(
+        if conn.dialect.name == "postgresql":
+            fill = (
                 "INSERT INTO qb_deliveries (key, seen_at, state, done_at) "
-                "SELECT 'bench:' || g, now() - interval '40 days', 'done', "
-                "now() - interval '40 days' FROM generate_series(1, :n) g"
-            ),
-            {"n": rows},
-        )
+                "SELECT 'bench:' || g, :old, 'done', :old FROM generate_series(1, :n) g"
+            )
+        else:
+            fill = (
+                "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < :n) "
+                "INSERT INTO qb_deliveries (key, seen_at, state, done_at) "
+                "SELECT 'bench:' || n, :old, 'done', :old FROM g"
+            )
+            old = old.replace(tzinfo=None)  # SQLite keeps UTC without a zone
+        await conn.execute(sa.text(fill), {"n": rows, "old": old})
     t0 = time.perf_counter()
     report = await retention.prune(
         engine, AuditTrail(), age=timedelta(days=30), now=datetime.now(UTC)
@@ -179,7 +189,7 @@ async def prune_speed(engine: AsyncEngine, rows: int) -> None:
     removed = next(t for t in report.tables if t.table == "qb_deliveries")
     assert removed.rows == rows, removed
     print(
-        f"db prune: {rows:,} old delivery keys removed in {seconds:.2f} s "
+        f"db prune on {engine.dialect.name}: {rows:,} old delivery keys removed in {seconds:.2f} s "
         f"({rows / seconds:,.0f} rows/s), {removed.batches} batches of at most "
         f"{retention.BATCH} rows, {1000 * seconds / removed.batches:.1f} ms per batch "
         "(its delete and its audit event, one transaction)"
@@ -271,6 +281,13 @@ async def measure(url: str, args: argparse.Namespace) -> None:
         await prune_speed(engine, args.prune_rows)
     finally:
         await engine.dispose()
+    with tempfile.TemporaryDirectory() as directory:
+        lite = create_engine(f"sqlite+aiosqlite:///{directory}/queuebot.db")
+        try:
+            await upgrade(lite)
+            await prune_speed(lite, args.prune_rows)
+        finally:
+            await lite.dispose()
 
 
 def main() -> int:
