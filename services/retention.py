@@ -21,6 +21,7 @@ groups and the redrive log are what ``audit verify`` reads or what the work stil
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 from collections.abc import Callable
@@ -49,6 +50,9 @@ _inbox = cast(sa.Table, AlertInbox.__table__)
 FLOOR = timedelta(days=1)
 CEILING = timedelta(weeks=5200)  # 100 years: a cutoff still far from datetime's year 1
 BATCH = 1000  # rows one transaction deletes at most (and one audit event reports)
+# SQLite has one write lock, and a writer waiting for it retries at most 100 ms apart
+# (its busy handler): a pause this long between batches lets serve's writes in.
+SQLITE_PAUSE = 0.1
 ACTION = "db.pruned"
 ACTOR = Actor.system("db prune")
 _UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
@@ -238,12 +242,15 @@ async def prune(
     now: datetime,
     actor: Actor = ACTOR,
     batch: int = BATCH,
+    pause: float = SQLITE_PAUSE,
 ) -> PruneReport:
     """Remove each table's residue older than ``now - age``, walking the table's key in
     batches of at most ``batch`` rows: each batch is one transaction that deletes its rows
     and appends one ``db.pruned`` audit event saying what went (a batch that found
-    nothing to delete writes none). A failure leaves the batches before it committed,
-    each with its event, and a run again goes on where it stopped."""
+    nothing to delete writes none). On SQLite it pauses ``pause`` seconds after each
+    batch, so that writers waiting for the one write lock get it. A failure leaves the
+    batches before it committed, each with its event, and a run again goes on where it
+    stopped."""
     report = PruneReport(cutoff=now - age, age=age, dry_run=False, run=secrets.token_hex(4))
     async with reading(engine) as conn:
         kept = await _kept(conn)
@@ -280,6 +287,8 @@ async def prune(
             if found < batch:
                 break
             after = last
+            if engine.dialect.name == "sqlite":
+                await asyncio.sleep(pause)
     return report
 
 

@@ -4,7 +4,10 @@ request's rows) still verifies, and a dry run changes nothing."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services import retention
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
+from services.db import create_engine, transaction
 from services.errors import UsageError
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.jsonable import loads
+from services.models import Delivery
+from tests.conftest import templates
 from tests.integration.retention_support import AGE, GONE, KEPT, keys, seed
 from tests.integration.support import Shop
 
@@ -174,3 +180,47 @@ def test_ages_in_hours_days_and_weeks() -> None:
     assert retention.parse_age("8W") == timedelta(weeks=8)
     assert retention.describe_age(timedelta(days=14)) == "2w"
     assert retention.describe_age(timedelta(hours=36)) == "36h"
+
+
+async def test_on_sqlite_writers_get_in_between_batches(tmp_path: Path) -> None:
+    """SQLite has one write lock: serve's writes wait while a batch runs and get in
+    between batches (without the pause, one writer waited out the whole prune)."""
+    url = templates().sqlite("migrated", tmp_path)
+    pruner, writer = create_engine(url), create_engine(url)
+    old = (datetime.now(UTC) - timedelta(days=40)).replace(tzinfo=None)
+    async with pruner.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 20000) "
+                "INSERT INTO qb_deliveries (key, seen_at, state, done_at) "
+                "SELECT 'old:' || n, :old, 'done', :old FROM g"
+            ),
+            {"old": old},
+        )
+    waits: list[float] = []
+    pruning = asyncio.Event()
+
+    async def write() -> None:
+        n = 0
+        while not pruning.is_set():
+            began = time.perf_counter()
+            async with transaction(writer, subject="a delivery") as conn:
+                await conn.execute(
+                    sa.insert(Delivery).values(key=f"new:{n}", seen_at=datetime.now(UTC))
+                )
+            waits.append(time.perf_counter() - began)
+            n += 1
+            await asyncio.sleep(0.01)
+
+    try:
+        task = asyncio.create_task(write())
+        report = await retention.prune(pruner, AuditTrail(), age=AGE, now=datetime.now(UTC))
+        pruning.set()
+        await task
+    finally:
+        await pruner.dispose()
+        await writer.dispose()
+    batches = sum(t.batches for t in report.tables)
+    assert report.rows == 20000 and batches == 20
+    assert len(waits) >= batches // 2, waits  # writes went between the batches
+    assert max(waits) < 2.0, max(waits)
