@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         "prune",
         help="remove queuebot's own done, old residue (audited)",
         description="Remove what is done and older than AGE from queuebot's own tables "
-        "(QUEUEBOT_DATABASE_URL): delivered chat posts, done delivery keys, queue counts "
+        "(QUEUEBOT_DATABASE_URL): chat posts sent or closed, done delivery keys, queue counts "
         "(each queue's newest stays) and processed alert notifications. The audit trail, "
         "change requests, plans, incidents and set-aside alerts are never removed. Deletes "
         "in batches of 1000 rows, each with its db.pruned audit event (docs/retention.md).",

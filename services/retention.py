@@ -148,7 +148,7 @@ def _inbox_processed(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
 
 
 RESIDUE: tuple[Residue, ...] = (
-    Residue(_outbox, "chat posts delivered", _outbox.c.id, _outbox_done),
+    Residue(_outbox, "chat posts done (sent or closed)", _outbox.c.id, _outbox_done),
     Residue(_deliveries, "delivery keys done", _deliveries.c.key, _deliveries_done),
     Residue(_samples, "queue counts", _samples.c.id, _samples_old, at_least=samples.KEEP),
     Residue(_inbox, "alert notifications processed", _inbox.c.id, _inbox_processed),
