@@ -246,11 +246,11 @@ async def prune(
 ) -> PruneReport:
     """Remove each table's residue older than ``now - age``, walking the table's key in
     batches of at most ``batch`` rows: each batch is one transaction that deletes its rows
-    and appends one ``db.pruned`` audit event saying what went (a batch that found
-    nothing to delete writes none). On SQLite it pauses ``pause`` seconds after each
-    batch, so that writers waiting for the one write lock get it. A failure leaves the
-    batches before it committed, each with its event, and a run again goes on where it
-    stopped."""
+    and appends one ``db.pruned`` audit event saying what went, stamped ``now`` (the
+    run's time; a batch that found nothing to delete writes none). On SQLite it pauses
+    ``pause`` seconds between batches, so that writers waiting for the one write lock
+    get it. A failure leaves the batches before it committed, each with its event, and a
+    run again goes on where it stopped."""
     report = PruneReport(cutoff=now - age, age=age, dry_run=False, run=secrets.token_hex(4))
     async with reading(engine) as conn:
         kept = await _kept(conn)
