@@ -146,6 +146,8 @@ async def _db(config: Config, args: argparse.Namespace) -> int:
 
     if args.db_command == "grant":
         return await db_cli.grant(config, args.role, apply=args.apply)
+    if args.db_command == "prune":
+        return await db_cli.prune(config, args.older_than, dry_run=args.dry_run)
     return await db_cli.upgrade(config)
 
 

@@ -5,6 +5,8 @@ to that); what runs each command is in ``bot/cli.py``."""
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
@@ -201,6 +203,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grant.add_argument("role", help="the runtime role (an existing PostgreSQL role)")
     grant.add_argument("--apply", action="store_true", help="run them now instead of printing them")
+    prune = db_sub.add_parser(
+        "prune",
+        help="remove queuebot's own done, old residue (audited)",
+        description="Remove what is done and older than AGE from queuebot's own tables "
+        "(QUEUEBOT_DATABASE_URL): chat posts sent or closed, done delivery keys, queue counts "
+        "(each queue's newest stays) and processed alert notifications. The audit trail, "
+        "change requests, plans, incidents and set-aside alerts are never removed. Deletes "
+        "in batches of 1000 rows, each with its db.pruned audit event (docs/retention.md).",
+        parents=[common],
+    )
+    prune.add_argument(
+        "--older-than",
+        required=True,
+        metavar="AGE",
+        help="how old what goes is: a whole number and h, d or w (30d, 8w); at least 24h",
+    )
+    prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="count what would go; delete nothing, write no audit event",
+    )
 
     config = sub.add_parser("config", help="configuration", parents=[common])
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
@@ -310,4 +333,17 @@ def _add_housekeep(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    return build_parser().parse_args(_negative_ages_joined(sys.argv[1:] if argv is None else argv))
+
+
+def _negative_ages_joined(argv: list[str]) -> list[str]:
+    """``--older-than -1d`` as ``--older-than=-1d``: argparse takes a value starting with
+    a dash for an option and says only "expected one argument"; joined, the age reaches
+    its own check, which says that an age must be positive."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--older-than" and re.fullmatch(r"-\d+[a-zA-Z]*", arg):
+            out[-1] = f"--older-than={arg}"
+        else:
+            out.append(arg)
+    return out

@@ -1,11 +1,15 @@
-"""``queuebot db upgrade`` (queuebot's tables to the newest revision) and ``queuebot db
-grant`` (the runtime role's privileges, printed or applied)."""
+"""``queuebot db upgrade`` (queuebot's tables to the newest revision), ``queuebot db
+grant`` (the runtime role's privileges, printed or applied) and ``queuebot db prune``
+(queuebot's own residue, done and old, removed in audited batches)."""
 
 from __future__ import annotations
 
-from services import grants
+from bot.bootstrap import audit_trail, check_audit_key
+from services import grants, retention
 from services.config import Config
 from services.db import create_engine, redacted
+from services.estate.estate import utcnow
+from services.migrate import require_newest
 from services.migrate import upgrade as migrate
 
 
@@ -30,4 +34,24 @@ async def grant(config: Config, role: str, *, apply: bool) -> int:
         await engine.dispose()
     print(f"granted: {count} statement(s) give role {role!r} queuebot's runtime privileges")
     print(grants.QUEUE_TABLES_NOTE)
+    return 0
+
+
+async def prune(config: Config, older_than: str, *, dry_run: bool) -> int:
+    """Remove the residue older than ``older_than`` (or, dry, count it); print a line per
+    table. The tables must be at the newest revision, and a keyed trail needs its key
+    (each batch's audit event extends it) before anything is deleted."""
+    age = retention.parse_age(older_than)
+    engine = create_engine(config.env.state_url)
+    try:
+        await require_newest(engine)
+        if dry_run:
+            report = await retention.count(engine, age=age, now=utcnow())
+        else:
+            trail = audit_trail(config)
+            await check_audit_key(engine, trail, announce=False)
+            report = await retention.prune(engine, trail, age=age, now=utcnow())
+    finally:
+        await engine.dispose()
+    print("\n".join(report.lines()))
     return 0

@@ -157,6 +157,8 @@ def closed_port_url() -> str:
         ("audit", "head"),
         ("db", "upgrade"),
         ("db", "grant", "qb_runtime", "--apply"),
+        ("db", "prune", "--older-than", "30d"),
+        ("db", "prune", "--older-than", "30d", "--dry-run"),
         ("console",),
         ("serve", "--port", "0"),
     ],
@@ -199,7 +201,13 @@ def set_revision(db: Path, revision: str) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("db", "upgrade"), ("console",), ("audit", "verify"), ("serve", "--port", "0")],
+    [
+        ("db", "upgrade"),
+        ("db", "prune", "--older-than", "30d"),
+        ("console",),
+        ("audit", "verify"),
+        ("serve", "--port", "0"),
+    ],
     ids=" ".join,
 )
 def test_tables_from_a_newer_queuebot_are_one_line_and_exit_6(
@@ -358,6 +366,7 @@ HELPS = [
     ("console",),
     ("demo",),
     ("db", "grant"),
+    ("db", "prune"),
     ("estate", "indexes"),
     ("audit", "verify"),
     ("housekeep",),

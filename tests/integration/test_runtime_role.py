@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.migrate import upgrade
 from tests.conftest import _pg_conninfo, holds_demo
+from tests.integration import retention_support
 from tests.integration.support import START, RecordingNotifier
 from tests.integration.test_incident_timers import drill_runbook, say, until, write_config
 
@@ -390,3 +391,27 @@ async def test_readiness_sees_a_revoked_grant_and_a_renamed_column_at_its_interv
         assert ready, body
     finally:
         await app.close()
+
+
+async def test_db_prune_runs_as_the_runtime_role(
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The runtime role's grants cover a prune: DELETE on the residue's tables and the
+    audit append; no grant is added for it."""
+    assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
+    await retention_support.seed(roles.owner, datetime.now(UTC))
+    before = await retention_support.keys(roles.owner)
+    capsys.readouterr()
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
+    assert await cli.run(cli.parse(["db", "prune", "--older-than", "30d"])) == 0, (
+        capsys.readouterr().err
+    )
+    assert "4 audit event(s) db.pruned" in capsys.readouterr().out  # one per table
+    after = await retention_support.keys(roles.owner)
+    gone = {t: len(before[t]) - len(after[t]) for t in before}
+    assert gone == retention_support.GONE
+    assert await cli.run(cli.parse(["audit", "verify"])) == 0, capsys.readouterr().err
+    assert "audit trail intact: 4 event(s) verified" in capsys.readouterr().out
