@@ -4,13 +4,15 @@ the Prometheus and Alertmanager files it mounts load with promtool and amtool; i
 PostgreSQL init script makes roles that `db upgrade`, `db grant --apply` and `config
 check` accept; the Kubernetes objects validate against Kubernetes' schemas (the Prometheus
 Operator's custom resources, which no schema here knows, by their structure and by
-promtool); the systemd units verify; every command these files and docs/operations.md
-run is one queuebot's command line accepts.
+promtool); the systemd units verify; the nginx example passes Slack's one path to a real
+serve and nothing else; every command these files and docs/operations.md run is one
+queuebot's command line accepts.
 
 Tools: docker-compose (required under QUEUEBOT_REQUIRE_DEPLOY=1, which CI sets), promtool
-and amtool (required under QUEUEBOT_REQUIRE_PROMTOOL=1), kubectl and systemd-analyze
-(used where present; CI installs neither, so their parts skip there), psql and
-PostgreSQL (required under QUEUEBOT_REQUIRE_POSTGRES=1)."""
+and amtool (required under QUEUEBOT_REQUIRE_PROMTOOL=1), psql and PostgreSQL (required
+under QUEUEBOT_REQUIRE_POSTGRES=1); kubectl, systemd-analyze, and nginx with openssl are
+used where present and their parts skip elsewhere (CI installs neither kubectl nor
+nginx)."""
 
 from __future__ import annotations
 
@@ -19,13 +21,16 @@ import re
 import secrets
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import kubernetes_validate
 import psycopg
 import pytest
@@ -697,3 +702,126 @@ def _end(argv: list[str]) -> int:
 
 def test_the_readme_links_the_operators_guide() -> None:
     assert "(docs/operations.md)" in (ROOT / "README.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------
+# The reverse proxy
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def listens(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def serve_behind_nginx(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The real `queuebot serve` (SQLite, no chat platform) behind nginx running
+    deploy/nginx/queuebot.conf as shipped, but for its addresses: a free port instead of
+    443, a self-signed certificate, and serve's port as the upstream."""
+    nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
+    openssl = shutil.which("openssl")
+    if nginx is None or openssl is None:
+        pytest.skip("nginx or openssl is not installed")
+    db = tmp_path / "queuebot.db"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))},
+        "PYTHONPATH": str(ROOT),
+        "QUEUEBOT_DATABASE_URL": f"sqlite:///{db}",
+    }
+    env.pop("DISCORD_BOT_TOKEN", None)
+    run(sys.executable, "-m", "bot.cli", "db", "upgrade", env=env, cwd=tmp_path)
+    upstream, proxy = free_port(), free_port()
+    run(
+        openssl,
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=queuebot.example.com",
+        "-keyout",
+        tmp_path / "key.pem",
+        "-out",
+        tmp_path / "cert.pem",
+    )
+    conf = (DEPLOY / "nginx" / "queuebot.conf").read_text()
+    for shipped, here in (
+        ("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream};"),
+        ("listen 443 ssl;", f"listen 127.0.0.1:{proxy} ssl;"),
+        ("/etc/ssl/certs/queuebot.example.com.pem", str(tmp_path / "cert.pem")),
+        ("/etc/ssl/private/queuebot.example.com.key", str(tmp_path / "key.pem")),
+    ):
+        assert conf.count(shipped) == 1, shipped
+        conf = conf.replace(shipped, here)
+    (tmp_path / "queuebot.conf").write_text(conf)
+    (tmp_path / "nginx.conf").write_text(
+        f"daemon off;\npid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
+        "events {}\nhttp {\n"
+        f"  access_log off;\n  client_body_temp_path {tmp_path}/body;\n"
+        f"  proxy_temp_path {tmp_path}/proxy;\n"
+        f"  include {tmp_path}/queuebot.conf;\n}}\n"
+    )
+    nginx_args = [nginx, "-p", str(tmp_path), "-e", str(tmp_path / "error.log")]
+    run(*nginx_args, "-t", "-c", tmp_path / "nginx.conf")
+    with (
+        subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--port", str(upstream)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as serve,
+        subprocess.Popen(
+            [*nginx_args, "-c", str(tmp_path / "nginx.conf")], stderr=subprocess.DEVNULL
+        ) as proxy_process,
+    ):
+        try:
+            deadline = time.monotonic() + 60
+            while not (answers(f"http://127.0.0.1:{upstream}/healthz") and listens(proxy)):
+                assert serve.poll() is None and proxy_process.poll() is None, "one exited"
+                assert time.monotonic() < deadline, "serve or nginx did not come up in 60 s"
+                time.sleep(0.2)
+            yield f"https://127.0.0.1:{proxy}", f"http://127.0.0.1:{upstream}"
+        finally:
+            proxy_process.terminate()
+            serve.terminate()
+            proxy_process.wait(timeout=10)
+            serve.wait(timeout=30)
+
+
+def test_the_proxy_passes_slacks_one_path_and_nothing_else(
+    serve_behind_nginx: tuple[str, str],
+) -> None:
+    outside, inside = serve_behind_nginx
+    with httpx.Client(verify=False, timeout=10) as client:  # the test's self-signed cert
+        # Slack's path reaches queuebot (which answers that Slack is off here).
+        slack = client.post(f"{outside}/slack/events", content=b"token=x")
+        assert slack.status_code == 503 and "Slack's HTTP endpoint is off" in slack.text
+        # POST only, and no body past queuebot's own limit.
+        assert client.get(f"{outside}/slack/events").status_code == 403
+        big = client.post(f"{outside}/slack/events", content=b"x" * (300 * 1024))
+        assert big.status_code == 413
+        # Alertmanager's path only from Alertmanager's network (not this address).
+        assert client.post(f"{outside}/alerts/alertmanager", content=b"{}").status_code == 403
+        # Health, readiness and metrics answer on queuebot's port, never through the proxy.
+        for path in ("/healthz", "/readyz", "/metrics", "/"):
+            assert client.get(f"{outside}{path}").status_code == 404, path
+        assert client.get(f"{inside}/healthz").status_code == 200
+        assert client.get(f"{inside}/metrics").status_code == 200
