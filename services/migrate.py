@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import redacted, unreachable
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 MIGRATION_LOCK = 0x71B0_0001  # pg_advisory_xact_lock key for migrations
 VERSION_TABLE = "alembic_version"
+INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE for "permission denied"
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.py")
 
 
@@ -84,6 +85,10 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(_upgrade, revision)
+        except ProgrammingError as exc:
+            if getattr(exc.orig, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+                raise
+            raise await _not_theirs(engine, exc) from exc
         except CommandError as exc:  # the database is at a revision these migrations lack
             current = await current_revision(engine)
             if current is None or _known(current):
@@ -93,6 +98,20 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
             return await conn.run_sync(_current)
     except OperationalError as exc:
         raise unreachable(engine, exc, doing="migrate") from exc
+
+
+async def _not_theirs(engine: AsyncEngine, exc: ProgrammingError) -> NotMigrated:
+    """The role connected may not migrate (the least-privileged runtime role: serve started
+    before the owner ran the migration). Nothing was changed: the upgrade's transaction
+    rolled back."""
+    current = await current_revision(engine)
+    reason = (str(exc.orig).strip().splitlines() or ["permission denied"])[0]
+    where = "are not there yet" if current is None else f"are at revision {current}"
+    return NotMigrated(
+        f"queuebot's tables in {redacted(engine.url)} {where} (newest {head_revision()}) and "
+        f"role {engine.url.username!r} may not migrate them ({reason}): "
+        "run `queuebot db upgrade` as their owner first"
+    )
 
 
 def _known(revision: str) -> bool:
