@@ -1,20 +1,50 @@
-"""The job tables of River, pg-boss, Oban and Procrastinate for ``presets.py``, filled
-server-side.
+"""The job tables of River, pg-boss, Oban, Procrastinate, graphile-worker, GoodJob, Solid
+Queue and Que for ``presets.py``, filled server-side.
 
-Each system's schema is made as the preset tests make it (testkit/systems/): River's and
-Oban's tables from the facts of their migrations, Procrastinate's by its own package
-(``SchemaManager.get_schema()``), pg-boss 10's by pg-boss itself (``boss.start()`` and
-``createQueue`` in node, ``testkit/systems/pgboss/boss.js``: one partition of
-``pgboss.job`` per queue, with its indexes).
+Each system's schema is made as the preset tests make it (testkit/systems/): River's,
+Oban's, GoodJob's, Solid Queue's and Que's tables from the facts of their migrations,
+Procrastinate's by its own package (``SchemaManager.get_schema()``), pg-boss 10's by
+pg-boss itself (``boss.start()`` and ``createQueue`` in node,
+``testkit/systems/pgboss/boss.js``: one partition of ``pgboss.job`` per queue, with its
+indexes), graphile-worker 0.17's by graphile-worker itself (``runMigrations`` in node,
+``testkit/systems/graphile/worker.js``).
 
 ``fill`` writes ``rows`` jobs with ``INSERT ... SELECT ... FROM generate_series`` and
 deterministic pseudo-random values (``hashint8extended``, as ``triage.py``), in time order
 as an append-mostly queue table has them: days of history (almost all completed, a few
 cancelled), then a recent tail (the last 2 hours) holding the waiting jobs, the jobs
 running now (a tenth of them stuck) and the system's own retries. Exactly ``dead`` of
-them, spread evenly through the table, are in the system's dead state, with error texts
-of about 40 shapes (each carrying ids, numbers, URLs or hashes, so signatures matter),
-kept where the system keeps them. Several queues and job types, skewed.
+them, spread evenly through the table and none in the last 2 hours, are in the system's
+dead state, with error texts of about 40 shapes (each carrying ids, numbers, URLs or
+hashes, so signatures matter), kept where the system keeps them. Several queues and job
+types, skewed.
+
+How each of the four systems without a state column fills its table, and why:
+
+- GoodJob keeps a finished job (its default), so its table is River's mix: history
+  succeeded (the few cancelled ones too: GoodJob has no cancel), a tail queued (some
+  scheduled ahead), retried (an error, waiting for Active Job's retry), running (locked
+  by a process) and succeeded. Each run is a row of ``good_job_executions`` with its
+  error: one per succeeded job (two for 5%, the first failed), 3 or 5 per dead one.
+  Errors are "Class: message", the Active Job payload about 400 bytes of jsonb.
+- Solid Queue keeps a finished job in ``solid_queue_jobs`` too (its default): history
+  finished; the tail's unfinished jobs each have the row of their state's execution
+  table (ready, scheduled, claimed, blocked); each dead job a failed execution whose
+  ``error`` is the JSON text Solid Queue writes (``exception_class``, ``message``,
+  ``backtrace``). Active Job's retry is a new job row, so no job waits to be retried
+  in place; a dead job's ``executions`` counts its earlier rows' runs.
+- graphile-worker and Que delete a job when it succeeds, so their tables hold no
+  succeeded jobs: a table of this size is a backlog (``_backlog``). Besides the dead
+  ones: 55% waiting and runnable (enqueued in the last 6 hours: the workers are
+  behind), 38% scheduled up to 30 days ahead, about 7% failed and waiting for the
+  system's retry (graphile-worker: ``last_error``, its ``exp(attempts)`` seconds run
+  ahead; Que: ``error_count``, ``last_error_message`` and its backtrace,
+  ``error_count^4 + 3`` seconds ahead), and 0.05% of the jobs outside a named queue
+  locked by a worker (graphile-worker: a named queue runs one job at a time; Que holds
+  a running job by an advisory lock, not in its table, so there they wait). A
+  graphile-worker job dies at ``max_attempts`` (25, or 10 or 5 for a tenth each), 40%
+  of its jobs are in no named queue (its default); a Que job dies on its 16th failure
+  (``maximum_retry_count`` 15) with the 15th's message.
 """
 
 from __future__ import annotations
