@@ -1,25 +1,30 @@
-"""Triage and redrive on the job tables of River, pg-boss, Oban and Procrastinate, through
-queuebot's presets, against bare SQL in the same run.
+"""Triage and redrive on the job tables of River, pg-boss, Oban, Procrastinate,
+graphile-worker, GoodJob, Solid Queue and Que, through queuebot's presets, against bare SQL
+in the same run.
 
 One scratch database (``qb_bench_presets_<pid>_<random>``, dropped at the end) with each
 system's schema made as the preset tests make it (``preset_tables.py``) and queuebot's
 own tables beside them. Two parts:
 
-1. **Triage against a bare count** (River and pg-boss): ``--rows`` (1,000,000) jobs in the
-   system's table, a realistic mix (``preset_tables.py``), VACUUM ANALYZE. After a
-   warm-up, ``--runs`` (20) alternating runs of the preset's triage (``profile.triage``
-   on a read connection of the estate, as ``/queue triage`` reads) and of the bare
-   ``SELECT count(*)`` of the table; then the same with ``queue_name`` set (one queue of
-   the table), where the bare count of that queue is timed too. Median, p95, the ratio
-   triage / bare, and triage's statements one by one (a cursor hook).
+1. **Triage against a bare count** (all but Oban and Procrastinate): ``--rows``
+   (1,000,000) jobs in the system's table, a realistic mix (``preset_tables.py``),
+   VACUUM ANALYZE. After a warm-up, ``--runs`` (20) alternating runs of the preset's
+   triage (``profile.triage`` on a read connection of the estate, as ``/queue triage``
+   reads) and of the bare ``SELECT count(*)`` of the table; then the same with
+   ``queue_name`` set (one queue of the table), where the bare count of that queue is
+   timed too (graphile-worker's queue is a row of its queues table: the bare count
+   looks its id up). Median, p95, the ratio triage / bare, and triage's statements one
+   by one (a cursor hook).
 2. **A redrive of ``--jobs`` (10,000) dead jobs** per preset: a table of
    ``--redrive-rows`` (100,000) jobs of which exactly ``--jobs`` are dead, restored
    before every measured run from a copy taken after the fill (TRUNCATE and INSERT with
    triggers off, VACUUM ANALYZE, CHECKPOINT), so every run starts from the same rows.
    ``--repeat`` (3) alternating runs of the bare set-based retry (the system's own retry,
-   as the preset tests' RETRY functions write it, over ``WHERE state = <dead>``; for
-   Procrastinate its ``procrastinate_retry_job_v2`` called over those rows, in one
-   ``DO`` block; nothing comes back to the process) and of queuebot's path as
+   as the preset tests' RETRY functions write it, over all its dead jobs; for
+   Procrastinate its ``procrastinate_retry_job_v2`` called over those rows, and for
+   graphile-worker its ``reschedule_jobs`` once per count of attempts, as the preset
+   calls it, each in one ``DO`` block; Solid Queue's two statements in one transaction;
+   nothing comes back to the process) and of queuebot's path as
    ``redrive.py`` times it: one change request over every dead job's id and its
    approval, timed together. Medians, and queuebot as a share of the bare statement
    (bare / queuebot, as ``redrive.py`` puts it), with the statements of queuebot's runs
@@ -31,7 +36,8 @@ ratios are steadier than the milliseconds.
 
     .venv/bin/python bench/presets.py [--url ADMIN_URL] [--rows 1000000] [--runs 20]
         [--jobs 10000] [--redrive-rows 100000] [--repeat 3] [--only triage|redrive]
-        [--presets river,oban,pg-boss,procrastinate] [--explain]
+        [--presets river,oban,pg-boss,procrastinate,graphile-worker,good_job,solid_queue,que]
+        [--explain]
 """
 
 from __future__ import annotations
@@ -48,9 +54,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from preset_tables import DEAD, TABLES, fill, make_schemas
+from preset_tables import DEAD, DEAD_WHERE, TABLES, fill, make_schemas
 from scratch_db import _admin, create, drop
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from triage import StatementTimer, ms, percentile
 
 from bot.bootstrap import wire_services
@@ -64,14 +70,45 @@ from services.estate.ops import Selector
 from services.migrate import upgrade
 
 DB = "qb_bench_presets"
-SYSTEMS = ("river", "oban", "pg-boss", "procrastinate")
-TRIAGED = ("river", "pg-boss")
+SYSTEMS = (
+    "river", "oban", "pg-boss", "procrastinate", "graphile-worker", "good_job", "solid_queue",
+    "que",
+)  # fmt: skip
+TRIAGED = ("river", "pg-boss", "graphile-worker", "good_job", "solid_queue", "que")
 WARMUP = 3
-ONE_QUEUE = {"river": "email", "pg-boss": "email-send"}  # the queue_name runs
-COUNT = {"river": "river_job", "pg-boss": "pgboss.job"}
-QUEUE_COLUMN = {"river": "queue", "pg-boss": "name"}
-# The system's own retry, set-based over its dead jobs (the preset tests' RETRY functions).
-RETRY = {
+FILLS_AT_ONCE = 2  # the triage tables filled at the same time (one connection each)
+ONE_QUEUE = {  # the queue_name runs
+    "river": "email",
+    "pg-boss": "email-send",
+    "graphile-worker": "email",
+    "good_job": "mailers",
+    "solid_queue": "mailers",
+    "que": "mailers",
+}
+COUNT = {  # the job table the bare count reads
+    "river": "river_job",
+    "pg-boss": "pgboss.job",
+    "graphile-worker": "graphile_worker._private_jobs",
+    "good_job": "good_jobs",
+    "solid_queue": "solid_queue_jobs",
+    "que": "que_jobs",
+}
+QUEUE_COLUMN = {
+    "river": "queue",
+    "pg-boss": "name",
+    "good_job": "queue_name",
+    "solid_queue": "queue_name",
+    "que": "queue",
+}
+# The bare count's WHERE for one queue (``:q``, its name).
+QUEUE_WHERE = {
+    **{preset: f"{column} = :q" for preset, column in QUEUE_COLUMN.items()},
+    "graphile-worker": "job_queue_id = (SELECT id FROM graphile_worker._private_job_queues"
+    " WHERE queue_name = :q)",
+}
+# The system's own retry, set-based over its dead jobs (the preset tests' RETRY functions):
+# one statement, or several run in one transaction.
+RETRY: dict[str, str | tuple[str, ...]] = {
     "river": "UPDATE river_job SET state = 'available', finalized_at = NULL,"
     " scheduled_at = now(), max_attempts = CASE WHEN attempt >= max_attempts"
     " THEN attempt + 1 ELSE max_attempts END WHERE state = 'discarded'",
@@ -83,8 +120,26 @@ RETRY = {
     " completed_on = NULL, start_after = greatest(start_after, now()) WHERE state = 'failed'",
     "procrastinate": "DO $$ BEGIN PERFORM procrastinate_retry_job_v2(id, now(), NULL, NULL,"
     " NULL) FROM procrastinate_jobs WHERE status = 'failed'; END $$",
+    # its own function, due now with one more attempt: once per count of attempts, as the
+    # preset calls it (it takes one max_attempts for all the ids it is given)
+    "graphile-worker": "DO $$ DECLARE n int; BEGIN FOR n IN SELECT DISTINCT attempts"
+    " FROM graphile_worker._private_jobs WHERE attempts >= max_attempts LOOP"
+    " PERFORM graphile_worker.reschedule_jobs(ARRAY(SELECT id"
+    " FROM graphile_worker._private_jobs WHERE attempts >= max_attempts AND attempts = n),"
+    " now(), NULL, NULL, n + 1); END LOOP; END $$",
+    "good_job": "UPDATE good_jobs SET performed_at = NULL, finished_at = NULL,"
+    " scheduled_at = timezone('UTC', now()), error_event = 3,"
+    " updated_at = timezone('UTC', now()) WHERE finished_at IS NOT NULL AND error IS NOT NULL",
+    # its FailedExecution.retry_all: ready executions made, the failed ones deleted
+    "solid_queue": (
+        "INSERT INTO solid_queue_ready_executions (job_id, queue_name, priority, created_at)"
+        " SELECT j.id, j.queue_name, j.priority, timezone('UTC', now())"
+        " FROM solid_queue_jobs j JOIN solid_queue_failed_executions f ON f.job_id = j.id",
+        "DELETE FROM solid_queue_failed_executions",
+    ),
+    "que": "UPDATE que_jobs SET expired_at = NULL, error_count = 0, run_at = now()"
+    " WHERE expired_at IS NOT NULL",
 }
-STATE_COLUMN = {"procrastinate": "status"}
 
 
 def _loadavg() -> str:
@@ -146,7 +201,7 @@ async def measure_triage(
     profile = estate.profile("q")
     table = COUNT[preset]
     bare_sql = sa.text(f"SELECT count(*) FROM {table}")
-    queue_sql = sa.text(f"SELECT count(*) FROM {table} WHERE {QUEUE_COLUMN[preset]} = :q")
+    queue_sql = sa.text(f"SELECT count(*) FROM {table} WHERE {QUEUE_WHERE[preset]}")
 
     async def triage() -> Any:
         async with estate.connect() as conn:
@@ -267,6 +322,20 @@ async def keep_seed(engine: AsyncEngine, preset: str) -> None:
             await conn.exec_driver_sql(f"CREATE TABLE {_seed(table)} AS TABLE {table}")
 
 
+async def _stored_columns(conn: AsyncConnection, table: str) -> str:
+    """The columns an INSERT may write (a generated column is computed: graphile-worker's
+    ``is_available``)."""
+    found = await conn.execute(
+        sa.text(
+            "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+            " WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped"
+            " AND attgenerated = ''"
+        ),
+        {"t": table},
+    )
+    return str(found.scalar_one())
+
+
 async def reset(engine: AsyncEngine, preset: str) -> None:
     """The system's tables as the fill left them: the same rows, vacuumed, checkpointed;
     and queuebot's log of the queue's redrives emptied (the jobs were never redriven)."""
@@ -275,8 +344,12 @@ async def reset(engine: AsyncEngine, preset: str) -> None:
         await conn.execute(sa.text("DELETE FROM qb_redrive_log WHERE queue = :q"), {"q": preset})
         await conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
         await conn.exec_driver_sql(f"TRUNCATE {', '.join(tables)} CASCADE")
-        for table in tables:
-            await conn.exec_driver_sql(f"INSERT INTO {table} SELECT * FROM {_seed(table)}")
+        for table in tables:  # the ids as they were, identity columns too
+            columns = await _stored_columns(conn, table)
+            await conn.exec_driver_sql(
+                f"INSERT INTO {table} ({columns}) OVERRIDING SYSTEM VALUE"
+                f" SELECT {columns} FROM {_seed(table)}"
+            )
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         for table in tables:
@@ -285,11 +358,9 @@ async def reset(engine: AsyncEngine, preset: str) -> None:
 
 
 async def dead_left(engine: AsyncEngine, preset: str) -> int:
-    state = STATE_COLUMN.get(preset, "state")
     async with engine.connect() as conn:
         found = await conn.execute(
-            sa.text(f"SELECT count(*) FROM {TABLES[preset][0]} WHERE {state} = :dead"),
-            {"dead": DEAD[preset]},
+            sa.text(f"SELECT count(*) FROM {TABLES[preset][0]} WHERE {DEAD_WHERE[preset]}")
         )
         return int(found.scalar_one())
 
@@ -297,11 +368,11 @@ async def dead_left(engine: AsyncEngine, preset: str) -> int:
 async def measure_redrive(
     engine: AsyncEngine, timer: StatementTimer, preset: str, repeat: int
 ) -> RedriveRuns:
-    state = STATE_COLUMN.get(preset, "state")
     async with engine.connect() as conn:
         found = await conn.execute(
-            sa.text(f"SELECT id::text FROM {TABLES[preset][0]} WHERE {state} = :d ORDER BY id"),
-            {"d": DEAD[preset]},
+            sa.text(
+                f"SELECT id::text FROM {TABLES[preset][0]} WHERE {DEAD_WHERE[preset]} ORDER BY id"
+            )
         )
         ids = [str(r[0]) for r in found]
     await keep_seed(engine, preset)
@@ -311,8 +382,10 @@ async def measure_redrive(
     for _ in range(repeat):
         await reset(engine, preset)
         started = time.perf_counter()
+        retry = RETRY[preset]
         async with engine.begin() as conn:
-            await conn.exec_driver_sql(RETRY[preset])
+            for statement in (retry,) if isinstance(retry, str) else retry:
+                await conn.exec_driver_sql(statement)
         out.bare.append(time.perf_counter() - started)
         assert await dead_left(engine, preset) == 0, f"{preset}: the bare retry left dead jobs"
         await reset(engine, preset)
@@ -381,10 +454,14 @@ async def run(url: str, libpq: str, args: argparse.Namespace) -> None:
         if args.only in (None, "triage") and triaged:
             now = datetime.now(UTC)
             started = time.perf_counter()
-            await asyncio.gather(  # two connections: the two fills share the cores
-                *(asyncio.to_thread(fill, libpq, p, args.rows, args.rows * 6 // 1000, now)
-                  for p in triaged)
-            )  # fmt: skip
+            lanes = asyncio.Semaphore(FILLS_AT_ONCE)  # the fills share the cores
+
+            async def fill_one(preset: str) -> None:
+                async with lanes:
+                    dead = args.rows * 6 // 1000
+                    await asyncio.to_thread(fill, libpq, preset, args.rows, dead, now)
+
+            await asyncio.gather(*(fill_one(p) for p in triaged))
             print(f"{args.rows:,} rows each in {', '.join(triaged)}: "
                   f"{time.perf_counter() - started:.1f} s")  # fmt: skip
             for preset in triaged:
