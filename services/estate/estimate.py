@@ -19,7 +19,7 @@ in-flight and cancelled count.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -45,7 +45,8 @@ def rounded(n: int) -> int:
 # whole-table btree index leads with the status column (without one the walk of its
 # values would be a scan per status); and the share of rows in ``status`` by the
 # column's statistics (its most common values, weighted by each partition's rows; 0 where
-# the statistics do not list it). The names and the status are bound values.
+# the statistics do not list it), and the share of rows where the column is not NULL
+# (``filled``). The names and the status are bound values.
 _CATALOG = sa.text("""
 WITH tree AS (
     SELECT relid, isleaf FROM pg_partition_tree(to_regclass(:table))
@@ -79,7 +80,13 @@ SELECT CASE WHEN bool_and(leaves.rows IS NOT NULL) THEN sum(leaves.rows) END AS 
                 unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS m(value, freq)
            WHERE s.schemaname = leaves.nspname AND s.tablename = leaves.relname
              AND s.attname = :column AND NOT s.inherited AND m.value = :status
-       )) / nullif(sum(leaves.rows), 0), 0) AS share
+       )) / nullif(sum(leaves.rows), 0), 0) AS share,
+       coalesce(sum(leaves.rows * (
+           SELECT 1 - s.null_frac
+           FROM pg_stats AS s
+           WHERE s.schemaname = leaves.nspname AND s.tablename = leaves.relname
+             AND s.attname = :column AND NOT s.inherited
+       )) / nullif(sum(leaves.rows), 0), 0) AS filled
 FROM leaves
 HAVING count(*) > 0
 """)
@@ -118,36 +125,69 @@ async def plans(
     statistics' error as rows)."""
     if conn.dialect.name != "postgresql":
         return [None] * len(wanted)
-    preparer = conn.dialect.identifier_preparer
     out: list[Plan | None] = []
     for column, statuses in wanted:
         if len(statuses) != 1:
             out.append(None)
             continue
-        catalog = (
-            _CATALOG.bindparams(
-                table=preparer.format_table(column.table), column=column.name, status=statuses[0]
-            )
-            .columns(
-                sa.column("rows", sa.Float),
-                sa.column("indexed", sa.Boolean),
-                sa.column("share", sa.Float),
-            )
-            .subquery("qb_catalog")
-        )
+        catalog = _catalog(conn, column.table, column.name, statuses[0])
         usable: sa.ColumnElement[bool] = catalog.c.indexed
         if scan:
             usable = sa.or_(usable, catalog.c.share >= SCAN_SHARE)
-        # one round trip; the probe for a succeeded row only runs where an estimate could
-        # be made (without the index, where the statistics say such rows are common: a
-        # scan finds one at once)
-        present = sa.case((usable, sa.exists().where(column == statuses[0])), else_=False)
-        found = (await conn.execute(sa.select(catalog.c.rows, catalog.c.indexed, present))).first()
-        if found is None or found[0] is None or found[0] < ESTIMATE_FROM or not found[2]:
-            out.append(None)
-            continue
-        out.append(Plan(statuses[0], float(found[0]), indexed=bool(found[1])))
+        # the probe for a succeeded row only runs where an estimate could be made (without
+        # the index, where the statistics say such rows are common: a scan finds one at once)
+        out.append(await _plan(conn, catalog, usable, column == statuses[0], statuses[0]))
     return out
+
+
+async def scan_plan(
+    conn: AsyncConnection,
+    table: sa.Table,
+    *,
+    status: str,
+    succeeded: sa.ColumnElement[bool],
+    set_on_success: str,
+) -> Plan | None:
+    """The estimate to make for a table with no status column, whose status ``status``
+    (the rows ``succeeded`` selects) is derived from its columns, and which the caller
+    counts in one pass of its own: where ``set_on_success`` is a column every succeeded
+    row has set (and few others), and the statistics say at least ``SCAN_SHARE`` of the
+    rows have it set. None otherwise, as ``plans`` says."""
+    if conn.dialect.name != "postgresql":
+        return None
+    catalog = _catalog(conn, table, set_on_success, "")
+    plan = await _plan(conn, catalog, catalog.c.filled >= SCAN_SHARE, succeeded, status)
+    return replace(plan, indexed=False) if plan is not None else None  # no status index
+
+
+def _catalog(conn: AsyncConnection, table: sa.Table, column: str, status: str) -> sa.Subquery:
+    preparer = conn.dialect.identifier_preparer
+    return (
+        _CATALOG.bindparams(table=preparer.format_table(table), column=column, status=status)
+        .columns(
+            sa.column("rows", sa.Float),
+            sa.column("indexed", sa.Boolean),
+            sa.column("share", sa.Float),
+            sa.column("filled", sa.Float),
+        )
+        .subquery("qb_catalog")
+    )
+
+
+async def _plan(
+    conn: AsyncConnection,
+    catalog: sa.Subquery,
+    usable: sa.ColumnElement[bool],
+    succeeded: sa.ColumnElement[bool],
+    status: str,
+) -> Plan | None:
+    """One round trip: the table's rows, whether the index is there, and (only where
+    ``usable``) whether any row is in the succeeded status."""
+    present = sa.case((usable, sa.exists().where(succeeded)), else_=False)
+    found = (await conn.execute(sa.select(catalog.c.rows, catalog.c.indexed, present))).first()
+    if found is None or found[0] is None or found[0] < ESTIMATE_FROM or not found[2]:
+        return None
+    return Plan(status, float(found[0]), indexed=bool(found[1]))
 
 
 def settle(plan: Plan | None, counts: dict[str, int]) -> bool:

@@ -26,9 +26,10 @@ from services.db import create_engine
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate import estimate
 from services.estate.estate import Estate
-from services.estate.model import DeadFilter
+from services.estate.model import CanonicalState, DeadFilter
 from services.estate.ops import Action, ItemRef, Selector
-from services.estate.profile import QueueProfile
+from services.estate.profile import QueueProfile, plain
+from services.estate.system.base import GONE
 from services.migrate import upgrade
 from services.reads import samples
 from tests.integration.housekeeping_support import housekeeper
@@ -350,31 +351,64 @@ async def _analysed_triage(world: World, *, exact: bool) -> Any:
         return await world.profile.triage(conn, now=START, since=None, job_type=None, exact=exact)
 
 
-async def test_a_large_pg_boss_table_estimates_its_completed_jobs_in_one_pass_and_counts_the_rest(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+async def _analyse(world: World) -> None:
+    async with world.estate.connect() as conn:
+        table = world.profile.job(await world.profile.tables(conn)).name
+    async with world.engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.exec_driver_sql(f"VACUUM ANALYZE {table}")  # a name from the profile
+
+
+@pytest.mark.parametrize(
+    "kind", [PgBossAdapter, GoodJobAdapter, SolidQueueAdapter], ids=lambda a: a.profile_class.name
+)
+async def test_a_large_table_no_index_tells_states_apart_estimates_its_succeeded_jobs_in_one_pass(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, kind: type[PresetAdapter]
 ) -> None:
-    """pg-boss's job table has no index leading with its state: where most of its jobs are
-    completed, triage reads it once, counting every job that is not completed (and taking
-    the dead ones' errors) from that pass, and estimates the completed ones from the
-    statistics, marked so. Everything an operator acts on is what an exact triage says."""
+    """pg-boss's table has no index leading with its state, GoodJob's and Solid Queue's no
+    state at all: where most of the jobs succeeded, triage reads the table once, counting
+    every job that did not succeed (and taking the dead ones' errors) from that pass, and
+    estimates the succeeded ones from the statistics, marked so. Everything an operator
+    acts on is what an exact triage says."""
     monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
-    async for world in open_world(pg_url, PgBossAdapter):
+    async for world in open_world(pg_url, kind):
+        (done,) = [s for s in world.profile.statuses_in(CanonicalState.SUCCEEDED) if s != GONE]
         async with world.engine.begin() as conn:
             await world.adapter.add(conn, now=START, dead=0, error=ERROR, done=80)
-        async with world.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.exec_driver_sql("VACUUM ANALYZE pgboss.job")
+        await _analyse(world)
         found = await _analysed_triage(world, exact=False)
         counted = await _analysed_triage(world, exact=True)
         estimated = {s.status: (s.count, s.estimated) for s in found.by_status}
-        assert estimated["completed"] == (82, True)  # the statistics are fresh here
+        assert estimated[done] == (82, True)  # the statistics are fresh here
         exact = {s.status: s.count for s in counted.by_status if not s.estimated}
         assert {s: n for s, (n, _) in estimated.items()} == exact
         assert [s.status for s in counted.by_status if s.estimated] == []
         assert (found.stuck, found.oldest_pending_at) == (counted.stuck, counted.oldest_pending_at)
         assert found.by_signature == counted.by_signature
-        assert found.by_signature[0].count == 4
+        if kind.error_text:
+            assert found.by_signature[0].count == 4
         assert found.total == counted.total == 4 + 1 + 82 + 1
+
+
+@pytest.mark.parametrize("kind", ADAPTERS, ids=lambda a: a.profile_class.name)
+async def test_triage_counts_each_state_as_the_system_says_it(
+    pg_url: str, kind: type[PresetAdapter]
+) -> None:
+    """Triage's counts per state are the jobs each state's own expression puts there,
+    whether it counts them by a state column or, on a system without one, by each state's
+    condition."""
+    async for world in open_world(pg_url, kind):
+        async with world.estate.connect() as conn:
+            t = await world.profile.tables(conn)
+            state = world.profile.state_value(t)
+            found = await conn.execute(
+                sa.select(state, sa.func.count()).select_from(world.profile.job(t).table)
+                .group_by(state)
+            )  # fmt: skip
+            expected = {str(plain(s)): n for s, n in found.all()}
+        triage = await _analysed_triage(world, exact=True)
+        assert {s.status: s.count for s in triage.by_status} == expected
+        assert triage.stuck == (1 if kind.shows_running else 0)
 
 
 async def test_a_pg_boss_table_of_mostly_unfinished_jobs_is_counted_exactly(
@@ -384,9 +418,7 @@ async def test_a_pg_boss_table_of_mostly_unfinished_jobs_is_counted_exactly(
     little to save by not counting them: every state is counted."""
     monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
     async for world in open_world(pg_url, PgBossAdapter):
-        async with world.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.exec_driver_sql("VACUUM ANALYZE pgboss.job")
+        await _analyse(world)
         found = await _analysed_triage(world, exact=False)
         assert [s.status for s in found.by_status if s.estimated] == []
         assert {s.status: s.count for s in found.by_status}["completed"] == 2

@@ -68,6 +68,7 @@ class GoodJobProfile(SystemProfile):
         id="id", state="state", queue="queue_name", attempts="executions_count", kind="job_class"
     )
     derived_states = True
+    set_on_success = "finished_at"  # kept: GoodJob preserves finished jobs by default
     states = {
         QUEUED: CanonicalState.PENDING,
         RETRIED: CanonicalState.PENDING,

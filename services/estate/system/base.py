@@ -87,6 +87,14 @@ class SystemBase(QueueProfile):
     # Where a job that succeeds is deleted (graphile-worker, Que): a redriven job whose row
     # is gone succeeded.
     success_deletes: ClassVar[bool] = False
+    # A system without a state column that keeps its succeeded jobs: a column every
+    # succeeded job has set (and few others), whose share in the statistics tells triage
+    # whether most of a large table succeeded, so it estimates those (``not_succeeded``).
+    set_on_success: ClassVar[str | None] = None
+    # Whether triage counts each derived state by its own condition (cheap tests of the
+    # job's columns), rather than grouping by ``state_value`` (conditions that look the
+    # job up in other tables, which the state's expression tests once a row).
+    count_by_condition: ClassVar[bool] = True
     # Whether a change locks the rows it judges (``SELECT ... FOR UPDATE``) before it
     # changes them; not where the jobs are read through a view of the system's private
     # table and changed only by its own functions, which lock (and skip locked jobs)
@@ -151,6 +159,14 @@ class SystemBase(QueueProfile):
             return self.col(t, self.cols.state).in_(wanted)
         known = [v for v in wanted if v in self.states and v != GONE]
         return sa.or_(*(self.state_where(t, v) for v in known)) if known else sa.false()
+
+    def not_succeeded(self, t: Mapping[str, BoundTable], succeeded: str) -> sa.ColumnElement[bool]:
+        """The jobs that are not in the succeeded state ``succeeded``, which a triage that
+        estimates the succeeded ones counts (rows without a state included)."""
+        if self.derived_states:
+            return sa.not_(self.state_where(t, succeeded))
+        state = self.col(t, self.cols.state)
+        return sa.or_(sa.not_(self.in_states(t, [succeeded])), state.is_(None))
 
     def takes_statuses(self, role: str, column: str, values: Iterable[str]) -> list[str]:
         if self.derived_states:

@@ -19,6 +19,7 @@ from services.estate.at_once import read_named
 from services.estate.model import CanonicalState, Count, StatusCount, Triage, TypeCounts
 from services.estate.profile import as_utc, plain
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.system.base import GONE
 from services.estate.tables import BoundTable
 
 if TYPE_CHECKING:
@@ -51,19 +52,14 @@ async def triage(
         if cols.kind is None:
             raise UsageError(f"{profile.system} keeps no job type: triage cannot select by --type")
         where.append(q.c(cols.kind) == job_type)
-    whole = not exact and not where and not profile.derived_states
-    (plan,) = (
-        await estimate.plans(
-            conn, [(q.c(cols.state), profile.statuses_in(CanonicalState.SUCCEEDED))], scan=True
-        )
-        if whole
-        else [None]
-    )
+    plan = await plan_for(profile, conn, t) if not exact and not where else None
     error = profile.error_text(t)
     statements = reads(profile, t, plan=plan, where=where, now=now, error=error)
     read = await read_named(conn, statements, heavy=("grouped",))
     rows: Sequence[Any] = read["grouped"]
     errors = [r[0] for r in read.get("newest", [])]
+    if plan is None and profile.derived_states and profile.count_by_condition:
+        rows = spread(profile, rows)
     if plan is not None and not plan.indexed:  # one pass: its rows tagged counts or errors
         errors = [r[-1] for r in rows if r[0] == _ERRORS]
         rows = [r[1:] for r in rows if r[0] == _COUNTS]
@@ -119,6 +115,29 @@ async def triage(
     )
 
 
+async def plan_for(
+    profile: SystemBase, conn: AsyncConnection, t: Mapping[str, BoundTable]
+) -> estimate.Plan | None:
+    """How a triage of the whole table estimates its succeeded jobs, if it does: from the
+    index on the state column, or in one pass where the statistics say most jobs
+    succeeded (a state column's, or on a system without one, its ``set_on_success``
+    column's). None where succeeded jobs are deleted, or counting them costs little."""
+    q = profile.job(t)
+    succeeded = [s for s in profile.statuses_in(CanonicalState.SUCCEEDED) if s != GONE]
+    if not profile.derived_states:
+        (plan,) = await estimate.plans(conn, [(q.c(profile.cols.state), succeeded)], scan=True)
+        return plan
+    if profile.success_deletes or profile.set_on_success is None or len(succeeded) != 1:
+        return None
+    return await estimate.scan_plan(
+        conn,
+        q.table,
+        status=succeeded[0],
+        succeeded=profile.state_where(t, succeeded[0]),
+        set_on_success=profile.set_on_success,
+    )
+
+
 def reads(
     profile: SystemBase,
     t: Mapping[str, BoundTable],
@@ -147,6 +166,8 @@ def reads(
             oldest_pending(profile, t, where).scalar_subquery(),
             sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
         )
+    elif profile.derived_states and profile.count_by_condition:
+        statements["grouped"] = by_condition(profile, t, where, stuck)
     else:
         # Every row is read for the counts: the oldest waiting job and the stuck count
         # come from the same pass. Apart, each is a pass of its own over a table whose
@@ -167,6 +188,60 @@ def reads(
     if error is not None and (plan is None or plan.indexed):
         statements["newest"] = newest_errors(profile, t, error, where)
     return statements
+
+
+UNKNOWN = "unknown"
+
+
+def by_condition(
+    profile: SystemBase,
+    t: Mapping[str, BoundTable],
+    where: list[sa.ColumnElement[bool]],
+    stuck: list[sa.ColumnElement[bool]],
+) -> sa.Select[Any]:
+    """Every job counted, on a system without a state column: per job type, the jobs in
+    each state (a count filtered by the state's own condition: grouping by the state's
+    expression instead makes PostgreSQL sort a million rows, since it cannot tell how few
+    values the expression has), all of them, the oldest waiting one and the stuck ones.
+    Rows: ``(*type, count, *count per state, oldest waiting, stuck)``; ``spread`` turns
+    them into the grouped rows triage reads."""
+    q = profile.job(t)
+    groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
+    pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
+    return (
+        sa.select(
+            *groups,
+            sa.func.count(),
+            *(sa.func.count().filter(profile.state_where(t, s)) for s in _named(profile)),
+            sa.func.min(profile.waiting_since(t)).filter(pending),
+            sa.func.count().filter(sa.and_(*stuck)),
+        )
+        .select_from(q.table)
+        .where(*where)
+        .group_by(*groups)
+    )
+
+
+def _named(profile: SystemBase) -> list[str]:
+    return [s for s in profile.states if s != GONE]
+
+
+def spread(profile: SystemBase, rows: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """``by_condition``'s rows as ``(state, *type, count, oldest waiting, stuck)`` rows,
+    a job in no state's condition counted as ``unknown``."""
+    named = _named(profile)
+    lead = 1 if profile.cols.kind is not None else 0
+    out: list[tuple[Any, ...]] = []
+    for row in rows:
+        kind, total = tuple(row[:lead]), int(row[lead])
+        counts = [int(n) for n in row[lead + 1 : lead + 1 + len(named)]]
+        waiting, stuck = row[-2], int(row[-1] or 0)
+        found = [(s, n) for s, n in zip(named, counts, strict=True) if n]
+        if total > sum(counts):
+            found.append((UNKNOWN, total - sum(counts)))
+        for i, (name, n) in enumerate(found):
+            out.append((name, *kind, n, waiting if i == 0 else None, stuck if i == 0 else 0))
+    return out
 
 
 _COUNTS, _ERRORS = "counts", "errors"
@@ -204,11 +279,10 @@ def one_pass(
         kept.append(died.label("died"))
     if error is not None:
         kept.append(sa.case((dead, error)).label("error"))
-    others = sa.or_(sa.not_(profile.in_states(t, [succeeded])), state.is_(None))
     rest = (
         sa.select(*kept)
         .select_from(q.table)
-        .where(others)
+        .where(profile.not_succeeded(t, succeeded))
         .cte("qb_rest")
         .prefix_with("MATERIALIZED", dialect="postgresql")
     )
