@@ -61,7 +61,7 @@ async def triage(
     if plan is None and profile.derived_states and profile.count_by_condition:
         rows = spread(profile, rows)
     if plan is not None and not plan.indexed:  # one pass: its rows tagged counts or errors
-        errors = [r[-1] for r in rows if r[0] == _ERRORS]
+        errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
         rows = [r[1:] for r in rows if r[0] == _COUNTS]
 
     counted: dict[str, int] = defaultdict(int)
@@ -258,8 +258,8 @@ def one_pass(
     the succeeded jobs are estimated: every other job is collected once (a cheap filter
     per row), then counted by state and job type with the oldest waiting one and the
     stuck count, and its newest dead jobs' errors taken from the same rows. Rows:
-    ``(_COUNTS, state, *type, count, oldest waiting, stuck, NULL)`` and
-    ``(_ERRORS, NULL, ..., error)``."""
+    ``(_COUNTS, state, *type, count, oldest waiting, stuck, NULL)`` and one
+    ``(_ERRORS, NULL, ..., errors)``."""
     q = profile.job(t)
     cols = profile.cols
     state = profile.state_value(t)
@@ -307,7 +307,8 @@ def one_pass(
         .subquery("qb_newest")
     )
     blanks = [sa.null()] * (len(groups) + 3)
-    errors = sa.select(sa.literal(_ERRORS), sa.null(), *blanks, newest.c.error)
+    # one row: the errors in one array, not a row each to read back
+    errors = sa.select(sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(newest.c.error))
     return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
 
 
