@@ -60,6 +60,12 @@ def _error(kept: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
     return sa.func.concat_ws(": ", error["exception_class"].astext, error["message"].astext)
 
 
+def _failed_error(failed: BoundTable, job: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """The error of the failed execution of the job whose id is ``job``, looked up."""
+    found = sa.select(_error(failed.c("error"))).where(failed.c("job_id") == job).limit(1)
+    return found.scalar_subquery()
+
+
 class SolidQueueProfile(SystemProfile):
     name = "solid_queue"
     system = "Solid Queue"
@@ -148,8 +154,9 @@ class SolidQueueProfile(SystemProfile):
         most one row per job in each: its ``job_id`` is unique), so the state is which
         join found a row (in ``EXECUTIONS``' order, as ``state_value``), the error and the
         time it died the failed execution's, and the start the claimed one's: each table
-        is read once for the whole pass instead of looked up once per job. The error is
-        kept as stored and read as JSON for the newest dead jobs alone."""
+        is read once for the whole pass instead of looked up once per job. Of a dead job
+        the pass keeps its id alone, and the newest dead jobs' errors are looked up by it
+        (JSON read for those few, not carried for every dead job)."""
         q = self.job(t)
         source: sa.FromClause = q.table
         held: dict[str, sa.ColumnElement[bool]] = {}
@@ -168,10 +175,10 @@ class SolidQueueProfile(SystemProfile):
         return PassSource(
             source,
             sa.case(*whens, else_="unknown"),
-            failed.c[t["failed"].c("error").name],
+            failed.c[t["failed"].c("job_id").name],
             utc(failed.c[t["failed"].c("created_at").name]),
             utc(claimed.c[t["claimed"].c("created_at").name]),
-            shown=_error,
+            shown=lambda job: _failed_error(t["failed"], job),
         )
 
     def attempts_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:

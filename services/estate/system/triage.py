@@ -316,7 +316,9 @@ def one_pass(
     blanks = [sa.null()] * (len(groups) + 3)
     # one row: the errors in one array, not a row each to read back
     shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
-    errors = sa.select(sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown))
+    errors = sa.select(
+        sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown)
+    ).select_from(newest)
     return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
 
 
