@@ -43,6 +43,7 @@ from tests.integration.preset_adapters import (
     QueAdapter,
     RiverAdapter,
     SolidQueueAdapter,
+    _solid_error,
 )
 from tests.integration.profile_adapters import Built
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
@@ -388,6 +389,82 @@ async def test_a_large_table_no_index_tells_states_apart_estimates_its_succeeded
         if kind.error_text:
             assert found.by_signature[0].count == 4
         assert found.total == counted.total == 4 + 1 + 82 + 1
+
+
+async def test_solid_queues_one_pass_reads_every_execution_table_as_an_exact_triage_does(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Solid Queue's one pass joins its execution tables: a job scheduled, one blocked,
+    one ready, one running for an hour, the dead ones, and a job that holds both a failed
+    and a ready execution (the failed one wins, as in the state's own expression) are
+    counted, aged and read for errors as an exact triage does; where a deployment has no
+    blocked executions table, its jobs read as unknown in both."""
+    monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+    async for world in open_world(pg_url, SolidQueueAdapter):
+        async with world.engine.begin() as conn:
+            built = await world.adapter.add(
+                conn, now=START, dead=0, error=ERROR, done=80, pending=3
+            )  # waiting since 10, 20 and 30 minutes ago
+            later, held, both = (int(j) for j in built.pending)
+            at = (START - timedelta(minutes=5)).replace(tzinfo=None)
+            await conn.execute(
+                sa.text("DELETE FROM solid_queue_ready_executions WHERE job_id IN (:a, :b)"),
+                {"a": later, "b": held},
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO solid_queue_scheduled_executions"
+                    " (job_id, queue_name, priority, scheduled_at, created_at)"
+                    " VALUES (:job, 'default', 0, :at, :at)"
+                ),
+                {"job": later, "at": at},
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO solid_queue_blocked_executions"
+                    " (job_id, queue_name, priority, concurrency_key, expires_at, created_at)"
+                    " VALUES (:job, 'default', 0, 'account/1', :at, :at)"
+                ),
+                {"job": held, "at": at},
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO solid_queue_failed_executions (job_id, error, created_at)"
+                    " VALUES (:job, :error, :at)"
+                ),
+                {"job": both, "error": _solid_error(ERROR), "at": at},
+            )
+        await _analyse(world)
+        found = await _analysed_triage(world, exact=False)
+        counted = await _analysed_triage(world, exact=True)
+        assert {s.status: (s.count, s.estimated) for s in found.by_status} == {
+            "failed": (5, False),
+            "ready": (1, False),
+            "scheduled": (1, False),
+            "blocked": (1, False),
+            "claimed": (1, False),
+            "finished": (82, True),
+        }
+        exact = {s.status: s.count for s in counted.by_status}
+        assert {s.status: s.count for s in found.by_status} == exact
+        # the blocked job waits longest: the one held by a failed execution too is dead
+        assert found.oldest_pending_at == counted.oldest_pending_at
+        assert found.oldest_pending_at == START - timedelta(minutes=20)
+        assert (found.stuck, counted.stuck) == (1, 1)
+        assert found.by_signature == counted.by_signature
+        assert found.by_signature[0].count == 5
+
+        async with world.engine.begin() as conn:
+            await conn.execute(sa.text("DROP TABLE solid_queue_blocked_executions"))
+        estate = Estate(engine=world.engine, queues={"q": QueueConfig(preset="solid_queue")})
+        profile = estate.profile("q")
+        async with estate.connect() as conn:
+            found = await profile.triage(conn, now=START, since=None, job_type=None)
+            counted = await profile.triage(conn, now=START, since=None, job_type=None, exact=True)
+        estimated = {s.status: s.count for s in found.by_status}
+        assert estimated == {s.status: s.count for s in counted.by_status}
+        assert (estimated["unknown"], "blocked" in estimated) == (1, False)
+        assert [s.status for s in found.by_status if s.estimated] == ["finished"]
 
 
 @pytest.mark.parametrize("kind", ADAPTERS, ids=lambda a: a.profile_class.name)

@@ -26,7 +26,7 @@ from services.estate.model import CanonicalState, JobEvent
 from services.estate.ops import Action
 from services.estate.profile import as_utc, plain
 from services.estate.system import Columns, SystemProfile
-from services.estate.system.base import KEPT
+from services.estate.system.base import KEPT, PassSource
 from services.estate.system.sql import utc
 from services.estate.tables import BoundTable, TableSpec
 
@@ -52,6 +52,18 @@ FAILED_AT = KEPT + "failed_at"
 
 def _execution(role: str, default: str, *columns: str, absent: str | None = None) -> TableSpec:
     return TableSpec(role, default, required=("job_id", *columns), absent=absent)
+
+
+def _error(kept: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """A failed execution's error (JSON in a TEXT column) as "class: message"."""
+    error = sa.cast(kept, postgresql.JSONB)
+    return sa.func.concat_ws(": ", error["exception_class"].astext, error["message"].astext)
+
+
+def _failed_error(failed: BoundTable, job: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """The error of the failed execution of the job whose id is ``job``, looked up."""
+    found = sa.select(_error(failed.c("error"))).where(failed.c("job_id") == job).limit(1)
+    return found.scalar_subquery()
 
 
 class SolidQueueProfile(SystemProfile):
@@ -137,6 +149,38 @@ class SolidQueueProfile(SystemProfile):
         earlier = [r for s, r in EXECUTIONS[: [s for s, _ in EXECUTIONS].index(value)]]
         return sa.and_(self._held(t, role), *(sa.not_(self._held(t, r)) for r in earlier if r in t))
 
+    def pass_source(self, t: Mapping[str, BoundTable]) -> PassSource:
+        """The jobs LEFT JOINed to each execution table there is (Solid Queue keeps at
+        most one row per job in each: its ``job_id`` is unique), so the state is which
+        join found a row (in ``EXECUTIONS``' order, as ``state_value``), the error and the
+        time it died the failed execution's, and the start the claimed one's: each table
+        is read once for the whole pass instead of looked up once per job. Of a dead job
+        the pass keeps its id alone, and the newest dead jobs' errors are looked up by it
+        (JSON read for those few, not carried for every dead job)."""
+        q = self.job(t)
+        source: sa.FromClause = q.table
+        held: dict[str, sa.ColumnElement[bool]] = {}
+        found: dict[str, sa.FromClause] = {}
+        for _, role in EXECUTIONS:
+            table = t.get(role)
+            if table is None:
+                continue
+            x = found[role] = table.table.alias(f"qb_{role}")
+            job = x.c[table.c("job_id").name]
+            source = source.outerjoin(x, job == self.col(t, "id"))
+            held[role] = job.is_not(None)
+        whens = [(held[role], state) for state, role in EXECUTIONS if role in held]
+        whens.append((self.col(t, "finished_at").is_not(None), FINISHED))
+        failed, claimed = found["failed"], found["claimed"]
+        return PassSource(
+            source,
+            sa.case(*whens, else_="unknown"),
+            failed.c[t["failed"].c("job_id").name],
+            utc(failed.c[t["failed"].c("created_at").name]),
+            utc(claimed.c[t["claimed"].c("created_at").name]),
+            shown=lambda job: _failed_error(t["failed"], job),
+        )
+
     def attempts_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         """Active Job's count of the job's runs, kept in its serialized arguments."""
         args = sa.cast(self.col(t, "arguments"), postgresql.JSONB)
@@ -152,8 +196,7 @@ class SolidQueueProfile(SystemProfile):
         )
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
-        error = sa.cast(self._failure(t, "error"), postgresql.JSONB)
-        return sa.func.concat_ws(": ", error["exception_class"].astext, error["message"].astext)
+        return _error(self._failure(t, "error"))
 
     def died_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         return utc(self._failure(t, "created_at"))

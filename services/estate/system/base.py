@@ -17,7 +17,7 @@ by id, but /queue dlq and a bulk redrive leave it to the system's own retries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -60,6 +60,22 @@ class Columns:
     attempts: str
     kind: str | None = None  # the job's type: River's kind, Oban's worker ...
     max_attempts: str | None = None
+
+
+@dataclass(frozen=True)
+class PassSource:
+    """What triage's one pass over a large table reads each job from: the rows
+    (``source``, the jobs table or a join onto it) and, over them, the job's state and
+    its error, death and start times (``None``: the system does not keep it). The error
+    is kept as ``error`` reads and, where ``shown`` is given, turned into the error text
+    by it for the newest dead jobs alone (the few whose signatures are counted)."""
+
+    source: sa.FromClause
+    state: sa.ColumnElement[Any]
+    error: sa.ColumnElement[Any] | None
+    died: sa.ColumnElement[Any] | None
+    started: sa.ColumnElement[Any] | None
+    shown: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[Any]] | None = None
 
 
 class SystemBase(QueueProfile):
@@ -240,6 +256,19 @@ class SystemBase(QueueProfile):
     def started_at(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
         """When a running job's current attempt started."""
         return None
+
+    def pass_source(self, t: Mapping[str, BoundTable]) -> PassSource:
+        """What triage's one pass reads: by default the jobs table with ``state_value``,
+        ``error_text``, ``died_at`` and ``started_at``. A system whose state and times are
+        looked up in other tables per job may join those tables instead, so the pass reads
+        each of them once rather than once per job."""
+        return PassSource(
+            self.job(t).table,
+            self.state_value(t),
+            self.error_text(t),
+            self.died_at(t),
+            self.started_at(t),
+        )
 
     def retry_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
         """What a retry writes, by column name: as the system's own retry does."""

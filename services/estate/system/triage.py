@@ -157,7 +157,7 @@ def reads(
     stuck = profile.stuck_where(t, profile.stuck_cutoff(now))
     statements: dict[str, Any] = {}
     if plan is not None and not plan.indexed:
-        statements["grouped"] = one_pass(profile, t, plan.status, stuck, error)
+        statements["grouped"] = one_pass(profile, t, plan.status, profile.stuck_cutoff(now))
     elif plan is not None:
         statements["grouped"] = estimate.counts_except(
             q.table, q.c(cols.state), [plan.status], group=groups
@@ -251,25 +251,32 @@ def one_pass(
     profile: SystemBase,
     t: Mapping[str, BoundTable],
     succeeded: str,
-    stuck: list[sa.ColumnElement[bool]],
-    error: sa.ColumnElement[Any] | None,
+    cutoff: datetime,
 ) -> sa.Select[Any]:
     """Triage's reads in one pass over a table whose state no index leads with, where
     the succeeded jobs are estimated: every other job is collected once (a cheap filter
     per row), then counted by state and job type with the oldest waiting one and the
-    stuck count, and its newest dead jobs' errors taken from the same rows. Rows:
-    ``(_COUNTS, state, *type, count, oldest waiting, stuck, NULL)`` and one
-    ``(_ERRORS, NULL, ..., errors)``."""
+    stuck count, and its newest dead jobs' errors taken from the same rows. The rows are
+    read as ``pass_source`` says, and whether a job is waiting, running or dead is its
+    state there (one of those states' names), so a system that joins its state in looks
+    nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
+    NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
     q = profile.job(t)
     cols = profile.cols
-    state = profile.state_value(t)
-    pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
-    dead = profile.in_states(t, profile.dead_letter_statuses)
-    died = profile.died_at(t)
+    read = profile.pass_source(t)
+    state, error, died = read.state, read.error, read.died
+    pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
+    dead = state.in_(profile.dead_letter_statuses)
+    running = state.in_(profile.statuses_in(CanonicalState.IN_FLIGHT))
+    stuck = (
+        sa.and_(running, read.started < cutoff, *profile.scope(t))
+        if read.started is not None
+        else sa.false()
+    )
     kept: list[sa.ColumnElement[Any]] = [
         state.label("state"),
         sa.case((pending, profile.waiting_since(t))).label("waiting"),
-        sa.and_(*stuck).label("stuck"),
+        stuck.label("stuck"),
         dead.label("dead"),
         q.c(cols.id).label("id"),
     ]
@@ -281,7 +288,7 @@ def one_pass(
         kept.append(sa.case((dead, error)).label("error"))
     rest = (
         sa.select(*kept)
-        .select_from(q.table)
+        .select_from(read.source)
         .where(profile.not_succeeded(t, succeeded))
         .cte("qb_rest")
         .prefix_with("MATERIALIZED", dialect="postgresql")
@@ -308,7 +315,10 @@ def one_pass(
     )
     blanks = [sa.null()] * (len(groups) + 3)
     # one row: the errors in one array, not a row each to read back
-    errors = sa.select(sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(newest.c.error))
+    shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
+    errors = sa.select(
+        sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown)
+    ).select_from(newest)
     return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
 
 
