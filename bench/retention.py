@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from alerts import group_bodies, phases
-from redrive import build
+from redrive import build, wire
 from scratch_db import create, drop
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -108,17 +108,7 @@ def show(title: str, growth: dict[str, tuple[int, int]], per: float, unit: str) 
 
 async def redrive(engine: AsyncEngine, jobs: int) -> None:
     ids = await build(engine, jobs + SMALL + 1)
-    estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
-    changes = wire_services(
-        state_engine=engine,
-        estate=estate,
-        clock=lambda: datetime.now(UTC),
-        approval=ApprovalConfig(large_change_rows=jobs + 1),
-        redrive=RedriveConfig(),
-        notifier=None,
-        audit=AuditTrail(),
-        housekeeping=False,
-    ).changes
+    changes = wire(engine, jobs)
 
     async def one(chosen: list[str]) -> dict[str, tuple[int, int]]:
         before = await sizes(engine, CHANGE_TABLES)
