@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -54,15 +54,10 @@ async def triage(
         where.append(q.c(cols.kind) == job_type)
     plan = await plan_for(profile, conn, t) if not exact and not where else None
     error = profile.error_text(t)
-    statements = reads(profile, t, plan=plan, where=where, now=now, error=error)
+    shape = shape_of(profile, plan)
+    statements = reads(profile, t, shape=shape, plan=plan, where=where, now=now, error=error)
     read = await read_named(conn, statements, heavy=("grouped",))
-    rows: Sequence[Any] = read["grouped"]
-    errors = [r[0] for r in read.get("newest", [])]
-    if plan is None and profile.derived_states and profile.count_by_condition:
-        rows = spread(profile, rows)
-    if plan is not None and not plan.indexed:  # one pass: its rows tagged counts or errors
-        errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
-        rows = [r[1:] for r in rows if r[0] == _COUNTS]
+    rows, errors = unpack(profile, shape, read)
 
     counted: dict[str, int] = defaultdict(int)
     types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
@@ -138,10 +133,38 @@ async def plan_for(
     )
 
 
+# How triage reads the counts: the succeeded jobs estimated and the rest counted from the
+# state index ("index") or in one pass ("one_pass"); or every job counted, by each derived
+# state's condition ("by_condition") or grouped by the state ("grouped").
+Shape = Literal["index", "one_pass", "by_condition", "grouped"]
+
+
+def shape_of(profile: SystemBase, plan: estimate.Plan | None) -> Shape:
+    if plan is not None:
+        return "index" if plan.indexed else "one_pass"
+    if profile.derived_states and profile.count_by_condition:
+        return "by_condition"
+    return "grouped"
+
+
+def unpack(
+    profile: SystemBase, shape: Shape, read: Mapping[str, Sequence[Any]]
+) -> tuple[Sequence[Any], list[Any]]:
+    """The grouped rows ``(state, *type, count, ...)`` and the newest dead jobs' errors,
+    from what the statements of ``shape`` read."""
+    rows = read["grouped"]
+    if shape == "one_pass":  # its rows tagged counts or errors
+        errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
+        return [r[1:] for r in rows if r[0] == _COUNTS], errors
+    errors = [r[0] for r in read.get("newest", [])]
+    return (spread(profile, rows) if shape == "by_condition" else rows), errors
+
+
 def reads(
     profile: SystemBase,
     t: Mapping[str, BoundTable],
     *,
+    shape: Shape,
     plan: estimate.Plan | None,
     where: list[sa.ColumnElement[bool]],
     now: datetime,
@@ -156,9 +179,9 @@ def reads(
     groups = [q.c(cols.kind)] if cols.kind is not None else []
     stuck = profile.stuck_where(t, profile.stuck_cutoff(now))
     statements: dict[str, Any] = {}
-    if plan is not None and not plan.indexed:
+    if shape == "one_pass" and plan is not None:
         statements["grouped"] = one_pass(profile, t, plan.status, profile.stuck_cutoff(now))
-    elif plan is not None:
+    elif shape == "index" and plan is not None:
         statements["grouped"] = estimate.counts_except(
             q.table, q.c(cols.state), [plan.status], group=groups
         )
@@ -166,7 +189,7 @@ def reads(
             oldest_pending(profile, t, where).scalar_subquery(),
             sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
         )
-    elif profile.derived_states and profile.count_by_condition:
+    elif shape == "by_condition":
         statements["grouped"] = by_condition(profile, t, where, stuck)
     else:
         # Every row is read for the counts: the oldest waiting job and the stuck count
@@ -185,7 +208,7 @@ def reads(
             .where(*where)
             .group_by(state, *groups)
         )
-    if error is not None and (plan is None or plan.indexed):
+    if error is not None and shape != "one_pass":
         statements["newest"] = newest_errors(profile, t, error, where)
     return statements
 
