@@ -318,8 +318,19 @@ async def note_outcome(conn: AsyncConnection, claim: Claim | None, outcome: str)
         await conn.execute(_deliveries.update().where(*_owned(claim)).values(outcome=outcome[:200]))
 
 
+def done_before(cutoff: datetime) -> sa.ColumnElement[bool]:
+    """The delivery keys that may be forgotten: done and last seen before ``cutoff``, but
+    for an acknowledged command still waiting for its answer (a restarted process answers
+    it). serve's hourly job and ``queuebot db prune`` both forget by this rule."""
+    return sa.and_(
+        _deliveries.c.state == DONE,
+        _deliveries.c.seen_at < cutoff,
+        sa.or_(_deliveries.c.request.is_(None), _deliveries.c.answered_at.is_not(None)),
+    )
+
+
 async def forget(conn: AsyncConnection, *, before: datetime) -> int:
-    result = await conn.execute(_deliveries.delete().where(_deliveries.c.seen_at < before))
+    result = await conn.execute(_deliveries.delete().where(done_before(before)))
     return int(result.rowcount)
 
 

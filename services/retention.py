@@ -32,8 +32,9 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.audit import Actor, AuditTrail
-from services.audit.anchors import ANCHOR, SUBJECT
+from services import ledger, outbox
+from services.alerts import store as inbox
+from services.audit import Actor, AuditTrail, anchors
 from services.db import reading, transaction
 from services.errors import UsageError
 from services.models import AlertInbox, Delivery, OutboxItem, QueueSample
@@ -97,7 +98,6 @@ def describe_age(age: timedelta) -> str:
 class Kept:
     """Rows a prune keeps although they are old: read once, at the start of a run."""
 
-    anchor: int  # the newest anchor post's id (0: none)
     samples: tuple[int, ...]  # each queue's newest count's id
 
 
@@ -121,17 +121,11 @@ class Residue:
 
 
 def _outbox_done(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        _outbox.c.done_at.is_not(None), _outbox.c.done_at < cutoff, _outbox.c.id != kept.anchor
-    )
+    return outbox.done_before(cutoff, spare=anchors.newest_post())
 
 
 def _deliveries_done(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        _deliveries.c.state == "done",
-        _deliveries.c.seen_at < cutoff,
-        sa.or_(_deliveries.c.request.is_(None), _deliveries.c.answered_at.is_not(None)),
-    )
+    return ledger.done_before(cutoff)
 
 
 def _samples_old(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
@@ -140,11 +134,7 @@ def _samples_old(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
 
 
 def _inbox_processed(cutoff: datetime, kept: Kept) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        _inbox.c.processed_at.is_not(None),
-        _inbox.c.processed_at < cutoff,
-        _inbox.c.set_aside_at.is_(None),
-    )
+    return inbox.processed_before(cutoff)
 
 
 RESIDUE: tuple[Residue, ...] = (
@@ -205,15 +195,8 @@ class PruneReport:
 
 
 async def _kept(conn: AsyncConnection) -> Kept:
-    anchor = (
-        await conn.execute(
-            sa.select(sa.func.max(_outbox.c.id)).where(
-                _outbox.c.kind == ANCHOR, _outbox.c.subject == SUBJECT
-            )
-        )
-    ).scalar()
     newest = await conn.execute(sa.select(sa.func.max(_samples.c.id)).group_by(_samples.c.queue))
-    return Kept(anchor=int(anchor or 0), samples=tuple(int(i) for i in newest.scalars()))
+    return Kept(samples=tuple(int(i) for i in newest.scalars()))
 
 
 async def count(engine: AsyncEngine, *, age: timedelta, now: datetime) -> PruneReport:

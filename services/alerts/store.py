@@ -143,11 +143,20 @@ async def set_aside(conn: AsyncConnection) -> SetAside:
     return SetAside(int(row[3]), int(row[0]), as_utc(row[1]), row[2])
 
 
+def processed_before(cutoff: datetime) -> sa.ColumnElement[bool]:
+    """The notifications that may be forgotten: processed before ``cutoff`` and not set
+    aside (failed, kept for a person). serve's hourly job and ``queuebot db prune`` both
+    forget by this rule."""
+    return sa.and_(
+        INBOX.c.processed_at.is_not(None),
+        INBOX.c.processed_at < cutoff,
+        INBOX.c.set_aside_at.is_(None),
+    )
+
+
 async def forget_processed(conn: AsyncConnection, *, before: datetime) -> None:
     """Drop notifications processed before ``before`` (a step of a housekeeping job)."""
-    await conn.execute(
-        INBOX.delete().where(INBOX.c.processed_at.is_not(None), INBOX.c.processed_at < before)
-    )
+    await conn.execute(INBOX.delete().where(processed_before(before)))
 
 
 # -- the groups ----------------------------------------------------------------------

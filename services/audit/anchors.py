@@ -28,6 +28,15 @@ CHANNEL = "audit"  # the configured channel name the anchors go to
 _items = cast(sa.Table, OutboxItem.__table__)
 
 
+def newest_post() -> sa.ColumnElement[bool]:
+    """The newest anchor post in the outbox, which the anchor job reads to post the head
+    only when it moved: forgetting done posts spares it."""
+    newest = sa.select(sa.func.max(_items.c.id)).where(
+        _items.c.kind == ANCHOR, _items.c.subject == SUBJECT
+    )
+    return _items.c.id == sa.func.coalesce(newest.scalar_subquery(), 0)
+
+
 class Anchors:
     """Writes the trail's head to the outbox; posts it to the audit channel."""
 

@@ -16,7 +16,7 @@ from services.alerts import detectors
 from services.alerts import store as inbox
 from services.alerts.service import AlertDesk
 from services.audit import Actor
-from services.audit.anchors import Anchors
+from services.audit.anchors import Anchors, newest_post
 from services.config.alerts import DetectorsConfig
 from services.errors import QueuebotError
 from services.estate.estate import Estate
@@ -74,7 +74,7 @@ def register(
 
     async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         await ledger.forget(conn, before=now - ledger.KEEP)
-        await outbox.forget_done(conn, before=now - outbox.KEEP_DONE)
+        await outbox.forget_done(conn, before=now - outbox.KEEP_DONE, spare=newest_post())
         await inbox.forget_processed(conn, before=now - inbox.KEEP_PROCESSED)
         await scheduler.schedule(
             conn, kind=FORGET, subject=subject, due_at=now + FORGET_EVERY, created_at=now

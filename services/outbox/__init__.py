@@ -55,7 +55,15 @@ from services.outbox.model import (
     channel_lane,
 )
 from services.outbox.relay import LANE_WIDTH, Outbox
-from services.outbox.store import KEEP_DONE, LEASE, add, add_many, finish, forget_done
+from services.outbox.store import (
+    KEEP_DONE,
+    LEASE,
+    add,
+    add_many,
+    done_before,
+    finish,
+    forget_done,
+)
 
 __all__ = [
     "BULK",
@@ -73,6 +81,7 @@ __all__ = [
     "add",
     "add_many",
     "channel_lane",
+    "done_before",
     "finish",
     "forget_done",
 ]

@@ -92,9 +92,21 @@ async def add_many(
     )
 
 
-async def forget_done(conn: AsyncConnection, *, before: datetime) -> None:
+def done_before(
+    cutoff: datetime, *, spare: sa.ColumnElement[bool] | None = None
+) -> sa.ColumnElement[bool]:
+    """The items that may be forgotten: done (delivered or closed) before ``cutoff``, but
+    for those ``spare`` selects (the newest audit anchor post, which the anchor job reads).
+    serve's hourly job and ``queuebot db prune`` both forget by this rule."""
+    done = sa.and_(_items.c.done_at.is_not(None), _items.c.done_at < cutoff)
+    return done if spare is None else sa.and_(done, sa.not_(spare))
+
+
+async def forget_done(
+    conn: AsyncConnection, *, before: datetime, spare: sa.ColumnElement[bool] | None = None
+) -> None:
     """Drop items delivered before ``before`` (a step of a housekeeping job)."""
-    await conn.execute(_items.delete().where(_items.c.done_at < before))
+    await conn.execute(_items.delete().where(done_before(before, spare=spare)))
 
 
 async def claim(

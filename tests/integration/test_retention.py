@@ -14,8 +14,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services import retention
+from services import ledger, outbox, retention
+from services.alerts import store as inbox
 from services.audit import Actor, AuditTrail
+from services.audit.anchors import newest_post
 from services.changes.model import ChangeKind
 from services.db import create_engine, transaction
 from services.errors import UsageError
@@ -112,6 +114,20 @@ async def test_prune_removes_old_done_residue_only_and_audits_each_batch(
     again = await retention.prune(engine, AuditTrail(), age=AGE, now=redriven.clock())
     assert again.rows == 0 and again.events == 0  # nothing left: no event either
     assert len(await pruned_events(engine)) == len(events)
+
+
+async def test_serves_hourly_forget_keeps_what_prune_keeps(redriven: Shop) -> None:
+    """serve's own hourly forget (the housekeeping job) and db prune share each table's
+    rule: past the same cutoff they leave the same rows, the newest anchor post, a claimed
+    key and an acknowledged command still unanswered, a set-aside alert included."""
+    cutoff = redriven.clock() - AGE
+    async with redriven.engine.begin() as conn:
+        await ledger.forget(conn, before=cutoff)
+        await outbox.forget_done(conn, before=cutoff, spare=newest_post())
+        await inbox.forget_processed(conn, before=cutoff)
+    after = await keys(redriven.engine)
+    for table in ("qb_outbox", "qb_deliveries", "qb_alert_inbox"):
+        assert after[table] == KEPT[table], table
 
 
 async def test_the_audit_trail_and_change_rows_are_never_removed(redriven: Shop) -> None:
