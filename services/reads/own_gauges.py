@@ -5,7 +5,9 @@ replica, and they survive restarts: nothing here is counted in the process.
 
 Each statement is answered from an index or from a table of one row per plan or request
 (``qb_plans``): the open incidents by their state index, the undone outbox items by their
-partial index, the schedule by its due-time index, a plan's jobs by their primary key.
+partial index, the schedule by its due-time index, a plan's jobs by their primary key;
+but the set-aside notifications, a scan of the alert inbox (which forgetting and
+``db prune`` keep small).
 
 Two values are totals over every plan there ever was: the jobs plans redrove and the times
 a plan was halted. A plan that ended (completed, rolled back, closed) changes neither of
@@ -302,11 +304,7 @@ async def _schedule_lag(conn: AsyncConnection, now: datetime) -> tuple[int, floa
     return int(due), _age(oldest, now)
 
 
-def _age(at: datetime | str | None, now: datetime) -> float:
-    """Seconds from ``at`` to ``now``; 0 for none. (SQLite answers an aggregate of a
-    timestamp as text.)"""
-    if at is None:
-        return 0.0
-    when = as_utc(datetime.fromisoformat(at) if isinstance(at, str) else at)
-    assert when is not None
-    return max(0.0, (now - when).total_seconds())
+def _age(at: datetime | None, now: datetime) -> float:
+    """Seconds from ``at`` to ``now``; 0 for none."""
+    when = as_utc(at)
+    return 0.0 if when is None else max(0.0, (now - when).total_seconds())
