@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -99,23 +99,16 @@ class _Counter:
         return [family]
 
 
-@dataclass
-class _Reading:
-    """What is known of one queue: its last good snapshot, when it was read (monotonic
-    seconds), whether the latest read succeeded and how long it took."""
-
-    snapshot: QueueSnapshot | None = None
-    read_at: float | None = None
-    up: bool = False
-    seconds: float = 0.0
+T = TypeVar("T")
 
 
 @dataclass
-class _OwnReading:
-    """What is known of queuebot's own database: the last good reading, when it was read
-    (monotonic seconds), whether the latest read succeeded and how long it took."""
+class _Reading(Generic[T]):
+    """What is known of one source (a queue's snapshot, queuebot's own database's state):
+    its last good value, when it was read (monotonic seconds), whether the latest read
+    succeeded and how long it took."""
 
-    state: OwnState | None = None
+    value: T | None = None
     read_at: float | None = None
     up: bool = False
     seconds: float = 0.0
@@ -167,9 +160,9 @@ class Metrics:
         for name in commands:  # every series from 0, so the first increase shows
             for outcome in OUTCOMES:
                 self._commands.inc(name, outcome, by=0)
-        self._readings: dict[str, _Reading] = {}
+        self._readings: dict[str, _Reading[QueueSnapshot]] = {}
         self._own_reader = OwnStateReader(self.request_states)
-        self._own: _OwnReading | None = None  # None until a first reading ended
+        self._own: _Reading[OwnState] | None = None  # None until a first reading ended
         self._started: float | None = None  # when the latest refresh started
         self._completed = False  # whether any refresh has finished
         self._task: asyncio.Task[None] | None = None
@@ -244,43 +237,54 @@ class Metrics:
     async def _read_queue(self, estate: Estate, queue: str) -> None:
         """Read one queue; its series appear once a first reading has ended, either way."""
         profile = estate.profiles[queue]
-        started = self.monotonic()
-        try:
-            async with asyncio.timeout(READ_TIMEOUT), estate.connect() as conn:
-                taken = await snapshot(conn, profile=profile, now=estate.clock())
-        except Exception as exc:  # any failure: keep the last values, say it is down
-            last = self._readings.get(queue, _Reading())
-            ended = self.monotonic()
-            self._readings[queue] = _Reading(last.snapshot, last.read_at, False, ended - started)
-            self._problems.report(_problem(exc, f"queue {queue!r}"), doing="reading the queue")
-            return
-        ended = self.monotonic()
-        self._readings[queue] = _Reading(taken, ended, True, ended - started)
+
+        async def read() -> QueueSnapshot:
+            async with estate.connect() as conn:
+                return await snapshot(conn, profile=profile, now=estate.clock())
+
+        self._readings[queue] = await self._timed(
+            self._readings.get(queue), read, f"queue {queue!r}", "reading the queue"
+        )
 
     async def _read_own(self, engine: AsyncEngine) -> None:
         """Read queuebot's own database (change requests, plans, incidents, outbox,
         schedule) on one connection; a failure keeps the last values, shown as down."""
+
+        async def read() -> OwnState:
+            async with reading(engine) as conn:
+                return await self._own_reader.read(conn, now=self.clock())
+
+        self._own = await self._timed(
+            self._own, read, "queuebot's own database", "reading queuebot's own gauges"
+        )
+
+    async def _timed(
+        self,
+        last: _Reading[T] | None,
+        read: Callable[[], Awaitable[T]],
+        what: str,
+        doing: str,
+    ) -> _Reading[T]:
+        """One reading within ``READ_TIMEOUT``: its value, or on any failure the last
+        values kept and marked down (the problem logged once while it lasts)."""
         started = self.monotonic()
         try:
-            async with asyncio.timeout(READ_TIMEOUT), reading(engine) as conn:
-                state = await self._own_reader.read(conn, now=self.clock())
-        except Exception as exc:  # keep the last values
-            ended = self.monotonic()
-            last = self._own or _OwnReading()
-            self._own = _OwnReading(last.state, last.read_at, False, ended - started)
-            what = "queuebot's own database"
-            self._problems.report(_problem(exc, what), doing="reading queuebot's own gauges")
-            return
+            async with asyncio.timeout(READ_TIMEOUT):
+                value = await read()
+        except Exception as exc:  # any failure: keep the last values, say it is down
+            kept = last or _Reading[T]()
+            self._problems.report(_problem(exc, what), doing=doing)
+            return _Reading(kept.value, kept.read_at, False, self.monotonic() - started)
         ended = self.monotonic()
-        self._own = _OwnReading(state, ended, True, ended - started)
+        return _Reading(value, ended, True, ended - started)
 
     # -- what the collector reads ------------------------------------------------------------
 
-    def readings(self) -> Iterator[tuple[str, _Reading]]:
+    def readings(self) -> Iterator[tuple[str, _Reading[QueueSnapshot]]]:
         return iter(self._readings.items())
 
     @property
-    def own(self) -> _OwnReading | None:
+    def own(self) -> _Reading[OwnState] | None:
         """What is known of queuebot's own database (None before a first reading ended)."""
         return self._own
 
@@ -364,7 +368,7 @@ class _QueueGauges:
         for queue, reading_ in self.metrics.readings():
             up.add_metric([queue], 1.0 if reading_.up else 0.0)
             took.add_metric([queue], reading_.seconds)
-            taken = reading_.snapshot
+            taken = reading_.value
             if taken is None or reading_.read_at is None:
                 continue
             age.add_metric([queue], max(0.0, now - reading_.read_at))
@@ -488,7 +492,7 @@ class _OwnGauges:
             return list(f.values())
         f["queuebot_own_gauges_up"].add_metric([], 1.0 if own.up else 0.0)
         f["queuebot_own_gauges_read_seconds"].add_metric([], own.seconds)
-        state = own.state
+        state = own.value
         if state is None or own.read_at is None:
             return list(f.values())
         now = self.metrics.monotonic()
