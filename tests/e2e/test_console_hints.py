@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot.console import Console, ConsoleNotifier
 from services.message import Message, Text
-from tests.e2e.test_console import queuebot, replies
+from tests.e2e.test_console import queuebot, replies, reply_only
 
 
 def test_console_after_the_demo_points_at_the_demo_configuration(tmp_path: Path) -> None:
@@ -95,5 +95,5 @@ def test_queue_show_looks_in_the_other_queues_when_the_default_has_no_such_job(
     assert "no job 999999 in queue 'clips'" in missing
     assert "not in queue workers either" in missing
     # a queue named with --queue is the only one looked in
-    named = out["/queue show 199 --queue clips"]
+    named = reply_only(out["/queue show 199 --queue clips"])
     assert "no job 199 in queue 'clips'" in named and "workers" not in named
