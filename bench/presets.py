@@ -13,8 +13,11 @@ own tables beside them. Two parts:
    reads) and of the bare ``SELECT count(*)`` of the table; then the same with
    ``queue_name`` set (one queue of the table), where the bare count of that queue is
    timed too (graphile-worker's queue is a row of its queues table: the bare count
-   looks its id up). Median, p95, the ratio triage / bare, and triage's statements one
-   by one (a cursor hook).
+   looks its id up). On the whole table the bare count of its dead jobs alone is timed
+   too: the floor, the one count every triage must give exactly (on pg-boss,
+   graphile-worker and Que no index finds dead jobs, so it reads every row's columns
+   where the bare count reads none). Median, p95, the ratios triage / bare, floor /
+   bare and triage / floor, and triage's statements one by one (a cursor hook).
 2. **A redrive of ``--jobs`` (10,000) dead jobs** per preset: a table of
    ``--redrive-rows`` (100,000) jobs of which exactly ``--jobs`` are dead, restored
    before every measured run from a copy taken after the fill (TRUNCATE and INSERT with
@@ -181,6 +184,7 @@ class TriageRun:
     triage: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
     bare_queue: list[float] = field(default_factory=list)
+    bare_dead: list[float] = field(default_factory=list)
     statements: dict[str, list[float]] = field(default_factory=dict)
     other: list[float] = field(default_factory=list)
     load: tuple[str, str] = ("", "")
@@ -202,6 +206,8 @@ async def measure_triage(
     table = COUNT[preset]
     bare_sql = sa.text(f"SELECT count(*) FROM {table}")
     queue_sql = sa.text(f"SELECT count(*) FROM {table} WHERE {QUEUE_WHERE[preset]}")
+    # the floor: the one count every triage gives exactly, the dead jobs', bare
+    dead_sql = sa.text(f"SELECT count(*) FROM {table} WHERE {DEAD_WHERE[preset]}")
 
     async def triage() -> Any:
         async with estate.connect() as conn:
@@ -236,6 +242,8 @@ async def measure_triage(
         out.bare.append(await bare(bare_sql, {}))
         if queue_name is not None:
             out.bare_queue.append(await bare(queue_sql, {"q": queue_name}))
+        else:
+            out.bare_dead.append(await bare(dead_sql, {}))
     out.load = (before, _loadavg())
     by_label: dict[str, list[float]] = defaultdict(lambda: [0.0] * runs)
     for i, run in enumerate(timer.runs):
@@ -276,6 +284,11 @@ def report_triage(r: TriageRun) -> None:
         print(f"  {what:<40}{ms(q50):>11}{ms(q95):>12}")
         what = "ratio triage / bare count of the queue"
         print(f"  {what:<40}{t50 / q50:>10.2f}x{t95 / q95:>11.2f}x")
+    if r.bare_dead:
+        d50, d95 = statistics.median(r.bare_dead), percentile(r.bare_dead, 0.95)
+        print(f"  {'bare count of the dead jobs (the floor)':<40}{ms(d50):>11}{ms(d95):>12}")
+        print(f"  {'ratio floor / bare':<40}{d50 / b50:>10.2f}x{d95 / b95:>11.2f}x")
+        print(f"  {'ratio triage / floor':<40}{t50 / d50:>10.2f}x{t95 / d95:>11.2f}x")
     print("  triage per statement (median / p95; lanes run at once, so they overlap):")
     for name, times in sorted(r.statements.items(), key=lambda kv: -statistics.median(kv[1])):
         print(f"    {name:<52}{ms(statistics.median(times))} {ms(percentile(times, 0.95))}")

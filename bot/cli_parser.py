@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bot.exits import EXIT_USAGE
+from bot.healthcheck import DEFAULT_HOST, DEFAULT_PORT
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -173,10 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+        "--host", default=DEFAULT_HOST, help="address to listen on (default: %(default)s)"
     )
     serve.add_argument(
-        "--port", default=8080, type=int, help="port to listen on (default: %(default)s)"
+        "--port", default=DEFAULT_PORT, type=int, help="port to listen on (default: %(default)s)"
     )
 
     console = sub.add_parser(

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+# serve's defaults (bot/cli_parser.py takes them from here, so the probe and serve agree)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 TIMEOUT_SECONDS = 4.0
