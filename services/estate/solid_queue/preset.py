@@ -104,7 +104,6 @@ class SolidQueueProfile(SystemProfile):
     )
     derived_states = True
     set_on_success = "finished_at"  # kept until its clear_finished_jobs
-    count_by_condition = False  # a state is a lookup in an execution table
     states = {
         READY: CanonicalState.PENDING,
         SCHEDULED: CanonicalState.PENDING,
@@ -179,6 +178,7 @@ class SolidQueueProfile(SystemProfile):
             utc(failed.c[t["failed"].c("created_at").name]),
             utc(claimed.c[t["claimed"].c("created_at").name]),
             shown=lambda job: _failed_error(t["failed"], job),
+            joined=True,
         )
 
     def attempts_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:

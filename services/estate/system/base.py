@@ -68,7 +68,10 @@ class PassSource:
     (``source``, the jobs table or a join onto it) and, over them, the job's state and
     its error, death and start times (``None``: the system does not keep it). The error
     is kept as ``error`` reads and, where ``shown`` is given, turned into the error text
-    by it for the newest dead jobs alone (the few whose signatures are counted)."""
+    by it for the newest dead jobs alone (the few whose signatures are counted).
+    ``joined``: the state is read from tables joined in ``source``, so a count of one
+    state tests ``state``'s value there rather than the state's own condition
+    (``state_where``, which looks each job up in those tables)."""
 
     source: sa.FromClause
     state: sa.ColumnElement[Any]
@@ -76,6 +79,7 @@ class PassSource:
     died: sa.ColumnElement[Any] | None
     started: sa.ColumnElement[Any] | None
     shown: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[Any]] | None = None
+    joined: bool = False
 
 
 class SystemBase(QueueProfile):
@@ -107,10 +111,6 @@ class SystemBase(QueueProfile):
     # succeeded job has set (and few others), whose share in the statistics tells triage
     # whether most of a large table succeeded, so it estimates those (``not_succeeded``).
     set_on_success: ClassVar[str | None] = None
-    # Whether triage counts each derived state by its own condition (cheap tests of the
-    # job's columns), rather than grouping by ``state_value`` (conditions that look the
-    # job up in other tables, which the state's expression tests once a row).
-    count_by_condition: ClassVar[bool] = True
     # Whether a change locks the rows it judges (``SELECT ... FOR UPDATE``) before it
     # changes them; not where the jobs are read through a view of the system's private
     # table and changed only by its own functions, which lock (and skip locked jobs)

@@ -142,7 +142,7 @@ Shape = Literal["index", "one_pass", "by_condition", "grouped"]
 def shape_of(profile: SystemBase, plan: estimate.Plan | None) -> Shape:
     if plan is not None:
         return "index" if plan.indexed else "one_pass"
-    if profile.derived_states and profile.count_by_condition:
+    if profile.derived_states:
         return "by_condition"
     return "grouped"
 
@@ -190,7 +190,7 @@ def reads(
             sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
         )
     elif shape == "by_condition":
-        statements["grouped"] = by_condition(profile, t, where, stuck)
+        statements["grouped"] = by_condition(profile, t, where, profile.stuck_cutoff(now))
     else:
         # Every row is read for the counts: the oldest waiting job and the stuck count
         # come from the same pass. Apart, each is a pass of its own over a table whose
@@ -220,26 +220,43 @@ def by_condition(
     profile: SystemBase,
     t: Mapping[str, BoundTable],
     where: list[sa.ColumnElement[bool]],
-    stuck: list[sa.ColumnElement[bool]],
+    cutoff: datetime,
 ) -> sa.Select[Any]:
     """Every job counted, on a system without a state column: per job type, the jobs in
     each state (a count filtered by the state's own condition: grouping by the state's
     expression instead makes PostgreSQL sort a million rows, since it cannot tell how few
     values the expression has), all of them, the oldest waiting one and the stuck ones.
-    Rows: ``(*type, count, *count per state, oldest waiting, stuck)``; ``spread`` turns
-    them into the grouped rows triage reads."""
+    The rows are read as ``pass_source`` says: where it joins the tables that hold a
+    job's state (Solid Queue's executions), each is read once and a state is tested by
+    its value there, not looked up once per job and state. Rows: ``(*type, count,
+    *count per state, oldest waiting, stuck)``; ``spread`` turns them into the grouped
+    rows triage reads."""
     q = profile.job(t)
+    read = profile.pass_source(t)
     groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
-    pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
+
+    def among(states: Sequence[str]) -> sa.ColumnElement[bool]:
+        if read.joined:
+            return read.state.in_(states) if len(states) != 1 else read.state == states[0]
+        return (
+            profile.in_states(t, states) if len(states) != 1 else profile.state_where(t, states[0])
+        )
+
+    pending = among(profile.statuses_in(CanonicalState.PENDING))
+    if read.joined:
+        running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
+        stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
+    else:
+        stuck = sa.and_(*profile.stuck_where(t, cutoff))
     return (
         sa.select(
             *groups,
             sa.func.count(),
-            *(sa.func.count().filter(profile.state_where(t, s)) for s in _named(profile)),
+            *(sa.func.count().filter(among([s])) for s in _named(profile)),
             sa.func.min(profile.waiting_since(t)).filter(pending),
-            sa.func.count().filter(sa.and_(*stuck)),
+            sa.func.count().filter(stuck),
         )
-        .select_from(q.table)
+        .select_from(read.source)
         .where(*where)
         .group_by(*groups)
     )
