@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
@@ -40,7 +41,23 @@ def run(*args: str) -> str:
 
 def test_the_rules_load() -> None:
     said = run(tool("promtool"), "check", "rules", str(RULES))
-    assert "SUCCESS: 3 rules found" in said
+    assert "SUCCESS: 9 rules found" in said
+
+
+def test_queuebots_own_rules_say_so_and_the_queue_rules_name_their_queue() -> None:
+    """The group queuebot-self is what alertmanager.yml sends to people as well: each of
+    its rules carries component: queuebot and a severity; the queue rules carry neither
+    the component (they would page the operators) nor lose their queue."""
+    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    assert set(groups) == {"queuebot", "queuebot-self"}
+    for rule in groups["queuebot-self"]:
+        assert rule["labels"]["component"] == "queuebot", rule["alert"]
+        assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
+        assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+        assert "docs/" in rule["annotations"]["description"], rule["alert"]  # where to look
+    for rule in groups["queuebot"]:
+        assert "component" not in rule["labels"], rule["alert"]
+        assert "{{ $labels.queue }}" in rule["annotations"]["summary"], rule["alert"]
 
 
 def test_the_rules_fire_when_they_should_and_only_then() -> None:
