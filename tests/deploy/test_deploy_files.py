@@ -140,6 +140,9 @@ def compose_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         example.with_suffix("").write_text(example.read_text())
     (tree / "deploy" / "compose" / "secrets").mkdir()
     (tree / "deploy" / "compose" / "secrets" / "alert-token").write_text(secrets.token_hex(16))
+    (tree / "deploy" / "compose" / "secrets" / "paging-routing-key").write_text(
+        secrets.token_hex(16)
+    )
     compose = tree / "deploy" / "compose.yaml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
     run(binary, "-f", compose, "config", "-q", cwd=tree, env=env)
@@ -219,10 +222,16 @@ def test_compose_mounts_the_checked_prometheus_and_alertmanager_files(
     assert mounted("prometheus", "/etc/prometheus") == Path("prometheus")
     assert mounted("alertmanager", "/etc/alertmanager/alertmanager.yml") == Path("alertmanager.yml")
     assert "--config.file=/etc/prometheus/prometheus.yml" in services["prometheus"]["command"]
-    # Alertmanager reads the token where the shipped receiver's credentials_file says.
-    receiver = yaml.safe_load(ALERTMANAGER.read_text())["receivers"][0]["webhook_configs"][0]
+    # Alertmanager reads the token where the shipped receiver's credentials_file says, and
+    # the paging key where the operators' receiver's routing_key_file says.
+    receivers = {r["name"]: r for r in yaml.safe_load(ALERTMANAGER.read_text())["receivers"]}
+    receiver = receivers["queuebot"]["webhook_configs"][0]
     token_path = receiver["http_config"]["authorization"]["credentials_file"]
-    assert services["alertmanager"]["secrets"] == [{"source": "alert-token", "target": token_path}]
+    key_path = receivers["queuebot-operators"]["pagerduty_configs"][0]["routing_key_file"]
+    assert services["alertmanager"]["secrets"] == [
+        {"source": "alert-token", "target": token_path},
+        {"source": "paging-routing-key", "target": key_path},
+    ]
     assert receiver["url"] == "http://queuebot:8080/alerts/alertmanager"
     # The example queue the init script creates is the one the sample configuration names.
     assert mounted("postgres", "/queuebot/worker_queue.sql") == Path(
@@ -250,7 +259,7 @@ def test_the_prometheus_config_compose_mounts_loads_with_its_rules() -> None:
 def test_the_alertmanager_config_compose_mounts_loads() -> None:
     amtool = tool("amtool", required=REQUIRE_PROMTOOL, why_required="QUEUEBOT_REQUIRE_PROMTOOL=1")
     said = run(amtool, "check-config", ALERTMANAGER)
-    assert "SUCCESS" in said and "- 1 receivers" in said
+    assert "SUCCESS" in said and "- 2 receivers" in said  # queuebot and queuebot-operators
 
 
 def filled_in(path: Path) -> str:

@@ -4,8 +4,10 @@ shipped rules file -> Alertmanager -> queuebot's webhook -> one Slack root with 
 triage breakdown in its thread. Once the rows are fixed with SQL, the resolution reaches
 the same thread.
 
-The rules file is the shipped one with only its ``for:`` waits shortened to seconds (the
-rule's 15 minutes are proven by promtool's rule tests, tests/unit/test_prometheus_rules.py).
+The rules file is the shipped one with only the ``for:`` waits of its queue rules (group
+queuebot) shortened to seconds (the rule's 15 minutes are proven by promtool's rule tests,
+tests/unit/test_prometheus_rules.py). queuebot's rules about itself (group queuebot-self)
+keep their waits of minutes, and against this healthy serve none of them is even pending.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.e2e.serving import demo_database, running_serve
 pytestmark = [pytest.mark.alerting, pytest.mark.postgres]
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
+SELF_GROUP = "  - name: queuebot-self\n"
 TOKEN = "qb-alert-token-for-the-chain-test"
 CONFIG = """
 [slack]
@@ -79,7 +82,8 @@ def test_failed_jobs_accumulating_from_prometheus_to_a_slack_thread(
     fake: FakeSlack, tmp_path: Path
 ) -> None:
     rules = tmp_path / "rules.yml"
-    rules.write_text(re.sub(r"for: \d+m", "for: 2s", RULES.read_text()))
+    queue_rules, own_rules = RULES.read_text().split(SELF_GROUP)
+    rules.write_text(re.sub(r"for: \d+m", "for: 2s", queue_rules) + SELF_GROUP + own_rules)
     with demo_database("postgres", tmp_path) as db_url:
         sql(
             db_url,
@@ -98,7 +102,7 @@ def test_failed_jobs_accumulating_from_prometheus_to_a_slack_thread(
         with (
             running_serve(tmp_path, db_url, env, extra=CONFIG) as served,
             Alertmanager(f"{served.url}/alerts/alertmanager", token=TOKEN) as am,
-            Prometheus([served.url], [rules], am.url),
+            Prometheus([served.url], [rules], am.url) as prometheus,
         ):
             wait(lambda: [c for c in posts(fake) if not c.body.get("thread_ts")], 60, "root")
             (root,) = [c for c in posts(fake) if not c.body.get("thread_ts")]
@@ -110,6 +114,9 @@ def test_failed_jobs_accumulating_from_prometheus_to_a_slack_thread(
             assert "Triage: queue workers (worker_queue)" in triage
             assert "implementation_error" in triage
             assert "q:triage:workers" in triage and "q:failed:workers" in triage
+            # a healthy serve meets none of the conditions of queuebot's own rules
+            own = [a for a in prometheus.alerts() if a["labels"].get("component") == "queuebot"]
+            assert own == []
 
             sql(
                 db_url, "UPDATE dev_r_worker_queue SET status = 'cancelled' WHERE status = 'failed'"

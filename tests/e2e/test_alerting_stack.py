@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from tests.e2e.alerting_stack import (
@@ -404,3 +405,103 @@ def test_a_prometheus_rule_alert_reaches_the_receiver(receiver: Receiver, tmp_pa
         metrics.shutdown()
         metrics.server_close()
         metrics_thread.join(timeout=5)
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager.yml"
+
+
+class ShippedAlertmanager(Alertmanager):
+    """Alertmanager running deploy/alertmanager.yml as shipped, its routes and receivers
+    untouched but for where they send (this test's receivers) and the files their
+    secrets are read from; the waits shortened so that a test sees a notification in
+    seconds."""
+
+    def __init__(self, queuebot_url: str, paging_url: str, token_file: Path, key_file: Path):
+        super().__init__(queuebot_url)
+        self.paging_url = paging_url
+        self.token_file = token_file
+        self.key_file = key_file
+
+    def config(self) -> dict[str, Any]:
+        doc: dict[str, Any] = yaml.safe_load(SHIPPED.read_text())
+        doc["route"].update(group_wait="1s", group_interval="2s", repeat_interval="1h")
+        receivers = {r["name"]: r for r in doc["receivers"]}
+        [hook] = receivers["queuebot"]["webhook_configs"]
+        hook["url"] = self.webhook_url
+        hook["http_config"]["authorization"]["credentials_file"] = str(self.token_file)
+        [pagerduty] = receivers["queuebot-operators"]["pagerduty_configs"]
+        pagerduty["url"] = self.paging_url
+        pagerduty["routing_key_file"] = str(self.key_file)
+        return doc
+
+
+def test_the_shipped_configuration_pages_for_queuebot_itself_and_posts_every_alert(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """deploy/alertmanager.yml with the real Alertmanager: an alert about queuebot itself
+    (component=queuebot) reaches the paging receiver, as a PagerDuty Events API v2 event
+    with the key read from its file, and queuebot's webhook too; a queue's alert reaches
+    queuebot alone. The key file is written after Alertmanager started: it is read when a
+    notification goes out, not when the configuration loads."""
+    paging = Receiver()
+    token_file = tmp_path / "queuebot-alert-token"
+    token_file.write_text(TOKEN)
+    key_file = tmp_path / "paging-routing-key"
+    key = "0123456789abcdef0123456789abcdef"
+    try:
+        with ShippedAlertmanager(receiver.url, paging.url, token_file, key_file) as am:
+            key_file.write_text(key + "\n")
+            am.post_alerts(
+                [
+                    {
+                        "labels": {
+                            "alertname": "QueuebotDown",
+                            "severity": "critical",
+                            "component": "queuebot",
+                        },
+                        "annotations": {"summary": "queuebot is down"},
+                    },
+                    {
+                        "labels": {
+                            "alertname": "QueuebotQueueUnreadable",
+                            "severity": "warning",
+                            "component": "queuebot",
+                            "queue": "workers",
+                        },
+                        "annotations": {"summary": "queuebot cannot read queue workers"},
+                    },
+                    {
+                        "labels": {
+                            "alertname": "FailedJobsAccumulating",
+                            "severity": "warning",
+                            "queue": "workers",
+                        },
+                        "annotations": {"summary": "Queue workers: 15 failed jobs need a look"},
+                    },
+                ]
+            )
+            paging.wait_for_count(2, 15)
+            receiver.wait_for_count(3, 15)
+            time.sleep(3)  # a group_interval more: nothing else arrives
+            events, posts = paging.got(), receiver.got()
+        assert len(events) == 2 and len(posts) == 3
+        # the page's title is the rule's summary, its severity the rule's
+        titles = {e.body["payload"]["summary"]: e.body["payload"]["severity"] for e in events}
+        assert titles == {
+            "queuebot is down": "critical",
+            "queuebot cannot read queue workers": "warning",
+        }
+        for event in events:
+            assert event.body["routing_key"] == key  # the file's newline left out
+            assert event.body["event_action"] == "trigger"
+            assert "Authorization" not in event.headers  # the key travels in the body only
+        assert {p.body["groupLabels"]["alertname"] for p in posts} == {
+            "QueuebotDown",
+            "QueuebotQueueUnreadable",
+            "FailedJobsAccumulating",
+        }
+        for post in posts:
+            assert post.body["receiver"] == "queuebot"
+            assert post.headers["Authorization"] == f"Bearer {TOKEN}"
+    finally:
+        paging.close()

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
@@ -40,7 +41,23 @@ def run(*args: str) -> str:
 
 def test_the_rules_load() -> None:
     said = run(tool("promtool"), "check", "rules", str(RULES))
-    assert "SUCCESS: 3 rules found" in said
+    assert "SUCCESS: 9 rules found" in said
+
+
+def test_queuebots_own_rules_say_so_and_the_queue_rules_name_their_queue() -> None:
+    """The group queuebot-self is what alertmanager.yml sends to people as well: each of
+    its rules carries component: queuebot and a severity; the queue rules carry neither
+    the component (they would page the operators) nor lose their queue."""
+    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    assert set(groups) == {"queuebot", "queuebot-self"}
+    for rule in groups["queuebot-self"]:
+        assert rule["labels"]["component"] == "queuebot", rule["alert"]
+        assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
+        assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+        assert "docs/" in rule["annotations"]["description"], rule["alert"]  # where to look
+    for rule in groups["queuebot"]:
+        assert "component" not in rule["labels"], rule["alert"]
+        assert "{{ $labels.queue }}" in rule["annotations"]["summary"], rule["alert"]
 
 
 def test_the_rules_fire_when_they_should_and_only_then() -> None:
@@ -55,3 +72,40 @@ def test_the_alertmanager_example_loads_and_sends_to_queuebot() -> None:
     assert "url: http://queuebot:8080/alerts/alertmanager" in text
     assert "send_resolved: true" in text
     assert "credentials_file:" in text  # the token is read from a file, never written here
+    # the paging key too: the operators' receiver names a file, and no key
+    config = yaml.safe_load(text)
+    [operators] = [r for r in config["receivers"] if r["name"] == "queuebot-operators"]
+    [pagerduty] = operators["pagerduty_configs"]
+    assert pagerduty["routing_key_file"] == "/etc/alertmanager/paging-routing-key"
+    assert not {"routing_key", "service_key"} & set(pagerduty)
+
+
+def receivers_of(*labels: str) -> list[str]:
+    """The receivers Alertmanager sends an alert with these labels (name=value) to, in
+    order, as amtool reads the shipped configuration."""
+    said = run(tool("amtool"), "config", "routes", "test", f"--config.file={ALERTMANAGER}", *labels)
+    lines = [line for line in said.splitlines() if line and not line.startswith("Warning:")]
+    return lines[-1].split(",")
+
+
+def test_queuebots_own_alerts_go_to_the_operators_and_to_queuebot() -> None:
+    """An alert about queuebot itself reaches people even when queuebot is what is broken:
+    the operators' paging receiver first, and queuebot as well (a child route's match
+    does not fall back to the parent's receiver, so queuebot's copy has its own route).
+    Every rule of queuebot-self is routed so, by its own labels."""
+    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    for rule in groups["queuebot-self"]:
+        labels = [f"alertname={rule['alert']}", *(f"{k}={v}" for k, v in rule["labels"].items())]
+        if rule["alert"] == "QueuebotQueueUnreadable":
+            labels.append("queue=workers")
+        assert receivers_of(*labels) == ["queuebot-operators", "queuebot"], rule["alert"]
+
+
+def test_the_queue_alerts_go_to_queuebot_only() -> None:
+    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    for rule in groups["queuebot"]:
+        labels = [f"alertname={rule['alert']}", "queue=workers"]
+        labels += [f"{k}={v}" for k, v in rule["labels"].items()]
+        assert receivers_of(*labels) == ["queuebot"], rule["alert"]
+    # an alert of any other rule the team routes through this file: queuebot's too
+    assert receivers_of("alertname=SomethingElse", "severity=critical") == ["queuebot"]
