@@ -253,6 +253,7 @@ def wire_services(
             sample_every=timedelta(seconds=alerts.sample_seconds),
             housekeeper=keeper,
         )
+    counters.count_scheduled(lambda: tuple(sched.handlers))
     return Services(
         changes=changes,
         plans=plans,

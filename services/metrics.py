@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, Literal, TypeVar
@@ -173,6 +173,11 @@ class Metrics:
         self.registry.register(_OwnGauges(self))
 
     # -- counters --------------------------------------------------------------------------
+
+    def count_scheduled(self, kinds: Callable[[], Collection[str]]) -> None:
+        """The scheduler kinds this queuebot runs, asked at each reading: the scheduler's
+        lag counts only their items (a domain registers its kinds after this is made)."""
+        self._own_reader.scheduled_kinds = kinds
 
     def command(self, name: str, outcome: Outcome) -> None:
         self._commands.inc(name, outcome)

@@ -21,7 +21,7 @@ may not import those services; a test holds the two to the same words).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -113,12 +113,17 @@ class OwnStateReader:
     the rest of that reading succeeds or not)."""
 
     request_states: tuple[str, ...] = ()
+    # The scheduler kinds this queuebot runs (None: every kind). An item of another kind
+    # (left by a configuration or version that ran it) is never taken here: it is not late
+    # work, and counting it would keep the lag growing for good.
+    scheduled_kinds: Callable[[], Collection[str]] | None = None
     _settled: _Settled = field(default_factory=_Settled)
 
     async def read(self, conn: AsyncConnection, *, now: datetime) -> OwnState:
         plans, redriven, halts = await self._plans(conn)
         outbox_pending, outbox_oldest = await _outbox_backlog(conn, now)
-        due, lag = await _schedule_lag(conn, now)
+        kinds = None if self.scheduled_kinds is None else tuple(self.scheduled_kinds())
+        due, lag = await _schedule_lag(conn, now, kinds)
         return OwnState(
             change_requests=await _change_requests(conn, self.request_states),
             set_aside=await _set_aside(conn),
@@ -293,11 +298,15 @@ async def _outbox_backlog(conn: AsyncConnection, now: datetime) -> tuple[int, fl
     return int(pending), _age(oldest, now)
 
 
-async def _schedule_lag(conn: AsyncConnection, now: datetime) -> tuple[int, float]:
+async def _schedule_lag(
+    conn: AsyncConnection, now: datetime, kinds: tuple[str, ...] | None
+) -> tuple[int, float]:
+    """The due items of ``kinds`` (every kind: None), and how late the most overdue is."""
+    handled = [_schedule.c.kind.in_(kinds)] if kinds is not None else []
     due, oldest = (
         await conn.execute(
             sa.select(sa.func.count(), sa.func.min(_schedule.c.due_at)).where(
-                _schedule.c.due_at <= now
+                _schedule.c.due_at <= now, *handled
             )
         )
     ).one()

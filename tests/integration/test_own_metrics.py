@@ -24,6 +24,7 @@ from bot.http import build_http_app
 from bot.render_text import render_message
 from commands.context import Invocation
 from commands.reply import Reply
+from services import scheduler
 from services.changes.model import RequestState
 from services.config import load_config
 from services.plans.model import ACTIVE, REDRIVEN_STATES, ItemState, PlanState
@@ -173,6 +174,19 @@ async def test_a_plan_its_halt_an_incident_and_its_missed_deadline_show(desk: De
         "met": 0,
         "missed": 1,
     }
+    assert of(found, "queuebot_scheduler_due") == {"": 0}
+    assert of(found, "queuebot_scheduler_lag_seconds") == {"": 0}
+
+
+async def test_an_item_no_handler_here_runs_is_not_scheduler_lag(desk: Desk) -> None:
+    """An item of a kind this queuebot does not run (left by a configuration or version
+    that did) is never taken here: counted, it would hold the lag growing for good and
+    QueuebotSchedulerLagging firing."""
+    assert "old.kind" not in desk.app.scheduler.handlers
+    async with desk.app.state_engine.begin() as conn:
+        at = desk.now[0] - timedelta(hours=3)
+        await scheduler.schedule(conn, kind="old.kind", subject="x", due_at=at, created_at=at)
+    found = await desk.scrape()
     assert of(found, "queuebot_scheduler_due") == {"": 0}
     assert of(found, "queuebot_scheduler_lag_seconds") == {"": 0}
 
