@@ -36,10 +36,12 @@ def build_http_app(
     slack: AsyncApp | None,
     slack_problem: SlackProblem | None = None,
     discord_problem: Callable[[], str | None] | None = None,
+    worker: Callable[[], str] | None = None,
 ) -> Starlette:
     """The app ``serve`` runs. ``slack`` answers /slack/events when the signing secret is
     set (without it Slack comes over Socket Mode only); ``slack_problem`` says, for
-    /readyz, why Slack cannot work, if it cannot."""
+    /readyz, why Slack cannot work, if it cannot; ``worker``, how its background work
+    runs."""
     refused = RateLimitedLog(log, what="refused HTTP requests")
     endpoint: SlackEndpoint | None = None
     secret = app.config.env.slack_signing_secret
@@ -49,6 +51,7 @@ def build_http_app(
         app,
         slack=slack_problem,
         discord=discord_problem,
+        worker=worker,
         fresh_for=app.config.file.http.readyz_fresh_seconds,
     )
     token = app.config.env.alert_token

@@ -16,6 +16,12 @@ a load balancer take away the webhook those go through, or an orchestrator resta
 process whose restart changes nothing (a set-aside notification stays set aside). The
 way they are seen is this body, the gauge ``queuebot_alert_notifications_set_aside`` of
 ``GET /metrics`` and one error line in the log each.
+
+serve's background work (alert processing, posting, the scheduler) is shown under
+``worker``: running, or not and when it starts again, and how often it ended in the last
+ten minutes. A worker that is down does not make the process unready either: the front
+still stores and acknowledges what comes, the work waits in the database, and serve
+starts the worker again itself (another replica's worker takes the work meanwhile).
 """
 
 from __future__ import annotations
@@ -48,12 +54,14 @@ class Readiness:
         *,
         slack: SlackProblem | None,
         discord: Callable[[], str | None] | None = None,
+        worker: Callable[[], str] | None = None,
         fresh_for: float = FRESH_FOR,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.slack = slack
         self.discord = discord
+        self.worker = worker
         self.fresh_for = fresh_for
         self.clock = clock
         self._setup: tuple[float, dict[str, str], str] | None = None
@@ -96,6 +104,8 @@ class Readiness:
             "discord": discord,
             "alerts": alerts,
         }
+        if self.worker is not None:
+            body["worker"] = self.worker()
         if problems:
             body["problems"] = problems
         return not problems, body

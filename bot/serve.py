@@ -35,7 +35,7 @@ from bot.slack.app import (
 from bot.slack.listeners import SlackWiring
 from bot.slack.listeners import resume as slack_resume
 from bot.slack_setup import slack_setup
-from bot.worker import background, chat_notifier
+from bot.worker import Background, background, chat_notifier
 from services.config import Config
 from services.errors import ConfigError
 from services.ledger import DeliveryLedger
@@ -174,11 +174,13 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                     discord_posts.attach(discord.client)
                 discord.start()
             recovery = _recovery(app.ledger, wiring if slack is not None else None, discord)
+            work = Background()
             http = build_http_app(
                 app=app,
                 slack=slack,
                 slack_problem=_slack_problem(identity, link) if identity else None,
                 discord_problem=discord.problem if discord is not None else None,
+                worker=work,
             )
             server = uvicorn.Server(
                 uvicorn.Config(http, lifespan="off", log_level="warning", access_log=False)
@@ -192,7 +194,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             )
             _alert_warnings(config)
             settle_heap()
-            async with recovery.running(), background(config, app):
+            async with recovery.running(), background(config, app, work):
                 await server.serve(sockets=[listener])
             return 0
         finally:

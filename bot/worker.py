@@ -36,7 +36,7 @@ import signal
 import socket
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from multiprocessing.process import BaseProcess
@@ -70,6 +70,7 @@ NICE = 10
 STOP_WAIT = 30.0  # seconds the front waits for the worker to finish its pass
 RESTART_FIRST, RESTART_MOST = 1.0, 60.0  # pause before starting a dead worker again
 HEALTHY_AFTER = 60.0  # a worker that ran this long had no trouble starting
+RECENT = 600.0  # /readyz tells the worker's ends of the last this many seconds
 COUNTED = ("queuebot_alert_posts", "queuebot_detector_firings")
 
 
@@ -115,6 +116,7 @@ class Worker:
         self._pause = RESTART_FIRST
         self._restart: asyncio.TimerHandle | None = None
         self._closed = asyncio.Event()  # the worker closed its end (its last counts read)
+        self._ends: deque[tuple[float, int | None]] = deque(maxlen=100)  # (when, exit code)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -203,6 +205,7 @@ class Worker:
         self._proc = None
         if self._stopping:
             return
+        self._ends.append((time.monotonic(), proc.exitcode))
         if time.monotonic() - self._started_at > HEALTHY_AFTER:
             self._pause = RESTART_FIRST
         log.error(
@@ -214,6 +217,30 @@ class Worker:
         )
         self._restart = loop.call_later(self._pause, self._start_again)
         self._pause = min(self._pause * 2, RESTART_MOST)
+
+    def describe(self) -> str:
+        """What ``GET /readyz`` says of the worker: running or not (and when it starts
+        again), and how often it ended lately. A worker that is down does not make the
+        process unready: its front still stores and acknowledges, and what is stored
+        waits in the database for this worker, or another replica's, to process."""
+        now = time.monotonic()
+        ends = [(at, code) for at, code in self._ends if now - at <= RECENT]
+        lately = ""
+        if ends:
+            at, code = ends[-1]
+            lately = (
+                f"; ended {len(ends)} time(s) in the last {RECENT / 60:.0f} minutes, "
+                f"last {now - at:.0f} s ago with exit code {code}"
+            )
+        proc = self._proc
+        if self._stopping:
+            return "stopping"
+        if proc is not None and proc.is_alive():
+            return f"running (pid {proc.pid}){lately}"
+        if self._restart is not None:
+            left = max(0.0, self._restart.when() - asyncio.get_running_loop().time())
+            return f"not running: starting again in {left:.0f} s{lately}"
+        return f"not running{lately}"
 
     def _start_again(self) -> None:
         self._restart = None
@@ -244,15 +271,35 @@ class Worker:
         self._proc = None
 
 
+class Background:
+    """What ``GET /readyz`` says of serve's background work (``worker``): filled in by
+    ``background`` when the work starts."""
+
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
+        self.in_process = False
+
+    def __call__(self) -> str:
+        if self.worker is not None:
+            return self.worker.describe()
+        return "in this process (SQLite)" if self.in_process else "not started"
+
+
 @asynccontextmanager
-async def background(config: Config, app: App) -> AsyncIterator[None]:
+async def background(
+    config: Config, app: App, state: Background | None = None
+) -> AsyncIterator[None]:
     """Run alert processing, the outbox relays and the scheduler for as long as the block
-    lasts: in a worker process on PostgreSQL, in this process on SQLite."""
+    lasts: in a worker process on PostgreSQL, in this process on SQLite. ``state`` is
+    told which, and is given the worker."""
+    state = state or Background()
     if not in_worker(app):
+        state.in_process = True
         async with running_scheduler(app):
             yield
         return
     worker = Worker(config, app)
+    state.worker = worker
     app.alerts.forward_wakes(worker.wake_alerts)
     app.outbox.forward_wakes(worker.wake_outbox)
     worker.start()

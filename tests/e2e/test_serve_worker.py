@@ -88,6 +88,13 @@ def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+def worker_said(served: Served) -> str:
+    """What /readyz says of the worker (a worker down or restarted leaves it ready)."""
+    answer = httpx.get(f"{served.url}/readyz", timeout=10)
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["worker"])
+
+
 def posted(fake: FakeSlack, name: str) -> bool:
     return any(name in str(c.body.get("blocks")) for c in roots(fake))
 
@@ -114,10 +121,16 @@ def test_a_worker_that_dies_is_started_again_and_nothing_stored_is_lost(
 ) -> None:
     with serving(fake, tmp_path) as served:
         first = worker_of(served)
+        assert worker_said(served) == f"running (pid {first})"
         os.kill(first, signal.SIGKILL)
         # the front still stores and acknowledges while no worker runs
         assert send(served, "DiskFilling").status_code == 200
         served.wait_for_log("starting it again", timeout=15)
         eventually(lambda: posted(fake, "DiskFilling"), 60)
-        assert worker_of(served) != first
+        second = worker_of(served)
+        assert second != first
         assert len(roots(fake)) == 1
+        # /readyz says the worker runs again and that it ended once, killed; still ready
+        said = worker_said(served)
+        assert said.startswith(f"running (pid {second}); ended 1 time(s) in the last 10 ")
+        assert said.endswith("with exit code -9"), said
