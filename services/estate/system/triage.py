@@ -235,12 +235,11 @@ def by_condition(
     read = profile.pass_source(t)
     groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
 
+    def is_(state: str) -> sa.ColumnElement[bool]:
+        return read.state == state if read.joined else profile.state_where(t, state)
+
     def among(states: Sequence[str]) -> sa.ColumnElement[bool]:
-        if read.joined:
-            return read.state.in_(states) if len(states) != 1 else read.state == states[0]
-        return (
-            profile.in_states(t, states) if len(states) != 1 else profile.state_where(t, states[0])
-        )
+        return read.state.in_(states) if read.joined else profile.in_states(t, states)
 
     pending = among(profile.statuses_in(CanonicalState.PENDING))
     if read.joined:
@@ -252,7 +251,7 @@ def by_condition(
         sa.select(
             *groups,
             sa.func.count(),
-            *(sa.func.count().filter(among([s])) for s in _named(profile)),
+            *(sa.func.count().filter(is_(s)) for s in _named(profile)),
             sa.func.min(profile.waiting_since(t)).filter(pending),
             sa.func.count().filter(stuck),
         )
