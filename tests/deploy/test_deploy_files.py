@@ -4,9 +4,10 @@ the Prometheus and Alertmanager files it mounts load with promtool and amtool; i
 PostgreSQL init script makes roles that `db upgrade`, `db grant --apply` and `config
 check` accept; the Kubernetes objects validate against Kubernetes' schemas (the Prometheus
 Operator's custom resources, which no schema here knows, by their structure and by
-promtool); the systemd units verify; the nginx example passes Slack's one path to a real
-serve and nothing else; every command these files and docs/operations.md run is one
-queuebot's command line accepts.
+promtool and amtool, the AlertmanagerConfig also by equality with deploy/alertmanager.yml);
+the systemd units verify; the nginx example passes Slack's one path to a real serve and
+nothing else; every command these files and docs/operations.md run is one queuebot's
+command line accepts.
 
 Tools: docker-compose (required under QUEUEBOT_REQUIRE_DEPLOY=1, which CI sets), promtool
 and amtool (required under QUEUEBOT_REQUIRE_PROMTOOL=1), psql and PostgreSQL (required
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ REQUIRE_PROMTOOL = os.environ.get("QUEUEBOT_REQUIRE_PROMTOOL") == "1"
 REQUIRE_PG = os.environ.get("QUEUEBOT_REQUIRE_POSTGRES") == "1"
 
 # Kubernetes kinds kubernetes-validate has schemas for; the rest are the Operator's.
-CUSTOM_KINDS = {"PrometheusRule", "ServiceMonitor"}
+CUSTOM_KINDS = {"PrometheusRule", "ServiceMonitor", "AlertmanagerConfig"}
 # Secrets the manifests may only take from a Secret, never as a literal value.
 SECRET_VARIABLES = {
     "QUEUEBOT_DATABASE_URL",
@@ -390,6 +391,18 @@ def test_the_compose_init_script_makes_roles_queuebot_runs_as(init_roles: dict[s
 # Kubernetes
 
 
+class KubeLoader(yaml.SafeLoader):
+    """YAML as Kubernetes reads it: a plain `=` is a string (kustomize writes the
+    AlertmanagerConfig's `matchType: "="` unquoted), not YAML 1.1's value key, which
+    PyYAML's SafeLoader cannot construct."""
+
+
+KubeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def kube_objects() -> list[dict[str, Any]]:
     kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
     objects: list[dict[str, Any]] = []
@@ -440,7 +453,7 @@ def test_kubectl_kustomize_renders_the_base_with_its_generated_config_map() -> N
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed (CI does not install it)")
-    rendered = [d for d in yaml.safe_load_all(run(kubectl, "kustomize", KUBE)) if d]
+    rendered = [d for d in yaml.load_all(run(kubectl, "kustomize", KUBE), Loader=KubeLoader) if d]
     [config_map] = by_kind(rendered, "ConfigMap")
     name = config_map["metadata"]["name"]
     assert re.fullmatch(r"queuebot-config-[a-z0-9]{10}", name)
@@ -450,6 +463,8 @@ def test_kubectl_kustomize_renders_the_base_with_its_generated_config_map() -> N
         assert volume["configMap"]["name"] == name, workload
         for container in containers(spec):
             assert container["image"] == "queuebot:latest", workload
+    # The AlertmanagerConfig comes out as written (kustomize leaves its "=" unquoted).
+    assert by_kind(rendered, "AlertmanagerConfig") == [alertmanager_config()]
     validate_builtin(rendered)
 
 
@@ -585,6 +600,329 @@ def test_the_service_monitor_scrapes_the_services_metrics_port() -> None:
     assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "scheme"}
     assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
     assert endpoint["scrapeTimeout"] < endpoint["interval"]  # both "Ns" here
+
+
+# The fields of the Operator's AlertmanagerConfig (monitoring.coreos.com/v1alpha1) by type,
+# from its CRD: a field outside these is one the API server would prune or refuse.
+AMCFG_FIELDS = {
+    "spec": {"route", "receivers", "inhibitRules", "muteTimeIntervals"},
+    "route": {
+        "receiver",
+        "groupBy",
+        "groupWait",
+        "groupInterval",
+        "repeatInterval",
+        "matchers",
+        "continue",
+        "routes",
+        "muteTimeIntervals",
+        "activeTimeIntervals",
+    },
+    "matcher": {"name", "value", "matchType", "regex"},
+    "receiver": {
+        "name",
+        "opsgenieConfigs",
+        "pagerdutyConfigs",
+        "discordConfigs",
+        "slackConfigs",
+        "webhookConfigs",
+        "wechatConfigs",
+        "emailConfigs",
+        "victoropsConfigs",
+        "pushoverConfigs",
+        "snsConfigs",
+        "telegramConfigs",
+        "webexConfigs",
+        "msteamsConfigs",
+        "msteamsv2Configs",
+        "rocketchatConfigs",
+        "mattermostConfigs",
+    },
+    "webhookConfig": {"sendResolved", "url", "urlSecret", "httpConfig", "maxAlerts", "timeout"},
+    "httpConfig": {
+        "authorization",
+        "basicAuth",
+        "oauth2",
+        "bearerTokenSecret",
+        "tlsConfig",
+        "proxyURL",
+        "proxyUrl",
+        "noProxy",
+        "proxyFromEnvironment",
+        "proxyConnectHeader",
+        "followRedirects",
+        "enableHttp2",
+    },
+    "authorization": {"type", "credentials"},
+    "secretKeySelector": {"name", "key", "optional"},
+    "pagerdutyConfig": {
+        "sendResolved",
+        "routingKey",
+        "serviceKey",
+        "url",
+        "client",
+        "clientURL",
+        "description",
+        "severity",
+        "class",
+        "group",
+        "component",
+        "details",
+        "pagerDutyImageConfigs",
+        "pagerDutyLinkConfigs",
+        "httpConfig",
+        "source",
+        "timeout",
+    },
+}
+
+
+def alertmanager_config() -> dict[str, Any]:
+    [config] = by_kind(kube_objects(), "AlertmanagerConfig")
+    return config
+
+
+def _check_route(route: dict[str, Any], receivers: set[str]) -> None:
+    assert set(route) <= AMCFG_FIELDS["route"], set(route) - AMCFG_FIELDS["route"]
+    assert route["receiver"] in receivers
+    for matcher in route.get("matchers", []):
+        assert set(matcher) <= AMCFG_FIELDS["matcher"], matcher
+        assert matcher["matchType"] in ("=", "!=", "=~", "!~")
+    for child in route.get("routes", []):
+        _check_route(child, receivers)
+
+
+def secret_refs(spec: dict[str, Any]) -> list[dict[str, str]]:
+    """Every SecretKeySelector the spec names (the webhook's bearer token, the paging key)."""
+    refs = []
+    for receiver in spec["receivers"]:
+        for webhook in receiver.get("webhookConfigs", []):
+            refs.append(webhook["httpConfig"]["authorization"]["credentials"])
+        for pagerduty in receiver.get("pagerdutyConfigs", []):
+            refs.append(pagerduty["routingKey"])
+    return refs
+
+
+SecretFile = Callable[[dict[str, str]], str]
+
+
+def alertmanager_form(spec: dict[str, Any], secret_file: SecretFile) -> dict[str, Any]:
+    """The AlertmanagerConfig's route and receivers in Alertmanager's own configuration
+    form, as the Operator writes them, but with each secret read from the file
+    secret_file(ref) names instead of written in."""
+    keys = {
+        "receiver": "receiver",
+        "groupBy": "group_by",
+        "groupWait": "group_wait",
+        "groupInterval": "group_interval",
+        "repeatInterval": "repeat_interval",
+        "continue": "continue",
+    }
+
+    def route(r: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {keys[k]: v for k, v in r.items() if k in keys}
+        if "matchers" in r:
+            out["matchers"] = [f'{m["name"]}{m["matchType"]}"{m["value"]}"' for m in r["matchers"]]
+        if "routes" in r:
+            out["routes"] = [route(child) for child in r["routes"]]
+        assert set(r) - {"matchers", "routes"} <= set(keys), r
+        return out
+
+    def webhook(w: dict[str, Any]) -> dict[str, Any]:
+        assert set(w) <= {"url", "sendResolved", "maxAlerts", "httpConfig"}, w
+        authorization = w["httpConfig"]["authorization"]
+        return {
+            "url": w["url"],
+            "send_resolved": w["sendResolved"],
+            "max_alerts": w["maxAlerts"],
+            "http_config": {
+                "authorization": {
+                    "type": authorization["type"],
+                    "credentials_file": secret_file(authorization["credentials"]),
+                }
+            },
+        }
+
+    def pagerduty(p: dict[str, Any]) -> dict[str, Any]:
+        assert set(p) <= {"routingKey", "sendResolved", "description", "severity"}, p
+        return {
+            "routing_key_file": secret_file(p["routingKey"]),
+            "send_resolved": p["sendResolved"],
+            "description": p["description"],
+            "severity": p["severity"],
+        }
+
+    receivers = []
+    for r in spec["receivers"]:
+        assert set(r) <= {"name", "webhookConfigs", "pagerdutyConfigs"}, r
+        receiver: dict[str, Any] = {"name": r["name"]}
+        if "webhookConfigs" in r:
+            receiver["webhook_configs"] = [webhook(w) for w in r["webhookConfigs"]]
+        if "pagerdutyConfigs" in r:
+            receiver["pagerduty_configs"] = [pagerduty(p) for p in r["pagerdutyConfigs"]]
+        receivers.append(receiver)
+    return {"route": route(spec["route"]), "receivers": receivers}
+
+
+def as_the_operator_loads_it(
+    config: dict[str, Any], namespace: str, secret_file: SecretFile
+) -> dict[str, Any]:
+    """An Alertmanager configuration holding the AlertmanagerConfig as the Operator adds it
+    (strategy OnNamespace): under a root of its own with the receiver "null", its top route
+    given continue: true and the matcher namespace="<its namespace>", its receivers named
+    <namespace>/<name>/<receiver>."""
+    own = alertmanager_form(config["spec"], secret_file)
+    prefix = f"{namespace}/{config['metadata']['name']}/"
+
+    def renamed(route: dict[str, Any]) -> dict[str, Any]:
+        out = {**route, "receiver": prefix + route["receiver"]}
+        if "routes" in route:
+            out["routes"] = [renamed(child) for child in route["routes"]]
+        return out
+
+    top = renamed(own["route"])
+    top["matchers"] = [f'namespace="{namespace}"', *top.get("matchers", [])]
+    top["continue"] = True
+    return {
+        "route": {"receiver": "null", "routes": [top]},
+        "receivers": [
+            {"name": "null"},
+            *({**r, "name": prefix + r["name"]} for r in own["receivers"]),
+        ],
+    }
+
+
+def test_the_alertmanager_config_uses_only_its_crds_fields() -> None:
+    """AlertmanagerConfig is the Operator's: checked by its structure against the fields
+    of its CRD (the API server keeps no field it does not know)."""
+    config = alertmanager_config()
+    assert config["apiVersion"] == "monitoring.coreos.com/v1alpha1"
+    assert set(config) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(config["metadata"]) == {"name", "labels"}  # namespace: where it is applied
+    spec = config["spec"]
+    assert set(spec) <= AMCFG_FIELDS["spec"]
+    names = [r["name"] for r in spec["receivers"]]
+    assert len(names) == len(set(names))
+    _check_route(spec["route"], set(names))
+    for receiver in spec["receivers"]:
+        assert set(receiver) <= AMCFG_FIELDS["receiver"], receiver
+        for webhook in receiver.get("webhookConfigs", []):
+            assert set(webhook) <= AMCFG_FIELDS["webhookConfig"], webhook
+            assert set(webhook["httpConfig"]) <= AMCFG_FIELDS["httpConfig"]
+            assert set(webhook["httpConfig"]["authorization"]) <= AMCFG_FIELDS["authorization"]
+            assert isinstance(webhook["maxAlerts"], int) and webhook["maxAlerts"] >= 0
+        for pagerduty in receiver.get("pagerdutyConfigs", []):
+            assert set(pagerduty) <= AMCFG_FIELDS["pagerdutyConfig"], pagerduty
+    for ref in secret_refs(spec):
+        assert set(ref) <= AMCFG_FIELDS["secretKeySelector"] and {"name", "key"} <= set(ref)
+
+
+def test_the_alertmanager_config_posts_to_the_service_with_the_secrets_token() -> None:
+    """Its webhook is the Service's in-cluster address, its bearer token the Secret key
+    serve checks (QUEUEBOT_ALERT_TOKEN), and every secret it names is a key of the Secret
+    `queuebot` that docs/operations.md lists."""
+    objects = kube_objects()
+    spec = alertmanager_config()["spec"]
+    [service] = by_kind(objects, "Service")
+    [port] = service["spec"]["ports"]
+    receivers = {r["name"]: r for r in spec["receivers"]}
+    [webhook] = receivers["queuebot"]["webhookConfigs"]
+    name = service["metadata"]["name"]
+    # Alertmanager runs in another namespace: the URL names the Service's (FILL IN).
+    assert re.fullmatch(
+        rf"http://{name}\.[a-z0-9-]+\.svc:{port['port']}/alerts/alertmanager", webhook["url"]
+    ), webhook["url"]
+    [deployment] = by_kind(objects, "Deployment")
+    [serve] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in serve["env"]}
+    assert webhook["httpConfig"]["authorization"]["credentials"] == {
+        "name": "queuebot",
+        "key": env["QUEUEBOT_ALERT_TOKEN"]["valueFrom"]["secretKeyRef"]["key"],
+    }
+    assert webhook["httpConfig"]["authorization"]["type"] == "Bearer"
+    guide = OPERATIONS.read_text()
+    refs = secret_refs(spec)
+    assert {r["key"] for r in refs} == {"alert-token", "paging-routing-key"}
+    for ref in refs:
+        assert ref["name"] == "queuebot", ref
+        assert f"`{ref['key']}`" in guide, f"docs/operations.md does not name {ref['key']}"
+
+
+def test_the_alertmanager_config_routes_as_the_alertmanager_file() -> None:
+    """Translated to Alertmanager's form, with each secret in the file deploy/alertmanager.yml
+    reads it from (where deploy/compose.yaml mounts it), its route and receivers are that
+    file's: the two cannot drift apart. The URL alone differs: the in-cluster address."""
+    shipped = yaml.safe_load(ALERTMANAGER.read_text())
+    shipped_receivers = {r["name"]: r for r in shipped["receivers"]}
+    files = {
+        "alert-token": shipped_receivers["queuebot"]["webhook_configs"][0]["http_config"][
+            "authorization"
+        ]["credentials_file"],
+        "paging-routing-key": shipped_receivers["queuebot-operators"]["pagerduty_configs"][0][
+            "routing_key_file"
+        ],
+    }
+    translated = alertmanager_form(alertmanager_config()["spec"], lambda ref: files[ref["key"]])
+    assert translated["route"] == shipped["route"]
+    [ours] = [r for r in translated["receivers"] if r["name"] == "queuebot"]
+    ours_url = ours["webhook_configs"][0].pop("url")
+    theirs_url = shipped_receivers["queuebot"]["webhook_configs"][0].pop("url")
+    assert theirs_url == "http://queuebot:8080/alerts/alertmanager"
+    assert re.fullmatch(r"http://queuebot\.[a-z0-9-]+\.svc:8080/alerts/alertmanager", ours_url)
+    assert translated["receivers"] == shipped["receivers"]
+
+
+def test_amtool_loads_the_alertmanager_config_and_routes_each_alert_where_it_should(
+    tmp_path: Path,
+) -> None:
+    """The AlertmanagerConfig as the Operator adds it to an Alertmanager's configuration
+    (its secrets in files written here) loads with amtool, and its routes send every rule
+    of rules.yml, labelled with the namespace, to queuebot, and those of component
+    queuebot to the paging receiver too; an alert without the namespace label, or of
+    another namespace, reaches neither."""
+    amtool = tool("amtool", required=REQUIRE_PROMTOOL, why_required="QUEUEBOT_REQUIRE_PROMTOOL=1")
+    namespace = "jobs"
+
+    def secret_file(ref: dict[str, str]) -> str:
+        path = tmp_path / ref["name"] / ref["key"]
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(secrets.token_hex(16))
+        return str(path)
+
+    config_file = tmp_path / "alertmanager.yml"
+    config_file.write_text(
+        yaml.safe_dump(as_the_operator_loads_it(alertmanager_config(), namespace, secret_file))
+    )
+    said = run(amtool, "check-config", config_file)
+    assert "SUCCESS" in said and "- 3 receivers" in said  # null, queuebot, queuebot-operators
+
+    def receivers(*labels: str) -> str:
+        done = subprocess.run(
+            [amtool, "config", "routes", "test", f"--config.file={config_file}", *labels],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.strip()  # the receivers, comma-separated
+
+    queuebot = f"{namespace}/queuebot/queuebot"
+    both = f"{namespace}/queuebot/queuebot-operators,{queuebot}"
+    ns = f"namespace={namespace}"
+    assert receivers("alertname=QueuebotDown", "component=queuebot", ns) == both
+    assert receivers("alertname=FailedJobsAccumulating", "queue=workers", ns) == queuebot
+    for group in rule_groups():
+        for rule in group["rules"]:
+            labels = rule.get("labels", {})
+            expected = both if labels.get("component") == "queuebot" else queuebot
+            said = receivers(
+                f"alertname={rule['alert']}", *(f"{k}={v}" for k, v in labels.items()), ns
+            )
+            assert said == expected, rule["alert"]
+    # Without Prometheus's enforcedNamespaceLabel the rules' alerts have no namespace label.
+    assert receivers("alertname=QueuebotDown", "component=queuebot") == "null"
+    assert receivers("alertname=QueuebotDown", "component=queuebot", "namespace=other") == "null"
 
 
 # ---------------------------------------------------------------------------------------
