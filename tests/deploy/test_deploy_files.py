@@ -920,7 +920,16 @@ def test_amtool_loads_the_alertmanager_config_and_routes_each_alert_where_it_sho
                 f"alertname={rule['alert']}", *(f"{k}={v}" for k, v in labels.items()), ns
             )
             assert said == expected, rule["alert"]
-    # Without Prometheus's enforcedNamespaceLabel the rules' alerts have no namespace label.
+    # The alerts carry the namespace because every rule keeps the label the Operator's
+    # scrape gives each target: each aggregation and each join is by namespace (absent(),
+    # when no target is found at all, has none to keep).
+    for group in rule_groups():
+        for rule in group["rules"]:
+            expr = " ".join(rule["expr"].split())
+            assert not re.search(r"\b(max|min|sum|count|avg)\s*\(", expr), rule["alert"]
+            for kept in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
+                assert kept == "" or "namespace" in kept.split(", "), (rule["alert"], kept)
+    # an alert without the namespace label, or of another namespace, reaches neither
     assert receivers("alertname=QueuebotDown", "component=queuebot") == "null"
     assert receivers("alertname=QueuebotDown", "component=queuebot", "namespace=other") == "null"
 
