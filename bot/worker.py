@@ -129,7 +129,12 @@ class Worker:
             name="queuebot-worker",
             daemon=False,
         )
-        proc.start()
+        try:
+            proc.start()
+        except BaseException:
+            ours.close()
+            theirs.close()
+            raise
         theirs.close()
         self._proc, self._sock, self._buffer = proc, ours, b""
         self._closed.clear()
@@ -228,9 +233,10 @@ class Worker:
         lately = ""
         if ends:
             at, code = ends[-1]
+            how = f"with exit code {code}" if code is not None else "(could not be started)"
             lately = (
                 f"; ended {len(ends)} time(s) in the last {RECENT / 60:.0f} minutes, "
-                f"last {now - at:.0f} s ago with exit code {code}"
+                f"last {now - at:.0f} s ago {how}"
             )
         proc = self._proc
         if self._stopping:
@@ -244,8 +250,20 @@ class Worker:
 
     def _start_again(self) -> None:
         self._restart = None
-        if not self._stopping:
+        if self._stopping:
+            return
+        try:
             self.start()
+        except Exception as exc:  # no process could be made (out of memory, a limit)
+            self._ends.append((time.monotonic(), None))
+            log.error(
+                "background worker could not be started again (%s): trying again in %.0f s",
+                exc,
+                self._pause,
+            )
+            loop = asyncio.get_running_loop()
+            self._restart = loop.call_later(self._pause, self._start_again)
+            self._pause = min(self._pause * 2, RESTART_MOST)
 
     async def stop(self) -> None:
         """Close the worker's socket (it finishes its pass and ends) and wait for it."""
