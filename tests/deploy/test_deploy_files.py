@@ -910,12 +910,15 @@ def test_amtool_loads_the_alertmanager_config_and_routes_each_alert_where_it_sho
     queuebot = f"{namespace}/queuebot/queuebot"
     both = f"{namespace}/queuebot/queuebot-operators,{queuebot}"
     ns = f"namespace={namespace}"
-    assert receivers("alertname=QueuebotDown", "component=queuebot", ns) == both
+    assert (
+        receivers("alertname=QueuebotDown", "component=queuebot", "severity=critical", ns) == both
+    )
     assert receivers("alertname=FailedJobsAccumulating", "queue=workers", ns) == queuebot
     for group in rule_groups():
         for rule in group["rules"]:
             labels = rule.get("labels", {})
-            expected = both if labels.get("component") == "queuebot" else queuebot
+            paged = labels.get("component") == "queuebot" and labels["severity"] == "critical"
+            expected = both if paged else queuebot
             said = receivers(
                 f"alertname={rule['alert']}", *(f"{k}={v}" for k, v in labels.items()), ns
             )
