@@ -220,6 +220,12 @@ class Worker:
             proc.exitcode,
             self._pause,
         )
+        self._again_later()
+
+    def _again_later(self) -> None:
+        """Start the worker again after the pause, which doubles (up to ``RESTART_MOST``)
+        for the next time."""
+        loop = asyncio.get_running_loop()
         self._restart = loop.call_later(self._pause, self._start_again)
         self._pause = min(self._pause * 2, RESTART_MOST)
 
@@ -261,9 +267,7 @@ class Worker:
                 exc,
                 self._pause,
             )
-            loop = asyncio.get_running_loop()
-            self._restart = loop.call_later(self._pause, self._start_again)
-            self._pause = min(self._pause * 2, RESTART_MOST)
+            self._again_later()
 
     async def stop(self) -> None:
         """Close the worker's socket (it finishes its pass and ends) and wait for it."""
