@@ -242,11 +242,9 @@ def by_condition(
         return read.state.in_(states) if read.joined else profile.in_states(t, states)
 
     pending = among(profile.statuses_in(CanonicalState.PENDING))
-    if read.joined:
-        running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
-        stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
-    else:
-        stuck = sa.and_(*profile.stuck_where(t, cutoff))
+    running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
+    # as stuck_where, its scope already in ``where``
+    stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
     return (
         sa.select(
             *groups,
