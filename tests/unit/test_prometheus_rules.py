@@ -7,9 +7,11 @@ QUEUEBOT_REQUIRE_PROMTOOL=1, which CI sets after installing them."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,6 +41,11 @@ def run(*args: str) -> str:
     return said
 
 
+def rules_by_group() -> dict[str, list[dict[str, Any]]]:
+    """The shipped rules, by their group's name."""
+    return {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+
+
 def test_the_rules_load() -> None:
     said = run(tool("promtool"), "check", "rules", str(RULES))
     assert "SUCCESS: 9 rules found" in said
@@ -48,7 +55,7 @@ def test_queuebots_own_rules_say_so_and_the_queue_rules_name_their_queue() -> No
     """The group queuebot-self is what alertmanager.yml sends to people as well: each of
     its rules carries component: queuebot and a severity; the queue rules carry neither
     the component (they would page the operators) nor lose their queue."""
-    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    groups = rules_by_group()
     assert set(groups) == {"queuebot", "queuebot-self"}
     for rule in groups["queuebot-self"]:
         assert rule["labels"]["component"] == "queuebot", rule["alert"]
@@ -58,6 +65,19 @@ def test_queuebots_own_rules_say_so_and_the_queue_rules_name_their_queue() -> No
     for rule in groups["queuebot"]:
         assert "component" not in rule["labels"], rule["alert"]
         assert "{{ $labels.queue }}" in rule["annotations"]["summary"], rule["alert"]
+
+
+def test_every_rule_keeps_the_namespace() -> None:
+    """Each aggregation and each join of every rule is by namespace (the label the
+    Prometheus Operator gives each target): two queuebots in two namespaces alert apart,
+    and each alert names the namespace its AlertmanagerConfig matches. absent(), when no
+    target is found at all, has none to keep."""
+    for rules in rules_by_group().values():
+        for rule in rules:
+            expr = " ".join(rule["expr"].split())
+            assert not re.search(r"\b(max|min|sum|count|avg)\s*\(", expr), rule["alert"]
+            for kept in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
+                assert kept == "" or "namespace" in kept.split(", "), (rule["alert"], kept)
 
 
 def test_the_rules_fire_when_they_should_and_only_then() -> None:
@@ -80,10 +100,10 @@ def test_the_alertmanager_example_loads_and_sends_to_queuebot() -> None:
     assert not {"routing_key", "service_key"} & set(pagerduty)
 
 
-def receivers_of(*labels: str) -> list[str]:
+def receivers_of(*labels: str, config: Path = ALERTMANAGER) -> list[str]:
     """The receivers Alertmanager sends an alert with these labels (name=value) to, in
-    order, as amtool reads the shipped configuration."""
-    said = run(tool("amtool"), "config", "routes", "test", f"--config.file={ALERTMANAGER}", *labels)
+    order, as amtool reads ``config`` (the shipped configuration by default)."""
+    said = run(tool("amtool"), "config", "routes", "test", f"--config.file={config}", *labels)
     lines = [line for line in said.splitlines() if line and not line.startswith("Warning:")]
     return lines[-1].split(",")
 
@@ -94,7 +114,7 @@ def test_queuebots_own_alerts_go_to_the_operators_and_to_queuebot() -> None:
     match does not fall back to the parent's receiver, so queuebot's copy has its own
     route). A warning (queuebot works on meanwhile) is posted by queuebot, not paged.
     Every rule of queuebot-self is routed so, by its own labels."""
-    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    groups = rules_by_group()
     severities = set()
     for rule in groups["queuebot-self"]:
         labels = [f"alertname={rule['alert']}", *(f"{k}={v}" for k, v in rule["labels"].items())]
@@ -108,7 +128,7 @@ def test_queuebots_own_alerts_go_to_the_operators_and_to_queuebot() -> None:
 
 
 def test_the_queue_alerts_go_to_queuebot_only() -> None:
-    groups = {g["name"]: g["rules"] for g in yaml.safe_load(RULES.read_text())["groups"]}
+    groups = rules_by_group()
     for rule in groups["queuebot"]:
         labels = [f"alertname={rule['alert']}", "queue=workers"]
         labels += [f"{k}={v}" for k, v in rule["labels"].items()]
