@@ -19,7 +19,7 @@ from services.ledger import Claim
 from services.metrics import Outcome
 from services.people import Directory
 from services.plans.model import PlanView
-from services.plans.service import PlanOutcome
+from services.plans.service import DeadAgain, PlanOutcome
 from services.runbooks import Runbook
 
 
@@ -85,6 +85,8 @@ class PlanService(Protocol):
     """Staged redrive plans (``services.plans.service.Plans``)."""
 
     async def view(self, *, number: int) -> PlanView: ...
+
+    async def dead_again(self, *, number: int, queue: str | None) -> DeadAgain: ...
 
     async def halt(
         self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None

@@ -46,6 +46,7 @@ class Dlq(ReadCommand):
     reason: str | None = None
     job_type: str | None = None
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
+    from_plan: int | None = Field(default=None, ge=1)  # that plan's jobs dead again
 
 
 class Stuck(ReadCommand):
@@ -92,12 +93,18 @@ class Redrive(ChangeCommand):
     all: bool = False
     sample: int | None = Field(default=None, ge=1, le=5)
     max: int | None = Field(default=None, ge=1, le=10_000_000)
+    from_plan: int | None = Field(default=None, ge=1)  # that plan's jobs dead again
+    override_growth: bool = False  # go ahead although dead letters are growing
 
     @property
     def staged(self) -> bool:
-        return self.all or any(
-            v is not None
-            for v in (self.error_like, self.tenant, self.failure_reason, self.job_type)
+        return (
+            self.all
+            or any(
+                v is not None
+                for v in (self.error_like, self.tenant, self.failure_reason, self.job_type)
+            )
+            or self.from_plan is not None
         )
 
     @model_validator(mode="after")
@@ -105,7 +112,12 @@ class Redrive(ChangeCommand):
         if bool(self.ids) == self.staged:
             raise ValueError(
                 "name the jobs (IDs) or select dead letters with --error-like, "
-                "--tenant, --failure-reason, --job-type or --all; not both"
+                "--tenant, --failure-reason, --job-type, --from-plan or --all; not both"
+            )
+        if self.all and self.from_plan is not None:
+            raise ValueError(
+                "--all takes every dead letter and --from-plan a plan's jobs that died "
+                "again: give one of them"
             )
         if self.all and any(
             v is not None

@@ -86,6 +86,8 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         all_dead=cmd.all,
         sample=cmd.sample,
         max_rows=cmd.max,
+        from_plan=cmd.from_plan,
+        override_growth=cmd.override_growth,
     )
     view = await deps.changes.request(
         kind=ChangeKind.PLAN if cmd.staged else ChangeKind.REDRIVE,

@@ -123,6 +123,8 @@ class ChangeRequests:
                 await _done_with(conn, delivery, self.clock())
                 if selector.plan is not None and queue is None:
                     queue = await plan_store.queue_of(conn, selector.plan)
+                if selector.from_plan is not None and queue is None:  # the plan's queue
+                    queue = await plan_store.queue_of(conn, selector.from_plan)
                 number = await self._request(
                     conn,
                     kind=kind,

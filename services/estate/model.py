@@ -179,3 +179,5 @@ class DeadFilter:
     reason: str | None = None
     job_type: str | None = None
     limit: int = 20
+    # only these jobs (a plan's that died again: /queue dlq --from-plan); None: any job
+    job_ids: tuple[str, ...] | None = None

@@ -75,8 +75,12 @@ class Selector:
     job_type: str | None = None
     all_dead: bool = False
     plan: int | None = None  # resume / rollback: the plan concerned
+    # a plan's jobs that died again (still dead when frozen), as a selector of its own
+    from_plan: int | None = None
     sample: int | None = None  # a plan's sample size (1-5)
     max_rows: int | None = None  # a plan's cap on rows
+    # the requester goes ahead although the dead letters are growing (with the approval)
+    override_growth: bool = False
 
     def dead_filter(self) -> DeadFilter:
         """The bulk selector as the dead-letter filter /queue dlq uses."""
@@ -99,6 +103,8 @@ class Selector:
             "plan": self.plan,
             "sample": self.sample,
             "max_rows": self.max_rows,
+            "from_plan": self.from_plan,
+            "override_growth": self.override_growth,
         }
 
     @classmethod
@@ -114,13 +120,15 @@ class Selector:
             plan=data.get("plan"),
             sample=data.get("sample"),
             max_rows=data.get("max_rows"),
+            from_plan=data.get("from_plan"),
+            override_growth=bool(data.get("override_growth")),
         )
 
     @property
     def bulk(self) -> bool:
         """Selects dead rows by what they are, not by id."""
         return self.all_dead or any(
-            v is not None for v in (self.error_like, self.tenant, self.job_type)
+            v is not None for v in (self.error_like, self.tenant, self.job_type, self.from_plan)
         )
 
     def describe(self) -> str:
@@ -136,6 +144,9 @@ class Selector:
                 f"job type {self.job_type}" if self.job_type else "",
             ]
             chosen = ", ".join(p for p in parts if p)
+            if self.from_plan is not None:
+                again = f"P-{self.from_plan}'s jobs dead again"
+                return f"{again}, with {chosen}" if chosen else again
             return f"dead rows with {chosen}" if chosen else "every dead row"
         return ", ".join(self.ids)
 

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from services.estate.estate import Estate
-from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
+from services.estate.model import (
+    DeadFilter,
+    DuplicateGroup,
+    JobDetail,
+    JobList,
+    JobSummary,
+    Triage,
+)
+from services.estate.ops import chunk_for, chunks
 from services.reads.gate import ReadGate
 
 MAX_LIST = 200
@@ -64,7 +73,17 @@ class QueueReads:
 
         async def load() -> JobList:
             async with self.estate.connect() as conn:
-                return await profile.dead(conn, filters=filters)
+                ids = filters.job_ids
+                size = chunk_for(conn.dialect.name)
+                if ids is None or len(ids) <= size:
+                    return await profile.dead(conn, filters=filters)
+                # more jobs than one statement takes: each share listed, the newest kept
+                found = [
+                    await profile.dead(conn, filters=replace(filters, job_ids=tuple(part)))
+                    for part in chunks(ids, size)
+                ]
+            rows = sorted((r for f in found for r in f.rows), key=_newest_first)
+            return JobList(sum(f.total for f in found), rows[: filters.limit])
 
         return await self.gate.read(("dead", profile.queue, filters), load)
 
@@ -85,3 +104,9 @@ class QueueReads:
         profile = self.estate.profile(queue)
         async with self.estate.connect() as conn:
             return await profile.duplicates(conn, limit=min(limit, MAX_LIST))
+
+
+def _newest_first(row: JobSummary) -> tuple[bool, float]:
+    """A listing's order across statements: newest first, rows without a time last."""
+    at = row.at or datetime.min.replace(tzinfo=UTC)
+    return (row.at is None, -at.timestamp())

@@ -243,6 +243,8 @@ class SingleTableProfile(QueueProfile):
         where: list[sa.ColumnElement[bool]] = [t.c("state").in_(self.dead_letter_statuses)]
         if filters.error_like is not None:
             where.append(t.c("last_error").icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            where.append(t.isin("id", [self.coerce_id(t.c("id"), j) for j in filters.job_ids]))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

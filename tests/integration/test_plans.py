@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -620,3 +621,150 @@ async def test_a_worker_row_failing_again_the_same_way_halts_as_the_same_signatu
     assert halted.state is PlanState.HALTED and halted.note is not None
     assert "the same signature as before: the fix did not hold" in halted.note
     assert "new error" not in halted.note
+
+
+# -- the jobs a plan redrove that died again ---------------------------------------------
+
+
+async def plan_jobs(shop: Shop, plan_no: int, wave: int) -> list[str]:
+    async with shop.engine.connect() as conn:
+        found = await conn.execute(
+            sa.text(
+                "SELECT job_id FROM qb_plan_items WHERE plan_id = :p AND wave = :w ORDER BY seq"
+            ),
+            {"p": plan_no, "w": wave},
+        )
+        return [str(r[0]) for r in found.all()]
+
+
+async def run_to_the_end(shop: Shop, plan_no: int) -> None:
+    """The worker finishes every redriven job (they succeed) until the plan completes."""
+    assert shop.plans is not None
+    for _ in range(20):
+        await simulated_worker(shop.engine, now=shop.clock.now)
+        await tick(shop)
+        if (await shop.plans.view(number=plan_no)).state is PlanState.COMPLETED:
+            return
+    raise AssertionError(f"P-{plan_no} did not complete")
+
+
+async def halted_resumed_completed(shop: Shop, *, dead: int = 30) -> tuple[int, list[str]]:
+    """A plan whose sample's first two jobs die again (it halts), resumed and run to its
+    end: its number and the two jobs."""
+    await add_dead_letters(shop.engine, count=dead, error=ERROR)
+    await flat_history(shop)
+    plan_no = (await shop.changes.approve(number=await request_plan(shop), actor=BOB)).view
+    assert plan_no.result is not None and plan_no.result.plan is not None
+    number = plan_no.result.plan
+    again = (await plan_jobs(shop, number, 0))[:2]
+    await simulated_worker(shop.engine, now=shop.clock.now, fail=set(again), error=ERROR)
+    await tick(shop)
+    assert (await shop.plans.view(number=number)).state is PlanState.HALTED
+    resume = await shop.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=number),
+        reason="second fix deployed",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=resume.number, actor=BOB)
+    await tick(shop)
+    await run_to_the_end(shop, number)
+    return number, again
+
+
+async def test_the_jobs_a_plan_redrove_that_died_again_are_listed_and_redriven(
+    shop: Shop,
+) -> None:
+    number, again = await halted_resumed_completed(shop)
+    done = await shop.plans.view(number=number)
+    assert done.redead == 2 and done.succeeded == 28
+    assert (
+        "done: the sample and 2 wave(s) finished; 28 succeeded, 2 died again: redrive them "
+        f'with /queue redrive --from-plan P-{number} --reason "..."'
+    ) in render_message(plan_message(done))
+
+    listed = await shop.plans.dead_again(number=number, queue=None)
+    assert listed.queue == "clips" and sorted(listed.jobs) == sorted(again)
+    rows = await shop.reads.list_dead(
+        queue="clips", filters=DeadFilter(job_ids=listed.jobs, limit=50)
+    )
+    assert sorted(r.id for r in rows.rows) == sorted(again) and rows.total == 2
+
+    # with a filter, only those of them it selects
+    async with shop.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "UPDATE queue_messages SET last_error = 'codec probe timed out' "
+                "WHERE CAST(job_id AS VARCHAR(64)) = :j"
+            ),
+            {"j": again[1]},
+        )
+    narrowed = await shop.changes.request(
+        kind=ChangeKind.PLAN,
+        queue=None,  # the plan's own queue
+        selector=Selector(from_plan=number, error_like="pod evicted"),
+        reason="eviction fixed for good",
+        actor=ALICE,
+    )
+    assert narrowed.queue == "clips" and narrowed.eligible == 1
+    assert narrowed.selector == f"P-{number}'s jobs dead again, with error like 'pod evicted'"
+    await shop.changes.reject(
+        number=narrowed.number, actor=ALICE, reason="all of them", may_reject_others=False
+    )
+
+    view = await shop.changes.request(
+        kind=ChangeKind.PLAN,
+        queue="clips",
+        selector=Selector(from_plan=number),
+        reason="eviction fixed for good",
+        actor=ALICE,
+    )
+    assert view.eligible == 2 and view.selector == f"P-{number}'s jobs dead again"
+    decision = await shop.changes.approve(number=view.number, actor=BOB)
+    assert decision.view.result is not None
+    second = decision.view.result.plan
+    assert second is not None and second != number
+    assert sorted(await plan_jobs(shop, second, 0)) == sorted(again)
+    async with shop.engine.connect() as conn:
+        pending = await conn.execute(
+            sa.text(
+                "SELECT CAST(job_id AS VARCHAR(64)) FROM queue_messages WHERE status = 'PENDING'"
+            )
+        )
+        assert sorted(str(r[0]) for r in pending.all()) == sorted(again)
+
+
+async def test_from_plan_says_what_is_wrong_with_the_plan_named(shop: Shop) -> None:
+    def plan_of(number: int, queue: str | None = "clips") -> Any:
+        return shop.changes.request(
+            kind=ChangeKind.PLAN,
+            queue=queue,
+            selector=Selector(from_plan=number),
+            reason="fix deployed",
+            actor=ALICE,
+        )
+
+    with pytest.raises(NotFound, match="no plan P-9"):
+        await plan_of(9)
+    with pytest.raises(NotFound, match="no plan P-9"):
+        await shop.plans.dead_again(number=9, queue=None)
+
+    await add_dead_letters(shop.engine, count=8, error=ERROR)
+    await flat_history(shop)
+    first = (await shop.changes.approve(number=await request_plan(shop), actor=BOB)).view
+    assert first.result is not None and first.result.plan is not None
+    number = first.result.plan
+    await run_to_the_end(shop, number)  # every job succeeded
+    with pytest.raises(NotFound) as elsewhere:
+        await plan_of(number, queue="workers")
+    assert (
+        f"P-{number} is a plan of queue clips, not of workers: its jobs are in clips. "
+        "Write --queue clips, or leave --queue out"
+    ) in said(elsewhere.value)
+    with pytest.raises(NotFound, match="a plan of queue clips, not of workers"):
+        await shop.plans.dead_again(number=number, queue="workers")
+    with pytest.raises(PreconditionFailed) as none:
+        await plan_of(number)
+    assert f"no job of P-{number} is dead again now: nothing to redrive" in said(none.value)
+    assert (await shop.plans.dead_again(number=number, queue=None)).jobs == ()

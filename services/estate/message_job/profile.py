@@ -286,6 +286,10 @@ class MessageJobProfile(MessageJobTriage):
             where.append(j.c("tenant_id") == filters.tenant)
         if filters.error_like is not None:
             where.append(m.c("last_error").icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            where.append(
+                m.isin("job_id", [self.coerce_id(m.c("job_id"), j) for j in filters.job_ids])
+            )
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

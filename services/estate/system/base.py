@@ -463,6 +463,9 @@ class SystemBase(QueueProfile):
                     "name the job ids, or select by --type"
                 )
             where.append(error.icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            keys = [self.key_of(tables, j) for j in filters.job_ids]
+            where.append(self.job(tables).isin(self.cols.id, keys))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

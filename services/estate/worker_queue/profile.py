@@ -230,6 +230,8 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            where.append(q.isin("id", [self.coerce_id(q.c("id"), j) for j in filters.job_ids]))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
