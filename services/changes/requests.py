@@ -49,6 +49,7 @@ from services.estate.profile import QueueProfile
 from services.jsonable import jsonable
 from services.ledger import Claim, complete_in, note_outcome
 from services.plans import store as plan_store
+from services.plans.model import OVERRIDDEN
 from services.scheduler import PostFailure, run_follow_ups
 
 
@@ -255,6 +256,7 @@ class ChangeRequests:
             reason=reason,
             incident=incident,
             incidents=self.incidents,
+            requester=actor.person,
         )
         rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
         if not frozen.targets and kind not in rowless:
@@ -329,6 +331,7 @@ class ChangeRequests:
                 "snapshot_hash": snapshot.sha256,
                 "ineligible": ineligible,
                 "approvals_required": required,
+                **_overridden(frozen.checks),
             },
         )
         return number
@@ -364,6 +367,13 @@ class ChangeRequests:
         )
         view = await store.view(conn, number)
         return Decision(view, executed=True, approvals=len(approvers)), follow_ups
+
+
+def _overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """The failed checks the requester overrode (with who, why and what was measured),
+    named in the request's audit event; nothing where none was."""
+    overridden = [[name, detail] for name, verdict, detail in checks if verdict == OVERRIDDEN]
+    return {"overridden": overridden} if overridden else {}
 
 
 async def _keep_items(

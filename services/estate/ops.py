@@ -236,6 +236,14 @@ class ItemRef:
         return self.part or self.job_id
 
 
+@dataclass(frozen=True, slots=True)
+class Death:
+    """A row that entered the dead state: its job, and when, as the estate records it."""
+
+    job: str
+    at: datetime
+
+
 @dataclass(frozen=True)
 class WaveStatus:
     terminal: int
@@ -353,10 +361,10 @@ class PlanOps(Protocol):
         """Remember redrives where the estate keeps no events of its own."""
         ...
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
-        """How many rows died (entered the dead state) since ``since``, where the estate
-        records when rows die; None where it does not (the growth check then compares
-        counts queuebot wrote down)."""
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
+        """The rows that died (entered the dead state) since ``since``, each with its job
+        and when, where the estate records when rows die; None where it does not (the
+        growth check then compares counts queuebot wrote down)."""
         ...
 
 

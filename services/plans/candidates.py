@@ -26,6 +26,7 @@ async def candidates(
     limit: int | None,
     config: RedriveConfig,
     now: datetime,
+    requester: str | None = None,
 ) -> tuple[list[Target], list[Ineligible], Evaluation]:
     """The frozen candidates of a redrive, checked; named ids or a bulk selector."""
     ops = profile.plan_ops
@@ -45,6 +46,8 @@ async def candidates(
         config=config,
         now=now,
         staged=staged,
+        override_growth=selector.override_growth,
+        requester=requester,
     )
     eligible = evaluation.eligible
     excluded = [*frozen.ineligible, *evaluation.excluded]

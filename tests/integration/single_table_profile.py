@@ -43,6 +43,7 @@ from services.estate.model import (
 from services.estate.ops import (
     Action,
     Applied,
+    Death,
     Frozen,
     Ineligible,
     ItemRef,
@@ -514,7 +515,7 @@ class SingleTablePlanOps:
                 [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
             )
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
         return None  # no record of when a row died: the counts queuebot writes decide
 
 
