@@ -12,7 +12,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from bot.boundary import answer
@@ -28,6 +28,8 @@ from services.people import Directory
 
 _AS = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
 EXIT_WORDS = {"exit", "quit", r"\q"}
+# A line the console's host answers itself (the demo's `/demo` lines), or None: not its own.
+Aside = Callable[[str], Awaitable[Reply | None]]
 
 
 _RUNS = itertools.count()
@@ -82,7 +84,9 @@ class ConsoleNotifier:
 
 class Console:
     """``hint(name)`` follows a refusal of an unknown name: where the people may be instead
-    (the demo's configuration, when the one read lists nobody: ``bot/console_cli.py``)."""
+    (the demo's configuration, when the one read lists nobody: ``bot/console_cli.py``).
+    ``aside`` answers the lines the console's host keeps for itself (the demo's `/demo`)
+    before the router sees them."""
 
     def __init__(
         self,
@@ -93,6 +97,7 @@ class Console:
         acting_as: str | None,
         screen: Screen | None = None,
         hint: Callable[[str], str] | None = None,
+        aside: Aside | None = None,
     ) -> None:
         self.router = router
         self.directory = directory
@@ -100,6 +105,7 @@ class Console:
         self.acting_as = acting_as
         self.screen = screen or Screen(out)
         self.hint = hint
+        self.aside = aside
 
     def _invocation(self, name: str | None, correlation_id: str) -> Invocation:
         if name is None:
@@ -134,6 +140,8 @@ class Console:
         match = _AS.match(line)
         if match:
             name, line = match.group(1), match.group(2)
+        if self.aside is not None and (own := await self.aside(line)) is not None:
+            return own
         return await self.router.handle_line(line, self._invocation(name, correlation_id))
 
     async def run(self, source: TextIO) -> None:

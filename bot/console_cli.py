@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bot.bootstrap import build_app, running_scheduler
-from bot.console import Console, ConsoleNotifier
+from bot.console import Aside, Console, ConsoleNotifier
 from bot.console_screen import Screen
 from services.config import Config
 from services.errors import QueuebotError
@@ -34,7 +34,9 @@ def demo_config_hint(config: Config, person: str | None, *, folder: Path | None 
     )
 
 
-async def run_console(config: Config, person: str | None, banner: str | None = None) -> int:
+async def run_console(
+    config: Config, person: str | None, banner: str | None = None, aside: Aside | None = None
+) -> int:
     screen = Screen(sys.stdout)
     notifier = ConsoleNotifier(sys.stdout, screen=screen)
     app = await build_app(config, notifier=notifier, announce=banner is None)
@@ -54,6 +56,7 @@ async def run_console(config: Config, person: str | None, banner: str | None = N
             acting_as=person,
             screen=screen,
             hint=lambda name: demo_config_hint(config, name),
+            aside=aside,
         )
         async with running_scheduler(app):  # plan waves, expiry and counts, as in serve
             await console.run(sys.stdin)
