@@ -87,8 +87,9 @@ def linked(number: int, actor: Actor, summary: str) -> Message:
 
 
 def to_audience(view: IncidentView, audience: str, text: str, actor: Actor) -> Message:
+    said = text if text.startswith(f"{view.name}:") else f"{view.name}: {text}"
     return Message(
-        summary=f"{view.name}: {text[:150]}",
+        summary=said[:160],
         blocks=(
             Heading(f"{view.name}: {view.summary}"),
             Text(text),
