@@ -134,6 +134,20 @@ async def evaluate(
     return Evaluation(checks, remaining, excluded)
 
 
+def _exclude(
+    targets: list[Target], why: dict[str, str], excluded: list[Ineligible]
+) -> list[Target]:
+    if not why:
+        return targets
+    kept = []
+    for t in targets:
+        if t.id in why:
+            excluded.append(Ineligible(t.id, why[t.id]))
+        else:
+            kept.append(t)
+    return kept
+
+
 async def _incidents_holding(conn: AsyncConnection, queue: str) -> Check:
     """The open incidents that hold redrives on ``queue`` (an incident naming no queue
     holds them on every queue), each with the restore step that lifts its hold."""
@@ -181,17 +195,3 @@ def _holding(
         f"step {at + 1} ({step}) is done; once it is restored, /incident step {at + 1} done "
         f"--incident {name}"
     )
-
-
-def _exclude(
-    targets: list[Target], why: dict[str, str], excluded: list[Ineligible]
-) -> list[Target]:
-    if not why:
-        return targets
-    kept = []
-    for t in targets:
-        if t.id in why:
-            excluded.append(Ineligible(t.id, why[t.id]))
-        else:
-            kept.append(t)
-    return kept
