@@ -284,7 +284,10 @@ def _outcome_line(v: ChangeView) -> str:
     if v.kind is ChangeKind.RESUME:
         return f"plan P-{result.plan} is running again"
     if v.kind is ChangeKind.RESOLVE:
-        return f"{v.incident} resolved; /incident export {v.incident} writes the postmortem"
+        return (
+            f"{v.incident} resolved, requested by {v.requester} and approved by "
+            f"{', '.join(v.approvals)}; /incident export {v.incident} writes the postmortem"
+        )
     if v.kind is ChangeKind.ROLLBACK:
         return (
             f"plan P-{result.plan} rolled back: "
