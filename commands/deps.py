@@ -17,6 +17,7 @@ from services.housekeeping.report import RunReport
 from services.incidents.model import Declared, IncidentView
 from services.ledger import Claim
 from services.metrics import Outcome
+from services.outbox import Unshown
 from services.people import Directory
 from services.plans.model import PlanView
 from services.plans.service import PlanOutcome
@@ -85,6 +86,8 @@ class PlanService(Protocol):
     """Staged redrive plans (``services.plans.service.Plans``)."""
 
     async def view(self, *, number: int) -> PlanView: ...
+
+    async def unshown_news(self, *, number: int) -> Unshown: ...
 
     async def halt(
         self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None

@@ -206,6 +206,9 @@ class OutboxItem(Base):
     collapse: Mapped[str | None] = mapped_column(sa.String(64))
     superseded_by: Mapped[int | None] = mapped_column(BigId)
     leased_by: Mapped[str | None] = mapped_column(sa.String(64))
+    # where it must be shown (platform:channel; a console session): only a relay that
+    # reaches it claims it. NULL: any relay, through its own notifier
+    destination: Mapped[str | None] = mapped_column(sa.String(160))
 
 
 class ScheduledItem(Base):

@@ -26,8 +26,10 @@ from services.changes.model import ChangeKind, ChangeView, RequestState
 from services.errors import PermissionDenied
 from services.estate.ops import Selector
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
+from services.outbox import destination
 from services.plans.messages import plan_message, where_now
 from services.plans.model import PlanView
+from services.plans.publish import unshown_words
 
 MAX_LISTED = 20
 
@@ -312,7 +314,14 @@ def _outcome(v: ChangeView) -> Block:
 
 
 async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
-    return Reply(plan_message(await deps.plans.view(number=cmd.plan)))
+    """The plan as it stands, and which of its posts nobody was shown (never "told")."""
+    view = await deps.plans.view(number=cmd.plan)
+    message = plan_message(view)
+    here = destination(inv.platform, inv.channel) if inv.channel else None
+    said = unshown_words(view.ref, await deps.plans.unshown_news(number=cmd.plan), here=here)
+    if said is None:
+        return Reply(message)
+    return Reply(Message(f"{message.summary} ({said})", (*message.blocks, Text(said))))
 
 
 async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
