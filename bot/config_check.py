@@ -114,7 +114,8 @@ def _people(app: App, config: Config, found: Findings) -> None:
     approvers = [p.name for p in app.directory.with_role("approver")]
     if not approvers:
         found.problems.append("nobody has the approver role: no change could ever be approved")
-    short = quorum.config_warning(config.file.approval, approvers)
+    requesters = [p.name for p in app.directory.with_role("operator")]
+    short = quorum.config_warning(config.file.approval, approvers, requesters)
     if short is not None:
         found.warnings.append(short)
 
