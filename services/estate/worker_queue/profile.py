@@ -54,10 +54,10 @@ class WorkerQueueProfile(QueueProfile):
                 "issue_number": "no duplicate detection (triage, cancel --duplicates) and "
                 "no other rows of the issue in /queue show",
                 "github_issue_number": NOT_READ,
-                "job_type": "no by-type breakdown in triage; --type and --job-type are "
+                "job_type": "no by-type breakdown in triage; triage --type and --job-type are "
                 "usage errors",
                 "failure_reason": "no failure_reason breakdown in triage or /queue dlq; "
-                "--reason and --failure-reason are usage errors",
+                "--failure-reason is a usage error",
                 "retry_count": "a requeue or redrive does not reset the retry count; /queue "
                 "dlq shows no tries",
                 "max_retries": NOT_READ,
@@ -112,7 +112,7 @@ class WorkerQueueProfile(QueueProfile):
                 "status_reason_type",
                 ("status", "failure_reason", "job_type"),
                 None,
-                "triage breakdowns as an index-only scan; /queue dlq --reason",
+                "triage breakdowns as an index-only scan; /queue dlq --failure-reason",
             ),
             (
                 "queue",
