@@ -292,7 +292,7 @@ async def test_what_a_worker_table_lacks_is_said_by_config_check(workers: Team) 
         "no column team_jobs.failure_reason: no failure_reason breakdown in triage or "
         "/queue dlq; --failure-reason is a usage error",
         "no column team_jobs.retry_count: a requeue or redrive does not reset the retry "
-        "count; /queue dlq shows no tries",
+        "count; /queue dlq shows no retries",
         "no column team_jobs.max_retries: nothing: queuebot does not read it",
         "no column team_jobs.next_attempt_at: a requeue or redrive does not clear next_attempt_at",
         "no column team_jobs.server_preference: nothing: queuebot does not read it",

@@ -59,7 +59,7 @@ class WorkerQueueProfile(QueueProfile):
                 "failure_reason": "no failure_reason breakdown in triage or /queue dlq; "
                 "--failure-reason is a usage error",
                 "retry_count": "a requeue or redrive does not reset the retry count; /queue "
-                "dlq shows no tries",
+                "dlq shows no retries",
                 "max_retries": NOT_READ,
                 "next_attempt_at": "a requeue or redrive does not clear next_attempt_at",
                 "server_node": "no node in the stuck report; a requeue does not clear it",
@@ -80,6 +80,7 @@ class WorkerQueueProfile(QueueProfile):
         "failed_permanently": CanonicalState.DEAD,
         "cancelled": CanonicalState.CANCELLED,
     }
+    attempts_label = "retries"  # retry_count: the retries after the first attempt
     status_writes = {
         Action.REQUEUE: ((CanonicalState.PENDING, QUEUED),),
         Action.REDRIVE: ((CanonicalState.PENDING, QUEUED),),
