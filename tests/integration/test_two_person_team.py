@@ -199,5 +199,11 @@ async def test_a_change_waiting_for_a_second_approval_names_the_setting(team: Te
     assert "waiting for approval (1 of 2)" in once, once
     assert "Needs 1 approval, from any of: dora" in once, once
     assert "[approval] large_change_approvals" in once, once
+    twice = await refused(router, "/queue approve CR-1", BOB)
+    assert (
+        "you already approved CR-1; it needs 1 more approval(s) from someone else (a change "
+        "of more than [approval] large_change_rows rows needs [approval] "
+        "large_change_approvals approvers)."
+    ) in twice, twice
     done = await ok(router, "/queue approve CR-1", DORA)
     assert "approved by bob, dora and executed" in done, done
