@@ -246,6 +246,8 @@ def change_message(v: ChangeView) -> Message:
         who = quorum.who_can(v.approvals_required, len(v.approvals), v.can_approve)
         if who is not None:
             blocks.append(Text(who))
+        if v.quorum_note is not None:
+            blocks.append(Text(v.quorum_note))
         blocks.append(
             Actions(
                 (

@@ -104,7 +104,7 @@ def _listing(title: str, found: JobList, *, empty: str) -> Message:
         *(("message",) if has_msg else ()),
         "status",
         "group",
-        "tries",
+        found.attempts_label,
         "at",
         "reason / error",
     )

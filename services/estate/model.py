@@ -163,6 +163,7 @@ class JobSummary:
 class JobList:
     total: int
     rows: list[JobSummary]
+    attempts_label: str = "tries"  # what ``JobSummary.attempts`` counts (the profile's)
 
 
 @dataclass(frozen=True)

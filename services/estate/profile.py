@@ -101,6 +101,11 @@ class QueueProfile(ProfileTables):
     dead_letter_states: ClassVar[tuple[CanonicalState, ...]] = DEAD_LETTER_STATES
     # Whether this profile is a preset (a job-queue system's own tables), not a profile.
     preset: ClassVar[bool] = False
+    # What the attempts column of /queue dlq and the stuck report counts, as its header
+    # says it: "tries" where it counts a job's attempts; "retries" where it counts only
+    # those after the first (pg-boss's retry_count, worker_queue's); "errors" where the
+    # failed ones (Que's error_count).
+    attempts_label: ClassVar[str] = "tries"
 
     @classmethod
     def ddl(cls, dialect: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from services.estate.estate import Estate
@@ -64,7 +65,8 @@ class QueueReads:
 
         async def load() -> JobList:
             async with self.estate.connect() as conn:
-                return await profile.dead(conn, filters=filters)
+                found = await profile.dead(conn, filters=filters)
+            return replace(found, attempts_label=profile.attempts_label)
 
         return await self.gate.read(("dead", profile.queue, filters), load)
 
@@ -73,9 +75,10 @@ class QueueReads:
 
         async def load() -> JobList:
             async with self.estate.connect() as conn:
-                return await profile.stuck(
+                found = await profile.stuck(
                     conn, now=self.estate.clock(), limit=min(limit, MAX_LIST)
                 )
+            return replace(found, attempts_label=profile.attempts_label)
 
         return await self.gate.read(("stuck", profile.queue, limit), load)
 

@@ -287,12 +287,12 @@ async def test_what_a_worker_table_lacks_is_said_by_config_check(workers: Team) 
         "no column team_jobs.issue_number: no duplicate detection (triage, cancel "
         "--duplicates) and no other rows of the issue in /queue show",
         "no column team_jobs.github_issue_number: nothing: queuebot does not read it",
-        "no column team_jobs.job_type: no by-type breakdown in triage; --type and "
+        "no column team_jobs.job_type: no by-type breakdown in triage; triage --type and "
         "--job-type are usage errors",
         "no column team_jobs.failure_reason: no failure_reason breakdown in triage or "
-        "/queue dlq; --reason and --failure-reason are usage errors",
+        "/queue dlq; --failure-reason is a usage error",
         "no column team_jobs.retry_count: a requeue or redrive does not reset the retry "
-        "count; /queue dlq shows no tries",
+        "count; /queue dlq shows no retries",
         "no column team_jobs.max_retries: nothing: queuebot does not read it",
         "no column team_jobs.next_attempt_at: a requeue or redrive does not clear next_attempt_at",
         "no column team_jobs.server_preference: nothing: queuebot does not read it",

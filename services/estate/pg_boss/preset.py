@@ -65,6 +65,7 @@ class PgBossProfile(SystemProfile):
     retry_state = "retry"
     cancel_state = "cancelled"
     restored = ("state", "retry_count", "retry_limit", "completed_on", "start_after")
+    attempts_label = "retries"  # retry_count: the attempts after the first
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         output = self.col(t, "output")

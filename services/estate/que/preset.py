@@ -61,6 +61,7 @@ class QueProfile(SystemProfile):
     dead_letter_states = (CanonicalState.DEAD,)
     retry_state = READY
     restored = ("expired_at", "error_count", "run_at")
+    attempts_label = "errors"  # error_count: the attempts that failed
     write_needs = {
         "requeue": tuple(("job", "UPDATE", c) for c in restored),
         "redrive": tuple(("job", "UPDATE", c) for c in restored),

@@ -317,7 +317,7 @@ class SystemBase(QueueProfile):
         if self.no_error_text is not None:
             out.append(
                 f"no error text: {self.no_error_text}; triage groups no error signatures, "
-                "/queue dlq shows no errors, --error selects nothing, and a staged redrive "
+                "/queue dlq shows no errors, --error-like selects nothing, and a staged redrive "
                 "halts on any job that fails again rather than on a changed error"
             )
         if self.cancel_off is not None:
@@ -443,24 +443,24 @@ class SystemBase(QueueProfile):
         ]
         if filters.tenant is not None:
             raise UsageError(
-                f"queue {self.queue!r} ({self.system}) has no tenants; select by --error or "
-                "--type instead"
+                f"queue {self.queue!r} ({self.system}) has no tenants; select by --error-like "
+                "or --job-type instead"
             )
         if filters.reason is not None:
             raise UsageError(
                 f"queue {self.queue!r} ({self.system}) keeps no failure reason; select by "
-                "--error or --type instead"
+                "--error-like or --job-type instead"
             )
         if filters.job_type is not None:
             if self.cols.kind is None:
-                raise UsageError(f"{self.system} keeps no job type; select by --error instead")
+                raise UsageError(f"{self.system} keeps no job type; select by --error-like instead")
             where.append(self.col(tables, self.cols.kind) == filters.job_type)
         if filters.error_like is not None:
             error = self.error_text(tables)
             if error is None:
                 raise UsageError(
-                    f"--error selects nothing on queue {self.queue!r}: {self.no_error_text}; "
-                    "name the job ids, or select by --type"
+                    f"--error-like selects nothing on queue {self.queue!r}: {self.no_error_text}; "
+                    "name the job ids, or select by --job-type"
                 )
             where.append(error.icontains(filters.error_like, autoescape=True))
         return where

@@ -54,12 +54,12 @@ class WorkerQueueProfile(QueueProfile):
                 "issue_number": "no duplicate detection (triage, cancel --duplicates) and "
                 "no other rows of the issue in /queue show",
                 "github_issue_number": NOT_READ,
-                "job_type": "no by-type breakdown in triage; --type and --job-type are "
+                "job_type": "no by-type breakdown in triage; triage --type and --job-type are "
                 "usage errors",
                 "failure_reason": "no failure_reason breakdown in triage or /queue dlq; "
-                "--reason and --failure-reason are usage errors",
+                "--failure-reason is a usage error",
                 "retry_count": "a requeue or redrive does not reset the retry count; /queue "
-                "dlq shows no tries",
+                "dlq shows no retries",
                 "max_retries": NOT_READ,
                 "next_attempt_at": "a requeue or redrive does not clear next_attempt_at",
                 "server_node": "no node in the stuck report; a requeue does not clear it",
@@ -80,6 +80,7 @@ class WorkerQueueProfile(QueueProfile):
         "failed_permanently": CanonicalState.DEAD,
         "cancelled": CanonicalState.CANCELLED,
     }
+    attempts_label = "retries"  # retry_count: the retries after the first attempt
     status_writes = {
         Action.REQUEUE: ((CanonicalState.PENDING, QUEUED),),
         Action.REDRIVE: ((CanonicalState.PENDING, QUEUED),),
@@ -112,7 +113,7 @@ class WorkerQueueProfile(QueueProfile):
                 "status_reason_type",
                 ("status", "failure_reason", "job_type"),
                 None,
-                "triage breakdowns as an index-only scan; /queue dlq --reason",
+                "triage breakdowns as an index-only scan; /queue dlq --failure-reason",
             ),
             (
                 "queue",
