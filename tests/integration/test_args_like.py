@@ -311,3 +311,19 @@ async def test_a_team_payload_column_under_another_name_is_searched(db_url: str)
     finally:
         await engine.dispose()
     assert [r.id for r in found.rows] == ["1"]
+
+
+@pytest.mark.postgres
+async def test_ques_keyword_arguments_are_matched_with_its_args(pg_url: str) -> None:
+    w = await open_world(pg_url, QueAdapter, dead=2)
+    try:
+        async with w.engine.begin() as conn:  # Que 2 keeps keyword arguments apart
+            q = (await w.profile.tables(conn))["job"]
+            await conn.execute(
+                q.table.update()
+                .where(q.c("id") == int(w.built.dead[1]))
+                .values(kwargs={"invoice": "INV-104857"})
+            )
+        assert await w.dead_ids(args_like="INV-104857") == [w.built.dead[1]]
+    finally:
+        await w.engine.dispose()
