@@ -11,6 +11,7 @@ from services.audit import Actor
 from services.changes.model import ChangeKind, ChangeView
 from services.changes.requests import Decision
 from services.config import AccessConfig, Role
+from services.estate.args_like import ArgsFound
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
 from services.housekeeping.report import RunReport
@@ -42,6 +43,8 @@ class QueueReader(Protocol):
     ) -> Triage: ...
 
     async def show_job(self, *, queue: str | None, job_id: str) -> JobDetail: ...
+
+    async def find_by_args(self, *, queue: str | None, text: str) -> ArgsFound: ...
 
     async def list_dead(self, *, queue: str | None, filters: DeadFilter) -> JobList: ...
 

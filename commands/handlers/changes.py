@@ -85,6 +85,7 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         tenant=cmd.tenant,
         failure_reason=cmd.failure_reason,
         job_type=cmd.job_type,
+        args_like=cmd.args_like,
         all_dead=cmd.all,
         sample=cmd.sample,
         max_rows=cmd.max,

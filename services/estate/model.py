@@ -180,3 +180,4 @@ class DeadFilter:
     reason: str | None = None
     job_type: str | None = None
     limit: int = 20
+    args_like: str | None = None  # the job's arguments hold this text (args_like.py)

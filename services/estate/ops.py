@@ -77,6 +77,7 @@ class Selector:
     plan: int | None = None  # resume / rollback: the plan concerned
     sample: int | None = None  # a plan's sample size (1-5)
     max_rows: int | None = None  # a plan's cap on rows
+    args_like: str | None = None  # dead rows whose job's arguments hold this text
 
     def dead_filter(self) -> DeadFilter:
         """The bulk selector as the dead-letter filter /queue dlq uses."""
@@ -85,6 +86,7 @@ class Selector:
             tenant=self.tenant,
             reason=self.failure_reason,
             job_type=self.job_type,
+            args_like=self.args_like,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -99,6 +101,7 @@ class Selector:
             "plan": self.plan,
             "sample": self.sample,
             "max_rows": self.max_rows,
+            "args_like": self.args_like,
         }
 
     @classmethod
@@ -114,13 +117,14 @@ class Selector:
             plan=data.get("plan"),
             sample=data.get("sample"),
             max_rows=data.get("max_rows"),
+            args_like=data.get("args_like"),
         )
 
     @property
     def bulk(self) -> bool:
         """Selects dead rows by what they are, not by id."""
         return self.all_dead or any(
-            v is not None for v in (self.error_like, self.tenant, self.job_type)
+            v is not None for v in (self.error_like, self.tenant, self.job_type, self.args_like)
         )
 
     def describe(self) -> str:
@@ -134,6 +138,7 @@ class Selector:
                 f"tenant {self.tenant}" if self.tenant else "",
                 f"failure_reason {self.failure_reason}" if self.failure_reason else "",
                 f"job type {self.job_type}" if self.job_type else "",
+                f"arguments like {self.args_like!r}" if self.args_like else "",
             ]
             chosen = ", ".join(p for p in parts if p)
             return f"dead rows with {chosen}" if chosen else "every dead row"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from services.estate.args_like import ArgsFound
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
 from services.reads.gate import ReadGate
@@ -59,6 +60,16 @@ class QueueReads:
                 return await profile.show(conn, job_id=job_id)
 
         return await self.gate.read(("show", profile.queue, job_id), load)
+
+    async def find_by_args(self, *, queue: str | None = None, text: str) -> ArgsFound:
+        """The jobs whose arguments hold ``text`` (a capped scan of the queue's table)."""
+        profile = self.estate.profile(queue)
+
+        async def load() -> ArgsFound:
+            async with self.estate.connect() as conn:
+                return await profile.find_by_args(conn, text=text)
+
+        return await self.gate.read(("args", profile.queue, text), load)
 
     async def list_dead(self, *, queue: str | None = None, filters: DeadFilter) -> JobList:
         profile = self.estate.profile(queue)

@@ -243,6 +243,8 @@ class SingleTableProfile(QueueProfile):
         where: list[sa.ColumnElement[bool]] = [t.c("state").in_(self.dead_letter_statuses)]
         if filters.error_like is not None:
             where.append(t.c("last_error").icontains(filters.error_like, autoescape=True))
+        if filters.args_like is not None:  # it keeps no arguments: refused, saying so
+            where.append(self.args_where(tables, filters.args_like))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

@@ -300,6 +300,8 @@ async def test_what_a_worker_table_lacks_is_said_by_config_check(workers: Team) 
         "claimed_at); a requeue does not clear it",
         "no column team_jobs.heartbeat_at: stuck is judged by started_at, else claimed_at",
         "no column team_jobs.analyst_notes: nothing: queuebot does not read it",
+        "no column team_jobs.payload: no job arguments: --args-like (/queue dlq, /queue "
+        "redrive, /queue show) is refused",
     ]
 
 
@@ -610,6 +612,8 @@ async def test_what_messages_and_jobs_alone_lack_is_said_by_config_check(clips: 
         "no column clip_jobs.error_message: a redrive does not clear the job's error",
         "no column clip_jobs.started_at: nothing: queuebot does not read it",
         "no column clip_jobs.finished_at: a redrive does not clear finished_at",
+        "no column clip_jobs.payload: no job arguments: --args-like (/queue dlq, /queue "
+        "redrive, /queue show) is refused",
         "no events table (job_events): no job events: /queue show lists none, a change "
         "writes none, and earlier redrives are counted in queuebot's own redrive log",
         "no assets table (video_assets): the source-object check before a redrive is n/a "

@@ -102,6 +102,7 @@ class MessageJobDemo(ProfileDemo):
                     "created_at": created,
                     "started_at": started,
                     "finished_at": finished,
+                    "payload": {"clip": i, "source": f"uploads/{tenant}/{asset_id}.mp4"},
                 }
             )
             event(job_id, "QUEUED", "Clip job accepted", created)

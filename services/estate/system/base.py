@@ -60,6 +60,7 @@ class Columns:
     attempts: str
     kind: str | None = None  # the job's type: River's kind, Oban's worker ...
     max_attempts: str | None = None
+    args: str | None = None  # the job's arguments: pg-boss's data, River's args ...
 
 
 @dataclass(frozen=True)
@@ -463,6 +464,8 @@ class SystemBase(QueueProfile):
                     "name the job ids, or select by --job-type"
                 )
             where.append(error.icontains(filters.error_like, autoescape=True))
+        if filters.args_like is not None:  # last: a scan of the dead jobs the rest leave
+            where.append(self.args_where(tables, filters.args_like))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

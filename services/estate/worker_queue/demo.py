@@ -81,6 +81,7 @@ class WorkerQueueDemo(ProfileDemo):
                 "started_at": None,
                 "heartbeat_at": None,
                 "analyst_notes": None,
+                "payload": {"issue": issue, "repo": "p24-web", "job": job_type},
             }
             base.update(extra)
             rows.append(base)

@@ -5,6 +5,7 @@ failed_permanently, cancelled). This module reads it; ``changes`` and ``plans`` 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
+from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
 from services.estate.model import (
     NO_REASON,
@@ -68,6 +70,7 @@ class WorkerQueueProfile(QueueProfile):
                 "claimed_at); a requeue does not clear it",
                 "heartbeat_at": "stuck is judged by started_at, else claimed_at",
                 "analyst_notes": NOT_READ,
+                "payload": args_like.ABSENT,
             },
         ),
     )
@@ -231,7 +234,18 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
+        if filters.args_like is not None:  # last: a scan of the dead rows the rest leave
+            where.append(self.args_where(tables, filters.args_like))
         return where
+
+    def args_lookup(self, tables: Mapping[str, BoundTable]) -> args_like.Lookup | None:
+        q = tables["queue"]
+        if not q.has("payload"):
+            return None
+        kind = q.c("job_type") if q.has("job_type") else None
+        return args_like.Lookup(
+            q.table, (), q.c("id"), q.c("status"), self.canonical, kind, q.c("payload")
+        )
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
         """Newest dead letters first."""
