@@ -47,7 +47,7 @@ from services.ledger_acks import ThreadedAcks
 from services.metrics import Metrics
 from services.migrate import require_newest, upgrade
 from services.notify import Notifier
-from services.outbox import LANE_WIDTH, Outbox
+from services.outbox import EVERYWHERE, LANE_WIDTH, Outbox, Reach
 from services.people import Directory
 from services.plans import jobs as plan_jobs
 from services.plans.control import PlanControl
@@ -134,6 +134,7 @@ def wire_services(
     acks: ThreadedAcks | None = None,
     lane_width: int = LANE_WIDTH,
     channels: Collection[str] = (),
+    reach: Reach = EVERYWHERE,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
@@ -147,7 +148,9 @@ def wire_services(
     ``upkeep_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
     once (one where the channel is paced, so the next is chosen when it may go).
     ``channels``: the ``[channels]`` names with an id on some platform (an incident
-    audience no channel carries is told nowhere: its runbook is not declared)."""
+    audience no channel carries is told nowhere: its runbook is not declared).
+    ``reach``: the destinations this process's outbox delivers to (``build_app`` names
+    them; one process doing everything, as a test does, reaches every one)."""
     alerts = alerts or AlertsConfig()
     counters = Metrics(
         estate=estate,
@@ -159,7 +162,7 @@ def wire_services(
     )
     ledger = DeliveryLedger(engine=state_engine, clock=clock, stale_after=claim_stale, acks=acks)
     publisher = PlanPublisher(engine=state_engine, notifier=notifier, ledger=ledger)
-    outbox = Outbox(engine=state_engine, clock=clock, lane_width=lane_width)
+    outbox = Outbox(engine=state_engine, clock=clock, lane_width=lane_width, reach=reach)
     anchors = (
         Anchors(trail=audit, relay=outbox, notifier=notifier)
         if audit_channel and notifier is not None
@@ -306,6 +309,7 @@ async def build_app(
     notifier: Notifier | None = None,
     announce: bool = True,
     writes: bool = True,
+    reach: Reach | None = None,
 ) -> App:
     """Build everything. With ``migrate`` (serve, console) queuebot's tables are brought up
     to date first. With ``writes`` (every process that may write audit events: serve and
@@ -313,7 +317,9 @@ async def build_app(
     and the audit key is checked against the trail before anything else, so a wrong key
     changes nothing; ``announce`` then warns when the trail is unkeyed (the demo, on a
     throwaway SQLite file, does not). ``config check`` only reads, and reports a key
-    problem itself."""
+    problem itself. ``reach``: where the posts this process delivers may go besides those
+    without a destination (serve's chat platforms, a console's own session; see
+    ``services.outbox.Reach``); by default nowhere else."""
     # Shipped, then [runbooks] dir: a bad runbook stops the start, before any database work.
     runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
@@ -388,6 +394,7 @@ async def build_app(
             # unpaced (0: the benches and tests), one channel's posts may go side by side
             lane_width=LANE_WIDTH if config.file.slack.post_interval_seconds > 0 else UNPACED,
             channels=reachable_channels(config.file.channels),
+            reach=reach or Reach(),
         )
         deps = Deps(
             reads=reads,

@@ -7,6 +7,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
@@ -17,6 +20,7 @@ from services.config import Config
 from services.db import reading, redacted, same_database
 from services.errors import ConfigError, QueuebotError
 from services.estate import write_access
+from services.estate.profile import QueueProfile
 from services.housekeeping.run import housekeeping_lines
 from services.incidents.audiences import audience_problems
 from services.migrate import current_revision, head_revision
@@ -93,16 +97,30 @@ async def _queues(app: App, found: Findings) -> None:
         try:
             async with app.estate.connect() as conn:
                 tables = await profile.tables(conn)
+                unreadable = await _unreadable(conn, profile)
                 described = await profile.describe(conn)
+                found.problems.extend([unreadable[1]] if unreadable else [])
                 found.problems.extend(await write_access.missing(conn, profile))
+            names = ", ".join(t.name for t in tables.values())
             found.lines.append(
-                f"queue {name} ({profile.name}): tables "
-                f"{', '.join(t.name for t in tables.values())} ok"
+                f"queue {name} ({profile.name}): tables {names} "
+                + (f"found, not readable by role {unreadable[0]!r}" if unreadable else "ok")
             )
             found.lines.extend(f"  {line}" for line in described)
             found.lines.extend(f"  {line}" for line in housekeeping_lines(profile, tables))
         except QueuebotError as exc:
             found.problems.append(exc.message)
+
+
+async def _unreadable(conn: AsyncConnection, profile: QueueProfile) -> tuple[str, str] | None:
+    """The role and the problem when it may not read every column queuebot reads (the
+    check ``/readyz`` makes; the tables are there, so reflecting them said nothing)."""
+    try:
+        await profile.check_access(conn)
+    except ConfigError as exc:
+        role = (await conn.execute(sa.text("SELECT current_user"))).scalar_one()
+        return str(role), exc.message
+    return None
 
 
 def _people(app: App, config: Config, found: Findings) -> None:
@@ -114,7 +132,8 @@ def _people(app: App, config: Config, found: Findings) -> None:
     approvers = [p.name for p in app.directory.with_role("approver")]
     if not approvers:
         found.problems.append("nobody has the approver role: no change could ever be approved")
-    short = quorum.config_warning(config.file.approval, approvers)
+    requesters = [p.name for p in app.directory.with_role("operator")]
+    short = quorum.config_warning(config.file.approval, approvers, requesters)
     if short is not None:
         found.warnings.append(short)
 

@@ -2,6 +2,10 @@
 
 A line may start with ``@person`` to act as that person: ``@bob /queue approve CR-1``.
 Replies are plain text. This adapter has exactly one error boundary, in ``answer``.
+
+Each console is a session with an id of its own (``run_id``), which is its channel: a
+command typed in it is made "in" the session, and the posts that report it (a plan's
+waves, whichever process runs them) can be printed only there (``session_reach``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from bot.boundary import answer
@@ -24,10 +28,13 @@ from commands.router import Router
 from services.errors import NotFound
 from services.message import Message
 from services.notify import ChannelRef, MessageRef
+from services.outbox import Reach, destination
 from services.people import Directory
 
 _AS = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
 EXIT_WORDS = {"exit", "quit", r"\q"}
+# A line the console's host answers itself (the demo's `/demo` lines), or None: not its own.
+Aside = Callable[[str], Awaitable[Reply | None]]
 
 
 _RUNS = itertools.count()
@@ -52,10 +59,19 @@ def _base36(n: int) -> str:
             return out
 
 
+def session_reach(session: str) -> Reach:
+    """Where a console session's outbox relay delivers: posts without a destination, and
+    the posts of its own session (another process's wave of a plan asked for here),
+    never another place's (a Slack plan's news, which serve posts; an ended session's,
+    which nobody can print)."""
+    return Reach(places=frozenset({destination("console", session)}))
+
+
 class ConsoleNotifier:
     """Implements the notifier port by printing to the console. Messages are numbered
-    ``RUN-N``: a plan's message is kept by reference in the database and may be updated
-    by a later session, whose own posts must not take the same numbers."""
+    ``RUN-N``, ``RUN`` the session's id: a plan's message is kept by reference in the
+    database and may be updated by a later session, whose own posts must not take the
+    same numbers. The session's own channel is shown as ``#console``."""
 
     def __init__(
         self, out: TextIO, run: str | None = None, *, screen: Screen | None = None
@@ -70,19 +86,25 @@ class ConsoleNotifier:
         name = channel.channel if isinstance(channel, ChannelRef) else channel
         number = f"{self._run}-{next(self._ids)}"
         ref = MessageRef("console", name, number, thread.message_id if thread else None)
-        where = f"#{name}" + (f" thread {thread.message_id}" if thread else "")
+        where = f"#{self._shown(name)}" + (f" thread {thread.message_id}" if thread else "")
         self._screen.write(f"[{where}] (message {ref.message_id})\n{render_message(message)}\n\n")
         return [ref]
 
     async def update(self, *, ref: MessageRef, message: Message) -> None:
         self._screen.write(
-            f"[#{ref.channel}] (message {ref.message_id} updated)\n{render_message(message)}\n\n"
+            f"[#{self._shown(ref.channel)}] (message {ref.message_id} updated)\n"
+            f"{render_message(message)}\n\n"
         )
+
+    def _shown(self, channel: str) -> str:
+        return "console" if channel == self._run else channel
 
 
 class Console:
     """``hint(name)`` follows a refusal of an unknown name: where the people may be instead
-    (the demo's configuration, when the one read lists nobody: ``bot/console_cli.py``)."""
+    (the demo's configuration, when the one read lists nobody: ``bot/console_cli.py``).
+    ``aside`` answers the lines the console's host keeps for itself (the demo's `/demo`)
+    before the router sees them."""
 
     def __init__(
         self,
@@ -93,6 +115,8 @@ class Console:
         acting_as: str | None,
         screen: Screen | None = None,
         hint: Callable[[str], str] | None = None,
+        aside: Aside | None = None,
+        session: str | None = None,
     ) -> None:
         self.router = router
         self.directory = directory
@@ -100,6 +124,8 @@ class Console:
         self.acting_as = acting_as
         self.screen = screen or Screen(out)
         self.hint = hint
+        self.aside = aside
+        self.session = session  # the channel of what is typed here
 
     def _invocation(self, name: str | None, correlation_id: str) -> Invocation:
         if name is None:
@@ -107,6 +133,7 @@ class Console:
                 person=None,
                 platform="console",
                 account=f"console:{_os_user()}",
+                channel=self.session,
                 correlation_id=correlation_id,
             )
         person = self.directory.by_name(name)
@@ -119,7 +146,11 @@ class Console:
                 "start a line with @name to act as someone" + (f"; {said}" if said else "")
             )
         return Invocation(
-            person=person, platform="console", account=name, correlation_id=correlation_id
+            person=person,
+            platform="console",
+            account=name,
+            channel=self.session,
+            correlation_id=correlation_id,
         )
 
     async def answer(self, line: str) -> Reply:
@@ -134,6 +165,8 @@ class Console:
         match = _AS.match(line)
         if match:
             name, line = match.group(1), match.group(2)
+        if self.aside is not None and (own := await self.aside(line)) is not None:
+            return own
         return await self.router.handle_line(line, self._invocation(name, correlation_id))
 
     async def run(self, source: TextIO) -> None:

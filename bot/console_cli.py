@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bot.bootstrap import build_app, running_scheduler
-from bot.console import Console, ConsoleNotifier
+from bot.console import Aside, Console, ConsoleNotifier, run_id, session_reach
 from bot.console_screen import Screen
 from services.config import Config
 from services.errors import QueuebotError
@@ -34,10 +34,15 @@ def demo_config_hint(config: Config, person: str | None, *, folder: Path | None 
     )
 
 
-async def run_console(config: Config, person: str | None, banner: str | None = None) -> int:
+async def run_console(
+    config: Config, person: str | None, banner: str | None = None, aside: Aside | None = None
+) -> int:
     screen = Screen(sys.stdout)
-    notifier = ConsoleNotifier(sys.stdout, screen=screen)
-    app = await build_app(config, notifier=notifier, announce=banner is None)
+    session = run_id()  # its posts are numbered by it, and only it prints its own plans' news
+    notifier = ConsoleNotifier(sys.stdout, session, screen=screen)
+    app = await build_app(
+        config, notifier=notifier, announce=banner is None, reach=session_reach(session)
+    )
     try:
         if person is not None and app.directory.by_name(person) is None:
             known = ", ".join(app.directory.names()) or "nobody is configured"
@@ -54,6 +59,8 @@ async def run_console(config: Config, person: str | None, banner: str | None = N
             acting_as=person,
             screen=screen,
             hint=lambda name: demo_config_hint(config, name),
+            aside=aside,
+            session=session,
         )
         async with running_scheduler(app):  # plan waves, expiry and counts, as in serve
             await console.run(sys.stdin)

@@ -19,6 +19,7 @@ from bot.demo import (
     running_demo_worker,
     write_demo_config,
 )
+from bot.demo_faults import demo_lines
 from services.config import Config, load_config
 from services.errors import ConfigError
 from services.estate.model import DeadFilter
@@ -62,8 +63,8 @@ async def run_demo(args: argparse.Namespace) -> int:
     banner = await _demo_banner(config, db, config_path, built, worker=args.worker)
     if not args.worker:
         return await run_console(config, args.person, banner=banner)
-    async with running_demo_worker(config):  # beside the console, on the same event loop
-        return await run_console(config, args.person, banner=banner)
+    async with running_demo_worker(config) as worker:  # beside the console, same event loop
+        return await run_console(config, args.person, banner=banner, aside=demo_lines(worker))
 
 
 async def _demo_banner(

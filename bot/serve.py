@@ -35,7 +35,7 @@ from bot.slack.app import (
 from bot.slack.listeners import SlackWiring
 from bot.slack.listeners import resume as slack_resume
 from bot.slack_setup import slack_setup
-from bot.worker import Background, background, chat_notifier
+from bot.worker import Background, background, chat_notifier, chat_reach
 from services.config import Config
 from services.errors import ConfigError
 from services.ledger import DeliveryLedger
@@ -146,7 +146,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     try:
         discord_posts = discord_notifier(config)
         posts = chat_notifier(config, discord_posts)
-        app = await build_app(config, notifier=posts)
+        app = await build_app(config, notifier=posts, reach=chat_reach(posts))
         wiring = SlackWiring(
             router=app.router,
             directory=app.directory,

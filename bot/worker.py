@@ -55,6 +55,7 @@ from services.config import Config
 from services.db import error_line
 from services.errors import QueuebotError
 from services.notify import FanoutNotifier, Notifier
+from services.outbox import Reach
 
 if TYPE_CHECKING:
     from bot.discord.notifier import DiscordNotifier
@@ -90,6 +91,13 @@ def chat_notifier(config: Config, discord: DiscordNotifier | None = None) -> Fan
     if discord is not None:
         platforms.append(("discord", discord))
     return FanoutNotifier(platforms) if platforms else None
+
+
+def chat_reach(posts: FanoutNotifier | None) -> Reach:
+    """Where serve's outbox relays deliver: every channel of the platforms it posts to,
+    and posts without a destination. Never a console session's: only that console can
+    print them, so serve leaves them for it (never tried, never given up)."""
+    return Reach(platforms=posts.platforms if posts is not None else frozenset())
 
 
 def in_worker(app: App) -> bool:
@@ -357,7 +365,9 @@ async def _work(config: Config, sock: socket.socket) -> None:
     sock.setblocking(False)
     discord_posts = discord_notifier(config, rest_only=True)  # no gateway here: REST
     posts = chat_notifier(config, discord_posts)
-    app = await build_app(config, notifier=posts, migrate=False, announce=False)
+    app = await build_app(
+        config, notifier=posts, migrate=False, announce=False, reach=chat_reach(posts)
+    )
     settle_heap()
     try:
 

@@ -11,12 +11,14 @@ from services.audit import Actor
 from services.changes.model import ChangeKind, ChangeView
 from services.changes.requests import Decision
 from services.config import AccessConfig, Role
+from services.estate.args_like import ArgsFound
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
 from services.housekeeping.report import RunReport
 from services.incidents.model import Declared, IncidentView
 from services.ledger import Claim
 from services.metrics import Outcome
+from services.outbox import Unshown
 from services.people import Directory
 from services.plans.model import PlanView
 from services.plans.service import DeadAgain, PlanOutcome
@@ -41,6 +43,8 @@ class QueueReader(Protocol):
     ) -> Triage: ...
 
     async def show_job(self, *, queue: str | None, job_id: str) -> JobDetail: ...
+
+    async def find_by_args(self, *, queue: str | None, text: str) -> ArgsFound: ...
 
     async def list_dead(self, *, queue: str | None, filters: DeadFilter) -> JobList: ...
 
@@ -87,6 +91,8 @@ class PlanService(Protocol):
     async def view(self, *, number: int) -> PlanView: ...
 
     async def dead_again(self, *, number: int, queue: str | None) -> DeadAgain: ...
+
+    async def unshown_news(self, *, number: int) -> Unshown: ...
 
     async def halt(
         self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None

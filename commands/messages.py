@@ -141,9 +141,11 @@ def _expired(e: RequestExpired) -> str:
 
 
 def _already_approved(e: AlreadyApproved) -> str:
+    # only a large change needs more than one approval: say which setting makes it so
     return (
         f"you already approved CR-{e.number}; it needs {e.missing} more approval(s) from "
-        "someone else."
+        "someone else (a change of more than [approval] large_change_rows rows needs "
+        "[approval] large_change_approvals approvers)."
     )
 
 

@@ -5,10 +5,25 @@ models; the router sends it to its handler by type. How each is spelled is in
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from services.estate import args_like
 
 MAX_LIMIT = 200
+
+
+def _args_text(text: str) -> str:
+    """``--args-like``'s text, refused with the reason where it is too short or too long."""
+    why = args_like.problem(text)
+    if why is not None:
+        raise ValueError(why)
+    return text.strip()
+
+
+# --args-like TEXT: a job's arguments hold TEXT (dlq and redrive filter by it, show finds by it)
+ArgsLike = Annotated[str | None, AfterValidator(lambda v: None if v is None else _args_text(v))]
 
 
 class Command(BaseModel):
@@ -37,7 +52,19 @@ class Triage(ReadCommand):
 
 
 class Show(ReadCommand):
-    job_id: str
+    job_id: str | None = None
+    args_like: ArgsLike = None  # find the job by its arguments instead of its id
+
+    @model_validator(mode="after")
+    def _one_lookup(self) -> Show:
+        if (self.job_id is None) == (self.args_like is None):
+            raise ValueError(
+                "name the job by its ID, or find it by its arguments with --args-like TEXT; "
+                "not both"
+                if self.job_id is not None
+                else "/queue show needs ID, or --args-like TEXT to find the job by its arguments"
+            )
+        return self
 
 
 class Dlq(ReadCommand):
@@ -46,6 +73,7 @@ class Dlq(ReadCommand):
     reason: str | None = None
     job_type: str | None = None
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
+    args_like: ArgsLike = None
     from_plan: int | None = Field(default=None, ge=1)  # that plan's jobs dead again
 
 
@@ -93,39 +121,37 @@ class Redrive(ChangeCommand):
     all: bool = False
     sample: int | None = Field(default=None, ge=1, le=5)
     max: int | None = Field(default=None, ge=1, le=10_000_000)
+    args_like: ArgsLike = None
     from_plan: int | None = Field(default=None, ge=1)  # that plan's jobs dead again
     override_growth: bool = False  # go ahead although dead letters are growing
 
     @property
+    def filters(self) -> tuple[str | None, ...]:
+        """The dead-letter filters, given or not: they combine into a plan's selection."""
+        return (self.error_like, self.tenant, self.failure_reason, self.job_type, self.args_like)
+
+    @property
     def staged(self) -> bool:
-        return (
-            self.all
-            or any(
-                v is not None
-                for v in (self.error_like, self.tenant, self.failure_reason, self.job_type)
-            )
-            or self.from_plan is not None
-        )
+        return self.all or any(v is not None for v in self.filters) or self.from_plan is not None
 
     @model_validator(mode="after")
     def _one_selection(self) -> Redrive:
         if bool(self.ids) == self.staged:
             raise ValueError(
                 "name the jobs (IDs) or select dead letters with --error-like, "
-                "--tenant, --failure-reason, --job-type, --from-plan or --all; not both"
+                "--tenant, --failure-reason, --job-type, --args-like, --from-plan or --all; "
+                "not both"
             )
         if self.all and self.from_plan is not None:
             raise ValueError(
                 "--all takes every dead letter and --from-plan a plan's jobs that died "
                 "again: give one of them"
             )
-        if self.all and any(
-            v is not None
-            for v in (self.error_like, self.tenant, self.failure_reason, self.job_type)
-        ):
+        if self.all and any(v is not None for v in self.filters):
             raise ValueError(
                 "--all takes every dead letter: leave it out to use filters (--error-like, "
-                "--tenant, --failure-reason, --job-type), which combine, or drop the filters"
+                "--tenant, --failure-reason, --job-type, --args-like), which combine, or drop "
+                "the filters"
             )
         if not self.staged and (self.sample is not None or self.max is not None):
             raise ValueError(

@@ -1,13 +1,41 @@
 """Where ``/queue show ID`` looks. Named with ``--queue``, only there. Without it, in the
 default queue (the first configured) and, when the job is not there and more queues are
 configured, in the others: one that holds it is shown with a line saying so; several
-that do are named, with how to choose; none, and the reply says every queue looked in."""
+that do are named, with how to choose; none, and the reply says every queue looked in.
+
+``/queue show --args-like TEXT`` looks in one queue only, the named or the default one:
+finding a job by its arguments reads every job of the queue, so it does not read every
+queue's too on a guess; a reply with no match names the queues it did not look in."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from commands.deps import QueueReader
 from services.errors import NotFound, QueuebotError, UsageError
+from services.estate.args_like import ArgsFound
 from services.estate.model import JobDetail
+
+
+@dataclass(frozen=True)
+class ArgsLookup:
+    """What ``/queue show --args-like`` found in ``queue``: the matches, the one job in
+    full where there is exactly one, and the queues it did not look in."""
+
+    queue: str
+    found: ArgsFound
+    job: JobDetail | None
+    not_looked: list[str]
+
+
+async def find_by_args(reads: QueueReader, *, queue: str | None, text: str) -> ArgsLookup:
+    name = queue or reads.queue_names[0]
+    found = await reads.find_by_args(queue=queue, text=text)
+    job = None
+    if found.counted == 1:  # shown as /queue show ID shows it
+        job = await reads.show_job(queue=name, job_id=found.rows[0].id)
+    others = [] if queue is not None else [q for q in reads.queue_names if q != name]
+    return ArgsLookup(name, found, job, others)
 
 
 async def find_job(

@@ -5,7 +5,9 @@
 #
 # 1. wheelhouse/: queuebot and every dependency as wheels (pip wheel), pinned to the
 #    versions the development venv has (PYTHON, default .venv/bin/python; it must be
-#    CPython 3.11, the image's Python).
+#    CPython 3.11, the image's Python). Without PYTHON, a .venv that is missing (a fresh
+#    clone) or older than pyproject.toml is made first, as scripts/test.sh makes it
+#    (python3.11, else python3, -m venv .venv; queuebot installed editable with [test]).
 # 2. The base: $BASE when set; else python:3.11-slim when that image is here already; else
 #    queuebot-base:bookworm, made once with debootstrap from Debian's mirror (minbase with
 #    python3, python3-venv and ca-certificates, trimmed) and reused after. debootstrap
@@ -28,6 +30,27 @@ started=$(date +%s.%N)
 
 say() { echo "image: $*"; }
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# The development venv, when no PYTHON is named: made when it is new or pyproject.toml
+# changed since its last install, exactly as scripts/test.sh does (the same stamp, so
+# either script leaves it ready for the other).
+stamp=.venv/.queuebot-installed
+if [ -z "${PYTHON:-}" ] && { [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; }; then
+  base_python=$(command -v python3.11 || command -v python3 || true)
+  if [ -z "$base_python" ]; then
+    echo "image: no .venv and no python3 to make it with (set PYTHON to a Python 3.11)" >&2
+    exit 2
+  fi
+  if [ -x .venv/bin/python ]; then
+    say "updating .venv (pyproject.toml changed since its last install)"
+  else
+    say "no .venv yet: making it as scripts/test.sh does, with $base_python"
+  fi
+  "$base_python" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
 
 if [ ! -x "$python" ] && ! command -v "$python" >/dev/null 2>&1; then
   echo "image: no Python at $python (set PYTHON to the venv's python)" >&2

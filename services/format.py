@@ -3,6 +3,7 @@ commands' replies and the services' own posts, e.g. an alert thread's triage, sh
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 from services.estate import estimate
@@ -49,10 +50,17 @@ def clip(text: str | None, limit: int = 80) -> str:
 
 
 def value(v: object) -> str:
+    """A column's value as a person reads it: a JSON document, array or boolean as JSON
+    (``{"i": 4857}``, ``false``), as the database and the system's own tools print it,
+    never as Python (``{'i': 4857}``, ``False``)."""
     if v is None:
         return "-"
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict | list | tuple):
+        return json.dumps(v, ensure_ascii=False, default=str)
     return str(v)
 
 

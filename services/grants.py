@@ -44,9 +44,14 @@ RUNTIME: tuple[tuple[str, str, str | None], ...] = (
         "qb_schedule_id_seq",
     ),
     ("qb_queue_samples", "SELECT, INSERT, DELETE", "qb_queue_samples_id_seq"),
-    # an incident, a communication and a step change state as the work goes; the states
-    # are held to the incident's events by audit verify, the rest is never updated
-    ("qb_incidents", "SELECT, INSERT, UPDATE (state, resolved_at, thread)", "qb_incidents_id_seq"),
+    # an incident, a communication and a step change state as the work goes (an incident
+    # stops holding redrives when its restore step is done); the states are held to the
+    # incident's events by audit verify, the rest is never updated
+    (
+        "qb_incidents",
+        "SELECT, INSERT, UPDATE (state, resolved_at, thread, blocks_redrive)",
+        "qb_incidents_id_seq",
+    ),
     (
         "qb_incident_obligations",
         "SELECT, INSERT, UPDATE (state, met_at, met_by, reminders, escalated_at)",

@@ -206,6 +206,9 @@ class OutboxItem(Base):
     collapse: Mapped[str | None] = mapped_column(sa.String(64))
     superseded_by: Mapped[int | None] = mapped_column(BigId)
     leased_by: Mapped[str | None] = mapped_column(sa.String(64))
+    # where it must be shown (platform:channel; a console session): only a relay that
+    # reaches it claims it. NULL: any relay, through its own notifier
+    destination: Mapped[str | None] = mapped_column(sa.String(160))
 
 
 class ScheduledItem(Base):
@@ -241,7 +244,9 @@ class QueueSample(Base):
 
 
 class Incident(Base):
-    """An incident; an open one may block redrives."""
+    """An incident. An open one whose runbook holds redrives (``blocksRedrivesUntil``)
+    blocks them on its queue (``blocks_redrive``) until that restore step
+    (``blocks_redrive_until``) is marked done."""
 
     __tablename__ = "qb_incidents"
 
@@ -250,6 +255,7 @@ class Incident(Base):
     summary: Mapped[str] = mapped_column(sa.Text)
     state: Mapped[str] = mapped_column(sa.String(16), index=True)
     blocks_redrive: Mapped[bool] = mapped_column(sa.Boolean, default=True)
+    blocks_redrive_until: Mapped[str | None] = mapped_column(sa.String(80))  # 0016
     queue: Mapped[str | None] = mapped_column(sa.String(64))
     declared_at: Mapped[datetime]
     runbook: Mapped[str | None] = mapped_column(sa.String(200))

@@ -51,6 +51,11 @@ class FanoutNotifier:
     def __init__(self, notifiers: Sequence[tuple[str, Notifier]]) -> None:
         self._notifiers = list(notifiers)
 
+    @property
+    def platforms(self) -> frozenset[str]:
+        """The platforms it posts to ("slack", "discord")."""
+        return frozenset(platform for platform, _ in self._notifiers)
+
     async def post(
         self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:

@@ -99,7 +99,9 @@ INCIDENT: tuple[CommandSpec, ...] = (
             INCIDENT_FLAG,
             Flag("result", "result", metavar='"WHAT WAS SEEN"', help="what you checked"),
         ),
-        example="/incident step dep:job-queue done",
+        example="/incident step 1 done",
+        note="STEP is its number in /incident status (1, 2, ... a restore step; v1, v2, ... "
+        "a validation item) or its name (dep:job-queue)",
     ),
     CommandSpec(
         "incident",

@@ -64,10 +64,23 @@ QUEUE: tuple[CommandSpec, ...] = (
         "queue",
         "show",
         Show,
-        "one job: its row(s), its source asset and its events",
-        positionals=(Positional("job_id", "ID"),),
-        flags=(QUEUE_FLAG, SHARE_FLAG),
+        "one job: its row(s), its source asset and its events; or find it by its arguments",
+        positionals=(Positional("job_id", "ID", required=False),),
+        flags=(
+            Flag(
+                "args-like",
+                "args_like",
+                metavar="TEXT",
+                help="instead of an ID: the job whose arguments contain TEXT (case-insensitive)",
+            ),
+            QUEUE_FLAG,
+            SHARE_FLAG,
+        ),
         example="/queue show 1234",
+        note="Name the job by its ID, or find it by its arguments: /queue show --args-like "
+        "INV-104857 shows the one job whose arguments contain INV-104857, or lists the "
+        "matches when there are several. It reads every job of the queue (the default one, "
+        "or --queue Q), so it takes a moment on a large table.",
     ),
     CommandSpec(
         "queue",
@@ -97,6 +110,12 @@ QUEUE: tuple[CommandSpec, ...] = (
                 metavar="T",
                 help="only this job type",
                 aliases=("type",),
+            ),
+            Flag(
+                "args-like",
+                "args_like",
+                metavar="TEXT",
+                help="the job's arguments contain TEXT (case-insensitive)",
             ),
             LIMIT_FLAG,
             QUEUE_FLAG,
@@ -199,6 +218,12 @@ QUEUE: tuple[CommandSpec, ...] = (
                 kind="word",
                 metavar="T",
                 help="stage a plan over failed rows of one job type",
+            ),
+            Flag(
+                "args-like",
+                "args_like",
+                metavar="TEXT",
+                help="stage a plan over dead letters whose job arguments contain TEXT",
             ),
             Flag("all", "all", kind="bool", help="stage a plan over every dead letter"),
             Flag(

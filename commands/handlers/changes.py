@@ -26,8 +26,10 @@ from services.changes.model import ChangeKind, ChangeView, RequestState
 from services.errors import PermissionDenied
 from services.estate.ops import Selector
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
+from services.outbox import destination
 from services.plans.messages import plan_message, where_now
 from services.plans.model import OVERRIDDEN, PlanView
+from services.plans.publish import unshown_words
 
 MAX_LISTED = 20
 
@@ -83,6 +85,7 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         tenant=cmd.tenant,
         failure_reason=cmd.failure_reason,
         job_type=cmd.job_type,
+        args_like=cmd.args_like,
         all_dead=cmd.all,
         sample=cmd.sample,
         max_rows=cmd.max,
@@ -254,6 +257,8 @@ def change_message(v: ChangeView) -> Message:
         who = quorum.who_can(v.approvals_required, len(v.approvals), v.can_approve)
         if who is not None:
             blocks.append(Text(who))
+        if v.quorum_note is not None:
+            blocks.append(Text(v.quorum_note))
         blocks.append(
             Actions(
                 (
@@ -294,7 +299,10 @@ def _outcome_line(v: ChangeView) -> str:
     if v.kind is ChangeKind.RESUME:
         return f"plan P-{result.plan} is running again"
     if v.kind is ChangeKind.RESOLVE:
-        return f"{v.incident} resolved; /incident export {v.incident} writes the postmortem"
+        return (
+            f"{v.incident} resolved, requested by {v.requester} and approved by "
+            f"{', '.join(v.approvals)}; /incident export {v.incident} writes the postmortem"
+        )
     if v.kind is ChangeKind.ROLLBACK:
         return (
             f"plan P-{result.plan} rolled back: "
@@ -319,7 +327,14 @@ def _outcome(v: ChangeView) -> Block:
 
 
 async def handle_plan(cmd: ShowPlan, inv: Invocation, deps: Deps) -> Reply:
-    return Reply(plan_message(await deps.plans.view(number=cmd.plan)))
+    """The plan as it stands, and which of its posts nobody was shown (never "told")."""
+    view = await deps.plans.view(number=cmd.plan)
+    message = plan_message(view)
+    here = destination(inv.platform, inv.channel) if inv.channel else None
+    said = unshown_words(view.ref, await deps.plans.unshown_news(number=cmd.plan), here=here)
+    if said is None:
+        return Reply(message)
+    return Reply(Message(f"{message.summary} ({said})", (*message.blocks, Text(said))))
 
 
 async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:

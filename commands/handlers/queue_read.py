@@ -1,4 +1,5 @@
-"""Handlers of the read-only queue commands: help, triage, show, dlq, stuck."""
+"""Handlers of the read-only queue commands: help, triage, show (by ID or by its
+arguments), dlq, stuck."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.model import Dlq, Help, Show, Stuck, Triage
 from commands.reply import Reply
-from commands.show_lookup import find_job
+from commands.show_lookup import ArgsLookup, find_by_args, find_job
 from services import format as fmt
-from services.estate.model import DeadFilter, JobList, JobSummary
+from services.estate.args_like import COUNTED
+from services.estate.model import DeadFilter, JobDetail, JobList, JobSummary
 from services.message import Block, Heading, Message, Table, Text
 from services.reads.view import triage_message
 
@@ -30,10 +32,22 @@ async def handle_triage(cmd: Triage, inv: Invocation, deps: Deps) -> Reply:
 
 
 async def handle_show(cmd: Show, inv: Invocation, deps: Deps) -> Reply:
+    if cmd.args_like is not None:
+        found = await find_by_args(deps.reads, queue=cmd.queue, text=cmd.args_like)
+        if found.job is not None:
+            note = f"The one job in queue {found.queue} whose arguments contain {cmd.args_like!r}."
+            return Reply(_detail(found.job, note))
+        return Reply(_args_listing(found))
+    assert cmd.job_id is not None  # the model takes an ID or --args-like
     d, elsewhere = await find_job(deps.reads, queue=cmd.queue, job_id=cmd.job_id)
+    return Reply(_detail(d, elsewhere))
+
+
+def _detail(d: JobDetail, note: str | None) -> Message:
+    """One job as /queue show ID shows it, with a note above its row where there is one."""
     blocks: list[Block] = [
         Heading(f"Job {d.job_id} in queue {d.queue}: {d.status} ({d.canonical.value})"),
-        *([Text(elsewhere)] if elsewhere else []),
+        *([Text(note)] if note else []),
         Table(("column", "value"), tuple((k, fmt.value(v)) for k, v in d.row.items())),
     ]
     for section in d.sections:
@@ -61,7 +75,46 @@ async def handle_show(cmd: Show, inv: Invocation, deps: Deps) -> Reply:
     else:
         blocks.append(Text("No job events recorded."))
     summary = f"Job {d.job_id} in queue {d.queue}: {d.status}"
-    return Reply(Message(summary, tuple(blocks)))
+    return Message(summary, tuple(blocks))
+
+
+def _args_listing(lookup: ArgsLookup) -> Message:
+    """/queue show --args-like when it does not come down to one job: the matches listed
+    with the part of their arguments that matched and how to narrow them, or none and
+    where it looked."""
+    found, queue, text = lookup.found, lookup.queue, lookup.found.text
+    if not found.rows:
+        title = f"No job in queue {queue} has arguments containing {text!r}"
+        blocks: list[Block] = [
+            Heading(title),
+            Text(
+                "The arguments are matched as the database prints them (JSON as its text), "
+                "ignoring case."
+            ),
+        ]
+        if lookup.not_looked:
+            blocks.append(
+                Text(
+                    f"Only queue {queue} (the default queue) was looked in; to look in "
+                    f"another ({', '.join(lookup.not_looked)}), add --queue NAME."
+                )
+            )
+        return Message(title, tuple(blocks))
+    many = f"More than {COUNTED:,}" if found.capped else fmt.count(found.counted)
+    title = f"{many} jobs in queue {queue} have arguments containing {text!r}"
+    rows = tuple((r.id, r.status, r.group or "-", r.excerpt) for r in found.rows)
+    blocks = [Heading(title), Table(("job", "state", "type", "arguments"), rows)]
+    if found.more:
+        at_least = "at least " if found.capped else ""
+        blocks.append(Text(f"…and {at_least}{fmt.count(found.more)} more, not listed."))
+    blocks.append(
+        Text(
+            "Narrow it with a longer or more distinctive part of the arguments (--args-like "
+            f'"..."), or show one of them by its ID: /queue show {found.rows[0].id} '
+            f"--queue {queue}"
+        )
+    )
+    return Message(title, tuple(blocks))
 
 
 async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
@@ -71,6 +124,7 @@ async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
         reason=cmd.reason,
         job_type=cmd.job_type,
         limit=cmd.limit,
+        args_like=cmd.args_like,
     )
     if cmd.from_plan is not None:
         return await _dlq_from_plan(cmd.from_plan, cmd.queue, filters, deps)
@@ -126,7 +180,7 @@ def _listing(title: str, found: JobList, *, empty: str) -> Message:
         *(("message",) if has_msg else ()),
         "status",
         "group",
-        "tries",
+        found.attempts_label,
         "at",
         "reason / error",
     )

@@ -88,6 +88,12 @@ def _outline(runbook: Runbook, deps: Deps) -> str:
             f"detected by: {_authority(statement.detection_authority, deps)}",
             f"told: {told}",
             f"restore order: {', then '.join(runbook.restore_order) or 'nothing to restore'}",
+            "redrives: "
+            + (
+                f"held on its queue until {runbook.blocks_redrives_until} is restored"
+                if runbook.blocks_redrives_until
+                else "none held (checked as usual)"
+            ),
         )
     )
 

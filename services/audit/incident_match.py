@@ -3,7 +3,10 @@ change for its normal work (an incident's state, a communication's state, a time
 schedule) must still say what the trail says happened.
 
 - each incident: its ``incident.declared`` event, with the same summary, scenario, queue
-  and lead; resolved exactly when the trail has its ``incident.resolved``;
+  and lead; resolved exactly when the trail has its ``incident.resolved``; and where the
+  declaration records the restore step it holds redrives until (``blocks_redrives_until``,
+  written since this check exists), holding them exactly until the trail has that step's
+  ``incident.restore_done``;
 - each communication (``qb_incident_obligations``): met when the trail's first word on
   its audience is an ``incident.notified`` in time, missed when it is a late one or an
   ``incident.deadline_missed``, pending while there is neither; and where the declaration
@@ -80,6 +83,10 @@ class _Said:
     queue: str | None
     lead: str | None
     recorded: list[dict[str, Any]] | None  # the declaration's communications, if recorded
+    # whether the declaration records the restore step it holds redrives until, and which
+    hold_recorded: bool = False
+    holds_until: str | None = None
+    restored: set[str] = field(default_factory=set)  # restore steps the trail says are done
     resolved: bool = False
     decided: dict[str, tuple[str, str]] = field(default_factory=dict)  # audience -> state, why
 
@@ -103,6 +110,7 @@ class IncidentRecords:
                 _incidents.c.scenario,
                 _incidents.c.queue,
                 _incidents.c.lead,
+                _incidents.c.blocks_redrive,
             ).order_by(_incidents.c.id)
         ):
             self.incidents[int(row.id)] = dict(row._mapping)
@@ -139,14 +147,19 @@ class IncidentRecords:
         number = int(subject[4:])
         if action == "incident.declared":
             details = loads(row["details"])
-            recorded = details.get("obligations") if isinstance(details, dict) else None
+            if not isinstance(details, dict):
+                details = {}
+            recorded = details.get("obligations")
+            until = details.get("blocks_redrives_until")
             self.said[number] = _Said(
                 event=int(row["id"]),
                 summary=row["reason"],
-                scenario=details.get("scenario") if isinstance(details, dict) else None,
+                scenario=details.get("scenario"),
                 queue=row["queue"],
                 lead=row["actor_person"],
                 recorded=recorded if isinstance(recorded, list) else None,
+                hold_recorded="blocks_redrives_until" in details,
+                holds_until=str(until) if until else None,
             )
             return
         said = self.said.get(number)
@@ -154,6 +167,10 @@ class IncidentRecords:
             return  # an event of an incident the trail never declared: reported by its row
         if action == "incident.resolved":
             said.resolved = True
+        elif action == "incident.restore_done":
+            details = loads(row["details"])
+            if isinstance(details, dict) and isinstance(details.get("step"), str):
+                said.restored.add(details["step"])
         elif action in ("incident.notified", "incident.deadline_missed"):
             details = loads(row["details"])
             audience = str(details.get("audience"))
@@ -205,6 +222,21 @@ class IncidentRecords:
                 found.append(
                     f"{where}: {column} is {_shown(row[column])} but its incident.declared "
                     f"event {said.event} says {_shown(trail)}"
+                )
+        if said.hold_recorded:
+            until = said.holds_until
+            holds = until is not None and until not in said.restored
+            if bool(row["blocks_redrive"]) != holds:
+                why = (
+                    "its runbook holds none"
+                    if until is None
+                    else f"no incident.restore_done of {until}"
+                    if holds
+                    else f"its incident.restore_done of {until}"
+                )
+                found.append(
+                    f"{where}: blocks_redrive is {bool(row['blocks_redrive'])} but the trail "
+                    f"says {holds} ({why})"
                 )
         return found
 

@@ -240,8 +240,12 @@ class ChangeView:
     checks: list[tuple[str, str, str]] = field(default_factory=list)  # name, verdict, detail
     schedule: list[int] = field(default_factory=list)
     plan: int | None = None
-    # who may still approve it, where known (the approvers but its requester)
+    # who may still approve it, where known (the approvers but its requester and those
+    # who approved it already)
     can_approve: tuple[str, ...] = ()
+    # while pending: why it needs more than one approval and the other way out, or why a
+    # staged redrive of many rows needs one (services/changes/quorum.py, ``note``)
+    quorum_note: str | None = None
 
     @property
     def ref(self) -> str:

@@ -114,11 +114,7 @@ class ChangeRequests:
     ) -> ChangeView:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
-        can = (
-            None
-            if self.approvers is None
-            else [name for name in self.approvers() if name != actor.person]
-        )
+        can = self._others(actor.person)
         with collector_paused():
             async with transaction(self._writable(), subject=f"the {kind.value} request") as conn:
                 await _done_with(conn, delivery, self.clock())
@@ -140,7 +136,7 @@ class ChangeRequests:
                 )
                 await note_outcome(conn, delivery, f"CR-{number} requested")
                 view = await store.view(conn, number)
-        return view if can is None else replace(view, can_approve=tuple(can))
+        return self._shown(view)
 
     async def approve(
         self, *, number: int, actor: Actor, delivery: Claim | None = None
@@ -169,7 +165,7 @@ class ChangeRequests:
         if expired:
             raise RequestExpired(number=number, expired_at=request.expires_at)
         failures = await run_follow_ups(follow_ups, what=f"approval of CR-{number}")
-        return Decision(decision.view, decision.executed, decision.approvals, failures)
+        return Decision(self._shown(decision.view), decision.executed, decision.approvals, failures)
 
     async def reject(
         self,
@@ -230,6 +226,28 @@ class ChangeRequests:
 
     # -- steps -----------------------------------------------------------------------
 
+    def _others(self, person: str, approved: Sequence[str] = ()) -> list[str] | None:
+        """The approvers who could still approve a request of ``person`` (None: the
+        people are not known here)."""
+        if self.approvers is None:
+            return None
+        return [name for name in self.approvers() if name != person and name not in approved]
+
+    def _shown(self, view: ChangeView) -> ChangeView:
+        """A pending request as its message shows it: who may still approve it and what
+        its quorum says (why more than one approval, and the other way out)."""
+        if view.state is not RequestState.PENDING:
+            return view
+        can = self._others(view.requester, view.approvals)
+        note = quorum.note(
+            self.approval,
+            kind=view.kind,
+            needed=view.approvals_required,
+            rows=view.eligible,
+            schedule=view.schedule,
+        )
+        return replace(view, can_approve=tuple(can or ()), quorum_note=note)
+
     async def _request(
         self,
         conn: AsyncConnection,
@@ -262,13 +280,15 @@ class ChangeRequests:
         if not frozen.targets and kind not in rowless:
             raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
         count = frozen.affected if frozen.affected is not None else len(frozen.targets)
-        required = quorum.required(self.approval, count)
+        judged = quorum.judged_rows(kind, count, frozen.schedule)
+        required = quorum.required(self.approval, judged)
         never = (
             None
             if can is None
             else quorum.unreachable(
                 kind=kind,
                 rows=count,
+                judged=judged,
                 needed=required,
                 approval=self.approval,
                 requester=str(actor.person),

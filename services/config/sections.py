@@ -194,6 +194,11 @@ class QueueConfig(Strict):
 
 
 class ApprovalConfig(Strict):
+    """A change of more than ``large_change_rows`` rows needs ``large_change_approvals``
+    approvers besides its requester, else one. A staged redrive counts by its sample (the
+    rows it changes before anyone can halt it), every other change by all its rows
+    (services/changes/quorum.py)."""
+
     expiry_minutes: int = Field(default=30, ge=1, le=24 * 60)
     large_change_rows: int = Field(default=100, ge=1)
     large_change_approvals: int = Field(default=2, ge=1, le=5)

@@ -55,6 +55,9 @@ class ProfileDemo(ABC):
     demo and the numbers the tests assert are known."""
 
     counts: ClassVar[Mapping[str, Any]]
+    # The demo's standing faults, by the name `/demo fix NAME` takes: what is broken, in
+    # words. While one is not fixed, the jobs it breaks die again when redriven.
+    faults: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
     async def fill(self, conn: AsyncConnection, now: datetime) -> str:
@@ -62,6 +65,15 @@ class ProfileDemo(ABC):
         story starts from. Timestamps are relative to ``now``."""
 
     @abstractmethod
-    async def work(self, conn: AsyncConnection, *, now: datetime, due: Due, done: Pass) -> None:
+    async def work(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        due: Due,
+        done: Pass,
+        fixed: frozenset[str] = frozenset(),
+    ) -> None:
         """One pass of the simulated worker over the queue's rows queuebot put back,
-        counted in ``done``; a row moves on once ``due`` says it waited long enough."""
+        counted in ``done``; a row moves on once ``due`` says it waited long enough. The
+        faults named in ``fixed`` no longer break the jobs they broke."""

@@ -41,6 +41,16 @@ class DemoWorker:
         self.delay = delay
         self.timer = timer
         self._seen: dict[tuple[str, str, str], float] = {}  # (queue, row, state) -> first seen
+        self.fixed: set[str] = set()  # the demo's faults whose fix is "deployed"
+
+    def faults(self) -> dict[str, str]:
+        """The demo's standing faults (name -> what is broken), from every demo queue."""
+        found: dict[str, str] = {}
+        for profile in self.estate.profiles.values():
+            demo = profile.demo()
+            if demo is not None:
+                found.update(demo.faults)
+        return found
 
     def _due(self, queue: str, row: str, state: str) -> bool:
         """Whether ``row`` has been in ``state`` for ``delay`` (first sight starts it)."""
@@ -55,7 +65,13 @@ class DemoWorker:
             if demo is None:
                 continue
             async with self.estate.engine.begin() as conn:
-                await demo.work(conn, now=self.estate.clock(), due=self._due, done=done)
+                await demo.work(
+                    conn,
+                    now=self.estate.clock(),
+                    due=self._due,
+                    done=done,
+                    fixed=frozenset(self.fixed),
+                )
         return done
 
     async def run_forever(self, stop: asyncio.Event, interval: float = 0.5) -> None:

@@ -163,6 +163,7 @@ class JobSummary:
 class JobList:
     total: int
     rows: list[JobSummary]
+    attempts_label: str = "tries"  # what ``JobSummary.attempts`` counts (the profile's)
 
 
 @dataclass(frozen=True)
@@ -179,5 +180,6 @@ class DeadFilter:
     reason: str | None = None
     job_type: str | None = None
     limit: int = 20
+    args_like: str | None = None  # the job's arguments hold this text (args_like.py)
     # only these jobs (a plan's that died again: /queue dlq --from-plan); None: any job
     job_ids: tuple[str, ...] | None = None

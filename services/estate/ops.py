@@ -81,6 +81,7 @@ class Selector:
     max_rows: int | None = None  # a plan's cap on rows
     # the requester goes ahead although the dead letters are growing (with the approval)
     override_growth: bool = False
+    args_like: str | None = None  # dead rows whose job's arguments hold this text
 
     def dead_filter(self) -> DeadFilter:
         """The bulk selector as the dead-letter filter /queue dlq uses."""
@@ -89,6 +90,7 @@ class Selector:
             tenant=self.tenant,
             reason=self.failure_reason,
             job_type=self.job_type,
+            args_like=self.args_like,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -105,6 +107,7 @@ class Selector:
             "max_rows": self.max_rows,
             "from_plan": self.from_plan,
             "override_growth": self.override_growth,
+            "args_like": self.args_like,
         }
 
     @classmethod
@@ -122,13 +125,15 @@ class Selector:
             max_rows=data.get("max_rows"),
             from_plan=data.get("from_plan"),
             override_growth=bool(data.get("override_growth")),
+            args_like=data.get("args_like"),
         )
 
     @property
     def bulk(self) -> bool:
         """Selects dead rows by what they are, not by id."""
         return self.all_dead or any(
-            v is not None for v in (self.error_like, self.tenant, self.job_type, self.from_plan)
+            v is not None
+            for v in (self.error_like, self.tenant, self.job_type, self.args_like, self.from_plan)
         )
 
     def describe(self) -> str:
@@ -142,6 +147,7 @@ class Selector:
                 f"tenant {self.tenant}" if self.tenant else "",
                 f"failure_reason {self.failure_reason}" if self.failure_reason else "",
                 f"job type {self.job_type}" if self.job_type else "",
+                f"arguments like {self.args_like!r}" if self.args_like else "",
             ]
             chosen = ", ".join(p for p in parts if p)
             if self.from_plan is not None:

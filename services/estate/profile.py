@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import ConfigError, PreconditionFailed, UsageError
+from services.estate import args_like
 from services.estate.labels import lacking, lacking_note, unwritable_label
 from services.estate.model import (
     DEAD_LETTER_STATES,
@@ -101,6 +102,11 @@ class QueueProfile(ProfileTables):
     dead_letter_states: ClassVar[tuple[CanonicalState, ...]] = DEAD_LETTER_STATES
     # Whether this profile is a preset (a job-queue system's own tables), not a profile.
     preset: ClassVar[bool] = False
+    # What the attempts column of /queue dlq and the stuck report counts, as its header
+    # says it: "tries" where it counts a job's attempts; "retries" where it counts only
+    # those after the first (pg-boss's retry_count, worker_queue's); "errors" where the
+    # failed ones (Que's error_count).
+    attempts_label: ClassVar[str] = "tries"
 
     @classmethod
     def ddl(cls, dialect: str) -> str:
@@ -367,6 +373,27 @@ class QueueProfile(ProfileTables):
     @abstractmethod
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
         """Newest dead letters first."""
+
+    # Why a queue without a job's arguments refuses --args-like.
+    args_absent: ClassVar[str] = args_like.NO_ARGS
+
+    def args_lookup(self, tables: Mapping[str, BoundTable]) -> args_like.Lookup | None:
+        """Where a job's arguments are kept, None where the queue keeps none (then
+        ``--args-like`` is refused, saying ``args_absent``)."""
+        return None
+
+    def args_where(self, tables: Mapping[str, BoundTable], text: str) -> sa.ColumnElement[bool]:
+        """The jobs whose arguments hold ``text``: ``dead_where`` adds it for --args-like."""
+        how = self.args_lookup(tables)
+        args = how.args if how is not None else None
+        return args_like.where(self.queue, args, text, absent=self.args_absent)
+
+    async def find_by_args(self, conn: AsyncConnection, *, text: str) -> args_like.ArgsFound:
+        """``/queue show --args-like``: the jobs whose arguments hold ``text``."""
+        how = self.args_lookup(await self.tables(conn))
+        if how is None:
+            raise UsageError(f"queue {self.queue!r}: {self.args_absent}")
+        return await args_like.look_up(conn, self.queue, how, text)
 
     @abstractmethod
     async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList: ...

@@ -112,11 +112,12 @@ class ProfileTables(ABC):
                 if len(columns) == len(every)
                 else f"column(s) {', '.join(columns)} of table {names[quoted]!r}"
             )
-        first = next(iter(denied))
+        owner = "table's owner grants it" if len(denied) == 1 else "tables' owner grants them"
         raise ConfigError(
             f"queue {self.queue!r} ({self.name}): role {role!r} lacks the SELECT privilege on "
-            f"{'; '.join(parts)}, so the queue cannot be read; the table's owner grants it "
-            f"(GRANT SELECT ON {first} TO {conn.dialect.identifier_preparer.quote(role)})"
+            f"{'; '.join(parts)}, so the queue cannot be read; the {owner} "
+            f"(GRANT SELECT ON {', '.join(denied)} TO "
+            f"{conn.dialect.identifier_preparer.quote(role)})"
         )
 
     @property

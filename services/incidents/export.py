@@ -1,6 +1,8 @@
 """``/incident export``: the incident as a Markdown postmortem — what happened when, how
-long from the fault to recovery, each communication with its latency or its miss, the
-changes made under it with who approved them, and the validation results."""
+long from the fault to recovery (to when its validation passed: an incident resolved by
+an override without it has no recovery time to give), each communication with its latency
+or its miss, the changes made under it with who approved them, and the validation
+results."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.incidents import store, upkeep
 from services.incidents.confirm import how_validated
 from services.incidents.messages import duration
+from services.incidents.model import IncidentView
 from services.models import Approval, ChangeRequest
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
@@ -30,7 +33,6 @@ def _cell(text: object) -> str:
 async def postmortem(conn: AsyncConnection, number: int) -> str:
     view = await store.view(conn, number)
     lines = [f"# {view.name}: {view.summary}", ""]
-    since = view.fault_at or view.declared_at
     lines += [
         f"- Scenario: {view.scenario} (runbook {view.runbook})",
         f"- Queue: {view.queue or '-'}",
@@ -42,11 +44,8 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
             if view.fault_at
             else ""
         ),
-        f"- Resolved: {_when(view.resolved_at) if view.resolved_at else 'not yet'}",
     ]
-    if view.resolved_at is not None:
-        what = "fault" if view.fault_at else "declaration"
-        lines.append(f"- From the {what} to recovery: {duration(view.resolved_at - since)}")
+    lines += await _resolution(conn, view)
     lines += ["", "## Communications", "", "| audience | within | due | state | told after |"]
     lines.append("|---|---|---|---|---|")
     for o in view.obligations:
@@ -108,3 +107,66 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
             f"| {_when(entry.at)} | {entry.kind} | {entry.actor or '-'} | {_cell(entry.text)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+async def _resolution(conn: AsyncConnection, view: IncidentView) -> list[str]:
+    """When it was resolved and by whom (on an override, who asked and who approved),
+    and the time to recovery: to when its validation passed, where it did."""
+    if view.resolved_at is None:
+        return ["- Resolved: not yet"]
+    what = "fault" if view.fault_at else "declaration"
+    since = view.fault_at or view.declared_at
+    override = await _override(conn, view)
+    if override is not None:
+        request, requester, approvers = override
+        unvalidated = ", ".join(
+            f"v{i + 1}" for i, s in enumerate(view.validation()) if s.state != "done"
+        )
+        return [
+            f"- Resolved: {_when(view.resolved_at)}, on {request}: requested by {requester}, "
+            f"approved by {', '.join(approvers) or '-'}",
+            f"- From the {what} to recovery: not measured: resolved by override without "
+            f"validating {unvalidated}",
+        ]
+    resolved = next((e for e in reversed(view.timeline) if e.kind == "resolved"), None)
+    by = f", by {resolved.actor}" if resolved is not None and resolved.actor else ""
+    lines = [f"- Resolved: {_when(view.resolved_at)}{by}"]
+    validated = view.validated_at()
+    if validated is None:  # not validated, and no override on the record
+        return [*lines, f"- From the {what} to recovery: not measured: not validated"]
+    return [
+        *lines,
+        f"- Validated: {_when(validated)} (the last validation item passed)",
+        f"- From the {what} to recovery (validated): {duration(validated - since)}",
+    ]
+
+
+async def _override(conn: AsyncConnection, view: IncidentView) -> tuple[str, str, list[str]] | None:
+    """The executed request that resolved the incident without its validation: its
+    reference, who asked and who approved; None where it was resolved without one."""
+    found = (
+        await conn.execute(
+            sa.select(REQUESTS.c.id, REQUESTS.c.requester_person)
+            .where(
+                REQUESTS.c.incident == view.name,
+                REQUESTS.c.kind == "resolve",
+                REQUESTS.c.state == "executed",
+            )
+            .order_by(REQUESTS.c.id.desc())
+            .limit(1)
+        )
+    ).first()
+    if found is None:
+        return None
+    approvers = (
+        (
+            await conn.execute(
+                sa.select(APPROVALS.c.person)
+                .where(APPROVALS.c.request_id == found[0], APPROVALS.c.decision == "approve")
+                .order_by(APPROVALS.c.id)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    return f"CR-{found[0]}", str(found[1]), [str(a) for a in approvers]

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from services import button_ids
 from services.audit import Actor
-from services.incidents.model import IncidentView, ObligationView, number_text
+from services.incidents.model import IncidentView, ObligationView, Override, number_text
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
 from services.runbooks import Runbook
 
@@ -52,11 +52,12 @@ def checklist(view: IncidentView, runbook: Runbook, holders: Sequence[str]) -> M
         ),
         Text(
             "Restore order: "
-            + " → ".join(s.name for s in view.restore())
-            + f"\n(/incident step STEP done --incident {view.name}, in this order)"
+            + " → ".join(f"{n + 1} {s.name}" for n, s in enumerate(view.restore()))
+            + f"\n(/incident step N done --incident {view.name}, in this order)"
             if view.restore()
             else "Restore order: none"
         ),
+        *_holding(view),
         Text("Validation:\n" + "\n".join(f"☐ {s.name}" for s in view.validation())),
         Text(
             f"Declaration authority: {runbook.declaration_role}"
@@ -77,6 +78,20 @@ def checklist(view: IncidentView, runbook: Runbook, holders: Sequence[str]) -> M
     return Message(summary=f"{view.name} declared: {view.summary}", blocks=tuple(blocks))
 
 
+def _holding(view: IncidentView) -> tuple[Block, ...]:
+    """What the checklist says of redrives, where its runbook holds them."""
+    holding = view.holding_step()
+    if holding is None:
+        return ()
+    number, step = holding
+    return (
+        Text(
+            f"Redrives {on_queue(view)} are held until step {number} ({step.name}) is done: "
+            f"/incident step {number} done --incident {view.name} once it is restored"
+        ),
+    )
+
+
 def linked(number: int, actor: Actor, summary: str) -> Message:
     return Message(
         summary=f"{number_text(number)}: declared again",
@@ -87,8 +102,9 @@ def linked(number: int, actor: Actor, summary: str) -> Message:
 
 
 def to_audience(view: IncidentView, audience: str, text: str, actor: Actor) -> Message:
+    said = text if text.startswith(f"{view.name}:") else f"{view.name}: {text}"
     return Message(
-        summary=f"{view.name}: {text[:150]}",
+        summary=said[:160],
         blocks=(
             Heading(f"{view.name}: {view.summary}"),
             Text(text),
@@ -159,11 +175,67 @@ def escalation(
     )
 
 
-def resolved(view: IncidentView, actor: Actor, lasted: timedelta) -> Message:
-    since = "the fault" if view.fault_at else "the declaration"
-    return Message(
-        summary=f"{view.name} resolved",
-        blocks=(
-            Text(f"✅ {view.name} resolved by {_who(actor)}, {duration(lasted)} after {since}."),
-        ),
-    )
+def on_queue(view: IncidentView) -> str:
+    """Where the incident holds redrives: its queue, or every queue where it names none."""
+    return f"on {view.queue}" if view.queue else "on every queue"
+
+
+def skipped(override: Override) -> str:
+    """The validation items an override resolved without, by number: "v2, v3"."""
+    return ", ".join(item.split(" ", 1)[0] for item in override.unvalidated) or "none"
+
+
+def _since(view: IncidentView) -> tuple[datetime, str]:
+    """What an incident's times count from: the fault where it is known, else the
+    declaration."""
+    if view.fault_at is not None:
+        return view.fault_at, "the fault"
+    return view.declared_at, "the declaration"
+
+
+def resolution_said(
+    view: IncidentView,
+    by: str,
+    now: datetime,
+    validated: datetime | None,
+    override: Override | None,
+) -> str:
+    """The timeline's line of the resolution: who resolved it (on an override, who asked
+    and who approved), when, and when it recovered where that was measured."""
+    since, what = _since(view)
+    lasted = f"{duration(now - since)} after {what}"
+    if override is not None:
+        return (
+            f"resolved on {override.request}, requested by {override.requester} "
+            f"({override.reason}) and approved by {', '.join(override.approvers)}, {lasted}, "
+            f"without validating {skipped(override)}: recovery not measured"
+        )
+    said = f"{by} resolved it, {lasted}"
+    if validated is not None:
+        said += f"; recovered (validated) {duration(validated - since)} after {what}"
+    return said
+
+
+def resolved(
+    view: IncidentView,
+    by: str,
+    now: datetime,
+    validated: datetime | None,
+    override: Override | None,
+) -> Message:
+    """The thread's post when the incident is resolved."""
+    since, what = _since(view)
+    if override is not None:
+        text = (
+            f"✅ {view.name} resolved on {override.request}, requested by {override.requester} "
+            f"and approved by {', '.join(override.approvers)}, {duration(now - since)} after "
+            f"{what}, without validating {skipped(override)}: recovery not measured."
+        )
+    elif validated is not None:
+        text = (
+            f"✅ {view.name} resolved by {by}; recovered {duration(validated - since)} after "
+            f"{what} (validated at {validated:%H:%M:%S} UTC)."
+        )
+    else:
+        text = f"✅ {view.name} resolved by {by}, {duration(now - since)} after {what}."
+    return Message(summary=f"{view.name} resolved", blocks=(Text(text),))

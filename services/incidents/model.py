@@ -77,6 +77,10 @@ class IncidentView:
     declared_at: datetime
     fault_at: datetime | None
     resolved_at: datetime | None
+    # the restore step its runbook holds redrives on its queue until (None: it holds
+    # none), and whether it still does (until that step is marked done)
+    blocks_redrive_until: str | None = None
+    blocks_redrive: bool = False
     obligations: tuple[ObligationView, ...] = ()
     steps: tuple[StepView, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()
@@ -91,6 +95,27 @@ class IncidentView:
 
     def validation(self) -> list[StepView]:
         return [s for s in self.steps if s.kind == "validation"]
+
+    def holding_step(self) -> tuple[int, StepView] | None:
+        """The restore step redrives are held until, with its number as ``/incident
+        status`` shows it (1, 2, ...); None where its runbook holds none."""
+        return next(
+            (
+                (n + 1, s)
+                for n, s in enumerate(self.restore())
+                if s.name == self.blocks_redrive_until
+            ),
+            None,
+        )
+
+    def validated_at(self) -> datetime | None:
+        """When the last validation item passed (measured by queuebot or confirmed by a
+        person): when recovery is known to have happened. None while any item is not
+        done, an overridden one included: then nobody measured it."""
+        items = self.validation()
+        if not items or any(s.state != "done" or s.done_at is None for s in items):
+            return None
+        return max(s.done_at for s in items if s.done_at is not None)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ def status_message(view: IncidentView) -> Message:
     ]
     if view.queue:
         facts.append(("Queue", view.queue))
+    held = redrives(view)
+    if held is not None:
+        facts.append(("Redrives", held))
     blocks: list[Block] = [Heading(f"{view.name}: {view.summary}"), Fields(tuple(facts))]
     blocks.append(
         Table(
@@ -56,6 +59,20 @@ def status_message(view: IncidentView) -> Message:
         )
     )
     return Message(summary=f"{view.name}: {view.state}", blocks=tuple(blocks))
+
+
+def redrives(view: IncidentView) -> str | None:
+    """Whether the incident holds redrives on its queue, and until what; None where its
+    runbook holds none."""
+    holding = view.holding_step()
+    if holding is None:
+        return None
+    number, step = holding
+    if view.blocks_redrive and view.state == "open":
+        return f"held until step {number} ({step.name}) is done"
+    if step.state == "done":
+        return f"may run again (step {number}, {step.name}, is done)"
+    return "not held: the incident is resolved"
 
 
 def _done(state: str, by: str | None) -> str:

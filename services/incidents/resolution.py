@@ -74,15 +74,24 @@ class Resolution:
                     )
             by = actor.person or actor.account
             await store.step_done(conn, number, target, at=now, by=by, result=result)
-            what = "restored" if target.kind == "restore" else "confirmed"
-            await timeline.note(
-                conn,
-                number,
-                at=now,
-                kind=f"{target.kind}.done",
-                text=f"{who(actor)} {what}: {target.name}",
-                actor=actor.person,
+            # the step its runbook holds redrives until: they may run again, from now
+            releases = (
+                target.kind == "restore"
+                and view.blocks_redrive
+                and target.name == view.blocks_redrive_until
             )
+            if releases:
+                await store.release_redrives(conn, number)
+            what = "restored" if target.kind == "restore" else "confirmed"
+            said = f"{who(actor)} {what}: {target.name}"
+            if releases:
+                said += f"; redrives {messages.on_queue(view)} may run again"
+            await timeline.note(
+                conn, number, at=now, kind=f"{target.kind}.done", text=said, actor=actor.person
+            )
+            details: dict[str, Any] = {"step": target.name, "result": result}
+            if target.kind == "restore":
+                details["redrives_released"] = releases
             await self.audit.append(
                 conn,
                 action=f"incident.{target.kind}_done",
@@ -91,7 +100,7 @@ class Resolution:
                 subject=view.name,
                 queue=view.queue,
                 incident=view.name,
-                details={"step": target.name, "result": result},
+                details=details,
             )
             anchored = await anchor(self.anchors, conn, now)
             view = await store.view(conn, number)
@@ -188,7 +197,7 @@ class Resolution:
                     f'/incident resolve {view.name} --override --reason "WHY" asks another '
                     "person to approve resolving it without them"
                 )
-            view = await self._close(conn, view, actor, now, said_more="")
+            view = await self._close(conn, view, actor, now)
         self.outbox.wake()
         return view
 
@@ -226,16 +235,11 @@ class Resolution:
         await store.override_unvalidated(
             conn, number, at=now, by=approved, result=f"not validated: overridden by {request}"
         )
-        names = ", ".join(n.split(" ", 1)[0] for n, _, _ in skipped) or "none"
         await self._close(
             conn,
             view,
             actor,
             now,
-            said_more=(
-                f", without validating {names}: {request} asked by {requester} "
-                f"({reason}), approved by {approved}"
-            ),
             override=Override(request, requester, approvers, reason, [n for n, _, _ in skipped]),
         )
         return [wake_after(self.outbox)]
@@ -253,22 +257,24 @@ class Resolution:
         actor: Actor,
         now: datetime,
         *,
-        said_more: str,
         override: Override | None = None,
     ) -> IncidentView:
         """Resolve: cancel the pending timers, write the timeline, the audit event and
-        the thread's post."""
+        the thread's post. Recovery is when the validation passed (``validated_at``), not
+        now; an override resolves without it, so its recovery time is not known."""
         number = view.number
         await store.resolved(conn, number, now)
         await timers.cancel(conn, await store.pending_of(conn, number), self.config.remind_at)
         since = view.fault_at or view.declared_at
-        said = f"{who(actor)} resolved it, {messages.duration(now - since)} after the " + (
-            "fault" if view.fault_at else "declaration"
-        )
-        await timeline.note(
-            conn, number, at=now, kind="resolved", text=said + said_more, actor=actor.person
-        )
-        details: dict[str, Any] = {"fault_to_recovery_s": int((now - since).total_seconds())}
+        validated = None if override is not None else view.validated_at()
+        said = messages.resolution_said(view, who(actor), now, validated, override)
+        await timeline.note(conn, number, at=now, kind="resolved", text=said, actor=actor.person)
+        details: dict[str, Any] = {
+            "fault_to_recovery_s": (
+                None if validated is None else int((validated - since).total_seconds())
+            ),
+            "validated_at": None if validated is None else validated.isoformat(),
+        }
         if override is not None:
             details["override"] = asdict(override)
         await self.audit.append(
@@ -283,7 +289,8 @@ class Resolution:
         )
         if override is None:  # an override's approval posts the head after its change
             await anchor(self.anchors, conn, now)
-        await queue_post(conn, number, "thread", messages.resolved(view, actor, now - since), now)
+        post = messages.resolved(view, who(actor), now, validated, override)
+        await queue_post(conn, number, "thread", post, now)
         return await store.view(conn, number)
 
 
@@ -301,18 +308,23 @@ def _order(view: IncidentView) -> str:
 
 
 def _find_step(view: IncidentView, step: str) -> StepView:
+    """The step as ``/incident status`` numbers it (1, 2, ... a restore step; v1, v2, ...
+    a validation item), or by its name (``dep:job-queue``, or ``job-queue``)."""
     wanted = step.strip().casefold()
     validation = view.validation()
+    restore = view.restore()
     if wanted[:1] == "v" and wanted[1:].isdigit() and 1 <= int(wanted[1:]) <= len(validation):
         return validation[int(wanted[1:]) - 1]
+    if wanted.isdigit() and 1 <= int(wanted) <= len(restore):
+        return restore[int(wanted) - 1]
     for candidate in view.steps:
         if (
             candidate.name.casefold() == wanted
             or candidate.name.casefold().removeprefix("dep:") == wanted
         ):
             return candidate
-    names = ", ".join(s.name for s in view.restore()) or "none"
+    names = ", ".join(f"{n + 1} ({s.name})" for n, s in enumerate(restore)) or "none"
     raise NotFound(
-        f"{view.name} has no step {step!r}; its restore order: {names}; its validation "
+        f"{view.name} has no step {step!r}; its restore steps: {names}; its validation "
         f"items: v1-v{len(validation)} (/incident status)"
     )

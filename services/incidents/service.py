@@ -135,6 +135,8 @@ class Incidents:
                     "version": runbook.version,
                     "fault_at": fault_at.isoformat() if fault_at else None,
                     "alert_group": alert_group,
+                    # redrives on its queue held until this restore step is done (or None)
+                    "blocks_redrives_until": runbook.blocks_redrives_until,
                     # each communication and its timers: verify holds the tables to them
                     "obligations": obligations,
                 },

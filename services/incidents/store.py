@@ -159,6 +159,8 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
         declared_at=declared,
         fault_at=as_utc(incident["fault_at"]),
         resolved_at=as_utc(incident["resolved_at"]),
+        blocks_redrive_until=incident["blocks_redrive_until"],
+        blocks_redrive=bool(incident["blocks_redrive"]),
         obligations=tuple(_obligation(o, declared) for o in obligations),
         steps=tuple(
             StepView(
@@ -213,8 +215,9 @@ async def insert_incident(  # noqa: PLR0917 - one call site, every value named t
             scenario=runbook.scenario_id,
             summary=summary,
             state="open",
-            # redriving into a queue that is being restored is not safe
-            blocks_redrive="dep:job-queue" in runbook.restore_order,
+            # held only where the runbook says so, until that restore step is done
+            blocks_redrive=runbook.blocks_redrives_until is not None,
+            blocks_redrive_until=runbook.blocks_redrives_until,
             queue=queue,
             declared_at=now,
             runbook=runbook.id,
@@ -372,6 +375,13 @@ async def override_unvalidated(
             STEPS.c.state != "done",
         )
         .values(state="overridden", done_at=at, done_by=by, result=result)
+    )
+
+
+async def release_redrives(conn: AsyncConnection, number: int) -> None:
+    """The incident no longer holds redrives on its queue (its restore step is done)."""
+    await conn.execute(
+        INCIDENTS.update().where(INCIDENTS.c.id == number).values(blocks_redrive=False)
     )
 
 

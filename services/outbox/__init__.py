@@ -21,6 +21,13 @@ each done, or due again after a backoff with the error kept. What it promises:
   always goes out. Alert groups use it under a backlog: a root update is superseded by a
   newer one, news of a change by newer news or by the resolution; their roots,
   resolutions and re-firings always go out.
+- **Where it can be shown.** An item may name its *destination*, the one place its post
+  can go (a Slack or Discord channel a command was typed in; a console session). A relay
+  claims only the items its process reaches (``Reach``: serve's, the channels of its chat
+  platforms; a console's, its own session), and those without a destination. An item
+  nobody running reaches is never tried, so never failed nor closed: it waits for a
+  process that reaches it (a console session that has ended never comes back, and its
+  posts stay undelivered, which is what they are).
 - **Short leases, renewed.** A claimed item is leased to its relay for ``LEASE`` (its due
   time pushed ahead, ``leased_by`` naming the relay), and the relay renews the lease every
   quarter of it while the delivery runs, however long (a 429 waited out). A relay that
@@ -45,6 +52,7 @@ The package: ``model.py`` (the item, priorities and lanes a deliverer sees),
 
 from services.outbox.model import (
     BULK,
+    EVERYWHERE,
     NO_PLATFORM,
     NORMAL,
     NOT_POSTED,
@@ -52,7 +60,10 @@ from services.outbox.model import (
     Deliver,
     Item,
     PostedNowhere,
+    Reach,
+    Unshown,
     channel_lane,
+    destination,
 )
 from services.outbox.relay import LANE_WIDTH, Outbox
 from services.outbox.store import (
@@ -60,13 +71,16 @@ from services.outbox.store import (
     LEASE,
     add,
     add_many,
+    chat_posts,
     done_before,
     finish,
     forget_done,
+    unshown,
 )
 
 __all__ = [
     "BULK",
+    "EVERYWHERE",
     "KEEP_DONE",
     "LANE_WIDTH",
     "LEASE",
@@ -78,10 +92,15 @@ __all__ = [
     "Item",
     "Outbox",
     "PostedNowhere",
+    "Reach",
+    "Unshown",
     "add",
     "add_many",
     "channel_lane",
+    "chat_posts",
+    "destination",
     "done_before",
     "finish",
     "forget_done",
+    "unshown",
 ]

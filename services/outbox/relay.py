@@ -16,7 +16,7 @@ from services.errors import ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
 from services.ledger import process_owner
 from services.outbox import store
-from services.outbox.model import Deliver, Item, PostedNowhere
+from services.outbox.model import EVERYWHERE, Deliver, Item, PostedNowhere, Reach
 from services.scheduler import FollowUp, PostsDeferred
 
 log = logging.getLogger("queuebot.outbox")
@@ -32,7 +32,8 @@ MIN_PASS = 0.02  # seconds between a relay's passes at least: deliveries that en
 
 
 class Outbox:
-    """Delivers the items of the kinds registered with it."""
+    """Delivers the items of the kinds registered with it, those without a destination and
+    those whose destination its process reaches (``reach``: by default every one)."""
 
     def __init__(
         self,
@@ -40,10 +41,12 @@ class Outbox:
         engine: AsyncEngine,
         clock: Callable[[], datetime],
         lane_width: int = LANE_WIDTH,
+        reach: Reach = EVERYWHERE,
     ) -> None:
         self.engine = engine
         self.clock = clock
         self.lane_width = max(1, lane_width)
+        self.reach = reach
         self.owner = f"outbox:{process_owner()}"[:64]
         self.deliverers: dict[str, Deliver] = {}
         self.problems = KnownProblems(log, "the outbox relay")
@@ -73,7 +76,10 @@ class Outbox:
         A relay (here, or in serve's worker, woken by the same commit) may have claimed
         one of them first: its delivery is waited for (``HANDOVER`` at most), and the
         subject's later items delivered here, so the caller's reply still comes after
-        the posts it reports, and "still on its way" only when it really is."""
+        the posts it reports, and "still on its way" only when it really is. Items for a
+        destination this process does not reach (a Slack channel, from the console; a
+        console session, from serve) are left at once to the process that does: its reply
+        is shown elsewhere than those posts, so nothing here waits for them."""
 
         async def deliver_now() -> None:
             loop = asyncio.get_running_loop()
@@ -93,12 +99,14 @@ class Outbox:
         return deliver_now
 
     async def _held_back(self, kind: str, subject: str) -> tuple[str, bool] | None:
-        """Why the subject still has undone items, if it has: the oldest one's error, and
-        whether another relay is delivering it (it never failed: it is leased)."""
+        """Why the subject still has undone items this relay could deliver, if it has: the
+        oldest one's error, and whether another relay is delivering it (it never failed:
+        it is leased)."""
         async with transaction(self.engine, subject="the outbox") as conn:
-            error = await store.oldest_undone_error(conn, kind, subject)
-        if error is None:
+            oldest = await store.oldest_undone(conn, kind, subject)
+        if oldest is None or not self.reach.covers(oldest[1]):
             return None
+        error = oldest[0]
         if error:
             return error, False
         return "an earlier post is still on its way", True
@@ -199,6 +207,7 @@ class Outbox:
                 subject=subject,
                 most=most,
                 lane_width=self.lane_width,
+                reach=self.reach,
             )
 
     async def _deliver(self, item: Item, marks: _DoneMarks) -> str | None:

@@ -9,14 +9,14 @@ writer), so relays in several processes never hold more of a lane than its width
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.models import OutboxItem
-from services.outbox.model import BULK, NORMAL, Item
+from services.outbox.model import BULK, NORMAL, Item, Reach, Unshown
 
 _items = cast(sa.Table, OutboxItem.__table__)
 LEASE = timedelta(seconds=10)  # renewed every quarter of it while the delivery runs
@@ -33,6 +33,7 @@ def _row(
     lane: str | None = None,
     priority: int = NORMAL,
     collapse: str | None = None,
+    destination: str | None = None,
 ) -> dict[str, Any]:
     return {
         "kind": kind,
@@ -44,6 +45,7 @@ def _row(
         "lane": lane or f"{kind}/{subject}"[:160],
         "priority": priority,
         "collapse": collapse,
+        "destination": destination,
     }
 
 
@@ -57,14 +59,25 @@ async def add(
     lane: str | None = None,
     priority: int = NORMAL,
     collapse: str | None = None,
+    destination: str | None = None,
 ) -> None:
     """A post to make once the caller's transaction commits (and only if it does): in
     ``lane`` (the subject's own by default), at ``priority``; with a ``collapse`` key it
     supersedes its subject's older undelivered ``BULK`` items of that key, and is itself
-    superseded by a newer one while undelivered if it is ``BULK``."""
+    superseded by a newer one while undelivered if it is ``BULK``. With a ``destination``
+    only a relay that reaches it delivers it (``model.Reach``)."""
     await conn.execute(
         _items.insert().values(
-            _row(kind, subject, payload, now, lane=lane, priority=priority, collapse=collapse)
+            _row(
+                kind,
+                subject,
+                payload,
+                now,
+                lane=lane,
+                priority=priority,
+                collapse=collapse,
+                destination=destination,
+            )
         )
     )
 
@@ -73,8 +86,8 @@ async def add_many(
     conn: AsyncConnection, *, kind: str, items: list[dict[str, Any]], now: datetime
 ) -> None:
     """Several posts (each ``{"subject": ..., "payload": ...}``, optionally ``lane``,
-    ``priority`` and ``collapse`` as for ``add``) in one statement, in the order given
-    (their ids keep that order, so each subject's posts go out in it)."""
+    ``priority``, ``collapse`` and ``destination`` as for ``add``) in one statement, in
+    the order given (their ids keep that order, so each subject's posts go out in it)."""
     await conn.execute(
         _items.insert(),
         [
@@ -86,6 +99,7 @@ async def add_many(
                 lane=item.get("lane"),
                 priority=int(item.get("priority", NORMAL)),
                 collapse=item.get("collapse"),
+                destination=item.get("destination"),
             )
             for item in items
         ],
@@ -119,15 +133,16 @@ async def claim(
     subject: str | None,
     most: int,
     lane_width: int,
+    reach: Reach,
 ) -> list[Item]:
-    """Lease to ``owner`` up to ``most`` due items of ``kinds``, each the oldest undone
-    of its subject, lanes within ``lane_width`` (not for one subject's kick), highest
-    priority and then earliest due first, in that order; superseded items are marked
-    done first."""
+    """Lease to ``owner`` up to ``most`` due items of ``kinds`` whose destination is in
+    ``reach``, each the oldest undone of its subject, lanes within ``lane_width`` (not for
+    one subject's kick), highest priority and then earliest due first, in that order;
+    superseded items are marked done first."""
     if conn.dialect.name == "postgresql":
         await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": CLAIM_LOCK})
     await _collapse(conn, now)
-    picking = _pick(now, kinds, kind, subject, most, lane_width if subject is None else None)
+    picking = _pick(now, kinds, kind, subject, most, lane_width if subject is None else None, reach)
     picked = list((await conn.execute(picking)).scalars())
     if not picked:
         return []
@@ -174,10 +189,13 @@ def _pick(  # noqa: PLR0917 - one call site, every value named there
     subject: str | None,
     most: int,
     lane_width: int | None,
+    reach: Reach,
 ) -> sa.Select[tuple[int]]:
     """The ids to claim, in the order they should go out (lanes within ``lane_width``
     unless it is None). Only the oldest undone item of each subject can go (one aggregate
-    over the undone items: the cost grows with them, never with their square)."""
+    over the undone items: the cost grows with them, never with their square), and only
+    where ``reach`` goes: a subject whose oldest undone item is for another process's
+    destination waits for that process."""
     undone = _items.alias("undone")
     heads = sa.select(sa.func.min(undone.c.id).label("id")).where(undone.c.done_at.is_(None))
     if kind is not None:
@@ -189,6 +207,7 @@ def _pick(  # noqa: PLR0917 - one call site, every value named there
     ready = (
         due.c.due_at <= now,  # not in backoff, not leased (or its lease ran out)
         due.c.kind.in_(kinds),
+        reached(due.c.destination, reach),
     )
     first = (due.c.priority.desc(), due.c.due_at, due.c.id)
     heads_due = due.join(head, head.c.id == due.c.id)
@@ -220,6 +239,27 @@ def _pick(  # noqa: PLR0917 - one call site, every value named there
         .order_by(ranked.c.priority.desc(), ranked.c.due_at, ranked.c.id)
         .limit(most)
     )
+
+
+def reached(where: sa.ColumnElement[Any], reach: Reach) -> sa.ColumnElement[bool]:
+    """The items whose destination ``where`` is in ``reach`` (none: any relay's)."""
+    if reach.everywhere:
+        return sa.true()
+    return sa.or_(
+        where.is_(None),
+        *(
+            where.startswith(f"{platform}:", autoescape=True)
+            for platform in sorted(reach.platforms)
+        ),
+        *((where.in_(sorted(reach.places)),) if reach.places else ()),
+    )
+
+
+def chat_posts() -> sa.ColumnElement[bool]:
+    """The items that are chat posts: not those only a console session can print, which
+    wait for it, for good once it has ended (no chat platform is late with them)."""
+    where = _items.c.destination
+    return sa.or_(where.is_(None), sa.not_(where.startswith("console:", autoescape=True)))
 
 
 async def _collapse(conn: AsyncConnection, now: datetime) -> None:
@@ -302,12 +342,14 @@ async def retry_later(
     )
 
 
-async def oldest_undone_error(conn: AsyncConnection, kind: str, subject: str) -> str | None:
-    """The error of the subject's oldest undone item: ``None`` when it has none, ``""``
-    when the oldest never failed."""
+async def oldest_undone(
+    conn: AsyncConnection, kind: str, subject: str
+) -> tuple[str, str | None] | None:
+    """The error of the subject's oldest undone item (``""`` when it never failed) and its
+    destination; ``None`` when the subject has none."""
     oldest = (
         await conn.execute(
-            sa.select(_items.c.last_error)
+            sa.select(_items.c.last_error, _items.c.destination)
             .where(
                 _items.c.kind == kind,
                 _items.c.subject == subject,
@@ -319,4 +361,48 @@ async def oldest_undone_error(conn: AsyncConnection, kind: str, subject: str) ->
     ).first()
     if oldest is None:
         return None
-    return str(oldest[0] or "")
+    return str(oldest[0] or ""), oldest[1]
+
+
+async def unshown(conn: AsyncConnection, kind: str, subject: str) -> Unshown:
+    """The subject's posts nobody has been shown: those still undone, and those closed as
+    posted nowhere (``close_nowhere``: done, neither superseded nor leased, an error
+    kept; a delivered item keeps the lease of the relay that delivered it)."""
+    nowhere = sa.and_(
+        _items.c.done_at.is_not(None),
+        _items.c.superseded_by.is_(None),
+        _items.c.leased_by.is_(None),
+        _items.c.last_error.is_not(None),
+    )
+    rows = (
+        await conn.execute(
+            sa.select(
+                _items.c.done_at.is_(None).label("waiting"),
+                _items.c.created_at,
+                _items.c.destination,
+                _items.c.last_error,
+            )
+            .where(
+                _items.c.kind == kind,
+                _items.c.subject == subject,
+                sa.or_(_items.c.done_at.is_(None), nowhere),
+            )
+            .order_by(_items.c.id)
+        )
+    ).all()
+    waiting = [row for row in rows if row.waiting]
+    closed = [row for row in rows if not row.waiting]
+    first = waiting[0] if waiting else None
+    return Unshown(
+        waiting=len(waiting),
+        since=_utc(first.created_at) if first else None,
+        where=first.destination if first else None,
+        error=first.last_error if first else None,
+        closed=len(closed),
+        why=closed[-1].last_error if closed else None,
+    )
+
+
+def _utc(when: datetime) -> datetime:
+    """SQLite gives back naive times; queuebot writes UTC."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

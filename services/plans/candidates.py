@@ -74,10 +74,8 @@ async def _dead_again(
             f"no job of P-{number} is dead again now: nothing to redrive. /queue plan "
             f"P-{number} shows how its jobs ended"
         )
-    filters = selector.dead_filter()
-    if all(
-        v is None for v in (filters.error_like, filters.tenant, filters.reason, filters.job_type)
-    ):
+    f = selector.dead_filter()
+    if all(v is None for v in (f.error_like, f.tenant, f.reason, f.job_type, f.args_like)):
         return again
     matching = set(await profile.plan_ops.candidate_ids(conn, selector=selector))
     return [job for job in again if job in matching]

@@ -1,6 +1,7 @@
 """The preconditions of a redrive, each evaluated and shown: a reason, a dead-letter
-count that is not growing, no open incident that blocks redrives, the job's source object
-still there, an error not classified permanent, and fewer than K earlier redrives.
+count that is not growing, no open incident that blocks redrives (one whose runbook holds
+them until a restore step, not yet marked done), the job's source object still there, an
+error not classified permanent, and fewer than K earlier redrives.
 Queue-wide checks refuse the whole request; per-job checks exclude the jobs that fail
 them and say why."""
 
@@ -17,11 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.config import RedriveConfig
 from services.estate.ops import Ineligible, PlanOps, Target
 from services.estate.profile import QueueProfile
-from services.models import Incident
+from services.models import Incident, IncidentStep
 from services.plans.model import Check
 from services.reads.samples import Growth, dead_growth
 
 _incidents = cast(sa.Table, Incident.__table__)
+_steps = cast(sa.Table, IncidentStep.__table__)
 
 
 @dataclass(frozen=True)
@@ -80,25 +82,7 @@ async def evaluate(
         )
     )
 
-    blocking = (
-        await conn.execute(
-            sa.select(_incidents.c.id, _incidents.c.scenario)
-            .where(
-                _incidents.c.state == "open",
-                _incidents.c.blocks_redrive.is_(True),
-                sa.or_(_incidents.c.queue.is_(None), _incidents.c.queue == profile.queue),
-            )
-            .order_by(_incidents.c.id)
-        )
-    ).all()
-    checks.append(
-        Check(
-            "no open incident blocks redrives",
-            not blocking,
-            "; ".join(f"INC-{i} ({s}) is open and blocks redrives" for i, s in blocking)
-            or "none open",
-        )
-    )
+    checks.append(await _incidents_holding(conn, profile.queue))
 
     excluded: list[Ineligible] = []
     remaining = list(targets)
@@ -197,3 +181,52 @@ def _exclude(
         else:
             kept.append(t)
     return kept
+
+
+async def _incidents_holding(conn: AsyncConnection, queue: str) -> Check:
+    """The open incidents that hold redrives on ``queue`` (an incident naming no queue
+    holds them on every queue), each with the restore step that lifts its hold."""
+    held = sa.and_(
+        _steps.c.incident_id == _incidents.c.id,
+        _steps.c.kind == "restore",
+        _steps.c.name == _incidents.c.blocks_redrive_until,
+    )
+    blocking = (
+        await conn.execute(
+            sa.select(
+                _incidents.c.id,
+                _incidents.c.scenario,
+                _incidents.c.queue,
+                _steps.c.name,
+                _steps.c.position,
+            )
+            .select_from(_incidents.outerjoin(_steps, held))
+            .where(
+                _incidents.c.state == "open",
+                _incidents.c.blocks_redrive.is_(True),
+                sa.or_(_incidents.c.queue.is_(None), _incidents.c.queue == queue),
+            )
+            .order_by(_incidents.c.id)
+        )
+    ).all()
+    return Check(
+        "no open incident blocks redrives",
+        not blocking,
+        "; ".join(_holding(*row) for row in blocking) or "none open",
+    )
+
+
+def _holding(
+    number: int, scenario: str, queue: str | None, step: str | None, at: int | None
+) -> str:
+    """How an incident holds redrives, and what lifts the hold."""
+    name = f"INC-{number}"
+    if step is None or at is None:  # no step to mark done: only resolving it lifts it
+        return f"{name} ({scenario}) is open and blocks redrives until it is resolved"
+    where = f"on {queue}" if queue else "on every queue"
+    # restore steps come first, in the runbook's order: step N is position N - 1
+    return (
+        f"{name} ({scenario}) is restoring {step}: redrives {where} wait until its restore "
+        f"step {at + 1} ({step}) is done; once it is restored, /incident step {at + 1} done "
+        f"--incident {name}"
+    )

@@ -10,15 +10,22 @@ is one plan message, unless a post's outcome is lost (Slack took it but the answ
 came back, or storing its reference failed): then a later publisher posts another. When
 no reference comes at all, the news goes to the plan's channel without a thread rather
 than nowhere.
+
+A plan's news has one place it can be shown: where its request was made (a Slack or
+Discord channel; the console session that asked). Each post carries that destination, so
+only a process that reaches it delivers it, whichever process ran the wave: serve posts
+a Slack plan's news, the console that asked prints its own (``announce``). What was not
+shown is said by ``/queue plan`` (``unshown_words``), never passed over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -27,7 +34,16 @@ from services.db import reading, transaction
 from services.ledger import Claim, DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef, Notifier
-from services.outbox import NOT_POSTED, Item, Outbox, PostedNowhere, add
+from services.outbox import (
+    NOT_POSTED,
+    Item,
+    Outbox,
+    PostedNowhere,
+    Unshown,
+    add,
+    destination,
+    unshown,
+)
 from services.plans import messages, store
 from services.plans.model import News, Note, PlanView, WaveStarted, news_from, news_json
 from services.plans.store import PLANS
@@ -165,5 +181,62 @@ async def announce(
     """Inside the step's transaction: the plan's news goes into the outbox, to be posted
     once (and only if) the step commits. Returns the kick that posts it right after."""
     payload = {"news": news_json(list(news))}
-    await add(conn, kind=PLAN_NEWS, subject=str(number), payload=payload, now=now)
+    origin = (
+        await conn.execute(sa.select(PLANS.c.origin).where(PLANS.c.id == number))
+    ).scalar_one()
+    await add(
+        conn,
+        kind=PLAN_NEWS,
+        subject=str(number),
+        payload=payload,
+        now=now,
+        destination=news_destination(origin or {}),
+    )
     return outbox.kick(PLAN_NEWS, str(number))
+
+
+def news_destination(origin: Mapping[str, Any]) -> str | None:
+    """Where a plan's news must be shown: the channel its request was made in (for the
+    console, the session that asked). None where the request named none (made before
+    console sessions were named, or by a tool): any relay posts it where it can."""
+    channel = origin.get("channel")
+    if not channel:
+        return None
+    return destination(str(origin.get("platform") or "console"), str(channel))
+
+
+async def unshown_news(conn: AsyncConnection, number: int) -> Unshown:
+    """The plan's posts nobody has been shown (waiting, or closed as posted nowhere)."""
+    return await unshown(conn, PLAN_NEWS, str(number))
+
+
+def unshown_words(ref: str, news: Unshown, *, here: str | None = None) -> str | None:
+    """What ``/queue plan`` says of the plan's posts nobody has been shown; None when every
+    one was shown. ``here``: the destination of the place it was asked in (a console
+    session prints its own posts)."""
+    said: list[str] = []
+    if news.waiting and news.since is not None:
+        # an update: the plan's message brought up to date, and what happened in its thread
+        posts = f"{news.waiting} update(s) of {ref}'s news since {news.since:%H:%M:%S} UTC"
+        platform, _, channel = (news.where or "").partition(":")
+        failed = f"; the last attempt failed: {news.error}" if news.error else ""
+        if news.where is not None and news.where == here and platform == "console":
+            said.append(f"Not printed yet: {posts}, on their way to this console session.")
+        elif platform == "console":
+            said.append(
+                f"Not shown anywhere: {posts}. They can be printed only by the console "
+                f"session that asked for {ref} ({channel}), and it has not printed them: a "
+                "session that has ended never will, and no other session takes them over. "
+                "The plan as it stands is above."
+            )
+        elif news.where is not None:
+            said.append(
+                f"Not posted yet: {posts}, waiting for queuebot serve to post them to "
+                f"{platform} channel {channel}{failed}."
+            )
+        else:
+            said.append(f"Not posted yet: {posts}, waiting for the outbox relay{failed}.")
+    if news.closed:
+        why = (news.why or "").removeprefix("not posted: ")
+        said.append(f"Not posted anywhere: {news.closed} update(s) of {ref}'s news; {why}.")
+    return " ".join(said) or None

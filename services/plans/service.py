@@ -14,9 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.audit import Actor
 from services.db import reading, transaction
 from services.ledger import Claim, complete_in, note_outcome
+from services.outbox import Unshown
 from services.plans import dead_again, store
 from services.plans.control import PlanControl
 from services.plans.model import PlanView
+from services.plans.publish import unshown_news
 from services.scheduler import FollowUp, PostFailure, run_follow_ups
 
 log = logging.getLogger("queuebot.plans")
@@ -51,6 +53,11 @@ class Plans:
     async def view(self, *, number: int) -> PlanView:
         async with reading(self.engine) as conn:
             return await store.view(conn, number)
+
+    async def unshown_news(self, *, number: int) -> Unshown:
+        """The plan's posts nobody has been shown (``/queue plan`` says so)."""
+        async with reading(self.engine) as conn:
+            return await unshown_news(conn, number)
 
     async def queue_of(self, *, number: int) -> str:
         async with reading(self.engine) as conn:

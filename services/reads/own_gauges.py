@@ -41,6 +41,7 @@ from services.models import (
     PlanItem,
     ScheduledItem,
 )
+from services.outbox import chat_posts
 
 PLAN_STATES = ("running", "halted", "completed", "rolled_back", "closed")
 ACTIVE_PLAN_STATES = ("running", "halted")
@@ -291,7 +292,7 @@ async def _outbox_backlog(conn: AsyncConnection, now: datetime) -> tuple[int, fl
     pending, oldest = (
         await conn.execute(
             sa.select(sa.func.count(), sa.func.min(_outbox.c.created_at)).where(
-                _outbox.c.done_at.is_(None)
+                _outbox.c.done_at.is_(None), chat_posts()
             )
         )
     ).one()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from services.estate.args_like import ArgsFound
 from services.estate.estate import Estate
 from services.estate.model import (
     DeadFilter,
@@ -68,6 +69,16 @@ class QueueReads:
 
         return await self.gate.read(("show", profile.queue, job_id), load)
 
+    async def find_by_args(self, *, queue: str | None = None, text: str) -> ArgsFound:
+        """The jobs whose arguments hold ``text`` (a capped scan of the queue's table)."""
+        profile = self.estate.profile(queue)
+
+        async def load() -> ArgsFound:
+            async with self.estate.connect() as conn:
+                return await profile.find_by_args(conn, text=text)
+
+        return await self.gate.read(("args", profile.queue, text), load)
+
     async def list_dead(self, *, queue: str | None = None, filters: DeadFilter) -> JobList:
         profile = self.estate.profile(queue)
 
@@ -76,14 +87,16 @@ class QueueReads:
                 ids = filters.job_ids
                 size = chunk_for(conn.dialect.name)
                 if ids is None or len(ids) <= size:
-                    return await profile.dead(conn, filters=filters)
+                    found = await profile.dead(conn, filters=filters)
+                    return replace(found, attempts_label=profile.attempts_label)
                 # more jobs than one statement takes: each share listed, the newest kept
-                found = [
+                shares = [
                     await profile.dead(conn, filters=replace(filters, job_ids=tuple(part)))
                     for part in chunks(ids, size)
                 ]
-            rows = sorted((r for f in found for r in f.rows), key=_newest_first)
-            return JobList(sum(f.total for f in found), rows[: filters.limit])
+            rows = sorted((r for f in shares for r in f.rows), key=_newest_first)
+            total = sum(f.total for f in shares)
+            return JobList(total, rows[: filters.limit], attempts_label=profile.attempts_label)
 
         return await self.gate.read(("dead", profile.queue, filters), load)
 
@@ -92,9 +105,10 @@ class QueueReads:
 
         async def load() -> JobList:
             async with self.estate.connect() as conn:
-                return await profile.stuck(
+                found = await profile.stuck(
                     conn, now=self.estate.clock(), limit=min(limit, MAX_LIST)
                 )
+            return replace(found, attempts_label=profile.attempts_label)
 
         return await self.gate.read(("stuck", profile.queue, limit), load)
 

@@ -14,6 +14,10 @@ field's check and skipped here.
 
 Every dependency in ``restoreOrder`` must be known, appear once, and not be one the
 statement assumes healthy (what is assumed healthy is not restored).
+
+**Holding redrives.** ``blocksRedrivesUntil`` names a step of ``restoreOrder``: an open
+incident holds redrives on its queue until that step is marked done, so a step the runbook
+never restores would hold them until the incident is resolved.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ def rule_problems(data: Mapping[str, Any]) -> list[Problem]:
     return [
         *_restore_order(data),
         *_fencing(data),
+        *_redrives_held_until(data),
         *_repeats(data, "secrets", ("id",)),
         # one communication per audience: an incident keeps one deadline per audience
         *_repeats(data, "communications", ("audience",)),
@@ -109,6 +114,19 @@ def _fencing(data: Mapping[str, Any]) -> Iterator[Problem]:
         yield Problem(
             "must say how the old primary is kept from writing, because promotesAStandby is true",
             ("fencing",),
+        )
+
+
+def _redrives_held_until(data: Mapping[str, Any]) -> Iterator[Problem]:
+    dep = _dep(data.get("blocksRedrivesUntil"))
+    if dep is None or not isinstance(data.get("restoreOrder"), list):
+        return  # left out, null, or of the wrong shape: the fields' own checks say so
+    order = [d for d in map(_dep, _items(data, "restoreOrder")) if d is not None]
+    if dep not in order:
+        yield Problem(
+            f"{dep!r} is not in restoreOrder ({', '.join(order) or 'empty'}): name the "
+            "restore step after which redrives may run again, or leave the field out",
+            ("blocksRedrivesUntil",),
         )
 
 

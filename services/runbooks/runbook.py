@@ -56,6 +56,12 @@ class Runbook:
         return tuple(self.statement.restore_order)
 
     @property
+    def blocks_redrives_until(self) -> str | None:
+        """The restore step an open incident of this runbook holds redrives on its queue
+        until (marked done, they may run again); None: it holds none."""
+        return self.statement.blocks_redrives_until
+
+    @property
     def validation(self) -> tuple[ValidationItem, ...]:
         return tuple(self.statement.validation)
 

@@ -6,7 +6,9 @@ Field names are camelCase, as in the file. Values are taken as written, never co
 name is refused (a misspelt ``withinMS`` must not pass as an unknown extra). The base
 fields are all required, nullable ones included (``"fencing": null`` says there is none);
 queuebot's own additions are optional: a ``draft`` per communication, a ``check`` per
-validation item (which may also be a plain sentence) and a top-level ``dependencies`` list.
+validation item (which may also be a plain sentence), a top-level ``dependencies`` list and
+``blocksRedrivesUntil`` (the restore step an open incident holds redrives on its queue
+until).
 Rules that relate one field to another (which dependencies are known, repeats) live in
 ``services/runbooks/rules.py``.
 """
@@ -45,7 +47,7 @@ PLACEHOLDERS: dict[str, str] = {
     "incident": "the incident's number, such as INC-4",
     "lead": "who declared the incident and leads it",
     "queue": "the queue it concerns",
-    "summary": "the one-line summary given when it was declared",
+    "summary": "the one-line summary given when it was declared, ending as a sentence",
     "scenario": "the scenario id, such as gd:queue-loss",
 }
 
@@ -138,9 +140,20 @@ def say_window(ms: int) -> str:
     return f"{hours} h" + (f" {mins} min" if mins else "")
 
 
+def as_sentence(text: str) -> str:
+    """``text`` ending as a sentence: a full stop added where it ends without one (or a
+    ``!`` or ``?``), so what a draft says after it does not run on from it."""
+    said = text.strip()
+    return said if not said or said.endswith((".", "!", "?", "…")) else said + "."
+
+
 def fill_draft(draft: str, values: Mapping[str, str]) -> str:
-    """A draft with its placeholders filled; one without a value reads ``-``."""
-    return draft.format_map({name: values.get(name, "-") for name in PLACEHOLDERS})
+    """A draft with its placeholders filled; one without a value reads ``-``. The summary
+    ends as a sentence (``as_sentence``)."""
+    filled = {name: values.get(name, "-") for name in PLACEHOLDERS}
+    if "summary" in values:
+        filled["summary"] = as_sentence(values["summary"])
+    return draft.format_map(filled)
 
 
 Text = Annotated[str, AfterValidator(_text)]
@@ -229,6 +242,9 @@ class Statement(_Part):
     validation: Annotated[list[ValidationItem], Field(min_length=1)]
     failback: Text
     dependencies: list[DependencyId] = Field(default_factory=list)  # queuebot's
+    # queuebot's: an open incident of this runbook holds redrives on its queue until this
+    # restore step is done (rules.py holds it to restoreOrder); None: it holds none
+    blocks_redrives_until: DependencyId | None = None
 
 
 # The object each field name leads into, to name the fields a misspelt one may have meant.

@@ -107,12 +107,13 @@ def _up(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> bool:
 
 @contextlib.contextmanager
 def running_serve(
-    workdir: Path, db_url: str, env: dict[str, str], *, extra: str = ""
+    workdir: Path, db_url: str, env: dict[str, str], *, extra: str = "", config_text: str = ""
 ) -> Iterator[Served]:
-    """`queuebot serve` with the demo config (and ``extra`` TOML after it) and these
-    variables, until it answers /healthz. Stopped after; its log must hold no traceback."""
+    """`queuebot serve` with the demo config (or ``config_text``, and ``extra`` TOML after
+    it) and these variables, until it answers /healthz. Stopped after; its log must hold no
+    traceback."""
     config = workdir / "queuebot.toml"
-    config.write_text(DEMO_CONFIG.format(config=config) + extra)
+    config.write_text((config_text or DEMO_CONFIG.format(config=config)) + extra)
     full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
     full.update(
         QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url, QUEUEBOT_LOG_LEVEL="INFO"

@@ -134,7 +134,9 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
     assert "| operators | 2 s |" in export and "| missed | never |" in export
     assert "| actors | 8 s |" in export and "| met |" in export
     assert "- [x] v2 one synthetic job submitted after recovery" in export
-    assert "From the declaration to recovery:" in export
+    # resolved on bob's approval of dora's override: no recovery time is claimed
+    assert "- Resolved: " in export and ", on CR-2: requested by dora, approved by bob" in export
+    assert "- From the declaration to recovery: not measured: resolved by override" in export
     assert "| CR-1 | plan | clips | alice | bob | executed | 14 |" in export  # made under it
     timeline = out.split("> /incident timeline INC-1")[1]
     assert (

@@ -127,3 +127,23 @@ def test_the_banner_suggests_what_fits_the_estate_left_by_earlier_runs(tmp_path:
     said = banner(fourth)  # rolled back: the sample's two jobs are dead letters again
     assert "Watch a plan: @alice /queue redrive --error-like ffmpeg" in said
     assert "then @bob /queue approve CR-3, and /queue plan P-2." in said
+
+
+def test_the_demo_lists_its_faults_and_deploys_a_fix(tmp_path: Path) -> None:
+    lines = [
+        "/demo",
+        "/demo fix transcoder",
+        "/demo faults",
+        "/demo fix ffmpeg",
+        "@alice /demo break",
+    ]
+    run = queuebot("demo", stdin="".join(f"{x}\n" for x in lines), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    said = replies(run.stdout)
+    assert "transcoder  broken" in said["/demo"]
+    assert "transcoder  fixed" in said["/demo faults"]
+    assert "transcoder: fix deployed" in said["/demo fix transcoder"]
+    assert "no fault named 'ffmpeg' (faults: allowlist, transcoder)" in said["/demo fix ffmpeg"]
+    assert "usage: /demo" in said["@alice /demo break"]
+    without = queuebot("demo", "--no-worker", stdin="/demo fix transcoder\n", cwd=tmp_path)
+    assert "unknown" in replies(without.stdout)["/demo fix transcoder"].lower()

@@ -43,6 +43,7 @@ def test_a_request_says_who_can_approve_and_one_nobody_can_is_refused(tmp_path: 
         "1 is configured (bob), so it could never be approved. Nothing was requested" in refused
     ), refused
     assert "add approvers under [people]" in refused
+    assert "lower [approval] large_change_approvals to 1" in refused
     with sqlite3.connect(db) as conn:
         (requests,) = conn.execute("SELECT count(*) FROM qb_change_requests").fetchone()
     assert requests == 1  # only the small one was made
@@ -58,7 +59,10 @@ def test_a_request_says_who_can_approve_and_one_nobody_can_is_refused(tmp_path: 
     )
     assert check.returncode == 0, check.stderr
     assert (
-        "warning: a change of more than 3 rows needs 2 approvals besides its requester, and "
-        "only 2 people are approvers (alice, bob): such a change could never be approved "
-        "when one of them requests it" in check.stdout
-    ), check.stdout
+        "warning: a change of more than 3 rows (a requeue, cancel, redrive by ids or "
+        "rollback) needs 2 approvals besides its requester ([approval] "
+        "large_change_approvals), and only 2 people are approvers (alice, bob): such a change "
+        "could never be approved when alice or bob requests it; add approvers under [people] "
+        '(roles = ["approver"]) or lower [approval] large_change_approvals to 1. A staged '
+        "redrive, judged by its sample, needs one approval with --sample 3 or less."
+    ) in check.stdout, check.stdout

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from bot.render_text import render_message
 from commands.context import Invocation
 from commands.reply import Reply
+from services.jsonable import loads
+from services.message import message_from_json
 from tests.integration.alerting import AlertBot
 
 # dora, the operations duty officer, declares; with APPROVER she may approve changes too
@@ -48,3 +52,17 @@ async def say(bot: AlertBot, line: str, *, channel: str | None = None) -> str:
 async def say_as(bot: AlertBot, who: str, line: str, *, channel: str | None = None) -> str:
     reply: Reply = await bot.app.router.handle_line(line, as_person(bot, who, channel=channel))
     return render_message(reply.message)
+
+
+async def thread_posts(bot: AlertBot, number: int = 1) -> list[str]:
+    """What the incident's thread is sent, as queued in the outbox, rendered as text."""
+    async with bot.app.state_engine.connect() as conn:
+        found = await conn.execute(
+            sa.text("SELECT payload FROM qb_outbox WHERE kind = 'incident.post' ORDER BY id")
+        )
+        payloads = [p if isinstance(p, dict) else loads(p) for p in found.scalars()]
+    return [
+        render_message(message_from_json(p["message"]))
+        for p in payloads
+        if p["action"] == "thread" and p["incident"] == number
+    ]

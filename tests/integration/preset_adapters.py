@@ -201,6 +201,17 @@ class PresetAdapter:
             q.table.delete().where(q.c("id") == self.profile.coerce_id(q.c("id"), job))
         )
 
+    async def give_args(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> None:
+        """The job was enqueued with these arguments, kept as its system keeps them."""
+        q = await self._table(conn)
+        column = q.c(self.profile.cols.args).name  # type: ignore[attr-defined]
+        key = self.profile.coerce_id(q.c("id"), job)
+        value = await self.args_value(conn, job, args)
+        await conn.execute(q.table.update().where(q.c("id") == key).values({column: value}))
+
+    async def args_value(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> Any:
+        return args
+
     async def move(self, conn: AsyncConnection, ids: list[str], queue: str) -> None:
         """These jobs belong to another queue of the system's table."""
         q = await self._table(conn)
@@ -502,6 +513,9 @@ class QueAdapter(PresetAdapter):
     async def add(self, conn: AsyncConnection, **kw: Any) -> Built:
         return await super().add(conn, **kw | {"stuck": 0})
 
+    async def args_value(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> Any:
+        return [args]  # Que's args are an array (its CHECK)
+
     async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
         return None  # an advisory lock: nothing in the table changes
 
@@ -637,6 +651,14 @@ class SolidQueueAdapter(PresetAdapter):
     async def _ready(self, conn: AsyncConnection, t: Any, job: str, at: datetime) -> None:
         await self._execution(conn, t["ready"], job, at=at, queue_name="default", priority=0)
 
+    async def args_value(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> Any:
+        """Active Job's serialized job (text), its count of runs kept."""
+        q = await self._table(conn)
+        kept = (
+            await conn.execute(sa.select(q.c("arguments")).where(q.c("id") == int(job)))
+        ).scalar_one()
+        return json.dumps(json.loads(kept) | {"arguments": [args]})
+
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         ready = (await self.profile.tables(conn))["ready"]
         rows = await conn.execute(sa.select(ready.c("job_id")))
@@ -714,6 +736,12 @@ class GraphileWorkerAdapter(PresetAdapter):
                 sa.text(f"UPDATE {PRIVATE} SET {sets} WHERE id = ANY(CAST(:ids AS bigint[]))"),
                 {**values, "ids": [int(i) for i in ids]},
             )
+
+    async def give_args(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> None:
+        await conn.execute(
+            sa.text(f"UPDATE {PRIVATE} SET payload = CAST(:args AS json) WHERE id = :id"),
+            {"args": json.dumps(args), "id": int(job)},
+        )
 
     def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
         if kind == "dead":

@@ -177,6 +177,12 @@ class WorkerQueueAdapter:
         rows = await conn.execute(sa.select(q.c("id")).where(q.c("status") == "queued"))
         return [str(r[0]) for r in rows.all()]
 
+    async def give_args(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> None:
+        """The job was enqueued with these arguments (its payload)."""
+        q = (await self.profile.tables(conn))["queue"]
+        key = self.profile.coerce_id(q.c("id"), job)
+        await conn.execute(q.table.update().where(q.c("id") == key).values(payload=args))
+
     async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
         await self._update(
             conn, ids, ("queued",), status="claimed", claimed_at=now, server_node="w-1"
@@ -218,6 +224,12 @@ class MessageJobAdapter:
 
     def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
+
+    async def give_args(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> None:
+        """The clip job was enqueued with these arguments (its payload)."""
+        j = (await self.profile.tables(conn))["jobs"]
+        key = self.profile.coerce_id(j.c("id"), job)
+        await conn.execute(j.table.update().where(j.c("id") == key).values(payload=args))
 
     async def _job(
         self,

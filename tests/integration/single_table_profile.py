@@ -246,6 +246,8 @@ class SingleTableProfile(QueueProfile):
             where.append(t.c("last_error").icontains(filters.error_like, autoescape=True))
         if filters.job_ids is not None:
             where.append(t.isin("id", [self.coerce_id(t.c("id"), j) for j in filters.job_ids]))
+        if filters.args_like is not None:  # it keeps no arguments: refused, saying so
+            where.append(self.args_where(tables, filters.args_like))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

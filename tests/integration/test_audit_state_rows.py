@@ -176,6 +176,15 @@ async def test_each_rewrite_of_an_incident_or_request_row_is_named(
     )
     await run("UPDATE qb_incidents SET state = 'open' WHERE id = 1")
 
+    # redrives let into a queue still being restored: its hold lifted with no step done
+    await run("UPDATE qb_incidents SET blocks_redrive = false WHERE id = 1")
+    await named(
+        "qb_incidents row 1 (INC-1): blocks_redrive is False but the trail says True "
+        "(no incident.restore_done of dep:job-queue)"
+    )
+    await run("UPDATE qb_incidents SET blocks_redrive = true WHERE id = 1")
+    assert (await verify(shop)).ok
+
     # a communication called met that nobody sent
     await run(
         "UPDATE qb_incident_obligations SET state = 'met' WHERE incident_id = 1 "

@@ -125,3 +125,25 @@ async def test_requeued_rows_finish_and_the_broken_job_type_fails_again(shop: Sh
             assert (status, reason, error) == ("failed", "implementation_error", before[job])
         else:
             assert status == "done"
+
+
+async def test_a_deployed_fix_lets_the_halted_plan_resume_to_success(shop: Shop) -> None:
+    """`/demo fix transcoder` stands in for the deploy: the jobs that halted the plan
+    succeed when it resumes, and the demo lists the fault as fixed."""
+    worker = DemoWorker(shop.estate, delay=0)
+    assert worker.faults().keys() == {"transcoder", "allowlist"}
+    number = await plan(shop, Selector(error_like="upstream timeout", sample=2))
+    assert await run(shop, worker, number) is PlanState.HALTED
+
+    worker.fixed.add("transcoder")
+    resume = await shop.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=number),
+        reason="transcoder fixed for real",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=resume.number, actor=BOB)
+    assert await run(shop, worker, number) is PlanState.COMPLETED
+    done = await shop.plans.view(number=number)
+    assert done.succeeded == 1 and done.redead == 2  # the sample's two stay dead: not rerun

@@ -92,3 +92,24 @@ async def test_a_channel_only_on_a_platform_not_configured_is_recorded_as_not_po
         assert said_by_outbox == (
             "not posted: none of the audience's channels is on a configured chat platform"
         )
+
+
+async def test_a_draft_ends_the_summary_before_what_follows_it(db_url: str, tmp_path: Path) -> None:
+    """The failed-jobs runbook's draft follows the summary with where to start triage:
+    the summary ends as a sentence, and the triage command stands on its own line."""
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await say(
+            bot,
+            '/incident declare gd:failed-jobs-accumulating "FailedJobsAccumulating on workers" '
+            "--queue workers",
+        )
+        await say(bot, "/incident notify operators")
+        await bot.settle()
+        (post,) = bot.posts("C0OPS")
+        said = post.body["blocks"][1]["text"]["text"]
+        assert said == (
+            "INC-1: failed jobs are accumulating in queue workers; dora leads the response. "
+            "FailedJobsAccumulating on workers.\nTriage: /queue triage --queue workers"
+        )
+        # the notification's text says the incident once, as the draft does
+        assert post.body["text"].startswith("INC-1: failed jobs are accumulating")

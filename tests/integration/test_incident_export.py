@@ -4,13 +4,23 @@ own audited runs); an incident exported after it is resolved."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from services.errors import UsageError
 from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import ACTORS, DORA_APPROVER, DUTY_OFFICER, say
+from tests.integration.incident_support import (
+    ACTORS,
+    BOB,
+    DORA_APPROVER,
+    DUTY_OFFICER,
+    say,
+    say_as,
+    thread_posts,
+)
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
@@ -72,3 +82,72 @@ async def test_a_resolved_incident_is_exported_by_name_or_as_the_channels_newest
         said = str(elsewhere.value)
         assert "no incident is open" in said and "/incident export INC-N" in said
         assert "INC-1" in said  # the newest, to name
+
+
+async def test_recovery_is_measured_to_the_validation_not_to_the_resolve(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Two items confirmed by hand at 03:03, the count measured restored at 03:07: the
+    incident recovered (as far as anyone knows) at 03:07, 6 minutes after it was
+    declared, whenever somebody clicked resolve afterwards."""
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await bot.app.scheduler.seed()
+        await bot.app.scheduler.run_due()  # the count before the declaration
+        bot.clock.advance(minutes=1)
+        await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        bot.clock.advance(minutes=2)
+        for item in ("v2", "v3"):
+            await say(bot, f'/incident step {item} done --result "seen"')
+        bot.clock.advance(minutes=4)
+        await say(bot, "/incident validate")  # v1: the count is back, measured at 03:07
+        bot.clock.advance(minutes=9)
+        await say(bot, "/incident resolve")  # 03:16
+
+        export = await say(bot, "/incident export INC-1")
+        assert "- Resolved: 2026-11-30 03:16:00 UTC, by dora" in export
+        assert "- Validated: 2026-11-30 03:07:00 UTC (the last validation item passed)" in export
+        assert "- From the declaration to recovery (validated): 6 min" in export
+        assert "to recovery: 15 min" not in export  # not to the resolve click
+        (post,) = [p for p in await thread_posts(bot) if "resolved" in p]
+        assert "INC-1 resolved by dora; recovered 6 min after the declaration" in post
+        assert "(validated at 03:07:00 UTC)" in post
+        async with bot.app.state_engine.connect() as conn:
+            details = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT details FROM qb_audit_events WHERE action = 'incident.resolved'"
+                    )
+                )
+            ).scalar_one()
+        said = json.loads(details) if isinstance(details, str) else details
+        assert said["fault_to_recovery_s"] == 360
+        assert said["validated_at"] == "2026-11-30T03:07:00+00:00"
+
+
+async def test_an_override_without_validation_claims_no_recovery_time(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB) as bot:
+        await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        bot.clock.advance(minutes=2)
+        await say(bot, '/incident step v1 done --result "counted by hand"')
+        bot.clock.advance(minutes=10)
+        await say(bot, '/incident resolve --override --reason "drains on the dashboard"')
+        await say_as(bot, "bob", "/queue approve CR-1")
+
+        export = await say(bot, "/incident export INC-1")
+        assert (
+            "- From the declaration to recovery: not measured: resolved by override without "
+            "validating v2, v3"
+        ) in export
+        assert "recovery: 12 min" not in export and "- Validated:" not in export
+        async with bot.app.state_engine.connect() as conn:
+            details = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT details FROM qb_audit_events WHERE action = 'incident.resolved'"
+                    )
+                )
+            ).scalar_one()
+        said = json.loads(details) if isinstance(details, str) else details
+        assert said["fault_to_recovery_s"] is None and said["validated_at"] is None

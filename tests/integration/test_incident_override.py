@@ -21,6 +21,7 @@ from tests.integration.incident_support import (
     DORA_APPROVER,
     DUTY_OFFICER,
     say_as,
+    thread_posts,
 )
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
@@ -62,9 +63,9 @@ async def test_override_needs_another_person_and_stays_on_the_record(
         assert status.count("overridden (bob)") == 2
         timeline = await say_as(bot, "dora", "/incident timeline INC-1")
         assert (
-            "without validating v2, v3: CR-1 asked by dora" in timeline
-            and "approved by bob" in timeline
-        )
+            "resolved on CR-1, requested by dora (tenant confirmed by phone) and approved by "
+            "bob, 0 s after the declaration, without validating v2, v3"
+        ) in timeline
         export = await say_as(bot, "dora", "/incident export INC-1")
         assert "not validated: overridden by CR-1" in export
         assert "- [x] v1" in export and "- [ ] v2" in export
@@ -116,3 +117,36 @@ async def test_refusals_carry_headings_that_say_why(db_url: str, tmp_path: Path)
         assert describe(early.value)[0] == "Not ready to resolve"
         reply = render_message(error_reply(early.value).message)
         assert "Not ready to resolve" in reply and "Already changed" not in reply
+
+
+async def test_an_override_names_who_asked_for_it_and_who_approved_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    """dora asks, bob approves: neither is "the one who resolved it" alone; the reply,
+    the thread, the timeline and the postmortem name both."""
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        await say_as(bot, "dora", '/incident declare gd:queue-loss "jobs stopped" --queue workers')
+        bot.clock.advance(minutes=4)
+        await say_as(bot, "dora", '/incident resolve --override --reason "tenant confirmed"')
+        bot.clock.advance(minutes=6)
+        approved = await say_as(bot, "bob", "/queue approve CR-1")
+        assert "INC-1 resolved, requested by dora and approved by bob" in approved
+
+        (post,) = [p for p in await thread_posts(bot) if "resolved" in p]
+        assert (
+            "✅ INC-1 resolved on CR-1, requested by dora and approved by bob, 10 min after "
+            "the declaration, without validating v1, v2, v3: recovery not measured."
+        ) in post
+        assert "resolved by bob" not in post
+
+        timeline = await say_as(bot, "dora", "/incident timeline INC-1")
+        assert (
+            "resolved on CR-1, requested by dora (tenant confirmed) and approved by bob, "
+            "10 min after the declaration, without validating v1, v2, v3"
+        ) in timeline
+        assert "bob resolved it" not in timeline
+
+        export = await say_as(bot, "dora", "/incident export INC-1")
+        assert (
+            "- Resolved: 2026-11-30 03:10:00 UTC, on CR-1: requested by dora, approved by bob"
+        ) in export

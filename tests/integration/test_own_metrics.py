@@ -178,6 +178,28 @@ async def test_a_plan_its_halt_an_incident_and_its_missed_deadline_show(desk: De
     assert of(found, "queuebot_scheduler_lag_seconds") == {"": 0}
 
 
+async def test_news_only_a_console_session_can_print_is_no_stalled_chat_post(
+    desk: Desk,
+) -> None:
+    """A plan asked for in a console session: its news waits for that session, for good
+    once the session has ended. No chat platform is late with it: counted, it would hold
+    the backlog's age growing and QueuebotChatDeliveryStalled firing."""
+    for person, line in (("alice", REDRIVE), ("bob", "/queue approve CR-1")):
+        inv = Invocation(
+            person=desk.app.directory.by_name(person),
+            platform="console",
+            account=person,
+            channel="tq0a1b.2c3",  # a console session that has ended since
+        )
+        reply = await answer(desk.app.router.handle_line(line, inv), correlation_id="t", where="t")
+        assert isinstance(reply, Reply) and not reply.error, render_message(reply.message)
+    desk.advance(20 * 60)
+    found = await desk.scrape()
+    assert await desk.undone_outbox() == 1  # the plan's start, for that session only
+    assert of(found, "queuebot_outbox_pending") == {"": 0}
+    assert of(found, "queuebot_outbox_oldest_age_seconds") == {"": 0}
+
+
 async def test_an_item_no_handler_here_runs_is_not_scheduler_lag(desk: Desk) -> None:
     """An item of a kind this queuebot does not run (left by a configuration or version
     that did) is never taken here: counted, it would hold the lag growing for good and

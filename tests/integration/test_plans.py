@@ -495,9 +495,23 @@ async def test_refused_while_an_incident_blocks_redrives(shop: Shop) -> None:
         scenario="gd:queue-loss", summary="storage flapping", actor=DORA
     )
     with pytest.raises(
-        PreconditionFailed, match=r"INC-1 \(gd:queue-loss\) is open and blocks redrives"
+        PreconditionFailed,
+        match=r"INC-1 \(gd:queue-loss\) is restoring dep:job-queue: redrives on every queue "
+        r"wait until its restore step 1 \(dep:job-queue\) is done",
     ):
         await request_plan(shop)
+    await shop.services.incidents.step_done(number=1, step="1", actor=DORA)
+    assert await request_plan(shop)  # the queue is restored: redrives may run again
+
+
+async def test_an_incident_whose_runbook_is_the_redrive_itself_does_not_refuse_it(
+    shop: Shop,
+) -> None:
+    await add_dead_letters(shop.engine, count=20, error=ERROR)
+    await flat_history(shop)
+    for scenario in ("gd:dlq-redrive", "gd:failed-jobs-accumulating"):
+        await shop.services.incidents.declare(scenario=scenario, summary="to redrive", actor=DORA)
+    assert await request_plan(shop)
 
 
 async def test_refused_when_every_source_object_is_gone(shop: Shop) -> None:

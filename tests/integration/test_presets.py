@@ -110,7 +110,7 @@ async def test_config_check_names_the_preset_and_what_is_off(world: World) -> No
         assert "no error text" not in said
     else:  # Procrastinate: what needs an error text is off, and said so
         assert "no error text: Procrastinate keeps a job's errors in its workers' logs" in said
-        assert "--error selects nothing" in said
+        assert "--error-like selects nothing" in said
 
 
 async def test_a_job_pruned_between_request_and_approval_is_reported_as_skipped(
@@ -280,7 +280,7 @@ async def test_dlq_by_error_and_type_in_the_systems_words(world: World) -> None:
             listed = await world.profile.dead(conn, filters=DeadFilter(error_like="SMTP relay"))
             assert listed.total == 4
         else:
-            with pytest.raises(UsageError, match="--error selects nothing"):
+            with pytest.raises(UsageError, match="--error-like selects nothing"):
                 await world.profile.dead(conn, filters=DeadFilter(error_like="smtp"))
         with pytest.raises(UsageError, match="keeps no failure reason"):
             await world.profile.dead(conn, filters=DeadFilter(reason="timeout"))

@@ -76,3 +76,54 @@ async def test_a_revoked_update_is_found_by_config_check_and_named_at_approval(
         assert (await app.changes.get(number=view.number)).state.value == "pending"
     finally:
         await app.close()
+
+
+async def test_config_check_names_every_privilege_a_role_without_grants_lacks(
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A role granted queuebot's own tables and nothing on the queue's: config check says
+    the tables are there but not readable, and names SELECT on each, as /readyz does,
+    beside the UPDATE and INSERT the changes need."""
+    assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
+    config_path = tmp_path / "queuebot.toml"
+    config_path.write_text(DEMO_CONFIG.format(config=config_path))
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
+    monkeypatch.setenv("QUEUEBOT_CONFIG", str(config_path))
+    capsys.readouterr()
+    assert await cli.run(cli.parse(["config", "check"])) == 1
+    said = capsys.readouterr()
+    out, err = said.out, said.err
+    role = roles.role
+    assert "queue workers (worker_queue): tables dev_r_worker_queue ok" not in out, out
+    assert (
+        "queue workers (worker_queue): tables dev_r_worker_queue found, not readable by "
+        f"role '{role}'"
+    ) in out, out
+    assert (
+        f"problem: queue 'workers' (worker_queue): role '{role}' lacks the SELECT privilege "
+        "on table 'dev_r_worker_queue', so the queue cannot be read; the table's owner "
+        f"grants it (GRANT SELECT ON dev_r_worker_queue TO {role})\n"
+    ) in err, err
+    clips = _select_problem(err, "clips")
+    for table in ("queue_messages", "clip_jobs", "job_events", "video_assets"):
+        assert f"table {table!r}" in clips, err
+    assert clips.endswith(
+        "so the queue cannot be read; the tables' owner grants them (GRANT SELECT ON "
+        f"queue_messages, clip_jobs, job_events, video_assets TO {role})"
+    ), clips
+    assert (
+        f"problem: queue 'workers' (worker_queue): role '{role}' lacks the UPDATE privilege "
+        "on table 'dev_r_worker_queue' (column status)"
+    ) in err, err
+    assert "lacks the INSERT privilege on table 'job_events'" in err, err
+
+
+def _select_problem(err: str, queue: str) -> str:
+    return next(
+        line
+        for line in err.splitlines()
+        if line.startswith(f"problem: queue {queue!r}") and "SELECT" in line
+    )

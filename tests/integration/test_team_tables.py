@@ -287,12 +287,12 @@ async def test_what_a_worker_table_lacks_is_said_by_config_check(workers: Team) 
         "no column team_jobs.issue_number: no duplicate detection (triage, cancel "
         "--duplicates) and no other rows of the issue in /queue show",
         "no column team_jobs.github_issue_number: nothing: queuebot does not read it",
-        "no column team_jobs.job_type: no by-type breakdown in triage; --type and "
+        "no column team_jobs.job_type: no by-type breakdown in triage; triage --type and "
         "--job-type are usage errors",
         "no column team_jobs.failure_reason: no failure_reason breakdown in triage or "
-        "/queue dlq; --reason and --failure-reason are usage errors",
+        "/queue dlq; --failure-reason is a usage error",
         "no column team_jobs.retry_count: a requeue or redrive does not reset the retry "
-        "count; /queue dlq shows no tries",
+        "count; /queue dlq shows no retries",
         "no column team_jobs.max_retries: nothing: queuebot does not read it",
         "no column team_jobs.next_attempt_at: a requeue or redrive does not clear next_attempt_at",
         "no column team_jobs.server_preference: nothing: queuebot does not read it",
@@ -300,6 +300,8 @@ async def test_what_a_worker_table_lacks_is_said_by_config_check(workers: Team) 
         "claimed_at); a requeue does not clear it",
         "no column team_jobs.heartbeat_at: stuck is judged by started_at, else claimed_at",
         "no column team_jobs.analyst_notes: nothing: queuebot does not read it",
+        "no column team_jobs.payload: no job arguments: --args-like (/queue dlq, /queue "
+        "redrive, /queue show) is refused",
     ]
 
 
@@ -610,6 +612,8 @@ async def test_what_messages_and_jobs_alone_lack_is_said_by_config_check(clips: 
         "no column clip_jobs.error_message: a redrive does not clear the job's error",
         "no column clip_jobs.started_at: nothing: queuebot does not read it",
         "no column clip_jobs.finished_at: a redrive does not clear finished_at",
+        "no column clip_jobs.payload: no job arguments: --args-like (/queue dlq, /queue "
+        "redrive, /queue show) is refused",
         "no events table (job_events): no job events: /queue show lists none, a change "
         "writes none, and earlier redrives are counted in queuebot's own redrive log",
         "no assets table (video_assets): the source-object check before a redrive is n/a "

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from bot.discord.buttons import view_for
 from bot.discord.commands import Choices, groups
 from bot.discord.render import MAX_CONTENT, render
-from commands.catalog import CATALOG, spec_for
-from commands.model import Cancel, Dlq, Help, Redrive, Triage
+from commands.catalog import CATALOG, find_spec, spec_for
+from commands.model import Cancel, Dlq, Help, Redrive, Show, Triage
 from commands.options import from_options, options_of
 from commands.parser import parse
 from services.config import load_config
@@ -39,6 +39,27 @@ def test_options_make_the_same_commands_as_text() -> None:
         duplicates=True, reason="dupes"
     )
     assert from_options("incident", "help", {}) == Help(group="incident")
+
+
+def test_args_like_is_a_typed_option_of_show_dlq_and_redrive() -> None:
+    for name in ("show", "dlq", "redrive"):
+        options = {o.name: o for o in options_of(spec_for_name(name))}
+        assert "args-like" in options and not options["args-like"].required
+    assert not {o.name: o for o in options_of(spec_for_name("show"))}["job-id"].required
+    assert from_options("queue", "show", {"args-like": "INV-104857"}) == Show(
+        args_like="INV-104857"
+    )
+    assert from_options(
+        "queue", "redrive", {"args-like": "INV-1048", "reason": "acquirer back"}
+    ) == parse("queue", 'redrive --args-like INV-1048 --reason "acquirer back"')
+    with pytest.raises(UsageError, match="--args-like: needs at least 2 characters"):
+        from_options("queue", "dlq", {"args-like": "x"})
+
+
+def spec_for_name(name: str) -> Any:
+    spec = find_spec("queue", name)
+    assert spec is not None
+    return spec
 
 
 @pytest.mark.parametrize(

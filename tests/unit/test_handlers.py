@@ -674,7 +674,7 @@ async def test_error_reply_for_a_parse_error_shows_that_commands_usage() -> None
         await router.handle_line("/queue show", slack_user("U0ALICE"))
     text = render_message(messages.error_reply(info.value).message)
     assert "/queue show needs ID" in text
-    assert "Usage: /queue show ID [--queue Q]" in text
+    assert "Usage: /queue show [ID] [--args-like TEXT] [--queue Q]" in text
 
 
 @pytest.mark.parametrize(

@@ -163,6 +163,14 @@ async def test_runbooks_lists_each_with_who_declares_and_who_is_told_when() -> N
     assert "== gd:dlq-redrive: Dead-letter redrive ==" in text
 
 
+async def test_runbooks_say_which_hold_redrives_and_until_what() -> None:
+    text = await answer("/incident runbooks")
+    queue_loss = text.split("== gd:queue-loss: Queue loss ==")[1].split("\n== ")[0]
+    assert "redrives: held on its queue until dep:job-queue is restored" in queue_loss
+    # the other two hold none, and say so
+    assert text.count("redrives: none held (checked as usual)") == 2
+
+
 async def test_an_unmapped_authority_says_how_to_map_it() -> None:
     text = await answer("/incident runbooks", roles={})
     assert (

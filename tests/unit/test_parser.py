@@ -318,8 +318,56 @@ def test_unknown_group_names_the_groups() -> None:
 
 def test_missing_id() -> None:
     err = usage_error("/queue show")
-    assert err.message == "/queue show needs ID"
-    assert err.usage == USAGE["show"] == "/queue show ID [--queue Q] [--share]"
+    assert err.message == (
+        "/queue show needs ID, or --args-like TEXT to find the job by its arguments"
+    )
+    assert err.usage == USAGE["show"] == "/queue show [ID] [--args-like TEXT] [--queue Q] [--share]"
+
+
+def test_args_like_finds_a_job_filters_dead_letters_and_selects_a_plan() -> None:
+    assert parse_line("/queue show --args-like INV-104857") == Show(args_like="INV-104857")
+    assert parse_line('/queue dlq --args-like "INV-104857" --job-type charge') == Dlq(
+        args_like="INV-104857", job_type="charge"
+    )
+    redrive = parse_line(
+        '/queue redrive --args-like INV-1048 --error-like declined --reason "acquirer back"'
+    )
+    assert redrive == Redrive(args_like="INV-1048", error_like="declined", reason="acquirer back")
+    assert isinstance(redrive, Redrive) and redrive.staged
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("/queue show --args-like ''", "--args-like needs a non-empty value"),
+        (
+            "/queue dlq --args-like x",
+            "--args-like: needs at least 2 characters (one character matches nearly every "
+            "job's arguments); give a distinctive part, e.g. --args-like INV-104857",
+        ),
+        (
+            "/queue show --args-like " + "x" * 201,
+            "--args-like: takes at most 200 characters, not 201; give a distinctive part of "
+            "the arguments, e.g. an invoice or order number",
+        ),
+        (
+            "/queue show 12 --args-like INV-104857",
+            "name the job by its ID, or find it by its arguments with --args-like TEXT; not both",
+        ),
+        (
+            '/queue redrive --args-like INV --all --reason "acquirer back"',
+            "--all takes every dead letter",
+        ),
+        (
+            '/queue redrive 12 --args-like INV --reason "acquirer back"',
+            "--args-like, --from-plan or --all; not both",
+        ),
+    ],
+)
+def test_args_like_refusals_say_what_was_wrong(line: str, said: str) -> None:
+    err = usage_error(line)
+    assert said in err.message
+    assert err.usage == USAGE[line.split()[1]]
 
 
 @pytest.mark.parametrize("bad", ["ab$c", "-5", "_x", "a b", "x" * 129, "ü1"])
@@ -345,8 +393,8 @@ def test_unknown_flag_suggests_the_closest_and_lists_the_options() -> None:
     assert "unknown option --limt for /queue dlq" in err.message
     assert "Did you mean --limit?" in err.message
     assert (
-        "Options: --error-like, --tenant, --failure-reason, --job-type, --limit, --queue"
-        in err.message
+        "Options: --error-like, --tenant, --failure-reason, --job-type, --args-like, --limit, "
+        "--queue" in err.message
     )
     assert err.usage == USAGE["dlq"]
 
@@ -725,7 +773,7 @@ def test_from_plan_names_a_plan_and_goes_with_filters_not_with_ids_or_all() -> N
     err = usage_error("/queue redrive --from-plan P-3 --all --reason fixed")
     assert "--all takes every dead letter and --from-plan a plan's jobs" in err.message
     err = usage_error("/queue redrive 4102 --from-plan P-3 --reason fixed")
-    assert "--job-type, --from-plan or --all; not both" in err.message
+    assert "--job-type, --args-like, --from-plan or --all; not both" in err.message
     err = usage_error("/queue dlq --from-plan P-0")
     assert err.message.startswith("--from-plan: ")
     err = usage_error("/queue redrive 4102 --override-growth=yes --reason fixed")

@@ -176,7 +176,8 @@ def test_an_unknown_field_is_refused_with_the_one_meant() -> None:
         "restoreorder: unknown field; did you mean restoreOrder?",
         "owner: unknown field (fields here: id, scenarioId, version, detectionAuthority, "
         "declarationAuthority, communications, assumes, recoveryInfrastructureDependencyId, "
-        "secrets, restoreOrder, fencing, promotesAStandby, validation, failback, dependencies)",
+        "secrets, restoreOrder, fencing, promotesAStandby, validation, failback, dependencies, "
+        "blocksRedrivesUntil)",
     ]
 
 
@@ -352,6 +353,46 @@ def test_a_validation_item_of_the_wrong_shape_is_named() -> None:
     ]
 
 
+def test_a_runbook_may_hold_redrives_until_a_restore_step_is_done() -> None:
+    assert parse_runbook(markdown(original()), source="rb.md").blocks_redrives_until is None
+    held = parse_runbook(markdown(changed(blocksRedrivesUntil="dep:job-queue")), source="rb.md")
+    assert held.blocks_redrives_until == "dep:job-queue"
+    nulled = parse_runbook(markdown(changed(blocksRedrivesUntil=None)), source="rb.md")
+    assert nulled.blocks_redrives_until is None
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (
+            "dep:blob-store",
+            "'dep:blob-store' is not in restoreOrder (dep:job-queue, dep:job-worker-pool): "
+            "name the restore step after which redrives may run again, or leave the field out",
+        ),
+        ("job-queue", 'must be a dependency id such as dep:job-queue, got "job-queue"'),
+        (True, "must be a string, got true"),
+    ],
+)
+def test_redrives_are_held_only_until_a_step_of_the_restore_order(value: Any, said: str) -> None:
+    assert problems(changed(blocksRedrivesUntil=value)) == [f"blocksRedrivesUntil: {said}"]
+
+
+def test_a_misspelt_hold_is_refused_with_the_field_meant() -> None:
+    assert problems(changed(blocksRedriveUntil="dep:job-queue")) == [
+        "blocksRedriveUntil: unknown field; did you mean blocksRedrivesUntil?"
+    ]
+
+
+def test_a_filled_draft_ends_the_summary_as_a_sentence() -> None:
+    draft = "{incident}: {summary} Triage: /queue triage"
+    assert fill_draft(draft, {"incident": "INC-4", "summary": "jobs fail on workers"}) == (
+        "INC-4: jobs fail on workers. Triage: /queue triage"
+    )
+    assert fill_draft(draft, {"incident": "INC-4", "summary": "all lost! "}) == (
+        "INC-4: all lost! Triage: /queue triage"
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # Finding the statement in the Markdown
 
@@ -437,6 +478,15 @@ def test_the_shipped_runbooks() -> None:
         assert runbook.declaration_role == "operations duty officer"
         assert runbook.detection_role == "service on-call"
         assert all(c.draft for c in runbook.communications)
+
+
+def test_only_the_shipped_queue_loss_runbook_holds_redrives() -> None:
+    held = {r.scenario_id: r.blocks_redrives_until for r in shipped_runbooks()}
+    assert held == {
+        "gd:queue-loss": "dep:job-queue",
+        "gd:dlq-redrive": None,
+        "gd:failed-jobs-accumulating": None,
+    }
 
 
 def test_the_shipped_queue_loss_runbook_keeps_the_scenarios_facts() -> None:

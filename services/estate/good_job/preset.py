@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import args_like
 from services.estate.model import CanonicalState, JobEvent
 from services.estate.profile import as_utc
 from services.estate.system import Columns, SystemProfile
@@ -56,6 +57,7 @@ class GoodJobProfile(SystemProfile):
                 "executions_count",
                 "created_at",
             ),
+            optional={"serialized_params": args_like.ABSENT},
         ),
         TableSpec(
             "executions",
@@ -65,7 +67,12 @@ class GoodJobProfile(SystemProfile):
         ),
     )
     cols = Columns(
-        id="id", state="state", queue="queue_name", attempts="executions_count", kind="job_class"
+        id="id",
+        state="state",
+        queue="queue_name",
+        attempts="executions_count",
+        kind="job_class",
+        args="serialized_params",
     )
     derived_states = True
     set_on_success = "finished_at"  # kept: GoodJob preserves finished jobs by default

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import args_like
 from services.estate.model import CanonicalState
 from services.estate.ops import Action
 from services.estate.system import Columns, SystemProfile
@@ -54,8 +56,11 @@ class GraphileWorkerProfile(SystemProfile):
                 "locked_at",
             ),
         ),
-        # the private table its functions change: only for the privileges they need
-        TableSpec("private", "_private_jobs", required=("id",)),
+        # the private table its functions change: for the privileges they need, and the
+        # job's arguments (``payload``), which the view leaves out
+        TableSpec(
+            "private", "_private_jobs", required=("id",), optional={"payload": args_like.ABSENT}
+        ),
     )
     cols = Columns(
         id="id",
@@ -64,6 +69,7 @@ class GraphileWorkerProfile(SystemProfile):
         attempts="attempts",
         kind="task_identifier",
         max_attempts="max_attempts",
+        args="payload",
     )
     derived_states = True
     success_deletes = True
@@ -110,6 +116,24 @@ class GraphileWorkerProfile(SystemProfile):
         if value == RETRYING:
             return sa.and_(live, locked.is_(None), error.is_not(None))
         return sa.and_(live, locked.is_(None), error.is_(None))
+
+    def arguments(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
+        """The job's payload, kept in the private table only: looked up by the job's id."""
+        private = t["private"]
+        if not private.has("payload"):
+            return None
+        found = sa.select(private.c("payload")).where(private.c("id") == self.col(t, "id"))
+        return found.scalar_subquery()
+
+    def args_lookup(self, tables: Mapping[str, BoundTable]) -> args_like.Lookup | None:
+        """As every preset's, over the view joined to the private table once (a lookup by
+        arguments reads every job, so not one private row looked up per job)."""
+        how = super().args_lookup(tables)
+        if how is None:
+            return None
+        private = tables["private"]
+        joined = how.source.join(private.table, private.c("id") == self.col(tables, "id"))
+        return replace(how, source=joined, args=private.c("payload"))
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         return self.col(t, "last_error")

@@ -18,6 +18,7 @@ from services.estate.profile import QueueProfile, plain
 from services.estate.tables import BoundTable
 
 FAILS_AGAIN = re.compile(r"upstream timeout", re.IGNORECASE)  # the original error
+TRANSCODER = "transcoder"  # the fault behind it, by the name `/demo fix` takes
 TENANTS = ("acme", "globex", "initech", "umbrella")
 DLQ_ERRORS = (  # (count, template, asset deleted?)
     (14, "ffmpeg exited with code 137 while transcoding segment {n} of asset {asset}", False),
@@ -35,6 +36,7 @@ COUNTS = {
 
 class MessageJobDemo(ProfileDemo):
     counts = COUNTS
+    faults = {TRANSCODER: 'the transcoder times out: clips jobs that died of "upstream timeout"'}
 
     def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
@@ -100,6 +102,7 @@ class MessageJobDemo(ProfileDemo):
                     "created_at": created,
                     "started_at": started,
                     "finished_at": finished,
+                    "payload": {"clip": i, "source": f"uploads/{tenant}/{asset_id}.mp4"},
                 }
             )
             event(job_id, "QUEUED", "Clip job accepted", created)
@@ -224,12 +227,20 @@ class MessageJobDemo(ProfileDemo):
         await insert(conn, t["events"], events)
         return str(first_dead)
 
-    async def work(self, conn: AsyncConnection, *, now: datetime, due: Due, done: Pass) -> None:
+    async def work(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        due: Due,
+        done: Pass,
+        fixed: frozenset[str] = frozenset(),
+    ) -> None:
         """PENDING messages of jobs with a ``REDRIVE_REQUESTED`` event are claimed
         (PROCESSING, job RUNNING) and then COMPLETED / SUCCEEDED, or, for a job whose last
-        ``FAILED`` event says "upstream timeout" (the transcoder is still down), DLQ /
-        FAILED again with that error and the ``FAILED`` and ``DLQ`` events the estate
-        writes."""
+        ``FAILED`` event says "upstream timeout" while the transcoder is still down (not
+        in ``fixed``), DLQ / FAILED again with that error and the ``FAILED`` and ``DLQ``
+        events the estate writes."""
         queue = self.profile.queue
         t = await self.profile.tables(conn)
         m, j, e = t["messages"], t["jobs"], t["events"]
@@ -274,7 +285,8 @@ class MessageJobDemo(ProfileDemo):
                 done.claimed += 1
                 continue
             error = await self._original_error(conn, e, job)
-            if error is not None and FAILS_AGAIN.search(error):
+            broken = TRANSCODER not in fixed
+            if broken and error is not None and FAILS_AGAIN.search(error):
                 await conn.execute(
                     m.table.update()
                     .where(m.c("id") == message)

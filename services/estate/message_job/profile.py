@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
+from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
 from services.estate.message_job.changes import MessageJobChanges
 from services.estate.message_job.housekeeping import MessageJobReport
@@ -77,6 +78,7 @@ class MessageJobProfile(MessageJobTriage):
                 "error_message": "a redrive does not clear the job's error",
                 "started_at": NOT_READ,
                 "finished_at": "a redrive does not clear finished_at",
+                "payload": args_like.ABSENT,
             },
         ),
         TableSpec(
@@ -290,7 +292,17 @@ class MessageJobProfile(MessageJobTriage):
             where.append(
                 m.isin("job_id", [self.coerce_id(m.c("job_id"), j) for j in filters.job_ids])
             )
+        if filters.args_like is not None:  # last: a scan of the dead letters the rest leave
+            where.append(self.args_where(tables, filters.args_like))
         return where
+
+    def args_lookup(self, tables: Mapping[str, BoundTable]) -> args_like.Lookup | None:
+        """A job's arguments are its clip job's payload (a message carries only its id)."""
+        j = tables["jobs"]
+        if not j.has("payload"):
+            return None
+        status, canonical = j.c("status"), self.job_canonical
+        return args_like.Lookup(j.table, (), j.c("id"), status, canonical, None, j.c("payload"))
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
         """Newest dead letters first (never-claimed ones last)."""

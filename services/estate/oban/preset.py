@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import args_like
 from services.estate.model import CanonicalState, JobEvent
 from services.estate.system import Columns, SystemProfile
 from services.estate.system.history import errors_history
@@ -46,6 +47,7 @@ class ObanProfile(SystemProfile):
                 "cancelled_at",
                 "discarded_at",
             ),
+            optional={"args": args_like.ABSENT},
         ),
     )
     cols = Columns(
@@ -55,6 +57,7 @@ class ObanProfile(SystemProfile):
         attempts="attempt",
         kind="worker",
         max_attempts="max_attempts",
+        args="args",
     )
     states = {
         "available": CanonicalState.PENDING,

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from services.estate import args_like
 from services.estate.model import CanonicalState
 from services.estate.system import Columns, SystemProfile
 from services.estate.tables import BoundTable, TableSpec
@@ -41,6 +42,7 @@ class PgBossProfile(SystemProfile):
                 "started_on",
                 "completed_on",
             ),
+            optional={"data": args_like.ABSENT},
         ),
     )
     cols = Columns(
@@ -50,6 +52,7 @@ class PgBossProfile(SystemProfile):
         attempts="retry_count",
         kind="name",
         max_attempts="retry_limit",
+        args="data",
     )
     states = {
         "created": CanonicalState.PENDING,
@@ -65,6 +68,7 @@ class PgBossProfile(SystemProfile):
     retry_state = "retry"
     cancel_state = "cancelled"
     restored = ("state", "retry_count", "retry_limit", "completed_on", "start_after")
+    attempts_label = "retries"  # retry_count: the attempts after the first
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         output = self.col(t, "output")

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import args_like
 from services.estate.model import CanonicalState, JobEvent
 from services.estate.ops import Action
 from services.estate.profile import as_utc, plain
@@ -37,11 +38,17 @@ class ProcrastinateProfile(SystemProfile):
             "job",
             "procrastinate_jobs",
             required=("id", "queue_name", "task_name", "status", "attempts", "scheduled_at"),
+            optional={"args": args_like.ABSENT},
         ),
         TableSpec("events", "procrastinate_events", required=("id", "job_id", "type", "at")),
     )
     cols = Columns(
-        id="id", state="status", queue="queue_name", attempts="attempts", kind="task_name"
+        id="id",
+        state="status",
+        queue="queue_name",
+        attempts="attempts",
+        kind="task_name",
+        args="args",
     )
     states = {
         "todo": CanonicalState.PENDING,

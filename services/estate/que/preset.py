@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import args_like
 from services.estate.model import CanonicalState
 from services.estate.ops import Action
 from services.estate.system import Columns, SystemProfile
@@ -46,9 +47,15 @@ class QueProfile(SystemProfile):
                 "finished_at",
                 "expired_at",
             ),
+            optional={
+                "args": args_like.ABSENT,
+                "kwargs": "keyword arguments (Que 2's) are not searched by --args-like",
+            },
         ),
     )
-    cols = Columns(id="id", state="state", queue="queue", attempts="error_count", kind="job_class")
+    cols = Columns(
+        id="id", state="state", queue="queue", attempts="error_count", kind="job_class", args="args"
+    )
     derived_states = True
     success_deletes = True
     gone_why = "{system} deletes a job when it succeeds or is destroyed"
@@ -61,6 +68,7 @@ class QueProfile(SystemProfile):
     dead_letter_states = (CanonicalState.DEAD,)
     retry_state = READY
     restored = ("expired_at", "error_count", "run_at")
+    attempts_label = "errors"  # error_count: the attempts that failed
     write_needs = {
         "requeue": tuple(("job", "UPDATE", c) for c in restored),
         "redrive": tuple(("job", "UPDATE", c) for c in restored),
@@ -87,6 +95,13 @@ class QueProfile(SystemProfile):
 
     def attempts_after_retry(self, before: int) -> int:
         return 0  # Que's retry resets the count of failures
+
+    def arguments(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
+        """``args`` and, since Que 2, ``kwargs`` (a job's keyword arguments), as one text."""
+        args = super().arguments(t)
+        if args is None or not self.job(t).has("kwargs"):
+            return args
+        return sa.cast(args, sa.Text) + " " + sa.cast(self.col(t, "kwargs"), sa.Text)
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         return self.col(t, "last_error_message")

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate import args_like
 from services.estate.model import CanonicalState, JobEvent
 from services.estate.system import Columns, SystemProfile
 from services.estate.system.history import errors_history
@@ -42,6 +43,7 @@ class RiverProfile(SystemProfile):
                 "attempted_at",
                 "finalized_at",
             ),
+            optional={"args": args_like.ABSENT},
         ),
     )
     cols = Columns(
@@ -51,6 +53,7 @@ class RiverProfile(SystemProfile):
         attempts="attempt",
         kind="kind",
         max_attempts="max_attempts",
+        args="args",
     )
     states = {
         "available": CanonicalState.PENDING,

@@ -100,7 +100,12 @@ class SolidQueueProfile(SystemProfile):
         ),
     )
     cols = Columns(
-        id="id", state="state", queue="queue_name", attempts="executions", kind="class_name"
+        id="id",
+        state="state",
+        queue="queue_name",
+        attempts="executions",
+        kind="class_name",
+        args="arguments",
     )
     derived_states = True
     set_on_success = "finished_at"  # kept until its clear_finished_jobs

@@ -60,6 +60,7 @@ class Columns:
     attempts: str
     kind: str | None = None  # the job's type: River's kind, Oban's worker ...
     max_attempts: str | None = None
+    args: str | None = None  # the job's arguments: pg-boss's data, River's args ...
 
 
 @dataclass(frozen=True)
@@ -317,7 +318,7 @@ class SystemBase(QueueProfile):
         if self.no_error_text is not None:
             out.append(
                 f"no error text: {self.no_error_text}; triage groups no error signatures, "
-                "/queue dlq shows no errors, --error selects nothing, and a staged redrive "
+                "/queue dlq shows no errors, --error-like selects nothing, and a staged redrive "
                 "halts on any job that fails again rather than on a changed error"
             )
         if self.cancel_off is not None:
@@ -443,29 +444,31 @@ class SystemBase(QueueProfile):
         ]
         if filters.tenant is not None:
             raise UsageError(
-                f"queue {self.queue!r} ({self.system}) has no tenants; select by --error or "
-                "--type instead"
+                f"queue {self.queue!r} ({self.system}) has no tenants; select by --error-like "
+                "or --job-type instead"
             )
         if filters.reason is not None:
             raise UsageError(
                 f"queue {self.queue!r} ({self.system}) keeps no failure reason; select by "
-                "--error or --type instead"
+                "--error-like or --job-type instead"
             )
         if filters.job_type is not None:
             if self.cols.kind is None:
-                raise UsageError(f"{self.system} keeps no job type; select by --error instead")
+                raise UsageError(f"{self.system} keeps no job type; select by --error-like instead")
             where.append(self.col(tables, self.cols.kind) == filters.job_type)
         if filters.error_like is not None:
             error = self.error_text(tables)
             if error is None:
                 raise UsageError(
-                    f"--error selects nothing on queue {self.queue!r}: {self.no_error_text}; "
-                    "name the job ids, or select by --type"
+                    f"--error-like selects nothing on queue {self.queue!r}: {self.no_error_text}; "
+                    "name the job ids, or select by --job-type"
                 )
             where.append(error.icontains(filters.error_like, autoescape=True))
         if filters.job_ids is not None:
             keys = [self.key_of(tables, j) for j in filters.job_ids]
             where.append(self.job(tables).isin(self.cols.id, keys))
+        if filters.args_like is not None:  # last: a scan of the dead jobs the rest leave
+            where.append(self.args_where(tables, filters.args_like))
         return where
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:

@@ -11,13 +11,13 @@ from services.config import QueueConfig
 from services.estate.model import Triage
 from services.estate.profile import as_utc
 from services.estate.system import triage
-from services.estate.system.base import SystemBase
+from services.estate.system.args import SystemArgs
 from services.estate.system.changes import SystemChanges
 from services.estate.system.plans import SystemPlanOps
 from services.estate.system.report import SystemReport
 
 
-class SystemProfile(SystemBase):
+class SystemProfile(SystemArgs):
     """What a preset's package subclasses, declaring its system's facts."""
 
     def __init__(self, queue: str, config: QueueConfig) -> None:

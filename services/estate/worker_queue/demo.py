@@ -15,6 +15,7 @@ from services.estate.profile import QueueProfile, plain
 from services.models import ChangeRequest, RedriveLog
 
 BROKEN_JOB_TYPE = "continue-issue"  # still not an allowed job type
+ALLOWLIST = "allowlist"  # the fault behind it, by the name `/demo fix` takes
 _requests = cast(sa.Table, ChangeRequest.__table__)
 _redrives = cast(sa.Table, RedriveLog.__table__)
 COUNTS = {
@@ -43,6 +44,7 @@ COUNTS = {
 
 class WorkerQueueDemo(ProfileDemo):
     counts = COUNTS
+    faults = {ALLOWLIST: f"the spawner's allowlist lacks job type {BROKEN_JOB_TYPE}: workers rows"}
 
     def __init__(self, profile: QueueProfile) -> None:
         self.profile = profile
@@ -79,6 +81,7 @@ class WorkerQueueDemo(ProfileDemo):
                 "started_at": None,
                 "heartbeat_at": None,
                 "analyst_notes": None,
+                "payload": {"issue": issue, "repo": "p24-web", "job": job_type},
             }
             base.update(extra)
             rows.append(base)
@@ -239,9 +242,17 @@ class WorkerQueueDemo(ProfileDemo):
         )
         return str(first.scalar_one())
 
-    async def work(self, conn: AsyncConnection, *, now: datetime, due: Due, done: Pass) -> None:
+    async def work(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        due: Due,
+        done: Pass,
+        fixed: frozenset[str] = frozenset(),
+    ) -> None:
         """Queued rows queuebot requeued or redrove go running, then done, or, for job
-        type ``continue-issue`` (its allowlist was never fixed), failed again with
+        type ``continue-issue`` while its allowlist is not fixed, failed again with
         ``implementation_error`` and the original "Invalid job_type" error. The table
         keeps no record of who requeued a row, so queuebot's own records (its redrive log
         and its executed requeues) name them."""
@@ -275,7 +286,7 @@ class WorkerQueueDemo(ProfileDemo):
                     )
                 )
                 done.claimed += 1
-            elif job_type == BROKEN_JOB_TYPE:
+            elif job_type == BROKEN_JOB_TYPE and ALLOWLIST not in fixed:
                 error = f"spawn failed exit=1: Invalid job_type {job_type} (issue #{issue})"
                 await conn.execute(
                     q.table.update()

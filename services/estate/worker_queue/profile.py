@@ -5,6 +5,7 @@ failed_permanently, cancelled). This module reads it; ``changes`` and ``plans`` 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
 from services.errors import NotFound, UsageError
+from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
 from services.estate.model import (
     NO_REASON,
@@ -54,12 +56,12 @@ class WorkerQueueProfile(QueueProfile):
                 "issue_number": "no duplicate detection (triage, cancel --duplicates) and "
                 "no other rows of the issue in /queue show",
                 "github_issue_number": NOT_READ,
-                "job_type": "no by-type breakdown in triage; --type and --job-type are "
+                "job_type": "no by-type breakdown in triage; triage --type and --job-type are "
                 "usage errors",
                 "failure_reason": "no failure_reason breakdown in triage or /queue dlq; "
-                "--reason and --failure-reason are usage errors",
+                "--failure-reason is a usage error",
                 "retry_count": "a requeue or redrive does not reset the retry count; /queue "
-                "dlq shows no tries",
+                "dlq shows no retries",
                 "max_retries": NOT_READ,
                 "next_attempt_at": "a requeue or redrive does not clear next_attempt_at",
                 "server_node": "no node in the stuck report; a requeue does not clear it",
@@ -68,6 +70,7 @@ class WorkerQueueProfile(QueueProfile):
                 "claimed_at); a requeue does not clear it",
                 "heartbeat_at": "stuck is judged by started_at, else claimed_at",
                 "analyst_notes": NOT_READ,
+                "payload": args_like.ABSENT,
             },
         ),
     )
@@ -80,6 +83,7 @@ class WorkerQueueProfile(QueueProfile):
         "failed_permanently": CanonicalState.DEAD,
         "cancelled": CanonicalState.CANCELLED,
     }
+    attempts_label = "retries"  # retry_count: the retries after the first attempt
     status_writes = {
         Action.REQUEUE: ((CanonicalState.PENDING, QUEUED),),
         Action.REDRIVE: ((CanonicalState.PENDING, QUEUED),),
@@ -112,7 +116,7 @@ class WorkerQueueProfile(QueueProfile):
                 "status_reason_type",
                 ("status", "failure_reason", "job_type"),
                 None,
-                "triage breakdowns as an index-only scan; /queue dlq --reason",
+                "triage breakdowns as an index-only scan; /queue dlq --failure-reason",
             ),
             (
                 "queue",
@@ -232,7 +236,18 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
         if filters.job_ids is not None:
             where.append(q.isin("id", [self.coerce_id(q.c("id"), j) for j in filters.job_ids]))
+        if filters.args_like is not None:  # last: a scan of the dead rows the rest leave
+            where.append(self.args_where(tables, filters.args_like))
         return where
+
+    def args_lookup(self, tables: Mapping[str, BoundTable]) -> args_like.Lookup | None:
+        q = tables["queue"]
+        if not q.has("payload"):
+            return None
+        kind = q.c("job_type") if q.has("job_type") else None
+        return args_like.Lookup(
+            q.table, (), q.c("id"), q.c("status"), self.canonical, kind, q.c("payload")
+        )
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
         """Newest dead letters first."""

@@ -20,7 +20,8 @@ CREATE TABLE IF NOT EXISTS clip_jobs (
   error_message    TEXT,
   created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
   started_at       TIMESTAMPTZ,
-  finished_at      TIMESTAMPTZ
+  finished_at      TIMESTAMPTZ,
+  payload          JSONB                -- the clip job's arguments
 );
 
 CREATE TABLE IF NOT EXISTS queue_messages (

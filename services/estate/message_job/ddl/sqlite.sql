@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS clip_jobs (
   error_message    TEXT,
   created_at       DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
   started_at       DATETIME,
-  finished_at      DATETIME
+  finished_at      DATETIME,
+  payload          JSON                 -- the clip job's arguments (JSON text)
 );
 
 CREATE TABLE IF NOT EXISTS queue_messages (

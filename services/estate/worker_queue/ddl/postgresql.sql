@@ -25,5 +25,6 @@ CREATE TABLE IF NOT EXISTS dev_r_worker_queue (
   claimed_at          TIMESTAMPTZ,
   started_at          TIMESTAMPTZ,
   heartbeat_at        TIMESTAMPTZ,
-  analyst_notes       TEXT
+  analyst_notes       TEXT,
+  payload             JSONB                -- the job's arguments
 );

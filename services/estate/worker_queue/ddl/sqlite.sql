@@ -21,5 +21,6 @@ CREATE TABLE IF NOT EXISTS dev_r_worker_queue (
   claimed_at          DATETIME,
   started_at          DATETIME,
   heartbeat_at        DATETIME,
-  analyst_notes       TEXT
+  analyst_notes       TEXT,
+  payload             JSON                 -- the job's arguments (JSON text)
 );
