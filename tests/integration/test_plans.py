@@ -95,9 +95,8 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
     before = await pending_count(shop)
     assert before == 0
 
-    first = await shop.changes.approve(number=number, actor=BOB)  # 200 rows: two approvers
-    assert not first.executed and await pending_count(shop) == before
-    decision = await shop.changes.approve(number=number, actor=DORA)
+    # 200 rows, but a staged plan is judged by its sample of 5: one approval starts it
+    decision = await shop.changes.approve(number=number, actor=BOB)
     plan_no = decision.view.result.plan
     assert await pending_count(shop) == before + 5  # the sample, and nothing else
 
@@ -156,7 +155,6 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
         ]
     assert actions == [
         "change.requested",
-        "change.approved",
         "change.approved",
         "plan.started",
         "plan.wave_started",
