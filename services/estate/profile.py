@@ -101,6 +101,10 @@ class QueueProfile(ProfileTables):
     dead_letter_states: ClassVar[tuple[CanonicalState, ...]] = DEAD_LETTER_STATES
     # Whether this profile is a preset (a job-queue system's own tables), not a profile.
     preset: ClassVar[bool] = False
+    # Why the queue keeps no error text, in the profile's words, where it keeps none
+    # (Procrastinate's errors are in its workers' logs): a halted plan says so rather than
+    # judge whether its jobs died of the same cause.
+    no_error_text: ClassVar[str | None] = None
 
     @classmethod
     def ddl(cls, dialect: str) -> str:
