@@ -24,6 +24,7 @@ signature rules are held to (within about 1.5x of before).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import random
 import re
@@ -166,7 +167,9 @@ def passes(module: ModuleType, texts: list[str]) -> dict[str, Callable[[], None]
 
 def timed(run: Callable[[], None]) -> float:
     """The CPU time of one pass (the process's own, so that other work on a shared
-    host inflates it less than it would the time on the clock)."""
+    host inflates it less than it would the time on the clock), the garbage of the pass
+    before collected first (so that neither side pays for the other's)."""
+    gc.collect()
     start = time.process_time()
     run()
     return time.process_time() - start

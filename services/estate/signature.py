@@ -130,6 +130,8 @@ _WORD_SPLIT = re.compile(
 _HEX_DIGITS = "0123456789abcdefABCDEF"
 _WORD_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
 _NUMBER = re.compile(RULES[5][0])
+_SIX = re.compile(r"[0-9A-Za-z]{6}")
+_PLAIN_NUMBER = re.compile(r"[0-9](?<![A-Za-z0-9][0-9])[0-9]*+")  # where no status can be
 
 
 def _urls(text: str) -> str:
@@ -168,12 +170,15 @@ def _words(text: str) -> str:
         found = before[len(stem) :] + chunks[i]
         if len(found) < 6:  # s3, mp4, v1, p24: names, and too short for an id
             continue
-        if len(found) < 16 and "_" not in found and "-" not in found:
-            if found.strip(_HEX_DIGITS):  # worker42, H264Decoder: a name, not hex
+        if len(found) < 16:
+            if "_" not in found and "-" not in found:
+                if found.strip(_HEX_DIGITS):  # worker42, H264Decoder: a name, not hex
+                    continue
+                chunks[i - 1], chunks[i] = stem, "<hex>"
+                changed = True
                 continue
-            chunks[i - 1], chunks[i] = stem, "<hex>"
-            changed = True
-            continue
+            if not _SIX.search(found) and "T" not in found:  # bms-12: no part an id could be
+                continue
         made = word(found)
         if made != found:
             chunks[i - 1], chunks[i] = stem, made
@@ -228,7 +233,10 @@ def taken_out(text: str) -> str:
         text = _UUIDS.sub("<uuid>", text)
     if "0x" in text:
         text = _HEX_NUMBER.sub("<hex>", text)
-    text = _NUMBER.sub("<n>", _words(text))
+    text = _words(text)
+    lower = text.lower()  # an HTTP status is kept only after "status" or "http"
+    number = _NUMBER if "status" in lower or "http" in lower else _PLAIN_NUMBER
+    text = number.sub("<n>", text)
     # a space is the one whitespace character that is printable: a printable text without
     # two spaces in a row has no whitespace to collapse
     return " ".join(text.split()) if "  " in text or not text.isprintable() else text.strip(" ")
