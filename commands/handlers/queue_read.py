@@ -156,7 +156,15 @@ async def _dlq_from_plan(plan: int, queue: str | None, filters: DeadFilter, deps
         queue=again.queue, filters=replace(filters, job_ids=again.jobs)
     )
     empty = f"None of P-{plan}'s {fmt.count(len(again.jobs))} job(s) dead again match the filters."
-    return Reply(_listing(title, found, empty=empty))
+    return Reply(
+        _listing(
+            title,
+            found,
+            empty=empty,
+            unit="dead letters",
+            more=[_more_with_limit(found)],
+        )
+    )
 
 
 async def handle_stuck(cmd: Stuck, inv: Invocation, deps: Deps) -> Reply:
