@@ -241,6 +241,7 @@ def journey(case: Case, database: str, tmp_path: Path) -> float:
             key = built.keys[job]
             shown = console.say(f"/queue show --args-like {key} --queue {queue}", expect=job)
             assert f"Job {job} in queue {queue}: {outage.dead_state}" in shown, shown
+            assert f"The one job in queue {queue} whose arguments contain '{key}'" in shown
             assert key in shown, shown
 
             # Before the fix is out: a staged redrive under the incident, to try a sample.
