@@ -210,6 +210,9 @@ class PgBossCharges:
         return self.system.state_of(url, ids)
 
 
+CONCURRENCY = 10  # Procrastinate's jobs at once in one worker: a mail waits on its relay
+
+
 class ProcrastinateMails:
     """Procrastinate's queue ``mails`` while the mail relay was down."""
 
@@ -237,7 +240,7 @@ class ProcrastinateMails:
             self._python(url, code, "mails", json.dumps({"ok": ok, "failing": failing}))
         )
         enqueued[self.queue] = sent[self.queue]
-        self.system.work(url, fault=True, timeout=600)
+        self.system.work(url, fault=True, timeout=600, concurrency=CONCURRENCY)
         made = made_from(self.system, url, enqueued, self.dead_state, self.ok_state)
         return Built(made, dict(sent["keys"]))
 
@@ -248,7 +251,7 @@ class ProcrastinateMails:
             "--verbose",
             f"--app={APP}",
             "worker",
-            "--concurrency=4",
+            f"--concurrency={CONCURRENCY}",
             "--fetch-job-polling-interval=1",
         )
         return argv, {URL_ENV: url, FAULT_ENV: "1" if fault else "0"}, ROOT

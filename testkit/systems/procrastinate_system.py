@@ -47,7 +47,9 @@ class Procrastinate:
         self.work(url, fault=True)
         return made_from(self, url, enqueued, self.dead_state, self.ok_state)
 
-    def work(self, url: str, *, fault: bool = False, timeout: float = 60) -> None:
+    def work(
+        self, url: str, *, fault: bool = False, timeout: float = 60, concurrency: int = 4
+    ) -> None:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -58,7 +60,7 @@ class Procrastinate:
                 f"--app={APP}",
                 "worker",
                 "--one-shot",
-                "--concurrency=4",
+                f"--concurrency={concurrency}",
                 "--no-listen-notify",
                 fault=fault,
                 timeout=max(left, 1),
