@@ -107,8 +107,10 @@ def _same_signature_halt(plan: str) -> None:
 
 def _honest_halt(plan: str) -> None:
     """Without error text queuebot cannot tell the failure is the same one: it says what it
-    saw (the jobs died again) and claims no signature."""
+    saw (the jobs died again), why it cannot judge the cause, and claims no signature."""
     assert "the same signature as before" not in plan, plan
+    assert "a new error" not in plan, plan
+    assert "whether they died of the same cause as before cannot be read here" in plan, plan
 
 
 def pgboss() -> Case:
