@@ -1,8 +1,10 @@
-"""The journey's steps one at a time, each on a small outage of its own (45 of 50 jobs
-dead), so a step that breaks says which: triage groups the outage under one signature,
-one job is found by its arguments, a redrive under the incident it answers is not
-refused by that incident, and a sample that dies again halts its plan saying what
-queuebot knows of why.
+"""The journey's steps one at a time, each on a small outage of its own (135 of 150 jobs
+dead: more than a hundred, as a change a team of two must still be able to make), so a
+step that breaks says which: triage groups the outage under one signature, one job is
+found by its arguments, a redrive under the incident it answers is not refused by that
+incident, a sample that dies again halts its plan saying what queuebot knows of why,
+and once the fix is out the plan resumes, with the one approval a team of two can give,
+and runs to its end.
 
 Skipped where the system cannot run here, unless ``QUEUEBOT_REQUIRE_SYSTEMS=1`` (CI).
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.systems.outage import Built, Outage, worker
+from testkit.systems.outage import Built, Outage, Worker, worker
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.systems.console_session import ConsoleSession
 from tests.systems.test_journey import (
@@ -29,7 +31,7 @@ from tests.systems.test_journey import (
 )
 from tests.systems.test_systems import _system
 
-OK, FAILING = 5, 45
+OK, FAILING = 15, 135
 CASES = {"pg-boss": pgboss, "procrastinate": procrastinate}
 
 
@@ -81,7 +83,7 @@ def test_triage_shows_the_outage_as_one_signature(small: Small) -> None:
 
 @pytest.mark.postgres
 def test_one_job_is_found_by_its_arguments(small: Small) -> None:
-    job = small.dead[7]
+    job = small.dead[70]
     key = small.built.keys[job]
     with small.console() as console:
         shown = console.say(f"/queue show --args-like {key} --queue {small.queue}", expect=job)
@@ -131,3 +133,48 @@ def test_a_sample_that_dies_again_halts_its_plan_saying_what_is_known(small: Sma
             "/queue plan P-1", expect="HALTED: 3 job(s) of sample re-entered the dead-letter state"
         )
     case.halt(halted)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_halted_plan_resumes_with_one_approval_once_fixed_and_runs_to_its_end(
+    small: Small,
+) -> None:
+    case = CASES[small.name]()
+    folder = small.folder / "workers"
+    running = Worker(small.outage, small.url, fault=True, folder=folder)
+    try:
+        with small.console() as console:
+            console.say(
+                f"@alice /queue redrive {case.selector} --queue {small.queue} --sample 3 "
+                '--reason "try a sample"',
+                expect="CR-1: staged redrive of",
+            )
+            approve(console, "CR-1")
+            wait_until(
+                "P-1 halted",
+                lambda: plan_state(small.url, 1) == "halted",
+                timeout=60,
+                alive=console._alive,
+            )
+            running.stop()
+            running = Worker(small.outage, small.url, fault=False, folder=folder)
+            asked = console.say(
+                '@alice /queue resume P-1 --reason "the fix is deployed"',
+                expect=(f"CR-2: resume plan P-1 ({FAILING - 3} row(s) to go)", "Refused"),
+            )
+            assert "Refused" not in asked, asked
+            approve(console, "CR-2")
+            wait_until(
+                "P-1 completed",
+                lambda: plan_state(small.url, 1) == "completed",
+                timeout=120,
+                alive=console._alive,
+            )
+            done = console.say("/queue plan P-1", expect="- completed ==")
+    finally:
+        running.stop()
+    assert f"{FAILING - 3}/{FAILING} succeeded" in done, done
+    redriven = small.dead
+    states = small.outage.states(small.url, redriven)
+    assert sorted(states.values()).count(small.outage.ok_state) == FAILING - 3, states
