@@ -119,6 +119,7 @@ class ChangeRequests:
                 await _done_with(conn, delivery, self.clock())
                 if selector.plan is not None and queue is None:
                     queue = await plan_store.queue_of(conn, selector.plan)
+                incident, lent = await _incident(conn, selector, incident)
                 number = await self._request(
                     conn,
                     kind=kind,
@@ -130,6 +131,7 @@ class ChangeRequests:
                     evidence=evidence,
                     origin=origin or {},
                     can=can,
+                    incident_from=lent,
                 )
                 await note_outcome(conn, delivery, f"CR-{number} requested")
                 view = await store.view(conn, number)
@@ -258,6 +260,7 @@ class ChangeRequests:
         evidence: str | None,
         origin: dict[str, Any],
         can: Sequence[str] | None = None,
+        incident_from: int | None = None,
     ) -> int:
         profile = self.estate.profile(queue)
         now = self.clock()
@@ -319,6 +322,7 @@ class ChangeRequests:
                     "checks": [list(c) for c in frozen.checks],
                     "schedule": frozen.schedule,
                     "plan": selector.plan,
+                    "incident_from": incident_from,
                 },
                 "eligible_count": count,
                 "approvals_required": required,
@@ -382,6 +386,19 @@ class ChangeRequests:
         )
         view = await store.view(conn, number)
         return Decision(view, executed=True, approvals=len(approvers)), follow_ups
+
+
+async def _incident(
+    conn: AsyncConnection, selector: Selector, incident: str | None
+) -> tuple[str | None, int | None]:
+    """The incident a request is made under, and the plan it came from where it was not
+    named: a request about a plan (a resume, a rollback) belongs to the plan's incident.
+    An incident the person named is kept as they said."""
+    plan = selector.plan
+    if incident is not None or plan is None:
+        return incident, None
+    lent = await plan_store.incident_of(conn, plan)
+    return lent, plan if lent is not None else None
 
 
 async def _keep_items(

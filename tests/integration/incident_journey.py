@@ -1,0 +1,72 @@
+"""The journey of an incident whose redrive halts, is resumed after the fix and finishes,
+driven over ``alert_bot`` with the demo's simulated worker: dora declares and asks, bob
+approves, the worker fails the "upstream timeout" jobs until the transcoder's fix is
+deployed (``fix``)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from services.estate.demo_worker import DemoWorker
+from tests.integration.alerting import AlertBot
+from tests.integration.incident_support import ACTORS, BOB, DORA, DUTY_OFFICER, say, say_as
+
+PEOPLE = DORA + BOB + ACTORS + DUTY_OFFICER  # bob approves what dora asks
+DECLARE = (
+    '/incident declare gd:failed-jobs-accumulating "clips die of upstream timeout" --queue clips'
+)
+REDRIVE = (
+    '/queue redrive --error-like "upstream timeout" --sample 2 --reason "transcoder restarted" '
+    "--incident INC-1"
+)
+
+
+async def plan_state(bot: AlertBot, number: int) -> str | None:
+    async with bot.app.state_engine.connect() as conn:
+        found = await conn.execute(
+            sa.text("SELECT state FROM qb_plans WHERE id = :n"), {"n": number}
+        )
+        state = found.scalar_one_or_none()
+    return None if state is None else str(state)
+
+
+async def run(bot: AlertBot, worker: DemoWorker, number: int, passes: int = 40) -> str | None:
+    """The worker and the scheduler take turns, five seconds apart, until the plan stops
+    running; its state then."""
+    for _ in range(passes):
+        await worker.step()
+        bot.clock.advance(seconds=5)
+        await bot.app.scheduler.run_due()
+        state = await plan_state(bot, number)
+        if state != "running":
+            return state
+    return await plan_state(bot, number)
+
+
+async def counted_before(bot: AlertBot) -> None:
+    """The queues' counts written down, then a minute on: the count before the fault."""
+    await bot.app.scheduler.seed()
+    await bot.app.scheduler.run_due()
+    bot.clock.advance(minutes=1)
+
+
+async def to_the_halt(bot: AlertBot) -> DemoWorker:
+    """Declared, P-1 asked under INC-1 and approved: its sample dies again and halts it."""
+    await counted_before(bot)
+    await say(bot, DECLARE)
+    await say(bot, REDRIVE)
+    await say_as(bot, "bob", "/queue approve CR-1")
+    worker = DemoWorker(bot.app.estate, delay=0)
+    assert await run(bot, worker, 1) == "halted"
+    return worker
+
+
+async def resumed_to_done(bot: AlertBot, worker: DemoWorker) -> str:
+    """The fix deployed, P-1 resumed (CR-2, asked without naming the incident) and run to
+    its end; the reply to the resume request."""
+    worker.fixed.add("transcoder")
+    bot.clock.advance(minutes=1)
+    asked = await say(bot, '/queue resume P-1 --reason "transcoder fixed for real"')
+    await say_as(bot, "bob", "/queue approve CR-2")
+    assert await run(bot, worker, 1) == "completed"
+    return asked
