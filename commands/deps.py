@@ -21,7 +21,7 @@ from services.metrics import Outcome
 from services.outbox import Unshown
 from services.people import Directory
 from services.plans.model import PlanView
-from services.plans.service import PlanOutcome
+from services.plans.service import DeadAgain, PlanOutcome
 from services.runbooks import Runbook
 
 
@@ -89,6 +89,8 @@ class PlanService(Protocol):
     """Staged redrive plans (``services.plans.service.Plans``)."""
 
     async def view(self, *, number: int) -> PlanView: ...
+
+    async def dead_again(self, *, number: int, queue: str | None) -> DeadAgain: ...
 
     async def unshown_news(self, *, number: int) -> Unshown: ...
 

@@ -74,6 +74,7 @@ class Dlq(ReadCommand):
     job_type: str | None = None
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
     args_like: ArgsLike = None
+    from_plan: int | None = Field(default=None, ge=1)  # that plan's jobs dead again
 
 
 class Stuck(ReadCommand):
@@ -121,6 +122,8 @@ class Redrive(ChangeCommand):
     sample: int | None = Field(default=None, ge=1, le=5)
     max: int | None = Field(default=None, ge=1, le=10_000_000)
     args_like: ArgsLike = None
+    from_plan: int | None = Field(default=None, ge=1)  # that plan's jobs dead again
+    override_growth: bool = False  # go ahead although dead letters are growing
 
     @property
     def filters(self) -> tuple[str | None, ...]:
@@ -129,14 +132,20 @@ class Redrive(ChangeCommand):
 
     @property
     def staged(self) -> bool:
-        return self.all or any(v is not None for v in self.filters)
+        return self.all or any(v is not None for v in self.filters) or self.from_plan is not None
 
     @model_validator(mode="after")
     def _one_selection(self) -> Redrive:
         if bool(self.ids) == self.staged:
             raise ValueError(
                 "name the jobs (IDs) or select dead letters with --error-like, "
-                "--tenant, --failure-reason, --job-type, --args-like or --all; not both"
+                "--tenant, --failure-reason, --job-type, --args-like, --from-plan or --all; "
+                "not both"
+            )
+        if self.all and self.from_plan is not None:
+            raise ValueError(
+                "--all takes every dead letter and --from-plan a plan's jobs that died "
+                "again: give one of them"
             )
         if self.all and any(v is not None for v in self.filters):
             raise ValueError(

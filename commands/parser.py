@@ -225,6 +225,14 @@ def _convert(spec: CommandSpec, flag: Flag, raw: str) -> Any:
         return number
     if flag.kind == "duration":
         return parse_duration(raw, flag=flag.name, usage=spec.usage)
+    if flag.kind == "plan":
+        plan = _PLAN.match(raw)
+        if not plan:
+            raise UsageError(
+                f"--{flag.name} takes a plan: write P-3 (or 3), not {_short(raw)!r}",
+                usage=spec.usage,
+            )
+        return int(plan.group(1))
     if flag.kind == "word" and not _WORD.match(raw):
         raise UsageError(
             f"--{flag.name} must be a single word of letters, digits, '-', '_' or '.', "

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from services.config import Role
 
-ValueKind = Literal["text", "int", "duration", "word", "bool"]
+ValueKind = Literal["text", "int", "duration", "word", "bool", "plan"]  # plan: P-N
 
 
 @dataclass(frozen=True)

@@ -120,9 +120,17 @@ QUEUE: tuple[CommandSpec, ...] = (
             LIMIT_FLAG,
             QUEUE_FLAG,
             SHARE_FLAG,
+            Flag(
+                "from-plan",
+                "from_plan",
+                kind="plan",
+                metavar="P-N",
+                help="only plan P-N's jobs that are dead again now",
+            ),
         ),
         example='/queue dlq --error-like "NoSuchKey" --limit 10',
-        note="Filters combine: a row must match every one given.",
+        note="Filters combine: a row must match every one given. --from-plan P-N lists that "
+        "plan's jobs that are dead again now, in the plan's queue.",
     ),
     CommandSpec(
         "queue",
@@ -219,6 +227,20 @@ QUEUE: tuple[CommandSpec, ...] = (
             ),
             Flag("all", "all", kind="bool", help="stage a plan over every dead letter"),
             Flag(
+                "from-plan",
+                "from_plan",
+                kind="plan",
+                metavar="P-N",
+                help="stage a plan over plan P-N's jobs that are dead again now",
+            ),
+            Flag(
+                "override-growth",
+                "override_growth",
+                kind="bool",
+                help="go ahead although dead letters are growing (the outage is over); the "
+                "approver sees it",
+            ),
+            Flag(
                 "sample",
                 "sample",
                 kind="int",
@@ -255,7 +277,11 @@ QUEUE: tuple[CommandSpec, ...] = (
         'deployed" --incident INC-4',
         note="Name jobs by id, or select dead letters with filters, or take them --all. "
         "Filters combine: a row must match every one given. --error-like ffmpeg --tenant acme "
-        "takes acme's ffmpeg failures; --all takes every dead letter and goes alone.",
+        "takes acme's ffmpeg failures; --all takes every dead letter and goes alone. "
+        "--from-plan P-N takes that plan's jobs that are dead again now (with filters, those "
+        "of them the filters match), in the plan's queue. --override-growth goes ahead although "
+        "the dead letters are growing, once you know the outage is over: the preview shows the "
+        "check as overridden, and the approval covers it.",
     ),
     CommandSpec(
         "queue",

@@ -28,7 +28,7 @@ from services.estate.ops import Selector
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
 from services.outbox import destination
 from services.plans.messages import plan_message, where_now
-from services.plans.model import PlanView
+from services.plans.model import OVERRIDDEN, PlanView
 from services.plans.publish import unshown_words
 
 MAX_LISTED = 20
@@ -89,6 +89,8 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         all_dead=cmd.all,
         sample=cmd.sample,
         max_rows=cmd.max,
+        from_plan=cmd.from_plan,
+        override_growth=cmd.override_growth,
     )
     view = await deps.changes.request(
         kind=ChangeKind.PLAN if cmd.staged else ChangeKind.REDRIVE,
@@ -223,6 +225,14 @@ def change_message(v: ChangeView) -> Message:
         title = "Preconditions"
         if v.kind is ChangeKind.RESOLVE:
             title = "Validation items resolved without (they stay on the record as overridden)"
+        overridden = [name for name, verdict, _ in v.checks if verdict == OVERRIDDEN]
+        if overridden and v.kind is not ChangeKind.RESOLVE:
+            blocks.append(
+                Text(
+                    f"{v.requester} overrode a failed precondition ({', '.join(overridden)}); "
+                    "an approval goes ahead despite it"
+                )
+            )
         blocks.append(checks_table(v.checks, title))
     if v.schedule:
         waves = " + ".join(fmt.count(n) for n in v.schedule[:12])

@@ -3,6 +3,8 @@ arguments), dlq, stuck."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from commands import messages
 from commands.context import Invocation
 from commands.deps import Deps
@@ -124,6 +126,8 @@ async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
         limit=cmd.limit,
         args_like=cmd.args_like,
     )
+    if cmd.from_plan is not None:
+        return await _dlq_from_plan(cmd.from_plan, cmd.queue, filters, deps)
     found = await deps.reads.list_dead(queue=cmd.queue, filters=filters)
     queue = cmd.queue or deps.reads.queue_names[0]
     return Reply(
@@ -131,6 +135,24 @@ async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
             f"Dead letters in queue {queue}", found, empty="No dead-lettered or failed jobs match."
         )
     )
+
+
+async def _dlq_from_plan(plan: int, queue: str | None, filters: DeadFilter, deps: Deps) -> Reply:
+    """The plan's jobs that are dead again now (in the plan's queue unless one is named),
+    with the other filters applied to them."""
+    again = await deps.plans.dead_again(number=plan, queue=queue)
+    title = f"P-{plan}'s jobs dead again in queue {again.queue}"
+    if not again.jobs:
+        text = (
+            f"No job of P-{plan} is dead again now (of the {fmt.count(again.redriven)} it "
+            f"redrove). /queue plan P-{plan} shows how they ended."
+        )
+        return Reply(Message(f"{title}: none", (Heading(title), Text(text))))
+    found = await deps.reads.list_dead(
+        queue=again.queue, filters=replace(filters, job_ids=again.jobs)
+    )
+    empty = f"None of P-{plan}'s {fmt.count(len(again.jobs))} job(s) dead again match the filters."
+    return Reply(_listing(title, found, empty=empty))
 
 
 async def handle_stuck(cmd: Stuck, inv: Invocation, deps: Deps) -> Reply:

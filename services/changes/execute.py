@@ -26,6 +26,7 @@ from services.estate.estate import Estate
 from services.estate.ops import Action, Ineligible, in_database
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
+from services.plans.model import OVERRIDDEN
 from services.scheduler import FollowUp
 
 
@@ -80,6 +81,11 @@ class Executor:
                 sample=request.selector.sample,
                 actor=actor,
                 now=now,
+                overridden=[
+                    [name, detail]
+                    for name, verdict, detail in request.preview.checks
+                    if verdict == OVERRIDDEN
+                ],
             )
             outcome = Executed(approvers=approvers, plan=plan)
         elif request.kind is ChangeKind.RESUME and plan is not None:

@@ -37,6 +37,7 @@ async def freeze(
     reason: str,
     incident: str | None = None,
     incidents: IncidentOverrides | None = None,
+    requester: str | None = None,
 ) -> Frozen:
     if kind is ChangeKind.RESOLVE:
         # no rows: what is frozen is the list of validation items the override skips
@@ -62,6 +63,7 @@ async def freeze(
         limit=selector.max_rows if staged else None,
         config=redrive,
         now=now,
+        requester=requester,
     )
     if evaluation.refusal:
         raise ChecksFailed(

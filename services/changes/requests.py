@@ -49,6 +49,7 @@ from services.estate.profile import QueueProfile
 from services.jsonable import jsonable
 from services.ledger import Claim, complete_in, note_outcome
 from services.plans import store as plan_store
+from services.plans.model import OVERRIDDEN
 from services.scheduler import PostFailure, run_follow_ups
 
 
@@ -119,6 +120,8 @@ class ChangeRequests:
                 await _done_with(conn, delivery, self.clock())
                 if selector.plan is not None and queue is None:
                     queue = await plan_store.queue_of(conn, selector.plan)
+                if selector.from_plan is not None and queue is None:  # the plan's queue
+                    queue = await plan_store.queue_of(conn, selector.from_plan)
                 incident, lent = await _incident(conn, selector, incident)
                 number = await self._request(
                     conn,
@@ -274,6 +277,7 @@ class ChangeRequests:
             reason=reason,
             incident=incident,
             incidents=self.incidents,
+            requester=actor.person,
         )
         rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
         if not frozen.targets and kind not in rowless:
@@ -351,6 +355,7 @@ class ChangeRequests:
                 "snapshot_hash": snapshot.sha256,
                 "ineligible": ineligible,
                 "approvals_required": required,
+                **_overridden(frozen.checks),
             },
         )
         return number
@@ -388,13 +393,21 @@ class ChangeRequests:
         return Decision(view, executed=True, approvals=len(approvers)), follow_ups
 
 
+def _overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """The failed checks the requester overrode (with who, why and what was measured),
+    named in the request's audit event; nothing where none was."""
+    overridden = [[name, detail] for name, verdict, detail in checks if verdict == OVERRIDDEN]
+    return {"overridden": overridden} if overridden else {}
+
+
 async def _incident(
     conn: AsyncConnection, selector: Selector, incident: str | None
 ) -> tuple[str | None, int | None]:
     """The incident a request is made under, and the plan it came from where it was not
-    named: a request about a plan (a resume, a rollback) belongs to the plan's incident.
-    An incident the person named is kept as they said."""
-    plan = selector.plan
+    named: a request about a plan (a resume, a rollback) belongs to the plan's incident,
+    and so does a redrive of what a plan left dead again (``--from-plan``). An incident
+    the person named is kept as they said."""
+    plan = selector.plan if selector.plan is not None else selector.from_plan
     if incident is not None or plan is None:
         return incident, None
     lent = await plan_store.incident_of(conn, plan)

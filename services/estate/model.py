@@ -181,3 +181,5 @@ class DeadFilter:
     job_type: str | None = None
     limit: int = 20
     args_like: str | None = None  # the job's arguments hold this text (args_like.py)
+    # only these jobs (a plan's that died again: /queue dlq --from-plan); None: any job
+    job_ids: tuple[str, ...] | None = None

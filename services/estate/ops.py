@@ -75,8 +75,12 @@ class Selector:
     job_type: str | None = None
     all_dead: bool = False
     plan: int | None = None  # resume / rollback: the plan concerned
+    # a plan's jobs that died again (still dead when frozen), as a selector of its own
+    from_plan: int | None = None
     sample: int | None = None  # a plan's sample size (1-5)
     max_rows: int | None = None  # a plan's cap on rows
+    # the requester goes ahead although the dead letters are growing (with the approval)
+    override_growth: bool = False
     args_like: str | None = None  # dead rows whose job's arguments hold this text
 
     def dead_filter(self) -> DeadFilter:
@@ -101,6 +105,8 @@ class Selector:
             "plan": self.plan,
             "sample": self.sample,
             "max_rows": self.max_rows,
+            "from_plan": self.from_plan,
+            "override_growth": self.override_growth,
             "args_like": self.args_like,
         }
 
@@ -117,6 +123,8 @@ class Selector:
             plan=data.get("plan"),
             sample=data.get("sample"),
             max_rows=data.get("max_rows"),
+            from_plan=data.get("from_plan"),
+            override_growth=bool(data.get("override_growth")),
             args_like=data.get("args_like"),
         )
 
@@ -124,7 +132,8 @@ class Selector:
     def bulk(self) -> bool:
         """Selects dead rows by what they are, not by id."""
         return self.all_dead or any(
-            v is not None for v in (self.error_like, self.tenant, self.job_type, self.args_like)
+            v is not None
+            for v in (self.error_like, self.tenant, self.job_type, self.args_like, self.from_plan)
         )
 
     def describe(self) -> str:
@@ -141,6 +150,9 @@ class Selector:
                 f"arguments like {self.args_like!r}" if self.args_like else "",
             ]
             chosen = ", ".join(p for p in parts if p)
+            if self.from_plan is not None:
+                again = f"P-{self.from_plan}'s jobs dead again"
+                return f"{again}, with {chosen}" if chosen else again
             return f"dead rows with {chosen}" if chosen else "every dead row"
         return ", ".join(self.ids)
 
@@ -228,6 +240,14 @@ class ItemRef:
     def ref(self) -> str:
         """The key of this item's original values: its part where it has one."""
         return self.part or self.job_id
+
+
+@dataclass(frozen=True, slots=True)
+class Death:
+    """A row that entered the dead state: its job, and when, as the estate records it."""
+
+    job: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -347,10 +367,10 @@ class PlanOps(Protocol):
         """Remember redrives where the estate keeps no events of its own."""
         ...
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
-        """How many rows died (entered the dead state) since ``since``, where the estate
-        records when rows die; None where it does not (the growth check then compares
-        counts queuebot wrote down)."""
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
+        """The rows that died (entered the dead state) since ``since``, each with its job
+        and when, where the estate records when rows die; None where it does not (the
+        growth check then compares counts queuebot wrote down)."""
         ...
 
 

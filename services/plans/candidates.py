@@ -8,8 +8,10 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import RedriveConfig
+from services.errors import PreconditionFailed
 from services.estate.ops import Action, Ineligible, Selector, Target
 from services.estate.profile import QueueProfile
+from services.plans import dead_again
 from services.plans.model import wave_sizes
 from services.plans.preconditions import Evaluation, evaluate
 
@@ -24,10 +26,13 @@ async def candidates(
     limit: int | None,
     config: RedriveConfig,
     now: datetime,
+    requester: str | None = None,
 ) -> tuple[list[Target], list[Ineligible], Evaluation]:
     """The frozen candidates of a redrive, checked; named ids or a bulk selector."""
     ops = profile.plan_ops
-    if selector.bulk or (staged and selector.failure_reason is not None):
+    if selector.from_plan is not None:
+        ids = tuple(await _dead_again(conn, profile=profile, selector=selector))
+    elif selector.bulk or (staged and selector.failure_reason is not None):
         ids = tuple(await ops.candidate_ids(conn, selector=selector))
     else:
         ids = tuple(dict.fromkeys(selector.ids))
@@ -41,6 +46,8 @@ async def candidates(
         config=config,
         now=now,
         staged=staged,
+        override_growth=selector.override_growth,
+        requester=requester,
     )
     eligible = evaluation.eligible
     excluded = [*frozen.ineligible, *evaluation.excluded]
@@ -52,6 +59,26 @@ async def candidates(
         )
         eligible = eligible[:limit]
     return eligible, excluded, evaluation
+
+
+async def _dead_again(
+    conn: AsyncConnection, *, profile: QueueProfile, selector: Selector
+) -> list[str]:
+    """The jobs of the plan named by ``--from-plan`` that are dead now, in its order; with
+    filters, those of them the filters select too (as /queue dlq would list them)."""
+    assert selector.from_plan is not None
+    number = selector.from_plan
+    again = await dead_again.jobs(conn, number=number, profile=profile)
+    if not again:
+        raise PreconditionFailed(
+            f"no job of P-{number} is dead again now: nothing to redrive. /queue plan "
+            f"P-{number} shows how its jobs ended"
+        )
+    f = selector.dead_filter()
+    if all(v is None for v in (f.error_like, f.tenant, f.reason, f.job_type, f.args_like)):
+        return again
+    matching = set(await profile.plan_ops.candidate_ids(conn, selector=selector))
+    return [job for job in again if job in matching]
 
 
 def wave_schedule(config: RedriveConfig, total: int, sample: int | None) -> list[int]:

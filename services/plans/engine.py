@@ -76,8 +76,11 @@ class PlanEngine:
         sample: int | None,
         actor: Actor,
         now: datetime,
+        overridden: Sequence[Sequence[str]] = (),
     ) -> tuple[int, list[FollowUp]]:
-        """A plan for the approved request's frozen targets, its sample started now."""
+        """A plan for the approved request's frozen targets, its sample started now.
+        ``overridden``: the request's failed checks its requester overrode (name, detail),
+        named in the plan's ``plan.started`` event."""
         profile = self.estate.profile(queue)
         await store.ensure_no_active_plan(conn, profile.queue)
         schedule = wave_schedule(self.config, len(targets), sample)
@@ -140,6 +143,7 @@ class PlanEngine:
                 "total": len(targets),
                 "schedule": schedule,
                 "approvers": approvers,
+                **({"overridden": [list(c) for c in overridden]} if overridden else {}),
             },
         )
         plan = await store.lock(conn, number)

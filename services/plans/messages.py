@@ -37,11 +37,12 @@ def where_now(p: PlanView) -> str:
     then = wave_name(p, after) if after < len(p.schedule) else None
     if p.state is PlanState.COMPLETED:
         waves = len(p.waves) - 1
-        return (
+        done = (
             "done: the sample finished"
             if waves == 0
-            else (f"done: the sample and {waves} wave(s) finished")
+            else f"done: the sample and {waves} wave(s) finished"
         )
+        return done + _died_again(p)
     if p.state is PlanState.ROLLED_BACK:
         held = (
             "; the rows a worker held are counted as they finish"
@@ -67,6 +68,17 @@ def where_now(p: PlanView) -> str:
     )
     doing = "running" if still else "finished"
     return f"{name} {doing}, " + (f"{then} next" if then else "the last wave")
+
+
+def _died_again(p: PlanView) -> str:
+    """A completed plan's jobs that died again, and the command that takes them (those of
+    them still dead when it is run) into a plan of their own."""
+    if not p.redead:
+        return ""
+    return (
+        f"; {p.succeeded:,} succeeded, {p.redead:,} died again: redrive them with "
+        f'/queue redrive --from-plan {p.ref} --reason "..."'
+    )
 
 
 def plan_message(p: PlanView) -> Message:

@@ -65,16 +65,23 @@ def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
     return sizes
 
 
+OVERRIDDEN = "overridden"  # the verdict of a failed check the requester went ahead of
+
+
 @dataclass(frozen=True)
 class Check:
-    """One precondition with its verdict: passed, failed, or not applicable (None)."""
+    """One precondition with its verdict: passed, failed, or not applicable (None); a
+    failed one the requester overrode (``overridden``: by whom and why) refuses nothing."""
 
     name: str
     passed: bool | None
     detail: str
+    overridden: str | None = None
 
     @property
     def verdict(self) -> str:
+        if self.overridden is not None:
+            return OVERRIDDEN
         return {True: "ok", False: "FAILED", None: "n/a"}[self.passed]
 
 

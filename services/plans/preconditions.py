@@ -20,7 +20,7 @@ from services.estate.ops import Ineligible, PlanOps, Target
 from services.estate.profile import QueueProfile
 from services.models import Incident, IncidentStep
 from services.plans.model import Check
-from services.reads.samples import dead_growth
+from services.reads.samples import Growth, dead_growth
 
 _incidents = cast(sa.Table, Incident.__table__)
 _steps = cast(sa.Table, IncidentStep.__table__)
@@ -34,7 +34,7 @@ class Evaluation:
 
     @property
     def refusal(self) -> str | None:
-        failed = [c for c in self.checks if c.passed is False]
+        failed = [c for c in self.checks if c.passed is False and c.overridden is None]
         if not failed:
             return None
         return "refused: " + "; ".join(f"{c.name}: {c.detail}" for c in failed)
@@ -50,6 +50,8 @@ async def evaluate(
     config: RedriveConfig,
     now: datetime,
     staged: bool,
+    override_growth: bool = False,
+    requester: str | None = None,
 ) -> Evaluation:
     checks: list[Check] = []
     reason_ok = len(reason.strip()) >= 3
@@ -69,10 +71,14 @@ async def evaluate(
     ]
     minutes = growth.minutes(now)  # the span actually judged, which a label must name
     checks.append(
-        Check(
+        _growth_check(
             "dead letters not growing" + (f" ({minutes} min)" if minutes else ""),
+            growth,
             growth_ok,
-            growth.describe(),
+            window=window,
+            override=override_growth,
+            requester=requester,
+            reason=reason,
         )
     )
 
@@ -132,6 +138,35 @@ async def evaluate(
         )
     )
     return Evaluation(checks, remaining, excluded)
+
+
+def _growth_check(
+    name: str,
+    growth: Growth,
+    passed: bool | None,
+    *,
+    window: timedelta,
+    override: bool,
+    requester: str | None,
+    reason: str,
+) -> Check:
+    """The growth check as the request shows it: what was measured; when it fails, when
+    it will pass and how to go ahead now, or, with ``--override-growth``, who overrode it
+    and why."""
+    measured = growth.describe()
+    if passed is not False:
+        unneeded = "; --override-growth was given and not needed" if override else ""
+        return Check(name, passed, measured + unneeded)
+    if override:
+        by = f"overridden by {requester or 'the requester'}: {reason.strip()}"
+        return Check(name, passed, f"{by}; measured: {measured}", overridden=by)
+    wait = f"; {growth.when_clear(window)}" if growth.verdict == "growing" else ""
+    return Check(
+        name,
+        passed,
+        f"{measured}{wait}; if you know the outage is over, add --override-growth to go "
+        "ahead (a second person approves it as any change)",
+    )
 
 
 def _exclude(

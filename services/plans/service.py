@@ -15,7 +15,7 @@ from services.audit import Actor
 from services.db import reading, transaction
 from services.ledger import Claim, complete_in, note_outcome
 from services.outbox import Unshown
-from services.plans import store
+from services.plans import dead_again, store
 from services.plans.control import PlanControl
 from services.plans.model import PlanView
 from services.plans.publish import unshown_news
@@ -30,6 +30,16 @@ class PlanOutcome:
 
     view: PlanView
     post_failures: tuple[PostFailure, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeadAgain:
+    """A plan's jobs that are dead again now (``dead_again``), and the queue they are in."""
+
+    plan: int
+    queue: str
+    jobs: tuple[str, ...]
+    redriven: int  # the jobs it redrove and did not return itself
 
 
 class Plans:
@@ -52,6 +62,17 @@ class Plans:
     async def queue_of(self, *, number: int) -> str:
         async with reading(self.engine) as conn:
             return await store.queue_of(conn, number)
+
+    async def dead_again(self, *, number: int, queue: str | None) -> DeadAgain:
+        """The plan's jobs that are dead again now; ``queue`` None: the plan's own queue."""
+        estate = self.control.estate
+        async with reading(self.engine) as conn:
+            profile = estate.profile(queue or await store.queue_of(conn, number))
+            redriven = await dead_again.items(conn, number=number, profile=profile)
+        async with estate.connect() as conn:
+            jobs = await dead_again.dead_of(conn, profile=profile, items=redriven)
+        count = len({i.job_id for i in redriven})
+        return DeadAgain(plan=number, queue=profile.queue, jobs=tuple(jobs), redriven=count)
 
     async def halt(
         self, *, number: int, actor: Actor, reason: str | None, delivery: Claim | None = None

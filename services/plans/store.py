@@ -211,6 +211,19 @@ async def items_in(
     return [PlanItemRow.from_row(r) for r in (await conn.execute(query)).mappings().all()]
 
 
+async def redriven_refs(conn: AsyncConnection, number: int) -> list[ItemRef]:
+    """The items the plan redrove and did not return itself (redriven, succeeded or dead
+    again; not rolled back), in plan order, as the profile reads their rows (the job and
+    its part; what a rollback puts back is not needed to read a row's state)."""
+    states = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
+    rows = await conn.execute(
+        sa.select(ITEMS.c.job_id, ITEMS.c.message_id)
+        .where(ITEMS.c.plan_id == number, ITEMS.c.state.in_(states))
+        .order_by(ITEMS.c.seq)
+    )
+    return [ItemRef(str(job), part, {}) for job, part in rows.all()]
+
+
 def refs(items: Sequence[PlanItemRow]) -> list[ItemRef]:
     return [ItemRef(i.job_id, i.part, i.original) for i in items]
 

@@ -11,9 +11,10 @@ from typing import Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.estate.ops import CHUNK, Death, ItemRef, chunks
 from services.estate.profile import QueueProfile, as_utc
 from services.models import QueueSample
-from services.reads import gauges
+from services.reads import gauges, own_redrives
 
 _samples = cast(sa.Table, QueueSample.__table__)
 KEEP = timedelta(days=14)
@@ -47,7 +48,10 @@ async def record(conn: AsyncConnection, *, profile: QueueProfile, now: datetime)
 class Growth:
     """Whether the dead letters grew, and from what that was judged: the estate's own
     record of when rows died (``events``), two counts written down (``counts``), or
-    nothing yet (``unknown``, with when a count will be old enough)."""
+    nothing yet (``unknown``, with when a count will be old enough).
+
+    Rows of jobs queuebot redrove itself that died again (``ours``, under ``by``: "P-1")
+    are not counted as growth: what it took out of the dead letters came back."""
 
     verdict: Literal["ok", "growing", "unknown"]
     now: int
@@ -55,6 +59,10 @@ class Growth:
     since: datetime | None = None
     died: int | None = None  # rows that died since ``since``, where the estate says
     retry_at: datetime | None = None
+    ours: int = 0  # of those (or of the dead now), rows queuebot redrove that died again
+    by: str = ""  # the plans and requests that redrove them
+    clears_at: datetime | None = None  # growing: when what is counted is out of the window
+    newest: datetime | None = None  # events: the newest death counted
 
     @property
     def source(self) -> Literal["events", "counts", "unknown"]:
@@ -77,29 +85,69 @@ class Growth:
             )
         assert self.since is not None
         if self.died is not None:
-            return (
+            said = (
                 f"{self.died:,} dead-lettered since {self.since:%H:%M UTC} (when the queue's "
-                f"own records say they died); {self.now:,} dead now"
+                "own records say they died)"
             )
+            if self.ours:
+                whose = f"jobs queuebot redrove ({self.by}) that died again"
+                said += (
+                    f", all of them {whose}: not counted as growth"
+                    if self.ours == self.died
+                    else f", {self.ours:,} of them {whose}, not counted as growth"
+                )
+            return f"{said}; {self.now:,} dead now"
         assert self.before is not None
         change = self.now - self.before
         trend = f"+{change:,}" if change > 0 else f"{change:,}"
-        return f"{self.now:,} dead now, {self.before:,} at {self.since:%H:%M UTC} ({trend})"
+        said = f"{self.now:,} dead now, {self.before:,} at {self.since:%H:%M UTC} ({trend})"
+        if self.ours and change > 0:
+            said += (
+                f"; {self.ours:,} of the dead now are jobs queuebot redrove ({self.by}) "
+                f"that may have been out of the dead letters at {self.since:%H:%M UTC} and "
+                "died again since"
+            )
+            counted = change - self.ours
+            said += (
+                ": the rise is not counted as growth"
+                if counted <= 0
+                else f", not counted: +{counted:,} counted as growth"
+            )
+        return said
+
+    def when_clear(self, window: timedelta) -> str:
+        """Growing: when the rows counted stop counting, and the setting that decides it."""
+        minutes = round(window.total_seconds() / 60)
+        setting = "[redrive] growth_window_minutes sets it"
+        if self.clears_at is None:
+            return f"the window is {minutes} min ({setting})"
+        if self.newest is not None:
+            return (
+                f"retry after {self.clears_at:%H:%M UTC}, when the newest death counted "
+                f"({self.newest:%H:%M:%S UTC}) has left the {minutes}-min window ({setting})"
+            )
+        return (
+            f"retry after {self.clears_at:%H:%M UTC} at the latest, when the count compared "
+            f"with is one written after the rise (a count at least {minutes} min old; "
+            f"{setting})"
+        )
 
 
 async def dead_growth(
     conn: AsyncConnection, *, profile: QueueProfile, now: datetime, window: timedelta
 ) -> Growth:
     """Did dead letters grow over ``window``? Where the estate records when rows died
-    (``PlanOps.dead_since``), any death in the window is growth. Elsewhere the count now is
-    compared with the newest sample at least ``window`` old, else the oldest one at least a
-    minute old (so the span judged may differ from ``window``: ``Growth.minutes`` says)."""
+    (``PlanOps.dead_since``), any death in the window is growth but a job's that queuebot
+    redrove before it died. Elsewhere the count now is compared with the newest sample at
+    least ``window`` old, else the oldest one at least a minute old (so the span judged
+    may differ from ``window``: ``Growth.minutes`` says), less the rows queuebot redrove
+    that may have been out of the dead letters then and are dead again now."""
     counts = await profile.status_counts(conn)
     dead = profile.dead_count(counts)
     since = now - window
     died = await profile.plan_ops.dead_since(conn, since=since)
     if died is not None:
-        return Growth("growing" if died > 0 else "ok", dead, since=since, died=died)
+        return await _from_deaths(conn, profile, died, dead=dead, since=since, window=window)
     base = (
         await conn.execute(
             sa.select(_samples.c.at, _samples.c.dead)
@@ -125,8 +173,96 @@ async def dead_growth(
         ).scalar_one_or_none()
         ready = (as_utc(first) or now) + OLD_ENOUGH
         return Growth("unknown", dead, retry_at=_next_minute(ready))
-    before = int(base[1])
-    return Growth("growing" if dead > before else "ok", dead, before, as_utc(base[0]))
+    before, at = int(base[1]), as_utc(base[0])
+    assert at is not None
+    if dead <= before:
+        return Growth("ok", dead, before, at)
+    back = await _back_again(conn, profile, at=at, window=window)
+    ours = len(back)
+    if dead - before <= ours:
+        return Growth("ok", dead, before, at, ours=ours, by=own_redrives.named(back))
+    clears = await _count_clears(conn, profile, after=at, dead=dead, now=now, window=window)
+    by = own_redrives.named(back)
+    return Growth("growing", dead, before, at, ours=ours, by=by, clears_at=clears)
+
+
+async def _from_deaths(
+    conn: AsyncConnection,
+    profile: QueueProfile,
+    died: list[Death],
+    *,
+    dead: int,
+    since: datetime,
+    window: timedelta,
+) -> Growth:
+    """The growth the estate's record of deaths shows: each death counted but those of
+    jobs queuebot had redrove before they died."""
+    redrives = await own_redrives.of_jobs(conn, queue=profile.queue, jobs={d.job for d in died})
+    ours: list[Death] = []
+    counted: list[Death] = []
+    by: list[own_redrives.Redrove] = []
+    for death in died:
+        earlier = [r for r in redrives.get(death.job, []) if r.at <= death.at]
+        if earlier:
+            ours.append(death)
+            by.append(max(earlier, key=lambda r: r.at))
+        else:
+            counted.append(death)
+    named = own_redrives.named(by)
+    if not counted:
+        return Growth("ok", dead, since=since, died=len(died), ours=len(ours), by=named)
+    newest = max(d.at for d in counted)
+    return Growth(
+        "growing",
+        dead,
+        since=since,
+        died=len(died),
+        ours=len(ours),
+        by=named,
+        clears_at=_next_minute(newest + window),
+        newest=newest,
+    )
+
+
+async def _back_again(
+    conn: AsyncConnection, profile: QueueProfile, *, at: datetime, window: timedelta
+) -> list[own_redrives.Redrove]:
+    """The rows queuebot redrove that may have been out of the dead letters at ``at`` and
+    are dead now (each row once)."""
+    out = await own_redrives.out_at(conn, queue=profile.queue, at=at, window=window)
+    rows = {(r.job, r.part): r for r in out}
+    if not rows:
+        return []
+    refs = [ItemRef(job, part, {}) for job, part in rows]
+    dead: set[tuple[str, str | None]] = set()
+    for part in chunks(refs, CHUNK):
+        status = await profile.plan_ops.wave_status(conn, items=list(part))
+        dead_jobs = {job for job, _ in status.redead}
+        dead.update((r.job_id, r.part) for r in part if r.job_id in dead_jobs)
+    return [r for key, r in rows.items() if key in dead]
+
+
+async def _count_clears(
+    conn: AsyncConnection,
+    profile: QueueProfile,
+    *,
+    after: datetime,
+    dead: int,
+    now: datetime,
+    window: timedelta,
+) -> datetime:
+    """When a count compared with no longer shows this rise: a window after the first
+    count written since ``after`` that shows as many dead, else a window after the next
+    count (written every minute)."""
+    first = (
+        await conn.execute(
+            sa.select(sa.func.min(_samples.c.at)).where(
+                _samples.c.queue == profile.queue, _samples.c.at > after, _samples.c.dead >= dead
+            )
+        )
+    ).scalar_one_or_none()
+    shown = as_utc(first) or _next_minute(now) + OLD_ENOUGH
+    return _next_minute(shown + window)
 
 
 def _next_minute(at: datetime) -> datetime:

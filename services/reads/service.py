@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from services.estate.args_like import ArgsFound
 from services.estate.estate import Estate
-from services.estate.model import DeadFilter, DuplicateGroup, JobDetail, JobList, Triage
+from services.estate.model import (
+    DeadFilter,
+    DuplicateGroup,
+    JobDetail,
+    JobList,
+    JobSummary,
+    Triage,
+)
+from services.estate.ops import chunk_for, chunks
 from services.reads.gate import ReadGate
 
 MAX_LIST = 200
@@ -76,8 +84,19 @@ class QueueReads:
 
         async def load() -> JobList:
             async with self.estate.connect() as conn:
-                found = await profile.dead(conn, filters=filters)
-            return replace(found, attempts_label=profile.attempts_label)
+                ids = filters.job_ids
+                size = chunk_for(conn.dialect.name)
+                if ids is None or len(ids) <= size:
+                    found = await profile.dead(conn, filters=filters)
+                    return replace(found, attempts_label=profile.attempts_label)
+                # more jobs than one statement takes: each share listed, the newest kept
+                shares = [
+                    await profile.dead(conn, filters=replace(filters, job_ids=tuple(part)))
+                    for part in chunks(ids, size)
+                ]
+            rows = sorted((r for f in shares for r in f.rows), key=_newest_first)
+            total = sum(f.total for f in shares)
+            return JobList(total, rows[: filters.limit], attempts_label=profile.attempts_label)
 
         return await self.gate.read(("dead", profile.queue, filters), load)
 
@@ -99,3 +118,9 @@ class QueueReads:
         profile = self.estate.profile(queue)
         async with self.estate.connect() as conn:
             return await profile.duplicates(conn, limit=min(limit, MAX_LIST))
+
+
+def _newest_first(row: JobSummary) -> tuple[bool, float]:
+    """A listing's order across statements: newest first, rows without a time last."""
+    at = row.at or datetime.min.replace(tzinfo=UTC)
+    return (row.at is None, -at.timestamp())

@@ -473,6 +473,17 @@ class ProcrastinateAdapter(PresetAdapter):
     def failed(self, now: datetime, error: str) -> dict[str, Any]:
         return {"status": "failed"}
 
+    async def fail(
+        self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
+    ) -> None:
+        """Failed, with the 'failed' event its trigger writes, at the test's now (the
+        trigger's own is at the real now, which the test's clock is not)."""
+        await super().fail(conn, ids, now=now, error=error)
+        e = (await self.profile.tables(conn))["events"]
+        await conn.execute(
+            e.table.insert(), [{"job_id": int(job), "type": "failed", "at": now} for job in ids]
+        )
+
 
 class QueAdapter(PresetAdapter):
     """que_jobs: dead jobs have ``expired_at``; a job that succeeds is deleted; a worker's

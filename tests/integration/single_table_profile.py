@@ -43,6 +43,7 @@ from services.estate.model import (
 from services.estate.ops import (
     Action,
     Applied,
+    Death,
     Frozen,
     Ineligible,
     ItemRef,
@@ -243,6 +244,8 @@ class SingleTableProfile(QueueProfile):
         where: list[sa.ColumnElement[bool]] = [t.c("state").in_(self.dead_letter_statuses)]
         if filters.error_like is not None:
             where.append(t.c("last_error").icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            where.append(t.isin("id", [self.coerce_id(t.c("id"), j) for j in filters.job_ids]))
         if filters.args_like is not None:  # it keeps no arguments: refused, saying so
             where.append(self.args_where(tables, filters.args_like))
         return where
@@ -514,7 +517,7 @@ class SingleTablePlanOps:
                 [{"queue": self.profile.queue, "job_id": j, "at": now} for j in job_ids],
             )
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
         return None  # no record of when a row died: the counts queuebot writes decide
 
 

@@ -188,9 +188,11 @@ async def simulated_worker(
     now: datetime,
     fail: set[str] | None = None,
     error: str = "worker failed again",
+    record_deaths: bool = False,
 ) -> tuple[int, int]:
     """Process every PENDING message: jobs in ``fail`` go back to DLQ/FAILED with
-    ``error``; the rest complete. Returns (completed, failed)."""
+    ``error`` (and, with ``record_deaths``, the ``DLQ`` job event the estate writes when a
+    message dies); the rest complete. Returns (completed, failed)."""
     fail = fail or set()
     done = failed = 0
     async with engine.begin() as conn:
@@ -216,6 +218,15 @@ async def simulated_worker(
                     ),
                     {"n": now, "e": error, "j": job_id},
                 )
+                if record_deaths:
+                    pg = conn.dialect.name == "postgresql"
+                    await conn.execute(
+                        sa.text(
+                            "INSERT INTO job_events (id, aggregate_id, event_type, message, "
+                            "created_at) VALUES (:i, :j, 'DLQ', 'Message moved to DLQ', :n)"
+                        ),
+                        {"i": uuid.uuid4() if pg else str(uuid.uuid4()), "j": job_id, "n": now},
+                    )
                 failed += 1
             else:
                 await conn.execute(

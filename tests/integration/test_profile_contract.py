@@ -414,3 +414,66 @@ async def test_a_staged_redrive_completes_halts_on_refailure_and_rolls_back(
     assert sorted(dead_now) == sorted(set(fresh.dead) - {claimed})
     assert await canonical(world, claimed) is CanonicalState.IN_FLIGHT  # left alone
     assert await waiting(world) == []
+
+
+async def test_a_job_that_died_again_is_taken_by_from_plan_and_its_death_is_not_growth(
+    world: World,
+) -> None:
+    """A plan's job dies again (the plan halts), the plan is resumed and completes: the job
+    is the one /queue dlq --from-plan lists and /queue redrive --from-plan takes, and its
+    death, though recent, is not counted as the dead letters growing (queuebot redrove it)."""
+    changes, plans = world.services.changes, world.services.plan_desk
+    await complete(world, await waiting(world))
+    await flat_history(world)
+    first = await changes.approve(number=await request_plan(world), actor=BOB)
+    assert first.view.result is not None and first.view.result.plan is not None
+    plan = first.view.result.plan
+    sample = await waiting(world)
+    refailed = sample[0]
+    async with world.engine.begin() as conn:
+        await world.adapter.fail(conn, [refailed], now=world.clock.now, error=AGAIN)
+        await world.adapter.complete(conn, sample[1:], now=world.clock.now)
+    await tick(world)
+    assert (await plans.view(number=plan)).state is PlanState.HALTED
+    resume = await changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=plan),
+        reason="the pool fix is deployed now",
+        actor=ALICE,
+    )
+    await changes.approve(number=resume.number, actor=BOB)
+    await tick(world)
+    await complete(world, await waiting(world))
+    await tick(world)
+    done = await plans.view(number=plan)
+    assert done.state is PlanState.COMPLETED and done.redead == 1
+
+    again = await plans.dead_again(number=plan, queue=None)
+    assert again.jobs == (refailed,)
+    assert [r.id for r in (await dead_list(world)).rows] == [refailed]  # the only dead one
+    async with world.estate.connect() as conn:
+        listed = await world.profile.dead(conn, filters=DeadFilter(job_ids=again.jobs))
+        died = await world.profile.plan_ops.dead_since(
+            conn, since=world.clock.now - timedelta(minutes=10)
+        )
+    assert [r.id for r in listed.rows] == [refailed]
+
+    view = await changes.request(
+        kind=ChangeKind.PLAN,
+        queue=None,
+        selector=Selector(from_plan=plan),
+        reason="the pool fix holds: the one that died again goes back",
+        actor=ALICE,
+    )
+    assert view.eligible == 1
+    growth = next(c for c in view.checks if c[0].startswith("dead letters not growing"))
+    assert growth[1] == "ok", growth
+    if died:  # the estate records when it died: the death is seen, and not counted
+        assert [d.job for d in died] == [refailed]
+        assert (
+            f"all of them jobs queuebot redrove (P-{plan}) that died again: not counted as "
+            "growth" in growth[2]
+        )
+    second = await changes.approve(number=view.number, actor=BOB)
+    assert second.executed and await waiting(world) == [refailed]

@@ -383,3 +383,25 @@ async def test_a_read_on_sqlite_goes_on_beside_an_open_write(tmp_path: object) -
         assert triage.total > 0
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("queue", ["clips", "workers"])
+async def test_dead_letters_of_named_jobs_are_listed_however_many_are_named(
+    world: World, queue: str
+) -> None:
+    """/queue dlq --from-plan names the jobs (a plan's that died again): more of them than
+    queuebot binds in one statement are listed in shares (on SQLite), and the listing is
+    the same as one statement's, newest first with the total."""
+    everything = await world.reads.list_dead(queue=queue, filters=DeadFilter(limit=200))
+    picked = tuple(r.id for r in everything.rows[::3])
+    if queue == "clips":  # more than queuebot puts in one SQLite statement (5,000)
+        filler = tuple(f"00000000-0000-4000-8000-{n:012d}" for n in range(6000))
+    else:
+        filler = tuple(str(10_000_000 + n) for n in range(6000))
+    few = await world.reads.list_dead(queue=queue, filters=DeadFilter(job_ids=picked, limit=4))
+    many = await world.reads.list_dead(
+        queue=queue, filters=DeadFilter(job_ids=filler + picked, limit=4)
+    )
+    assert few.total == many.total == len({r.id for r in everything.rows if r.id in picked})
+    assert [r.id for r in many.rows] == [r.id for r in few.rows]
+    assert [r.id for r in few.rows] == [r.id for r in everything.rows if r.id in picked][:4]

@@ -17,7 +17,7 @@ from bot.discord.buttons import view_for
 from bot.discord.commands import Choices, groups
 from bot.discord.render import MAX_CONTENT, render
 from commands.catalog import CATALOG, find_spec, spec_for
-from commands.model import Cancel, Dlq, Help, Show, Triage
+from commands.model import Cancel, Dlq, Help, Redrive, Show, Triage
 from commands.options import from_options, options_of
 from commands.parser import parse
 from services.config import load_config
@@ -159,3 +159,22 @@ def test_the_discord_section_is_validated(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as refused:
             load_config(path, environ={})
         assert said in str(refused.value)
+
+
+def test_discord_offers_from_plan_and_override_growth_as_the_text_has_them() -> None:
+    redrive = {o.name: o for o in options_of(spec_for(Redrive(from_plan=1, reason="fixed")))}
+    assert {"from-plan", "override-growth"} <= set(redrive)
+    assert redrive["override-growth"].flag is not None
+    assert redrive["override-growth"].flag.kind == "bool"
+    assert "from-plan" in {o.name for o in options_of(spec_for(Dlq()))}
+    assert from_options(
+        "queue",
+        "redrive",
+        {"from-plan": "P-1", "override-growth": True, "reason": "outage over"},
+    ) == parse("queue", 'redrive --from-plan P-1 --override-growth --reason "outage over"')
+    assert from_options("queue", "dlq", {"from-plan": "2"}) == Dlq(from_plan=2)
+    with pytest.raises(UsageError, match="--from-plan takes a plan"):
+        from_options("queue", "dlq", {"from-plan": "two"})
+    commands = {c.name: c for g in groups(Choices()) for c in g.commands}
+    names = {p.display_name for p in commands["redrive"].parameters}  # type: ignore[union-attr]
+    assert {"from-plan", "override-growth"} <= names

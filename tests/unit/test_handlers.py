@@ -550,7 +550,13 @@ async def test_unknown_user_is_told_only_the_incident_commands_they_may_run(line
 
 
 @pytest.mark.parametrize(
-    ("line", "role"), [(REQUEUE, "operator"), ("/queue approve CR-1", "approver")]
+    ("line", "role"),
+    [
+        (REQUEUE, "operator"),
+        ("/queue approve CR-1", "approver"),
+        # overriding the growth check takes no more and no less than a redrive's role
+        ('/queue redrive --from-plan P-1 --override-growth --reason "outage over"', "operator"),
+    ],
 )
 async def test_person_without_the_role_is_told_which_role_is_needed(line: str, role: str) -> None:
     router, _ = make_router()

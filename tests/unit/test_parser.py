@@ -360,7 +360,7 @@ def test_args_like_finds_a_job_filters_dead_letters_and_selects_a_plan() -> None
         ),
         (
             '/queue redrive 12 --args-like INV --reason "acquirer back"',
-            "--args-like or --all; not both",
+            "--args-like, --from-plan or --all; not both",
         ),
     ],
 )
@@ -755,3 +755,26 @@ def test_the_help_says_filters_combine(name: str) -> None:
 
     shown = render_message(help_reply(name).message)
     assert "Filters combine: a row must match every one given." in shown
+
+
+def test_from_plan_names_a_plan_and_goes_with_filters_not_with_ids_or_all() -> None:
+    assert parse_line('/queue redrive --from-plan P-3 --reason "fix deployed"') == Redrive(
+        from_plan=3, reason="fix deployed"
+    )
+    assert parse_line(
+        "/queue redrive --from-plan 3 --job-type clip --override-growth --reason fixed"
+    ) == Redrive(from_plan=3, job_type="clip", override_growth=True, reason="fixed")
+    assert parse_line("/queue redrive --from-plan p3 --reason fixed").staged
+    assert parse_line("/queue dlq --from-plan P-12 --limit 5") == Dlq(from_plan=12, limit=5)
+    err = usage_error("/queue redrive --from-plan CR-3 --reason fixed")
+    assert err.message == "--from-plan takes a plan: write P-3 (or 3), not 'CR-3'"
+    assert err.usage == USAGE["redrive"]
+    assert "--from-plan P-N" in err.usage and "[--override-growth]" in err.usage
+    err = usage_error("/queue redrive --from-plan P-3 --all --reason fixed")
+    assert "--all takes every dead letter and --from-plan a plan's jobs" in err.message
+    err = usage_error("/queue redrive 4102 --from-plan P-3 --reason fixed")
+    assert "--job-type, --args-like, --from-plan or --all; not both" in err.message
+    err = usage_error("/queue dlq --from-plan P-0")
+    assert err.message.startswith("--from-plan: ")
+    err = usage_error("/queue redrive 4102 --override-growth=yes --reason fixed")
+    assert err.message == "--override-growth takes no value"

@@ -75,3 +75,19 @@ def test_a_halted_plan_says_where_it_stopped_and_what_has_not_started() -> None:
         "now: halted in wave 1 of 2 (10 jobs); its rows still out are counted as they finish; "
         "wave 2 of 2 (2 jobs) has not started"
     ) in line
+
+
+def test_a_completed_plan_with_jobs_dead_again_says_how_many_and_how_to_redrive_them() -> None:
+    sample = Wave(number=0, size=5, changed=5, started_at=AT, finished_at=AT, succeeded=3, redead=2)
+    wave1 = Wave(number=1, size=10, changed=10, started_at=AT, finished_at=AT, succeeded=10)
+    done = plan(PlanState.COMPLETED, [sample, wave1], [5, 10])
+    line = status_line(done)
+    assert (
+        "now: done: the sample and 1 wave(s) finished; 13 succeeded, 2 died again: redrive "
+        'them with /queue redrive --from-plan P-1 --reason "..."'
+    ) in line
+
+    clean = sample.model_copy(update={"succeeded": 5, "redead": 0})
+    line = status_line(plan(PlanState.COMPLETED, [clean, wave1], [5, 10]))
+    assert line.endswith("now: done: the sample and 1 wave(s) finished")
+    assert "--from-plan" not in line

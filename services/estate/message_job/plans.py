@@ -17,6 +17,7 @@ from services.estate import redrive_log
 from services.estate.message_job.events import REDRIVE_EVENT, ROLLBACK_EVENT, insert_events
 from services.estate.message_job.schema import DLQ, FAILED, PENDING, QUEUED
 from services.estate.ops import (
+    Death,
     ItemRef,
     Selector,
     Target,
@@ -25,7 +26,7 @@ from services.estate.ops import (
     chunks,
     restored,
 )
-from services.estate.profile import QueueProfile, plain
+from services.estate.profile import QueueProfile, as_utc, plain
 from services.estate.tables import BoundTable
 from services.estate.tally import WaveTally
 
@@ -215,24 +216,21 @@ class MessageJobPlanOps:
         if "events" not in await self.profile.tables(conn):
             await redrive_log.record(conn, queue=self.profile.queue, job_ids=job_ids, now=now)
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
         """DLQ job events since ``since``: the estate writes one when a message dies. An
         estate that never wrote one does not record deaths that way (None)."""
         e = (await self.profile.tables(conn)).get("events")
         if e is None:  # no job events table: deaths are not recorded this way
             return None
         dlq = e.c("event_type") == DLQ_EVENT
-        died = (
-            await conn.execute(
-                sa.select(sa.func.count())
-                .select_from(e.table)
-                .where(dlq, e.c("created_at") >= since)
-            )
-        ).scalar_one()
+        rows = await conn.execute(
+            sa.select(e.c("aggregate_id"), e.c("created_at")).where(dlq, e.c("created_at") >= since)
+        )
+        died = [Death(str(plain(job)), as_utc(at) or since) for job, at in rows.all()]
         if died:
-            return int(died)
+            return died
         ever = (await conn.execute(sa.select(e.c("id")).where(dlq).limit(1))).first()
-        return 0 if ever is not None else None
+        return [] if ever is not None else None
 
 
 def _restored(t: BoundTable, values: dict[str, Any]) -> dict[str, Any]:

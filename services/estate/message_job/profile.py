@@ -288,6 +288,10 @@ class MessageJobProfile(MessageJobTriage):
             where.append(j.c("tenant_id") == filters.tenant)
         if filters.error_like is not None:
             where.append(m.c("last_error").icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            where.append(
+                m.isin("job_id", [self.coerce_id(m.c("job_id"), j) for j in filters.job_ids])
+            )
         if filters.args_like is not None:  # last: a scan of the dead letters the rest leave
             where.append(self.args_where(tables, filters.args_like))
         return where

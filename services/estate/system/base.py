@@ -464,6 +464,9 @@ class SystemBase(QueueProfile):
                     "name the job ids, or select by --job-type"
                 )
             where.append(error.icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            keys = [self.key_of(tables, j) for j in filters.job_ids]
+            where.append(self.job(tables).isin(self.cols.id, keys))
         if filters.args_like is not None:  # last: a scan of the dead jobs the rest leave
             where.append(self.args_where(tables, filters.args_like))
         return where

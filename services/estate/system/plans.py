@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate import redrive_log
-from services.estate.ops import ItemRef, Selector, Target, WaveStatus, chunk_for, chunks
-from services.estate.profile import plain
+from services.estate.ops import Death, ItemRef, Selector, Target, WaveStatus, chunk_for, chunks
+from services.estate.profile import as_utc, plain
 from services.estate.system.base import GONE, KEPT
 from services.estate.system.changes import failure_signature
 from services.estate.tables import BoundTable
@@ -140,7 +140,7 @@ class SystemPlanOps:
     ) -> None:
         await redrive_log.record(conn, queue=self.profile.queue, job_ids=job_ids, now=now)
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
         """Jobs that died since ``since``, where the system records when a job died."""
         p = self.profile
         t = await p.tables(conn)
@@ -148,11 +148,12 @@ class SystemPlanOps:
         if died is None:
             return None
         query = (
-            sa.select(sa.func.count())
+            sa.select(p.col(t, p.cols.id), died)
             .select_from(p.job(t).table)
             .where(p.in_states(t, p.dead_letter_statuses), died >= since, *p.scope(t))
         )
-        return int((await conn.execute(query)).scalar_one())
+        rows = (await conn.execute(query)).all()
+        return [Death(str(plain(job)), as_utc(at) or since) for job, at in rows]
 
 
 def _returnable(items: list[ItemRef]) -> list[ItemRef]:

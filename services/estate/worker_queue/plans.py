@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate import redrive_log
 from services.estate.ops import (
+    Death,
     ItemRef,
     Selector,
     Target,
@@ -140,7 +141,7 @@ class WorkerQueuePlanOps:
     ) -> None:
         await redrive_log.record(conn, queue=self.profile.queue, job_ids=job_ids, now=now)
 
-    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> int | None:
+    async def dead_since(self, conn: AsyncConnection, *, since: datetime) -> list[Death] | None:
         return None  # the table keeps no record of when a row failed
 
 

@@ -234,6 +234,8 @@ class WorkerQueueProfile(QueueProfile):
             where.append(q.c("job_type") == filters.job_type)
         if filters.error_like is not None:
             where.append(q.c("error_message").icontains(filters.error_like, autoescape=True))
+        if filters.job_ids is not None:
+            where.append(q.isin("id", [self.coerce_id(q.c("id"), j) for j in filters.job_ids]))
         if filters.args_like is not None:  # last: a scan of the dead rows the rest leave
             where.append(self.args_where(tables, filters.args_like))
         return where
