@@ -70,3 +70,15 @@ async def resumed_to_done(bot: AlertBot, worker: DemoWorker) -> str:
     await say_as(bot, "bob", "/queue approve CR-2")
     assert await run(bot, worker, 1) == "completed"
     return asked
+
+
+async def redriven_from_plan(bot: AlertBot, worker: DemoWorker, *, also: str = "") -> str:
+    """What P-1 left dead again redriven (CR-3, P-2, asked without naming the incident
+    unless ``also`` does) and run to its end; the reply to the request."""
+    bot.clock.advance(minutes=1)
+    asked = await say(
+        bot, f'/queue redrive --from-plan P-1 --reason "the sample, after the fix"{also}'
+    )
+    await say_as(bot, "bob", "/queue approve CR-3")
+    assert await run(bot, worker, 2) == "completed"
+    return asked

@@ -14,6 +14,7 @@ from tests.integration.incident_journey import (
     DECLARE,
     PEOPLE,
     REDRIVE,
+    redriven_from_plan,
     resumed_to_done,
     to_the_halt,
 )
@@ -83,3 +84,35 @@ async def test_a_plan_asked_without_an_incident_lends_none(db_url: str, tmp_path
         asked = await say(bot, '/queue resume P-1 --reason "false alarm"')
         assert "incident:" not in asked
         assert await incidents_of_requests(bot) == {1: None, 2: None}
+
+
+async def test_a_redrive_from_a_plan_takes_the_plans_incident(db_url: str, tmp_path: Path) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        worker = await to_the_halt(bot)
+        await resumed_to_done(bot, worker)
+        asked = await redriven_from_plan(bot, worker)
+        assert "CR-3: staged redrive of 2 dead letter(s) in queue clips" in asked
+        assert "incident: INC-1 (from P-1)" in asked
+        async with bot.app.state_engine.connect() as conn:
+            found = await conn.execute(sa.text("SELECT incident FROM qb_plans WHERE id = 2"))
+            assert found.scalar_one() == "INC-1"
+        changes = section(
+            await say(bot, "/incident export INC-1"), "## Changes made under this incident"
+        )
+        assert "| CR-3 | plan | clips | dora | bob | executed | 2 |" in changes
+
+
+async def test_an_incident_named_on_a_redrive_from_a_plan_is_kept(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE) as bot:
+        worker = await to_the_halt(bot)
+        await resumed_to_done(bot, worker)
+        await say(bot, '/incident declare gd:dlq-redrive "the sample to run again" --queue clips')
+        asked = await redriven_from_plan(bot, worker, also=" --incident INC-2")
+        assert "incident: INC-2" in asked and "(from P-1)" not in asked
+        assert (await incidents_of_requests(bot))[3] == "INC-2"
+        first = section(
+            await say(bot, "/incident export INC-1"), "## Changes made under this incident"
+        )
+        assert "CR-3" not in first
