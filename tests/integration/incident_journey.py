@@ -5,6 +5,8 @@ deployed (``fix``)."""
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 
 from services.estate.demo_worker import DemoWorker
@@ -12,9 +14,8 @@ from tests.integration.alerting import AlertBot
 from tests.integration.incident_support import ACTORS, BOB, DORA, DUTY_OFFICER, say, say_as
 
 PEOPLE = DORA + BOB + ACTORS + DUTY_OFFICER  # bob approves what dora asks
-DECLARE = (
-    '/incident declare gd:failed-jobs-accumulating "clips die of upstream timeout" --queue clips'
-)
+FAILED_JOBS = "gd:failed-jobs-accumulating"
+DECLARE = f'/incident declare {FAILED_JOBS} "clips die of upstream timeout" --queue clips'
 REDRIVE = (
     '/queue redrive --error-like "upstream timeout" --sample 2 --reason "transcoder restarted" '
     "--incident INC-1"
@@ -50,10 +51,10 @@ async def counted_before(bot: AlertBot) -> None:
     bot.clock.advance(minutes=1)
 
 
-async def to_the_halt(bot: AlertBot) -> DemoWorker:
+async def to_the_halt(bot: AlertBot, scenario: str = FAILED_JOBS) -> DemoWorker:
     """Declared, P-1 asked under INC-1 and approved: its sample dies again and halts it."""
     await counted_before(bot)
-    await say(bot, DECLARE)
+    await say(bot, DECLARE.replace(FAILED_JOBS, scenario))
     await say(bot, REDRIVE)
     await say_as(bot, "bob", "/queue approve CR-1")
     worker = DemoWorker(bot.app.estate, delay=0)
@@ -82,3 +83,21 @@ async def redriven_from_plan(bot: AlertBot, worker: DemoWorker, *, also: str = "
     await say_as(bot, "bob", "/queue approve CR-3")
     assert await run(bot, worker, 2) == "completed"
     return asked
+
+
+async def the_journey(bot: AlertBot, scenario: str = FAILED_JOBS) -> DemoWorker:
+    """Halted, resumed after the fix and done, and what died again redriven and done."""
+    worker = await to_the_halt(bot, scenario)
+    await resumed_to_done(bot, worker)
+    await redriven_from_plan(bot, worker)
+    return worker
+
+
+def validation(export: str) -> dict[str, str]:
+    """The postmortem's validation items, by number (v1, v2, ...): each item's line."""
+    found: dict[str, str] = {}
+    for line in export.split("## Validation", 1)[1].split("\n## ", 1)[0].splitlines():
+        item = re.match(r"- \[.\] (v\d+) ", line)
+        if item:
+            found[item.group(1)] = line
+    return found
