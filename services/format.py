@@ -68,3 +68,24 @@ def share(part: int, whole: int, *, estimated: bool = False) -> str:
     if not whole:
         return "-"
     return f"{'≈' if estimated else ''}{100 * part / whole:.1f}%"
+
+
+def left_out(shown: int, groups: int, what: str, *, rest: int, whole: int, unit: str) -> str | None:
+    """The line a breakdown cut to its first groups ends with, in the same words wherever
+    one is cut: "top 10 of 37 signatures; 1,204 of 4,500 dead letters in the 27 not
+    shown" (``rest`` of the ``whole`` counted are in the groups left out). None where
+    every group is shown."""
+    if groups <= shown:
+        return None
+    return (
+        f"top {count(shown)} of {count(groups)} {what}; {count(rest)} of {count(whole)} "
+        f"{unit} in the {count(groups - shown)} not shown"
+    )
+
+
+def not_listed(shown: int, total: int, unit: str) -> str | None:
+    """The line a listing cut to its first rows ends with: "20 of 4,500 dead letters
+    listed; 4,480 not listed". None where every row is listed."""
+    if total <= shown:
+        return None
+    return f"{count(shown)} of {count(total)} {unit} listed; {count(total - shown)} not listed"

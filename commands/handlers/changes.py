@@ -221,6 +221,16 @@ def change_message(v: ChangeView) -> Message:
                 numeric=(0,),
             )
         )
+        left_out = fmt.left_out(
+            min(len(v.by_signature), MAX_LISTED),
+            len(v.by_signature),
+            "signatures",
+            rest=sum(n for _, n in v.by_signature[MAX_LISTED:]),
+            whole=sum(n for _, n in v.by_signature),
+            unit="frozen rows",
+        )
+        if left_out:
+            blocks.append(Text(left_out))
     if v.checks:
         title = "Preconditions"
         if v.kind is ChangeKind.RESOLVE:
@@ -251,6 +261,9 @@ def change_message(v: ChangeView) -> Message:
                 title=f"Not eligible ({len(v.ineligible)}), left alone",
             )
         )
+        unlisted = fmt.not_listed(MAX_LISTED, len(v.ineligible), "ineligible rows")
+        if unlisted:
+            blocks.append(Text(unlisted))
     if v.state is RequestState.EXECUTED and v.result is not None:
         blocks.append(_outcome(v))
     if v.state is RequestState.PENDING:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from commands import messages
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.model import Dlq, Help, Show, Stuck, Triage
+from commands.model import MAX_LIMIT, Dlq, Help, Show, Stuck, Triage
 from commands.reply import Reply
 from commands.show_lookup import ArgsLookup, find_by_args, find_job
 from services import format as fmt
@@ -132,7 +132,11 @@ async def handle_dlq(cmd: Dlq, inv: Invocation, deps: Deps) -> Reply:
     queue = cmd.queue or deps.reads.queue_names[0]
     return Reply(
         _listing(
-            f"Dead letters in queue {queue}", found, empty="No dead-lettered or failed jobs match."
+            f"Dead letters in queue {queue}",
+            found,
+            empty="No dead-lettered or failed jobs match.",
+            unit="dead letters",
+            more=["narrow them with a filter (/queue help dlq)", _more_with_limit(found)],
         )
     )
 
@@ -152,7 +156,15 @@ async def _dlq_from_plan(plan: int, queue: str | None, filters: DeadFilter, deps
         queue=again.queue, filters=replace(filters, job_ids=again.jobs)
     )
     empty = f"None of P-{plan}'s {fmt.count(len(again.jobs))} job(s) dead again match the filters."
-    return Reply(_listing(title, found, empty=empty))
+    return Reply(
+        _listing(
+            title,
+            found,
+            empty=empty,
+            unit="dead letters",
+            more=[_more_with_limit(found)],
+        )
+    )
 
 
 async def handle_stuck(cmd: Stuck, inv: Invocation, deps: Deps) -> Reply:
@@ -163,11 +175,21 @@ async def handle_stuck(cmd: Stuck, inv: Invocation, deps: Deps) -> Reply:
             f"Stuck jobs in queue {queue}",
             found,
             empty="Nothing is stuck: every claimed job is making progress.",
+            unit="stuck jobs",
+            more=[_more_with_limit(found)],
         )
     )
 
 
-def _listing(title: str, found: JobList, *, empty: str) -> Message:
+def _more_with_limit(found: JobList) -> str | None:
+    if len(found.rows) >= MAX_LIMIT:
+        return None
+    return f"list more with --limit (at most {MAX_LIMIT})"
+
+
+def _listing(
+    title: str, found: JobList, *, empty: str, unit: str, more: list[str | None]
+) -> Message:
     if not found.rows:
         return Message(f"{title}: none", (Heading(title), Text(empty)))
     shown = len(found.rows)
@@ -185,7 +207,12 @@ def _listing(title: str, found: JobList, *, empty: str) -> Message:
         "reason / error",
     )
     rows = tuple(_listing_row(r, has_msg) for r in found.rows)
-    return Message(head, (Heading(head), Table(columns, rows, numeric=(4 if has_msg else 3,))))
+    blocks: list[Block] = [Heading(head), Table(columns, rows, numeric=(4 if has_msg else 3,))]
+    unlisted = fmt.not_listed(shown, found.total, unit)
+    if unlisted:
+        ways = " or ".join(w for w in more if w)
+        blocks.append(Text(f"{unlisted}" + (f": {ways}" if ways else "")))
+    return Message(head, tuple(blocks))
 
 
 def _listing_row(r: JobSummary, has_msg: bool) -> tuple[str, ...]:

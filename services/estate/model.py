@@ -66,9 +66,12 @@ class Triage:
     by_signature: list[Count] = field(default_factory=list)
     signatures_of: int = 0  # how many of the newest dead rows by_signature covers
     signatures_total: int = 0  # of how many dead rows in all
+    signature_groups: int = 0  # how many signatures those rows have (by_signature: the top)
     type_title: str = "job type"
     by_type_dead_only: bool = False  # by_type counts the signature sample's dead rows only
     by_type: list[TypeCounts] = field(default_factory=list)
+    # where by_type is cut to its top (the signature sample's tenants): how many in all
+    type_groups: int = 0
     oldest_pending_at: datetime | None = None
     stuck: int = 0
     duplicate_groups: int = 0

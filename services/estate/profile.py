@@ -107,6 +107,10 @@ class QueueProfile(ProfileTables):
     # those after the first (pg-boss's retry_count, worker_queue's); "errors" where the
     # failed ones (Que's error_count).
     attempts_label: ClassVar[str] = "tries"
+    # Why the queue keeps no error text, in the profile's words, where it keeps none
+    # (Procrastinate's errors are in its workers' logs): a halted plan says so rather than
+    # judge whether its jobs died of the same cause.
+    no_error_text: ClassVar[str | None] = None
 
     @classmethod
     def ddl(cls, dialect: str) -> str:

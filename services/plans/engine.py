@@ -37,7 +37,14 @@ from services.plans.model import (
     WaveStarted,
 )
 from services.plans.publish import announce
-from services.plans.settle import SYSTEM, Settled, finished, record_finished, settle
+from services.plans.settle import (
+    SYSTEM,
+    Settled,
+    finished,
+    halt_cause,
+    record_finished,
+    settle,
+)
 from services.scheduler import FollowUp
 
 
@@ -323,10 +330,10 @@ class PlanEngine:
         current = settled.wave
         redead = settled.redead
         originals = await store.signatures_of_wave(conn, plan.id, current.number)
-        same = [job for job, err in redead if settled.same(job, err, originals.get(job))]
+        cause = halt_cause(settled, originals, self.estate.profile(plan.queue).no_error_text)
         note = (
             f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
-            f"state; {_verdict(settled, same, originals)}. Nothing more is redriven."
+            f"state; {cause.words}. Nothing more is redriven."
         )
         halted = current.model_copy(
             update={
@@ -349,32 +356,16 @@ class PlanEngine:
             queue=plan.queue,
             incident=plan.incident,
             reason=note,
-            details={"redead": [[j, e] for j, e in redead], "same_signature": same},
+            details={
+                "redead": [[j, e] for j, e in redead],
+                "same_signature": cause.same,
+                "cause_unread": cause.unread,
+            },
         )
         halted_news: list[News] = [Note(note)]
         if not settled.open:
             halted_news.insert(0, WaveFinished(current.number))
         return [await announce(conn, self.outbox, plan.id, halted_news, now=now)]
-
-
-def _verdict(settled: Settled, same: list[str], originals: dict[str, str]) -> str:
-    """Whether the jobs that died again failed as before (the fix did not hold) or with a
-    new error, each judged by its signature made as its frozen one was."""
-    redead = settled.redead
-    if len(same) == len(redead):
-        job, error = redead[0]
-        return (
-            f"the same signature as before: the fix did not hold "
-            f"({settled.signature(job, error)!r})"
-        )
-    job, error = next((j, e) for j, e in redead if j not in same)
-    new = f"now {settled.signature(job, error)!r}, was {originals.get(job)!r}"
-    if not same:
-        return f"a new error, not the one the plan was for: {new}"
-    return (
-        f"{len(same)} with the same signature as before (the fix did not hold for them), "
-        f"{len(redead) - len(same)} with a new error: {new}"
-    )
 
 
 def _poll(plan: PlanRow) -> timedelta:

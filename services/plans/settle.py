@@ -14,7 +14,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
 from services.estate.ops import PlanOps
-from services.estate.signature import display_signature, error_signature
+from services.estate.signature import (
+    NO_ERROR,
+    display_signature,
+    earlier_signature,
+    error_signature,
+)
 from services.plans import store
 from services.plans.model import ItemState, PlanRow, Wave, WaveOutcome
 
@@ -34,12 +39,96 @@ class Settled:
 
     def same(self, job: str, error: str | None, frozen: str | None) -> bool:
         """Whether a dead-again job failed as its frozen row had: the same signature,
-        made the same way (or, for a plan frozen before an upgrade, as it was made then)."""
-        return frozen is not None and frozen in (self.signature(job, error), self.earlier.get(job))
+        made the same way (or, for a plan frozen before an upgrade, as it was made then:
+        by the signature rules before ids of every shape were taken out, or on a table
+        without failure_reason with its earlier label)."""
+        if frozen is None:
+            return False
+        made = self.signature(job, error)
+        kept = [made, *([self.earlier[job]] if job in self.earlier else [])]
+        if frozen in kept:
+            return True
+        now, then = display_signature(error_signature(error)), earlier_signature(error)
+        return then is not None and any(s.replace(now, then) == frozen for s in kept if now in s)
 
     def signature(self, job: str, error: str | None) -> str:
         """A dead-again job's failure signature, made as its frozen one was."""
         return self.signatures.get(job) or display_signature(error_signature(error))
+
+
+@dataclass(frozen=True)
+class HaltCause:
+    """What a halt says of the jobs that died again: which failed as before, which with a
+    new error, and which it cannot judge (no error text, now or when they were frozen)."""
+
+    words: str
+    same: list[str]
+    new: list[str]
+    unread: list[str]
+
+
+def halt_cause(settled: Settled, originals: dict[str, str], no_error_text: str | None) -> HaltCause:
+    """Whether the jobs that died again failed as before (the fix did not hold) or with a
+    new error, each judged by its signature made as its frozen one was; never judged where
+    no error text says it: where the system keeps none (``no_error_text``, the profile's
+    words), or where none was recorded for the job, now or when it was frozen."""
+    redead = settled.redead
+    if no_error_text is not None:
+        unread = [job for job, _ in redead]
+    else:
+        unread = [
+            job
+            for job, error in redead
+            if _no_error(settled.signature(job, error)) or _no_error(originals.get(job))
+        ]
+    judged = [(job, error) for job, error in redead if job not in unread]
+    same = [job for job, error in judged if settled.same(job, error, originals.get(job))]
+    new = [job for job, _ in judged if job not in same]
+    if not judged:
+        they = "it" if len(unread) == 1 else "they"
+        why = (
+            no_error_text
+            if no_error_text is not None
+            else f"no error text was recorded for {'it' if they == 'it' else 'them'}"
+        )
+        look = "" if no_error_text is not None else ": look at the workers' logs"
+        words = f"{why}, so whether {they} died of the same cause as before cannot be read here"
+        return HaltCause(words + look, same, new, unread)
+    words = _judged(settled, judged, same, originals)
+    if unread:
+        words += (
+            f"; {len(unread)} more with no error text recorded, whose cause cannot be read "
+            "here (look at the workers' logs)"
+        )
+    return HaltCause(words, same, new, unread)
+
+
+def _judged(
+    settled: Settled,
+    judged: list[tuple[str, str | None]],
+    same: list[str],
+    originals: dict[str, str],
+) -> str:
+    if len(same) == len(judged):
+        job, error = judged[0]
+        return (
+            f"the same signature as before: the fix did not hold "
+            f"({settled.signature(job, error)!r})"
+        )
+    job, error = next((j, e) for j, e in judged if j not in same)
+    new = f"now {settled.signature(job, error)!r}, was {originals.get(job)!r}"
+    if not same:
+        return f"a new error, not the one the plan was for: {new}"
+    return (
+        f"{len(same)} with the same signature as before (the fix did not hold for them), "
+        f"{len(judged) - len(same)} with a new error: {new}"
+    )
+
+
+def _no_error(signature: str | None) -> bool:
+    """Whether a signature says no error text was recorded: shown as such, or as an
+    earlier version froze it on a table without failure_reason."""
+    return signature is None or signature in (NO_ERROR, f"(no failure_reason): {NO_ERROR}")
 
 
 async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> Settled:

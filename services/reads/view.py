@@ -57,6 +57,8 @@ def triage_message(t: TriageResult) -> Message:
                 numeric=(0,),
             )
         )
+        shown = sum(c.count for c in t.by_signature)
+        blocks.extend(_left_out(t, len(t.by_signature), t.signature_groups, "signatures", shown))
     if t.by_type:
         states = [s for s in CanonicalState if any(s in tc.by_state for tc in t.by_type)]
         blocks.append(
@@ -79,6 +81,10 @@ def triage_message(t: TriageResult) -> Message:
                 numeric=tuple(range(1, len(states) + 2)),
             )
         )
+        if t.by_type_dead_only:  # the sample's, cut to its top
+            shown = sum(tc.total for tc in t.by_type)
+            title = t.type_title if t.type_title.endswith("s") else f"{t.type_title}s"
+            blocks.extend(_left_out(t, len(t.by_type), t.type_groups, title, shown))
     if estimated:
         which = " and ".join(f"{s.status}" for s in estimated)
         blocks.append(
@@ -114,6 +120,16 @@ def _sample_scope(t: TriageResult) -> str:
             f"{fmt.count(t.signatures_total)} (list them all: /queue dlq --error-like)"
         )
     return f"of all {fmt.count(t.signatures_total)}"
+
+
+def _left_out(t: TriageResult, listed: int, groups: int, what: str, shown: int) -> list[Text]:
+    """What a breakdown of the newest dead rows leaves out, where it is cut (the sample's
+    rows, where triage groups only the newest)."""
+    unit = "sampled dead letters" if t.signatures_of < t.signatures_total else "dead letters"
+    line = fmt.left_out(
+        listed, groups, what, rest=t.signatures_of - shown, whole=t.signatures_of, unit=unit
+    )
+    return [Text(line)] if line else []
 
 
 def _duplicates(t: TriageResult) -> str:

@@ -68,7 +68,7 @@ async def test_message_job_triage_counts(world: World) -> None:
     assert t.count_in(CanonicalState.DEAD) == 30
     assert [(c.key, c.count) for c in t.by_signature] == [
         ("ffmpeg exited with code <n> while transcoding segment <n> of asset <uuid>", 14),
-        ("S3 GetObject failed: NoSuchKey: <url>", 8),
+        ("S3 GetObject failed: NoSuchKey: s3://clips-prod/<path>", 8),
         ("Invalid media: moov atom not found in <uuid>.mp4", 5),
         ("upstream timeout after <n> ms calling transcoder-<n>", 3),
     ]

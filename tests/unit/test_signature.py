@@ -15,6 +15,7 @@ from services.estate.signature import (
     SIGNATURE_LENGTH,
     display_signature,
     error_signature,
+    taken_out,
     top_counts,
     top_signatures,
 )
@@ -31,12 +32,13 @@ from services.estate.signature import (
         ("123e4567-e89b-12d3-a456-426614174000", "<uuid>"),
         ("segfault at 0x7ffd3a2b in worker", "segfault at <hex> in worker"),
         ("timeout after 30 s on attempt 3", "timeout after <n> s on attempt <n>"),
-        ("status=503, retry-after=-12.5", "status=<n>, retry-after=-<n>.<n>"),
+        ("status=503, retry-after=-12.5", "status=503, retry-after=-<n>.<n>"),
+        ("took 503 ms, retry-after=-12.5", "took <n> ms, retry-after=-<n>.<n>"),
         (
             "GET https://cdn.example.com/a/b.mp4?sig=abc123 returned 403",
-            "GET <url> returned <n>",
+            "GET https://cdn.example.com/a/b.mp4?sig=<v> returned <n>",
         ),
-        ("fetch s3://bucket/clips/9.mp4 failed", "fetch <url> failed"),
+        ("fetch s3://bucket/clips/9.mp4 failed", "fetch s3://bucket/<path> failed"),
         ("NoSuchKey:\n  key\tclips/1234.mp4\r\n", "NoSuchKey: key clips/<n>.mp4"),
         ("   padded   ", "padded"),
         ("S3 upload failed", "S3 upload failed"),
@@ -104,6 +106,15 @@ error_like = st.one_of(
                 "<n>",
                 "://",
                 "x" * 50,
+                "a970eb87",
+                "01HZX3K8Q9V7M2N4P5R6S8T0W1",
+                "req_8f14e45fceea167a",
+                "'INV-104857'",
+                '"accounts_pkey"',
+                "https://api.pay.example/v1/charges/ch_3NfK2a9xQ/refund?a=1#b",
+                "status 503",
+                "'",
+                "?",
             ]
         ),
         max_size=30,
@@ -122,25 +133,35 @@ def test_signature_is_never_longer_than_120(text: str) -> None:
 @settings(max_examples=400, deadline=None)
 @given(error_like)
 @example("a" * 119 + " b")
+@example('0A://@ \'x\' "0":A" status 503 HTTP/1.1 404 dGhpcyBpcyBhIHRva2Vu')
 def test_signature_is_idempotent(text: str) -> None:
-    once = error_signature(text)
-    assert once is not None
-    assert error_signature(once) == once
+    """What the rules leave is left as it is (a signature's markers, its kept names, its
+    URL's shape); the cut at 120 characters may split a word, so it is held to this only
+    where it did not."""
+    once = taken_out(text)
+    assert taken_out(once) == once
+    signature = error_signature(text)
+    assert signature == once[:SIGNATURE_LENGTH].rstrip(" ")
+    if len(once) <= SIGNATURE_LENGTH:
+        assert error_signature(signature) == signature
 
 
 def _every_rule(text: str) -> str:
-    """The signature with every rule applied, none skipped by its cheap pre-test."""
+    """The text with every rule applied one after another over the whole of it, as the
+    rules are written: none skipped by a cheap pre-test, no URL found from its "://" nor
+    word from its digit."""
     for pattern, replacement in RULES:
         text = re.sub(pattern, replacement, text)
-    return text.strip(" ")[:SIGNATURE_LENGTH].rstrip(" ")
+    return text.strip(" ")
 
 
 @settings(max_examples=600, deadline=None)
-@given(error_like | st.text(alphabet=" \t\r\n-:/0x9aAfF", max_size=40))
+@given(error_like | st.text(alphabet=" \t\r\n-:/0x9aAfF'\"_<>=?&", max_size=40))
 @example("a  b\tc\r\nd")
 @example("see http://x/y-0x1f 3")
-def test_skipping_rules_that_cannot_match_changes_nothing(text: str) -> None:
-    assert error_signature(text) == _every_rule(text)
+@example("a970eb87a970eb87https://?https://ch_3NfK2a9xQ status=503 req_8f14e45fceea167a")
+def test_the_quick_way_makes_what_the_rules_say(text: str) -> None:
+    assert taken_out(text) == _every_rule(text)
 
 
 def test_kept_signatures_agree_with_computed_ones_at_every_length() -> None:

@@ -30,8 +30,8 @@ from services.estate.profile import QueueProfile, as_utc, count_map
 from services.estate.signature import (
     SIGNATURE_SAMPLE,
     display_signature,
-    top_counts,
-    top_signatures,
+    top_of,
+    top_signatures_of,
 )
 from services.estate.tables import BoundTable
 
@@ -160,17 +160,13 @@ class MessageJobTriage(QueueProfile, ABC):
         if (plan_m and not estimated) or (plan_j and not jobs_estimated):
             # statistics too stale to use (see estimate.settle): count everything
             return await self.triage(conn, now=now, since=since, job_type=job_type, exact=True)
-        sig_rows = top_signatures(r[0] for r in sample)
-        tenant_rows = (
-            top_counts(None if r[1] is None else str(r[1]) for r in sample)
-            if j.has("tenant_id")
-            else []
-        )
+        found = top_signatures_of(r[0] for r in sample)
+        tenants = top_of(None if r[1] is None else str(r[1]) for r in sample)
         oldest_raw, stuck_total = extra_rows[0]
         dead_job_counts = count_map(dead_rows)
         n_groups, n_surplus = dup_rows[0]
         dead_total = self.dead_count(counts)
-        sampled = min(dead_total, SIGNATURE_SAMPLE)
+        sampled = found.counted  # the newest SIGNATURE_SAMPLE dead letters, or all
         return Triage(
             queue=self.queue,
             profile=self.name,
@@ -186,14 +182,18 @@ class MessageJobTriage(QueueProfile, ABC):
                 job_counts, self.job_canonical, plan_j if jobs_estimated else None
             ),
             dead_letter_jobs=self._status_counts(dead_job_counts, self.job_canonical),
-            by_signature=[Count(display_signature(s), n) for s, n in sig_rows],
+            by_signature=[Count(display_signature(s), n) for s, n in found.rows],
             signatures_of=sampled,
             signatures_total=dead_total,
+            signature_groups=found.groups,
             type_title="tenant",
             by_type_dead_only=True,
             # one count per tenant: its dead letters among those sampled (no per-state
             # columns, which would only repeat it)
-            by_type=[TypeCounts(str(k), int(n), {}) for k, n in tenant_rows],
+            by_type=[TypeCounts(str(k), int(n), {}) for k, n in tenants.rows]
+            if j.has("tenant_id")
+            else [],
+            type_groups=tenants.groups if j.has("tenant_id") else 0,
             oldest_pending_at=as_utc(oldest_raw),
             stuck=int(stuck_total or 0),
             duplicate_groups=int(n_groups),

@@ -18,7 +18,7 @@ from services.estate import estimate
 from services.estate.at_once import read_named
 from services.estate.model import CanonicalState, Count, StatusCount, Triage, TypeCounts
 from services.estate.profile import as_utc, plain
-from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures_of
 from services.estate.system.base import GONE
 from services.estate.tables import BoundTable
 
@@ -81,6 +81,7 @@ async def triage(
         oldest_raw = min(waiting, default=None)
         stuck_total = sum(int(row[at + 2]) for row in rows)
     dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
+    found = top_signatures_of(errors)
     return Triage(
         queue=profile.queue,
         profile=profile.name,
@@ -94,9 +95,10 @@ async def triage(
             StatusCount(s, profile.canonical(s), n, s == guessed)
             for s, n in sorted(counted.items(), key=lambda kv: -kv[1])
         ],
-        by_signature=[Count(display_signature(s), n) for s, n in top_signatures(errors)],
-        signatures_of=min(dead_total, SIGNATURE_SAMPLE) if error is not None else 0,
+        by_signature=[Count(display_signature(s), n) for s, n in found.rows],
+        signatures_of=found.counted,  # the newest SIGNATURE_SAMPLE dead jobs, or all
         signatures_total=dead_total if error is not None else 0,
+        signature_groups=found.groups,
         type_title="job type",
         by_type=[
             TypeCounts(k, sum(v.values()), dict(v))

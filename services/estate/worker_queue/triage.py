@@ -23,7 +23,7 @@ from services.estate.model import (
     TypeCounts,
 )
 from services.estate.profile import QueueProfile, as_utc, plain
-from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures
+from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures_of
 from services.estate.tables import BoundTable
 from services.estate.worker_queue import words
 from services.estate.worker_queue.schema import ACTIVE, CLAIMED
@@ -111,6 +111,7 @@ async def triage(
         status_counts[guessed] = counted[guessed]
     oldest = as_utc(oldest_raw)
     dead_total = sum(status_counts.get(s, 0) for s in profile.dead_letter_statuses)
+    found = top_signatures_of(r[0] for r in sig_rows)
     return Triage(
         queue=profile.queue,
         profile=profile.name,
@@ -126,11 +127,10 @@ async def triage(
             for s, n in sorted(status_counts.items(), key=lambda kv: -kv[1])
         ],
         by_reason=[Count(k, n) for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])],
-        by_signature=[
-            Count(display_signature(s), n) for s, n in top_signatures(r[0] for r in sig_rows)
-        ],
-        signatures_of=min(dead_total, SIGNATURE_SAMPLE),
+        by_signature=[Count(display_signature(s), n) for s, n in found.rows],
+        signatures_of=found.counted,  # the newest SIGNATURE_SAMPLE dead letters, or all
         signatures_total=dead_total,
+        signature_groups=found.groups,
         type_title="job type",
         by_type=[
             TypeCounts(k, sum(v.values()), dict(v))
