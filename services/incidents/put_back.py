@@ -1,7 +1,8 @@
 """What an incident put back into the queue measured: the rows its plans of that queue
 redrove (and did not roll back), the rows its executed redrive and requeue requests on
 that queue changed, and when the first of them went back. A request made under the
-incident on another queue put nothing back into this one. The redrive validation checks (``redrive_checks``) judge these.
+incident on another queue put nothing back into this one. The redrive validation checks
+(``redrive_checks``) judge these.
 
 Read-only steps in the caller's transaction, on queuebot's own tables.
 """

@@ -98,8 +98,8 @@ def dead_letters_low(
     now = taken.dead_letters
     fell = declared.dead - now
     says = (
-        f"{now:,} dead now, {declared.dead:,} at {declared.at:%H:%M} UTC when {put.incident} "
-        f"was declared"
+        f"{now:,} dead now, {declared.dead:,} at {declared.at:%H:%M} UTC, the last count "
+        f"before {put.incident} was declared"
     )
     if fell >= put.jobs:
         return Verdict(
