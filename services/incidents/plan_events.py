@@ -66,7 +66,7 @@ async def entries(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
         ref = f"P-{number}"
         waves = Waves.model_validate(data).waves
         own = events.get(ref, [])
-        lines += _wave_lines(ref, int(total), waves, [e.at for e in own])
+        lines += wave_lines(ref, int(total), waves, [e.at for e in own])
         for event in own:
             lines.append((_RANK.get(event.action, _LAST), await _line(conn, ref, event, waves)))
     lines.sort(key=lambda ranked: (ranked[1].at, ranked[0]))
@@ -126,9 +126,11 @@ def _runs(waves: Sequence[Wave], events: Sequence[datetime]) -> list[list[Wave]]
     return runs
 
 
-def _wave_lines(
+def wave_lines(
     ref: str, total: int, waves: Sequence[Wave], events: Sequence[datetime]
 ) -> list[tuple[int, TimelineEntry]]:
+    """The lines of plan ``ref``'s waves (``total``: its jobs), each with its rank at one
+    instant; ``events``: when anything else happened to the plan (it breaks a run)."""
     lines: list[tuple[int, TimelineEntry]] = []
     for run in _runs(waves, events):
         if len(run) >= FOLD:
