@@ -189,6 +189,8 @@ def wire_services(
         estate=estate,
         anchors=anchors,
         channels=channels,
+        # the FailedJobsAccumulating alert's, as its built-in detector is configured
+        alert_threshold=alerts.detectors.failed_actionable.threshold,
     )
     changes = ChangeRequests(
         estate=estate,

@@ -204,7 +204,7 @@ def change_message(v: ChangeView) -> Message:
                     ("selection", fmt.clip(v.selector, 80))
                     if v.kind is not ChangeKind.RESOLVE
                     else None,
-                    ("incident", v.incident) if v.incident else None,
+                    ("incident", _incident(v)) if v.incident else None,
                     ("evidence", v.evidence) if v.evidence else None,
                 )
                 if item is not None
@@ -291,6 +291,12 @@ def change_message(v: ChangeView) -> Message:
     if v.state is RequestState.EXECUTED and v.result is not None:
         summary += f": {_outcome_line(v)}"
     return Message(summary, tuple(blocks))
+
+
+def _incident(v: ChangeView) -> str:
+    """The incident it is made under, and the plan it took it from where nobody named it."""
+    lent = f" (from P-{v.incident_from})" if v.incident_from is not None else ""
+    return f"{v.incident}{lent}"
 
 
 def _counted_when(v: ChangeView) -> str:

@@ -122,6 +122,9 @@ class Preview:
     checks: list[tuple[str, str, str]]  # name, verdict, detail
     schedule: list[int]
     plan: int | None
+    # the plan whose incident the request took, where nobody named one (``--from-plan``,
+    # a resume, a rollback): its preview says "INC-1 (from P-1)"
+    incident_from: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +132,7 @@ class Preview:
             "checks": [list(c) for c in self.checks],
             "schedule": self.schedule,
             "plan": self.plan,
+            "incident_from": self.incident_from,
         }
 
     @classmethod
@@ -138,6 +142,7 @@ class Preview:
             checks=[(str(n), str(v), str(d)) for n, v, d in data.get("checks", [])],
             schedule=[int(n) for n in data.get("schedule", [])],
             plan=data.get("plan"),
+            incident_from=data.get("incident_from"),
         )
 
 
@@ -240,6 +245,7 @@ class ChangeView:
     checks: list[tuple[str, str, str]] = field(default_factory=list)  # name, verdict, detail
     schedule: list[int] = field(default_factory=list)
     plan: int | None = None
+    incident_from: int | None = None  # the plan whose incident it took (``Preview``)
     # who may still approve it, where known (the approvers but its requester and those
     # who approved it already)
     can_approve: tuple[str, ...] = ()

@@ -122,6 +122,7 @@ class ChangeRequests:
                     queue = await plan_store.queue_of(conn, selector.plan)
                 if selector.from_plan is not None and queue is None:  # the plan's queue
                     queue = await plan_store.queue_of(conn, selector.from_plan)
+                incident, lent = await _incident(conn, selector, incident)
                 number = await self._request(
                     conn,
                     kind=kind,
@@ -133,6 +134,7 @@ class ChangeRequests:
                     evidence=evidence,
                     origin=origin or {},
                     can=can,
+                    incident_from=lent,
                 )
                 await note_outcome(conn, delivery, f"CR-{number} requested")
                 view = await store.view(conn, number)
@@ -261,6 +263,7 @@ class ChangeRequests:
         evidence: str | None,
         origin: dict[str, Any],
         can: Sequence[str] | None = None,
+        incident_from: int | None = None,
     ) -> int:
         profile = self.estate.profile(queue)
         now = self.clock()
@@ -323,6 +326,7 @@ class ChangeRequests:
                     "checks": [list(c) for c in frozen.checks],
                     "schedule": frozen.schedule,
                     "plan": selector.plan,
+                    "incident_from": incident_from,
                 },
                 "eligible_count": count,
                 "approvals_required": required,
@@ -394,6 +398,20 @@ def _overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     named in the request's audit event; nothing where none was."""
     overridden = [[name, detail] for name, verdict, detail in checks if verdict == OVERRIDDEN]
     return {"overridden": overridden} if overridden else {}
+
+
+async def _incident(
+    conn: AsyncConnection, selector: Selector, incident: str | None
+) -> tuple[str | None, int | None]:
+    """The incident a request is made under, and the plan it came from where it was not
+    named: a request about a plan (a resume, a rollback) belongs to the plan's incident,
+    and so does a redrive of what a plan left dead again (``--from-plan``). An incident
+    the person named is kept as they said."""
+    plan = selector.plan if selector.plan is not None else selector.from_plan
+    if incident is not None or plan is None:
+        return incident, None
+    lent = await plan_store.incident_of(conn, plan)
+    return lent, plan if lent is not None else None
 
 
 async def _keep_items(

@@ -230,5 +230,6 @@ async def view(conn: AsyncConnection, number: int) -> ChangeView:
         checks=preview.checks,
         schedule=preview.schedule,
         plan=(request.executed.plan if request.executed else None) or preview.plan,
+        incident_from=preview.incident_from,
         result=request.executed,
     )

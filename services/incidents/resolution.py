@@ -22,6 +22,7 @@ from services.errors import Conflict, NotFound, NotReadyToResolve, OutOfOrder, U
 from services.estate.estate import Estate
 from services.incidents import checks, messages, store, timeline, timers
 from services.incidents.confirm import MEASURED_BY, refuse_if_measured_failing
+from services.incidents.measure import Measure
 from services.incidents.model import IncidentView, Override, StepView, number_text, who
 from services.incidents.publish import anchor, queue_post, wake_after
 from services.outbox import Outbox
@@ -41,6 +42,7 @@ class Resolution:
         config: IncidentsConfig,
         estate: Estate | None,
         anchors: Anchors | None,
+        alert_threshold: int | None = None,
     ) -> None:
         """The collaborators as ``Incidents`` has them (its constructor says what each
         is)."""
@@ -51,6 +53,7 @@ class Resolution:
         self.config = config
         self.estate = estate
         self.anchors = anchors
+        self.measure = Measure(engine=engine, estate=estate, alert_threshold=alert_threshold)
 
     async def step_done(
         self, *, number: int, step: str, actor: Actor, result: str | None = None
@@ -114,26 +117,27 @@ class Resolution:
         """Measure the validation items queuebot can measure; each that passes is done.
         A synthetic-job item submits its job (where ``[incidents] synthetic_job`` says how)
         the first time, and passes once that job is in a terminal state."""
-        synthetic = await self._synthetic(number)
         now = self.clock()
+        async with reading(self.engine) as conn:
+            view = await store.view(conn, number)
+        queue = view.queue or default_queue
+        if queue is None:
+            raise UsageError(f"{view.name} names no queue to measure")
+        wanted = {s.check_id for s in view.validation() if s.state != "done" and s.check_id}
+        # the queue as it is, before a synthetic job of queuebot's own joins its backlog
+        measured = await self.measure.verdicts(
+            view, queue=queue, now=now, wanted=wanted & set(checks.MEASURED)
+        )
+        synthetic = await self._synthetic(number)
+        if synthetic is not None:
+            measured[SYNTHETIC] = synthetic
         async with transaction(self.engine, subject=number_text(number)) as conn:
             await store.state(conn, number, lock=True)
             view = await store.view(conn, number)
-            queue = view.queue or default_queue
-            if queue is None:
-                raise UsageError(f"{view.name} names no queue to measure")
-            before = view.fault_at or view.declared_at
             for position, step in enumerate(view.validation()):
-                if step.state == "done" or step.check_id not in (*checks.MEASURED, SYNTHETIC):
+                verdict = measured.get(step.check_id or "")
+                if step.state == "done" or verdict is None:
                     continue
-                if step.check_id == SYNTHETIC:
-                    if synthetic is None:
-                        continue
-                    verdict = synthetic
-                elif step.check_id == "count-restored":
-                    verdict = await checks.count_restored(conn, queue=queue, before=before, now=now)
-                else:
-                    verdict = await checks.backlog_falling(conn, queue=queue, now=now)
                 passed_at = now if verdict.passed else None
                 await store.measured(
                     conn, number, step, says=verdict.says, passed_at=passed_at, by=MEASURED_BY

@@ -51,13 +51,16 @@ class Incidents:
         estate: Estate | None = None,
         anchors: Anchors | None = None,
         channels: Collection[str] = (),
+        alert_threshold: int | None = None,
     ) -> None:
         """``runbook`` finds a scenario's runbook (NotFound lists the known ones);
         ``authority`` names the people who hold a runbook's declaration authority;
         ``anchors`` posts the trail's head to the audit channel after each incident
         event (None: no audit channel); ``channels``: the ``[channels]`` names that have
         an id on some platform (an audience none of whose channels is among them is told
-        nowhere, so its runbook is not declared)."""
+        nowhere, so its runbook is not declared); ``alert_threshold``: the
+        FailedJobsAccumulating alert's threshold of failed rows with an actionable reason,
+        which ``dead-letters-low`` holds a queue that keeps failure reasons to."""
         self.engine = engine
         self.clock = clock
         self.outbox = outbox
@@ -76,6 +79,7 @@ class Incidents:
             config=config,
             estate=estate,
             anchors=anchors,
+            alert_threshold=alert_threshold,
         )
         self.timers = Timers(
             outbox=outbox,

@@ -1,5 +1,6 @@
-"""An incident's timeline: the lines written on it, and the change requests made under
-it (``--incident INC-N``) as lines of their own. Every function takes the caller's
+"""An incident's timeline: the lines written on it, the change requests made under it
+(``--incident INC-N``, or a request about a plan made under it) and what happened to its
+plans (``plan_events``), as lines of their own. Every function takes the caller's
 connection and runs inside its transaction."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate.profile import as_utc
+from services.incidents import plan_events
 from services.incidents.model import Note, TimelineEntry, number_text
 from services.models import Approval, ChangeRequest, IncidentEvent
 
@@ -48,7 +50,9 @@ async def note_many(conn: AsyncConnection, notes: Sequence[Note]) -> None:
 
 
 async def entries(conn: AsyncConnection, number: int) -> list[TimelineEntry]:
-    """The incident's lines in time order, then the lines of its change requests."""
+    """The incident's lines in time order, then the lines of its change requests, then
+    those of its plans (each in time order: a reader sorts them together by time, and
+    at one instant a request's lines come before what it did to its plan)."""
     found = await conn.execute(
         sa.select(TIMELINE)
         .where(TIMELINE.c.incident_id == number)
@@ -58,7 +62,8 @@ async def entries(conn: AsyncConnection, number: int) -> list[TimelineEntry]:
         TimelineEntry(_utc(t["at"]), str(t["kind"]), t["actor"], str(t["text"]))
         for t in found.mappings()
     ]
-    return own + await _changes(conn, number_text(number))
+    name = number_text(number)
+    return own + await _changes(conn, name) + await plan_events.entries(conn, name)
 
 
 async def newest_failure(conn: AsyncConnection, number: int, item: int) -> str | None:
@@ -86,17 +91,16 @@ async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
     approved or rejected, and how they ended."""
     entries: list[TimelineEntry] = []
     requests = (
-        (await conn.execute(sa.select(REQUESTS).where(REQUESTS.c.incident == name)))
+        (
+            await conn.execute(
+                sa.select(REQUESTS).where(REQUESTS.c.incident == name).order_by(REQUESTS.c.id)
+            )
+        )
         .mappings()
         .all()
     )
     for request in requests:
-        label = (
-            f"CR-{request['id']} (resolve without every validation item)"
-            if request["kind"] == "resolve"
-            else f"CR-{request['id']} ({request['kind']} of {request['eligible_count']} "
-            f"in {request['queue']})"
-        )
+        label = _label(request)
         entries.append(
             TimelineEntry(
                 _utc(request["requested_at"]),
@@ -128,6 +132,17 @@ async def _changes(conn: AsyncConnection, name: str) -> list[TimelineEntry]:
                 )
             )
     return entries
+
+
+def _label(request: sa.RowMapping) -> str:
+    """How the timeline names a request: its number and what it does."""
+    number, kind = f"CR-{request['id']}", str(request["kind"])
+    if kind == "resolve":
+        return f"{number} (resolve without every validation item)"
+    plan = (request["selector"] or {}).get("plan")
+    if kind in ("resume", "rollback") and plan is not None:
+        return f"{number} ({kind} of P-{plan})"
+    return f"{number} ({kind} of {request['eligible_count']} in {request['queue']})"
 
 
 def _utc(value: datetime) -> datetime:

@@ -116,6 +116,15 @@ async def queue_of(conn: AsyncConnection, number: int) -> str:
     return str(queue)
 
 
+async def incident_of(conn: AsyncConnection, number: int) -> str | None:
+    """The incident the plan was asked under (``--incident``), if any: a request about the
+    plan belongs to it too."""
+    found = (await conn.execute(sa.select(PLANS.c.incident).where(PLANS.c.id == number))).first()
+    if found is None:
+        raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
+    return None if found[0] is None else str(found[0])
+
+
 async def view(conn: AsyncConnection, number: int) -> PlanView:
     row = (await conn.execute(sa.select(PLANS).where(PLANS.c.id == number))).mappings().first()
     if row is None:

@@ -51,11 +51,25 @@ PLACEHOLDERS: dict[str, str] = {
     "scenario": "the scenario id, such as gd:queue-loss",
 }
 
-CheckId = Literal["count-restored", "backlog-falling", "synthetic-job"]
+CheckId = Literal[
+    "count-restored",
+    "backlog-falling",
+    "synthetic-job",
+    "redriven-succeeded",
+    "dead-letters-low",
+    "dead-letters-not-growing",
+]
 CHECKS: dict[str, str] = {
     "count-restored": "the queue holds the job count written down before the stop",
-    "backlog-falling": "the pending backlog falls rather than holding steady",
+    "backlog-falling": "the pending backlog falls rather than holding steady, or is drained "
+    "(where the incident put rows back: back where it stood before)",
     "synthetic-job": "a job submitted after recovery reaches a terminal state",
+    "redriven-succeeded": "every job redriven under the incident succeeded, none dead again",
+    "dead-letters-low": "the failed rows with an actionable reason are at or below the "
+    "FailedJobsAccumulating alert's threshold; on a queue without failure reasons, the dead "
+    "letters fell by at least what was redriven",
+    "dead-letters-not-growing": "no row died since the incident's first redrive, but jobs "
+    "queuebot redrove that died again",
 }
 
 

@@ -39,10 +39,10 @@ def test_with_no_file_the_shipped_runbooks_are_checked(tmp_path: Path) -> None:
     result = queuebot("runbook", "check", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "ok shipped/dlq-redrive.md: runbook:dlq-redrive (scenario gd:dlq-redrive, version 1): "
+        "ok shipped/dlq-redrive.md: runbook:dlq-redrive (scenario gd:dlq-redrive, version 2): "
         "operators within 10 min, actors within 1 h",
         "ok shipped/failed-jobs-accumulating.md: runbook:failed-jobs-accumulating (scenario "
-        "gd:failed-jobs-accumulating, version 1): operators within 15 min",
+        "gd:failed-jobs-accumulating, version 2): operators within 15 min",
         "ok shipped/queue-loss.md: runbook:queue-loss (scenario gd:queue-loss, version 1): "
         "actors within 15 min, operators within 5 min",
         "runbook check: 3 runbook(s) ok",

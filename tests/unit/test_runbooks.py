@@ -345,8 +345,9 @@ def test_a_validation_item_of_the_wrong_shape_is_named() -> None:
         ]
     )
     assert problems(data) == [
-        "validation[0].check: must be 'count-restored', 'backlog-falling' or 'synthetic-job' "
-        '(or left out), got "count-matches"',
+        "validation[0].check: must be 'count-restored', 'backlog-falling', 'synthetic-job', "
+        "'redriven-succeeded', 'dead-letters-low' or 'dead-letters-not-growing' (or left out), "
+        'got "count-matches"',
         "validation[1].text: is required",
         'validation[2]: must be a sentence or an object {"text": ..., "check": ...}, got 42',
         "validation[3].chek: unknown field; did you mean check?",
