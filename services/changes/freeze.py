@@ -95,8 +95,14 @@ async def _plan_change(
     if plan.queue != profile.queue:
         raise NotFound(f"P-{selector.plan} belongs to queue {plan.queue}; add --queue {plan.queue}")
     if resume:
+        # What it changes before anyone can halt it again is its first wave: the one the
+        # plan's schedule gives next (past the schedule, the plan's largest), at most
+        # what is left. The quorum judges it by that, as a plan by its sample.
         view = await plan_store.view(conn, selector.plan)
-        return Frozen([], [], affected=view.total - view.redriven)
+        left = view.total - view.redriven
+        following = len(view.waves)
+        size = view.schedule[following] if following < len(view.schedule) else plan.max_wave
+        return Frozen([], [], schedule=[min(size, left)] if left else [], affected=left)
     # a rollback: the rows it would return now, each checked in the queue, not the plan's
     # redriven rows whose outcome is not counted yet
     out = await plan_store.items_in(conn, selector.plan, state=ItemState.REDRIVEN)

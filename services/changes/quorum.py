@@ -5,7 +5,9 @@ left to expire (docs/decisions.md, "Quorum").
 A change is judged by the rows it changes before a person can stop it. For a requeue, a
 cancel, a redrive by ids or a rollback that is every row, at once. A staged redrive
 changes its sample first, and each later wave starts only once the one before it
-succeeded, while anyone may halt it without an approval: it is judged by its sample."""
+succeeded, while anyone may halt it without an approval: it is judged by its sample. A
+resume of a halted plan starts the plan's next wave, and the waves after it again grow
+only while they succeed: it is judged by that wave."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ SETTING = "[approval] large_change_approvals"
 
 def judged_rows(kind: ChangeKind, rows: int, schedule: Sequence[int]) -> int:
     """The rows a change is judged by: a staged redrive's sample (the first size of its
-    schedule), every other change's rows."""
-    if kind is ChangeKind.PLAN and schedule:
+    schedule), a resume's next wave (its frozen schedule's one size), every other
+    change's rows."""
+    if kind in (ChangeKind.PLAN, ChangeKind.RESUME) and schedule:
         return schedule[0]
     return rows
 
@@ -38,6 +41,10 @@ def _approvals(n: int) -> str:
 
 def _what(kind: ChangeKind, rows: int, judged: int, approval: ApprovalConfig) -> str:
     name = "staged redrive" if kind is ChangeKind.PLAN else kind.value
+    if kind is ChangeKind.RESUME and judged > approval.large_change_rows:
+        return (
+            f"resume, whose next wave of {judged} rows is more than {approval.large_change_rows},"
+        )
     if kind in (ChangeKind.RESUME, ChangeKind.RESOLVE):
         return name
     what = f"{name} of {rows} row{'' if rows == 1 else 's'}"
@@ -136,8 +143,18 @@ def note(
                 "once the one before it succeeded, and anyone may halt it (/queue halt, no "
                 "approval needed)."
             )
+        if kind is ChangeKind.RESUME and rows > approval.large_change_rows:
+            return (
+                "One approval: a resume is judged by the rows it changes before anyone can "
+                f"halt the plan again, its next wave of {judged}; the waves after it start "
+                "only once the one before succeeded, and anyone may halt it (/queue halt, "
+                "no approval needed)."
+            )
         return None
-    changes = "its sample changes" if kind is ChangeKind.PLAN else "it changes"
+    changes = {
+        ChangeKind.PLAN: "its sample changes",
+        ChangeKind.RESUME: "its next wave changes",
+    }.get(kind, "it changes")
     text = (
         f"It needs {_approvals(needed)}: {changes} more than {approval.large_change_rows} "
         f"rows ([approval] large_change_rows), and {SETTING} is {needed}; at 1, one "

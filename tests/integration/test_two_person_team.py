@@ -207,3 +207,33 @@ async def test_a_change_waiting_for_a_second_approval_names_the_setting(team: Te
     ) in twice, twice
     done = await ok(router, "/queue approve CR-1", DORA)
     assert "approved by bob, dora and executed" in done, done
+
+
+async def test_two_people_resume_a_halted_plan_of_many(team: Team) -> None:
+    """A resume is judged by its next wave, as the plan by its sample: the team that
+    started the plan can go on with it after a halt."""
+    router = with_people(team, [ALICE, BOB], ApprovalConfig())  # over 100 rows need 2
+    await dead_letters(team, 150)
+    await ok(router, '/queue redrive --all --reason "relay fixed"')
+    await ok(router, "/queue approve CR-1", BOB)
+    await ok(router, "/queue halt P-1 --reason looks-wrong")
+    asked = await ok(router, '/queue resume P-1 --reason "false alarm"')
+    flat = " ".join(asked.split())
+    assert "waiting for approval (0 of 1)" in flat, asked
+    assert "Needs 1 approval, from any of: bob" in flat, asked
+    assert (
+        "a resume is judged by the rows it changes before anyone can halt the plan again, "
+        "its next wave of 10" in flat
+    ), asked
+    resumed = await ok(router, "/queue approve CR-2", BOB)
+    assert "approved by bob and executed" in resumed, resumed
+
+
+async def test_a_resume_whose_next_wave_is_large_needs_two(team: Team) -> None:
+    router = with_people(team, [ALICE, BOB], ApprovalConfig(large_change_rows=3))
+    await dead_letters(team, 30)
+    await ok(router, '/queue redrive --all --sample 2 --reason "relay fixed"')
+    await ok(router, "/queue approve CR-1", BOB)
+    await ok(router, "/queue halt P-1 --reason looks-wrong")
+    big = await refused(router, '/queue resume P-1 --reason "false alarm"')
+    assert "resume, whose next wave of 10 rows is more than 3, needs 2 approvals" in big, big
