@@ -38,9 +38,12 @@ What is taken out, in this order (each marker says what stood there):
     ``ISO8601DateTimeFormat``, ``sha256WithRSAEncryption``);
   - each part between ``_`` and ``-`` that is a **hex id** (request, trace and span ids,
     digests), 6 hex digits or more with a digit and a letter among them, becomes
-    ``<hex>``, a prefix kept: ``a970eb87``, ``73e1c0aa`` -> ``<hex>``, ``req_8f14e45f``
-    -> ``req_<hex>``. Letters alone are words (``facade``, ``decade``, ``accede``,
-    ``deadbeef``) and stay;
+    ``<n>``, a prefix kept: ``a970eb87``, ``73e1c0aa`` -> ``<n>``, ``req_8f14e45f``
+    -> ``req_<n>``. The marker is the number's, not one of its own: a random hex id is
+    all digits now and then (one 8-character id in fifty, one 16-character id in two
+    thousand: in an outage of 450 jobs, one time in five), and the number rule makes that
+    one ``<n>`` too, so the outage stays one signature. Letters alone are words
+    (``facade``, ``decade``, ``accede``, ``deadbeef``) and stay;
   - an ISO timestamp's ``2024-05-01T12`` reads ``<n>-<n>-<n>T<n>`` (the rest of it is
     numbers), as one written with a space does.
 - **Numbers** standing alone become ``<n>``; digits inside words (``S3``, ``mp4``,
@@ -48,7 +51,7 @@ What is taken out, in this order (each marker says what stood there):
 - Whitespace is collapsed, and the signature cut at 120 characters.
 
 Where one outage may still show more than one signature: a hex id that happens to be all
-digits reads as a number (``<n>``; about one 8-character id in fifty); a token without a
+letters reads as a word (about one 8-character id in 2,500); a token without a
 digit reads as a word (about one base62 id of 16 characters in seventeen, of 26 one in a
 hundred; a ULID almost never); and a random token that reads as words (``_random``).
 Those few each show as a signature of their own, counted among the others.
@@ -174,7 +177,7 @@ def _words(text: str) -> str:
             if "_" not in found and "-" not in found:
                 if found.strip(_HEX_DIGITS):  # worker42, H264Decoder: a name, not hex
                     continue
-                chunks[i - 1], chunks[i] = stem, "<hex>"
+                chunks[i - 1], chunks[i] = stem, "<n>"
                 changed = True
                 continue
             if not _SIX.search(found) and "T" not in found:  # bms-12: no part an id could be

@@ -39,8 +39,8 @@ def _random(part: str) -> bool:
 def _token_id(token: str) -> bool:
     """Whether a run of 16 or more letters, digits, ``_`` and ``-`` is a token id (a ULID,
     base64url, a Stripe-like ``pi_3NfK2a9xQabcDEF12345``): one of its parts of 8 or
-    more characters between ``_`` and ``-`` is random, not hex (a hex part is ``<hex>``
-    alone, its prefix kept: ``req_<hex>``)."""
+    more characters between ``_`` and ``-`` is random, not hex (a hex part is ``<n>``
+    alone, its prefix kept: ``req_<n>``)."""
     return any(
         len(part) >= 8 and not _HEX.fullmatch(part) and _random(part)
         for part in _PARTS.split(token)[::2]
@@ -62,7 +62,7 @@ def word(text: str) -> str:
         return text
     if "_" not in text and "-" not in text:
         if not text.strip(_HEX_DIGITS):  # hex, with a letter and a digit in it
-            return "<hex>"
+            return "<n>"  # as a hex id that happens to be all digits reads
         return "<id>" if len(text) >= 16 and _random(text) else text
     if _DATE_HOUR.fullmatch(text):  # 2024-05-01T12, an ISO timestamp's start
         return "<n>-<n>-<n>T<n>"
@@ -72,7 +72,7 @@ def word(text: str) -> str:
     for i in range(0, len(parts), 2):
         part = parts[i]
         if _hex(part):
-            parts[i] = "<hex>"
+            parts[i] = "<n>"
             changed = True
         elif long and len(part) >= 8 and _random(part):
             return "<id>"

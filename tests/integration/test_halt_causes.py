@@ -129,7 +129,7 @@ async def test_the_same_outage_again_is_the_same_error_though_its_ids_differ(
     assert view.note is not None
     assert (
         "the same signature as before: the fix did not hold ('Request failed with status "
-        "code 503: POST https://api.pay.example/v1/charges/<id>/refund (request id <hex>)')"
+        "code 503: POST https://api.pay.example/v1/charges/<id>/refund (request id <n>)')"
     ) in view.note
     assert "new error" not in view.note
 
@@ -141,7 +141,7 @@ async def test_a_new_error_is_named_beside_the_one_the_plan_was_for(pg_boss: Wor
     assert (
         "a new error, not the one the plan was for: now 'Request failed with status code "
         "422 (request id <n>)', was 'Request failed with status code 503: POST "
-        "https://api.pay.example/v1/charges/<id>/refund (request id <hex>)'"
+        "https://api.pay.example/v1/charges/<id>/refund (request id <n>)'"
     ) in view.note
 
 
