@@ -35,6 +35,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from services.estate.signature import SIGNATURE_SAMPLE
 from testkit.systems.outage import Built, Outage, PgBossCharges, ProcrastinateMails, Worker
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.systems.console_session import ConsoleSession
@@ -87,7 +88,8 @@ def _one_signature(triage: str, dead: int) -> None:
     rows = [line for line in table.splitlines()[2:] if line.strip()]
     assert len(rows) == 1, table
     count, signature = rows[0].split(None, 1)
-    assert int(count.replace(",", "")) == dead, table
+    # triage groups the newest SIGNATURE_SAMPLE dead jobs (at the user's size, 2,000 of 4,500)
+    assert int(count.replace(",", "")) == min(dead, SIGNATURE_SAMPLE), table
     assert "Service Unavailable (request id" in signature, table
 
 
