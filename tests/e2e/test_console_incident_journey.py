@@ -8,15 +8,11 @@ in order, and a measured recovery time."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from tests.e2e.demo_session import demo_session
 from tests.e2e.test_console import replies
-from tests.e2e.test_console_plans import plan_state
 
 
 def in_order(text: str, *parts: str) -> None:
@@ -28,57 +24,29 @@ def in_order(text: str, *parts: str) -> None:
 
 
 def test_an_incident_carries_its_redrive_to_a_measured_postmortem(tmp_path: Path) -> None:
-    db = tmp_path / "queuebot.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
-
-    def say(line: str) -> None:
-        assert demo.stdin is not None
-        demo.stdin.write(line + "\n")
-        demo.stdin.flush()
-
-    def wait_for(number: int, state: str) -> None:
-        deadline = time.monotonic() + 90
-        while plan_state(db, number) != state:
-            assert demo.poll() is None, demo.communicate()
-            assert time.monotonic() < deadline, f"P-{number} is {plan_state(db, number)}"
-            time.sleep(0.5)
-
-    try:
-        say(
+    with demo_session(tmp_path) as demo:
+        demo.say(
             '@dora /incident declare gd:failed-jobs-accumulating "clips die of upstream '
             'timeout" --queue clips'
         )
-        say(
+        demo.say(
             '@alice /queue redrive --error-like "upstream timeout" --sample 2 --reason '
             '"transcoder restarted" --incident INC-1'
         )
-        say("@bob /queue approve CR-1")
-        wait_for(1, "halted")
-        say("/demo fix transcoder")
-        say('@alice /queue resume P-1 --reason "transcoder fixed for real"')
-        say("@bob /queue approve CR-2")
-        wait_for(1, "completed")
-        say('@alice /queue redrive --from-plan P-1 --reason "the sample, after the fix"')
-        say("@bob /queue approve CR-3")
-        wait_for(2, "completed")
-        say("@dora /incident validate")
-        say("@dora /incident resolve")
-        say("@dora /incident export")
-        out, err = demo.communicate(timeout=60)
-    finally:
-        if demo.poll() is None:
-            demo.kill()
-            demo.communicate()
-    assert demo.returncode == 0, err
+        demo.say("@bob /queue approve CR-1")
+        demo.wait_for(1, "halted")
+        demo.say("/demo fix transcoder")
+        demo.say('@alice /queue resume P-1 --reason "transcoder fixed for real"')
+        demo.say("@bob /queue approve CR-2")
+        demo.wait_for(1, "completed")
+        demo.say('@alice /queue redrive --from-plan P-1 --reason "the sample, after the fix"')
+        demo.say("@bob /queue approve CR-3")
+        demo.wait_for(2, "completed")
+        demo.say("@dora /incident validate")
+        demo.say("@dora /incident resolve")
+        demo.say("@dora /incident export")
+        out, err = demo.finish()
+    assert demo.demo.returncode == 0, err
     assert "Traceback" not in out + err
     said = replies(out)
     assert (

@@ -3,13 +3,10 @@ plan's message once."""
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
+from tests.e2e.demo_session import demo_session
 from tests.e2e.test_console import queuebot, replies
 
 REDRIVE = '@alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"'
@@ -33,56 +30,18 @@ def test_each_plan_action_prints_the_plan_once(tmp_path: Path) -> None:
     assert "/queue resume P-1" in halt and "/queue rollback P-1" in halt
 
 
-def plan_state(db: Path, number: int) -> str | None:
-    try:
-        with sqlite3.connect(db) as conn:
-            found = conn.execute("SELECT state FROM qb_plans WHERE id = ?", (number,)).fetchone()
-    except sqlite3.OperationalError:  # the demo is still building its estate
-        return None
-    return str(found[0]) if found else None
-
-
 def test_the_demo_worker_takes_a_plan_to_done_and_another_to_a_halt(tmp_path: Path) -> None:
-    db = tmp_path / "queuebot.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
-    assert demo.stdin is not None
-
-    def say(line: str) -> None:
-        assert demo.stdin is not None
-        demo.stdin.write(line + "\n")
-        demo.stdin.flush()
-
-    def wait_for(number: int, state: str) -> None:
-        deadline = time.monotonic() + 90
-        while plan_state(db, number) != state:
-            assert demo.poll() is None, demo.communicate()
-            assert time.monotonic() < deadline, f"P-{number} is {plan_state(db, number)}"
-            time.sleep(0.5)
-
-    try:
-        say(REDRIVE)
-        say("@bob /queue approve CR-1")
-        wait_for(1, "completed")
-        say("/queue plan P-1")
-        say('@alice /queue redrive --all --reason "transcoder fixed"')
-        say("@bob /queue approve CR-2")
-        wait_for(2, "halted")
-        say("/queue plan P-2")
-        out, err = demo.communicate(timeout=60)
-    finally:
-        if demo.poll() is None:
-            demo.kill()
-            demo.communicate()
-    assert demo.returncode == 0, err
+    with demo_session(tmp_path) as demo:
+        demo.say(REDRIVE)
+        demo.say("@bob /queue approve CR-1")
+        demo.wait_for(1, "completed")
+        demo.say("/queue plan P-1")
+        demo.say('@alice /queue redrive --all --reason "transcoder fixed"')
+        demo.say("@bob /queue approve CR-2")
+        demo.wait_for(2, "halted")
+        demo.say("/queue plan P-2")
+        out, err = demo.finish()
+    assert demo.demo.returncode == 0, err
     banner = out.split("\n> ", 1)[0]
     assert "A simulated worker finishes redriven and requeued jobs" in banner
     said = replies(out)
