@@ -22,7 +22,10 @@ send again what they saw acknowledged. Its claim stays held until the answer is 
 (``finish`` sets ``answered_at``); a claim whose owner died before that is an *orphan*,
 and ``adopt_orphans`` hands it to exactly one live process, which finishes the work (a
 change still acts once: ``complete_in``) or, when the change had committed, says what it
-did.
+did. Each adoption is counted in the row, in the statement that adopts it: a delivery
+whose process died ``MAX_ADOPTIONS`` times after the first one (a command that kills the
+process carrying it out, say by running it out of memory) is not run again but answered
+that it failed and was not retried (``Orphan.given_up``).
 
 Methods without a connection are their own transaction; ``complete_in`` runs in the
 caller's. The same claims serve work that must be done once but can fail half-way (a
@@ -58,6 +61,11 @@ KEEP = timedelta(days=2)  # far beyond any platform's retry window
 # sets it per process (down to 5 s: the tests that kill processes wait it out).
 STALE = timedelta(seconds=10)
 HEARTBEAT = 2.0  # seconds between refreshes of a claim in progress
+# Times an acknowledged delivery whose owner died is run again by the process adopting
+# it. The adoption after these is the last: it answers that the work failed while being
+# carried out and was not retried, so a command that kills its process (it runs out of
+# memory) cannot take down every replica in turn, forever.
+MAX_ADOPTIONS = 3
 CLAIMED, DONE = "claimed", "done"
 KEY_LENGTH = 200
 ACKED_AT = "acked_at"  # stamped into a written-down request by the ledger
@@ -82,12 +90,21 @@ class Claim:
 class Orphan:
     """An acknowledged delivery whose owner died before answering, now this process's:
     ``state`` is ``claimed`` (the work may not have happened) or ``done`` (a change
-    committed; ``outcome`` says what it did)."""
+    committed; ``outcome`` says what it did). ``adoptions`` counts this adoption and
+    those before it: each followed the death of the process that held the delivery."""
 
     claim: Claim
     state: str
     request: dict[str, Any]
     outcome: str | None
+    adoptions: int = 1
+
+    @property
+    def given_up(self) -> bool:
+        """Work that never finished, whose process died more often than it may be run
+        again: it is answered that it was not retried, and not run. (A change that had
+        committed is answered with what it did, however often.)"""
+        return self.state == CLAIMED and self.adoptions > MAX_ADOPTIONS
 
     @property
     def acked_at(self) -> datetime | None:
@@ -234,7 +251,8 @@ class DeliveryLedger:
     async def adopt_orphans(self, *, prefixes: tuple[str, ...], limit: int = 20) -> list[Orphan]:
         """Take over acknowledged deliveries (keys starting with one of ``prefixes``)
         whose owner stopped refreshing them before their answer went out (it died): each
-        goes to exactly one caller, oldest first."""
+        goes to exactly one caller, oldest first. Each adoption is counted in the row by
+        the same statement, so a process killed right after adopting still counted it."""
         now = self.clock()
         owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
         cutoff = now - self.stale_after
@@ -256,16 +274,23 @@ class DeliveryLedger:
             taken = await conn.execute(
                 _deliveries.update()
                 .where(_deliveries.c.key.in_(candidates.scalar_subquery()), *stale)
-                .values(seen_at=now, owner=owner)
+                .values(seen_at=now, owner=owner, adoptions=_deliveries.c.adoptions + 1)
                 .returning(
                     _deliveries.c.key,
                     _deliveries.c.state,
                     _deliveries.c.request,
                     _deliveries.c.outcome,
+                    _deliveries.c.adoptions,
                 )
             )
             return [
-                Orphan(Claim(row.key, owner, now), row.state, dict(row.request), row.outcome)
+                Orphan(
+                    Claim(row.key, owner, now),
+                    row.state,
+                    dict(row.request),
+                    row.outcome,
+                    int(row.adoptions),
+                )
                 for row in taken
             ]
 

@@ -158,6 +158,9 @@ class Delivery(Base):
     request: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(none_as_null=True))
     answered_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(sa.String(200))
+    # how many times the acknowledged delivery was adopted after its owner died: one that
+    # kept killing its process is given up (answered, never run again) past a limit
+    adoptions: Mapped[int] = mapped_column(sa.Integer, server_default="0")
 
 
 class OutboxItem(Base):

@@ -15,7 +15,7 @@ from services.changes.model import ChangeKind, RequestState
 from services.errors import ConcurrentChange
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.ledger import STALE, DeliveryLedger
+from services.ledger import MAX_ADOPTIONS, STALE, DeliveryLedger, complete_in
 from tests.integration.support import Shop
 
 
@@ -145,6 +145,7 @@ async def test_an_acknowledged_delivery_whose_owner_died_is_adopted_once(shop: S
     assert [(o.claim.key, o.state, o.request, o.acked_at) for o in taken] == [
         ("slack:command:o1", "claimed", ASKED | {"acked_at": acked_at.isoformat()}, acked_at)
     ]  # the ledger stamps when it was written down, just before the ack
+    assert taken[0].adoptions == 1  # six sweeps at once count one adoption
     assert not await dead.heartbeat(claim)  # the dead owner's claim is no longer its own
     assert await replicas[0].adopt_orphans(prefixes=("slack:",)) == []  # kept fresh now
 
@@ -184,3 +185,57 @@ async def test_an_orphan_whose_change_committed_says_what_it_did(shop: Shop) -> 
     await alive.finish(orphan.claim)
     shop.clock.advance(seconds=STALE.total_seconds() + 1)
     assert await alive.adopt_orphans(prefixes=("slack:",)) == []
+
+
+async def adoptions(shop: Shop, key: str) -> int:
+    async with shop.engine.connect() as conn:
+        return int(
+            (
+                await conn.execute(
+                    sa.text("SELECT adoptions FROM qb_deliveries WHERE key = :k"), {"k": key}
+                )
+            ).scalar_one()
+        )
+
+
+async def test_each_adoption_is_counted_with_it_and_past_the_limit_the_work_is_given_up(
+    shop: Shop,
+) -> None:
+    # each adopter dies right after adopting (no heartbeat, no finish): the count is in
+    # the database already, so the next process sees it
+    assert await ledger_of(shop).claim("slack:command:poison", request=ASKED) is not None
+    for adoption in range(1, MAX_ADOPTIONS + 2):
+        shop.clock.advance(seconds=STALE.total_seconds() + 1)
+        (orphan,) = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+        assert (orphan.adoptions, await adoptions(shop, "slack:command:poison")) == (
+            adoption,
+            adoption,
+        )
+        assert orphan.given_up == (adoption > MAX_ADOPTIONS)
+    last = ledger_of(shop)
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    (orphan,) = await last.adopt_orphans(prefixes=("slack:",))
+    assert orphan.given_up
+    await last.finish(orphan.claim)  # answered that it was not retried
+    shop.clock.advance(days=1)
+    assert await ledger_of(shop).adopt_orphans(prefixes=("slack:",)) == []
+    assert await ledger_of(shop).claim("slack:command:poison") is None  # done
+
+
+async def test_a_committed_change_is_never_given_up_however_often_its_process_died(
+    shop: Shop,
+) -> None:
+    dead = ledger_of(shop)
+    claim = await dead.claim("slack:command:committed", request=ASKED)
+    assert claim is not None
+    async with shop.engine.begin() as conn:
+        await complete_in(conn, claim, now=shop.clock(), outcome="CR-7 approved and executed")
+    for _ in range(MAX_ADOPTIONS + 2):
+        shop.clock.advance(seconds=STALE.total_seconds() + 1)
+        (orphan,) = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+    assert (orphan.state, orphan.outcome, orphan.adoptions) == (
+        "done",
+        "CR-7 approved and executed",
+        MAX_ADOPTIONS + 2,
+    )
+    assert not orphan.given_up  # answered with what it did
