@@ -12,7 +12,9 @@ acted on at most once, answered, and never lost to a process that dies after its
    change marks the key done in its own transaction.
 3. ``resume``: a delivery another process acknowledged and died on (its claim went
    stale) is run again (a change still acts once) or, where its change had committed,
-   answered with what it did.
+   answered with what it did. One whose process died every time it was run, more often
+   than the ledger's ``MAX_ADOPTIONS`` allows, is not run again: it is answered that it
+   failed while being carried out and was not retried, logged, counted, and finished.
 
 Each adapter supplies only its edges: reading what its platform sent, acknowledging it,
 and the ``Answer`` that puts a reply where the person reads it (a response_url or an
@@ -38,7 +40,8 @@ from commands.options import from_options
 from commands.reply import Reply
 from commands.router import Router
 from services.errors import UsageError
-from services.ledger import CLAIMED, Claim, DeliveryLedger, Orphan
+from services.ledger import CLAIMED, MAX_ADOPTIONS, Claim, DeliveryLedger, Orphan
+from services.metrics import Metrics
 from services.people import Directory
 
 # Seconds the ledger may take to write a delivery down before its acknowledgement. A row
@@ -121,6 +124,7 @@ class Deliveries:
     directory: Directory
     ledger: DeliveryLedger
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    metrics: Metrics | None = None  # counts the deliveries given up
     log: logging.Logger = field(init=False)
     # a database away refuses every write-down: a few lines a minute say so
     unwritten: RateLimitedLog = field(init=False)
@@ -213,17 +217,59 @@ class Deliveries:
 
     async def resume(self, work: Work, orphan: Orphan, answer_with: Answer) -> None:
         """Finish a delivery another process acknowledged and died on: do it (a change
-        still acts once), or, where its change had committed, say what it did."""
-        self.log.info(
-            "finishing %s, acknowledged by a process that stopped before answering", work.key
-        )
+        still acts once), or, where its change had committed, say what it did; or, where
+        its process died every time it was carried out, say that it was not retried."""
+        if orphan.given_up:
+            await self.give_up(work, orphan, answer_with)
+            return
         if orphan.state == CLAIMED:
+            self.log.info(
+                "finishing %s, acknowledged by a process that stopped before answering: "
+                "run again (taken over %d of at most %d times)",
+                work.key,
+                orphan.adoptions,
+                MAX_ADOPTIONS,
+            )
             await self.run(work, orphan.claim, answer_with)
             return
+        self.log.info(
+            "finishing %s, acknowledged by a process that stopped before answering: its "
+            "change had committed, answered with what it did",
+            work.key,
+        )
+        await self._answer_orphan(
+            work,
+            orphan,
+            answer_with,
+            messages.done_before_restart(work.asked.words(), orphan.outcome),
+        )
+
+    async def give_up(self, work: Work, orphan: Orphan, answer_with: Answer) -> None:
+        """A delivery whose process died each time it was carried out (a command that
+        runs the process out of memory): instead of running it once more, answer that it
+        failed and was not retried, with the key that finds it in the log, and finish it
+        so that no process adopts it again."""
+        asked = _clipped(work.asked.words())
+        self.log.error(
+            "gave up %s, %r: its process died %d times while carrying it out; answered "
+            "that it failed and was not retried, and it is not run again",
+            work.key,
+            asked,
+            orphan.adoptions,
+        )
+        if self.metrics is not None:
+            self.metrics.delivery_given_up(self.platform)
+        await self._answer_orphan(
+            work, orphan, answer_with, messages.not_retried(asked, work.key, orphan.adoptions)
+        )
+
+    async def _answer_orphan(
+        self, work: Work, orphan: Orphan, answer_with: Answer, reply: Reply
+    ) -> None:
+        """Answer an orphan without running it, and finish it (answered or not: it has
+        nothing more to do)."""
         try:
-            await answer_with(
-                messages.done_before_restart(work.asked.words(), orphan.outcome), False
-            )
+            await answer_with(reply, False)
         finally:
             await answer(
                 self.ledger.finish(orphan.claim),
@@ -242,3 +288,8 @@ class Deliveries:
         """Let answers already started finish (on shutdown)."""
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=grace)
+
+
+def _clipped(asked: str, most: int = 200) -> str:
+    """What the person asked, short enough for one log line and one answer."""
+    return asked if len(asked) <= most else asked[: most - 1] + "…"

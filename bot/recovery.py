@@ -8,7 +8,10 @@ default), every live ``serve`` finds it here within a sweep (every 2 s), exactly
 adopts it, and the platform's ``resume`` finishes it: the work is done (a change still
 acts at most once) or, where the change had committed, the person is told what it did.
 The answer goes where the platform still takes it (Slack's response_url for 30 minutes,
-Discord's token for 15), else to the channel, mentioning the person.
+Discord's token for 15), else to the channel, mentioning the person. Each adoption is
+counted in the ledger row; work whose process died every time it ran (a command that
+runs the process out of memory) is, past the ledger's ``MAX_ADOPTIONS``, answered that
+it failed and was not retried instead of taking down one replica after another.
 """
 
 from __future__ import annotations

@@ -151,6 +151,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
             router=app.router,
             directory=app.directory,
             ledger=app.ledger,
+            metrics=app.metrics,
             slack_api_base_url=config.env.slack_api_base_url,
         )
         try:

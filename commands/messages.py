@@ -340,3 +340,24 @@ def done_before_restart(asked: str, outcome: str | None) -> Reply:
         Message(f"{RESTART_TITLE}: {text}", (Heading(RESTART_TITLE), Text(text))),
         ephemeral=False,
     )
+
+
+NOT_RETRIED_TITLE = "Failed, not retried"
+
+
+def not_retried(asked: str, reference: str, died: int) -> Reply:
+    """The answer to a command whose process died every time it was carried out, given
+    instead of running it once more: which command, that it was given up, and the
+    reference that finds it in the log. Shown where the person reads it, never told to
+    ask again to see it: asking again runs it again."""
+    text = (
+        f"{asked}: this command failed while being carried out; it was not retried. It was "
+        f"started {died} times, and each time the process carrying it out stopped before it "
+        "could answer; queuebot has no record of it finishing. Quote reference "
+        f"{reference} to whoever runs queuebot before asking again (asking runs it again); "
+        "the details are in its log."
+    )
+    return Reply(
+        Message(f"{NOT_RETRIED_TITLE}: {text}", (Heading(NOT_RETRIED_TITLE), Text(text))),
+        ephemeral=False,
+    )

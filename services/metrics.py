@@ -53,6 +53,9 @@ OTHER = "(other)"  # where the values past MAX_VALUES are counted
 FIRST_WAIT = 10.0  # seconds a scrape waits for the very first reading of the queues
 SCRAPE_WAIT = 0.25  # seconds a later scrape waits for a due reading before it answers
 READ_TIMEOUT = 60.0  # seconds one queue's reading may take before it counts as failed
+# The platforms whose acknowledged work a restarted process finishes (the console's is
+# done in the process that asked, or not at all): each given-up count starts at 0.
+ORPHAN_PLATFORMS = ("slack", "discord")
 
 
 def bounded(counts: Mapping[str, int], limit: int = MAX_VALUES) -> dict[str, int]:
@@ -157,9 +160,17 @@ class Metrics:
             "Times a built-in detector fired, by detector",
             ("detector",),
         )
+        self._given_up = _Counter(
+            "queuebot_deliveries_given_up",
+            "Acknowledged commands and clicks whose process died each time it carried them "
+            "out, answered that they were not retried instead of being run again, by platform",
+            ("platform",),
+        )
         for name in commands:  # every series from 0, so the first increase shows
             for outcome in OUTCOMES:
                 self._commands.inc(name, outcome, by=0)
+        for platform in ORPHAN_PLATFORMS:
+            self._given_up.inc(platform, by=0)
         self._readings: dict[str, _Reading[QueueSnapshot]] = {}
         self._own_reader = OwnStateReader(self.request_states)
         self._own: _Reading[OwnState] | None = None  # None until a first reading ended
@@ -167,7 +178,13 @@ class Metrics:
         self._completed = False  # whether any refresh has finished
         self._task: asyncio.Task[None] | None = None
         self._problems = KnownProblems(log, "metrics")
-        for counter in (self._commands, self._alerts, self._posts, self._firings):
+        for counter in (
+            self._commands,
+            self._alerts,
+            self._posts,
+            self._firings,
+            self._given_up,
+        ):
             self.registry.register(counter)
         self.registry.register(_QueueGauges(self))
         self.registry.register(_OwnGauges(self))
@@ -190,6 +207,9 @@ class Metrics:
 
     def detector_fired(self, detector: str) -> None:
         self._firings.inc(detector)
+
+    def delivery_given_up(self, platform: str) -> None:
+        self._given_up.inc(platform)
 
     # -- the scrape --------------------------------------------------------------------------
 

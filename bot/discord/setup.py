@@ -70,7 +70,9 @@ def discord_link(config: Config, app: App) -> DiscordLink | None:
 
     base = config.env.discord_api_base_url
     point_at(base)
-    wiring = DiscordWiring(router=app.router, directory=app.directory, ledger=app.ledger)
+    wiring = DiscordWiring(
+        router=app.router, directory=app.directory, ledger=app.ledger, metrics=app.metrics
+    )
     client = QueuebotClient(
         wiring,
         choices=choices_for(app),

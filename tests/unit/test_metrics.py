@@ -66,6 +66,20 @@ async def test_every_command_starts_at_zero_and_counts_its_outcomes() -> None:
     assert not [n for n, _ in after if n.startswith("queuebot_queue_")]
 
 
+async def test_deliveries_given_up_start_at_zero_per_platform_and_count() -> None:
+    metrics = bare()
+    series = "queuebot_deliveries_given_up_total"
+    before = samples(await metrics.exposition())
+    assert {labels: v for (n, labels), v in before.items() if n == series} == {
+        (("platform", "slack"),): 0,
+        (("platform", "discord"),): 0,
+    }
+    metrics.delivery_given_up("discord")
+    after = samples(await metrics.exposition())
+    assert after[series, (("platform", "discord"),)] == 1
+    assert after[series, (("platform", "slack"),)] == 0
+
+
 async def test_a_counter_label_takes_at_most_the_cap_of_distinct_values() -> None:
     metrics = bare()
     for i in range(80):
