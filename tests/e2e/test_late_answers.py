@@ -41,8 +41,18 @@ def orphans(db_url: str, rows: list[dict[str, Any]]) -> None:
     asyncio.run(write())
 
 
-def row(key: str, request: dict[str, Any], *, state: str, outcome: str | None = None) -> Any:
-    long_ago = datetime.now(UTC) - timedelta(minutes=40)
+def row(
+    key: str,
+    request: dict[str, Any],
+    *,
+    state: str,
+    outcome: str | None = None,
+    ago: timedelta = timedelta(minutes=40),
+    adoptions: int = 0,
+) -> Any:
+    """A ledger row acknowledged ``ago`` (its owner dead since), adopted ``adoptions``
+    times before."""
+    long_ago = datetime.now(UTC) - ago
     return {
         "key": key,
         "seen_at": long_ago,
@@ -51,6 +61,7 @@ def row(key: str, request: dict[str, Any], *, state: str, outcome: str | None = 
         "done_at": long_ago if state == "done" else None,
         "request": request | {"acked_at": long_ago.isoformat()},
         "outcome": outcome,
+        "adoptions": adoptions,
     }
 
 
