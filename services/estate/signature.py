@@ -227,7 +227,25 @@ def _signature(text: str) -> str:
 def taken_out(text: str) -> str:
     """The text with every rule applied (``RULES``), before the cut: what a signature is
     the first ``SIGNATURE_LENGTH`` characters of. Applied to what it returns, it returns
-    that again (the cut, which may split a word, is not)."""
+    that again (the cut, which may split a word, is not): the rules are applied until
+    they change nothing. Once is enough but where a URL's scheme follows a digit
+    ("00A://"): the word rule then takes the digits with the scheme's first letters, and
+    a second pass reads the URL anew."""
+    once = _one_pass(text)
+    if _scheme_after_digit(text):
+        while (again := _one_pass(once)) != once:
+            once = again
+    return once
+
+
+def _scheme_after_digit(text: str) -> bool:
+    return "://" in text and _SCHEME_AFTER_DIGIT.search(text) is not None
+
+
+_SCHEME_AFTER_DIGIT = re.compile(r"[0-9][A-Za-z0-9+.-]*://")
+
+
+def _one_pass(text: str) -> str:
     if "://" in text:
         text = _urls(text)
     if "'" in text or '"' in text:
