@@ -252,7 +252,11 @@ class DeliveryLedger:
         """Take over acknowledged deliveries (keys starting with one of ``prefixes``)
         whose owner stopped refreshing them before their answer went out (it died): each
         goes to exactly one caller, oldest first. Each adoption is counted in the row by
-        the same statement, so a process killed right after adopting still counted it."""
+        the same statement, so a process killed right after adopting still counted it.
+
+        A delivery adopted before (its adopter died too) is adopted alone: when one of
+        several adopted together kills the process carrying them out, the others die with
+        it once, and are then each run by itself, never again beside the one that kills."""
         now = self.clock()
         owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
         cutoff = now - self.stale_after
@@ -263,36 +267,52 @@ class DeliveryLedger:
             sa.or_(*(_deliveries.c.key.startswith(p, autoescape=True) for p in prefixes)),
         )
         async with transaction(self.engine, subject="the delivery ledger") as conn:
-            candidates = (
-                sa.select(_deliveries.c.key)
-                .where(*stale)
-                .order_by(_deliveries.c.seen_at)
-                .limit(limit)
+            again = await self._adopt(conn, (*stale, _deliveries.c.adoptions > 0), 1, now, owner)
+            if again:
+                return again
+            return await self._adopt(
+                conn, (*stale, _deliveries.c.adoptions == 0), limit, now, owner
             )
-            if conn.dialect.name == "postgresql":
-                candidates = candidates.with_for_update(skip_locked=True)
-            taken = await conn.execute(
-                _deliveries.update()
-                .where(_deliveries.c.key.in_(candidates.scalar_subquery()), *stale)
-                .values(seen_at=now, owner=owner, adoptions=_deliveries.c.adoptions + 1)
-                .returning(
-                    _deliveries.c.key,
-                    _deliveries.c.state,
-                    _deliveries.c.request,
-                    _deliveries.c.outcome,
-                    _deliveries.c.adoptions,
-                )
+
+    @staticmethod
+    async def _adopt(
+        conn: AsyncConnection,
+        where: tuple[sa.ColumnElement[bool], ...],
+        limit: int,
+        now: datetime,
+        owner: str,
+    ) -> list[Orphan]:
+        candidates = (
+            sa.select(_deliveries.c.key).where(*where).order_by(_deliveries.c.seen_at).limit(limit)
+        )
+        if conn.dialect.name == "postgresql":
+            candidates = candidates.with_for_update(skip_locked=True)
+        # picked once (a CTE, materialized): PostgreSQL may run a subquery in the WHERE
+        # again for each row it updates, and the rows it just adopted no longer match,
+        # so a LIMIT 1 adopted two
+        picked = candidates.cte("picked").prefix_with("MATERIALIZED", dialect="postgresql")
+        taken = await conn.execute(
+            _deliveries.update()
+            .where(_deliveries.c.key.in_(sa.select(picked.c.key)), *where)
+            .values(seen_at=now, owner=owner, adoptions=_deliveries.c.adoptions + 1)
+            .returning(
+                _deliveries.c.key,
+                _deliveries.c.state,
+                _deliveries.c.request,
+                _deliveries.c.outcome,
+                _deliveries.c.adoptions,
             )
-            return [
-                Orphan(
-                    Claim(row.key, owner, now),
-                    row.state,
-                    dict(row.request),
-                    row.outcome,
-                    int(row.adoptions),
-                )
-                for row in taken
-            ]
+        )
+        return [
+            Orphan(
+                Claim(row.key, owner, now),
+                row.state,
+                dict(row.request),
+                row.outcome,
+                int(row.adoptions),
+            )
+            for row in taken
+        ]
 
     async def release(self, claim: Claim) -> None:
         """Give a claim back so that the next caller may try the work again; only this

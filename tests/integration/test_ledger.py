@@ -222,6 +222,39 @@ async def test_each_adoption_is_counted_with_it_and_past_the_limit_the_work_is_g
     assert await ledger_of(shop).claim("slack:command:poison") is None  # done
 
 
+async def test_a_delivery_adopted_before_is_adopted_alone_so_a_poison_one_kills_no_other(
+    shop: Shop,
+) -> None:
+    # a command that kills its process and an innocent one, orphaned together
+    for key in ("slack:command:poison", "slack:command:innocent"):
+        assert await ledger_of(shop).claim(key, request=ASKED) is not None
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    together = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+    assert len(together) == 2  # both die with the process that adopted them
+    # then each is adopted alone, the one waiting longest first, never beside the other
+    seen: list[str] = []
+    for _ in range(2):
+        shop.clock.advance(seconds=STALE.total_seconds() + 1)
+        (alone,) = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+        seen.append(alone.claim.key)
+        if alone.claim.key.endswith("innocent"):
+            await ledger_of(shop).finish(alone.claim)  # run alone, it finishes
+    assert sorted(seen) == ["slack:command:innocent", "slack:command:poison"]
+    # a new orphan meanwhile waits for the one adopted before, which comes alone
+    assert await ledger_of(shop).claim("slack:command:fresh", request=ASKED) is not None
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    (alone,) = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+    assert alone.claim.key == "slack:command:poison" and alone.adoptions == 3
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    (alone,) = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+    assert alone.claim.key == "slack:command:poison"
+    assert alone.given_up  # answered, not run: the fresh one is next, by itself
+    await ledger_of(shop).finish(alone.claim)
+    shop.clock.advance(seconds=STALE.total_seconds() + 1)
+    (fresh,) = await ledger_of(shop).adopt_orphans(prefixes=("slack:",))
+    assert (fresh.claim.key, fresh.adoptions) == ("slack:command:fresh", 1)
+
+
 async def test_a_committed_change_is_never_given_up_however_often_its_process_died(
     shop: Shop,
 ) -> None:
