@@ -21,7 +21,7 @@ SUCCEEDED = "succeeded"
 UNKNOWN = "unknown"
 # What may delete a queue's rows, where the profile says nothing more precise.
 SOMETHING_ELSE = (
-    "whatever deletes rows of this table (a clean-up, a worker) may delete failed jobs too"
+    "whatever deletes rows of this table, a clean-up or a worker, may delete failed jobs too"
 )
 
 

@@ -108,8 +108,8 @@ class SystemBase(QueueProfile):
     # writes the columns its system's own retry writes, never a state value.
     derived_states: ClassVar[bool] = False
     deleted_by: ClassVar[str] = (
-        "{system} may delete finished jobs (its own clean-up, or as its workers are set "
-        "up), and queuebot cannot tell here that it keeps the failed ones"
+        "{system} may delete finished jobs, by its own clean-up or as its workers are set "
+        "up, and queuebot cannot tell here that it keeps the failed ones"
     )
     # A system without a state column that keeps its succeeded jobs: a column every
     # succeeded job has set (and few others), whose share in the statistics tells triage
