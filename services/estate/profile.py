@@ -134,13 +134,14 @@ class QueueProfile(ProfileTables):
         self._check_status_mapping()
         self.state_map = self.mapped_states(self.states)
         # what a redriven job whose row left the table means here (refused where it is a
-        # fact of the system and configured all the same)
+        # fact of the system and configured all the same); a preset names its system
+        system = str(getattr(self, "system", self.name))
         self.deleted_jobs: DeletedJobs = judge(
             queue=queue,
             config=config,
-            system=getattr(self, "system", self.name),
+            system=system,
             fixed=self.success_deletes,
-            words=self.deleted_by.format(system=getattr(self, "system", self.name)),
+            words=self.deleted_by.format(system=system),
         )
 
     # -- states --------------------------------------------------------------------------
