@@ -35,6 +35,11 @@ CANONICAL_STATE_NAMES: tuple[CanonicalStateName, ...] = (
     "cancelled",
 )
 STATUS_VALUE_MAX = 200
+# What a redriven job whose row left the queue's table means: it succeeded (the team's
+# workers delete only jobs that succeeded), or its outcome is unknown (they may delete
+# failed ones too). Unset, the profile's own fact holds (services/estate/deleted_jobs.py).
+DeletedJobsName = Literal["succeeded", "unknown"]
+DELETED_JOBS_NAMES: tuple[DeletedJobsName, ...] = ("succeeded", "unknown")
 
 
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}\Z")
@@ -89,6 +94,8 @@ class QueueConfig(Strict):
     ``statuses`` maps the team's own status values onto canonical states, e.g.
     ``dead = ["DLQ", "DEAD_LETTER"]``: they mean the same as the profile's own values of
     that state (docs/profiles.md says how writes treat them).
+    ``deleted_jobs`` says what a redriven job whose row left the table means, where the
+    system's workers decide whether they delete failed jobs (docs/presets.md).
     """
 
     profile: ProfileName | None = None
@@ -103,6 +110,7 @@ class QueueConfig(Strict):
     columns: dict[str, Identifier] = Field(default_factory=dict)
     statuses: dict[CanonicalStateName, list[str]] = Field(default_factory=dict)
     stuck_after_minutes: int = Field(default=15, ge=1, le=24 * 60)
+    deleted_jobs: DeletedJobsName | None = None
 
     # where it was written: the file and its section ("queue" or "queues.NAME"); None for
     # the demo's queues, used when no queue is configured (set by ``parse_file_config``)
@@ -183,6 +191,17 @@ class QueueConfig(Strict):
                     )
                 seen[item] = state
         return value
+
+    @field_validator("deleted_jobs", mode="before")
+    @classmethod
+    def _deleted_jobs(cls, value: Any) -> Any:
+        if value is None or value in DELETED_JOBS_NAMES:
+            return value
+        raise ValueError(
+            'expected "succeeded" (this queue\'s workers delete a job only when it succeeded) '
+            'or "unknown" (they may delete failed jobs too: a plan halts on a job that left '
+            "the table)"
+        )
 
     @field_validator("columns")
     @classmethod

@@ -255,7 +255,12 @@ class WaveStatus:
     terminal: int
     open: int
     redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
+    # succeeded: in a success state, or none of its rows in the table any more where the
+    # queue's rule says such a job succeeded (``QueueProfile.deleted_jobs``)
     succeeded: list[str] = field(default_factory=list)
+    # jobs none of whose rows is in the table any more, where the queue's rule leaves the
+    # outcome of such a job unknown (something may delete failed jobs too)
+    unknown: list[str] = field(default_factory=list)
     # jobs with a row still queued or running (a job may have several rows)
     open_jobs: list[str] = field(default_factory=list)
     # each dead-again job's failure signature, made as its frozen target's signature was

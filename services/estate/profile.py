@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.config import QueueConfig
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate import args_like
+from services.estate.deleted_jobs import SOMETHING_ELSE, DeletedJobs, judge
 from services.estate.labels import lacking, lacking_note, unwritable_label
 from services.estate.model import (
     DEAD_LETTER_STATES,
@@ -111,6 +112,13 @@ class QueueProfile(ProfileTables):
     # (Procrastinate's errors are in its workers' logs): a halted plan says so rather than
     # judge whether its jobs died of the same cause.
     no_error_text: ClassVar[str | None] = None
+    # Where the system deletes a job when it succeeds and keeps a failed one (graphile-worker,
+    # Que): a redriven job whose row is gone succeeded, a fact no setting changes.
+    success_deletes: ClassVar[bool] = False
+    # Otherwise, what may delete the queue's jobs, failed ones too ("{system}": the system's
+    # name): a redriven job whose row is gone has an unknown outcome unless the queue's
+    # ``deleted_jobs`` says it succeeded.
+    deleted_by: ClassVar[str] = SOMETHING_ELSE
 
     @classmethod
     def ddl(cls, dialect: str) -> str:
@@ -125,6 +133,16 @@ class QueueProfile(ProfileTables):
         self._statuses: dict[str, list[str]] = {str(k): v for k, v in config.statuses.items()}
         self._check_status_mapping()
         self.state_map = self.mapped_states(self.states)
+        # what a redriven job whose row left the table means here (refused where it is a
+        # fact of the system and configured all the same); a preset names its system
+        system = str(getattr(self, "system", self.name))
+        self.deleted_jobs: DeletedJobs = judge(
+            queue=queue,
+            config=config,
+            system=system,
+            fixed=self.success_deletes,
+            words=self.deleted_by.format(system=system),
+        )
 
     # -- states --------------------------------------------------------------------------
 
@@ -246,8 +264,8 @@ class QueueProfile(ProfileTables):
 
     async def describe(self, conn: AsyncConnection) -> list[str]:
         """What ``queuebot config check`` says of this queue beyond "its tables are there":
-        the status mapping in effect, changes a mapping turns off, and what each absent
-        optional table or column turns off."""
+        the status mapping in effect, changes a mapping turns off, what each absent
+        optional table or column turns off, and what a job that left the table means."""
         tables = await self.tables(conn)
         lines: list[str] = []
         for role, column, own in self.status_vocabularies():
@@ -291,6 +309,7 @@ class QueueProfile(ProfileTables):
                 lines.append(f"no column {table.name}.{actual}: {spec.optional[col]}")
         if not off:
             lines.append("every optional table and column is present: nothing is turned off")
+        lines.append(self.deleted_jobs.line())
         return lines
 
     def demo(self) -> ProfileDemo | None:

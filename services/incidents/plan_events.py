@@ -102,6 +102,7 @@ def _clean(wave: Wave) -> bool:
         and wave.finished_at is not None
         and wave.outcome is WaveOutcome.OK
         and wave.redead == 0
+        and wave.unknown == 0
         and wave.rolled_back == 0
     )
 
@@ -159,6 +160,8 @@ def wave_lines(
                 f"{ref} {wave.label} finished: {wave.succeeded:,} succeeded, "
                 f"{wave.redead:,} died again"
             )
+            if wave.unknown:
+                finished += f", {wave.unknown:,} left the table with their outcome unknown"
             if wave.rolled_back:
                 finished += f", {wave.rolled_back:,} rolled back"
             lines.append(
@@ -194,6 +197,9 @@ async def _line(
         succeeded = sum(w.succeeded for w in waves)
         redead = sum(w.redead for w in waves)
         text = f"{ref} completed: {succeeded:,} of {total:,} succeeded, {redead:,} died again"
+        unknown = sum(w.unknown for w in waves)
+        if unknown:
+            text += f", {unknown:,} left the table with their outcome unknown"
     return TimelineEntry(event.at, event.action, event.person, text)
 
 

@@ -1,7 +1,8 @@
 """Staged redrive plans: the sample runs on approval, and every later wave is started by a
 durable scheduler tick, only once the previous wave is all terminal, nothing in it
-re-entered the dead-letter state, the dead-letter count is not growing and the velocity
-cap allows. A re-dead-letter halts the plan; resuming needs a new approval.
+re-entered the dead-letter state or left the table with its outcome unknown, the
+dead-letter count is not growing and the velocity cap allows. A re-dead-letter, or a job
+gone from the table that may have failed, halts the plan; resuming needs a new approval.
 
 Every step runs in the caller's transaction and locks the plan row first, so ticks from
 several replicas, a halt and an approval take turns; the step, its audit event and the
@@ -40,10 +41,12 @@ from services.plans.publish import announce
 from services.plans.settle import (
     SYSTEM,
     Settled,
+    completed_words,
     finished,
     halt_cause,
     record_finished,
     settle,
+    unknown_words,
 )
 from services.scheduler import FollowUp
 
@@ -171,8 +174,8 @@ class PlanEngine:
         if current is not None:
             ops = self.estate.profile(plan.queue).plan_ops
             settled = await settle(conn, ops, plan.id, current)
-            if settled.redead and plan.state is PlanState.RUNNING:
-                return await self._halt_on_redead(conn, plan, settled, now)
+            if (settled.redead or settled.unknown) and plan.state is PlanState.RUNNING:
+                return await self._halt(conn, plan, settled, now)
             current = settled.wave
             ends = not settled.open and current.finished_at is None
             if ends:
@@ -188,8 +191,7 @@ class PlanEngine:
                     await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
                 return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
         if plan.cursor >= plan.total:
-            redead = sum(w.redead for w in waves.waves)
-            done = "every wave succeeded" if not redead else f"every wave done; {redead} dead again"
+            done = completed_words(waves.waves)
             await store.set_state(conn, plan.id, PlanState.COMPLETED, done, now)
             await self.audit.append(
                 conn,
@@ -322,19 +324,32 @@ class PlanEngine:
         started = [*(news or []), WaveStarted(wave_no)]
         return [await announce(conn, self.outbox, plan.id, started, now=now)]
 
-    async def _halt_on_redead(
+    async def _halt(
         self, conn: AsyncConnection, plan: PlanRow, settled: Settled, now: datetime
     ) -> list[FollowUp]:
-        """A row of the wave died again: halt the plan, saying whether its failure is the
-        one the plan was for. The wave's other rows are still counted as they finish."""
+        """A row of the wave died again, or a job of it left the table where that may mean
+        it failed: halt the plan, saying whether a failure is the one the plan was for, and
+        why a job gone from the table has an unknown outcome. The wave's other rows are
+        still counted as they finish."""
         current = settled.wave
         redead = settled.redead
-        originals = await store.signatures_of_wave(conn, plan.id, current.number)
-        cause = halt_cause(settled, originals, self.estate.profile(plan.queue).no_error_text)
-        note = (
-            f"HALTED: {len(redead)} job(s) of {current.label} re-entered the dead-letter "
-            f"state; {cause.words}. Nothing more is redriven."
-        )
+        profile = self.estate.profile(plan.queue)
+        said: list[str] = []
+        cause = None
+        if redead:
+            originals = await store.signatures_of_wave(conn, plan.id, current.number)
+            cause = halt_cause(settled, originals, profile.no_error_text)
+            said.append(
+                f"{len(redead)} job(s) of {current.label} re-entered the dead-letter state; "
+                f"{cause.words}"
+            )
+        if settled.unknown:
+            said.append(
+                unknown_words(
+                    current, len(settled.unknown), profile.deleted_jobs, more=bool(redead)
+                )
+            )
+        note = f"HALTED: {'. '.join(said)}. Nothing more is redriven."
         halted = current.model_copy(
             update={
                 "outcome": WaveOutcome.HALTED,
@@ -358,8 +373,9 @@ class PlanEngine:
             reason=note,
             details={
                 "redead": [[j, e] for j, e in redead],
-                "same_signature": cause.same,
-                "cause_unread": cause.unread,
+                "same_signature": cause.same if cause else [],
+                "cause_unread": cause.unread if cause else [],
+                **({"unknown": settled.unknown} if settled.unknown else {}),
             },
         )
         halted_news: list[News] = [Note(note)]

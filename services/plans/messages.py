@@ -42,7 +42,7 @@ def where_now(p: PlanView) -> str:
             if waves == 0
             else f"done: the sample and {waves} wave(s) finished"
         )
-        return done + _died_again(p)
+        return done + _died_again(p) + _left_table(p)
     if p.state is PlanState.ROLLED_BACK:
         held = (
             "; the rows a worker held are counted as they finish"
@@ -81,6 +81,13 @@ def _died_again(p: PlanView) -> str:
     )
 
 
+def _left_table(p: PlanView) -> str:
+    """A completed plan's jobs that left the table with their outcome unknown."""
+    if not p.unknown:
+        return ""
+    return f"; {p.unknown:,} left the table with their outcome unknown"
+
+
 def plan_message(p: PlanView) -> Message:
     where = where_now(p)
     state = {
@@ -96,7 +103,7 @@ def plan_message(p: PlanView) -> Message:
         Heading(head),
         Text(
             f"{bar} {p.succeeded:,}/{p.total:,} succeeded; {p.redriven:,} redriven; "
-            f"{p.redead:,} dead again; now: {where}",
+            f"{p.redead:,} dead again; {_unknown(p.unknown)}now: {where}",
             mono=True,
         ),
         Fields(
@@ -113,37 +120,7 @@ def plan_message(p: PlanView) -> Message:
     if p.note:
         blocks.append(Text(p.note))
     if p.waves:
-        blocks.append(
-            Table(
-                (
-                    "wave",
-                    "size",
-                    "started",
-                    "finished",
-                    "ok",
-                    "dead again",
-                    "skipped",
-                    "rolled back",
-                    "outcome",
-                ),
-                tuple(
-                    (
-                        w.label,
-                        str(w.size),
-                        w.started_at.strftime("%H:%M:%S"),
-                        w.finished_at.strftime("%H:%M:%S") if w.finished_at else "-",
-                        str(w.succeeded),
-                        str(w.redead),
-                        str(w.skipped),
-                        str(w.rolled_back),
-                        w.outcome.replace("_", " "),
-                    )
-                    for w in p.waves
-                ),
-                title="Waves",
-                numeric=(1, 4, 5, 6, 7),
-            )
-        )
+        blocks.append(_waves_table(p))
     if p.state is PlanState.HALTED:
         blocks.append(
             Text(
@@ -153,6 +130,40 @@ def plan_message(p: PlanView) -> Message:
             )
         )
     return Message(f"{head}: {p.succeeded:,}/{p.total:,} succeeded", tuple(blocks))
+
+
+def _unknown(n: int) -> str:
+    """The status line's count of jobs that left the table with their outcome unknown."""
+    return f"{n:,} left the table, outcome unknown; " if n else ""
+
+
+def _waves_table(p: PlanView) -> Table:
+    """Each wave's counts; a column of jobs that left the table with their outcome unknown
+    where a wave has any."""
+    unknown = any(w.unknown for w in p.waves)
+    head = ("wave", "size", "started", "finished", "ok", "dead again")
+    rows = tuple(
+        (
+            w.label,
+            str(w.size),
+            w.started_at.strftime("%H:%M:%S"),
+            w.finished_at.strftime("%H:%M:%S") if w.finished_at else "-",
+            str(w.succeeded),
+            str(w.redead),
+            *((str(w.unknown),) if unknown else ()),
+            str(w.skipped),
+            str(w.rolled_back),
+            w.outcome.replace("_", " "),
+        )
+        for w in p.waves
+    )
+    tail = ("skipped", "rolled back", "outcome")
+    return Table(
+        (*head, *(("unknown",) if unknown else ()), *tail),
+        rows,
+        title="Waves",
+        numeric=(1, 4, 5, 6, 7, 8) if unknown else (1, 4, 5, 6, 7),
+    )
 
 
 def wave_started(p: PlanView, wave: Wave) -> Message:
@@ -168,7 +179,9 @@ def wave_started(p: PlanView, wave: Wave) -> Message:
 def wave_finished(p: PlanView, wave: Wave) -> Message:
     text = (
         f"{p.ref} {wave.label} finished: {wave.succeeded:,} succeeded, "
-        f"{wave.redead:,} dead again - {wave.outcome.replace('_', ' ')}"
+        f"{wave.redead:,} dead again"
+        + (f", {wave.unknown:,} left the table (outcome unknown)" if wave.unknown else "")
+        + f" - {wave.outcome.replace('_', ' ')}"
     )
     return Message(text, (Text(text),))
 

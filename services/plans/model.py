@@ -34,6 +34,9 @@ class ItemState(StrEnum):
     SUCCEEDED = "succeeded"
     REDEAD = "redead"  # dead again after the redrive
     ROLLED_BACK = "rolled_back"
+    # left the table after the redrive, where that says nothing of how it ended (the
+    # queue's ``deleted_jobs`` rule): neither succeeded nor dead again, as far as is known
+    UNKNOWN = "unknown"
 
 
 # Items that were redriven, whatever came of it.
@@ -42,6 +45,7 @@ REDRIVEN_STATES = (
     ItemState.SUCCEEDED,
     ItemState.REDEAD,
     ItemState.ROLLED_BACK,
+    ItemState.UNKNOWN,
 )
 
 
@@ -106,11 +110,17 @@ class Wave(BaseModel):
     succeeded: int = 0
     redead: int = 0
     rolled_back: int = 0  # returned to the dead letters by the plan's rollback
+    unknown: int = 0  # left the table with an outcome queuebot cannot know
     outcome: WaveOutcome = WaveOutcome.RUNNING
 
     @property
     def label(self) -> str:
         return "sample" if self.number == 0 else f"wave {self.number}"
+
+    @property
+    def owner(self) -> str:
+        """The wave as the owner of its jobs: "the sample's", "wave 2's"."""
+        return "the sample's" if self.number == 0 else f"wave {self.number}'s"
 
 
 class Waves(BaseModel):
@@ -246,6 +256,7 @@ class PlanView:
     rolled_back: int = 0
     incident: str | None = None
     message_ref: dict[str, str] | None = field(default=None)
+    unknown: int = 0  # left the table with an outcome queuebot cannot know
 
     @property
     def ref(self) -> str:

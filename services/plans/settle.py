@@ -1,18 +1,22 @@
 """Settling a wave: the outcome of each row a wave redrove, counted as the rows finish,
 whatever the plan's state. A halt stops new waves, not the counting of those already out;
-after a rollback the rows a worker had claimed are still counted as they finish.
+after a rollback the rows a worker had claimed are still counted as they finish. A job
+whose rows left the table is counted by the queue's rule (``QueueProfile.deleted_jobs``):
+succeeded where only successes are deleted, else its outcome is unknown.
 
 Steps in the caller's transaction (they take its connection and never commit).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
+from services.estate.deleted_jobs import DeletedJobs
 from services.estate.ops import PlanOps
 from services.estate.signature import (
     NO_ERROR,
@@ -36,6 +40,8 @@ class Settled:
     redead: list[tuple[str, str | None]] = field(default_factory=list)  # (job, new error)
     signatures: dict[str, str] = field(default_factory=dict)  # of the dead-again jobs
     earlier: dict[str, str] = field(default_factory=dict)  # as an earlier version made them
+    # the jobs this settling found gone from the table, their outcome unknown
+    unknown: list[str] = field(default_factory=list)
 
     def same(self, job: str, error: str | None, frozen: str | None) -> bool:
         """Whether a dead-again job failed as its frozen row had: the same signature,
@@ -144,9 +150,15 @@ async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> 
     redead = await store.mark(conn, plan, dead, ItemState.REDEAD, wave=wave.number)
     done = [job for job in status.succeeded if job not in held]
     succeeded = await store.mark(conn, plan, done, ItemState.SUCCEEDED, wave=wave.number)
+    gone = [job for job in status.unknown if job not in held]
+    unknown = await store.mark(conn, plan, gone, ItemState.UNKNOWN, wave=wave.number)
     # counted as the items move (no read of the wave's items again)
     counted = wave.model_copy(
-        update={"succeeded": wave.succeeded + succeeded, "redead": wave.redead + redead}
+        update={
+            "succeeded": wave.succeeded + succeeded,
+            "redead": wave.redead + redead,
+            "unknown": wave.unknown + unknown,
+        }
     )
     return Settled(
         counted,
@@ -155,27 +167,53 @@ async def settle(conn: AsyncConnection, ops: PlanOps, plan: int, wave: Wave) -> 
         list(status.redead),
         dict(status.signatures),
         dict(status.earlier_signatures),
+        gone,
     )
+
+
+def unknown_words(wave: Wave, jobs: int, rule: DeletedJobs, *, more: bool = False) -> str:
+    """Why a halt on jobs of ``wave`` that left the table: their outcome is unknown, what
+    may have deleted them, and the setting that says a job that left it succeeded."""
+    return (
+        f"{jobs:,} {'more ' if more else ''}of {wave.owner} jobs left the table, and this "
+        f"queue's workers may delete failed jobs ({rule.because}): their outcome is "
+        f"unknown; {rule.setting}"
+    )
+
+
+def completed_words(waves: Sequence[Wave]) -> str:
+    """What a completed plan's note says of its waves."""
+    redead = sum(w.redead for w in waves)
+    unknown = sum(w.unknown for w in waves)
+    if not redead and not unknown:
+        return "every wave succeeded"
+    done = "every wave done"
+    if redead:
+        done += f"; {redead} dead again"
+    if unknown:
+        done += f"; {unknown} left the table with their outcome unknown"
+    return done
 
 
 def finished(wave: Wave, now: datetime) -> Wave:
     """The wave, none of whose rows is out any more, as finished now: a wave still marked
-    running ends ok, or halted when a row of it died again; a halted or rolled back wave
-    keeps its outcome."""
+    running ends ok, or halted when a row of it died again or left the table with its
+    outcome unknown; a halted or rolled back wave keeps its outcome."""
     if wave.finished_at is not None:
         return wave
     outcome = wave.outcome
     if outcome is WaveOutcome.RUNNING:
-        outcome = WaveOutcome.OK if wave.redead == 0 else WaveOutcome.HALTED
+        clean = wave.redead == 0 and wave.unknown == 0
+        outcome = WaveOutcome.OK if clean else WaveOutcome.HALTED
     return wave.model_copy(update={"outcome": outcome, "finished_at": now})
 
 
 async def record_finished(
     conn: AsyncConnection, audit: AuditTrail, plan: PlanRow, wave: Wave, now: datetime
 ) -> None:
-    """A wave's ``plan.wave_finished`` event: how many of its rows succeeded and died again
-    (each row's outcome is its plan item's state), whichever step saw its last row end (a
-    tick, a rollback or a close)."""
+    """A wave's ``plan.wave_finished`` event: how many of its rows succeeded, died again
+    and left the table with their outcome unknown (each row's outcome is its plan item's
+    state), whichever step saw its last row end (a tick, a rollback or a close)."""
     await audit.append(
         conn,
         action="plan.wave_finished",
@@ -184,5 +222,10 @@ async def record_finished(
         subject=plan.ref,
         queue=plan.queue,
         incident=plan.incident,
-        details={"wave": wave.number, "succeeded": wave.succeeded, "redead": wave.redead},
+        details={
+            "wave": wave.number,
+            "succeeded": wave.succeeded,
+            "redead": wave.redead,
+            **({"unknown": wave.unknown} if wave.unknown else {}),
+        },
     )

@@ -149,6 +149,7 @@ async def view(conn: AsyncConnection, number: int) -> PlanView:
         succeeded=counts.get(ItemState.SUCCEEDED.value, 0),
         redead=counts.get(ItemState.REDEAD.value, 0),
         rolled_back=counts.get(ItemState.ROLLED_BACK.value, 0),
+        unknown=counts.get(ItemState.UNKNOWN.value, 0),
         schedule=list(plan.waves.schedule),
         waves=list(plan.waves.waves),
         note=plan.note,

@@ -45,9 +45,17 @@ from services.outbox import chat_posts
 
 PLAN_STATES = ("running", "halted", "completed", "rolled_back", "closed")
 ACTIVE_PLAN_STATES = ("running", "halted")
-PLAN_JOB_STATES = ("waiting", "redriven", "skipped", "succeeded", "redead", "rolled_back")
+PLAN_JOB_STATES = (
+    "waiting",
+    "redriven",
+    "skipped",
+    "succeeded",
+    "redead",
+    "rolled_back",
+    "unknown",
+)
 # A plan's jobs that were redriven, whatever came of it.
-REDRIVEN_JOB_STATES = ("redriven", "succeeded", "redead", "rolled_back")
+REDRIVEN_JOB_STATES = ("redriven", "succeeded", "redead", "rolled_back", "unknown")
 PLAN_HALTED = "plan.halted"  # the audit action of every halt, automatic or by a person
 # An open incident's communications: told in time (met) or late or never (missed), and
 # not told yet, with the deadline ahead (pending) or passed (overdue: the timer that marks

@@ -214,15 +214,18 @@ CONCURRENCY = 10  # Procrastinate's jobs at once in one worker: a mail waits on 
 
 
 class ProcrastinateMails:
-    """Procrastinate's queue ``mails`` while the mail relay was down."""
+    """Procrastinate's queue ``mails`` while the mail relay was down. ``delete_jobs``: the
+    background worker's ``--delete-jobs`` (never, successful, always; unset: its default,
+    never); the worker that makes the dead jobs keeps them."""
 
     preset = "procrastinate"
     queue = "mails"
     dead_state = "failed"
     ok_state = "succeeded"
 
-    def __init__(self) -> None:
+    def __init__(self, *, delete_jobs: str | None = None) -> None:
         self.system = Procrastinate()
+        self.delete_jobs = delete_jobs
 
     def _python(self, url: str, code: str, *args: str) -> str:
         return self.system._tool(url, "-c", code, *args, timeout=300)
@@ -253,6 +256,7 @@ class ProcrastinateMails:
             "worker",
             f"--concurrency={CONCURRENCY}",
             "--fetch-job-polling-interval=1",
+            *([f"--delete-jobs={self.delete_jobs}"] if self.delete_jobs else []),
         )
         return argv, {URL_ENV: url, FAULT_ENV: "1" if fault else "0"}, ROOT
 

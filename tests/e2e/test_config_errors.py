@@ -96,3 +96,29 @@ def test_an_unreachable_database_is_shown_as_typed_with_its_password_masked(
     typed = url.replace("secret-pw", "***")
     assert f"queuebot's database {typed} (" in line, line
     assert "secret-pw" not in line
+
+
+def test_what_a_deleted_job_means_is_one_of_two_words(tmp_path: Path) -> None:
+    toml = '[queues.mail]\npreset = "procrastinate"\ndeleted_jobs = "always"\n'
+    code, _, err = run_check(tmp_path, toml)
+    assert code == 2
+    assert one_line(err) == (
+        f"queuebot: {tmp_path / 'team.toml'}: queues.mail.deleted_jobs = 'always': expected "
+        '"succeeded" (this queue\'s workers delete a job only when it succeeded) or '
+        '"unknown" (they may delete failed jobs too: a plan halts on a job that left the '
+        "table)"
+    )
+
+
+def test_what_a_deleted_job_means_is_not_configured_where_it_is_the_systems_fact(
+    tmp_path: Path,
+) -> None:
+    toml = '[queues.jobs]\npreset = "graphile-worker"\ndeleted_jobs = "succeeded"\n'
+    with demo_database("sqlite", tmp_path) as url:
+        code, _, err = run_check(tmp_path, toml, QUEUEBOT_DATABASE_URL=url)
+    assert code == 2
+    assert one_line(err) == (
+        f"queuebot: {tmp_path / 'team.toml'}: queues.jobs.deleted_jobs: queue 'jobs' "
+        "(graphile-worker) needs no deleted_jobs: graphile-worker deletes a job only when it "
+        "succeeds, so a job that left its table succeeded; remove the key"
+    )

@@ -45,6 +45,12 @@ def test_the_command_line_on_a_preset(river_url: str, tmp_path: Path) -> None:
     assert "queue mail (river): tables public.river_job ok" in checked.stdout
     assert "preset river (River): queue 'emails' of public.river_job" in checked.stdout
     assert "dead = discarded" in checked.stdout
+    assert (  # what a redriven job that left the table means, and how to say otherwise
+        "  a job that leaves the table: outcome unknown, and a staged redrive halts on it "
+        "(River's cleaner deletes finished jobs after a while, discarded ones too); set "
+        f'{config}: queues.mail.deleted_jobs = "succeeded" if this queue\'s workers delete '
+        "only jobs that succeeded\n"
+    ) in checked.stdout
     assert (
         "table 'public.procrastinate_jobs' does not exist in the queue database: the "
         "procrastinate preset looks for the system's own tables in schema 'public'"

@@ -54,3 +54,15 @@ def test_a_halt_between_waves_and_a_wave_with_deaths_break_the_run() -> None:
         "P-1 wave 5 started: 10 job(s) redriven",
         "P-1 wave 5 finished: 9 succeeded, 1 died again",
     ]
+
+
+def test_a_wave_whose_jobs_left_the_table_unknown_keeps_its_own_line_saying_so() -> None:
+    # an OK outcome with unknowns would not be written, but the count alone breaks the run
+    gone = wave(3).model_copy(update={"succeeded": 8, "unknown": 2})
+    lines = texts([wave(1), wave(2), gone, wave(4), wave(5), wave(6)])
+    assert (
+        "P-1 wave 3 finished: 8 succeeded, 0 died again, 2 left the table with their outcome "
+        "unknown"
+    ) in lines
+    assert lines[-1].startswith("P-1 waves 4-6 ran: 30 job(s) redriven, 30 succeeded")
+    assert not any(line.startswith("P-1 waves 1-") for line in lines)

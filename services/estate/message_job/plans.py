@@ -157,7 +157,7 @@ class MessageJobPlanOps:
                 tally.add(str(plain(job)), str(plain(status)), error)
         # a dead letter's signature is its error's own (``changes._signature``): the
         # engine takes it from the error text, so no signatures are given here
-        return tally.status()
+        return tally.status(jobs=(i.job_id for i in items))
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
         m = (await self.profile.tables(conn))["messages"]

@@ -70,6 +70,7 @@ class ObanProfile(SystemProfile):
         "cancelled": CanonicalState.CANCELLED,
     }
     dead_letter_states = (CanonicalState.DEAD,)
+    deleted_by = "Oban's pruner deletes finished jobs, discarded ones too, after 60 s by default"
     retry_state = "available"
     cancel_state = "cancelled"
     restored = (

@@ -65,6 +65,7 @@ class PgBossProfile(SystemProfile):
         "failed": CanonicalState.DEAD,
     }
     dead_letter_states = (CanonicalState.DEAD,)
+    deleted_by = "pg-boss moves finished jobs, failed ones too, to its archive after a while"
     retry_state = "retry"
     cancel_state = "cancelled"
     restored = ("state", "retry_count", "retry_limit", "completed_on", "start_after")

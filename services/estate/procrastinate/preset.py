@@ -74,6 +74,10 @@ class ProcrastinateProfile(SystemProfile):
     )
     write_needs = {"requeue": _writes, "redrive": _writes, "cancel": _writes}
     no_error_text = "Procrastinate keeps a job's errors in its workers' logs, not in the database"
+    deleted_by = (
+        "Procrastinate's worker deletes finished jobs when it is run with --delete-jobs: "
+        "successful deletes only jobs that succeeded, always failed ones too"
+    )
 
     def _event_time(
         self, t: Mapping[str, BoundTable], kind: str, pick: Any

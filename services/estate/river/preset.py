@@ -66,6 +66,7 @@ class RiverProfile(SystemProfile):
         "cancelled": CanonicalState.CANCELLED,
     }
     dead_letter_states = (CanonicalState.DEAD,)
+    deleted_by = "River's cleaner deletes finished jobs after a while, discarded ones too"
     retry_state = "available"
     cancel_state = "cancelled"
     restored = ("state", "attempt", "max_attempts", "finalized_at", "scheduled_at")

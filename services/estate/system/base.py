@@ -40,7 +40,9 @@ from services.estate.ops import Action
 from services.estate.profile import QueueProfile, as_utc, plain, row_dict
 from services.estate.tables import BoundTable, IndexPlan
 
-# The label a job gets in a wave where its system deleted it on success (``success_deletes``).
+# The name of the success a system that deletes a job on success (``success_deletes``)
+# shows as its state: no row has it (a staged redrive settles a gone job by the queue's
+# ``deleted_jobs`` rule, services/estate/deleted_jobs.py).
 GONE = "(gone: succeeded)"
 # The label a job's state is read under beside its row.
 STATE = "qb_state"
@@ -105,9 +107,10 @@ class SystemBase(QueueProfile):
     # columns say (``state_value`` reads one, ``state_where`` selects one), and a change
     # writes the columns its system's own retry writes, never a state value.
     derived_states: ClassVar[bool] = False
-    # Where a job that succeeds is deleted (graphile-worker, Que): a redriven job whose row
-    # is gone succeeded.
-    success_deletes: ClassVar[bool] = False
+    deleted_by: ClassVar[str] = (
+        "{system} may delete finished jobs, by its own clean-up or as its workers are set "
+        "up, and queuebot cannot tell here that it keeps the failed ones"
+    )
     # A system without a state column that keeps its succeeded jobs: a column every
     # succeeded job has set (and few others), whose share in the statistics tells triage
     # whether most of a large table succeeded, so it estimates those (``not_succeeded``).
@@ -127,7 +130,7 @@ class SystemBase(QueueProfile):
         if "cols" not in cls.__dict__:
             return  # an intermediate class
         cls.status_column = cls.cols.state
-        if cls.success_deletes:  # a redriven job that is gone succeeded
+        if cls.success_deletes:  # a job that is gone succeeded
             cls.states = {**cls.states, GONE: CanonicalState.SUCCEEDED}
         if not cls.derived_states:  # each change writes the system's own state value
             writes = ((CanonicalState.PENDING, cls.retry_state),)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.estate import redrive_log
 from services.estate.ops import Death, ItemRef, Selector, Target, WaveStatus, chunk_for, chunks
 from services.estate.profile import as_utc, plain
-from services.estate.system.base import GONE, KEPT
+from services.estate.system.base import KEPT
 from services.estate.system.changes import failure_signature
 from services.estate.tables import BoundTable
 from services.estate.tally import WaveTally
@@ -80,20 +80,15 @@ class SystemPlanOps:
         cols: list[sa.ColumnElement[Any]] = [q.c(p.cols.id), p.state_value(t)]
         if error is not None:
             cols.append(error)
-        seen: set[str] = set()
         for part in chunks(ids, chunk_for(q.dialect)):
             rows = await conn.execute(sa.select(*cols).where(q.isin(p.cols.id, part)))
             for r in rows.all():
                 job, status = str(plain(r[0])), str(plain(r[1]))
-                seen.add(job)
                 text = r[2] if error is not None else None
                 if tally.add(job, status, text):
                     signatures[job] = failure_signature(text)
-        if p.success_deletes:  # a job its system deleted on success: succeeded
-            for item in items:
-                if item.job_id not in seen:
-                    tally.add(item.job_id, GONE, None)
-        return tally.status(signatures=signatures)
+        # a job gone from the table is settled by the queue's rule (``deleted_jobs``)
+        return tally.status(jobs=(i.job_id for i in items), signatures=signatures)
 
     def _unclaimed(self, t: Mapping[str, BoundTable], item: ItemRef) -> sa.ColumnElement[bool]:
         """A redriven job no worker picked up yet: in the state the retry wrote, with the

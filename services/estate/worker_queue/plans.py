@@ -100,7 +100,9 @@ class WorkerQueuePlanOps:
                     signatures[job] = failure_signature(q, r)  # as the frozen one
                     if not q.has("failure_reason"):
                         earlier[job] = EARLIER_UNLABELLED + signatures[job]
-        return tally.status(signatures=signatures, earlier_signatures=earlier)
+        return tally.status(
+            jobs=(i.job_id for i in items), signatures=signatures, earlier_signatures=earlier
+        )
 
     async def unclaimed(self, conn: AsyncConnection, *, items: list[ItemRef]) -> list[str]:
         q = await self._table(conn)
