@@ -136,9 +136,15 @@ async def _plan_change(
     return Frozen([], [], affected=len(unclaimed))
 
 
-def nothing_to_do(kind: ChangeKind, selector: Selector, ineligible: list[Ineligible]) -> str:
+def nothing_to_do(
+    kind: ChangeKind, selector: Selector, ineligible: list[Ineligible], total: int | None = None
+) -> str:
+    """Why a request changes nothing; ``total``: how many rows were ineligible, where
+    ``ineligible`` names only some of them."""
     if not ineligible:
         return f"nothing to {kind.value}: no rows match {selector.describe()}"
-    listed = "; ".join(f"{i.id}: {i.why}" for i in ineligible[:10])
-    more = f" (and {len(ineligible) - 10} more)" if len(ineligible) > 10 else ""
+    named = [i for i in ineligible if not i.id.endswith(" more")]
+    total = len(named) if total is None else total
+    listed = "; ".join(f"{i.id}: {i.why}" for i in named[:10])
+    more = f" (and {total - 10:,} more)" if total > 10 else ""
     return f"nothing to {kind.value}: every row named is ineligible ({listed}{more})"

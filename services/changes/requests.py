@@ -376,7 +376,9 @@ class ChangeRequests:
             requester=draft.actor.person,
         )
         if number is None:
-            raise PreconditionFailed(nothing_to_do(draft.kind, selector, found.excluded))
+            raise PreconditionFailed(
+                nothing_to_do(draft.kind, selector, found.excluded, total=found.excluded_count)
+            )
         checks = [(c.name, c.verdict, c.detail) for c in found.checks]
         required = self._required(draft.kind, found.eligible, found.schedule, draft.actor, can)
         await store.complete(

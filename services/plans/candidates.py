@@ -66,7 +66,8 @@ class PlanFreeze:
     """What a plan's freeze found, counted as its pages went by."""
 
     eligible: int
-    excluded: list[Ineligible]
+    excluded: list[Ineligible]  # named one by one up to LISTED, then summed up
+    excluded_count: int  # every row excluded, named or not
     checks: list[Check]
     by_signature: list[tuple[str, int]]
     schedule: list[int]
@@ -134,6 +135,7 @@ async def freeze_plan(
     return PlanFreeze(
         eligible=eligible,
         excluded=excluded,
+        excluded_count=screen.count + beyond,
         checks=[*checks, *screen.checks()],
         by_signature=signatures.most_common(),
         schedule=wave_schedule(config, eligible, selector.sample),

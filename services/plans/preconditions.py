@@ -192,6 +192,11 @@ class Screen:
         self.exclude(out, check)
         return kept
 
+    @property
+    def count(self) -> int:
+        """Every job excluded, named or not."""
+        return len(self.excluded) + sum(self.unlisted.values())
+
     def summary(self) -> list[Ineligible]:
         """The excluded jobs named, then one line for those not named, by check."""
         if not self.unlisted:
