@@ -43,8 +43,20 @@ async def candidates(
     now: datetime,
     requester: str | None = None,
 ) -> tuple[list[Target], list[Ineligible], Evaluation]:
-    """The named jobs of an immediate redrive, frozen and checked."""
-    ids = tuple(dict.fromkeys(selector.ids))
+    """The jobs of an immediate redrive (named, or selected: every one in hand),
+    frozen and checked."""
+    if selector.from_plan is not None:
+        ids = tuple(
+            [
+                job
+                async for page in _dead_again(conn, profile=profile, selector=selector)
+                for job in page
+            ]
+        )
+    elif selector.bulk:
+        ids = tuple(await profile.plan_ops.candidate_ids(conn, selector=selector))
+    else:
+        ids = tuple(dict.fromkeys(selector.ids))
     frozen = await profile.changes.freeze(conn, action=Action.REDRIVE, selector=Selector(ids=ids))
     evaluation = await evaluate(
         conn,

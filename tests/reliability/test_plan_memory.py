@@ -125,7 +125,9 @@ def two_databases() -> Iterator[tuple[str, str]]:
 def test_a_plan_four_times_larger_takes_no_more_memory(
     two_databases: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(candidates, "PAGE", 250, raising=False)  # 2,000 rows are 8 pages, 8,000 are 32
+    monkeypatch.setattr(
+        candidates, "PAGE", 250, raising=False
+    )  # 2,000 rows are 8 pages, 8,000 are 32
     small_url, large_url = two_databases
     small = asyncio.run(plan_peak(small_url, 2_000))
     large = asyncio.run(plan_peak(large_url, 8_000))
