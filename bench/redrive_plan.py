@@ -18,7 +18,13 @@ started (each is read, then written: its items, then their new state), plus a li
 the plan's own bookkeeping. Replayed after the commit, a statement that filters on an
 item's state may match fewer rows, but the rows it scanned and filtered out still count.
 
+A third target, with ``--memory``: the request and the approval of a plan run in bounded
+memory whatever the number of dead letters. The run stops after the approval and prints
+the process's peak resident memory (``ru_maxrss``: the dead letters are built by the
+database, so the peak is the plan's): at most 150 MB for 1,000,000 dead letters.
+
     .venv/bin/python bench/redrive_plan.py [--url ADMIN_URL] [--jobs 100000] [--velocity 50]
+    .venv/bin/python bench/redrive_plan.py --memory --jobs 1000000
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import asyncio
 import json
 import re
+import resource
 import statistics
 import sys
 import time
@@ -82,6 +89,21 @@ UPDATE queue_messages SET status = 'COMPLETED', claimed_at = now() WHERE status 
 ITEMS = "qb_plan_items"
 SLACK = 5  # rows a tick may read beyond its waves: the plan's own bookkeeping
 OVERHEAD_TARGET = 0.02
+PEAK_TARGET_MB = 150  # a plan's request and approval at 1,000,000 dead letters
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def peak_mb() -> float:
+    """The process's peak resident memory so far, in MB (Linux reports KB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass
@@ -216,7 +238,7 @@ def short(statement: str, width: int = 150) -> str:
     return compact(statement)[:width]
 
 
-async def run(url: str, jobs: int, velocity: float) -> int:
+async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int:
     engine = create_engine(url)
     await upgrade(engine)
     t0 = time.perf_counter()
@@ -259,6 +281,7 @@ async def run(url: str, jobs: int, velocity: float) -> int:
         await samples.record(
             conn, profile=estate.profile("clips"), now=clock.now - timedelta(minutes=15)
         )
+    idle = rss_mb()
     t1 = time.perf_counter()
     request = await changes.request(
         kind=ChangeKind.PLAN,
@@ -275,6 +298,17 @@ async def run(url: str, jobs: int, velocity: float) -> int:
         f"plan request (freeze + checks of {request.eligible:,} jobs): {t2 - t1:.2f} s; "
         f"approval + sample: {t3 - t2:.2f} s; {len(request.schedule)} waves"
     )
+    peak = peak_mb()
+    print(
+        f"memory: {idle:.0f} MB resident before the request, peak {peak:.0f} MB through the "
+        f"request and the approval of {request.eligible:,} dead letters  (target: peak <= "
+        f"{PEAK_TARGET_MB} MB at 1,000,000)"
+    )
+    if memory:
+        await engine.dispose()
+        ok = peak <= PEAK_TARGET_MB and decision.executed
+        print("PASS" if ok else "FAIL")
+        return 0 if ok else 1
 
     sched = services.scheduler
     sched.register(TICK, services.plans.tick)
@@ -416,10 +450,15 @@ def main() -> int:
         default=RedriveConfig().velocity,
         help="the plan's velocity cap in jobs/s (default: the config default)",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="stop after the approval and judge the peak memory (try --jobs 1000000)",
+    )
     args = parser.parse_args()
     name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
     try:
-        return asyncio.run(run(url, args.jobs, args.velocity))
+        return asyncio.run(run(url, args.jobs, args.velocity, args.memory))
     finally:
         drop(args.url, name)
 

@@ -65,6 +65,11 @@ class Running:
         self.rows += 1
         return row.hexdigest()
 
+    def add_hash(self, sha256: str) -> None:
+        """Count in one image by its SHA-256 (hex), as ``add`` would have computed it."""
+        self._outer.update(bytes.fromhex(sha256))
+        self.rows += 1
+
     def add_keys(self, job_id: str, part: str | None, state: str) -> None:
         self._keys.update(hashlib.sha256(key_text(job_id, part, state).encode("utf-8")).digest())
 
@@ -194,3 +199,26 @@ WHERE i.request_id = :request"""
     return Digest(int(rows), str(sha), str(keys)), Digest(
         int(changed) + int(stray), str(before_sha)
     )
+
+
+async def kept_digest(conn: AsyncConnection, request: int) -> Digest:
+    """The digest of a request's items as they were just written (their stored
+    ``image_sha256``, in item order, and their keys): a request kept a page at a time is
+    digested once its last page is in. On PostgreSQL by the database in one statement,
+    elsewhere read in batches and hashed here."""
+    if conn.dialect.name == "postgresql":
+        key_hash = sql_key_hash("job_id", "part", "state")
+        sql = f"""
+SELECT count(*), {sql_digest("decode(image_sha256, 'hex')", "seq")}, {sql_digest(key_hash, "seq")}
+FROM qb_change_items WHERE request_id = :request"""
+        rows, sha, keys = (await conn.execute(sa.text(sql), {"request": request})).one()
+        return Digest(int(rows), str(sha), str(keys))
+    running = Running()
+    query = sa.select(
+        ITEMS.c.seq, ITEMS.c.image_sha256, ITEMS.c.job_id, ITEMS.c.part, ITEMS.c.state
+    )
+    async for rows in in_item_order(conn, query, request):
+        for _, sha, job_id, part, state in rows:
+            running.add_hash(str(sha))
+            running.add_keys(job_id, part, state)
+    return running.done(keys=True)

@@ -67,7 +67,6 @@ class Executor:
         before = Digest(0, EMPTY)
         outcome = Executed(approvers=approvers)
         if request.kind is ChangeKind.PLAN:
-            targets = await store.targets(conn, number)
             plan, follow_ups = await self.plans.start(
                 conn,
                 request=number,
@@ -77,7 +76,6 @@ class Executor:
                 requester=request.requester_person,
                 approvers=approvers,
                 origin=request.origin,
-                targets=targets,
                 sample=request.selector.sample,
                 actor=actor,
                 now=now,

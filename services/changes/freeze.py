@@ -13,7 +13,7 @@ from services.errors import ChecksFailed, NotFound, PreconditionFailed
 from services.estate.ops import Ineligible, Selector, Target
 from services.estate.profile import QueueProfile
 from services.plans import store as plan_store
-from services.plans.candidates import candidates, wave_schedule
+from services.plans.candidates import Keep, PlanFreeze, candidates, freeze_plan
 from services.plans.model import ACTIVE, ItemState, PlanState
 
 
@@ -51,16 +51,13 @@ async def freeze(
         return Frozen(found.targets, found.ineligible)
     if kind in (ChangeKind.RESUME, ChangeKind.ROLLBACK):
         return await _plan_change(conn, kind=kind, profile=profile, selector=selector)
-    staged = kind is ChangeKind.PLAN
-    if staged:
-        await plan_store.ensure_no_active_plan(conn, profile.queue)
+    if kind is ChangeKind.PLAN:
+        raise ValueError("a plan is frozen a page at a time: freeze_plan_items")
     targets, excluded, evaluation = await candidates(
         conn,
         profile=profile,
         selector=selector,
         reason=reason,
-        staged=staged,
-        limit=selector.max_rows if staged else None,
         config=redrive,
         now=now,
         requester=requester,
@@ -70,13 +67,42 @@ async def freeze(
             refusal=f"{kind.value} {evaluation.refusal}",
             checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks],
         )
-    schedule = wave_schedule(redrive, len(targets), selector.sample) if staged else []
     return Frozen(
-        targets,
-        excluded,
-        checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks],
-        schedule=schedule,
+        targets, excluded, checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks]
     )
+
+
+async def freeze_plan_items(
+    conn: AsyncConnection,
+    *,
+    redrive: RedriveConfig,
+    now: datetime,
+    profile: QueueProfile,
+    selector: Selector,
+    reason: str,
+    keep: Keep,
+    requester: str | None = None,
+) -> PlanFreeze:
+    """A staged redrive's candidates, frozen and checked a page at a time, each page's
+    eligible rows handed to ``keep`` (see ``freeze_plan``); refused when a check of the
+    whole queue fails."""
+    await plan_store.ensure_no_active_plan(conn, profile.queue)
+    found = await freeze_plan(
+        conn,
+        profile=profile,
+        selector=selector,
+        reason=reason,
+        config=redrive,
+        now=now,
+        keep=keep,
+        requester=requester,
+    )
+    if found.refusal:
+        raise ChecksFailed(
+            refusal=f"{ChangeKind.PLAN.value} {found.refusal}",
+            checks=[(c.name, c.verdict, c.detail) for c in found.checks],
+        )
+    return found
 
 
 async def _plan_change(
@@ -110,9 +136,15 @@ async def _plan_change(
     return Frozen([], [], affected=len(unclaimed))
 
 
-def nothing_to_do(kind: ChangeKind, selector: Selector, ineligible: list[Ineligible]) -> str:
+def nothing_to_do(
+    kind: ChangeKind, selector: Selector, ineligible: list[Ineligible], total: int | None = None
+) -> str:
+    """Why a request changes nothing; ``total``: how many rows were ineligible, where
+    ``ineligible`` names only some of them."""
     if not ineligible:
         return f"nothing to {kind.value}: no rows match {selector.describe()}"
-    listed = "; ".join(f"{i.id}: {i.why}" for i in ineligible[:10])
-    more = f" (and {len(ineligible) - 10} more)" if len(ineligible) > 10 else ""
+    named = [i for i in ineligible if not i.id.endswith(" more")]
+    total = len(named) if total is None else total
+    listed = "; ".join(f"{i.id}: {i.why}" for i in named[:10])
+    more = f" (and {total - 10:,} more)" if total > 10 else ""
     return f"nothing to {kind.value}: every row named is ineligible ({listed}{more})"

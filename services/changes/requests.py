@@ -21,10 +21,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.audit import Actor, AuditTrail
-from services.audit.row_digest import Digest
+from services.audit.row_digest import Digest, kept_digest
 from services.changes import quorum, store
 from services.changes.execute import Executor
-from services.changes.freeze import freeze, nothing_to_do
+from services.changes.freeze import freeze, freeze_plan_items, nothing_to_do
 from services.changes.model import (
     ChangeKind,
     ChangeView,
@@ -44,7 +44,7 @@ from services.errors import (
 )
 from services.estate import items
 from services.estate.estate import Estate
-from services.estate.ops import Selector, Target, in_database
+from services.estate.ops import Ineligible, Selector, Target, in_database
 from services.estate.profile import QueueProfile
 from services.jsonable import jsonable
 from services.ledger import Claim, complete_in, note_outcome
@@ -267,23 +267,145 @@ class ChangeRequests:
     ) -> int:
         profile = self.estate.profile(queue)
         now = self.clock()
-        frozen = await freeze(
-            conn,
-            redrive=self.redrive,
-            now=now,
+        draft = _Draft(
             kind=kind,
             profile=profile,
-            selector=selector,
+            now=now,
+            expiry=timedelta(minutes=self.approval.expiry_minutes),
+            actor=actor,
             reason=reason,
             incident=incident,
-            incidents=self.incidents,
-            requester=actor.person,
+            evidence=evidence,
+            selector=selector,
+            origin=origin,
+            incident_from=incident_from,
         )
-        rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
-        if not frozen.targets and kind not in rowless:
-            raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
-        count = frozen.affected if frozen.affected is not None else len(frozen.targets)
-        judged = quorum.judged_rows(kind, count, frozen.schedule)
+        if kind is ChangeKind.PLAN:
+            number, snapshot, required, checks, ineligible = await self._request_plan(
+                conn, draft, can
+            )
+        else:
+            frozen = await freeze(
+                conn,
+                redrive=self.redrive,
+                now=now,
+                kind=kind,
+                profile=profile,
+                selector=selector,
+                reason=reason,
+                incident=incident,
+                incidents=self.incidents,
+                requester=actor.person,
+            )
+            rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
+            if not frozen.targets and kind not in rowless:
+                raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
+            count = frozen.affected if frozen.affected is not None else len(frozen.targets)
+            required = self._required(kind, count, frozen.schedule, actor, can)
+            by_signature = Counter(t.signature for t in frozen.targets).most_common()
+            number = await store.insert(
+                conn,
+                draft.row(
+                    count=count,
+                    required=required,
+                    ineligible=frozen.ineligible,
+                    by_signature=by_signature,
+                    checks=frozen.checks,
+                    schedule=frozen.schedule,
+                ),
+            )
+            # Every row's full image is kept as the request's items, and the hash-chained
+            # audit event carries their digest: the rows never come through queuebot where
+            # the database can copy them itself.
+            await _keep_items(conn, profile, number, frozen.targets)
+            snapshot = await kept_digest(conn, number)
+            checks = frozen.checks
+            ineligible = frozen.ineligible
+        await store.set_snapshot_hash(conn, number, snapshot.sha256)
+        await self.audit.append(
+            conn,
+            action="change.requested",
+            actor=actor,
+            at=now,
+            subject=f"CR-{number}",
+            queue=profile.queue,
+            incident=incident,
+            reason=reason,
+            evidence=evidence,
+            details={
+                "kind": kind.value,
+                "selector": draft.selected,
+                "items": snapshot.as_json(),
+                "snapshot_hash": snapshot.sha256,
+                "ineligible": [[i.id, i.why] for i in ineligible],
+                "approvals_required": required,
+                **_overridden(checks),
+            },
+        )
+        return number
+
+    async def _request_plan(
+        self, conn: AsyncConnection, draft: _Draft, can: Sequence[str] | None
+    ) -> tuple[int, Digest, int, list[tuple[str, str, str]], list[Ineligible]]:
+        """A staged redrive's request: its candidates frozen a page at a time, each page
+        kept as the request's items as soon as it is checked (the request's row is written
+        with the first page and completed after the last), so a plan over a million dead
+        letters never holds them all. Nothing is written when nothing is eligible or a
+        check of the whole queue refuses it; a plan no one can approve is refused after
+        its pages were kept, and its transaction rolled back with them (on PostgreSQL its
+        number is then never used)."""
+        profile, selector = draft.profile, draft.selector
+        number: int | None = None
+        written = 0
+
+        async def keep(page: list[Target]) -> None:
+            nonlocal number, written
+            if number is None:
+                number = await store.insert(conn, draft.row())
+            await _keep_items(conn, profile, number, page, first=written)
+            written += len(page)
+
+        found = await freeze_plan_items(
+            conn,
+            redrive=self.redrive,
+            now=draft.now,
+            profile=profile,
+            selector=selector,
+            reason=draft.reason,
+            keep=keep,
+            requester=draft.actor.person,
+        )
+        if number is None:
+            raise PreconditionFailed(
+                nothing_to_do(draft.kind, selector, found.excluded, total=found.excluded_count)
+            )
+        checks = [(c.name, c.verdict, c.detail) for c in found.checks]
+        required = self._required(draft.kind, found.eligible, found.schedule, draft.actor, can)
+        await store.complete(
+            conn,
+            number,
+            draft.row(
+                count=found.eligible,
+                required=required,
+                ineligible=found.excluded,
+                by_signature=found.by_signature,
+                checks=checks,
+                schedule=found.schedule,
+            ),
+        )
+        return number, await kept_digest(conn, number), required, checks, found.excluded
+
+    def _required(
+        self,
+        kind: ChangeKind,
+        count: int,
+        schedule: list[int],
+        actor: Actor,
+        can: Sequence[str] | None,
+    ) -> int:
+        """The approvals a request needs; refused when the people who could give them
+        are too few."""
+        judged = quorum.judged_rows(kind, count, schedule)
         required = quorum.required(self.approval, judged)
         never = (
             None
@@ -300,65 +422,7 @@ class ChangeRequests:
         )
         if never is not None:
             raise PreconditionFailed(never)
-        ineligible = [[i.id, i.why] for i in frozen.ineligible]
-        selected = selector.as_json()  # plain JSON types already: no copy of every id
-        number = await store.insert(
-            conn,
-            {
-                "kind": kind.value,
-                "queue": profile.queue,
-                "profile": profile.name,
-                "state": RequestState.PENDING.value,
-                "requested_at": now,
-                "expires_at": now + timedelta(minutes=self.approval.expiry_minutes),
-                "requester_person": actor.person,
-                "requester_platform": actor.platform,
-                "requester_account": actor.account,
-                "reason": reason,
-                "incident": incident,
-                "evidence": evidence,
-                "selector": selected,
-                "targets": {"items": []},  # the rows are kept as the request's items
-                "ineligible": {"items": ineligible},
-                "snapshot_hash": "",  # set below, once the items are written
-                "preview": {
-                    "by_signature": Counter(t.signature for t in frozen.targets).most_common(),
-                    "checks": [list(c) for c in frozen.checks],
-                    "schedule": frozen.schedule,
-                    "plan": selector.plan,
-                    "incident_from": incident_from,
-                },
-                "eligible_count": count,
-                "approvals_required": required,
-                "origin": jsonable(origin),
-            },
-        )
-        # Every row's full image is kept as the request's items, and the hash-chained
-        # audit event carries their digest: the rows never come through queuebot where
-        # the database can copy them itself.
-        snapshot = await _keep_items(conn, profile, number, frozen.targets)
-        await store.set_snapshot_hash(conn, number, snapshot.sha256)
-        await self.audit.append(
-            conn,
-            action="change.requested",
-            actor=actor,
-            at=now,
-            subject=f"CR-{number}",
-            queue=profile.queue,
-            incident=incident,
-            reason=reason,
-            evidence=evidence,
-            details={
-                "kind": kind.value,
-                "selector": selected,
-                "items": snapshot.as_json(),
-                "snapshot_hash": snapshot.sha256,
-                "ineligible": ineligible,
-                "approvals_required": required,
-                **_overridden(frozen.checks),
-            },
-        )
-        return number
+        return required
 
     async def _approve(
         self, conn: AsyncConnection, request: RequestRow, actor: Actor, now: datetime
@@ -415,14 +479,77 @@ async def _incident(
 
 
 async def _keep_items(
-    conn: AsyncConnection, profile: QueueProfile, number: int, targets: list[Target]
-) -> Digest:
-    """The frozen rows as the request's items: copied by the database where the profile
-    can have it do so, else written from the images the freeze built."""
+    conn: AsyncConnection, profile: QueueProfile, number: int, targets: list[Target], first: int = 0
+) -> None:
+    """The frozen rows as the request's items, numbered from ``first``: copied by the
+    database where the profile can have it do so, else written from the images the
+    freeze built."""
     kept = in_database(profile.changes, conn.dialect.name)
     if targets and kept is not None:
-        return await kept.keep(conn, request=number, targets=targets)
-    return await items.write(conn, request=number, targets=targets)
+        await kept.keep(conn, request=number, targets=targets, first=first)
+    else:
+        await items.write(conn, request=number, targets=targets, first=first)
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """What a request's row says before its rows are counted, and the row once they are."""
+
+    kind: ChangeKind
+    profile: QueueProfile
+    now: datetime
+    expiry: timedelta
+    actor: Actor
+    reason: str
+    incident: str | None
+    evidence: str | None
+    selector: Selector
+    origin: dict[str, Any]
+    incident_from: int | None
+
+    @property
+    def selected(self) -> dict[str, Any]:
+        return self.selector.as_json()  # plain JSON types already: no copy of every id
+
+    def row(
+        self,
+        *,
+        count: int = 0,
+        required: int = 1,
+        ineligible: Sequence[Ineligible] = (),
+        by_signature: Sequence[tuple[str, int]] = (),
+        checks: Sequence[tuple[str, str, str]] = (),
+        schedule: Sequence[int] = (),
+    ) -> dict[str, Any]:
+        """The request's row (before its rows are counted: the defaults)."""
+        return {
+            "kind": self.kind.value,
+            "queue": self.profile.queue,
+            "profile": self.profile.name,
+            "state": RequestState.PENDING.value,
+            "requested_at": self.now,
+            "expires_at": self.now + self.expiry,
+            "requester_person": self.actor.person,
+            "requester_platform": self.actor.platform,
+            "requester_account": self.actor.account,
+            "reason": self.reason,
+            "incident": self.incident,
+            "evidence": self.evidence,
+            "selector": self.selected,
+            "targets": {"items": []},  # the rows are kept as the request's items
+            "ineligible": {"items": [[i.id, i.why] for i in ineligible]},
+            "snapshot_hash": "",  # set once the items are written
+            "preview": {
+                "by_signature": [list(s) for s in by_signature],
+                "checks": [list(c) for c in checks],
+                "schedule": list(schedule),
+                "plan": self.selector.plan,
+                "incident_from": self.incident_from,
+            },
+            "eligible_count": count,
+            "approvals_required": required,
+            "origin": jsonable(self.origin),
+        }
 
 
 async def _done_with(conn: AsyncConnection, delivery: Claim | None, now: datetime) -> None:

@@ -75,6 +75,12 @@ async def adopt_legacy(conn: AsyncConnection, number: int) -> None:
         await items.write(conn, request=number, targets=[Target.from_json(i) for i in legacy])
 
 
+async def complete(conn: AsyncConnection, number: int, values: dict[str, Any]) -> None:
+    """Write a request's row again once its rows are counted (a plan's request is written
+    with its first page of rows and completed after its last)."""
+    await conn.execute(REQUESTS.update().where(REQUESTS.c.id == number), values)
+
+
 async def set_snapshot_hash(conn: AsyncConnection, number: int, value: str) -> None:
     await conn.execute(REQUESTS.update().where(REQUESTS.c.id == number).values(snapshot_hash=value))
 

@@ -35,11 +35,14 @@ def image_text(row: Any) -> str:
     return canonical(row)
 
 
-async def write(conn: AsyncConnection, *, request: int, targets: Sequence[Target]) -> Digest:
-    """Keep the targets and their images (built by the profile) as the request's items."""
+async def write(
+    conn: AsyncConnection, *, request: int, targets: Sequence[Target], first: int = 0
+) -> Digest:
+    """Keep the targets and their images (built by the profile) as the request's items,
+    numbered from ``first``; the digest of these images and of their keys."""
     running = Running()
     batch: list[dict[str, Any]] = []
-    for seq, t in enumerate(targets):
+    for seq, t in enumerate(targets, start=first):
         image = image_text(t.row)
         sha = running.add(image)
         running.add_keys(t.id, t.part, t.state)

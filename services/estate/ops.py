@@ -18,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit.row_digest import Digest
@@ -82,6 +83,9 @@ class Selector:
     # the requester goes ahead although the dead letters are growing (with the approval)
     override_growth: bool = False
     args_like: str | None = None  # dead rows whose job's arguments hold this text
+    # the ids name jobs, never a job's row by its own id (a plan's candidates): a profile
+    # with several rows per job looks them up by job alone
+    ids_name_jobs: bool = False
 
     def dead_filter(self) -> DeadFilter:
         """The bulk selector as the dead-letter filter /queue dlq uses."""
@@ -303,9 +307,12 @@ class ChangesInDatabase(Protocol):
         """Whether this database takes the two statements (else the Python path runs)."""
         ...
 
-    async def keep(self, conn: AsyncConnection, *, request: int, targets: list[Target]) -> Digest:
+    async def keep(
+        self, conn: AsyncConnection, *, request: int, targets: list[Target], first: int = 0
+    ) -> Digest:
         """Copy the targets, each still as it was judged (its state and its version), and
-        their images into the request's items; the digest of the images and of the keys."""
+        their images into the request's items, numbered from ``first``; the digest of
+        these images and of their keys."""
         ...
 
     async def apply_kept(
@@ -330,8 +337,13 @@ class PlanOps(Protocol):
         """Whether the estate names a source object per job that queuebot can check."""
         ...
 
+    async def candidate_query(self, conn: AsyncConnection, *, selector: Selector) -> sa.Select[Any]:
+        """The ids of the jobs with dead rows matching a bulk selector, each once, newest
+        first: one column, to be read a page at a time (a plan's freeze streams it)."""
+        ...
+
     async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
-        """Dead rows matching a bulk selector, newest first."""
+        """``candidate_query``'s ids, all at once."""
         ...
 
     async def source_missing(

@@ -8,6 +8,8 @@ connection, the rows on the queue's; they are one and the same where changes are
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import NotFound
@@ -19,13 +21,27 @@ from services.plans import store
 async def items(conn: AsyncConnection, *, number: int, profile: QueueProfile) -> list[ItemRef]:
     """The items the plan redrove (``store.redriven_refs``), once it is known to exist and
     to be a plan of ``profile``'s queue; else why not, naming the queue it is of."""
+    await _of_queue(conn, number, profile)
+    return await store.redriven_refs(conn, number)
+
+
+async def pages(
+    conn: AsyncConnection, *, number: int, profile: QueueProfile, size: int
+) -> AsyncIterator[list[ItemRef]]:
+    """``items`` a page at a time (``store.redriven_ref_pages``): a plan of a million
+    jobs is read without holding them all."""
+    await _of_queue(conn, number, profile)
+    async for page in store.redriven_ref_pages(conn, number, size):
+        yield page
+
+
+async def _of_queue(conn: AsyncConnection, number: int, profile: QueueProfile) -> None:
     queue = await store.queue_of(conn, number)  # NotFound for a plan that never was
     if queue != profile.queue:
         raise NotFound(
             f"P-{number} is a plan of queue {queue}, not of {profile.queue}: its jobs are "
             f"in {queue}. Write --queue {queue}, or leave --queue out"
         )
-    return await store.redriven_refs(conn, number)
 
 
 async def dead_of(

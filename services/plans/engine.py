@@ -82,18 +82,19 @@ class PlanEngine:
         requester: str,
         approvers: list[str],
         origin: dict[str, Any],
-        targets: list[Target],
         sample: int | None,
         actor: Actor,
         now: datetime,
         overridden: Sequence[Sequence[str]] = (),
     ) -> tuple[int, list[FollowUp]]:
-        """A plan for the approved request's frozen targets, its sample started now.
+        """A plan for the approved request's frozen rows (its items, copied by the
+        database), its sample started now.
         ``overridden``: the request's failed checks its requester overrode (name, detail),
         named in the plan's ``plan.started`` event."""
         profile = self.estate.profile(queue)
         await store.ensure_no_active_plan(conn, profile.queue)
-        schedule = wave_schedule(self.config, len(targets), sample)
+        total = await store.request_items(conn, request)
+        schedule = wave_schedule(self.config, total, sample)
         number = await store.insert_plan(
             conn,
             {
@@ -109,7 +110,7 @@ class PlanEngine:
                 "max_wave": self.config.max_wave,
                 "velocity": self.config.velocity,
                 "poll_seconds": self.config.poll_seconds,
-                "total": len(targets),
+                "total": total,
                 "cursor": 0,
                 "wave": -1,
                 "wave_size": 0,
@@ -123,22 +124,7 @@ class PlanEngine:
                 "updated_at": now,
             },
         )
-        await store.insert_items(
-            conn,
-            [
-                {
-                    "plan_id": number,
-                    "seq": seq,
-                    "job_id": t.id,
-                    "message_id": t.part,
-                    "wave": None,
-                    "state": ItemState.WAITING.value,
-                    "signature": t.signature,
-                    "original": {"status": t.state},
-                }
-                for seq, t in enumerate(_jobs_together(targets))
-            ],
-        )
+        await store.items_from_request(conn, plan=number, request=request)
         await self.audit.append(
             conn,
             action="plan.started",
@@ -150,7 +136,7 @@ class PlanEngine:
             reason=reason,
             details={
                 "request": f"CR-{request}",
-                "total": len(targets),
+                "total": total,
                 "schedule": schedule,
                 "approvers": approvers,
                 **({"overridden": [list(c) for c in overridden]} if overridden else {}),
@@ -386,12 +372,3 @@ class PlanEngine:
 
 def _poll(plan: PlanRow) -> timedelta:
     return timedelta(seconds=plan.poll_seconds)
-
-
-def _jobs_together(targets: Sequence[Target]) -> list[Target]:
-    """The targets in their order, each job's (its dead letters, where a job has several)
-    next to one another, so that a wave can take a job whole (``store.next_items``)."""
-    by_job: dict[str, list[Target]] = {}
-    for t in targets:
-        by_job.setdefault(t.id, []).append(t)
-    return [t for members in by_job.values() for t in members]

@@ -8,6 +8,7 @@ them and say why."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
@@ -53,6 +54,36 @@ async def evaluate(
     override_growth: bool = False,
     requester: str | None = None,
 ) -> Evaluation:
+    """Every check of a redrive of ``targets``, all in hand (named jobs: a few thousand
+    at most). A plan's freeze runs the same checks page by page (``Screen``)."""
+    checks = await queue_checks(
+        conn,
+        profile=profile,
+        reason=reason,
+        config=config,
+        now=now,
+        staged=staged,
+        override_growth=override_growth,
+        requester=requester,
+    )
+    screen = Screen(ops, config, listed=None)
+    eligible = await screen.batch(conn, targets)
+    return Evaluation([*checks, *screen.checks()], eligible, screen.excluded)
+
+
+async def queue_checks(
+    conn: AsyncConnection,
+    *,
+    profile: QueueProfile,
+    reason: str,
+    config: RedriveConfig,
+    now: datetime,
+    staged: bool,
+    override_growth: bool = False,
+    requester: str | None = None,
+) -> list[Check]:
+    """The checks of the whole queue: a reason, the dead letters not growing, no open
+    incident holding redrives."""
     checks: list[Check] = []
     reason_ok = len(reason.strip()) >= 3
     checks.append(
@@ -81,63 +112,130 @@ async def evaluate(
             reason=reason,
         )
     )
-
     checks.append(await _incidents_holding(conn, profile.queue))
+    return checks
 
-    excluded: list[Ineligible] = []
-    remaining = list(targets)
 
-    missing = await ops.source_missing(conn, targets=remaining)
-    remaining = _exclude(remaining, missing, excluded)
-    has_sources = ops.has_sources
-    checks.append(
-        Check(
-            "source object exists",
-            None if not has_sources else (bool(remaining) or not missing),
-            (
-                f"{len(missing)} job(s) without their source object excluded"
-                if missing
-                else "every source object is present"
-            )
-            if has_sources
-            else "this estate keeps no source objects",
-        )
-    )
+@dataclass
+class _Stage:
+    """One per-job check, counted over every batch: the jobs it excluded, and the jobs
+    that came through it (a check passes when it excluded none, or let some through)."""
 
-    patterns = [re.compile(p, re.IGNORECASE) for p in config.permanent_errors]
-    # judged once per distinct signature: ten thousand jobs share a few dozen of them
-    verdicts: dict[str, str | None] = {}
-    for signature in {t.signature for t in remaining}:
-        hit = next((p for p in patterns if p.search(signature)), None)
-        verdicts[signature] = f"error classified permanent ({hit.pattern})" if hit else None
-    permanent = {t.id: why for t in remaining if (why := verdicts[t.signature]) is not None}
-    remaining = _exclude(remaining, permanent, excluded)
-    checks.append(
-        Check(
-            "failure not classified permanent",
-            bool(remaining) or not permanent,
-            f"{len(permanent)} job(s) with a permanent error excluded"
-            if permanent
-            else "no permanent errors among them",
-        )
-    )
+    excluded: int = 0
+    passed: int = 0
 
-    counts = await ops.redrive_counts(conn, targets=remaining)
-    limit = config.max_redrives_per_job
-    spent = {
-        job: f"already redriven {n} time(s); the limit is {limit}"
-        for job, n in counts.items()
-        if n >= limit
-    }
-    remaining = _exclude(remaining, spent, excluded)
-    checks.append(
-        Check(
-            f"redriven fewer than {limit} times",
-            bool(remaining) or not spent,
-            f"{len(spent)} job(s) at the limit excluded" if spent else "none at the limit",
-        )
-    )
-    return Evaluation(checks, remaining, excluded)
+
+class Screen:
+    """The per-job checks of a redrive (the source object still there, an error not
+    classified permanent, fewer than K earlier redrives), run on one batch of frozen
+    targets at a time: what it keeps of the batch comes back, and what it excluded is
+    counted. ``listed`` caps the excluded jobs named one by one (None: every one); the
+    rest are summed up by check, so a freeze of a million rows keeps a bounded list."""
+
+    def __init__(self, ops: PlanOps, config: RedriveConfig, *, listed: int | None) -> None:
+        self.ops = ops
+        self.config = config
+        self.listed = listed
+        self.excluded: list[Ineligible] = []
+        self.unlisted: Counter[str] = Counter()
+        self.source, self.permanent, self.spent = _Stage(), _Stage(), _Stage()
+        self.patterns = [re.compile(p, re.IGNORECASE) for p in config.permanent_errors]
+        # judged once per distinct signature: ten thousand jobs share a few dozen of them
+        self.verdicts: dict[str, str | None] = {}
+
+    def exclude(self, found: list[Ineligible], check: str) -> None:
+        """Count ``found`` among the excluded, naming each while the list has room."""
+        room = len(found) if self.listed is None else max(0, self.listed - len(self.excluded))
+        self.excluded.extend(found[:room])
+        if len(found) > room:
+            self.unlisted[check] += len(found) - room
+
+    async def batch(self, conn: AsyncConnection, targets: list[Target]) -> list[Target]:
+        remaining = list(targets)
+        missing = await self.ops.source_missing(conn, targets=remaining)
+        remaining = self._stage(remaining, missing, self.source, "without their source object")
+
+        permanent: dict[str, str] = {}
+        for t in remaining:
+            if t.signature not in self.verdicts:
+                hit = next((p for p in self.patterns if p.search(t.signature)), None)
+                why = f"error classified permanent ({hit.pattern})" if hit else None
+                self.verdicts[t.signature] = why
+            if (why := self.verdicts[t.signature]) is not None:
+                permanent[t.id] = why
+        remaining = self._stage(remaining, permanent, self.permanent, "with a permanent error")
+
+        counts = await self.ops.redrive_counts(conn, targets=remaining)
+        limit = self.config.max_redrives_per_job
+        spent = {
+            job: f"already redriven {n} time(s); the limit is {limit}"
+            for job, n in counts.items()
+            if n >= limit
+        }
+        return self._stage(remaining, spent, self.spent, "at the redrive limit")
+
+    def _stage(
+        self, targets: list[Target], why: dict[str, str], stage: _Stage, check: str
+    ) -> list[Target]:
+        if not why:
+            stage.passed += len(targets)
+            return targets
+        kept: list[Target] = []
+        out: list[Ineligible] = []
+        for t in targets:
+            if t.id in why:
+                out.append(Ineligible(t.id, why[t.id]))
+            else:
+                kept.append(t)
+        stage.excluded += len(out)
+        stage.passed += len(kept)
+        self.exclude(out, check)
+        return kept
+
+    @property
+    def count(self) -> int:
+        """Every job excluded, named or not."""
+        return len(self.excluded) + sum(self.unlisted.values())
+
+    def summary(self) -> list[Ineligible]:
+        """The excluded jobs named, then one line for those not named, by check."""
+        if not self.unlisted:
+            return list(self.excluded)
+        total = sum(self.unlisted.values())
+        by_check = ", ".join(f"{n:,} {check}" for check, n in self.unlisted.most_common())
+        return [*self.excluded, Ineligible(f"{total:,} more", f"not listed: {by_check}")]
+
+    def checks(self) -> list[Check]:
+        source, permanent, spent = self.source, self.permanent, self.spent
+        has_sources = self.ops.has_sources
+        limit = self.config.max_redrives_per_job
+        return [
+            Check(
+                "source object exists",
+                None if not has_sources else (source.passed > 0 or not source.excluded),
+                (
+                    f"{source.excluded} job(s) without their source object excluded"
+                    if source.excluded
+                    else "every source object is present"
+                )
+                if has_sources
+                else "this estate keeps no source objects",
+            ),
+            Check(
+                "failure not classified permanent",
+                permanent.passed > 0 or not permanent.excluded,
+                f"{permanent.excluded} job(s) with a permanent error excluded"
+                if permanent.excluded
+                else "no permanent errors among them",
+            ),
+            Check(
+                f"redriven fewer than {limit} times",
+                spent.passed > 0 or not spent.excluded,
+                f"{spent.excluded} job(s) at the limit excluded"
+                if spent.excluded
+                else "none at the limit",
+            ),
+        ]
 
 
 def _growth_check(
@@ -167,20 +265,6 @@ def _growth_check(
         f"{measured}{wait}; if you know the outage is over, add --override-growth to go "
         "ahead (a second person approves it as any change)",
     )
-
-
-def _exclude(
-    targets: list[Target], why: dict[str, str], excluded: list[Ineligible]
-) -> list[Target]:
-    if not why:
-        return targets
-    kept = []
-    for t in targets:
-        if t.id in why:
-            excluded.append(Ineligible(t.id, why[t.id]))
-        else:
-            kept.append(t)
-    return kept
 
 
 async def _incidents_holding(conn: AsyncConnection, queue: str) -> Check:

@@ -7,7 +7,7 @@ connection and never begins or commits.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services import scheduler
 from services.errors import NotFound, PlanActive, PlanStateConflict
 from services.estate.ops import ItemRef
-from services.models import Plan, PlanItem
+from services.models import ChangeItem, Plan, PlanItem
 from services.plans.model import (
     ACTIVE,
     REDRIVEN_STATES,
@@ -32,6 +32,7 @@ from services.plans.model import (
 TICK = "plan.tick"
 PLANS = cast(sa.Table, Plan.__table__)
 ITEMS = cast(sa.Table, PlanItem.__table__)
+CHANGE_ITEMS = cast(sa.Table, ChangeItem.__table__)
 _MARK_CHUNK = 5000
 
 
@@ -170,6 +171,33 @@ async def insert_items(conn: AsyncConnection, items: list[dict[str, Any]]) -> No
         await conn.execute(ITEMS.insert(), items)
 
 
+async def request_items(conn: AsyncConnection, request: int) -> int:
+    """How many rows the change request froze (its items)."""
+    count = sa.select(sa.func.count()).where(CHANGE_ITEMS.c.request_id == request)
+    return int((await conn.execute(count)).scalar_one())
+
+
+async def items_from_request(conn: AsyncConnection, *, plan: int, request: int) -> None:
+    """The plan's items, copied by the database from its approved request's items: in the
+    same order (each job's rows next to one another, as the freeze kept them), waiting,
+    each with the state it was frozen in, which a rollback puts back. One statement,
+    whatever the number of rows: none of them comes through queuebot."""
+    c = CHANGE_ITEMS.c
+    build = "json_build_object" if conn.dialect.name == "postgresql" else "json_object"
+    rows = sa.select(
+        sa.literal(plan, sa.BigInteger),
+        c.seq,
+        c.job_id,
+        c.part,
+        sa.null(),
+        sa.literal(ItemState.WAITING.value),
+        c.signature,
+        getattr(sa.func, build)("status", c.state),
+    ).where(c.request_id == request)
+    columns = ["plan_id", "seq", "job_id", "message_id", "wave", "state", "signature", "original"]
+    await conn.execute(ITEMS.insert().from_select(columns, rows))
+
+
 async def next_items(conn: AsyncConnection, plan: PlanRow, size: int) -> list[PlanItemRow]:
     """The next ``size`` items in plan order, from the plan's cursor, and any more items
     of the last one's job: a job's items are next to one another, and a wave takes a job
@@ -223,6 +251,36 @@ async def redriven_refs(conn: AsyncConnection, number: int) -> list[ItemRef]:
         .order_by(ITEMS.c.seq)
     )
     return [ItemRef(str(job), part, {}) for job, part in rows.all()]
+
+
+async def redriven_ref_pages(
+    conn: AsyncConnection, number: int, size: int
+) -> AsyncIterator[list[ItemRef]]:
+    """``redriven_refs`` a page of about ``size`` at a time, each job's items in one page
+    (a job's items are next to one another: a full page leaves its last job to the next,
+    unless that job fills the page alone)."""
+    states = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
+    after = -1
+    while True:
+        rows = (
+            await conn.execute(
+                sa.select(ITEMS.c.seq, ITEMS.c.job_id, ITEMS.c.message_id)
+                .where(ITEMS.c.plan_id == number, ITEMS.c.state.in_(states), ITEMS.c.seq > after)
+                .order_by(ITEMS.c.seq)
+                .limit(size)
+            )
+        ).all()
+        full = len(rows) == size
+        if full:
+            last, cut = rows[-1].job_id, len(rows)
+            while cut > 0 and rows[cut - 1].job_id == last:
+                cut -= 1
+            rows = rows[:cut] or rows
+        if rows:
+            yield [ItemRef(str(job), part, {}) for _, job, part in rows]
+            after = rows[-1].seq
+        if not full:
+            return
 
 
 def refs(items: Sequence[PlanItemRow]) -> list[ItemRef]:

@@ -409,13 +409,16 @@ class SingleTablePlanOps:
     def _keys(self, t: BoundTable, job_ids: Sequence[str]) -> list[Any]:
         return [self.profile.coerce_id(t.c("id"), j) for j in job_ids]
 
-    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+    async def candidate_query(self, conn: AsyncConnection, *, selector: Selector) -> sa.Select[Any]:
         tables = await self.profile.tables(conn)
-        rows = await conn.execute(
+        return (
             sa.select(tables[ROLE].c("id"))
             .where(*self.profile.dead_where(tables, selector.dead_filter()))
             .order_by(*self.profile.dead_order(tables))
         )
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        rows = await conn.execute(await self.candidate_query(conn, selector=selector))
         return [str(plain(r[0])) for r in rows.all()]
 
     async def source_missing(

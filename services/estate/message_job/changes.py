@@ -196,7 +196,9 @@ class MessageJobChanges:
             if _kind(j.c("id")) == _kind(m.c("id"))
             else self.profile.id_texts(m.c("id"), selector.ids)
         )
-        found = await self._lookup(conn, m, j, job_keys, msg_keys)
+        found = await self._lookup(
+            conn, m, j, job_keys, None if selector.ids_name_jobs else msg_keys
+        )
         by_job: dict[str, _Found | list[_Found]] = {}  # a list only where a job has several
         for f in found:
             had = by_job.setdefault(f.job_id, f)
@@ -244,9 +246,10 @@ class MessageJobChanges:
         m: BoundTable,
         j: BoundTable,
         job_keys: list[Any],
-        keys: list[Any],
+        keys: list[Any] | None,
     ) -> list[_Found]:
-        """Every message whose id, or whose job's id, is named, with its job's row."""
+        """Every message whose id, or whose job's id, is named, with its job's row (by its
+        job's id alone where ``keys`` is None)."""
         postgres = m.dialect == "postgresql"
         layout = _Layout.of(m, j)
         columns: list[Any] = (
@@ -263,15 +266,15 @@ class MessageJobChanges:
         )
         out: list[_Found] = []
         step = chunk_for(m.dialect)
-        for start in range(0, len(keys), step):
+        for start in range(0, len(job_keys), step):
+            named = m.isin("job_id", job_keys[start : start + step])
             rows = await conn.execute(
                 sa.select(*columns)
                 .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
                 .where(
-                    sa.or_(
-                        m.isin("job_id", job_keys[start : start + step]),
-                        m.isin("id", keys[start : start + step]),
-                    )
+                    named
+                    if keys is None
+                    else sa.or_(named, m.isin("id", keys[start : start + step]))
                 )
             )
             # row by row, each status text kept once and each error only as its signature:
@@ -297,9 +300,13 @@ class MessageJobChanges:
     def in_database(self, dialect: str) -> bool:
         return dialect == "postgresql"
 
-    async def keep(self, conn: AsyncConnection, *, request: int, targets: list[Target]) -> Digest:
+    async def keep(
+        self, conn: AsyncConnection, *, request: int, targets: list[Target], first: int = 0
+    ) -> Digest:
         t = await self.profile.tables(conn)
-        return await kept.keep(conn, m=t["messages"], j=t["jobs"], request=request, targets=targets)
+        return await kept.keep(
+            conn, m=t["messages"], j=t["jobs"], request=request, targets=targets, first=first
+        )
 
     async def apply_kept(
         self, conn: AsyncConnection, *, request: int, action: Action, now: datetime, note: str

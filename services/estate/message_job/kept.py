@@ -65,8 +65,9 @@ async def keep(
     j: BoundTable,
     request: int,
     targets: list[Target],
+    first: int = 0,
 ) -> Digest:
-    params: dict[str, Any] = {"request": request}
+    params: dict[str, Any] = {"request": request, "first": first}
     pairs = {s: s.partition("/") for s in {t.state for t in targets}}
     states = [pairs[t.state] for t in targets]
     signatures = list(dict.fromkeys(t.signature for t in targets))
@@ -89,7 +90,7 @@ async def keep(
     # each row as the freeze judged it: in its status and at the version it was read in
     sql = f"""
 WITH t AS (
-    SELECT n - 1 AS seq, job, part, mstate, jstate, sig::int AS sig, version
+    SELECT n - 1 + :first AS seq, job, part, mstate, jstate, sig::int AS sig, version
     FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, version, n)
 ), ins AS (
     INSERT INTO qb_change_items
@@ -98,13 +99,21 @@ WITH t AS (
            json_build_object('job_id', t.job, 'message_id', t.part)::text,
            t.mstate || '/' || t.jstate, (CAST(:signatures AS text[]))[t.sig],
            x.image, encode({sql_row_hash("x.image")}, 'hex'),
-           m.xmin::text || '/' || j.xmin::text
+           m.v::text || '/' || j.v::text
     FROM t
-    JOIN {mt} AS m ON m.{mid} = CAST(t.part AS {_type(conn, m.c("id"))})
-    JOIN {jt} AS j ON j.{jid} = m.{mjob}
-    CROSS JOIN LATERAL (SELECT {_image("m", "j")} AS image) AS x
-    WHERE m.{mstatus} = CAST(t.mstate AS {mtype}) AND j.{jstatus} = CAST(t.jstate AS {jtype})
-      AND m.xmin::text || '/' || j.xmin::text = t.version
+    -- each row looked up by its key, one at a time (OFFSET 0 keeps the database from
+    -- turning the lookups into a join that reads the whole queue for a page of rows)
+    CROSS JOIN LATERAL (
+        SELECT m0 AS r, m0.xmin AS v FROM {mt} AS m0
+        WHERE m0.{mid} = CAST(t.part AS {_type(conn, m.c("id"))}) OFFSET 0
+    ) AS m
+    CROSS JOIN LATERAL (
+        SELECT j0 AS r, j0.xmin AS v FROM {jt} AS j0 WHERE j0.{jid} = (m.r).{mjob} OFFSET 0
+    ) AS j
+    CROSS JOIN LATERAL (SELECT {_image("m.r", "j.r")} AS image) AS x
+    WHERE (m.r).{mstatus} = CAST(t.mstate AS {mtype})
+      AND (j.r).{jstatus} = CAST(t.jstate AS {jtype})
+      AND m.v::text || '/' || j.v::text = t.version
     RETURNING seq, image_sha256, {sql_key_hash("job_id", "part", "state")} AS kh
 )
 SELECT count(*), {sql_digest("decode(image_sha256, 'hex')", "seq")}, {sql_digest("kh", "seq")}

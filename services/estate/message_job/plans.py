@@ -54,16 +54,30 @@ class MessageJobPlanOps:
         tables = self.profile.reflected
         return tables is None or has_sources(tables)
 
-    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+    async def candidate_query(self, conn: AsyncConnection, *, selector: Selector) -> sa.Select[Any]:
+        """Each job with a dead letter once, in the order of its newest dead letter: the
+        database ranks the dead letters and keeps each job's first, so the ids can be
+        read a page at a time without queuebot remembering which it has seen."""
         t = await self.profile.tables(conn)
         m, j = t["messages"], t["jobs"]
-        rows = await conn.execute(
-            sa.select(m.c("job_id"))
+        ranked = (
+            sa.select(
+                m.c("job_id").label("job_id"),
+                sa.func.row_number()
+                .over(order_by=[*self.profile.dead_order(t), m.c("job_id")])
+                .label("pos"),
+            )
             .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
             .where(*self.profile.dead_where(t, selector.dead_filter()))
-            .order_by(*self.profile.dead_order(t), m.c("job_id"))
+            .subquery("dead_letters")
         )
-        return list(dict.fromkeys(str(plain(r[0])) for r in rows.all()))
+        return (
+            sa.select(ranked.c.job_id).group_by(ranked.c.job_id).order_by(sa.func.min(ranked.c.pos))
+        )
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        rows = await conn.execute(await self.candidate_query(conn, selector=selector))
+        return [str(plain(r[0])) for r in rows.all()]
 
     async def source_missing(
         self, conn: AsyncConnection, *, targets: list[Target]

@@ -29,14 +29,17 @@ class SystemPlanOps:
     def __init__(self, profile: SystemBase) -> None:
         self.profile = profile
 
-    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+    async def candidate_query(self, conn: AsyncConnection, *, selector: Selector) -> sa.Select[Any]:
         p = self.profile
         t = await p.tables(conn)
-        rows = await conn.execute(
+        return (
             sa.select(p.col(t, p.cols.id))
             .where(*p.dead_where(t, selector.dead_filter()))
             .order_by(*p.dead_order(t))
         )
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        rows = await conn.execute(await self.candidate_query(conn, selector=selector))
         return [str(plain(r[0])) for r in rows.all()]
 
     async def source_missing(

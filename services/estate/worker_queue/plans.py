@@ -48,13 +48,16 @@ class WorkerQueuePlanOps:
     async def _table(self, conn: AsyncConnection) -> BoundTable:
         return (await self.profile.tables(conn))["queue"]
 
-    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+    async def candidate_query(self, conn: AsyncConnection, *, selector: Selector) -> sa.Select[Any]:
         t = await self.profile.tables(conn)
-        rows = await conn.execute(
+        return (
             sa.select(t["queue"].c("id"))
             .where(*self.profile.dead_where(t, selector.dead_filter()))
             .order_by(*self.profile.dead_order(t))
         )
+
+    async def candidate_ids(self, conn: AsyncConnection, *, selector: Selector) -> list[str]:
+        rows = await conn.execute(await self.candidate_query(conn, selector=selector))
         return [str(plain(r[0])) for r in rows.all()]
 
     async def source_missing(
