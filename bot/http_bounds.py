@@ -7,7 +7,10 @@ its connection (a socket, a file descriptor, a parser) for ever, and enough of t
 exhaust the process. Here:
 
 * the request line and headers must arrive within ``header_timeout`` of the connection
-  (or, on a kept-alive connection, of the next request's first byte);
+  (or, on a kept-alive connection, of the next request's first byte), and be no longer
+  than ``MAX_HEAD`` (64 KB; uvicorn's parser keeps whatever comes until the headers end,
+  so a fast client could otherwise send hundreds of MB within the timeout): a longer one
+  is answered ``431`` and closed;
 * the body, within ``body_timeout`` of the headers' end. Both are totals, not the time
   between two reads, so a trickle does not restart them;
 * a client past either bound is answered ``408 Request Timeout`` (when no answer has
@@ -34,6 +37,7 @@ from bot.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger("queuebot.http")
 SPARE_DESCRIPTORS = 256  # besides the connections: the database pools, Slack, Discord, logs
+MAX_HEAD = 64 * 1024  # bytes of request line and headers at most (Slack's are about 1 KB)
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,10 @@ def bounded_protocol(bounds: Bounds, refused: RateLimitedLog) -> type[asyncio.Pr
             f"the request body must arrive within {bounds.body_timeout:g} s of its headers",
         ),
     }
+    too_long = _answer(
+        b"431 Request Header Fields Too Large",
+        f"the request line and headers must be at most {MAX_HEAD // 1024} KB",
+    )
     busy = _answer(
         b"503 Service Unavailable",
         "queuebot has as many connections open as it takes; try again shortly",
@@ -76,6 +84,8 @@ def bounded_protocol(bounds: Bounds, refused: RateLimitedLog) -> type[asyncio.Pr
     class Bounded(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
         _turned_away = False
+        _in_head = False  # reading a request line and headers
+        _head_bytes = 0
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -100,6 +110,17 @@ def bounded_protocol(bounds: Bounds, refused: RateLimitedLog) -> type[asyncio.Pr
                 # the first bytes of the next request on a kept-alive connection
                 self._arm("headers", bounds.header_timeout)
             super().data_received(data)
+            if self._in_head and not self.transport.is_closing():
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD:
+                    self._disarm()
+                    refused(
+                        "closed a connection from %s with 431: request line and headers over %d KB",
+                        self._peer(),
+                        MAX_HEAD // 1024,
+                    )
+                    self.transport.write(too_long)
+                    self.transport.close()
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
@@ -115,6 +136,8 @@ def bounded_protocol(bounds: Bounds, refused: RateLimitedLog) -> type[asyncio.Pr
 
         def _arm(self, part: str, seconds: float) -> None:
             self._disarm()
+            self._in_head = part == "headers"
+            self._head_bytes = 0
             self._deadline = self.loop.call_later(seconds, self._too_slow, part)
 
         def _disarm(self) -> None:

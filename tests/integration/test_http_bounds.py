@@ -108,6 +108,17 @@ async def test_a_trickling_body_is_cut_at_the_bound_however_often_bytes_come() -
     assert BOUND - 0.1 <= took <= BOUND + SLACK
 
 
+async def test_a_header_over_64_kb_is_answered_431_without_waiting_for_its_end() -> None:
+    async with serving() as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /slow HTTP/1.1\r\nHost: q\r\nX-Big: " + b"a" * 100_000)
+        data, took = await read_until_closed(reader, 2)
+        writer.close()
+    assert data.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), data
+    assert b"at most 64 KB" in data
+    assert took < 0.5
+
+
 async def test_a_kept_alive_client_is_served_again_and_bounded_again() -> None:
     async with serving() as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
