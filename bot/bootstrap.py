@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
+from services.after_commit import AfterCommit
 from services.alerts import jobs as alert_jobs
 from services.alerts.publish import AlertPublisher
 from services.alerts.service import AlertDesk
@@ -107,6 +108,8 @@ class Services:
     metrics: Metrics
     incidents: Incidents
     housekeeper: Housekeeper | None = None  # None: the queue is in another database
+    # the posts a person's change made that still go out behind their answer
+    after_commit: AfterCommit = field(default_factory=AfterCommit)
 
 
 def wire_services(
@@ -192,6 +195,7 @@ def wire_services(
         # the FailedJobsAccumulating alert's, as its built-in detector is configured
         alert_threshold=alerts.detectors.failed_actionable.threshold,
     )
+    after_commit = AfterCommit()
     changes = ChangeRequests(
         estate=estate,
         engine=state_engine,
@@ -215,6 +219,7 @@ def wire_services(
             if directory is not None and directory.names()
             else None
         ),
+        after_commit=after_commit,
     )
     desk = AlertDesk(
         engine=state_engine,
@@ -263,7 +268,9 @@ def wire_services(
         changes=changes,
         plans=plans,
         control=control,
-        plan_desk=Plans(engine=state_engine, control=control, clock=clock),
+        plan_desk=Plans(
+            engine=state_engine, control=control, clock=clock, after_commit=after_commit
+        ),
         publisher=publisher,
         outbox=outbox,
         ledger=ledger,
@@ -273,6 +280,7 @@ def wire_services(
         metrics=counters,
         incidents=desk_of_incidents,
         housekeeper=keeper,
+        after_commit=after_commit,
     )
 
 
@@ -294,9 +302,11 @@ class App:
     alerts: AlertDesk
     metrics: Metrics
     housekeeper: Housekeeper | None = None
+    after_commit: AfterCommit = field(default_factory=AfterCommit)
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
+        await self.after_commit.close()  # their posts stay in the outbox for the next relay
         await self.metrics.close()
         await asyncio.to_thread(self.ledger.close)
         for engine in self._engines:
@@ -425,6 +435,7 @@ async def build_app(
             alerts=services.alerts,
             metrics=services.metrics,
             housekeeper=services.housekeeper,
+            after_commit=services.after_commit,
             _engines=engines,
         )
     except BaseException:

@@ -22,6 +22,8 @@ from bot.bootstrap import build_app
 from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
 from bot.http import build_http_app
+from bot.http_bounds import Bounds, bounded_protocol, room_for
+from bot.ratelimited_log import RateLimitedLog
 from bot.readiness import SlackProblem
 from bot.recovery import Platform, Recovery
 from bot.slack.app import (
@@ -184,7 +186,13 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 worker=work,
             )
             server = uvicorn.Server(
-                uvicorn.Config(http, lifespan="off", log_level="warning", access_log=False)
+                uvicorn.Config(
+                    http,
+                    http=_bounded(config),
+                    lifespan="off",
+                    log_level="warning",
+                    access_log=False,
+                )
             )
             print(
                 f"queuebot serving on {_where(listener)}: "
@@ -211,6 +219,21 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await _close_chat(identity, slack, posts)
     finally:
         listener.close()
+
+
+def _bounded(config: Config) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol with [http]'s bounds on slow and surplus clients, and room
+    in the process for that many connections (bot/http_bounds.py)."""
+    settings = config.file.http
+    room_for(settings.max_connections)
+    return bounded_protocol(
+        Bounds(
+            header_timeout=settings.header_timeout_seconds,
+            body_timeout=settings.body_timeout_seconds,
+            max_connections=settings.max_connections,
+        ),
+        RateLimitedLog(logging.getLogger("queuebot.http"), what="slow or surplus connections"),
+    )
 
 
 def _alert_warnings(config: Config) -> None:

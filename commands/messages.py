@@ -219,16 +219,28 @@ def describe(exc: QueuebotError) -> tuple[str, str]:
     return title, words(exc) if words is not None else exc.message
 
 
-def with_post_failures(message: Message, failures: Sequence[PostFailure]) -> Message:
-    """A reply for a committed change whose chat posts afterwards failed: the change
-    stands; the person learns the thread was not updated, and why."""
-    if not failures:
+def with_post_failures(
+    message: Message, failures: Sequence[PostFailure], *, pending: bool = False
+) -> Message:
+    """A reply for a committed change whose chat posts afterwards failed, or had not all
+    gone out when the reply was due (``pending``: a channel holding them to its pace or
+    a Retry-After): the change stands; the person learns the posts are not there yet, and
+    why, where queuebot knows."""
+    notes: list[str] = []
+    if failures:
+        why = "; ".join(f.error for f in failures)
+        notes.append(
+            f"Done, but the chat post about it failed ({why}); it is retried until it goes "
+            "out, and /queue plan shows the state now."
+        )
+    if pending:
+        notes.append(
+            "The chat posts about it have not all gone out yet: they are kept, and go out "
+            "as soon as their channels take them."
+        )
+    if not notes:
         return message
-    why = "; ".join(f.error for f in failures)
-    note = (
-        f"Done, but the chat post about it failed ({why}); it is retried until it goes out, "
-        "and /queue plan shows the state now."
-    )
+    note = " ".join(notes)
     blocks: tuple[Block, ...] = (*message.blocks, Text(note))
     return Message(f"{message.summary} ({note})", blocks)
 

@@ -11,7 +11,8 @@ A test plays a person by injecting ``INTERACTION_CREATE`` the way the gateway de
 (``command`` for a slash command, ``click`` for a button) and then reads what the bot sent
 back: ``callbacks`` (interaction responses), ``followups`` (webhook posts and edits),
 ``channel_messages`` and ``threads``. ``rate_limit(n)`` makes the next n REST calls answer
-429 with a ``retry_after``. An interaction's token dies as Discord's does 15 minutes after
+429 with a ``retry_after``; ``hold(channel)`` answers every message posted to that channel
+429 until ``release``. An interaction's token dies as Discord's does 15 minutes after
 delivery: before its first response (``stale``), just after it (``expires_after_callback``)
 or when the test says (``expire``); ``webhook_calls`` lists what the bot sent on a token,
 refusals included.
@@ -155,6 +156,7 @@ class FakeDiscord:
         self._lock = threading.Lock()
         self._limited = 0
         self._retry_after = 0.2
+        self._held: dict[str, float] = {}  # channel -> retry_after while held
         self._next_id = _snowflakes()
         self._sockets: list[tuple[web.WebSocketResponse, list[int]]] = []
         self._loop = asyncio.new_event_loop()
@@ -215,6 +217,16 @@ class FakeDiscord:
         with self._lock:
             self._limited = n
             self._retry_after = retry_after
+
+    def hold(self, channel: str, *, retry_after: float = 1.0) -> None:
+        """Answer every message posted to ``channel`` 429 (``retry_after``) until
+        ``release``, as Discord does to a channel's bucket that is spent."""
+        with self._lock:
+            self._held[channel] = retry_after
+
+    def release(self, channel: str) -> None:
+        with self._lock:
+            self._held.pop(channel, None)
 
     def wait_until(self, what: Callable[[], bool], timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -508,28 +520,15 @@ class FakeDiscord:
             if not interaction_call and request.headers.get("Authorization") != f"Bot {self.token}":
                 call.status = 401
                 return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+            parts = path.strip("/").split("/")
+            held = self._held.get(parts[1]) if _posts_message(request.method, parts) else None
+            if held is not None:
+                call.status = 429
+                return _too_many(held)
             if self._limited > 0 and not path.startswith("/interactions/"):
                 self._limited -= 1
                 call.status = 429
-                return _json(
-                    {
-                        "message": "You are being rate limited.",
-                        "retry_after": self._retry_after,
-                        "global": False,
-                    },
-                    status=429,
-                    headers={
-                        "Retry-After": str(self._retry_after),
-                        "X-RateLimit-Limit": "5",
-                        "X-RateLimit-Remaining": "0",
-                        "X-RateLimit-Reset-After": str(self._retry_after),
-                        "X-RateLimit-Bucket": "fake",
-                        "X-RateLimit-Scope": "user",
-                        # Discord's own 429s pass its proxy; discord.py takes a 429
-                        # without this header for a Cloudflare ban and gives up
-                        "Via": "1.1 google",
-                    },
-                )
+                return _too_many(self._retry_after)
         answer, status = self._answer(request.method, path, body, files)
         call.status = status
         if answer is None:
@@ -812,6 +811,31 @@ def _check_limits(message: StoredMessage) -> None:
         raise LimitBroken("more than 5 rows of 5 components")
     if any(len(c) > 100 for c in message.custom_ids):
         raise LimitBroken("a custom_id over 100 characters")
+
+
+def _posts_message(method: str, parts: list[str]) -> bool:
+    """``POST /channels/{id}/messages``: a message posted to a channel."""
+    return (
+        method == "POST" and len(parts) == 3 and parts[0] == "channels" and parts[2] == "messages"
+    )
+
+
+def _too_many(retry_after: float) -> web.Response:
+    return _json(
+        {"message": "You are being rate limited.", "retry_after": retry_after, "global": False},
+        status=429,
+        headers={
+            "Retry-After": str(retry_after),
+            "X-RateLimit-Limit": "5",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset-After": str(retry_after),
+            "X-RateLimit-Bucket": "fake",
+            "X-RateLimit-Scope": "user",
+            # Discord's own 429s pass its proxy; discord.py takes a 429 without this
+            # header for a Cloudflare ban and gives up
+            "Via": "1.1 google",
+        },
+    )
 
 
 def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

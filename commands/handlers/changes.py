@@ -157,7 +157,9 @@ async def handle_approve(cmd: Approve, inv: Invocation, deps: Deps) -> Reply:
     decision = await deps.changes.approve(
         number=cmd.request, actor=actor_of(inv), delivery=inv.delivery
     )
-    message = with_post_failures(change_message(decision.view), decision.post_failures)
+    message = with_post_failures(
+        change_message(decision.view), decision.post_failures, pending=decision.posts_pending
+    )
     return Reply(message, ephemeral=False)
 
 
@@ -360,7 +362,10 @@ async def handle_halt(cmd: Halt, inv: Invocation, deps: Deps) -> Reply:
     done = await deps.plans.halt(
         number=cmd.plan, actor=actor_of(inv), reason=cmd.reason, delivery=inv.delivery
     )
-    return Reply(with_post_failures(halted_message(done.view), done.post_failures), ephemeral=False)
+    message = with_post_failures(
+        halted_message(done.view), done.post_failures, pending=done.posts_pending
+    )
+    return Reply(message, ephemeral=False)
 
 
 def halted_message(view: PlanView) -> Message:
@@ -394,7 +399,9 @@ async def handle_rollback(cmd: Rollback, inv: Invocation, deps: Deps) -> Reply:
     )
     if closed is not None:
         return Reply(
-            with_post_failures(closed_message(closed.view), closed.post_failures),
+            with_post_failures(
+                closed_message(closed.view), closed.post_failures, pending=closed.posts_pending
+            ),
             ephemeral=False,
         )
     return await _plan_change(ChangeKind.ROLLBACK, cmd.plan, cmd.reason, inv, deps)

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from services.after_commit import AfterCommit
 from services.audit import Actor, AuditTrail
 from services.audit.row_digest import Digest, kept_digest
 from services.changes import quorum, store
@@ -50,7 +51,7 @@ from services.jsonable import jsonable
 from services.ledger import Claim, complete_in, note_outcome
 from services.plans import store as plan_store
 from services.plans.model import OVERRIDDEN
-from services.scheduler import PostFailure, run_follow_ups
+from services.scheduler import PostFailure
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class Decision:
     executed: bool
     approvals: int
     post_failures: tuple[PostFailure, ...] = field(default=())
+    # its chat posts were still going out when the answer was due: they go on behind it
+    posts_pending: bool = False
 
 
 class ChangeRequests:
@@ -74,8 +77,11 @@ class ChangeRequests:
         audit: AuditTrail,
         incidents: IncidentOverrides | None = None,
         approvers: Callable[[], Sequence[str]] | None = None,
+        after_commit: AfterCommit | None = None,
     ) -> None:
         self.audit = audit
+        # the posts an approval makes; the approver's answer waits for them only briefly
+        self.after_commit = after_commit or AfterCommit()
         # the people with the approver role (None: not known here, nothing is checked)
         self.approvers = approvers
         self.incidents = incidents  # None: no incidents here, so no resolve requests
@@ -166,8 +172,14 @@ class ChangeRequests:
                     )
         if expired:
             raise RequestExpired(number=number, expired_at=request.expires_at)
-        failures = await run_follow_ups(follow_ups, what=f"approval of CR-{number}")
-        return Decision(self._shown(decision.view), decision.executed, decision.approvals, failures)
+        posts = await self.after_commit.run(follow_ups, what=f"approval of CR-{number}")
+        return Decision(
+            self._shown(decision.view),
+            decision.executed,
+            decision.approvals,
+            posts.failures,
+            posts.pending,
+        )
 
     async def reject(
         self,

@@ -261,10 +261,17 @@ class HttpConfig(Strict):
     """The HTTP server of ``queuebot serve``: a body over ``max_body_kb`` is refused (413)
     before it is read. Slack's requests are a few KB; the floor keeps room for them.
     ``readyz_fresh_seconds`` is how long ``/readyz`` reuses what it found of the queues'
-    columns and privileges and of Slack (the databases are asked at every probe)."""
+    columns and privileges and of Slack (the databases are asked at every probe).
+    A client must send its request line and headers within ``header_timeout_seconds``
+    and its body within ``body_timeout_seconds`` after them (each a total, not the time
+    between two reads), or is answered 408 and closed; past ``max_connections`` open at
+    once, a new connection is answered 503 and closed at once."""
 
     max_body_kb: int = Field(default=256, ge=16, le=16 * 1024)
     readyz_fresh_seconds: float = Field(default=5.0, ge=1, le=300)
+    header_timeout_seconds: float = Field(default=10.0, ge=1, le=300)
+    body_timeout_seconds: float = Field(default=10.0, ge=1, le=300)
+    max_connections: int = Field(default=500, ge=16, le=100_000)
 
 
 class SlackConfig(Strict):

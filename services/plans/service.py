@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.after_commit import AfterCommit
 from services.audit import Actor
 from services.db import reading, transaction
 from services.ledger import Claim, complete_in, note_outcome
@@ -19,7 +20,7 @@ from services.plans import dead_again, store
 from services.plans.control import PlanControl
 from services.plans.model import PlanView
 from services.plans.publish import unshown_news
-from services.scheduler import FollowUp, PostFailure, run_follow_ups
+from services.scheduler import FollowUp, PostFailure
 
 log = logging.getLogger("queuebot.plans")
 
@@ -30,6 +31,7 @@ class PlanOutcome:
 
     view: PlanView
     post_failures: tuple[PostFailure, ...] = ()
+    posts_pending: bool = False  # still going out when the answer was due: behind it
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,17 @@ class DeadAgain:
 
 class Plans:
     def __init__(
-        self, *, engine: AsyncEngine, control: PlanControl, clock: Callable[[], datetime]
+        self,
+        *,
+        engine: AsyncEngine,
+        control: PlanControl,
+        clock: Callable[[], datetime],
+        after_commit: AfterCommit | None = None,
     ) -> None:
         self.engine = engine
         self.control = control
         self.clock = clock
+        self.after_commit = after_commit or AfterCommit()
 
     async def view(self, *, number: int) -> PlanView:
         async with reading(self.engine) as conn:
@@ -87,8 +95,8 @@ class Plans:
             )
             await note_outcome(conn, delivery, f"P-{number} halted")
             follow_ups.append(post)
-        failures = await run_follow_ups(follow_ups, what=f"halt of P-{number}")
-        return PlanOutcome(view, failures)
+        posts = await self.after_commit.run(follow_ups, what=f"halt of P-{number}")
+        return PlanOutcome(view, posts.failures, posts.pending)
 
     async def close_if_nothing_unclaimed(
         self, *, number: int, actor: Actor, reason: str, delivery: Claim | None = None
@@ -106,5 +114,5 @@ class Plans:
                 await complete_in(conn, delivery, now=now)
             view, post = closed
             await note_outcome(conn, delivery, f"P-{number} closed")
-        failures = await run_follow_ups([post], what=f"close of P-{number}")
-        return PlanOutcome(view, failures)
+        posts = await self.after_commit.run([post], what=f"close of P-{number}")
+        return PlanOutcome(view, posts.failures, posts.pending)

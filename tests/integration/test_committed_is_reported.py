@@ -4,6 +4,9 @@ PostgreSQL, as a person in chat would see it."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import sqlalchemy as sa
 
 from bot.boundary import answer
@@ -12,6 +15,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
+from services.after_commit import ANSWER_WAITS
 from services.config import AccessConfig, default_queues
 from services.db import create_engine
 from services.estate.estate import Estate
@@ -38,6 +42,21 @@ class BrokenChat(RecordingNotifier):
 
     async def update(self, *, ref: MessageRef, message: Message) -> None:
         raise ConnectionError("chat.update: connection refused")
+
+
+class HeldChat(RecordingNotifier):
+    """A chat platform whose channels take no post until ``release``: a channel waiting
+    out a 429's long Retry-After."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+
+    async def post(
+        self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
+    ) -> list[MessageRef]:
+        await self.open.wait()
+        return await super().post(channel=channel, message=message, thread=thread)
 
 
 def router_over(shop: Shop, chat: RecordingNotifier) -> Router:
@@ -86,6 +105,34 @@ async def test_a_halt_whose_chat_post_fails_is_reported_as_done(shop: Shop) -> N
     again = await say(router, "/queue halt P-1", ALICE)
     assert again.error
     assert "P-1 is halted; only a running plan can be halted" in again.message.summary
+
+
+async def test_an_approval_is_answered_before_its_held_chat_post_and_says_so(
+    shop: Shop,
+) -> None:
+    await add_dead_letters(shop.engine, count=10, error=ERROR)
+    await flat_history(shop)
+    number = await request_plan(shop)
+    chat = HeldChat()
+    router = router_over(shop, chat)
+
+    started = time.monotonic()
+    async with asyncio.timeout(10):  # (before: the answer waited for the channel, forever)
+        approved = await say(router, f"/queue approve CR-{number}", BOB)
+    waited = time.monotonic() - started
+    assert waited < ANSWER_WAITS + 1.5, waited  # not the channel's wait
+    assert not approved.error
+    assert "approved by bob and executed" in approved.message.summary
+    assert "have not all gone out yet" in approved.message.summary
+    assert "failed" not in approved.message.summary  # nothing failed: it waits its turn
+    assert chat.posts == []
+
+    chat.open.set()  # the channel takes posts again: the plan's message goes out behind
+    for _ in range(100):
+        if chat.posts:
+            break
+        await asyncio.sleep(0.02)
+    assert chat.texts()[0].startswith("P-1:")
 
 
 async def test_a_database_gone_before_an_approval_changes_nothing_and_says_so(

@@ -358,6 +358,31 @@ def test_the_readyz_freshness_defaults_to_5_s_and_is_bounded(tmp_path: Path) -> 
         assert message == f"{path}: http.readyz_fresh_seconds = {value}: {expected}"
 
 
+def test_slow_and_surplus_http_clients_are_bounded_by_default(tmp_path: Path) -> None:
+    http = FileConfig().http
+    assert (http.header_timeout_seconds, http.body_timeout_seconds) == (10, 10)
+    assert http.max_connections == 500
+    good = load_config(
+        write(
+            tmp_path,
+            "[http]\nheader_timeout_seconds = 5\nbody_timeout_seconds = 30\n"
+            "max_connections = 2000\n",
+        ),
+        environ={},
+    )
+    assert good.file.http.header_timeout_seconds == 5
+    assert good.file.http.body_timeout_seconds == 30
+    assert good.file.http.max_connections == 2000
+    for setting, value, expected in [
+        ("header_timeout_seconds", 0, "Input should be greater than or equal to 1"),
+        ("body_timeout_seconds", 301, "Input should be less than or equal to 300"),
+        ("max_connections", 8, "Input should be greater than or equal to 16"),
+        ("max_connections", 1_000_000, "Input should be less than or equal to 100000"),
+    ]:
+        path, message = config_error(tmp_path, f"[http]\n{setting} = {value}\n")
+        assert message == f"{path}: http.{setting} = {value}: {expected}"
+
+
 def test_the_metrics_refresh_defaults_to_15_s_and_is_bounded(tmp_path: Path) -> None:
     assert FileConfig().metrics.refresh_seconds == 15
     good = load_config(write(tmp_path, "[metrics]\nrefresh_seconds = 60\n"), environ={})

@@ -53,6 +53,19 @@ def test_only_slack_events_is_open_and_alerts_only_to_an_allowed_network() -> No
     assert limit is not None and int(limit[1]) == HttpConfig().max_body_kb
 
 
+def test_slow_clients_are_let_go_at_the_proxy_as_at_queuebot() -> None:
+    text = without_comments(EXAMPLE.read_text())
+    http = HttpConfig()
+    header = re.search(r"client_header_timeout (\d+)s;", text)
+    body = re.search(r"client_body_timeout (\d+)s;", text)
+    assert header is not None and int(header[1]) == http.header_timeout_seconds
+    assert body is not None and int(body[1]) == http.body_timeout_seconds
+    zone = re.search(r"^limit_conn_zone \$binary_remote_addr zone=(\w+):\d+m;", text, re.M)
+    assert zone is not None  # outside the server block: nginx takes it in the http context
+    per_client = re.search(rf"^\s+limit_conn {zone[1]} (\d+);", text, re.M)
+    assert per_client is not None and int(per_client[1]) < http.max_connections
+
+
 def test_the_readme_points_at_it() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "deploy/nginx/queuebot.conf" in readme
