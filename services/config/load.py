@@ -20,6 +20,7 @@ from services.config.env import DEFAULT_CONFIG_PATH, EXPLICIT_ENVIRON, EnvSettin
 from services.config.file import FileConfig
 from services.config.hints import did_you_mean
 from services.config.sections import QueueConfig
+from services.config.storable import unstorable
 from services.errors import ConfigError
 
 log = logging.getLogger("queuebot.config")
@@ -68,6 +69,9 @@ REMOVED: dict[tuple[str, str], str] = {
 
 
 def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
+    problems = unstorable(data)
+    if problems:
+        raise ConfigError("\n".join(f"{where}: {problem}" for problem in problems))
     data = dict(data)
     for (section, key), instead in REMOVED.items():
         table = data.get(section)
