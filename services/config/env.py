@@ -171,3 +171,8 @@ def secret_names() -> frozenset[str]:
         for info in EnvSettings.model_fields.values()
         if "SecretStr" in str(info.annotation)
     )
+
+
+def variable_names() -> frozenset[str]:
+    """Every environment variable the settings read."""
+    return frozenset(str(info.validation_alias) for info in EnvSettings.model_fields.values())
