@@ -219,3 +219,16 @@ def test_a_secret_file_that_cannot_be_used_is_one_line_naming_the_variable_never
     assert one_line(result.stderr) == "queuebot: " + said.format(path=path)
     assert value not in result.stdout + result.stderr
     assert os.environ.get("QUEUEBOT_AUDIT_KEY") != value
+
+
+def test_the_demo_uses_its_own_database_whatever_file_the_environment_names(
+    tmp_path: Path,
+) -> None:
+    """`queuebot demo` in a container whose environment names the database by a file: the
+    demo's own database wins, not "both set"."""
+    url_file = tmp_path / "database-url"
+    url_file.write_text("postgresql://u:p@db.internal/q\n")
+    env = {"QUEUEBOT_DATABASE_URL_FILE": str(url_file)}
+    ran = queuebot("demo", stdin="/queue help\n", cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert "/queue triage" in ran.stdout
