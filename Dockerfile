@@ -17,7 +17,6 @@ COPY pyproject.toml README.md /src/
 COPY bot /src/bot
 COPY commands /src/commands
 COPY services /src/services
-COPY testkit /src/testkit
 # With wheels: from them only (the build may have no network). Without: from the sources,
 # fetching the dependencies from the package index. pip and setuptools leave the venv
 # after: nothing installs into it at run time.
@@ -36,19 +35,24 @@ FROM ${BASE}
 # venv's at build time), output unbuffered for the container's log.
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LANG=C.UTF-8 \
     PATH=/opt/queuebot/bin:$PATH HOME=/data
+# No setuid or setgid program is left (su, passwd, mount, chsh ...): nothing in the image
+# can raise a process's privileges, even where no-new-privileges is not set.
 RUN set -eu; \
     groupadd --system --gid 10001 queuebot; \
     useradd --system --uid 10001 --gid 10001 --home-dir /data --no-create-home \
       --shell /usr/sbin/nologin queuebot; \
     mkdir -p /data; \
-    chown 10001:10001 /data
+    chown 10001:10001 /data; \
+    find / -xdev -perm /6000 -type f -exec chmod a-s {} +
 COPY --from=build /opt/queuebot /opt/queuebot
 
 # Everything queuebot writes is under /data (its working directory, so the default SQLite
 # database ./queuebot.db lands there) or /tmp: the root filesystem may be mounted read-only
 # (docker run --read-only --tmpfs /tmp). Configuration: mount a TOML file and set
 # QUEUEBOT_CONFIG (or mount it as /data/queuebot.toml); secrets and database URLs come from
-# the environment (QUEUEBOT_DATABASE_URL, SLACK_*, DISCORD_*), never from the image.
+# the environment or from files it names (QUEUEBOT_DATABASE_URL_FILE=/run/secrets/...,
+# SLACK_BOT_TOKEN_FILE, ...: docs/operations.md), never from the image. Only queuebot's
+# own packages are installed: no tests and no test kit.
 VOLUME /data
 WORKDIR /data
 USER 10001:10001

@@ -69,6 +69,7 @@ from typing import Any
 
 import aiohttp
 import psycopg
+import repo_root  # noqa: F401  (testkit, from the repository's root)
 from scratch_db import create, drop
 
 from bot.demo import DEMO_CONFIG, record_history

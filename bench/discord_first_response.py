@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import repo_root  # noqa: F401  (testkit, from the repository's root)
 
 from bot.demo import DEMO_CONFIG, record_history
 from services.config import default_queues
@@ -106,6 +107,7 @@ def main() -> int:
             QUEUEBOT_CONFIG=str(config),
             QUEUEBOT_DATABASE_URL=db_url,
             QUEUEBOT_AUDIT_KEY="bench-audit-key-0123456789abcdef0123456789",
+            QUEUEBOT_ALERT_TOKEN="bench-alert-token-0123456789",  # serve starts only with one
             DISCORD_BOT_TOKEN=fake.token,
             DISCORD_API_BASE_URL=fake.api_url,
         )

@@ -52,6 +52,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import psycopg
+import repo_root  # noqa: F401  (testkit, from the repository's root)
 from triage import rnd, ts
 
 RIVER_QUEUES = ("default", "email", "reports", "webhooks", "media")

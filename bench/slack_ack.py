@@ -66,6 +66,7 @@ from urllib.parse import urlencode
 
 import httpx
 import psycopg
+import repo_root  # noqa: F401  (testkit, from the repository's root)
 from sqlalchemy.engine import make_url
 
 from bot.demo import DEMO_CONFIG
@@ -423,6 +424,7 @@ def start_server(workdir: Path, db_url: str, fake: FakeSlack, log_level: str) ->
         QUEUEBOT_CONFIG=str(config),
         QUEUEBOT_DATABASE_URL=db_url,
         QUEUEBOT_LOG_LEVEL=log_level,
+        QUEUEBOT_ALERT_TOKEN="bench-alert-token-0123456789",  # serve starts only with one
         SLACK_BOT_TOKEN="xoxb-fake-token",
         SLACK_SIGNING_SECRET=SECRET,
         SLACK_API_BASE_URL=fake.api_url,

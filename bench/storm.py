@@ -62,6 +62,7 @@ from urllib.parse import urlencode
 
 import httpx
 import psycopg
+import repo_root  # noqa: F401  (testkit, from the repository's root)
 from scratch_db import create, drop
 
 from bot.demo import DEMO_CONFIG, record_history

@@ -2,7 +2,8 @@
 
 The answer says what Alertmanager should do next:
 - 200 once the notification is stored (committed) (processing and chat posts come after);
-- 401 without the bearer token QUEUEBOT_ALERT_TOKEN asks for (when it is set);
+- 401 without the bearer token QUEUEBOT_ALERT_TOKEN asks for (serve does not start
+  without that token unless ``[alerts] allow_unauthenticated = true`` opens the path);
 - 400 with the reason for a body that is not a notification (Alertmanager does not
   retry a 4xx, but sends the whole group again on its next interval);
 - 413 for a body over ``[http] max_body_kb`` (the body limit refuses it unread);
@@ -24,7 +25,7 @@ from bot.ratelimited_log import RateLimitedLog
 from services.alerts.payload import BadPayload, parse
 from services.alerts.service import AlertDesk
 from services.config import Config
-from services.errors import DatabaseUnavailable
+from services.errors import ConfigError, DatabaseUnavailable
 from services.outbox import NO_PLATFORM
 
 log = logging.getLogger("queuebot.alerts")
@@ -133,6 +134,49 @@ def unauthenticated(config: Config) -> str:
     if "QUEUEBOT_ALERT_TOKEN" in config.env.empty:
         return "QUEUEBOT_ALERT_TOKEN is empty (counts as not set)"
     return "QUEUEBOT_ALERT_TOKEN is not set"
+
+
+OPENED = "[alerts] allow_unauthenticated = true"
+
+
+def require_token(config: Config) -> None:
+    """serve's start: the alert path takes only Alertmanager's bearer token, so without
+    one serve does not start, unless the configuration file opens the path on purpose."""
+    if config.env.alert_token is not None or config.file.alerts.allow_unauthenticated:
+        return
+    raise ConfigError(
+        f"{unauthenticated(config)}: serve takes alerts on {PATH} only with a bearer token; "
+        "set QUEUEBOT_ALERT_TOKEN (16 characters or more: `openssl rand -hex 16`) or "
+        "QUEUEBOT_ALERT_TOKEN_FILE (the path of a file holding it), or, to take alerts from "
+        f"anyone who reaches the port, set {OPENED} in the configuration file"
+    )
+
+
+def token_warning(config: Config) -> str | None:
+    """For ``config check``: a warning where the alert path has no token (other commands
+    need none, so it is no problem of the file): serve refuses to start, or, opened on
+    purpose, takes alerts from anyone."""
+    if config.env.alert_token is not None:
+        return None
+    if config.file.alerts.allow_unauthenticated:
+        return (
+            f"{OPENED}: {PATH} is unauthenticated, anyone who reaches serve's port may post "
+            "alerts; set QUEUEBOT_ALERT_TOKEN (or QUEUEBOT_ALERT_TOKEN_FILE) and give "
+            "Alertmanager the same token to close it"
+        )
+    return (
+        f"{unauthenticated(config)}: `queuebot serve` will not start; set QUEUEBOT_ALERT_TOKEN "
+        f"(or QUEUEBOT_ALERT_TOKEN_FILE), or {OPENED} to take alerts without a token "
+        "(other commands need no token)"
+    )
+
+
+def guard(config: Config) -> str:
+    """For /readyz: what the alert path asks of a sender."""
+    if config.env.alert_token is not None:
+        return "bearer token (QUEUEBOT_ALERT_TOKEN)"
+    opened = f" ({OPENED})" if config.file.alerts.allow_unauthenticated else ""
+    return f"unauthenticated{opened}: anyone who reaches this port may post alerts to {PATH}"
 
 
 def posted_nowhere(config: Config) -> str | None:

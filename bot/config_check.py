@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.alertmanager import describe as describe_alerting
-from bot.alertmanager import posted_nowhere
+from bot.alertmanager import posted_nowhere, token_warning
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
 from bot.exits import EXIT_PROBLEM
 from bot.slack_setup import POSTING_ONLY, slack_setup
@@ -150,6 +150,9 @@ def _environment(config: Config, found: Findings) -> None:
     nowhere = posted_nowhere(config)
     if nowhere is not None:
         found.warnings.append(nowhere)
+    open_alerts = token_warning(config)
+    if open_alerts is not None:
+        found.warnings.append(open_alerts)
     for var, value in (
         ("SLACK_BOT_TOKEN", env.slack_bot_token),
         ("SLACK_SIGNING_SECRET", env.slack_signing_secret),

@@ -57,7 +57,10 @@ async def run_demo(args: argparse.Namespace) -> int:
     config_path, named = demo_config_path(args)
     write_demo_config(config_path, overwrite=not named and (args.fresh or built))
     url = demo_url(db)
-    env = {**os.environ, "QUEUEBOT_DATABASE_URL": url, "QUEUEBOT_QUEUE_DATABASE_URL": url}
+    # the demo's own database, whatever the environment names (its file forms included)
+    databases = ("QUEUEBOT_DATABASE_URL", "QUEUEBOT_QUEUE_DATABASE_URL")
+    env = {k: v for k, v in os.environ.items() if k.removesuffix("_FILE") not in databases}
+    env.update(dict.fromkeys(databases, url))
     config = load_config(config_path, environ=env)
     _has_demo_queues(config, config_path)
     banner = await _demo_banner(config, db, config_path, built, worker=args.worker)

@@ -17,6 +17,10 @@ process whose restart changes nothing (a set-aside notification stays set aside)
 way they are seen is this body, the gauge ``queuebot_alert_notifications_set_aside`` of
 ``GET /metrics`` and one error line in the log each.
 
+``alert_path`` says what the Alertmanager webhook asks of a sender: the bearer token, or
+nothing, where ``[alerts] allow_unauthenticated = true`` opened it on purpose (still ready:
+that is the operator's choice, said where the probes and people look).
+
 serve's background work (alert processing, posting, the scheduler) is shown under
 ``worker``: running, or not and when it starts again, and how often it ended in the last
 ten minutes. A worker that is down does not make the process unready either: the front
@@ -35,6 +39,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from bot.alertmanager import guard
 from bot.bootstrap import App
 from services.db import error_line
 from services.errors import QueuebotError
@@ -103,6 +108,7 @@ class Readiness:
             "slack": slack,
             "discord": discord,
             "alerts": alerts,
+            "alert_path": guard(self.app.config),
         }
         if self.worker is not None:
             body["worker"] = self.worker()

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import uvicorn
 from slack_bolt.async_app import AsyncApp
 
+from bot.alertmanager import OPENED, posted_nowhere, require_token
 from bot.alertmanager import PATH as ALERTMANAGER_PATH
-from bot.alertmanager import posted_nowhere, unauthenticated
 from bot.bootstrap import build_app
 from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
@@ -36,7 +36,7 @@ from bot.slack.app import (
 )
 from bot.slack.listeners import SlackWiring
 from bot.slack.listeners import resume as slack_resume
-from bot.slack_setup import slack_setup
+from bot.slack_setup import SlackSetup, slack_setup
 from bot.worker import Background, background, chat_notifier, chat_reach
 from services.config import Config
 from services.errors import ConfigError
@@ -140,8 +140,7 @@ class SocketModeLink:
 
 
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
-    # before anything else: half a Slack setup is refused
-    setup = slack_setup(config.env, posting_only=config.file.slack.posting_only)
+    setup = _refused_or_slack_setup(config)  # before anything else
     listener = sock or listen(host, port)
     link: SocketModeLink | None = None
     discord = None
@@ -236,15 +235,24 @@ def _bounded(config: Config) -> type[asyncio.Protocol]:
     )
 
 
+def _refused_or_slack_setup(config: Config) -> SlackSetup:
+    """Half a Slack setup is refused, and so is an alert path with no token that the
+    configuration did not open on purpose; else the ways Slack reaches this process."""
+    setup = slack_setup(config.env, posting_only=config.file.slack.posting_only)
+    require_token(config)
+    return setup
+
+
 def _alert_warnings(config: Config) -> None:
     """At start: alerts that will go nowhere, and alerts anyone may post."""
     nowhere = posted_nowhere(config)
     if nowhere is not None:
         log.warning("%s", nowhere)
-    if config.env.alert_token is None:
+    if config.env.alert_token is None:  # only as opened on purpose (require_token)
         log.warning(
-            "%s: anyone who reaches this port may post alerts to %s",
-            unauthenticated(config),
+            "%s and QUEUEBOT_ALERT_TOKEN is not set: anyone who reaches this port may post "
+            "alerts to %s",
+            OPENED,
             ALERTMANAGER_PATH,
         )
 

@@ -73,7 +73,8 @@ trap 'rm -rf --one-file-system "$work"' EXIT
 say "wheels into wheelhouse/"
 rm -rf wheelhouse
 mkdir -p wheelhouse "$work/src"
-cp -R pyproject.toml README.md bot commands services testkit "$work/src/"
+# Only what the package holds (pyproject.toml leaves testkit/ and tests/ out of it).
+cp -R pyproject.toml README.md bot commands services "$work/src/"
 find "$work/src" \( -name __pycache__ -o -name node_modules \) -prune -exec rm -rf {} +
 "$python" -m pip freeze --exclude-editable --exclude queuebot >"$work/pins.txt"
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s) \

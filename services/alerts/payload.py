@@ -4,7 +4,8 @@ leniently where Alertmanager may grow: unknown or newer fields are ignored.
 Times are RFC 3339 with 0 to 9 fractional digits; Python keeps microseconds, so digits
 past the sixth are dropped. A firing alert carries ``endsAt = 0001-01-01T00:00:00Z``,
 Go's zero time, which becomes ``None``. A time that has no UTC form queuebot can keep
-(``9999-12-31T23:59:59-23:59`` is in year 10000 in UTC) is refused like any bad time.
+(``9999-12-31T23:59:59-23:59`` is in year 10000 in UTC), or one written in year 0000, is
+refused like any bad time: the years kept run from 0001 to 9999.
 
 Every text that is stored (labels, annotations, receiver, groupKey, URLs) is refused when
 it holds a NUL character or a lone surrogate: PostgreSQL cannot keep either, and a row
@@ -55,7 +56,12 @@ def _parse_text(value: str) -> datetime | None:
     if matched is None:
         raise ValueError(f"{value[:40]!r} is not an RFC 3339 time such as 2026-11-30T12:00:00.123Z")
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = matched.groups()
-    if int(year) <= 1:  # Go's zero time, but only on a day that exists
+    if int(year) == 0:  # RFC 3339's four digits allow it; no time queuebot keeps is in it
+        raise ValueError(
+            f"{value[:40]!r} is in year 0000: queuebot keeps times of the years 0001 to 9999 "
+            "(Alertmanager writes 0001-01-01T00:00:00Z for no time)"
+        )
+    if int(year) == 1:  # Go's zero time, but only on a day that exists
         try:
             datetime(1, int(month), int(day), int(hour), int(minute), int(second))
         except ValueError as exc:

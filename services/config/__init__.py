@@ -1,7 +1,8 @@
 """Configuration: one optional TOML file plus fixed environment variables.
 
 Secrets (tokens, the signing secret, database URLs that may carry passwords) come only
-from the environment (``env.py``), are held as ``SecretStr`` and never logged. Everything
+from the environment (``env.py``) or from the files their ``NAME_FILE`` variables name
+(``secret_files.py``), are held as ``SecretStr`` and never logged. Everything
 else lives in the TOML file (``file.py`` and its sections), validated strictly: an unknown
 key or a bad value is refused with the key, the value and what was expected (``load.py``).
 

@@ -92,7 +92,11 @@ class AlertsConfig(Strict):
     """``channel``: where groups no route matches go. ``reopen_hours``: a group that
     fires again within this long after it resolved continues its old thread; later, it
     starts a new one. ``sample_seconds``: how often the queues are counted (the counts
-    the detectors judge)."""
+    the detectors judge). ``allow_unauthenticated``: serve takes alerts without a bearer
+    token (QUEUEBOT_ALERT_TOKEN unset), from anyone who reaches its port; without it,
+    serve refuses to start with no token."""
+
+    allow_unauthenticated: bool = False
 
     routes: list[AlertRoute] = Field(default_factory=list, max_length=200)
     channel: Name = FALLBACK_CHANNEL

@@ -1,5 +1,6 @@
 """The fixed environment variables: secrets (tokens, the signing secret, database URLs that
-may carry passwords) come only from here, are held as ``SecretStr`` and never logged."""
+may carry passwords) come only from here (or from the files their NAME_FILE variables
+name: ``secret_files.py``), are held as ``SecretStr`` and never logged."""
 
 from __future__ import annotations
 
@@ -111,8 +112,9 @@ class EnvSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # An explicit mapping (tests, the demo) is the whole environment: nothing from
-        # the process leaks in. Otherwise the process environment, and no .env files.
+        # load_config (services/config/load.py, load_env) passes every variable itself,
+        # each secret read from its NAME_FILE where that is set: the mapping it passes is
+        # the whole environment, and no .env file is read.
         if EXPLICIT_ENVIRON.get():
             return (init_settings,)
         return (init_settings, env_settings)
@@ -171,3 +173,8 @@ def secret_names() -> frozenset[str]:
         for info in EnvSettings.model_fields.values()
         if "SecretStr" in str(info.annotation)
     )
+
+
+def variable_names() -> frozenset[str]:
+    """Every environment variable the settings read."""
+    return frozenset(str(info.validation_alias) for info in EnvSettings.model_fields.values())

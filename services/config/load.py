@@ -5,6 +5,7 @@ the value (never a secret's) and what was expected."""
 from __future__ import annotations
 
 import logging
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,10 +17,19 @@ from pydantic import (
     ValidationError,
 )
 
-from services.config.env import DEFAULT_CONFIG_PATH, EXPLICIT_ENVIRON, EnvSettings, secret_names
+from services.config.env import (
+    BLANK_IS_UNSET,
+    DEFAULT_CONFIG_PATH,
+    EXPLICIT_ENVIRON,
+    EnvSettings,
+    secret_names,
+    variable_names,
+)
 from services.config.file import FileConfig
 from services.config.hints import did_you_mean
+from services.config.secret_files import file_variable, read_secret_files
 from services.config.sections import QueueConfig
+from services.config.storable import unstorable
 from services.errors import ConfigError
 
 log = logging.getLogger("queuebot.config")
@@ -38,11 +48,19 @@ class Config:
         return self.file.queue_map()
 
 
-def _format_errors(where: str, exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+def _format_errors(
+    where: str,
+    exc: ValidationError,
+    model: type[BaseModel] | None = None,
+    *,
+    from_files: frozenset[str] = frozenset(),
+) -> str:
     lines = []
     secrets = secret_names()
     for err in exc.errors(include_url=False):
         key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        if key in from_files:
+            key = f"{key} (read from {file_variable(key)})"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
@@ -68,6 +86,9 @@ REMOVED: dict[tuple[str, str], str] = {
 
 
 def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
+    problems = unstorable(data)
+    if problems:
+        raise ConfigError("\n".join(f"{where}: {problem}" for problem in problems))
     data = dict(data)
     for (section, key), instead in REMOVED.items():
         table = data.get(section)
@@ -91,6 +112,24 @@ def parse_file_config(data: Mapping[str, Any], *, where: str) -> FileConfig:
     return file
 
 
+def load_env(environ: Mapping[str, str]) -> EnvSettings:
+    """The fixed variables of ``environ`` (the process's, or an explicit mapping: tests,
+    the demo), each secret read from the file its ``NAME_FILE`` names where that is set;
+    nothing else of the process leaks in."""
+    values = {name: environ[name] for name in variable_names() if name in environ}
+    from_files = read_secret_files(environ, secret_names(), blank_is_unset=BLANK_IS_UNSET)
+    values.update(from_files)
+    token = EXPLICIT_ENVIRON.set(True)
+    try:
+        return EnvSettings(**values)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(
+            _format_errors("environment", exc, from_files=frozenset(from_files))
+        ) from exc
+    finally:
+        EXPLICIT_ENVIRON.reset(token)
+
+
 def load_config(
     path: str | Path | None = None, *, environ: Mapping[str, str] | None = None
 ) -> Config:
@@ -99,19 +138,7 @@ def load_config(
     ``path`` (from ``--config``) wins over ``QUEUEBOT_CONFIG``; with neither, the file
     ``./queuebot.toml`` is read when it exists and defaults are used when it does not.
     """
-    try:
-        # pydantic-settings reads the process environment; an explicit mapping (tests, the
-        # demo) is validated on its own so nothing leaks in from the process.
-        if environ is None:
-            env = EnvSettings()
-        else:
-            token = EXPLICIT_ENVIRON.set(True)
-            try:
-                env = EnvSettings(**dict(environ))  # type: ignore[arg-type]
-            finally:
-                EXPLICIT_ENVIRON.reset(token)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors("environment", exc)) from exc
+    env = load_env(os.environ if environ is None else environ)
 
     explicit = path if path is not None else env.config_path
     source: Path | None = Path(explicit) if explicit else None

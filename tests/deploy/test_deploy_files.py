@@ -61,6 +61,7 @@ REQUIRE_PG = os.environ.get("QUEUEBOT_REQUIRE_POSTGRES") == "1"
 
 # Kubernetes kinds kubernetes-validate has schemas for; the rest are the Operator's.
 CUSTOM_KINDS = {"PrometheusRule", "ServiceMonitor", "AlertmanagerConfig"}
+SECRET_MOUNTS = "/run/secrets/"
 # Secrets the manifests may only take from a Secret, never as a literal value.
 SECRET_VARIABLES = {
     "QUEUEBOT_DATABASE_URL",
@@ -138,13 +139,15 @@ def compose_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     tree = tmp_path_factory.mktemp("compose")
     shutil.copytree(DEPLOY, tree / "deploy")
-    for example in (tree / "deploy" / "compose").glob("*.env.example"):
-        example.with_suffix("").write_text(example.read_text())
-    (tree / "deploy" / "compose" / "secrets").mkdir()
-    (tree / "deploy" / "compose" / "secrets" / "alert-token").write_text(secrets.token_hex(16))
-    (tree / "deploy" / "compose" / "secrets" / "paging-routing-key").write_text(
-        secrets.token_hex(16)
-    )
+    # the secrets as docs/operations.md says to make them: the script, then the three
+    # only the operator has
+    made = run("bash", tree / "deploy" / "compose" / "make-secrets.sh", env=_no_secrets_env())
+    assert "make-secrets: 7 made in" in made, made
+    folder = tree / "deploy" / "compose" / "secrets"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    for name in ("slack-bot-token", "slack-signing-secret", "paging-routing-key"):
+        (folder / name).write_text(secrets.token_hex(16) + "\n")
+        (folder / name).chmod(0o444)
     compose = tree / "deploy" / "compose.yaml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
     run(binary, "-f", compose, "config", "-q", cwd=tree, env=env)
@@ -155,8 +158,25 @@ def compose_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return rendered
 
 
+def _no_secrets_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+
+
 def _user(url: str) -> str | None:
     return make_url(url).username
+
+
+def compose_secret(config: dict[str, Any], service: str, variable: str) -> str:
+    """The value a service's NAME_FILE variable names: the file of the Compose secret
+    mounted at that path (/run/secrets/NAME), which the service must mount."""
+    path = config["services"][service]["environment"][f"{variable}_FILE"]
+    name = path.removeprefix("/run/secrets/")
+    mounted = config["services"][service]["secrets"]
+    assert name in [m if isinstance(m, str) else m["source"] for m in mounted], (service, name)
+    return Path(config["secrets"][name]["file"]).read_text().rstrip("\n")
+
+
+LOCKED = {"user", "read_only", "tmpfs", "cap_drop", "security_opt"}
 
 
 def test_compose_migrates_and_grants_as_the_owner_before_serve_starts_as_the_runtime_role(
@@ -180,9 +200,10 @@ def test_compose_migrates_and_grants_as_the_owner_before_serve_starts_as_the_run
         "migrate": {"condition": "service_completed_successfully"},
         "grant": {"condition": "service_completed_successfully"},
     }
-    owner = _user(migrate["environment"]["QUEUEBOT_DATABASE_URL"])
-    runtime = _user(serve["environment"]["QUEUEBOT_DATABASE_URL"])
-    assert owner == _user(grant["environment"]["QUEUEBOT_DATABASE_URL"]) == "queuebot_owner"
+    owner = _user(compose_secret(compose_config, "migrate", "QUEUEBOT_DATABASE_URL"))
+    runtime = _user(compose_secret(compose_config, "queuebot", "QUEUEBOT_DATABASE_URL"))
+    assert owner == "queuebot_owner"
+    assert owner == _user(compose_secret(compose_config, "grant", "QUEUEBOT_DATABASE_URL"))
     assert runtime == grant["command"][2] == "queuebot_runtime"
     for service in (migrate, grant, serve):
         cli_accepts(service["command"])
@@ -192,20 +213,69 @@ def test_compose_migrates_and_grants_as_the_owner_before_serve_starts_as_the_run
     assert [name for name, s in services.items() if s.get("ports")] == ["queuebot"]
     assert serve["ports"] == ["127.0.0.1:8080:8080/tcp"]
     assert serve["read_only"] is True and serve["cap_drop"] == ["ALL"]
+    assert serve["security_opt"] == ["no-new-privileges:true"] and serve["user"] == "10001:10001"
+    # the one-shot services are locked down as serve is
+    for service in (migrate, grant):
+        assert {key: service[key] for key in LOCKED} == {key: serve[key] for key in LOCKED}
     assert services["postgres"]["image"] == "postgres:16"
 
 
-def test_compose_env_files_name_only_variables_queuebot_reads() -> None:
-    """A misspelt variable in an example would be silently ignored by queuebot."""
-    for name in ("queuebot.env.example", "migrate.env.example"):
-        names = {
-            line.split("=", 1)[0]
-            for line in (COMPOSE_DIR / name).read_text().splitlines()
-            if line and not line.startswith("#")
-        }
-        assert names <= set(SERVE_ENVIRONMENT), (name, names - set(SERVE_ENVIRONMENT))
+# Secrets of the stack besides queuebot's own: PostgreSQL's image and its init script's.
+STACK_SECRETS = {"POSTGRES_PASSWORD", "QUEUEBOT_OWNER_PASSWORD", "QUEUEBOT_RUNTIME_PASSWORD"}
+
+
+def test_compose_gives_every_secret_as_a_file_and_none_in_an_environment(
+    compose_config: dict[str, Any],
+) -> None:
+    """What `docker inspect` and /proc/1/environ of each container would show holds no
+    secret: no service has a secret variable or an env_file, each NAME_FILE names a secret
+    the service mounts, and no secret's value is anywhere in the rendered stack."""
+    values = {
+        name: Path(secret["file"]).read_text().strip()
+        for name, secret in compose_config["secrets"].items()
+    }
+    assert all(values.values()), values
+    rendered = yaml.safe_dump({k: v for k, v in compose_config.items() if k != "secrets"})
+    for name, value in values.items():
+        assert value not in rendered, name
+        assert Path(compose_config["secrets"][name]["file"]).stat().st_mode & 0o777 == 0o444
+    for name, service in compose_config["services"].items():
+        assert "env_file" not in service, name
+        environment = service.get("environment", {})
+        assert not set(environment) & (SECRET_VARIABLES | STACK_SECRETS), name
+        for variable in environment:
+            if variable.endswith("_FILE"):
+                assert variable.removesuffix("_FILE") in SECRET_VARIABLES | STACK_SECRETS
+                compose_secret(compose_config, name, variable.removesuffix("_FILE"))
+    serve = compose_config["services"]["queuebot"]["environment"]
+    assert {
+        "QUEUEBOT_DATABASE_URL_FILE",
+        "QUEUEBOT_AUDIT_KEY_FILE",
+        "QUEUEBOT_ALERT_TOKEN_FILE",
+    } <= set(serve)
+    # the token serve asks for is the one Alertmanager sends
+    [token] = [
+        s
+        for s in compose_config["services"]["alertmanager"]["secrets"]
+        if s["source"] == "alert-token"
+    ]
+    assert (
+        compose_secret(compose_config, "queuebot", "QUEUEBOT_ALERT_TOKEN")
+        == values[token["source"]]
+    )
+    # the URLs carry the passwords the init script gives the roles
+    for role in ("owner", "runtime"):
+        url = make_url(values[f"{role}-database-url"])
+        assert url.password == values[f"{role}-password"], role
+
+
+def test_compose_names_only_variables_queuebot_reads(compose_config: dict[str, Any]) -> None:
+    """A misspelt variable would be silently ignored by queuebot."""
+    for name in ("migrate", "grant", "queuebot"):
+        for variable in compose_config["services"][name]["environment"]:
+            assert variable.removesuffix("_FILE") in SERVE_ENVIRONMENT, (name, variable)
     ignored = (COMPOSE_DIR / ".gitignore").read_text().split()
-    assert {"/postgres.env", "/migrate.env", "/queuebot.env", "/secrets/"} <= set(ignored)
+    assert "/secrets/" in ignored
 
 
 def test_compose_mounts_the_checked_prometheus_and_alertmanager_files(
@@ -306,18 +376,24 @@ def init_roles(tmp_path: Path) -> Iterator[dict[str, str]]:
         "POSTGRES_DB": parts.database or "",
         "QUEUEBOT_OWNER_ROLE": owner,
         "QUEUEBOT_RUNTIME_ROLE": runtime,
-        "QUEUEBOT_OWNER_PASSWORD": "owner-" + secrets.token_hex(8),
-        "QUEUEBOT_RUNTIME_PASSWORD": "runtime-" + secrets.token_hex(8),
         "QUEUEBOT_QUEUE_DDL": str(ROOT / "services/estate/worker_queue/ddl/postgresql.sql"),
     }
+    # the passwords in files, as deploy/compose.yaml mounts them
+    passwords = {
+        "owner": "owner-" + secrets.token_hex(8),
+        "runtime": "runtime-" + secrets.token_hex(8),
+    }
+    for role, password in passwords.items():
+        (tmp_path / f"{role}-password").write_text(password + "\n")
+        env[f"QUEUEBOT_{role.upper()}_PASSWORD_FILE"] = str(tmp_path / f"{role}-password")
     try:
         run("bash", COMPOSE_DIR / "initdb" / "10-queuebot-roles.sh", env=env)
         yield {
-            "owner_url": parts.set(
-                username=owner, password=env["QUEUEBOT_OWNER_PASSWORD"]
-            ).render_as_string(hide_password=False),
+            "owner_url": parts.set(username=owner, password=passwords["owner"]).render_as_string(
+                hide_password=False
+            ),
             "runtime_url": parts.set(
-                username=runtime, password=env["QUEUEBOT_RUNTIME_PASSWORD"]
+                username=runtime, password=passwords["runtime"]
             ).render_as_string(hide_password=False),
             "runtime": runtime,
             "dir": str(tmp_path),
@@ -340,6 +416,7 @@ def queuebot(*args: str, url: str, config: Path) -> subprocess.CompletedProcess[
         "PYTHONPATH": str(ROOT),
         "QUEUEBOT_DATABASE_URL": url,
         "QUEUEBOT_CONFIG": str(config),
+        "QUEUEBOT_ALERT_TOKEN": "deploy-test-alert-token-0123",  # serve starts only with one
     }
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args],
@@ -428,6 +505,34 @@ def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [*spec.get("initContainers", []), *spec["containers"]]
 
 
+def secret_key(spec: dict[str, Any], container: dict[str, Any], variable: str) -> str | None:
+    """The key of the Secret `queuebot` a container reads for ``variable``: the file its
+    ``variable_FILE`` names, in a read-only volume of that Secret projecting that key."""
+    env = {e["name"]: e for e in container["env"]}
+    entry = env.get(f"{variable}_FILE")
+    if entry is None:
+        return None
+    path = Path(entry["value"])
+    assert str(path).startswith(SECRET_MOUNTS), path
+    mount = {m["mountPath"]: m for m in container["volumeMounts"]}[str(path.parent)]
+    assert mount["readOnly"] is True, mount
+    [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "queuebot", volume
+    [item] = [i for i in volume["secret"]["items"] if i["path"] == path.name]
+    key: str = item["key"]
+    return key
+
+
+def pod_labels(o: dict[str, Any]) -> dict[str, str]:
+    template = (
+        o["spec"]["jobTemplate"]["spec"]["template"]
+        if o["kind"] == "CronJob"
+        else o["spec"]["template"]
+    )
+    labels: dict[str, str] = template["metadata"]["labels"]
+    return labels
+
+
 def validate_builtin(objects: list[dict[str, Any]]) -> str:
     version = kubernetes_validate.latest_version()
     for o in objects:
@@ -440,7 +545,16 @@ def test_kubernetes_objects_validate_against_the_newest_schemas() -> None:
     objects = kube_objects()
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(
-        ["Deployment", "Service", "PodDisruptionBudget", "Job", "CronJob", "CronJob", *CUSTOM_KINDS]
+        [
+            "Deployment",
+            "Service",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+            "Job",
+            "CronJob",
+            "CronJob",
+            *CUSTOM_KINDS,
+        ]
     )
     version = validate_builtin(objects)
     assert tuple(int(p) for p in version.split(".")[:2]) >= (1, 37)
@@ -508,8 +622,8 @@ def test_the_jobs_run_commands_queuebot_has_as_the_right_role() -> None:
     commands: dict[str, tuple[list[str], str]] = {}
     for _, spec in pod_specs(objects):
         for container in containers(spec):
-            env = {e["name"]: e for e in container["env"]}
-            key = env["QUEUEBOT_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["key"]
+            key = secret_key(spec, container, "QUEUEBOT_DATABASE_URL")
+            assert key is not None, container["name"]
             commands[container["name"]] = (container["args"], key)
     assert commands["upgrade"] == (["db", "upgrade"], "owner-database-url")
     assert commands["grant"] == (
@@ -528,23 +642,77 @@ def test_the_jobs_run_commands_queuebot_has_as_the_right_role() -> None:
         cli_accepts(args)
 
 
-def test_secrets_come_only_from_the_operators_secret_and_are_documented() -> None:
-    """No secret value in the repository: every secret variable is a secretKeyRef to the
-    Secret `queuebot`, and docs/operations.md names every key the pods read."""
+def test_secrets_come_only_as_files_of_the_operators_secret_and_are_documented() -> None:
+    """No secret value in the repository and none in a pod's environment: every secret
+    variable is its NAME_FILE form, naming a file of a read-only volume of the Secret
+    `queuebot`; a pod's volumes project only the keys it reads (serve never sees the
+    owner's URL); docs/operations.md names every key."""
     guide = OPERATIONS.read_text()
     keys: set[str] = set()
     for workload, spec in pod_specs(kube_objects()):
+        projected: set[str] = set()
+        for volume in spec["volumes"]:
+            if "secret" in volume:
+                assert volume["secret"]["secretName"] == "queuebot", (workload, volume)
+                projected |= {item["key"] for item in volume["secret"]["items"]}
+        read: set[str] = set()
         for container in containers(spec):
             for env in container["env"]:
-                assert env["name"] in SERVE_ENVIRONMENT, (workload, env["name"])
-                if env["name"] in SECRET_VARIABLES:
-                    assert "value" not in env, (workload, env["name"])
-                    ref = env["valueFrom"]["secretKeyRef"]
-                    assert ref["name"] == "queuebot", (workload, env["name"])
-                    keys.add(ref["key"])
-    assert keys >= {"database-url", "owner-database-url", "audit-key"}
+                name = env["name"]
+                assert "valueFrom" not in env, (workload, name)  # no secretKeyRef at all
+                assert name not in SECRET_VARIABLES, (workload, name)
+                assert name.removesuffix("_FILE") in SERVE_ENVIRONMENT, (workload, name)
+                if name.endswith("_FILE"):
+                    assert name.removesuffix("_FILE") in SECRET_VARIABLES, (workload, name)
+                    key = secret_key(spec, container, name.removesuffix("_FILE"))
+                    assert key is not None
+                    read.add(key)
+        # the volumes hold what is read, and the optional chat keys it may be told to read
+        optional = {"slack-app-token", "discord-bot-token", "housekeep-webhook-url"}
+        assert read <= projected and projected - read <= optional, (workload, projected - read)
+        keys |= projected
+    assert keys >= {"database-url", "owner-database-url", "audit-key", "alert-token"}
     for key in keys:
         assert f"`{key}`" in guide, f"docs/operations.md does not name the Secret key {key}"
+    deployment = by_kind(kube_objects(), "Deployment")[0]["spec"]["template"]["spec"]
+    [serve] = deployment["containers"]
+    assert secret_key(deployment, serve, "QUEUEBOT_ALERT_TOKEN") == "alert-token"
+    assert secret_key(deployment, serve, "QUEUEBOT_DATABASE_URL") == "database-url"
+
+
+def test_the_network_policy_admits_the_http_port_only_and_lets_out_dns_the_database_https() -> None:
+    """Every queuebot pod is selected; in, only the port named http (8080), only from the
+    ingress controller's and the monitoring namespace; out, only DNS, PostgreSQL and HTTPS
+    outside the private ranges. The guide says what it assumes."""
+    objects = kube_objects()
+    [policy] = by_kind(objects, "NetworkPolicy")
+    validate_builtin([policy])
+    spec = policy["spec"]
+    for o in objects:
+        if o["kind"] in ("Deployment", "Job", "CronJob"):
+            assert spec["podSelector"]["matchLabels"].items() <= pod_labels(o).items(), o["kind"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    [ingress] = spec["ingress"]
+    [serve] = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert serve["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert [set(peer) for peer in ingress["from"]] == [{"namespaceSelector"}] * 2
+    sources = {
+        p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for p in ingress["from"]
+    }
+    assert sources == {"ingress-nginx", "monitoring"}
+    allowed = {
+        (port["port"], port["protocol"]) for rule in spec["egress"] for port in rule["ports"]
+    }
+    assert allowed == {(53, "UDP"), (53, "TCP"), (5432, "TCP"), (443, "TCP")}
+    [https] = [r for r in spec["egress"] if r["ports"] == [{"port": 443, "protocol": "TCP"}]]
+    [block] = https["to"]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"} <= set(block["ipBlock"]["except"])
+    guide = OPERATIONS.read_text()
+    for namespace in ("ingress-nginx", "monitoring", "kube-system"):
+        assert f"`{namespace}`" in guide, namespace
 
 
 def test_the_prometheus_rule_holds_the_shipped_rules_and_loads() -> None:
@@ -834,11 +1002,11 @@ def test_the_alertmanager_config_posts_to_the_service_with_the_secrets_token() -
         rf"http://{name}\.[a-z0-9-]+\.svc:{port['port']}/alerts/alertmanager", webhook["url"]
     ), webhook["url"]
     [deployment] = by_kind(objects, "Deployment")
-    [serve] = deployment["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e for e in serve["env"]}
+    pod = deployment["spec"]["template"]["spec"]
+    [serve] = pod["containers"]
     assert webhook["httpConfig"]["authorization"]["credentials"] == {
         "name": "queuebot",
-        "key": env["QUEUEBOT_ALERT_TOKEN"]["valueFrom"]["secretKeyRef"]["key"],
+        "key": secret_key(pod, serve, "QUEUEBOT_ALERT_TOKEN"),
     }
     assert webhook["httpConfig"]["authorization"]["type"] == "Bearer"
     guide = OPERATIONS.read_text()
@@ -1077,6 +1245,7 @@ def serve_behind_nginx(tmp_path: Path) -> Iterator[tuple[str, str]]:
         **{k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))},
         "PYTHONPATH": str(ROOT),
         "QUEUEBOT_DATABASE_URL": f"sqlite:///{db}",
+        "QUEUEBOT_ALERT_TOKEN": "deploy-test-alert-token-0123",
     }
     env.pop("DISCORD_BOT_TOKEN", None)
     run(sys.executable, "-m", "bot.cli", "db", "upgrade", env=env, cwd=tmp_path)

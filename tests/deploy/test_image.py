@@ -1,9 +1,11 @@
 """The image, built by scripts/image.sh and run the way it is deployed: a read-only root
 filesystem with a tmpfs /tmp, `db upgrade` then `serve` against PostgreSQL, a TOML
 configuration mounted read-only naming a queue table of this test's own, Slack's Web API
-pointed at a fake on the host. What an operator would notice: the build works with no
-network, readiness and the image's own health check pass, a signed slash command gets its
-answer, and the process is not root.
+pointed at a fake on the host, every secret of serve given as a mounted file. What an
+operator would notice: the build works with no network, readiness and the image's own
+health check pass, a signed slash command gets its answer, the process is not root, no
+secret is in the container's environment (`docker inspect`), no program in the image is
+setuid or setgid, and neither the tests nor the test kit are in it.
 
 Without a Docker engine the module is skipped, unless QUEUEBOT_REQUIRE_DEPLOY=1 (CI), where
 it fails. The first build on a machine makes the Debian base with debootstrap (as root).
@@ -56,6 +58,14 @@ slack = "C0OPS"
 slack = "U0ALICE"
 roles = ["operator", "approver"]
 """
+
+# serve's secrets, each given as a file (the database URL too)
+SECRETS = {
+    "SLACK_BOT_TOKEN": "xoxb-fake-token-image-test",
+    "SLACK_SIGNING_SECRET": SECRET,
+    "QUEUEBOT_AUDIT_KEY": "image-test-audit-key-0123456789abcdef",
+    "QUEUEBOT_ALERT_TOKEN": "image-test-alert-token-5e1d",
+}
 
 TABLE = """\
 CREATE TABLE image_build_jobs (
@@ -136,21 +146,24 @@ def _remove(name: str) -> None:
     _docker("rm", "--force", "--volumes", name)
 
 
-def _run_args(name: str, db_url: str) -> list[str]:
+def _run_args(name: str) -> list[str]:
     """What every container of the test runs with: the host's network (PostgreSQL and the
     fake Slack are on its loopback), a read-only root filesystem and a tmpfs /tmp."""
-    return [
-        "run",
-        "--name",
-        name,
-        "--network",
-        "host",
-        "--read-only",
-        "--tmpfs",
-        "/tmp",
-        "--env",
-        f"QUEUEBOT_DATABASE_URL={db_url}",
-    ]
+    return ["run", "--name", name, "--network", "host", "--read-only", "--tmpfs", "/tmp"]
+
+
+def _secret_files(folder: Path, secrets: dict[str, str]) -> list[str]:
+    """Each secret in a file of ``folder`` (mounted read-only at /run/secrets, readable by
+    the container's uid), and the arguments naming them to queuebot: NAME_FILE."""
+    folder.mkdir()
+    folder.chmod(0o755)
+    args = ["--volume", f"{folder}:/run/secrets:ro"]
+    for name, value in secrets.items():
+        path = folder / name.lower()
+        path.write_text(value + "\n")
+        path.chmod(0o444)
+        args += ["--env", f"{name}_FILE=/run/secrets/{path.name}"]
+    return args
 
 
 def _fill_queue(db_url: str) -> None:
@@ -189,13 +202,22 @@ def deployed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         stack.callback(_remove, upgrade_name)
         stack.callback(_remove, serve_name)
 
-        upgrade = _docker(*_run_args(upgrade_name, db_url), IMAGE, "db", "upgrade", timeout=120)
+        upgrade = _docker(
+            *_run_args(upgrade_name),
+            "--env",
+            f"QUEUEBOT_DATABASE_URL={db_url}",
+            IMAGE,
+            "db",
+            "upgrade",
+            timeout=120,
+        )
         assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
         _fill_queue(db_url)
 
         port = free_port()
         started = _docker(
-            *_run_args(serve_name, db_url),
+            *_run_args(serve_name),
+            *_secret_files(workdir / "secrets", {**SECRETS, "QUEUEBOT_DATABASE_URL": db_url}),
             "--detach",
             "--health-interval",
             "1s",
@@ -204,13 +226,7 @@ def deployed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             "--env",
             "QUEUEBOT_CONFIG=/etc/queuebot/queuebot.toml",
             "--env",
-            "SLACK_BOT_TOKEN=xoxb-fake-token",
-            "--env",
-            f"SLACK_SIGNING_SECRET={SECRET}",
-            "--env",
             f"SLACK_API_BASE_URL={fake.api_url}",
-            "--env",
-            "QUEUEBOT_AUDIT_KEY=image-test-audit-key-0123456789abcdef",
             IMAGE,
             # not the image's 8080 (the host's network is shared): the health check follows
             "serve",
@@ -305,6 +321,37 @@ def _uid_10001_on_a_read_only_root() -> None:
     assert refused.returncode != 0 and "Read-only file system" in refused.stderr
 
 
+def _no_secret_in_the_containers_environment() -> None:
+    env = json.loads(_inspect("{{json .Config.Env}}"))
+    names = {item.split("=", 1)[0] for item in env}
+    assert {f"{name}_FILE" for name in SECRETS} <= names, names
+    assert not names & {*SECRETS, "QUEUEBOT_DATABASE_URL"}, names
+    for value in SECRETS.values():
+        assert not any(value in item for item in env), value
+    # and none in the process's own environment (what /proc/1/environ shows inside)
+    environ = Path(f"/proc/{_inspect('{{.State.Pid}}')}/environ").read_bytes()
+    for value in SECRETS.values():
+        assert value.encode() not in environ, value
+
+
+def _no_setuid_program_and_no_test_kit() -> None:
+    """As root inside the image (so no directory is unreadable): no file with the setuid
+    or setgid bit, and neither testkit nor tests anywhere, importable or not."""
+    found = _docker(
+        "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "find", IMAGE,
+        "/", "-xdev", "(", "-perm", "/6000", "-type", "f", ")", "-o",
+        "(", "-type", "d", "(", "-name", "testkit", "-o", "-path", "*/site-packages/tests",
+        ")", ")",
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == [], found.stdout
+    importable = _docker(
+        "run", "--rm", "--network", "none", "--entrypoint", "/opt/queuebot/bin/python", IMAGE,
+        "-c", "import importlib.util as u; print(u.find_spec('testkit'), u.find_spec('tests'))",
+    )  # fmt: skip
+    assert importable.stdout.split() == ["None", "None"], importable.stdout + importable.stderr
+
+
 def test_the_image_runs_read_only_as_deployed(built: Built, deployed: Deployed) -> None:
     """One test, so a parallel run builds and runs the image once, on one worker."""
     _built_small(built)
@@ -313,3 +360,5 @@ def test_the_image_runs_read_only_as_deployed(built: Built, deployed: Deployed) 
     _healthy_on_serves_port()
     _slash_command_answered(deployed)
     _uid_10001_on_a_read_only_root()
+    _no_secret_in_the_containers_environment()
+    _no_setuid_program_and_no_test_kit()

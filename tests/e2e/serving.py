@@ -25,6 +25,11 @@ from services.estate.estate import Estate
 from services.migrate import upgrade
 from tests.conftest import postgres_database, templates
 
+# serve does not start without an alert token (or [alerts] allow_unauthenticated = true):
+# the tests' serve has this one, and ALERT_AUTH is the header Alertmanager sends with it.
+ALERT_TOKEN = "test-alert-token-5f1c0e9a7d3b"
+ALERT_AUTH = {"Authorization": f"Bearer {ALERT_TOKEN}"}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -110,15 +115,21 @@ def running_serve(
     workdir: Path, db_url: str, env: dict[str, str], *, extra: str = "", config_text: str = ""
 ) -> Iterator[Served]:
     """`queuebot serve` with the demo config (or ``config_text``, and ``extra`` TOML after
-    it) and these variables, until it answers /healthz. Stopped after; its log must hold no
-    traceback."""
+    it), the alert token ALERT_TOKEN and these variables, until it answers /healthz.
+    Stopped after; its log must hold no traceback."""
     config = workdir / "queuebot.toml"
     config.write_text((config_text or DEMO_CONFIG.format(config=config)) + extra)
     full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
     full.update(
-        QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url, QUEUEBOT_LOG_LEVEL="INFO"
+        QUEUEBOT_CONFIG=str(config),
+        QUEUEBOT_DATABASE_URL=db_url,
+        QUEUEBOT_LOG_LEVEL="INFO",
+        QUEUEBOT_ALERT_TOKEN=ALERT_TOKEN,
     )
     full.update(env)
+    for name in env:  # NAME_FILE names the file holding NAME: it replaces the one set here
+        if name.endswith("_FILE"):
+            full.pop(name.removesuffix("_FILE"), None)
     log_path = workdir / "serve.log"
     for attempt in range(1, 4):
         port = free_port()

@@ -14,7 +14,7 @@ import pytest
 
 from bot.demo import DEMO_CONFIG
 from services.migrate import head_revision
-from tests.e2e.serving import demo_database, free_port
+from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port
 from tests.e2e.test_console import queuebot, replies
 
 
@@ -165,7 +165,9 @@ def closed_port_url() -> str:
     ids=" ".join,
 )
 def test_an_unreachable_database_is_one_line_and_exit_5(tmp_path: Path, args: list[str]) -> None:
-    result = queuebot(*args, cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": closed_port_url()})
+    # serve is given its alert token: without one it would stop before reaching the database
+    env = {"QUEUEBOT_DATABASE_URL": closed_port_url(), "QUEUEBOT_ALERT_TOKEN": ALERT_TOKEN}
+    result = queuebot(*args, cwd=tmp_path, env=env)
     assert result.returncode == 5, result.stderr
     line = one_line(result.stderr)
     assert "queuebot's database postgresql://queuebot@127.0.0.1:" in line  # as typed
@@ -219,7 +221,8 @@ def test_tables_from_a_newer_queuebot_are_one_line_and_exit_6(
         queuebot("db", "upgrade", cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url}).returncode == 0
     )
     set_revision(db, "9999")
-    result = queuebot(*args, cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url})
+    env = {"QUEUEBOT_DATABASE_URL": url, "QUEUEBOT_ALERT_TOKEN": ALERT_TOKEN}
+    result = queuebot(*args, cwd=tmp_path, env=env)
     assert result.returncode == 6
     assert one_line(result.stderr) == (
         f"queuebot: queuebot's database sqlite:///{db} is at revision 9999, which "

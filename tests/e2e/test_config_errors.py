@@ -122,3 +122,35 @@ def test_what_a_deleted_job_means_is_not_configured_where_it_is_the_systems_fact
         "(graphile-worker) needs no deleted_jobs: graphile-worker deletes a job only when it "
         "succeeds, so a job that left its table succeeded; remove the key"
     )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        (
+            '[queues.billing]\npreset = "river"\nqueue_name = "bil\\u0000ling"\n',
+            "queues.billing.queue_name",
+        ),
+        (
+            '[queues.jobs]\nprofile = "worker_queue"\n'
+            '[queues.jobs.statuses]\ndead = ["DEAD", "DLQ\\u0000"]\n',
+            "queues.jobs.statuses.dead[1]",
+        ),
+    ],
+    ids=["queue_name", "a status value"],
+)
+def test_a_nul_character_anywhere_in_the_file_names_its_key_and_exits_2(
+    tmp_path: Path, toml: str, key: str
+) -> None:
+    """PostgreSQL cannot keep a NUL character in text: one in any string of the file is a
+    configuration error naming its key, before a query is ever sent (once the queue's
+    tables were there, it reached a query: "unexpected error", exit 70, and every chat
+    command answered "Unexpected error")."""
+    with demo_database("postgres", tmp_path) as url:
+        code, out, err = run_check(tmp_path, toml, QUEUEBOT_DATABASE_URL=url)
+    assert code == 2, out + err
+    assert one_line(err) == (
+        f"queuebot: {tmp_path / 'team.toml'}: {key}: contains a NUL character (\\x00), which "
+        "PostgreSQL cannot store; remove it"
+    )

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from bot.demo import DEMO_CONFIG
-from tests.e2e.serving import demo_database, free_port, running_serve
+from tests.e2e.serving import ALERT_AUTH, demo_database, free_port, running_serve
 from tests.e2e.test_console import queuebot
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
@@ -100,7 +100,9 @@ def test_serve_says_alerts_go_nowhere_and_does_not_mark_them_posted(tmp_path: Pa
     with demo_database("sqlite", workdir) as url, running_serve(workdir, url, {}) as served:
         served.wait_for_log(NOWHERE)
         payload = json.loads((FIXTURES / "firing.json").read_text())
-        answer = httpx.post(f"{served.url}/alerts/alertmanager", json=payload, timeout=10)
+        answer = httpx.post(
+            f"{served.url}/alerts/alertmanager", json=payload, headers=ALERT_AUTH, timeout=10
+        )
         assert answer.status_code == 200, answer.text
         db = url.split("///", 1)[1]
         rows: list[tuple[object, ...]] = []

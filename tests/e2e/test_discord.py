@@ -23,7 +23,7 @@ from services.db import create_engine
 from testkit.fake_discord import DEFAULT_TOKEN, EPHEMERAL, FakeDiscord, Interaction, StoredMessage
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET, signed, slash_fields
-from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.serving import ALERT_AUTH, Served, demo_database, running_serve
 from tests.e2e.test_console import queuebot
 from tests.integration.test_incident_timers import drill_runbook
 
@@ -493,7 +493,9 @@ def alertmanager(stack: Stack, status: str) -> None:
     payload["status"] = payload["alerts"][0]["status"] = status
     if status == "resolved":
         payload["alerts"][0]["endsAt"] = "2026-11-30T20:05:06Z"
-    sent = httpx.post(f"{stack.served.url}/alerts/alertmanager", json=payload, timeout=10)
+    sent = httpx.post(
+        f"{stack.served.url}/alerts/alertmanager", json=payload, headers=ALERT_AUTH, timeout=10
+    )
     assert sent.status_code == 200, sent.text
 
 

@@ -23,7 +23,7 @@ import pytest
 from testkit.fake_discord import FakeDiscord, StoredMessage
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import signed, slash_fields
-from tests.e2e.serving import Served, demo_database
+from tests.e2e.serving import ALERT_AUTH, Served, demo_database
 from tests.e2e.test_discord import GUILD, serving
 
 ALERTS_DISCORD = "200000000000000001"  # [channels.alerts] in the demo config
@@ -121,7 +121,10 @@ SECOND = {
 
 def alertmanager(stack: Stack, alerts: list[dict[str, Any]]) -> None:
     sent = httpx.post(
-        f"{stack.served.url}/alerts/alertmanager", json=notification(alerts), timeout=10
+        f"{stack.served.url}/alerts/alertmanager",
+        json=notification(alerts),
+        headers=ALERT_AUTH,
+        timeout=10,
     )
     assert sent.status_code == 200, sent.text
 

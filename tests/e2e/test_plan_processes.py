@@ -30,7 +30,7 @@ from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from services.migrate import upgrade
 from services.reads import samples
-from tests.e2e.serving import free_port
+from tests.e2e.serving import ALERT_TOKEN, free_port
 from tests.integration.support import add_dead_letters, simulated_worker
 
 pytestmark = pytest.mark.postgres
@@ -85,7 +85,9 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
 def serve(setup: Setup, name: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
     env.update(
-        QUEUEBOT_CONFIG=str(setup.workdir / "queuebot.toml"), QUEUEBOT_DATABASE_URL=setup.url
+        QUEUEBOT_CONFIG=str(setup.workdir / "queuebot.toml"),
+        QUEUEBOT_DATABASE_URL=setup.url,
+        QUEUEBOT_ALERT_TOKEN=ALERT_TOKEN,
     )
     log = (setup.workdir / f"{name}.log").open("wb")
     return subprocess.Popen(

@@ -60,6 +60,7 @@ def queuebot(
     monkeypatch.setenv("QUEUEBOT_CONFIG", str(config))
     monkeypatch.delenv("QUEUEBOT_QUEUE_DATABASE_URL", raising=False)
     monkeypatch.setenv("QUEUEBOT_DATABASE_URL", db_url)
+    monkeypatch.setenv("QUEUEBOT_ALERT_TOKEN", "audit-writers-alert-token")  # serve needs one
 
     async def run(*argv: str, key: str | None, stdin: str = "") -> tuple[int, str, str]:
         if key is None:

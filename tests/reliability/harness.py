@@ -41,7 +41,7 @@ from services.reads import samples
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo
-from tests.e2e.serving import demo_database, free_port, port_taken
+from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port, port_taken
 
 ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
 
@@ -261,6 +261,7 @@ class Cluster:
             "QUEUEBOT_DATABASE_URL": self.db_url,
             "QUEUEBOT_LOG_LEVEL": "INFO",
             "QUEUEBOT_CLAIM_STALE_SECONDS": str(STALE_SECONDS),
+            "QUEUEBOT_ALERT_TOKEN": ALERT_TOKEN,
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
             "SLACK_API_BASE_URL": self.fake.api_url,

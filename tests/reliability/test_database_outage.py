@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET
-from tests.e2e.serving import demo_database, free_port, running_serve
+from tests.e2e.serving import ALERT_AUTH, demo_database, free_port, running_serve
 from tests.e2e.test_slack import Stack, answer_to, requests_count, slash, texts
 from tests.integration.alerting import alert, notification
 
@@ -152,7 +152,7 @@ def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
     assert ready(stack) == 503
     # an alert storm during the outage: each notification refused 503 (Alertmanager
     # retries), and the log says so a few times a minute, not once per notification
-    with httpx.Client(base_url=stack.url, timeout=10) as client:
+    with httpx.Client(base_url=stack.url, headers=ALERT_AUTH, timeout=10) as client:
         for n in range(300):
             group = {"alertname": f"Storm{n}"}
             storm = notification(group=group, alerts=[alert(f"{n:016x}", labels=group)])

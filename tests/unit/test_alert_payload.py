@@ -3,6 +3,7 @@ tests/fixtures/alertmanager/) and every RFC 3339 form it may send."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,3 +64,16 @@ def test_times_without_a_utc_time_to_keep_are_refused_saying_why(text: str, said
     with pytest.raises(ValueError, match=said):
         parse_time(text)
     assert parse_time("9999-12-31T23:59:59+23:59") is not None  # the same day, earlier in UTC
+
+
+@pytest.mark.parametrize("text", ["0000-01-01T00:00:00Z", "0000-12-31T23:59:59.5+01:00"])
+def test_a_time_in_year_0000_is_refused_saying_the_years_kept(text: str) -> None:
+    """RFC 3339's four digits allow year 0000; no time queuebot keeps is in it (only year
+    0001's first instant has a meaning: Go's zero time, no time)."""
+    with pytest.raises(ValueError, match="is in year 0000: queuebot keeps times of the years"):
+        parse_time(text)
+    body = (FIXTURES / "firing.json").read_text()
+    starts = re.search(r'"startsAt":"([^"]+)"', body)
+    assert starts is not None
+    with pytest.raises(BadPayload, match=r"alerts\[0\]\.startsAt: '0000-"):
+        parse(body.replace(starts.group(1), text, 1).encode())

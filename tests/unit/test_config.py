@@ -709,3 +709,23 @@ def test_an_alert_token_of_16_characters_is_taken() -> None:
     env = load_config(environ={"QUEUEBOT_ALERT_TOKEN": "sixteen-chars-ok"}).env
     assert env.alert_token is not None
     assert env.alert_token.get_secret_value() == "sixteen-chars-ok"
+
+
+def test_a_nul_character_in_any_string_or_key_of_the_file_is_refused_naming_where() -> None:
+    """Checked once over the whole parsed file, so no section can forget it: values deep in
+    lists and tables, and keys themselves (a label name, a [roles] title)."""
+    data = {
+        "alerts": {"routes": [{"name": "r", "channels": ["ops"], "labels": {"team": "a\x00"}}]},
+        "roles": {"duty\x00officer": "operator"},
+        "runbooks": {"dir": "/srv/run\x00books"},
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_file_config(data, where="team.toml")
+    assert caught.value.message.splitlines() == [
+        "team.toml: alerts.routes[0].labels.team: contains a NUL character (\\x00), which "
+        "PostgreSQL cannot store; remove it",
+        'team.toml: roles: the key "duty\\u0000officer" contains a NUL character (\\x00), '
+        "which PostgreSQL cannot store; rename it",
+        "team.toml: runbooks.dir: contains a NUL character (\\x00), which PostgreSQL cannot "
+        "store; remove it",
+    ]

@@ -7,16 +7,38 @@
 #   queuebot_runtime  what `queuebot serve` runs as; it owns nothing, so it cannot disable
 #                     the audit trail's triggers (docs/audit.md, "Least privilege")
 #
-# The passwords come from the environment (deploy/compose/postgres.env); the same ones
-# must be in the database URLs of deploy/compose/migrate.env and queuebot.env.
-# QUEUEBOT_OWNER_ROLE and QUEUEBOT_RUNTIME_ROLE rename the roles (the test of this script
-# uses names of its own).
+# The passwords come from the files QUEUEBOT_OWNER_PASSWORD_FILE and
+# QUEUEBOT_RUNTIME_PASSWORD_FILE name (deploy/compose.yaml mounts the secrets
+# owner-password and runtime-password), or from QUEUEBOT_OWNER_PASSWORD and
+# QUEUEBOT_RUNTIME_PASSWORD themselves; the same ones must be in the database URLs of the
+# secrets owner-database-url and runtime-database-url (deploy/compose/make-secrets.sh
+# writes both). QUEUEBOT_OWNER_ROLE and QUEUEBOT_RUNTIME_ROLE rename the roles (the test of
+# this script uses names of its own).
 set -euo pipefail
+
+# NAME from the file NAME_FILE names (its trailing newline dropped), as the postgres
+# image reads POSTGRES_PASSWORD_FILE; both set is an error.
+from_file() {
+  local name="$1" file_var="${1}_FILE"
+  if [ -n "${!file_var:-}" ]; then
+    if [ -n "${!name:-}" ]; then
+      echo "10-queuebot-roles.sh: both $name and $file_var are set; set one" >&2
+      exit 1
+    fi
+    if [ ! -r "${!file_var}" ] || [ ! -s "${!file_var}" ]; then
+      echo "10-queuebot-roles.sh: $file_var = ${!file_var}: cannot read the file, or it is empty" >&2
+      exit 1
+    fi
+    printf -v "$name" '%s' "$(cat "${!file_var}")"
+  fi
+}
+from_file QUEUEBOT_OWNER_PASSWORD
+from_file QUEUEBOT_RUNTIME_PASSWORD
 
 owner="${QUEUEBOT_OWNER_ROLE:-queuebot_owner}"
 runtime="${QUEUEBOT_RUNTIME_ROLE:-queuebot_runtime}"
-: "${QUEUEBOT_OWNER_PASSWORD:?set QUEUEBOT_OWNER_PASSWORD (deploy/compose/postgres.env)}"
-: "${QUEUEBOT_RUNTIME_PASSWORD:?set QUEUEBOT_RUNTIME_PASSWORD (deploy/compose/postgres.env)}"
+: "${QUEUEBOT_OWNER_PASSWORD:?set QUEUEBOT_OWNER_PASSWORD_FILE (the secret owner-password)}"
+: "${QUEUEBOT_RUNTIME_PASSWORD:?set QUEUEBOT_RUNTIME_PASSWORD_FILE (the secret runtime-password)}"
 database="${POSTGRES_DB:-postgres}"
 # The worker_queue profile's table as queuebot ships it, created empty: a queue for the
 # stack to serve out of the box. Leave the file out to skip it.
