@@ -326,14 +326,15 @@ async def build_app(
     runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
     one_database = same_database(state_url, estate_url)
-    state_engine = create_engine(state_url)
+    database = config.file.database  # every PostgreSQL connection's timeouts and keepalives
+    state_engine = create_engine(state_url, settings=database)
     engines = [state_engine]
     if one_database and state_engine.dialect.name == "sqlite":
         estate_engine = state_engine  # one file, one writer: one pool
     else:
         # Reads get a pool of their own, so a burst of triage never makes the delivery
         # ledger or an approval wait for a connection (same database or not).
-        estate_engine = create_engine(estate_url)
+        estate_engine = create_engine(estate_url, settings=database)
         engines.append(estate_engine)
     # Deliveries are written down before their ack by a thread with a connection of its
     # own (PostgreSQL): Slack and Discord wait for the ack, and nothing may stand in its way.
