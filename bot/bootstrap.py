@@ -338,7 +338,20 @@ async def build_app(
         engines.append(estate_engine)
     # Deliveries are written down before their ack by a thread with a connection of its
     # own (PostgreSQL): Slack and Discord wait for the ack, and nothing may stand in its way.
-    acks = None if state_engine.dialect.name == "sqlite" else ThreadedAcks(state_engine.url)
+    claim_stale = (
+        STALE
+        if config.env.claim_stale_seconds is None
+        else timedelta(seconds=config.env.claim_stale_seconds)
+    )
+    acks = (
+        None
+        if state_engine.dialect.name == "sqlite"
+        # a claim arriving later than half its staleness is not written: long before the
+        # orphan sweep could take it, so one its caller gave up on is never acted on
+        else ThreadedAcks(
+            state_engine.url, settings=database, late_after=claim_stale.total_seconds() / 2
+        )
+    )
     try:
         if migrate:
             revision = await upgrade(state_engine)
@@ -374,11 +387,7 @@ async def build_app(
             audit=audit,
             housekeeping=one_database,
             audit_channel=ANCHOR_CHANNEL in config.file.channels,
-            claim_stale=(
-                STALE
-                if config.env.claim_stale_seconds is None
-                else timedelta(seconds=config.env.claim_stale_seconds)
-            ),
+            claim_stale=claim_stale,
             alerts=config.file.alerts,
             reads=reads,
             metrics=config.file.metrics,
