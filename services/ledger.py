@@ -61,6 +61,7 @@ HEARTBEAT = 2.0  # seconds between refreshes of a claim in progress
 CLAIMED, DONE = "claimed", "done"
 KEY_LENGTH = 200
 ACKED_AT = "acked_at"  # stamped into a written-down request by the ledger
+ANSWERED_KEPT = 10_000  # answered keys the database could not be told of, kept at most
 
 
 def process_owner() -> str:
@@ -115,6 +116,8 @@ class DeliveryLedger:
         self.clock = clock
         self.owner = owner or process_owner()
         self.stale_after = stale_after
+        # keys whose answer went out while the database could not be told (``finish``)
+        self._answered: set[str] = set()
 
     async def claim(
         self,
@@ -218,18 +221,17 @@ class DeliveryLedger:
 
     async def finish(self, claim: Claim) -> None:
         """The answer is out (or cannot go anywhere): mark the key done and answered,
-        unless someone took the claim over."""
-        now = self.clock()
-        async with transaction(self.engine, subject="the delivery ledger") as conn:
-            await conn.execute(
-                _deliveries.update()
-                .where(*_owned(claim))
-                .values(
-                    state=DONE,
-                    done_at=sa.func.coalesce(_deliveries.c.done_at, now),
-                    answered_at=now,
-                )
-            )
+        unless someone took the claim over. When the database cannot be told, this
+        process remembers the key: its claim goes stale unrefreshed, and when this
+        process adopts it (``adopt_orphans``) it marks it answered instead of answering
+        it again."""
+        try:
+            async with transaction(self.engine, subject="the delivery ledger") as conn:
+                await _answered(conn, [claim], self.clock())
+        except DatabaseUnavailable:
+            if len(self._answered) < ANSWERED_KEPT:
+                self._answered.add(claim.key)
+            raise
 
     async def adopt_orphans(self, *, prefixes: tuple[str, ...], limit: int = 20) -> list[Orphan]:
         """Take over acknowledged deliveries (keys starting with one of ``prefixes``)
@@ -264,10 +266,15 @@ class DeliveryLedger:
                     _deliveries.c.outcome,
                 )
             )
-            return [
+            orphans = [
                 Orphan(Claim(row.key, owner, now), row.state, dict(row.request), row.outcome)
                 for row in taken
             ]
+            # answered by this process while the database was away: only recorded now
+            answered = {o.claim.key: o.claim for o in orphans if o.claim.key in self._answered}
+            await _answered(conn, list(answered.values()), now)
+        self._answered.difference_update(answered)
+        return [o for o in orphans if o.claim.key not in answered]
 
     async def release(self, claim: Claim) -> None:
         """Give a claim back so that the next caller may try the work again; only this
@@ -332,6 +339,20 @@ def done_before(cutoff: datetime) -> sa.ColumnElement[bool]:
 async def forget(conn: AsyncConnection, *, before: datetime) -> int:
     result = await conn.execute(_deliveries.delete().where(done_before(before)))
     return int(result.rowcount)
+
+
+async def _answered(conn: AsyncConnection, claims: list[Claim], now: datetime) -> None:
+    """Mark each claim's key done and answered, unless someone took the claim over."""
+    for claim in claims:
+        await conn.execute(
+            _deliveries.update()
+            .where(*_owned(claim))
+            .values(
+                state=DONE,
+                done_at=sa.func.coalesce(_deliveries.c.done_at, now),
+                answered_at=now,
+            )
+        )
 
 
 def _owned(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:
