@@ -198,7 +198,7 @@ def create_engine(
         return engine
     return create_async_engine(
         parsed,
-        async_creator=db_bounds.async_creator(parsed, settings or DatabaseConfig()),
+        connect_args=db_bounds.connect_args(parsed, settings or DatabaseConfig()),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,

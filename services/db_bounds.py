@@ -5,7 +5,9 @@ Three layers, because each sees a different silence:
 - PostgreSQL's own ``statement_timeout``, ``lock_timeout`` and
   ``idle_in_transaction_session_timeout`` stop work that runs too long on a live server,
   and its TCP keepalives end the sessions of a client it can no longer reach (freeing
-  the locks they held). They travel in the connection's ``options``.
+  the locks they held). Each connection sets them once, right after it is made, with one
+  statement (``set_config``): not in the startup packet's ``options``, which PgBouncer
+  refuses unless configured for them.
 - libpq's ``connect_timeout``, TCP keepalives and ``tcp_user_timeout`` see a network path
   that stopped carrying packets: an idle connection is found dead within
   ``keepalives_idle + keepalives_interval * keepalives_count``, one waiting on unacknowledged
@@ -27,13 +29,14 @@ import asyncio
 import contextlib
 import math
 import os
+import re
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import psycopg
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 
 from services.config import DatabaseConfig
 
@@ -45,13 +48,29 @@ _BOUND: ContextVar[float | None] = ContextVar("queuebot_db_bound", default=None)
 
 
 def libpq_params(url: URL, settings: DatabaseConfig) -> dict[str, Any]:
-    """libpq's connection parameters for a PostgreSQL URL with ``settings``: the URL's own
-    parameters win, and its ``options`` come after queuebot's (PostgreSQL applies the
-    last ``-c`` given for a setting)."""
+    """libpq's connection parameters for a PostgreSQL URL with ``settings``' timeouts and
+    keepalives; what the URL itself says wins."""
     # as SQLAlchemy's own psycopg dialect reads the URL (its query, several hosts)
-    dialect = url.set(drivername="postgresql+psycopg").get_dialect(_is_async=True)()
-    _, given = dialect.create_connect_args(url)
-    server = {
+    _, given = _dialect(url).create_connect_args(url)
+    ours: dict[str, Any] = {
+        "connect_timeout": settings.connect_timeout_seconds,
+        "keepalives": 1,
+        "keepalives_idle": settings.keepalives_idle_seconds,
+        "keepalives_interval": settings.keepalives_interval_seconds,
+        "keepalives_count": settings.keepalives_count,
+        "tcp_user_timeout": settings.tcp_user_timeout_seconds * 1000,
+    }
+    return {**ours, **given}
+
+
+def server_settings(url: URL, settings: DatabaseConfig) -> tuple[str, list[str]]:
+    """The statement that sets PostgreSQL's side of ``settings`` for a session, and its
+    parameters; a setting the URL's ``options`` give (``-c name=value``) is left as the
+    URL has it. Values are milliseconds (seconds for the keepalives), as PostgreSQL reads
+    a number without a unit."""
+    _, given = _dialect(url).create_connect_args(url)
+    named = {n.replace("-", "_") for n in _OPTION.findall(str(given.get("options") or ""))}
+    wanted = {
         "statement_timeout": _ms(settings.statement_timeout_seconds),
         "lock_timeout": _ms(settings.lock_timeout_seconds),
         "idle_in_transaction_session_timeout": _ms(settings.idle_in_transaction_timeout_seconds),
@@ -61,18 +80,18 @@ def libpq_params(url: URL, settings: DatabaseConfig) -> dict[str, Any]:
         "tcp_keepalives_count": settings.keepalives_count,
         "tcp_user_timeout": settings.tcp_user_timeout_seconds * 1000,
     }
-    options = " ".join(f"-c {name}={value}" for name, value in server.items())
-    if given.get("options"):
-        options = f"{options} {given['options']}"
-    ours: dict[str, Any] = {
-        "connect_timeout": settings.connect_timeout_seconds,
-        "keepalives": 1,
-        "keepalives_idle": settings.keepalives_idle_seconds,
-        "keepalives_interval": settings.keepalives_interval_seconds,
-        "keepalives_count": settings.keepalives_count,
-        "tcp_user_timeout": settings.tcp_user_timeout_seconds * 1000,
-    }
-    return {**ours, **given, "options": options}
+    chosen = [(name, str(value)) for name, value in wanted.items() if name not in named]
+    if not chosen:
+        return "", []
+    calls = ", ".join("set_config(%s, %s, false)" for _ in chosen)
+    return f"SELECT {calls}", [part for pair in chosen for part in pair]
+
+
+_OPTION = re.compile(r"(?:-c\s*|--)([A-Za-z_][A-Za-z0-9_.-]*)\s*=")
+
+
+def _dialect(url: URL) -> Dialect:
+    return url.set(drivername="postgresql+psycopg").get_dialect(_is_async=True)()
 
 
 def _ms(seconds: float) -> int:
@@ -174,27 +193,41 @@ class _Cursor(psycopg.AsyncCursor[Any]):
 PING = ";"  # SQLAlchemy's pre-ping statement on psycopg (its dialect's "select one")
 
 
-def async_creator(
-    url: URL, settings: DatabaseConfig
-) -> Callable[[], Awaitable[BoundedAsyncConnection]]:
-    """What SQLAlchemy's async engine calls for a new connection to ``url``: one with
-    ``settings``' timeouts and keepalives that bounds its own waits. A block's shorter
-    bound (``bounded``) shortens the connection attempt too (libpq's floor is 2 s)."""
+def connect_args(url: URL, settings: DatabaseConfig) -> dict[str, Any]:
+    """What SQLAlchemy's async engine for ``url`` adds to the connection parameters it
+    reads from the URL (and to its own: the JSON adapters queuebot's serializers need):
+    ``settings``' timeouts and keepalives where the URL sets none, and the connection
+    class that bounds its own waits and sets PostgreSQL's side once made. A block's
+    shorter bound (``bounded``) shortens the connection attempt too (libpq's floor is
+    2 s)."""
     params = libpq_params(url, settings)
+    _, given = _dialect(url).create_connect_args(url)
+    added = {k: v for k, v in params.items() if k not in given}
+    statement, values = server_settings(url, settings)
     ping = float(min(settings.connect_timeout_seconds, settings.answer_within))
 
     class Cursor(_Cursor):
         ping_within = ping
 
-    async def connect() -> BoundedAsyncConnection:
-        timeout = params["connect_timeout"]
+    async def connect(**kwargs: Any) -> BoundedAsyncConnection:
+        timeout = kwargs.get("connect_timeout", settings.connect_timeout_seconds)
         block = bound_now(None)
         if block is not None:
             timeout = max(2, min(int(timeout), math.ceil(block)))
         conn = await BoundedAsyncConnection.connect(
-            **{**params, "connect_timeout": timeout}, cursor_factory=Cursor
+            **{**kwargs, "connect_timeout": timeout}, cursor_factory=Cursor
         )
         conn.answer_within = settings.answer_within
+        try:
+            if statement:  # in autocommit: one round trip, and no transaction left open
+                await conn.set_autocommit(True)
+                await conn.execute(statement, values)
+                await conn.set_autocommit(False)
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
-    return connect
+    # SQLAlchemy's psycopg adaptation opens each connection with this, given every
+    # parameter it would give psycopg's own (how its public ``async_creator`` works)
+    return {**added, "async_creator_fn": connect}

@@ -43,7 +43,7 @@ import psycopg
 from sqlalchemy.engine import URL
 
 from services.config import DatabaseConfig
-from services.db_bounds import NoAnswer, libpq_params, shut
+from services.db_bounds import NoAnswer, libpq_params, server_settings, shut
 from services.errors import DatabaseUnavailable
 from services.jsonable import dumps
 
@@ -137,7 +137,9 @@ class ThreadedAcks:
     ) -> None:
         # libpq's own parameters for queuebot's database (psycopg connects without
         # SQLAlchemy), with [database]'s timeouts and keepalives
-        self.params = libpq_params(url, settings or DatabaseConfig())
+        settings = settings or DatabaseConfig()
+        self.params = libpq_params(url, settings)
+        self._settings = server_settings(url, settings)  # PostgreSQL's side, once connected
         self.late_after = late_after
         self._asks: queue.SimpleQueue[Ask | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -231,7 +233,15 @@ class ThreadedAcks:
         """The thread's connection, and whether it was made just now."""
         if conn is not None and not conn.closed and not conn.broken:
             return conn, False
-        return psycopg.connect(**self.params, autocommit=True), True
+        conn = psycopg.connect(**self.params, autocommit=True)
+        statement, values = self._settings
+        if statement:
+            try:
+                self._execute(conn, statement, values)
+            except BaseException:
+                conn.close()
+                raise
+        return conn, True
 
     def _execute(self, conn: psycopg.Connection[Any], statement: str, params: Any) -> list[Any]:
         """One statement in autocommit, so one round trip: this thread must take the GIL

@@ -83,12 +83,28 @@ async def test_every_connection_carries_the_timeouts_and_keepalives(pg_url: str)
     try:
         async with engine.connect() as conn:
             assert tuple((await conn.execute(sa.text(shown))).one()) == expected
+            # and what SQLAlchemy gives each connection still holds: queuebot's JSON
+            at = datetime(2026, 12, 7, tzinfo=UTC)
+            json = sa.text("SELECT CAST(:v AS json)").bindparams(sa.bindparam("v", type_=sa.JSON))
+            assert (await conn.execute(json, {"v": {"at": at}})).scalar() == {"at": at.isoformat()}
     finally:
         await engine.dispose()
     acks = ThreadedAcks(make_url(pg_url), settings=settings)  # the write-down's own thread
-    with psycopg.connect(**acks.params) as conn:
-        assert conn.execute(shown).fetchone() == expected
-        assert conn.info.get_parameters()["keepalives_idle"] == "4"
+    try:
+        conn, _ = await asyncio.to_thread(acks._connect, None)
+        with conn:
+            assert conn.execute(shown).fetchone() == expected
+            assert conn.info.get_parameters()["keepalives_idle"] == "4"
+    finally:
+        await asyncio.to_thread(acks.close)
+    # what the URL itself says wins
+    url = make_url(pg_url).update_query_dict({"options": "-c statement_timeout=60s"})
+    engine = create_engine(url.render_as_string(hide_password=False), settings=settings)
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.execute(sa.text(shown))).one()[:2] == ("1min", "3s")
+    finally:
+        await engine.dispose()
 
 
 async def test_a_silent_database_ends_each_wait_at_its_bound(

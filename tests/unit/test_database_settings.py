@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from services.config import DatabaseConfig, FileConfig, load_config
-from services.db_bounds import bound_now, bounded, libpq_params, unbounded
+from services.db_bounds import bound_now, bounded, libpq_params, server_settings, unbounded
 from services.errors import ConfigError
 
 
@@ -68,34 +68,36 @@ def test_a_lock_timeout_longer_than_the_statement_timeout_is_refused(tmp_path: P
 
 
 def test_libpq_gets_the_timeouts_and_postgresql_its_own() -> None:
-    params = libpq_params(
-        make_url("postgresql+psycopg://qb:pw@db.example:6432/qb"), DatabaseConfig()
-    )
+    url = make_url("postgresql+psycopg://qb:pw@db.example:6432/qb")
+    params = libpq_params(url, DatabaseConfig())
     assert params["host"] == "db.example" and params["port"] == 6432
     assert params["user"] == "qb" and params["password"] == "pw" and params["dbname"] == "qb"
     assert params["connect_timeout"] == 5 and params["keepalives"] == 1
     assert (params["keepalives_idle"], params["keepalives_interval"]) == (4, 2)
     assert params["keepalives_count"] == 3 and params["tcp_user_timeout"] == 10_000
-    options = params["options"].split(" -c ")
-    assert options[0] == "-c statement_timeout=10000"
-    assert set(options[1:]) == {
-        "lock_timeout=8000",
-        "idle_in_transaction_session_timeout=20000",
-        "tcp_keepalives_idle=4",
-        "tcp_keepalives_interval=2",
-        "tcp_keepalives_count=3",
-        "tcp_user_timeout=10000",
+    assert "options" not in params  # PgBouncer refuses what it does not know there
+    statement, values = server_settings(url, DatabaseConfig())
+    assert statement == "SELECT " + ", ".join(["set_config(%s, %s, false)"] * 7)
+    assert dict(zip(values[::2], values[1::2], strict=True)) == {
+        "statement_timeout": "10000",
+        "lock_timeout": "8000",
+        "idle_in_transaction_session_timeout": "20000",
+        "tcp_keepalives_idle": "4",
+        "tcp_keepalives_interval": "2",
+        "tcp_keepalives_count": "3",
+        "tcp_user_timeout": "10000",
     }
 
 
 def test_what_the_url_says_wins() -> None:
-    url = make_url("postgresql://qb@db/qb?connect_timeout=30&options=-c%20statement_timeout%3D60s")
-    params = libpq_params(url, DatabaseConfig())
-    assert params["options"].count(" -c ") == 7  # a space stays a space, not a "+"
-    assert params["connect_timeout"] == "30"
-    # PostgreSQL applies the last -c given for a setting: the URL's come after queuebot's
-    assert params["options"].startswith("-c statement_timeout=10000 ")
-    assert params["options"].endswith(" -c statement_timeout=60s")
+    url = make_url(
+        "postgresql://qb@db/qb?connect_timeout=30"
+        "&options=-c%20statement_timeout%3D60s%20--lock-timeout%3D9s"
+    )
+    assert libpq_params(url, DatabaseConfig())["connect_timeout"] == "30"
+    _, values = server_settings(url, DatabaseConfig())
+    assert "statement_timeout" not in values and "lock_timeout" not in values
+    assert "idle_in_transaction_session_timeout" in values
 
 
 def test_a_block_bound_gives_way_to_an_inner_one() -> None:
