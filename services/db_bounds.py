@@ -33,14 +33,13 @@ import re
 import socket
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from sqlalchemy.engine import URL, Dialect
 
 from services.config import DatabaseConfig
 
-RV = TypeVar("RV")
 _UNBOUNDED = -1.0
 # seconds for the waits of this task's block: unset (each connection's own), a number, or
 # _UNBOUNDED
