@@ -39,6 +39,7 @@ from commands.model import Approve, Command, Reject
 from commands.options import from_options
 from commands.reply import Reply
 from commands.router import Router
+from services.db import redacted
 from services.errors import DatabaseUnavailable, UsageError
 from services.ledger import CLAIMED, Claim, DeliveryLedger, Orphan
 from services.people import Directory
@@ -161,12 +162,13 @@ class Deliveries:
                 key,
                 type(exc).__name__,
             )
+            where = redacted(self.ledger.engine.url)  # the password hidden
             if isinstance(exc, TimeoutError):
-                why = f"did not answer within {WRITE_DOWN_WITHIN:g} s"
+                why = f"{where} did not answer within {WRITE_DOWN_WITHIN:g} s"
             elif isinstance(exc, DatabaseUnavailable):
-                why = f"is unavailable ({exc.detail})"
+                why = f"{where} is unavailable ({exc.detail})"
             else:
-                why = f"failed ({type(exc).__name__})"
+                why = f"{where} failed ({type(exc).__name__})"
             return WrittenDown(None, recorded=False, why=why)
         return WrittenDown(claim)
 
