@@ -30,7 +30,7 @@ async def _checked_trail(
     config: Config, anchors: list[Anchor]
 ) -> tuple[Verification, Anchor | None]:
     """Verify the trail (and read its head) in one snapshot of queuebot's database."""
-    engine = create_engine(config.env.state_url)
+    engine = create_engine(config.env.state_url, settings=config.file.database)
     try:
         await require_newest(engine)
         trail = audit_trail(config)

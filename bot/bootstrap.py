@@ -336,18 +336,32 @@ async def build_app(
     runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
     one_database = same_database(state_url, estate_url)
-    state_engine = create_engine(state_url)
+    database = config.file.database  # every PostgreSQL connection's timeouts and keepalives
+    state_engine = create_engine(state_url, settings=database)
     engines = [state_engine]
     if one_database and state_engine.dialect.name == "sqlite":
         estate_engine = state_engine  # one file, one writer: one pool
     else:
         # Reads get a pool of their own, so a burst of triage never makes the delivery
         # ledger or an approval wait for a connection (same database or not).
-        estate_engine = create_engine(estate_url)
+        estate_engine = create_engine(estate_url, settings=database)
         engines.append(estate_engine)
     # Deliveries are written down before their ack by a thread with a connection of its
     # own (PostgreSQL): Slack and Discord wait for the ack, and nothing may stand in its way.
-    acks = None if state_engine.dialect.name == "sqlite" else ThreadedAcks(state_engine.url)
+    claim_stale = (
+        STALE
+        if config.env.claim_stale_seconds is None
+        else timedelta(seconds=config.env.claim_stale_seconds)
+    )
+    acks = (
+        None
+        if state_engine.dialect.name == "sqlite"
+        # a claim arriving later than half its staleness is not written: long before the
+        # orphan sweep could take it, so one its caller gave up on is never acted on
+        else ThreadedAcks(
+            state_engine.url, settings=database, late_after=claim_stale.total_seconds() / 2
+        )
+    )
     try:
         if migrate:
             revision = await upgrade(state_engine)
@@ -383,11 +397,7 @@ async def build_app(
             audit=audit,
             housekeeping=one_database,
             audit_channel=ANCHOR_CHANNEL in config.file.channels,
-            claim_stale=(
-                STALE
-                if config.env.claim_stale_seconds is None
-                else timedelta(seconds=config.env.claim_stale_seconds)
-            ),
+            claim_stale=claim_stale,
             alerts=config.file.alerts,
             reads=reads,
             metrics=config.file.metrics,

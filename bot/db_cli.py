@@ -14,7 +14,7 @@ from services.migrate import upgrade as migrate
 
 
 async def upgrade(config: Config) -> int:
-    engine = create_engine(config.env.state_url)
+    engine = create_engine(config.env.state_url, settings=config.file.database)
     try:
         revision = await migrate(engine)
     finally:
@@ -27,7 +27,7 @@ async def grant(config: Config, role: str, *, apply: bool) -> int:
     if not apply:
         print(grants.script(role))
         return 0
-    engine = create_engine(config.env.state_url)
+    engine = create_engine(config.env.state_url, settings=config.file.database)
     try:
         count = await grants.apply(engine, role)
     finally:
@@ -42,7 +42,7 @@ async def prune(config: Config, older_than: str, *, dry_run: bool) -> int:
     table. The tables must be at the newest revision, and a keyed trail needs its key
     (each batch's audit event extends it) before anything is deleted."""
     age = retention.parse_age(older_than)
-    engine = create_engine(config.env.state_url)
+    engine = create_engine(config.env.state_url, settings=config.file.database)
     try:
         await require_newest(engine)
         if dry_run:

@@ -5,11 +5,13 @@ acted on at most once, answered, and never lost to a process that dies after its
    ledger claims the delivery's key with what it asks and where to answer. A repeat (a
    retry, a double click, another replica) finds the key taken and is ignored. A database
    that does not answer within ``WRITE_DOWN_WITHIN`` is not waited for: the platform wants
-   its acknowledgement within 3 s, so it goes out and the work says what went wrong.
+   its acknowledgement within 3 s, so it goes out, and the person is told at once that
+   the command was not recorded and nothing was done (``take``). The ledger makes sure a
+   write it gave up on never acts later (services/ledger_acks.py).
 2. ``run``: what was asked is read (a UsageError there is the boundary's to say), the key
-   claimed if step 1 could not, kept fresh until the answer is out, the command routed
-   through the one error boundary, the answer given, and the key finished (answered). A
-   change marks the key done in its own transaction.
+   kept fresh until the answer is out, the command routed through the one error
+   boundary, the answer given, and the key finished (answered). A change marks the key
+   done in its own transaction.
 3. ``resume``: a delivery another process acknowledged and died on (its claim went
    stale) is run again (a change still acts once) or, where its change had committed,
    answered with what it did. One whose process died every time it was run, more often
@@ -39,7 +41,8 @@ from commands.model import Approve, Command, Reject
 from commands.options import from_options
 from commands.reply import Reply
 from commands.router import Router
-from services.errors import UsageError
+from services.db import redacted
+from services.errors import DatabaseUnavailable, UsageError
 from services.ledger import CLAIMED, MAX_ADOPTIONS, Claim, DeliveryLedger, Orphan
 from services.metrics import Metrics
 from services.people import Directory
@@ -102,10 +105,11 @@ class Work:
 class WrittenDown:
     """A delivery as the ledger took it before the ack: ``claim`` is this process's, or
     None; ``recorded`` is False when the ledger could not be written (the database is
-    away: the work will say so, and claims the key itself)."""
+    away), and ``why`` then says what the database did, for the person."""
 
     claim: Claim | None
     recorded: bool = True
+    why: str = ""
 
     @property
     def repeated(self) -> bool:
@@ -155,15 +159,33 @@ class Deliveries:
         try:
             async with asyncio.timeout(WRITE_DOWN_WITHIN):  # no task of its own: not wait_for
                 claim = await self.ledger.acknowledge(key, request)
-        except Exception as exc:  # answered by the work itself (one line, "Database unavailable")
+        except Exception as exc:  # the person is told it was not recorded (``take``)
             self.unwritten(
-                "could not write down %s before the ack (%s): answered now, lost if this "
-                "process dies before the answer",
+                "could not write down %s before the ack (%s): answered that it was not "
+                "recorded, and nothing was done",
                 key,
                 type(exc).__name__,
             )
-            return WrittenDown(None, recorded=False)
+            where = redacted(self.ledger.engine.url)  # the password hidden
+            if isinstance(exc, TimeoutError):
+                why = f"{where} did not answer within {WRITE_DOWN_WITHIN:g} s"
+            elif isinstance(exc, DatabaseUnavailable):
+                why = f"{where} is unavailable ({exc.detail})"
+            else:
+                why = f"{where} failed ({type(exc).__name__})"
+            return WrittenDown(None, recorded=False, why=why)
         return WrittenDown(claim)
+
+    async def take(self, work: Work, written: WrittenDown, answer_with: Answer) -> None:
+        """Answer an acknowledged delivery that is not a repeat: run it (``run``), or, when
+        the ledger could not record it before the ack, say so at once and do nothing. It
+        would not be safe to act on it: a delivery not written down is lost if this
+        process dies, and is not the database's to finish; and the database, silent now,
+        would only hold the answer back until each wait for it ran out."""
+        if written.recorded:
+            await self.run(work, written.claim, answer_with)
+            return
+        await answer_with(messages.not_recorded(work.asked.words(), written.why), False)
 
     def ignored(self, key: str) -> None:
         self.log.info("repeated delivery %s: acted on or in hand already, ignored", key)

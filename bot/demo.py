@@ -118,7 +118,7 @@ async def running_demo_worker(config: Config) -> AsyncIterator[DemoWorker]:
     """The simulated worker over the demo's estate, as a task beside the console for as
     long as the block lasts (its own engine: SQLite's WAL lets it write between the
     console's transactions)."""
-    engine = create_engine(config.env.estate_url)
+    engine = create_engine(config.env.estate_url, settings=config.file.database)
     estate = Estate(engine=engine, queues=config.queues, registry=shipped_profiles())
     worker = DemoWorker(estate)
     stop = asyncio.Event()

@@ -50,7 +50,7 @@ async def indexes(config: Config) -> int:
         if dialect == "postgresql"
         else "-- SQLite.",
     ]
-    engine = create_engine(config.env.estate_url, pool_size=1)
+    engine = create_engine(config.env.estate_url, pool_size=1, settings=config.file.database)
     try:
         estate = Estate(engine=engine, queues=config.queues)
         tables, why = await _estate_tables(estate, config.env.estate_url)

@@ -42,6 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from bot.alertmanager import guard
 from bot.bootstrap import App
 from services.db import error_line
+from services.db_bounds import bounded
 from services.errors import QueuebotError
 from services.estate import hints
 
@@ -76,11 +77,19 @@ class Readiness:
         """(ready, the JSON body). The databases are asked every time (one ``SELECT 1``
         each, so an outage shows at once); the queues' tables and Slack, whose problems
         wait for a person, are checked at most every ``fresh_for`` seconds."""
+        # Every wait of a probe on a database is cut by the connection itself before the
+        # probe's own timeout would cancel it: a cancelled wait on a silent database
+        # first tries to cancel its query there, which can take seconds more.
+        with bounded(TIMEOUT * 0.75):
+            return await self._check()
+
+    async def _check(self) -> tuple[bool, dict[str, Any]]:
         async with self._checking:  # probes that arrive together share one check
-            databases = {
-                "state": await self._database(self.app.state_engine, "state"),
-                "estate": await self._database(self.app.estate.engine, "estate"),
-            }
+            state, estate = await asyncio.gather(  # side by side: a silent one costs TIMEOUT once
+                self._database(self.app.state_engine, "state"),
+                self._database(self.app.estate.engine, "estate"),
+            )
+            databases = {"state": state, "estate": estate}
             problems = [
                 f"the {name} database is unreachable"
                 for name, said in databases.items()

@@ -373,3 +373,17 @@ def not_retried(asked: str, reference: str, died: int) -> Reply:
         Message(f"{NOT_RETRIED_TITLE}: {text}", (Heading(NOT_RETRIED_TITLE), Text(text))),
         ephemeral=False,
     )
+
+
+def not_recorded(asked: str, why: str) -> Reply:
+    """The answer to a command or click queuebot could not write down before the platform
+    needed its acknowledgement: nothing was done with it, and nothing ever will be (a
+    write still on its way when the database comes back is refused or undone)."""
+    title = _TITLES[DatabaseUnavailable]
+    text = (
+        f"{asked} was not recorded: queuebot's database {why}. Nothing was done and nothing "
+        "was changed; try again when the database is back."
+    )
+    return Reply(
+        Message(f"{title}: {text}", (Heading(title), Text(text))), ephemeral=True, error=True
+    )

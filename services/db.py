@@ -25,7 +25,8 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from services import privileges
+from services import db_bounds, privileges
+from services.config import DatabaseConfig
 from services.errors import (
     ConcurrentChange,
     ConfigError,
@@ -183,7 +184,12 @@ def unreachable(engine: AsyncEngine, exc: DBAPIError, *, doing: str = "reach") -
     )
 
 
-def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
+def create_engine(
+    url: str, *, pool_size: int = 5, settings: DatabaseConfig | None = None
+) -> AsyncEngine:
+    """An engine for ``url``. On PostgreSQL every connection it opens carries the
+    timeouts and keepalives of ``settings`` (``[database]``; its defaults when None) and
+    closes itself when an answer takes too long (services/db_bounds.py)."""
     parsed = normalise_url(url)
     if parsed.drivername.startswith("sqlite"):
         engine = create_async_engine(parsed, json_serializer=dumps, json_deserializer=loads)
@@ -192,6 +198,7 @@ def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
         return engine
     return create_async_engine(
         parsed,
+        connect_args=db_bounds.connect_args(parsed, settings or DatabaseConfig()),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,

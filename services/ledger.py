@@ -69,6 +69,7 @@ MAX_ADOPTIONS = 3
 CLAIMED, DONE = "claimed", "done"
 KEY_LENGTH = 200
 ACKED_AT = "acked_at"  # stamped into a written-down request by the ledger
+ANSWERED_KEPT = 10_000  # answered keys the database could not be told of, kept at most
 
 
 def process_owner() -> str:
@@ -132,6 +133,8 @@ class DeliveryLedger:
         self.clock = clock
         self.owner = owner or process_owner()
         self.stale_after = stale_after
+        # keys whose answer went out while the database could not be told (``finish``)
+        self._answered: set[str] = set()
 
     async def claim(
         self,
@@ -235,18 +238,17 @@ class DeliveryLedger:
 
     async def finish(self, claim: Claim) -> None:
         """The answer is out (or cannot go anywhere): mark the key done and answered,
-        unless someone took the claim over."""
-        now = self.clock()
-        async with transaction(self.engine, subject="the delivery ledger") as conn:
-            await conn.execute(
-                _deliveries.update()
-                .where(*_owned(claim))
-                .values(
-                    state=DONE,
-                    done_at=sa.func.coalesce(_deliveries.c.done_at, now),
-                    answered_at=now,
-                )
-            )
+        unless someone took the claim over. When the database cannot be told, this
+        process remembers the key: its claim goes stale unrefreshed, and when this
+        process adopts it (``adopt_orphans``) it marks it answered instead of answering
+        it again."""
+        try:
+            async with transaction(self.engine, subject="the delivery ledger") as conn:
+                await _answered(conn, [claim], self.clock())
+        except DatabaseUnavailable:
+            if len(self._answered) < ANSWERED_KEPT:
+                self._answered.add(claim.key)
+            raise
 
     async def adopt_orphans(self, *, prefixes: tuple[str, ...], limit: int = 20) -> list[Orphan]:
         """Take over acknowledged deliveries (keys starting with one of ``prefixes``)
@@ -267,12 +269,14 @@ class DeliveryLedger:
             sa.or_(*(_deliveries.c.key.startswith(p, autoescape=True) for p in prefixes)),
         )
         async with transaction(self.engine, subject="the delivery ledger") as conn:
-            again = await self._adopt(conn, (*stale, _deliveries.c.adoptions > 0), 1, now, owner)
-            if again:
-                return again
-            return await self._adopt(
-                conn, (*stale, _deliveries.c.adoptions == 0), limit, now, owner
-            )
+            orphans = await self._adopt(
+                conn, (*stale, _deliveries.c.adoptions > 0), 1, now, owner
+            ) or await self._adopt(conn, (*stale, _deliveries.c.adoptions == 0), limit, now, owner)
+            # answered by this process while the database was away: only recorded now
+            answered = {o.claim.key: o.claim for o in orphans if o.claim.key in self._answered}
+            await _answered(conn, list(answered.values()), now)
+        self._answered.difference_update(answered)
+        return [o for o in orphans if o.claim.key not in answered]
 
     @staticmethod
     async def _adopt(
@@ -377,6 +381,20 @@ def done_before(cutoff: datetime) -> sa.ColumnElement[bool]:
 async def forget(conn: AsyncConnection, *, before: datetime) -> int:
     result = await conn.execute(_deliveries.delete().where(done_before(before)))
     return int(result.rowcount)
+
+
+async def _answered(conn: AsyncConnection, claims: list[Claim], now: datetime) -> None:
+    """Mark each claim's key done and answered, unless someone took the claim over."""
+    for claim in claims:
+        await conn.execute(
+            _deliveries.update()
+            .where(*_owned(claim))
+            .values(
+                state=DONE,
+                done_at=sa.func.coalesce(_deliveries.c.done_at, now),
+                answered_at=now,
+            )
+        )
 
 
 def _owned(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:

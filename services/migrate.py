@@ -16,12 +16,19 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import redacted, unreachable
+from services.db_bounds import unbounded
 from services.errors import NotMigrated
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATION_LOCK = 0x71B0_0001  # pg_advisory_xact_lock key for migrations
+# PostgreSQL's timeouts a migration turns off (SET LOCAL: for its transaction alone)
+EXEMPT = (
+    "statement_timeout = 0",
+    "lock_timeout = 0",
+    "idle_in_transaction_session_timeout = 0",
+)
 VERSION_TABLE = "alembic_version"
 INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE for "permission denied"
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.py")
@@ -39,6 +46,10 @@ def _upgrade(connection: Connection, revision: str) -> None:
     from alembic import command
 
     if connection.dialect.name == "postgresql":
+        # A migration may rewrite a large table, and a replica starting beside the one
+        # migrating waits for its lock: neither is cut by [database]'s timeouts.
+        for setting in EXEMPT:
+            connection.execute(text(f"SET LOCAL {setting}"))
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
     cfg = _alembic_config()
     cfg.attributes["connection"] = connection
@@ -83,8 +94,9 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> str | None:
         from alembic.util import CommandError
 
         try:
-            async with engine.begin() as conn:
-                await conn.run_sync(_upgrade, revision)
+            with unbounded():  # nor by queuebot's own bound on a wait for an answer
+                async with engine.begin() as conn:
+                    await conn.run_sync(_upgrade, revision)
         except ProgrammingError as exc:
             if getattr(exc.orig, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
                 raise

@@ -96,7 +96,7 @@ async def run_command(
     async def answer_here(reply: Reply, rewrite: bool) -> None:
         await deliver(w, interaction, reply, live=live, deferred_private=private, rewrite=rewrite)
 
-    await w.run(Work(key, where, inv, asked), written.claim, answer_here)
+    await w.take(Work(key, where, inv, asked), written, answer_here)
 
 
 def _is_click(interaction: discord.Interaction[Any]) -> bool:

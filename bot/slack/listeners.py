@@ -44,7 +44,7 @@ from commands import messages
 from commands.parser import GROUPS
 from commands.reply import Reply
 from services.button_ids import DRAWN
-from services.ledger import Claim, Orphan
+from services.ledger import Orphan
 
 log = logging.getLogger("queuebot.slack")
 
@@ -186,8 +186,8 @@ def _listener(w: SlackWiring) -> Any:
         delivery, written = accepted
         if written.repeated:
             w.ignored(delivery.key)
-        else:  # claimed before the ack, or (the database away) to be claimed by the work
-            w.spawn(handle_delivery(w, delivery, claimed=written.claim))
+        else:  # claimed before the ack, or (the database away) not recorded: said so
+            w.spawn(handle_delivery(w, delivery, written))
 
     return on_accepted
 
@@ -202,7 +202,7 @@ def _host(url: str) -> str:
         return "an unreadable URL"
 
 
-async def handle_delivery(w: SlackWiring, d: Delivery, *, claimed: Claim | None) -> None:
+async def handle_delivery(w: SlackWiring, d: Delivery, written: WrittenDown) -> None:
     """Run one delivery this process acknowledged (bot/delivery.py) and answer it at its
     response_url; a successful click on a decision rewrites the request's own message
     (who approved, the result)."""
@@ -210,7 +210,7 @@ async def handle_delivery(w: SlackWiring, d: Delivery, *, claimed: Claim | None)
     async def answer_here(reply: Reply, rewrite: bool) -> None:
         await w.answer_late(d, reply, acked_at=None, rewrite=rewrite)
 
-    await w.run(w.work(d), claimed, answer_here)
+    await w.take(w.work(d), written, answer_here)
 
 
 async def resume(w: SlackWiring, orphan: Orphan) -> None:

@@ -11,6 +11,7 @@ every domain that reads them: the sections of the alerts, incidents and housekee
 domains are ``alerts.py``, ``incidents.py`` and ``housekeeping.py`` (docs/architecture.md).
 """
 
+from services.config.database import DatabaseConfig
 from services.config.env import (
     ALERT_TOKEN_MIN_LENGTH,
     AUDIT_KEY_MIN_LENGTH,
@@ -52,6 +53,7 @@ __all__ = [
     "CanonicalStateName",
     "ChannelConfig",
     "Config",
+    "DatabaseConfig",
     "DiscordConfig",
     "EnvSettings",
     "FileConfig",

@@ -9,6 +9,7 @@ from pydantic import (
 )
 
 from services.config.alerts import AlertsConfig
+from services.config.database import DatabaseConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.config.incidents import IncidentsConfig
 from services.config.sections import (
@@ -50,6 +51,7 @@ class FileConfig(Strict):
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     incidents: IncidentsConfig = Field(default_factory=IncidentsConfig)
     housekeeping: HousekeepingConfig = Field(default_factory=HousekeepingConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> FileConfig:

@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from services.db import create_engine
+from services.db_bounds import unbounded
+from services.migrate import EXEMPT
 from services.models import Base
 
 config = context.config
@@ -30,8 +33,13 @@ def _run(connection: Connection) -> None:
 
 async def _run_async(url: str) -> None:
     engine = create_engine(url)
-    async with engine.connect() as conn:
-        await conn.run_sync(_run)
+    with unbounded():  # a migration may run for minutes (services/migrate.py)
+        async with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":  # for this session, before alembic's own
+                for setting in EXEMPT:
+                    await conn.execute(text(f"SET {setting}"))
+                await conn.commit()
+            await conn.run_sync(_run)
     await engine.dispose()
 
 

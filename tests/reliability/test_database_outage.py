@@ -2,14 +2,13 @@
 is unavailable and nothing was changed, /readyz says 503, the log holds one line per
 command and no traceback, and service resumes by itself when the database is back.
 
-PostgreSQL is reached through a TCP proxy the test can cut, as a failover or a network
-partition would."""
+PostgreSQL is reached through a TCP proxy the test can cut (testkit/tcp_proxy.py): every
+connection closed and new ones refused, as in a failover. A database that stops answering
+instead is test_silent_database.py's."""
 
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,84 +19,21 @@ from sqlalchemy.engine import make_url
 
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET
-from tests.e2e.serving import ALERT_AUTH, demo_database, free_port, running_serve
+from testkit.tcp_proxy import TcpProxy
+from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
 from tests.e2e.test_slack import Stack, answer_to, requests_count, slash, texts
 from tests.integration.alerting import alert, notification
 
 
-class CuttableProxy:
-    """Forwards 127.0.0.1:port to the database until cut; cut closes every connection
-    and refuses new ones, restore lets them through again."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = free_port()
-        self._open = threading.Event()
-        self._open.set()
-        self._conns: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._server = socket.create_server(("127.0.0.1", self.port))
-        self._stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            if not self._open.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        self._open.clear()
-        with self._lock:
-            for s in self._conns:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-                    s.close()
-            self._conns.clear()
-
-    def restore(self) -> None:
-        self._open.set()
-
-    def close(self) -> None:
-        self._stop = True
-        self.cut()
-        self._server.close()
-
-
 @contextlib.contextmanager
-def proxied(db_url: str) -> Iterator[tuple[CuttableProxy, str]]:
+def proxied(db_url: str) -> Iterator[tuple[TcpProxy, str]]:
     url = make_url(db_url)
-    proxy = CuttableProxy((url.host or "127.0.0.1", url.port or 5432))
-    try:
+    with TcpProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
         yield proxy, url.set(port=proxy.port).render_as_string(hide_password=False)
-    finally:
-        proxy.close()
 
 
 @pytest.fixture
-def outage_stack(tmp_path: Path) -> Iterator[tuple[Stack, CuttableProxy]]:
+def outage_stack(tmp_path: Path) -> Iterator[tuple[Stack, TcpProxy]]:
     with (
         demo_database("postgres", tmp_path) as db_url,
         proxied(db_url) as (proxy, through),
@@ -122,7 +58,7 @@ def _background_met_the_outage(log: str) -> bool:
 
 
 def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
-    outage_stack: tuple[Stack, CuttableProxy],
+    outage_stack: tuple[Stack, TcpProxy],
 ) -> None:
     stack, proxy = outage_stack
     (failed,) = stack.sql("SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
@@ -163,7 +99,7 @@ def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
     assert log.count("Database unavailable") == 0  # the log says it in its own words:
     assert sum("is unavailable" in line for line in log.splitlines()) <= len(commands) + 2
 
-    proxy.restore()
+    proxy.forward()
     deadline = time.monotonic() + 30
     while ready(stack) != 200:
         assert time.monotonic() < deadline, "serve did not recover"
