@@ -54,7 +54,7 @@ SERVE_ENVIRONMENT: dict[str, str] = {
     "QUEUEBOT_DATABASE_URL": "queuebot's database (default ./queuebot.db)",
     "QUEUEBOT_QUEUE_DATABASE_URL": "the queue's database, when it is another",
     "QUEUEBOT_AUDIT_KEY": "the audit chain's HMAC key (32+ characters)",
-    "QUEUEBOT_ALERT_TOKEN": "the token Alertmanager's webhook must send (serve needs it)",
+    "QUEUEBOT_ALERT_TOKEN": "the token Alertmanager must send (required)",
     "QUEUEBOT_HOUSEKEEP_WEBHOOK_URL": "told before housekeeping retires a job",
     "QUEUEBOT_CLAIM_STALE_SECONDS": "seconds until a delivery claim is stale (10)",
     "SLACK_BOT_TOKEN": "Slack: the bot token (xoxb-...)",
@@ -72,8 +72,9 @@ def _environment_epilog() -> str:
     return (
         "environment variables (empty counts as not set):\n"
         + "\n".join(lines)
-        + "\neach secret (a database URL, a token, a key) may instead be NAME_FILE: the path of "
-        "a file holding it"
+        + "\neach secret (a database URL, a token, a key) may instead be given as NAME_FILE,\n"
+        "the path of a file holding it; serve needs an alert token unless its file says\n"
+        "[alerts] allow_unauthenticated = true"
     )
 
 
