@@ -49,7 +49,7 @@ from services.people import Directory
 
 # Seconds the ledger may take to write a delivery down before its acknowledgement. A row
 # written after all is adopted once stale, like any other orphan.
-WRITE_DOWN_WITHIN = 1.5
+WRITE_DOWN_WITHIN = 2.0
 
 Answer = Callable[[Reply, bool], Awaitable[None]]
 """The platform's edge that puts a reply where the person reads it; the flag asks it to
