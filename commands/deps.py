@@ -8,8 +8,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from services.audit import Actor
-from services.changes.model import ChangeKind, ChangeView
-from services.changes.requests import Decision
+from services.changes.model import ChangeKind, ChangeView, Decision
 from services.config import AccessConfig, Role
 from services.estate.args_like import ArgsFound
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.audit import Actor
 from services.estate.ops import Action, Ineligible, Selector
 from services.estate.profile import as_utc
-from services.scheduler import FollowUp
+from services.scheduler import FollowUp, PostFailure
 
 
 class ChangeKind(StrEnum):
@@ -263,3 +263,16 @@ def _utc(value: datetime) -> datetime:
     if out is None:
         raise ValueError("a change request timestamp is missing")
     return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an approval did: the request as it stands, whether it executed, the approvals
+    so far, and how its chat posts went."""
+
+    view: ChangeView
+    executed: bool
+    approvals: int
+    post_failures: tuple[PostFailure, ...] = field(default=())
+    # its chat posts were still going out when the answer was due: they go on behind it
+    posts_pending: bool = False

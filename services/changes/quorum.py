@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig
+from services.errors import PreconditionFailed
 
 MAX_SAMPLE = 5  # a staged redrive's sample is 1 to 5 rows (--sample, [redrive] sample)
 SETTING = "[approval] large_change_approvals"
@@ -213,3 +215,35 @@ def config_warning(
 
 def _either_names(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def approvals(
+    approval: ApprovalConfig,
+    *,
+    kind: ChangeKind,
+    count: int,
+    schedule: list[int],
+    actor: Actor,
+    can: Sequence[str] | None,
+) -> int:
+    """The approvals a request of ``count`` rows needs; refused (``PreconditionFailed``)
+    when the people who could give them are too few (``can``: those who could approve,
+    None where the people are not known here)."""
+    judged = judged_rows(kind, count, schedule)
+    needed = required(approval, judged)
+    never = (
+        None
+        if can is None
+        else unreachable(
+            kind=kind,
+            rows=count,
+            judged=judged,
+            needed=needed,
+            approval=approval,
+            requester=str(actor.person),
+            can=can,
+        )
+    )
+    if never is not None:
+        raise PreconditionFailed(never)
+    return needed

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,11 +24,13 @@ from services.after_commit import AfterCommit
 from services.audit import Actor, AuditTrail
 from services.audit.row_digest import Digest, kept_digest
 from services.changes import quorum, store
+from services.changes.draft import Draft, incident_of, keep_items, overridden
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, freeze_plan_items, nothing_to_do
 from services.changes.model import (
     ChangeKind,
     ChangeView,
+    Decision,
     IncidentOverrides,
     RequestRow,
     RequestState,
@@ -43,25 +45,10 @@ from services.errors import (
     PreconditionFailed,
     RequestExpired,
 )
-from services.estate import items
 from services.estate.estate import Estate
-from services.estate.ops import Ineligible, Selector, Target, in_database
-from services.estate.profile import QueueProfile
-from services.jsonable import jsonable
+from services.estate.ops import Ineligible, Selector, Target
 from services.ledger import Claim, complete_in, note_outcome
 from services.plans import store as plan_store
-from services.plans.model import OVERRIDDEN
-from services.scheduler import PostFailure
-
-
-@dataclass(frozen=True)
-class Decision:
-    view: ChangeView
-    executed: bool
-    approvals: int
-    post_failures: tuple[PostFailure, ...] = field(default=())
-    # its chat posts were still going out when the answer was due: they go on behind it
-    posts_pending: bool = False
 
 
 class ChangeRequests:
@@ -128,7 +115,7 @@ class ChangeRequests:
                     queue = await plan_store.queue_of(conn, selector.plan)
                 if selector.from_plan is not None and queue is None:  # the plan's queue
                     queue = await plan_store.queue_of(conn, selector.from_plan)
-                incident, lent = await _incident(conn, selector, incident)
+                incident, lent = await incident_of(conn, selector, incident)
                 number = await self._request(
                     conn,
                     kind=kind,
@@ -279,7 +266,7 @@ class ChangeRequests:
     ) -> int:
         profile = self.estate.profile(queue)
         now = self.clock()
-        draft = _Draft(
+        draft = Draft(
             kind=kind,
             profile=profile,
             now=now,
@@ -313,7 +300,14 @@ class ChangeRequests:
             if not frozen.targets and kind not in rowless:
                 raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
             count = frozen.affected if frozen.affected is not None else len(frozen.targets)
-            required = self._required(kind, count, frozen.schedule, actor, can)
+            required = quorum.approvals(
+                self.approval,
+                kind=kind,
+                count=count,
+                schedule=frozen.schedule,
+                actor=actor,
+                can=can,
+            )
             by_signature = Counter(t.signature for t in frozen.targets).most_common()
             number = await store.insert(
                 conn,
@@ -329,7 +323,7 @@ class ChangeRequests:
             # Every row's full image is kept as the request's items, and the hash-chained
             # audit event carries their digest: the rows never come through queuebot where
             # the database can copy them itself.
-            await _keep_items(conn, profile, number, frozen.targets)
+            await keep_items(conn, profile, number, frozen.targets)
             snapshot = await kept_digest(conn, number)
             checks = frozen.checks
             ineligible = frozen.ineligible
@@ -351,13 +345,13 @@ class ChangeRequests:
                 "snapshot_hash": snapshot.sha256,
                 "ineligible": [[i.id, i.why] for i in ineligible],
                 "approvals_required": required,
-                **_overridden(checks),
+                **overridden(checks),
             },
         )
         return number
 
     async def _request_plan(
-        self, conn: AsyncConnection, draft: _Draft, can: Sequence[str] | None
+        self, conn: AsyncConnection, draft: Draft, can: Sequence[str] | None
     ) -> tuple[int, Digest, int, list[tuple[str, str, str]], list[Ineligible]]:
         """A staged redrive's request: its candidates frozen a page at a time, each page
         kept as the request's items as soon as it is checked (the request's row is written
@@ -374,7 +368,7 @@ class ChangeRequests:
             nonlocal number, written
             if number is None:
                 number = await store.insert(conn, draft.row())
-            await _keep_items(conn, profile, number, page, first=written)
+            await keep_items(conn, profile, number, page, first=written)
             written += len(page)
 
         found = await freeze_plan_items(
@@ -392,7 +386,14 @@ class ChangeRequests:
                 nothing_to_do(draft.kind, selector, found.excluded, total=found.excluded_count)
             )
         checks = [(c.name, c.verdict, c.detail) for c in found.checks]
-        required = self._required(draft.kind, found.eligible, found.schedule, draft.actor, can)
+        required = quorum.approvals(
+            self.approval,
+            kind=draft.kind,
+            count=found.eligible,
+            schedule=found.schedule,
+            actor=draft.actor,
+            can=can,
+        )
         await store.complete(
             conn,
             number,
@@ -406,35 +407,6 @@ class ChangeRequests:
             ),
         )
         return number, await kept_digest(conn, number), required, checks, found.excluded
-
-    def _required(
-        self,
-        kind: ChangeKind,
-        count: int,
-        schedule: list[int],
-        actor: Actor,
-        can: Sequence[str] | None,
-    ) -> int:
-        """The approvals a request needs; refused when the people who could give them
-        are too few."""
-        judged = quorum.judged_rows(kind, count, schedule)
-        required = quorum.required(self.approval, judged)
-        never = (
-            None
-            if can is None
-            else quorum.unreachable(
-                kind=kind,
-                rows=count,
-                judged=judged,
-                needed=required,
-                approval=self.approval,
-                requester=str(actor.person),
-                can=can,
-            )
-        )
-        if never is not None:
-            raise PreconditionFailed(never)
-        return required
 
     async def _approve(
         self, conn: AsyncConnection, request: RequestRow, actor: Actor, now: datetime
@@ -467,101 +439,6 @@ class ChangeRequests:
         )
         view = await store.view(conn, number)
         return Decision(view, executed=True, approvals=len(approvers)), follow_ups
-
-
-def _overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-    """The failed checks the requester overrode (with who, why and what was measured),
-    named in the request's audit event; nothing where none was."""
-    overridden = [[name, detail] for name, verdict, detail in checks if verdict == OVERRIDDEN]
-    return {"overridden": overridden} if overridden else {}
-
-
-async def _incident(
-    conn: AsyncConnection, selector: Selector, incident: str | None
-) -> tuple[str | None, int | None]:
-    """The incident a request is made under, and the plan it came from where it was not
-    named: a request about a plan (a resume, a rollback) belongs to the plan's incident,
-    and so does a redrive of what a plan left dead again (``--from-plan``). An incident
-    the person named is kept as they said."""
-    plan = selector.plan if selector.plan is not None else selector.from_plan
-    if incident is not None or plan is None:
-        return incident, None
-    lent = await plan_store.incident_of(conn, plan)
-    return lent, plan if lent is not None else None
-
-
-async def _keep_items(
-    conn: AsyncConnection, profile: QueueProfile, number: int, targets: list[Target], first: int = 0
-) -> None:
-    """The frozen rows as the request's items, numbered from ``first``: copied by the
-    database where the profile can have it do so, else written from the images the
-    freeze built."""
-    kept = in_database(profile.changes, conn.dialect.name)
-    if targets and kept is not None:
-        await kept.keep(conn, request=number, targets=targets, first=first)
-    else:
-        await items.write(conn, request=number, targets=targets, first=first)
-
-
-@dataclass(frozen=True)
-class _Draft:
-    """What a request's row says before its rows are counted, and the row once they are."""
-
-    kind: ChangeKind
-    profile: QueueProfile
-    now: datetime
-    expiry: timedelta
-    actor: Actor
-    reason: str
-    incident: str | None
-    evidence: str | None
-    selector: Selector
-    origin: dict[str, Any]
-    incident_from: int | None
-
-    @property
-    def selected(self) -> dict[str, Any]:
-        return self.selector.as_json()  # plain JSON types already: no copy of every id
-
-    def row(
-        self,
-        *,
-        count: int = 0,
-        required: int = 1,
-        ineligible: Sequence[Ineligible] = (),
-        by_signature: Sequence[tuple[str, int]] = (),
-        checks: Sequence[tuple[str, str, str]] = (),
-        schedule: Sequence[int] = (),
-    ) -> dict[str, Any]:
-        """The request's row (before its rows are counted: the defaults)."""
-        return {
-            "kind": self.kind.value,
-            "queue": self.profile.queue,
-            "profile": self.profile.name,
-            "state": RequestState.PENDING.value,
-            "requested_at": self.now,
-            "expires_at": self.now + self.expiry,
-            "requester_person": self.actor.person,
-            "requester_platform": self.actor.platform,
-            "requester_account": self.actor.account,
-            "reason": self.reason,
-            "incident": self.incident,
-            "evidence": self.evidence,
-            "selector": self.selected,
-            "targets": {"items": []},  # the rows are kept as the request's items
-            "ineligible": {"items": [[i.id, i.why] for i in ineligible]},
-            "snapshot_hash": "",  # set once the items are written
-            "preview": {
-                "by_signature": [list(s) for s in by_signature],
-                "checks": [list(c) for c in checks],
-                "schedule": list(schedule),
-                "plan": self.selector.plan,
-                "incident_from": self.incident_from,
-            },
-            "eligible_count": count,
-            "approvals_required": required,
-            "origin": jsonable(self.origin),
-        }
 
 
 async def _done_with(conn: AsyncConnection, delivery: Claim | None, now: datetime) -> None:

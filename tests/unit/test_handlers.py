@@ -18,8 +18,7 @@ from commands.model import Help
 from commands.reply import Reply
 from commands.router import Router
 from commands.spec import CommandSpec
-from services.changes.model import ChangeView
-from services.changes.requests import Decision
+from services.changes.model import ChangeView, Decision
 from services.config import AccessConfig
 from services.errors import NotFound, PermissionDenied, UsageError
 from services.estate.model import (

@@ -1,0 +1,116 @@
+"""A change request's row before and after its rows are counted, where its frozen rows
+are kept, and what its audit event says of overridden checks and a lent incident: the
+steps ``ChangeRequests`` composes, each in the caller's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.audit import Actor
+from services.changes.model import ChangeKind, RequestState
+from services.estate import items
+from services.estate.ops import Ineligible, Selector, Target, in_database
+from services.estate.profile import QueueProfile
+from services.jsonable import jsonable
+from services.plans import store as plan_store
+from services.plans.model import OVERRIDDEN
+
+
+def overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """The failed checks the requester overrode (with who, why and what was measured),
+    named in the request's audit event; nothing where none was."""
+    overridden = [[name, detail] for name, verdict, detail in checks if verdict == OVERRIDDEN]
+    return {"overridden": overridden} if overridden else {}
+
+
+async def incident_of(
+    conn: AsyncConnection, selector: Selector, incident: str | None
+) -> tuple[str | None, int | None]:
+    """The incident a request is made under, and the plan it came from where it was not
+    named: a request about a plan (a resume, a rollback) belongs to the plan's incident,
+    and so does a redrive of what a plan left dead again (``--from-plan``). An incident
+    the person named is kept as they said."""
+    plan = selector.plan if selector.plan is not None else selector.from_plan
+    if incident is not None or plan is None:
+        return incident, None
+    lent = await plan_store.incident_of(conn, plan)
+    return lent, plan if lent is not None else None
+
+
+async def keep_items(
+    conn: AsyncConnection, profile: QueueProfile, number: int, targets: list[Target], first: int = 0
+) -> None:
+    """The frozen rows as the request's items, numbered from ``first``: copied by the
+    database where the profile can have it do so, else written from the images the
+    freeze built."""
+    kept = in_database(profile.changes, conn.dialect.name)
+    if targets and kept is not None:
+        await kept.keep(conn, request=number, targets=targets, first=first)
+    else:
+        await items.write(conn, request=number, targets=targets, first=first)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a request's row says before its rows are counted, and the row once they are."""
+
+    kind: ChangeKind
+    profile: QueueProfile
+    now: datetime
+    expiry: timedelta
+    actor: Actor
+    reason: str
+    incident: str | None
+    evidence: str | None
+    selector: Selector
+    origin: dict[str, Any]
+    incident_from: int | None
+
+    @property
+    def selected(self) -> dict[str, Any]:
+        return self.selector.as_json()  # plain JSON types already: no copy of every id
+
+    def row(
+        self,
+        *,
+        count: int = 0,
+        required: int = 1,
+        ineligible: Sequence[Ineligible] = (),
+        by_signature: Sequence[tuple[str, int]] = (),
+        checks: Sequence[tuple[str, str, str]] = (),
+        schedule: Sequence[int] = (),
+    ) -> dict[str, Any]:
+        """The request's row (before its rows are counted: the defaults)."""
+        return {
+            "kind": self.kind.value,
+            "queue": self.profile.queue,
+            "profile": self.profile.name,
+            "state": RequestState.PENDING.value,
+            "requested_at": self.now,
+            "expires_at": self.now + self.expiry,
+            "requester_person": self.actor.person,
+            "requester_platform": self.actor.platform,
+            "requester_account": self.actor.account,
+            "reason": self.reason,
+            "incident": self.incident,
+            "evidence": self.evidence,
+            "selector": self.selected,
+            "targets": {"items": []},  # the rows are kept as the request's items
+            "ineligible": {"items": [[i.id, i.why] for i in ineligible]},
+            "snapshot_hash": "",  # set once the items are written
+            "preview": {
+                "by_signature": [list(s) for s in by_signature],
+                "checks": [list(c) for c in checks],
+                "schedule": list(schedule),
+                "plan": self.selector.plan,
+                "incident_from": self.incident_from,
+            },
+            "eligible_count": count,
+            "approvals_required": required,
+            "origin": jsonable(self.origin),
+        }
