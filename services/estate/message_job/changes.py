@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +20,19 @@ from services.audit.row_digest import Digest
 from services.errors import UsageError
 from services.estate.message_job import kept
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, insert_events
+from services.estate.message_job.found import (
+    JOB_PREFIX,
+    NOT_KEPT,
+    Found,
+    Layout,
+    as_text,
+    frozen_state,
+    id_kind,
+    once,
+    row_json,
+    signature_of,
+    versions,
+)
 from services.estate.message_job.kept import RESET_JOB
 from services.estate.message_job.schema import CANCELLED, JOB_STATES, PENDING, QUEUED
 from services.estate.model import CanonicalState
@@ -36,136 +48,8 @@ from services.estate.ops import (
     chunks_of_whole,
 )
 from services.estate.profile import QueueProfile, plain
-from services.estate.signature import display_signature, error_signature
 from services.estate.tables import BoundTable
-from services.identifiers import quote_identifier
 from services.jsonable import raw_json
-
-_JOB = "job__"
-# PostgreSQL's targets carry no image and no key (the request's items get both from the
-# database): one shared empty mapping for both, never written to, rather than 100,000 of each
-_NOT_KEPT: dict[str, Any] = {}
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """Where each needed value sits in a row of ``message columns + job columns``."""
-
-    message: tuple[str, ...]
-    job: tuple[str, ...]
-    msg_id: int
-    job_id: int
-    status: int
-    last_error: int
-    job_status: int
-
-    @property
-    def split(self) -> int:
-        return len(self.message)
-
-    @classmethod
-    def of(cls, m: BoundTable, j: BoundTable) -> _Layout:
-        message = tuple(c.name for c in m.table.c)
-        job = tuple(c.name for c in j.table.c)
-        return cls(
-            message,
-            job,
-            message.index(m.c("id").name),
-            message.index(m.c("job_id").name),
-            message.index(m.c("status").name),
-            message.index(m.c("last_error").name),
-            len(message) + job.index(j.c("status").name),
-        )
-
-
-@dataclass(slots=True)  # not frozen: built 4-5x faster, and there is one per row found
-class _Found:
-    """One message row and its job's row, as found when freezing (never changed after)."""
-
-    message_id: str
-    job_id: str
-    status: str
-    job_status: str
-    signature: str  # of the message's last error (the text itself is not kept)
-    snapshot: Any  # {"message": {...}, "job": {...}}, or the same as database-built JSON
-    version: str | None = None  # PostgreSQL: the message's and the job's xmin
-
-    @classmethod
-    def of(cls, row: tuple[Any, ...], layout: _Layout) -> _Found:
-        message = dict(zip(layout.message, row[: layout.split], strict=True))
-        job = dict(zip(layout.job, row[layout.split :], strict=True))
-        return cls(
-            str(row[layout.msg_id]),
-            str(row[layout.job_id]),
-            str(row[layout.status]),
-            str(row[layout.job_status]),
-            _signature(row[layout.last_error]),
-            {"message": message, "job": job},
-        )
-
-    def target(self, states: dict[tuple[str, str], str]) -> Target:
-        """The target; ``states`` keeps one text per pair of statuses (a large request has
-        100,000 targets and a handful of states)."""
-        pair = (self.status, self.job_status)
-        state = states.get(pair)
-        if state is None:
-            state = states[pair] = f"{self.status}/{self.job_status}"
-        return Target(
-            id=self.job_id,
-            # PostgreSQL copies the items itself and builds their keys (``kept``)
-            key=_NOT_KEPT
-            if self.snapshot is _NOT_KEPT
-            else {"job_id": self.job_id, "message_id": self.message_id},
-            state=state,  # what the guard holds each row to
-            signature=self.signature,
-            row=self.snapshot,
-            version=self.version,
-            part=self.message_id,
-        )
-
-
-def _row_json(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
-    """PostgreSQL builds each row's snapshot as JSON text itself: ten thousand rows need
-    no per-column conversion in Python. Table names come from validated configuration."""
-    return sa.literal_column(
-        f"json_build_object('message', to_json({quote_identifier(m.table.name)}), "
-        f"'job', to_json({quote_identifier(j.table.name)}))::text"
-    )
-
-
-def _versions(m: BoundTable, j: BoundTable) -> sa.ColumnElement[str]:
-    """PostgreSQL: the message's and the job's row versions (xmin), as one text."""
-    return sa.literal_column(
-        f"{quote_identifier(m.table.name)}.xmin::text || '/' || "
-        f"{quote_identifier(j.table.name)}.xmin::text"
-    )
-
-
-def _as_text(column: sa.ColumnElement[Any], postgres: bool) -> sa.ColumnElement[Any]:
-    """An id read as the text a person reads (PostgreSQL prints a uuid lowercase, as
-    ``str(uuid)`` does), so ten thousand ids need no UUID objects to be made and printed."""
-    return sa.cast(column, sa.Text) if postgres else column
-
-
-def _once(texts: dict[str, str], text: str) -> str:
-    """The one copy of ``text`` kept in ``texts``."""
-    return texts.setdefault(text, text)
-
-
-def _signature(error: str | None) -> str:
-    return display_signature(error_signature(error))
-
-
-def _kind(column: sa.Column[Any]) -> tuple[bool, bool]:
-    """What ``id_text`` looks at in a column's type."""
-    return isinstance(column.type, sa.Uuid), isinstance(column.type, sa.Integer)
-
-
-def frozen_state(target: Target) -> tuple[str, str]:
-    """The (message status, job status) a target was frozen in; requests stored before
-    targets kept both say DLQ/FAILED, which is what they were frozen in then."""
-    message, sep, job = target.state.partition("/")
-    return (message, job) if sep else ("DLQ", "FAILED")
 
 
 class MessageJobChanges:
@@ -193,19 +77,19 @@ class MessageJobChanges:
         job_keys = self.profile.id_texts(j.c("id"), selector.ids)
         msg_keys = (
             job_keys  # the same text when both ids are of one kind (as they usually are)
-            if _kind(j.c("id")) == _kind(m.c("id"))
+            if id_kind(j.c("id")) == id_kind(m.c("id"))
             else self.profile.id_texts(m.c("id"), selector.ids)
         )
         found = await self._lookup(
             conn, m, j, job_keys, None if selector.ids_name_jobs else msg_keys
         )
-        by_job: dict[str, _Found | list[_Found]] = {}  # a list only where a job has several
+        by_job: dict[str, Found | list[Found]] = {}  # a list only where a job has several
         for f in found:
             had = by_job.setdefault(f.job_id, f)
             if had is not f:
                 by_job[f.job_id] = [*had, f] if isinstance(had, list) else [had, f]
         # messages by id, only where an id names no job (ids usually name jobs)
-        by_msg: dict[str, _Found] = (
+        by_msg: dict[str, Found] = (
             {f.message_id: f for f in found} if any(k not in by_job for k in job_keys) else {}
         )
         del found
@@ -247,24 +131,24 @@ class MessageJobChanges:
         j: BoundTable,
         job_keys: list[Any],
         keys: list[Any] | None,
-    ) -> list[_Found]:
+    ) -> list[Found]:
         """Every message whose id, or whose job's id, is named, with its job's row (by its
         job's id alone where ``keys`` is None)."""
         postgres = m.dialect == "postgresql"
-        layout = _Layout.of(m, j)
+        layout = Layout.of(m, j)
         columns: list[Any] = (
             [  # no image: the request copies it into its items (``kept``)
-                _as_text(m.c("id"), postgres),
-                _as_text(m.c("job_id"), postgres),
+                as_text(m.c("id"), postgres),
+                as_text(m.c("job_id"), postgres),
                 m.c("status"),
                 m.c("last_error"),
                 j.c("status"),
-                _versions(m, j),
+                versions(m, j),
             ]
             if postgres
-            else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
+            else [m.table, *[c.label(f"{JOB_PREFIX}{c.name}") for c in j.table.c]]
         )
-        out: list[_Found] = []
+        out: list[Found] = []
         step = chunk_for(m.dialect)
         for start in range(0, len(job_keys), step):
             named = m.isin("job_id", job_keys[start : start + step])
@@ -282,19 +166,19 @@ class MessageJobChanges:
             if postgres:
                 texts: dict[str, str] = {}
                 out.extend(
-                    _Found(
+                    Found(
                         r[0],
                         r[1],
-                        _once(texts, str(r[2])),
-                        _once(texts, str(r[4])),
-                        _signature(r[3]),
-                        _NOT_KEPT,
-                        _once(texts, r[5]),  # rows written together share a version
+                        once(texts, str(r[2])),
+                        once(texts, str(r[4])),
+                        signature_of(r[3]),
+                        NOT_KEPT,
+                        once(texts, r[5]),  # rows written together share a version
                     )
                     for r in rows
                 )
             else:
-                out.extend(_Found.of(tuple(r), layout) for r in rows)
+                out.extend(Found.of(tuple(r), layout) for r in rows)
         return out
 
     def in_database(self, dialect: str) -> bool:
@@ -393,15 +277,15 @@ class MessageJobChanges:
         msg_ids = self.profile.id_texts(m.c("id"), frozen)
         postgres = m.dialect == "postgresql"
         image: list[Any] = (
-            [_row_json(m, j)]
+            [row_json(m, j)]
             if postgres
-            else [m.table, *[c.label(f"{_JOB}{c.name}") for c in j.table.c]]
+            else [m.table, *[c.label(f"{JOB_PREFIX}{c.name}") for c in j.table.c]]
         )
         still = (
             await conn.execute(
                 sa.select(
-                    _as_text(m.c("id"), postgres).label("qb_mid"),
-                    _as_text(m.c("job_id"), postgres).label("qb_jid"),
+                    as_text(m.c("id"), postgres).label("qb_mid"),
+                    as_text(m.c("job_id"), postgres).label("qb_jid"),
                     m.c("status").label("qb_mstatus"),
                     *image,
                 )
@@ -420,8 +304,8 @@ class MessageJobChanges:
         if postgres:
             before.extend((str(r[0]), raw_json(r[3])) for r in still)
         else:  # the same {"message": ..., "job": ...} image the database builds
-            layout = _Layout.of(m, j)
-            before.extend((str(r[0]), _Found.of(tuple(r)[3:], layout).snapshot) for r in still)
+            layout = Layout.of(m, j)
+            before.extend((str(r[0]), Found.of(tuple(r)[3:], layout).snapshot) for r in still)
         ok_msgs = [r[0] for r in still]
         ok_jobs = list({r[1]: None for r in still})
         if action is Action.REDRIVE:  # back to pending / queued, the whole chunk at once
