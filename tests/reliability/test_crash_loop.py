@@ -58,19 +58,22 @@ def held(c: Cluster, table: str) -> Iterator[None]:
             conn.rollback()
 
 
-def wait_waiting(c: Cluster, *, more_than: int, timeout: float = 20) -> int:
-    """Until more than ``more_than`` backends wait for a lock (the command, held on the
-    table; a killed serve's backend waits on until the lock goes); how many."""
+def wait_waiting(c: Cluster, *, seen: frozenset[int], timeout: float = 20) -> frozenset[int]:
+    """Until a backend not in ``seen`` waits for a lock (the command, held on the table,
+    run by a serve that was not there before); every backend waiting now. A killed
+    serve's backend waits on until its lock timeout ends the wait, so the new one is told
+    apart by its pid, not by a count."""
     deadline = time.monotonic() + timeout
     while True:
-        waiting = int(
-            c.scalar(
-                "SELECT count(*) FROM pg_stat_activity "
+        waiting = frozenset(
+            int(pid)
+            for (pid,) in c.sql(
+                "SELECT pid FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'"
             )
         )
-        if waiting > more_than:
-            return waiting
+        if waiting - seen:
+            return waiting | seen
         assert time.monotonic() < deadline, "the command never reached the locked table"
         time.sleep(0.05)
 
@@ -94,14 +97,14 @@ def test_a_command_that_kills_its_process_is_given_up_after_three_adoptions(
         with held(c, "dev_r_worker_queue"):
             assert send(served.url, d).status_code == 200
             assert c.ledger_state(d) == "claimed"  # written down before the ack
-            waiting = wait_waiting(c, more_than=0)  # the command is under way, held
+            waiting = wait_waiting(c, seen=frozenset())  # the command is under way, held
             served.kill()
             kills += 1
             for _ in range(ADOPTIONS):
                 stale_waits.append(c.wait_claim_stale(d))
                 served = c.start()
                 served.wait_for_log(f"finishing {d.key}", timeout=30)  # adopted
-                waiting = wait_waiting(c, more_than=waiting)  # running it again, held
+                waiting = wait_waiting(c, seen=waiting)  # running it again, held
                 assert answers(c.fake, d) == [], f"{served.name} answered {d.key}"
                 served.kill()  # the command kills its process again
                 kills += 1
