@@ -49,7 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
-from services.config import ApprovalConfig, QueueConfig, RedriveConfig
+from services.config import ApprovalConfig, DatabaseConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
@@ -239,17 +239,28 @@ def short(statement: str, width: int = 150) -> str:
 
 
 async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int:
-    engine = create_engine(url)
-    await upgrade(engine)
+    engine = create_engine(url)  # the plan's: the [database] defaults
+    # building a million rows is one long statement: the setup's own engine allows it
+    long = 3600.0
+    setup = create_engine(
+        url,
+        settings=DatabaseConfig(
+            statement_timeout_seconds=long,
+            lock_timeout_seconds=long,
+            idle_in_transaction_timeout_seconds=long,
+        ),
+    )
+    await upgrade(setup)
     t0 = time.perf_counter()
-    async with engine.begin() as conn:
+    async with setup.begin() as conn:
         await create_estate_tables(conn, "message_job")
         for statement in FILL.split(";\n"):
             if statement.strip():
                 await conn.execute(sa.text(statement), {"n": jobs, "e": ERROR})
-    async with engine.connect() as conn:
+    async with setup.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(sa.text("VACUUM ANALYZE"))
+    await setup.dispose()
     print(f"built {jobs:,} dead-lettered jobs in {time.perf_counter() - t0:.1f} s")
     async with engine.connect() as conn:
         indexes = {

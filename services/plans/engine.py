@@ -124,7 +124,7 @@ class PlanEngine:
                 "updated_at": now,
             },
         )
-        await store.items_from_request(conn, plan=number, request=request)
+        await store.items_from_request(conn, plan=number, request=request, total=total)
         await self.audit.append(
             conn,
             action="plan.started",

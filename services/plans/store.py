@@ -33,6 +33,7 @@ TICK = "plan.tick"
 PLANS = cast(sa.Table, Plan.__table__)
 ITEMS = cast(sa.Table, PlanItem.__table__)
 CHANGE_ITEMS = cast(sa.Table, ChangeItem.__table__)
+COPY_BATCH = 50_000  # request items copied into a plan's by one statement
 _MARK_CHUNK = 5000
 
 
@@ -177,11 +178,12 @@ async def request_items(conn: AsyncConnection, request: int) -> int:
     return int((await conn.execute(count)).scalar_one())
 
 
-async def items_from_request(conn: AsyncConnection, *, plan: int, request: int) -> None:
-    """The plan's items, copied by the database from its approved request's items: in the
-    same order (each job's rows next to one another, as the freeze kept them), waiting,
-    each with the state it was frozen in, which a rollback puts back. One statement,
-    whatever the number of rows: none of them comes through queuebot."""
+async def items_from_request(conn: AsyncConnection, *, plan: int, request: int, total: int) -> None:
+    """The plan's items, copied by the database from its approved request's ``total``
+    items: in the same order (each job's rows next to one another, as the freeze kept
+    them), waiting, each with the state it was frozen in, which a rollback puts back. A
+    statement per ``COPY_BATCH`` items, so none grows with the plan (each stays well
+    within the statement timeout); none of the rows comes through queuebot."""
     c = CHANGE_ITEMS.c
     build = "json_build_object" if conn.dialect.name == "postgresql" else "json_object"
     rows = sa.select(
@@ -193,9 +195,11 @@ async def items_from_request(conn: AsyncConnection, *, plan: int, request: int) 
         sa.literal(ItemState.WAITING.value),
         c.signature,
         getattr(sa.func, build)("status", c.state),
-    ).where(c.request_id == request)
+    )
     columns = ["plan_id", "seq", "job_id", "message_id", "wave", "state", "signature", "original"]
-    await conn.execute(ITEMS.insert().from_select(columns, rows))
+    for first in range(0, total, COPY_BATCH):
+        batch = rows.where(c.request_id == request, c.seq >= first, c.seq < first + COPY_BATCH)
+        await conn.execute(ITEMS.insert().from_select(columns, batch))
 
 
 async def next_items(conn: AsyncConnection, plan: PlanRow, size: int) -> list[PlanItemRow]:

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.bootstrap import wire_services
-from services.audit import Actor, AuditTrail
+from services.audit import Actor, AuditTrail, row_digest
 from services.changes.model import ChangeKind, RequestState
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
@@ -125,9 +125,9 @@ def two_databases() -> Iterator[tuple[str, str]]:
 def test_a_plan_four_times_larger_takes_no_more_memory(
     two_databases: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        candidates, "PAGE", 250, raising=False
-    )  # 2,000 rows are 8 pages, 8,000 are 32
+    # pages of 250: 2,000 rows are 8 pages, 8,000 are 32 (the digest reads as many)
+    monkeypatch.setattr(candidates, "PAGE", 250, raising=False)
+    monkeypatch.setattr(row_digest, "_READ_BATCH", 250)
     small_url, large_url = two_databases
     small = asyncio.run(plan_peak(small_url, 2_000))
     large = asyncio.run(plan_peak(large_url, 8_000))
