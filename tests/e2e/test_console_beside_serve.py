@@ -42,6 +42,9 @@ APPROVE = "@bob /queue approve CR-1"
 CONFIG = (
     DEMO_CONFIG.format(config="queuebot.toml").split("\n[redrive]")[0]
     + "\n[slack]\npost_interval_seconds = 0\n\n[redrive]\npoll_seconds = 0.2\nvelocity = 100000\n"
+    # the demo's failed jobs would trip the built-in detector whenever two of serve's counts
+    # fall in the test (a minute boundary): an alert post, not the plan's, in another channel
+    + "\n[alerts.detectors.failed_actionable]\nenabled = false\n"
 )
 SLACK = {"SLACK_BOT_TOKEN": "xoxb-fake", "SLACK_SIGNING_SECRET": "beside-serve-secret"}
 
