@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,7 +15,7 @@ from services.estate.ops import Ineligible, Selector, Target
 from services.estate.profile import QueueProfile
 from services.plans import store as plan_store
 from services.plans.candidates import Keep, PlanFreeze, candidates, freeze_plan
-from services.plans.model import ACTIVE, ItemState, PlanState
+from services.plans.model import ACTIVE, Check, ItemState, PlanState
 
 
 @dataclass(frozen=True)
@@ -62,14 +63,8 @@ async def freeze(
         now=now,
         requester=requester,
     )
-    if evaluation.refusal:
-        raise ChecksFailed(
-            refusal=f"{kind.value} {evaluation.refusal}",
-            checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks],
-        )
-    return Frozen(
-        targets, excluded, checks=[(c.name, c.verdict, c.detail) for c in evaluation.checks]
-    )
+    checks = _refused_or_shown(kind, evaluation.refusal, evaluation.checks)
+    return Frozen(targets, excluded, checks=checks)
 
 
 async def freeze_plan_items(
@@ -97,12 +92,18 @@ async def freeze_plan_items(
         keep=keep,
         requester=requester,
     )
-    if found.refusal:
-        raise ChecksFailed(
-            refusal=f"{ChangeKind.PLAN.value} {found.refusal}",
-            checks=[(c.name, c.verdict, c.detail) for c in found.checks],
-        )
+    _refused_or_shown(ChangeKind.PLAN, found.refusal, found.checks)
     return found
+
+
+def _refused_or_shown(
+    kind: ChangeKind, refusal: str | None, checks: Sequence[Check]
+) -> list[tuple[str, str, str]]:
+    """The checks as a request shows them; ``ChecksFailed`` with them where they refuse."""
+    shown = [(c.name, c.verdict, c.detail) for c in checks]
+    if refusal:
+        raise ChecksFailed(refusal=f"{kind.value} {refusal}", checks=shown)
+    return shown
 
 
 async def _plan_change(

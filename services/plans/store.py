@@ -33,6 +33,8 @@ TICK = "plan.tick"
 PLANS = cast(sa.Table, Plan.__table__)
 ITEMS = cast(sa.Table, PlanItem.__table__)
 CHANGE_ITEMS = cast(sa.Table, ChangeItem.__table__)
+# the items a plan redrove and did not return itself (redriven, succeeded, dead again...)
+_REDRIVEN_KEPT = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
 COPY_BATCH = 50_000  # request items copied into a plan's by one statement
 _MARK_CHUNK = 5000
 
@@ -167,11 +169,6 @@ async def insert_plan(conn: AsyncConnection, values: dict[str, Any]) -> int:
     )
 
 
-async def insert_items(conn: AsyncConnection, items: list[dict[str, Any]]) -> None:
-    if items:
-        await conn.execute(ITEMS.insert(), items)
-
-
 async def request_items(conn: AsyncConnection, request: int) -> int:
     """How many rows the change request froze (its items)."""
     count = sa.select(sa.func.count()).where(CHANGE_ITEMS.c.request_id == request)
@@ -248,10 +245,9 @@ async def redriven_refs(conn: AsyncConnection, number: int) -> list[ItemRef]:
     """The items the plan redrove and did not return itself (redriven, succeeded or dead
     again; not rolled back), in plan order, as the profile reads their rows (the job and
     its part; what a rollback puts back is not needed to read a row's state)."""
-    states = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
     rows = await conn.execute(
         sa.select(ITEMS.c.job_id, ITEMS.c.message_id)
-        .where(ITEMS.c.plan_id == number, ITEMS.c.state.in_(states))
+        .where(ITEMS.c.plan_id == number, ITEMS.c.state.in_(_REDRIVEN_KEPT))
         .order_by(ITEMS.c.seq)
     )
     return [ItemRef(str(job), part, {}) for job, part in rows.all()]
@@ -263,13 +259,16 @@ async def redriven_ref_pages(
     """``redriven_refs`` a page of about ``size`` at a time, each job's items in one page
     (a job's items are next to one another: a full page leaves its last job to the next,
     unless that job fills the page alone)."""
-    states = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
     after = -1
     while True:
         rows = (
             await conn.execute(
                 sa.select(ITEMS.c.seq, ITEMS.c.job_id, ITEMS.c.message_id)
-                .where(ITEMS.c.plan_id == number, ITEMS.c.state.in_(states), ITEMS.c.seq > after)
+                .where(
+                    ITEMS.c.plan_id == number,
+                    ITEMS.c.state.in_(_REDRIVEN_KEPT),
+                    ITEMS.c.seq > after,
+                )
                 .order_by(ITEMS.c.seq)
                 .limit(size)
             )
