@@ -59,6 +59,7 @@ from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.config.incidents import IncidentsConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
+from services.db.on_commit import on_commit
 from services.estate.estate import Estate
 from services.incidents.timers import DEADLINE, REMIND
 from services.runbooks import Runbook, RunbookLibrary, parse_runbook, shipped_runbooks
@@ -275,11 +276,10 @@ def instrument(sched: Scheduler, result: Result) -> None:
     (a follow-up: those run after the commit), and count passes and the items they ran."""
 
     def timed(handler: BatchHandler) -> BatchHandler:
-        async def run(conn: AsyncConnection, items: Sequence[Due], now: datetime) -> Any:
+        async def run(conn: AsyncConnection, items: Sequence[Due], now: datetime) -> None:
             started = time.time()
             result.attempts += len(items)
             fired = [Fired(item.kind, item.subject, result.number, started) for item in items]
-            follow_ups = await handler(conn, items, now)
 
             async def committed() -> None:
                 at = time.time()
@@ -287,7 +287,8 @@ def instrument(sched: Scheduler, result: Result) -> None:
                     f.committed = at
                 result.fired.extend(fired)
 
-            return [committed, *follow_ups]
+            on_commit(conn, committed)  # first: before the posts the handler's work makes
+            await handler(conn, items, now)
 
         return run
 

@@ -13,6 +13,7 @@ from typing import Any
 from commands.catalog import CATALOG, find_spec, group_specs
 from commands.reply import Reply
 from commands.spec import CommandSpec
+from services.db.on_commit import PostFailure
 from services.errors import (
     AlreadyApproved,
     ChecksFailed,
@@ -37,7 +38,6 @@ from services.errors import (
 )
 from services.message import Block, Heading, Message, Table, Text
 from services.people import Person
-from services.scheduler import PostFailure
 
 # Most specific first: the first class an error is an instance of names it.
 _TITLES: dict[type[QueuebotError], str] = {

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.scheduler import FollowUp, PostFailure, run_follow_ups
+from services.db.on_commit import FollowUp, PostFailure, run_follow_ups
 
 ANSWER_WAITS = 1.0  # seconds an answer waits for the chat posts its change made, at most
 

@@ -4,8 +4,9 @@ run exactly once across replicas.
 An item is claimed with ``FOR UPDATE SKIP LOCKED`` (SQLite: the write lock), deleted and
 handled in one transaction: the handler's changes and the item's completion commit
 together, and a crash rolls both back, so another replica (or the restart) runs it again.
-Work that leaves the database (chat posts) is returned as follow-ups and run after the
-commit. There is at most one item per (kind, subject); scheduling again moves it.
+Work that leaves the database (chat posts) is registered on the transaction
+(``services.db.on_commit``) and run after the commit. There is at most one item per
+(kind, subject); scheduling again moves it.
 
 Kinds registered with ``register_batch`` (an incident's reminders and deadlines, which
 come due by the thousand) are claimed up to ``BATCH`` at a time and handled in one
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple, cast
 
@@ -31,6 +31,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import Outage, transaction
+from services.db.on_commit import FollowUp, run_follow_ups
 from services.db.tables import ScheduledItem
 from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
@@ -38,8 +39,9 @@ from services.known_problems import KnownProblems
 log = logging.getLogger("queuebot.scheduler")
 _items = cast(sa.Table, ScheduledItem.__table__)
 
-FollowUp = Callable[[], Awaitable[None]]
-Handler = Callable[[AsyncConnection, str, datetime], Awaitable[list[FollowUp]]]
+# A handler works inside the scheduler's transaction; what leaves the database it
+# registers to follow the commit (``services.db.on_commit``).
+Handler = Callable[[AsyncConnection, str, datetime], Awaitable[None]]
 
 
 class Due(NamedTuple):
@@ -49,7 +51,7 @@ class Due(NamedTuple):
     subject: str
 
 
-BatchHandler = Callable[[AsyncConnection, Sequence[Due], datetime], Awaitable[list[FollowUp]]]
+BatchHandler = Callable[[AsyncConnection, Sequence[Due], datetime], Awaitable[None]]
 # What a domain makes sure of when the scheduler starts (its periodic items exist), in the
 # start's one transaction; a no-op when another replica did it (``ensure``).
 Seed = Callable[[AsyncConnection, datetime], Awaitable[None]]
@@ -57,35 +59,6 @@ MAX_BACKOFF = timedelta(minutes=5)
 MIN_PAUSE = 0.02  # seconds between passes at least
 PASS = 100  # items one pass of run_forever runs at most; after a full one it goes straight on
 BATCH = 100  # items of the batch kinds one transaction claims at most
-
-
-class PostsDeferred(Exception):
-    """Chat posts of a committed change did not go out yet; they stay in the outbox and
-    are retried until they do."""
-
-
-@dataclass(frozen=True)
-class PostFailure:
-    """A follow-up (a chat post) that failed after its change was committed."""
-
-    what: str
-    error: str
-
-
-async def run_follow_ups(follow_ups: Sequence[FollowUp], *, what: str) -> tuple[PostFailure, ...]:
-    """Run the work that follows a commit (chat posts). A failure never undoes the
-    committed change: it is logged and returned, so the person can be told."""
-    failures: list[PostFailure] = []
-    for follow_up in follow_ups:
-        try:
-            await follow_up()
-        except (PostsDeferred, DatabaseUnavailable) as exc:  # kept; one line, no traceback
-            log.warning("chat posts after the %s are deferred: %s", what, exc)
-            failures.append(PostFailure(what, str(exc)[:300]))
-        except Exception as exc:  # a chat post failing must not undo committed work
-            log.exception("a chat post after the %s failed", what)
-            failures.append(PostFailure(what, f"{type(exc).__name__}: {exc}"[:300]))
-    return tuple(failures)
 
 
 async def schedule(
@@ -152,12 +125,12 @@ class Scheduler:
     def register_batch(self, kinds: Sequence[str], handler: BatchHandler) -> None:
         """``handler`` fires many due items of ``kinds`` in one transaction: it gets them
         in due order and must do for each what it would do for it alone, inside the
-        transaction only (what leaves the database goes in its follow-ups), since a
-        failed batch is run again item by item."""
+        transaction only (what leaves the database follows its commit, ``on_commit``),
+        since a failed batch is run again item by item."""
 
         def alone(kind: str) -> Handler:
-            async def run(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-                return await handler(conn, [Due(kind, subject)], now)
+            async def run(conn: AsyncConnection, subject: str, now: datetime) -> None:
+                await handler(conn, [Due(kind, subject)], now)
 
             return run
 
@@ -200,7 +173,9 @@ class Scheduler:
         if only is not None:
             first = first.where(_items.c.id == only)
         try:
-            async with transaction(self.engine, subject="the scheduler") as conn:
+            async with transaction(
+                self.engine, subject="the scheduler", follow_ups=follow_ups
+            ) as conn:
                 row = (await conn.execute(first)).first()
                 if row is None:
                     return 0
@@ -221,13 +196,13 @@ class Scheduler:
                     claimed += [(int(r[0]), str(r[1]), str(r[2])) for r in more]
                 await conn.execute(_items.delete().where(_items.c.id.in_([c[0] for c in claimed])))
                 if batch is None:
-                    follow_ups = await self.handlers[claimed[0][1]](conn, claimed[0][2], now)
+                    await self.handlers[claimed[0][1]](conn, claimed[0][2], now)
                 else:
                     by_handler: dict[BatchHandler, list[Due]] = {}
                     for _, kind, subject in claimed:  # in due order, each handler its items
                         by_handler.setdefault(self.batches[kind], []).append(Due(kind, subject))
                     for handler, items in by_handler.items():
-                        follow_ups += await handler(conn, items, now)
+                        await handler(conn, items, now)
         except DatabaseUnavailable:
             raise  # rolled back: the items are still due, and run once the database is back
         except Exception as exc:
@@ -261,7 +236,7 @@ class Scheduler:
             if len(claimed) == 1
             else f"{len(claimed)} scheduled items"
         )
-        await run_follow_ups(follow_ups, what=what)
+        await run_follow_ups(follow_ups, what=what, log=log)
         return len(claimed)
 
     async def _retry_later(

@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import outbox
 from services.audit.trail import AuditTrail
+from services.db.on_commit import on_commit
 from services.db.tables import OutboxItem
 from services.message import Message, Text
 from services.notify import Notifier
-from services.scheduler import FollowUp
 
 ANCHOR = "audit.anchor"  # the outbox kind of an anchor post
 SUBJECT = "audit"
@@ -47,18 +47,26 @@ class Anchors:
         relay.register(ANCHOR, self.deliver)
 
     async def record(
-        self, conn: AsyncConnection, *, now: datetime, only_if_moved: bool = False
-    ) -> FollowUp | None:
-        """Inside the caller's transaction: post the head once it commits. Returns the
-        kick that posts it right after, or None when there is nothing (new) to post."""
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        only_if_moved: bool = False,
+        kick: bool = True,
+    ) -> bool:
+        """Inside the caller's transaction: post the head once it commits, at once after
+        the commit (``kick``) or by the relay's next pass. False when there is nothing
+        (new) to post."""
         head = await self.trail.head(conn)
         if head is None:
-            return None
+            return False
         if only_if_moved and await _last_posted(conn) == str(head):
-            return None
+            return False
         payload = {"anchor": str(head), "keyed": self.trail.keyed}
         await outbox.add(conn, kind=ANCHOR, subject=SUBJECT, payload=payload, now=now)
-        return self.relay.kick(ANCHOR, SUBJECT)
+        if kick:
+            on_commit(conn, self.relay.kick(ANCHOR, SUBJECT))
+        return True
 
     async def deliver(self, item: outbox.Item) -> None:
         anchor = str(item.payload["anchor"])

@@ -27,7 +27,6 @@ from services.estate.ops import Action, Ineligible, in_database
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.plans.model import OVERRIDDEN
-from services.scheduler import FollowUp
 
 
 class Executor:
@@ -56,18 +55,17 @@ class Executor:
         actor: Actor,
         approvers: list[str],
         now: datetime,
-    ) -> list[FollowUp]:
+    ) -> None:
         number = request.id
         if not await store.move(conn, number, to=RequestState.EXECUTED, now=now):
             # cannot happen while we hold the row lock; refuse loudly rather than guess
             raise ConcurrentChange(subject=request.ref)
         await store.adopt_legacy(conn, number)
         plan = request.selector.plan
-        follow_ups: list[FollowUp] = []
         before = Digest(0, EMPTY)
         outcome = Executed(approvers=approvers)
         if request.kind is ChangeKind.PLAN:
-            plan, follow_ups = await self.plans.start(
+            plan = await self.plans.start(
                 conn,
                 request=number,
                 queue=request.queue,
@@ -87,17 +85,15 @@ class Executor:
             )
             outcome = Executed(approvers=approvers, plan=plan)
         elif request.kind is ChangeKind.RESUME and plan is not None:
-            follow_ups = await self.control.resume(
-                conn, number=plan, actor=actor, request=number, now=now
-            )
+            await self.control.resume(conn, number=plan, actor=actor, request=number, now=now)
             outcome = Executed(approvers=approvers, plan=plan)
         elif request.kind is ChangeKind.ROLLBACK and plan is not None:
-            back, follow_ups = await self.control.rollback(
+            back = await self.control.rollback(
                 conn, number=plan, actor=actor, request=number, now=now
             )
             outcome = Executed(approvers=approvers, plan=plan, changed=back)
         elif request.kind is ChangeKind.RESOLVE and self.incidents is not None:
-            follow_ups = await self.incidents.resolve_overridden(
+            await self.incidents.resolve_overridden(
                 conn,
                 number=incident_number(request.incident),
                 request=request.ref,
@@ -140,9 +136,7 @@ class Executor:
             },
         )
         if self.anchors is not None:  # the head after this change, kept outside the database
-            kick = await self.anchors.record(conn, now=now)
-            follow_ups = [*follow_ups, *([kick] if kick else [])]
-        return follow_ups
+            await self.anchors.record(conn, now=now)
 
     async def _apply(
         self,

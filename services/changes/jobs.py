@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services import scheduler
 from services.audit import AuditTrail
 from services.changes import store
-from services.scheduler import FollowUp, Scheduler
+from services.scheduler import Scheduler
 
 EXPIRE = "change.expire"
 EXPIRE_EVERY = timedelta(seconds=30)
@@ -19,12 +19,11 @@ EXPIRE_EVERY = timedelta(seconds=30)
 def register(sched: Scheduler, *, audit: AuditTrail) -> None:
     """Expiry, every ``EXPIRE_EVERY``; each run schedules the next."""
 
-    async def expire(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+    async def expire(conn: AsyncConnection, subject: str, now: datetime) -> None:
         await store.expire_due(conn, now=now, audit=audit)
         await scheduler.schedule(
             conn, kind=EXPIRE, subject=subject, due_at=now + EXPIRE_EVERY, created_at=now
         )
-        return []
 
     async def first(conn: AsyncConnection, now: datetime) -> None:
         await scheduler.ensure(conn, kind=EXPIRE, subject="all", due_at=now)

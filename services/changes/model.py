@@ -12,9 +12,9 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
+from services.db.on_commit import PostFailure
 from services.estate.ops import Action, Ineligible, Selector
 from services.estate.profile import as_utc
-from services.scheduler import FollowUp, PostFailure
 
 
 class ChangeKind(StrEnum):
@@ -55,7 +55,7 @@ class IncidentOverrides(Protocol):
         reason: str,
         actor: Actor,
         now: datetime,
-    ) -> list[FollowUp]: ...
+    ) -> None: ...
 
 
 def incident_number(ref: str | None) -> int:

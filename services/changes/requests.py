@@ -38,6 +38,7 @@ from services.changes.model import (
 )
 from services.config import ApprovalConfig, RedriveConfig
 from services.db import reading, transaction
+from services.db.on_commit import FollowUp
 from services.errors import (
     AlreadyApproved,
     OwnRequest,
@@ -137,8 +138,11 @@ class ChangeRequests:
         self, *, number: int, actor: Actor, delivery: Claim | None = None
     ) -> Decision:
         now = self.clock()
+        follow_ups: list[FollowUp] = []  # the posts its change makes, once it commits
         with collector_paused():
-            async with transaction(self._writable(), subject=f"CR-{number}") as conn:
+            async with transaction(
+                self._writable(), subject=f"CR-{number}", follow_ups=follow_ups
+            ) as conn:
                 await _done_with(conn, delivery, now)
                 request = await store.lock(conn, number)
                 if request.state is not RequestState.PENDING:
@@ -149,7 +153,7 @@ class ChangeRequests:
                     await store.expire(conn, request, now, audit=self.audit)
                     await note_outcome(conn, delivery, f"CR-{number} had expired: not approved")
                 else:
-                    decision, follow_ups = await self._approve(conn, request, actor, now)
+                    decision = await self._approve(conn, request, actor, now)
                     await note_outcome(
                         conn,
                         delivery,
@@ -410,7 +414,7 @@ class ChangeRequests:
 
     async def _approve(
         self, conn: AsyncConnection, request: RequestRow, actor: Actor, now: datetime
-    ) -> tuple[Decision, list[Any]]:
+    ) -> Decision:
         number = request.id
         if actor.person == request.requester_person:
             raise OwnRequest(number=number)
@@ -433,12 +437,10 @@ class ChangeRequests:
         )
         if len(approvers) < request.approvals_required:
             view = await store.view(conn, number)
-            return Decision(view, executed=False, approvals=len(approvers)), []
-        follow_ups = await self.executor.execute(
-            conn, request, actor=actor, approvers=approvers, now=now
-        )
+            return Decision(view, executed=False, approvals=len(approvers))
+        await self.executor.execute(conn, request, actor=actor, approvers=approvers, now=now)
         view = await store.view(conn, number)
-        return Decision(view, executed=True, approvals=len(approvers)), follow_ups
+        return Decision(view, executed=True, approvals=len(approvers))
 
 
 async def _done_with(conn: AsyncConnection, delivery: Claim | None, now: datetime) -> None:

@@ -28,6 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from services import privileges
 from services.config import DatabaseConfig
 from services.db import bounds as db_bounds
+from services.db import on_commit
+from services.db.on_commit import FollowUp
 from services.errors import (
     ConcurrentChange,
     ConfigError,
@@ -229,12 +231,20 @@ def _unique_violation(exc: DBAPIError) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def transaction(engine: AsyncEngine, *, subject: str) -> AsyncIterator[AsyncConnection]:
+async def transaction(
+    engine: AsyncEngine, *, subject: str, follow_ups: list[FollowUp] | None = None
+) -> AsyncIterator[AsyncConnection]:
     """One transaction of a use case, with the database's failures translated where they
     happen: ``DatabaseUnavailable`` saying whether anything was committed, and
     ``ConcurrentChange`` when a unique rule caught a concurrent twin of this change.
-    ``subject`` names what is being changed (``CR-12``, ``P-3``) for that message."""
+    ``subject`` names what is being changed (``CR-12``, ``P-3``) for that message.
+
+    What its steps register to follow the commit (``on_commit``) goes into
+    ``follow_ups``, for the caller to run once the block is over; without that list the
+    transaction runs it itself once it committed (``run_follow_ups``). Nothing of it runs
+    when the transaction rolls back."""
     where = redacted(engine.url)
+    work: list[FollowUp] = follow_ups if follow_ups is not None else []
     try:
         conn = await engine.connect()
     except DBAPIError as exc:
@@ -244,6 +254,7 @@ async def transaction(engine: AsyncEngine, *, subject: str) -> AsyncIterator[Asy
             database=where, detail="no connection free", committed=False
         ) from exc
     try:
+        on_commit.attach(conn, work)
         trans = await conn.begin()
         try:
             yield conn
@@ -276,7 +287,11 @@ async def transaction(engine: AsyncEngine, *, subject: str) -> AsyncIterator[Asy
         raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
     finally:
         with contextlib.suppress(Exception):
+            on_commit.detach(conn)
+        with contextlib.suppress(Exception):
             await conn.close()
+    if follow_ups is None and work:
+        await on_commit.run_follow_ups(work, what=subject)
 
 
 @contextlib.asynccontextmanager

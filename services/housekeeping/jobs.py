@@ -18,11 +18,12 @@ from services.alerts.service import AlertDesk
 from services.audit import Actor
 from services.audit.anchors import Anchors, newest_post
 from services.config.alerts import DetectorsConfig
+from services.db.on_commit import on_commit
 from services.errors import QueuebotError
 from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper
 from services.reads import samples
-from services.scheduler import FollowUp, Scheduler
+from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot.housekeeping")
 SAMPLE = "queue.sample"
@@ -50,53 +51,50 @@ def register(
     ``alerts``. ``housekeeper``: the retry worker, run periodically when its settings
     say so."""
 
-    async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+    async def sample(conn: AsyncConnection, subject: str, now: datetime) -> None:
         if subject not in estate.profiles:  # a queue removed from the config stops here
-            return []
+            return
         profile = estate.profile(subject)
         await samples.record(conn, profile=profile, now=now)
         await scheduler.schedule(
             conn, kind=SAMPLE, subject=subject, due_at=now + sample_every, created_at=now
         )
         if alerts is None or detect is None:
-            return []
+            return
         verdicts = await detectors.judge(conn, profile=profile, config=detect, now=now)
         raised = await detectors.raise_changes(
             conn, queue=subject, verdicts=verdicts, now=now, counter=alerts.firings
         )
         if not raised:
-            return []
+            return
 
         async def wake() -> None:
             alerts.wake()
 
-        return [wake]
+        on_commit(conn, wake)
 
-    async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+    async def forget(conn: AsyncConnection, subject: str, now: datetime) -> None:
         await ledger.forget(conn, before=now - ledger.KEEP)
         await outbox.forget_done(conn, before=now - outbox.KEEP_DONE, spare=newest_post())
         await inbox.forget_processed(conn, before=now - inbox.KEEP_PROCESSED)
         await scheduler.schedule(
             conn, kind=FORGET, subject=subject, due_at=now + FORGET_EVERY, created_at=now
         )
-        return []
 
-    async def anchor(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+    async def anchor(conn: AsyncConnection, subject: str, now: datetime) -> None:
         await scheduler.schedule(
             conn, kind=ANCHOR, subject=subject, due_at=now + ANCHOR_EVERY, created_at=now
         )
-        if anchors is None:
-            return []
-        kick = await anchors.record(conn, now=now, only_if_moved=True)
-        return [kick] if kick else []
+        if anchors is not None:
+            await anchors.record(conn, now=now, only_if_moved=True)
 
-    async def housekeep(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+    async def housekeep(conn: AsyncConnection, subject: str, now: datetime) -> None:
         """The next run is scheduled in the scheduler's transaction; this one runs right
         after it commits, as a run of its own (its webhook calls before its transaction,
         never inside one). A crash between the two skips one run: the next comes at its
         time, and the runs' guards make any run finish what an earlier one left."""
         if housekeeper is None or not housekeeper.config.periodic:  # turned off since
-            return []
+            return
         keeper = housekeeper
         every = timedelta(minutes=keeper.config.every_minutes)
         await scheduler.schedule(
@@ -118,7 +116,7 @@ def register(
                     keeper.config.every_minutes,
                 )
 
-        return [run_now]
+        on_commit(conn, run_now)
 
     async def first(conn: AsyncConnection, now: datetime) -> None:
         for queue in estate.profiles:

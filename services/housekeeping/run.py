@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from services.audit import Actor, AuditTrail
 from services.config.housekeeping import PARTS, HousekeepingConfig
 from services.db import reading, transaction
+from services.db.on_commit import FollowUp, on_commit
 from services.errors import UsageError
 from services.estate.estate import Estate
 from services.estate.housekeeping import HousekeepingReport
@@ -37,7 +38,6 @@ from services.housekeeping.notices import Notice
 from services.housekeeping.report import QueueReport, RunReport
 from services.housekeeping.webhook import Webhook
 from services.reads import samples
-from services.scheduler import FollowUp
 
 LOCK = 0x71B0_0015  # the advisory lock key of housekeeping runs
 
@@ -86,8 +86,9 @@ class Housekeeper:
         transaction; then the run's own transaction changes the rows (retiring only
         those told); the alert pipeline is woken after it."""
         answers = {} if dry_run else await self.tell_webhook(only=only)
-        async with transaction(self.engine, subject="housekeeping") as conn:
-            report, follow_ups = await self.run_in(
+        follow_ups: list[FollowUp] = []
+        async with transaction(self.engine, subject="housekeeping", follow_ups=follow_ups) as conn:
+            report = await self.run_in(
                 conn, actor=actor, now=self.clock(), dry_run=dry_run, only=only, told=answers
             )
         for follow_up in follow_ups:
@@ -126,14 +127,14 @@ class Housekeeper:
         dry_run: bool = False,
         only: Sequence[str] = PARTS,
         told: Answers | None = None,
-    ) -> tuple[RunReport, list[FollowUp]]:
+    ) -> RunReport:
         """The run's changes inside ``conn``'s transaction. It calls nothing outside the
         process: ``told`` is what the webhook said (``tell_webhook``, before the
         transaction); a row it was not told of is not retired by the webhook's say."""
         report = RunReport(at=now, dry_run=dry_run)
         if not await self._lock(conn):
             report.locked_out = True
-            return report, []
+            return report
         raised = 0
         for name, profile in self.estate.profiles.items():
             parts, said = profile.housekeeping_parts, profile.housekeeping_report
@@ -162,7 +163,7 @@ class Housekeeper:
                 )
             report.queues.append(queue_report)
         if dry_run:
-            return report, []
+            return report
         for queue_report in report.queues:
             if queue_report.changed:
                 summary = report.lines()
@@ -181,15 +182,14 @@ class Housekeeper:
                     now=now,
                 )
                 raised += 1
-        follow_ups: list[FollowUp] = []
         if raised and self.wake_alerts is not None:
             wake = self.wake_alerts
 
             async def kick() -> None:
                 wake()
 
-            follow_ups.append(kick)
-        return report, follow_ups
+            on_commit(conn, kick)
+        return report
 
     async def _lock(self, conn: AsyncConnection) -> bool:
         if conn.dialect.name == "postgresql":

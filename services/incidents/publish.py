@@ -17,11 +17,11 @@ from services import outbox as relay
 from services.alerts import store as alert_store
 from services.audit.anchors import Anchors
 from services.db import reading, transaction
+from services.db.on_commit import on_commit
 from services.incidents import store
 from services.message import Message, message_from_json, message_json
 from services.notify import ChannelRef, MessageRef, Notifier
 from services.outbox import NOT_POSTED, Item, Outbox, PostedNowhere
-from services.scheduler import FollowUp
 
 INCIDENT_POST = "incident.post"  # the outbox kind of an incident's posts
 
@@ -69,16 +69,16 @@ async def anchor(anchors: Anchors | None, conn: AsyncConnection, now: datetime) 
     False where there is no audit channel."""
     if anchors is None:
         return False
-    return await anchors.record(conn, now=now) is not None
+    return await anchors.record(conn, now=now, kick=False)
 
 
-def wake_after(outbox: Outbox) -> FollowUp:
-    """Wake the outbox relays once the transaction commits."""
+def wake_after(conn: AsyncConnection, outbox: Outbox) -> None:
+    """Wake the outbox relays once ``conn``'s transaction commits."""
 
     async def wake() -> None:
         outbox.wake()
 
-    return wake
+    on_commit(conn, wake)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from services.incidents.measure import Measure
 from services.incidents.model import IncidentView, Override, StepView, number_text, who
 from services.incidents.publish import anchor, queue_post, wake_after
 from services.outbox import Outbox
-from services.scheduler import FollowUp
 
 SYNTHETIC = "synthetic-job"
 
@@ -228,7 +227,7 @@ class Resolution:
         reason: str,
         actor: Actor,
         now: datetime,
-    ) -> list[FollowUp]:
+    ) -> None:
         """Resolve on an approved override (in the approval's transaction): the items not
         validated are marked overridden, with who asked, who approved and why."""
         view = await self._open(
@@ -246,7 +245,7 @@ class Resolution:
             now,
             override=Override(request, requester, approvers, reason, [n for n, _, _ in skipped]),
         )
-        return [wake_after(self.outbox)]
+        wake_after(conn, self.outbox)
 
     async def _open(self, conn: AsyncConnection, number: int, *, hint: str = "") -> IncidentView:
         """The incident, locked, which must be open."""

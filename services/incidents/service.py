@@ -34,7 +34,6 @@ from services.incidents.timers import Timers
 from services.notify import MessageRef
 from services.outbox import Outbox
 from services.runbooks import Runbook, fill_draft
-from services.scheduler import FollowUp
 
 
 class Incidents:
@@ -355,8 +354,8 @@ class Incidents:
         reason: str,
         actor: Actor,
         now: datetime,
-    ) -> list[FollowUp]:
-        return await self.resolution.resolve_overridden(
+    ) -> None:
+        await self.resolution.resolve_overridden(
             conn,
             number=number,
             request=request,

@@ -26,7 +26,6 @@ from services.incidents.model import IncidentView, Note, ObligationView
 from services.incidents.publish import INCIDENT_POST, anchor, post_item, wake_after
 from services.outbox import Outbox
 from services.runbooks import Runbook
-from services.scheduler import FollowUp
 
 REMIND = incident_match.REMIND  # the timers' kinds, which audit verify reads too
 DEADLINE = incident_match.DEADLINE
@@ -87,7 +86,7 @@ class Timers:
 
     async def fire(
         self, conn: AsyncConnection, items: Sequence[scheduler.Due], now: datetime
-    ) -> list[FollowUp]:
+    ) -> None:
         """The reminders (``incident.remind``, subject ``OBLIGATION:PERCENT``) and the
         deadlines (``incident.deadline``, subject ``OBLIGATION``) that came due, in due
         order, as one batch: their obligations read and locked in one statement, their
@@ -122,7 +121,8 @@ class Timers:
             await relay.add_many(conn, kind=INCIDENT_POST, items=posts, now=now)
         await self.audit.append_many(conn, events)  # the chain stays locked till commit
         anchored = await anchor(self.anchors, conn, now) if events else False
-        return [wake_after(self.outbox)] if posts or anchored else []
+        if posts or anchored:
+            wake_after(conn, self.outbox)
 
     def _remind(
         self,

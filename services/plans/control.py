@@ -1,7 +1,7 @@
 """Halting, resuming and rolling back a plan (the latter two after their own approval).
 
-Each step runs in the caller's transaction (it takes the connection and never commits)
-and returns the chat posts to make after the commit as follow-ups.
+Each step runs in the caller's transaction (it takes the connection and never commits);
+the chat posts it makes follow the commit (``announce``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from services.plans.model import (
 )
 from services.plans.publish import announce
 from services.plans.settle import Settled, finished, record_finished, settle
-from services.scheduler import FollowUp
 
 
 class PlanControl:
@@ -55,7 +54,7 @@ class PlanControl:
         actor: Actor,
         reason: str | None,
         now: datetime,
-    ) -> tuple[PlanView, FollowUp]:
+    ) -> PlanView:
         """Stop a running plan now: no further wave starts until a resume is approved."""
         plan = await store.lock_in(conn, number, states=(PlanState.RUNNING,), action="halt")
         note = f"halted by {actor.person or actor.account}" + (f": {reason}" if reason else "")
@@ -73,11 +72,12 @@ class PlanControl:
             details={},
         )
         view = await store.view(conn, number)
-        return view, await announce(conn, self.outbox, number, [Note(note)], now=now)
+        await announce(conn, self.outbox, number, [Note(note)], now=now)
+        return view
 
     async def resume(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
-    ) -> list[FollowUp]:
+    ) -> None:
         plan = await store.lock_in(conn, number, states=(PlanState.HALTED,), action="resume")
         note = f"resumed by {actor.person} (CR-{request})"
         await store.set_state(conn, number, PlanState.RUNNING, note, now)
@@ -92,11 +92,11 @@ class PlanControl:
             incident=plan.incident,
             details={"request": f"CR-{request}"},
         )
-        return [await announce(conn, self.outbox, number, [Note(note)], now=now)]
+        await announce(conn, self.outbox, number, [Note(note)], now=now)
 
     async def rollback(
         self, conn: AsyncConnection, *, number: int, actor: Actor, request: int, now: datetime
-    ) -> tuple[list[str], list[FollowUp]]:
+    ) -> list[str]:
         """Return the plan's redriven jobs that no worker claimed yet to the dead letters,
         each with its own earlier values (the rollback's guard decides, row by row, at
         the moment of the change). What finished is counted (a row that succeeded is
@@ -143,7 +143,8 @@ class PlanControl:
                 "left_alone": [i.job_id for i in items if i.job_id not in returned],
             },
         )
-        return back, [await announce(conn, self.outbox, number, [Note(summary)], now=now)]
+        await announce(conn, self.outbox, number, [Note(summary)], now=now)
+        return back
 
     async def _record_finished(
         self, conn: AsyncConnection, plan: PlanRow, waves: Waves, now: datetime
@@ -162,7 +163,7 @@ class PlanControl:
         actor: Actor,
         reason: str,
         now: datetime,
-    ) -> tuple[PlanView, FollowUp] | None:
+    ) -> PlanView | None:
         """A rollback with nothing to return needs no approval: when no redriven row of
         the plan is still unclaimed, close the plan now (no further wave starts; rows a
         worker holds are still counted as they finish). None when there are rows to roll
@@ -197,7 +198,8 @@ class PlanControl:
             details={"unclaimed": 0, "still_out": out},
         )
         view = await store.view(conn, number)
-        return view, await announce(conn, self.outbox, number, [Note(note)], now=now)
+        await announce(conn, self.outbox, number, [Note(note)], now=now)
+        return view
 
 
 async def _settle(conn: AsyncConnection, ops: PlanOps, plan: PlanRow) -> Settled | None:

@@ -48,7 +48,6 @@ from services.plans.settle import (
     settle,
     unknown_words,
 )
-from services.scheduler import FollowUp
 
 
 class PlanEngine:
@@ -86,7 +85,7 @@ class PlanEngine:
         actor: Actor,
         now: datetime,
         overridden: Sequence[Sequence[str]] = (),
-    ) -> tuple[int, list[FollowUp]]:
+    ) -> int:
         """A plan for the approved request's frozen rows (its items, copied by the
         database), its sample started now.
         ``overridden``: the request's failed checks its requester overrode (name, detail),
@@ -143,17 +142,18 @@ class PlanEngine:
             },
         )
         plan = await store.lock(conn, number)
-        return number, await self._start_wave(conn, plan, now, actor)
+        await self._start_wave(conn, plan, now, actor)
+        return number
 
     # -- the scheduler's tick ----------------------------------------------------------
 
-    async def tick(self, conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+    async def tick(self, conn: AsyncConnection, subject: str, now: datetime) -> None:
         """The scheduler's step for one plan: settle the wave out (its rows' outcomes are
         counted whatever the plan's state), then, in a running plan, start the next wave
         when every condition allows, or come back later."""
         plan = await store.lock(conn, int(subject))
         if plan.state is PlanState.COMPLETED:
-            return []
+            return
         news: list[News] = []
         waves = plan.waves
         current = waves.current
@@ -161,7 +161,8 @@ class PlanEngine:
             ops = self.estate.profile(plan.queue).plan_ops
             settled = await settle(conn, ops, plan.id, current)
             if (settled.redead or settled.unknown) and plan.state is PlanState.RUNNING:
-                return await self._halt(conn, plan, settled, now)
+                await self._halt(conn, plan, settled, now)
+                return
             current = settled.wave
             ends = not settled.open and current.finished_at is None
             if ends:
@@ -175,7 +176,9 @@ class PlanEngine:
             if settled.open or plan.state is not PlanState.RUNNING:
                 if settled.open:  # come back to count the rest
                     await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
-                return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
+                if news:
+                    await announce(conn, self.outbox, plan.id, news, now=now)
+                return
         if plan.cursor >= plan.total:
             done = completed_words(waves.waves)
             await store.set_state(conn, plan.id, PlanState.COMPLETED, done, now)
@@ -189,7 +192,8 @@ class PlanEngine:
                 incident=plan.incident,
                 details={"total": plan.total},
             )
-            return [await announce(conn, self.outbox, plan.id, news, now=now)]
+            await announce(conn, self.outbox, plan.id, news, now=now)
+            return
         dead_now: int | None = None
         if current is not None:
             dead_now = await self.estate.profile(plan.queue).dead_rows(conn)
@@ -200,9 +204,11 @@ class PlanEngine:
                     await store.set_note(conn, plan.id, note, now)
                     news.append(Note(note))
                 await store.next_tick(conn, plan.id, due=due, now=now)
-                return [await announce(conn, self.outbox, plan.id, news, now=now)] if news else []
+                if news:
+                    await announce(conn, self.outbox, plan.id, news, now=now)
+                return
         plan = replace(plan, waves=waves)
-        return await self._start_wave(conn, plan, now, SYSTEM, news, dead=dead_now)
+        await self._start_wave(conn, plan, now, SYSTEM, news, dead=dead_now)
 
     def _wait_reason(
         self, plan: PlanRow, current: Wave, dead_now: int, now: datetime
@@ -232,7 +238,7 @@ class PlanEngine:
         news: list[News] | None = None,
         *,
         dead: int | None = None,
-    ) -> list[FollowUp]:
+    ) -> None:
         """Start the plan's next wave. ``dead``: the dead letters this tick counted already
         (in this transaction), taken as the count at the wave's start."""
         profile = self.estate.profile(plan.queue)
@@ -308,11 +314,11 @@ class PlanEngine:
         )
         await store.next_tick(conn, plan.id, due=now + _poll(plan), now=now)
         started = [*(news or []), WaveStarted(wave_no)]
-        return [await announce(conn, self.outbox, plan.id, started, now=now)]
+        await announce(conn, self.outbox, plan.id, started, now=now)
 
     async def _halt(
         self, conn: AsyncConnection, plan: PlanRow, settled: Settled, now: datetime
-    ) -> list[FollowUp]:
+    ) -> None:
         """A row of the wave died again, or a job of it left the table where that may mean
         it failed: halt the plan, saying whether a failure is the one the plan was for, and
         why a job gone from the table has an unknown outcome. The wave's other rows are
@@ -367,7 +373,7 @@ class PlanEngine:
         halted_news: list[News] = [Note(note)]
         if not settled.open:
             halted_news.insert(0, WaveFinished(current.number))
-        return [await announce(conn, self.outbox, plan.id, halted_news, now=now)]
+        await announce(conn, self.outbox, plan.id, halted_news, now=now)
 
 
 def _poll(plan: PlanRow) -> timedelta:

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import reading, transaction
+from services.db.on_commit import on_commit
 from services.ledger import Claim, DeliveryLedger
 from services.message import Message
 from services.notify import ChannelRef, MessageRef, Notifier
@@ -47,7 +48,6 @@ from services.outbox import (
 from services.plans import messages, store
 from services.plans.model import News, Note, PlanView, WaveStarted, news_from, news_json
 from services.plans.store import PLANS
-from services.scheduler import FollowUp
 
 log = logging.getLogger("queuebot.plans")
 PLAN_NEWS = "plan.news"  # the outbox kind of a plan's posts
@@ -177,9 +177,9 @@ def _news(view: PlanView, news: News) -> Message:
 
 async def announce(
     conn: AsyncConnection, outbox: Outbox, number: int, news: Sequence[News], *, now: datetime
-) -> FollowUp:
+) -> None:
     """Inside the step's transaction: the plan's news goes into the outbox, to be posted
-    once (and only if) the step commits. Returns the kick that posts it right after."""
+    once (and only if) the step commits, at once after the commit."""
     payload = {"news": news_json(list(news))}
     origin = (
         await conn.execute(sa.select(PLANS.c.origin).where(PLANS.c.id == number))
@@ -192,7 +192,7 @@ async def announce(
         now=now,
         destination=news_destination(origin or {}),
     )
-    return outbox.kick(PLAN_NEWS, str(number))
+    on_commit(conn, outbox.kick(PLAN_NEWS, str(number)))
 
 
 def news_destination(origin: Mapping[str, Any]) -> str | None:

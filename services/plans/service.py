@@ -14,13 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.after_commit import AfterCommit
 from services.audit import Actor
 from services.db import reading, transaction
+from services.db.on_commit import FollowUp, PostFailure
 from services.ledger import Claim, complete_in, note_outcome
 from services.outbox import Unshown
 from services.plans import dead_again, store
 from services.plans.control import PlanControl
 from services.plans.model import PlanView
 from services.plans.publish import unshown_news
-from services.scheduler import FollowUp, PostFailure
 
 log = logging.getLogger("queuebot.plans")
 
@@ -87,14 +87,11 @@ class Plans:
     ) -> PlanOutcome:
         follow_ups: list[FollowUp] = []
         now = self.clock()
-        async with transaction(self.engine, subject=f"P-{number}") as conn:
+        async with transaction(self.engine, subject=f"P-{number}", follow_ups=follow_ups) as conn:
             if delivery is not None:  # done together with the halt, or not at all
                 await complete_in(conn, delivery, now=now)
-            view, post = await self.control.halt(
-                conn, number=number, actor=actor, reason=reason, now=now
-            )
+            view = await self.control.halt(conn, number=number, actor=actor, reason=reason, now=now)
             await note_outcome(conn, delivery, f"P-{number} halted")
-            follow_ups.append(post)
         posts = await self.after_commit.run(follow_ups, what=f"halt of P-{number}")
         return PlanOutcome(view, posts.failures, posts.pending)
 
@@ -103,16 +100,16 @@ class Plans:
     ) -> PlanOutcome | None:
         """Close the plan now when a rollback would return nothing (no approval needed
         for that); None, with nothing changed, when rows are still unclaimed."""
+        follow_ups: list[FollowUp] = []
         now = self.clock()
-        async with transaction(self.engine, subject=f"P-{number}") as conn:
-            closed = await self.control.close_if_nothing_unclaimed(
+        async with transaction(self.engine, subject=f"P-{number}", follow_ups=follow_ups) as conn:
+            view = await self.control.close_if_nothing_unclaimed(
                 conn, number=number, actor=actor, reason=reason, now=now
             )
-            if closed is None:
+            if view is None:
                 return None
             if delivery is not None:  # done together with the close, or not at all
                 await complete_in(conn, delivery, now=now)
-            view, post = closed
             await note_outcome(conn, delivery, f"P-{number} closed")
-        posts = await self.after_commit.run([post], what=f"close of P-{number}")
+        posts = await self.after_commit.run(follow_ups, what=f"close of P-{number}")
         return PlanOutcome(view, posts.failures, posts.pending)

@@ -18,7 +18,7 @@ from services.db import create_engine
 from services.db.migrate import upgrade
 from services.errors import ConfigError
 from services.outbox import Outbox
-from services.scheduler import FollowUp, Scheduler, schedule
+from services.scheduler import Scheduler, schedule
 from tests.integration.support import START, Clock
 
 MISSING = {
@@ -35,7 +35,7 @@ async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
-async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
+async def sample(conn: AsyncConnection, subject: str, now: datetime) -> None:
     raise ConfigError(MISSING[subject])
 
 

@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from services import scheduler
 from services.db import create_engine
 from services.db.migrate import upgrade
-from services.scheduler import Due, FollowUp, Scheduler
+from services.db.on_commit import on_commit
+from services.scheduler import Due, Scheduler
 
 DAY = timedelta(days=1)
 
@@ -42,11 +43,10 @@ async def test_a_backlog_of_several_passes_runs_without_waiting_out_the_interval
     ran: list[str] = []
     all_ran = asyncio.Event()
 
-    async def tick(conn: AsyncConnection, subject: str, at: datetime) -> list[FollowUp]:
+    async def tick(conn: AsyncConnection, subject: str, at: datetime) -> None:
         ran.append(subject)
         if len(ran) == backlog:
             all_ran.set()
-        return []
 
     sched = Scheduler(engine=engine, clock=lambda: datetime.now(UTC), interval=30.0)
     sched.register("test.tick", tick)
@@ -100,7 +100,7 @@ async def test_a_failing_item_of_a_batch_is_retried_alone_and_the_others_fire_on
     posted: list[str] = []
     attempts: list[int] = []
 
-    async def fire(conn: AsyncConnection, items: Sequence[Due], at: datetime) -> list[FollowUp]:
+    async def fire(conn: AsyncConnection, items: Sequence[Due], at: datetime) -> None:
         attempts.append(len(items))
         for item in items:
             if item.subject == "13":
@@ -113,7 +113,7 @@ async def test_a_failing_item_of_a_batch_is_retried_alone_and_the_others_fire_on
         async def post() -> None:
             posted.extend(item.subject for item in items)
 
-        return [post]
+        on_commit(conn, post)
 
     sched = Scheduler(engine=engine, clock=lambda: datetime.now(UTC))
     sched.register_batch(["test.batch"], fire)
@@ -154,13 +154,11 @@ async def test_items_run_earliest_first_across_batch_and_single_kinds(db_url: st
             )
     ran: list[str] = []
 
-    async def single(conn: AsyncConnection, subject: str, at: datetime) -> list[FollowUp]:
+    async def single(conn: AsyncConnection, subject: str, at: datetime) -> None:
         ran.append(subject)
-        return []
 
-    async def batch(conn: AsyncConnection, items: Sequence[Due], at: datetime) -> list[FollowUp]:
+    async def batch(conn: AsyncConnection, items: Sequence[Due], at: datetime) -> None:
         ran.append("+".join(item.subject for item in items))
-        return []
 
     sched = Scheduler(engine=engine, clock=lambda: datetime.now(UTC))
     sched.register("test.single", single)
@@ -184,8 +182,8 @@ async def test_two_schedulers_fire_a_backlog_of_batches_once(pg_url: str) -> Non
     fired: Counter[str] = Counter()
     by: Counter[int] = Counter()
 
-    def firing(number: int) -> Callable[..., Awaitable[list[FollowUp]]]:
-        async def fire(conn: AsyncConnection, items: Sequence[Due], at: datetime) -> list[FollowUp]:
+    def firing(number: int) -> Callable[..., Awaitable[None]]:
+        async def fire(conn: AsyncConnection, items: Sequence[Due], at: datetime) -> None:
             for item in items:
                 await scheduler.schedule(
                     conn, kind="test.done", subject=item.subject, due_at=at + DAY, created_at=at
@@ -195,7 +193,7 @@ async def test_two_schedulers_fire_a_backlog_of_batches_once(pg_url: str) -> Non
                 fired.update(item.subject for item in items)
                 by[number] += len(items)
 
-            return [count]
+            on_commit(conn, count)
 
         return fire
 
