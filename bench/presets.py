@@ -64,13 +64,13 @@ from triage import StatementTimer, ms, percentile
 
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.estate.ops import Selector
+from services.row_changes.approvable import REDRIVE
 
 DB = "qb_bench_presets"
 SYSTEMS = (
@@ -405,7 +405,7 @@ async def measure_redrive(
         timer.start_run()
         t0 = time.perf_counter()
         view = await changes.request(
-            kind=ChangeKind.REDRIVE,
+            kind=REDRIVE,
             queue=preset,
             selector=Selector(ids=tuple(ids)),
             reason="bench",

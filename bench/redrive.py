@@ -75,7 +75,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
@@ -83,6 +82,7 @@ from services.db.migrate import upgrade
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
+from services.row_changes.approvable import REDRIVE
 
 DB = "qb_bench_redrive"
 BIG = 100_000  # the memory and scaling targets are judged from this many jobs
@@ -290,7 +290,7 @@ async def run_queuebot(engine: AsyncEngine, changes: ChangeRequests, ids: list[s
     with PeakRss() as rss:
         t0 = time.perf_counter()
         view = await changes.request(
-            kind=ChangeKind.REDRIVE,
+            kind=REDRIVE,
             queue="clips",
             selector=Selector(ids=tuple(ids)),
             reason="bench",

@@ -48,13 +48,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, DatabaseConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
+from services.plans.approvable import PLAN
 from services.plans.store import TICK
 from services.reads import samples
 
@@ -295,7 +295,7 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
     idle = rss_mb()
     t1 = time.perf_counter()
     request = await changes.request(
-        kind=ChangeKind.PLAN,
+        kind=PLAN,
         queue="clips",
         selector=Selector(error_like="ffmpeg"),
         reason="bench",

@@ -47,7 +47,6 @@ from bot.slack.payloads import command_delivery, request_of
 from services import retention
 from services.alerts.payload import parse
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.config.alerts import AlertsConfig
 from services.db import create_engine
@@ -56,6 +55,7 @@ from services.estate.estate import Estate
 from services.estate.ops import Selector
 from services.ledger import DeliveryLedger
 from services.reads import samples
+from services.row_changes.approvable import REDRIVE
 
 DB = "qb_bench_retention"
 CHANGE_TABLES = (
@@ -113,7 +113,7 @@ async def redrive(engine: AsyncEngine, jobs: int) -> None:
     async def one(chosen: list[str]) -> dict[str, tuple[int, int]]:
         before = await sizes(engine, CHANGE_TABLES)
         view = await changes.request(
-            kind=ChangeKind.REDRIVE,
+            kind=REDRIVE,
             queue="clips",
             selector=Selector(ids=tuple(chosen)),
             reason="Operator returned DLQ message to PENDING after root-cause fix",

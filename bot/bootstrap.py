@@ -28,6 +28,7 @@ from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
 from services.changes import jobs as change_jobs
 from services.changes.execute import Executor
+from services.changes.kinds import Kinds
 from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig, Role
@@ -57,6 +58,7 @@ from services.plans.publish import PlanPublisher
 from services.plans.service import Plans
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from services.row_changes import jobs as row_jobs
 from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_role
 from services.scheduler import Scheduler
 
@@ -196,22 +198,15 @@ def wire_services(
         alert_threshold=alerts.detectors.failed_actionable.threshold,
     )
     after_commit = AfterCommit()
+    kinds = Kinds()  # the kinds of change request, each registered by its domain below
     changes = ChangeRequests(
         estate=estate,
         engine=state_engine,
         approval=approval,
-        redrive=redrive,
         clock=clock,
-        executor=Executor(
-            estate=estate,
-            plans=plans,
-            control=control,
-            audit=audit,
-            anchors=anchors,
-            incidents=desk_of_incidents,
-        ),
+        kinds=kinds,
+        executor=Executor(kinds=kinds, audit=audit, anchors=anchors),
         audit=audit,
-        incidents=desk_of_incidents,
         # who could approve a request: known where people are configured (with nobody
         # under [people], no command can request a change at all)
         approvers=(
@@ -232,12 +227,16 @@ def wire_services(
     alert_posts = AlertPublisher(
         engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
     )
-    # Each domain registers the outbox kinds it delivers, the scheduler kinds it handles
-    # and what the scheduler makes sure of at start (services/*/jobs.py).
+    # Each domain registers the outbox kinds it delivers, the scheduler kinds it handles,
+    # what the scheduler makes sure of at start and its kinds of change request
+    # (services/*/jobs.py).
     sched = Scheduler(engine=state_engine, clock=clock)
     alert_jobs.register(outbox, publisher=alert_posts)
-    incident_jobs.register(sched, outbox, incidents=desk_of_incidents, notifier=notifier)
-    plan_jobs.register(sched, outbox, plans=plans, publisher=publisher, ticks=housekeeping)
+    row_jobs.register(kinds, estate=estate, redrive=redrive)
+    incident_jobs.register(sched, outbox, kinds, incidents=desk_of_incidents, notifier=notifier)
+    plan_jobs.register(
+        sched, outbox, kinds, plans=plans, control=control, publisher=publisher, ticks=housekeeping
+    )
     keeper = (
         Housekeeper(
             engine=state_engine,

@@ -5,6 +5,7 @@ line on stderr (exit 1); what works but may surprise is a ``warning:`` line (exi
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -15,8 +16,8 @@ from bot.alertmanager import posted_nowhere, token_warning
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
 from bot.exits import EXIT_PROBLEM
 from bot.slack_setup import POSTING_ONLY, slack_setup
-from services.changes import quorum
-from services.config import Config
+from services.changes.quorum import SETTING, approvals_words
+from services.config import ApprovalConfig, Config
 from services.db import reading, redacted, same_database
 from services.db.migrate import current_revision, head_revision
 from services.errors import ConfigError, QueuebotError
@@ -24,6 +25,7 @@ from services.estate import write_access
 from services.estate.profile import QueueProfile
 from services.housekeeping.run import housekeeping_lines
 from services.incidents.audiences import audience_problems
+from services.plans.messages import one_approval
 from services.runbooks import queuebot_role
 
 SEPARATE_DATABASES = (
@@ -133,9 +135,51 @@ def _people(app: App, config: Config, found: Findings) -> None:
     if not approvers:
         found.problems.append("nobody has the approver role: no change could ever be approved")
     requesters = [p.name for p in app.directory.with_role("operator")]
-    short = quorum.config_warning(config.file.approval, approvers, requesters)
+    short = config_warning(config.file.approval, approvers, requesters)
     if short is not None:
         found.warnings.append(short)
+
+
+def config_warning(
+    approval: ApprovalConfig, approvers: Sequence[str], requesters: Sequence[str]
+) -> str | None:
+    """What ``config check`` warns of: changes the approvers configured could not approve
+    for some of the people who may request them (the ``requesters``, with the operator
+    role; a requester never counts for their own). None when every change could be
+    approved whoever requests it."""
+    n, names = len(approvers), ", ".join(approvers)
+    if n == 0 or not requesters:
+        return None  # "nobody has the approver role" is a problem of its own
+    if n == 1 and approvers[0] in requesters:
+        return (
+            f"only one person is an approver ({names}): a change {names} requests could "
+            "never be approved (the requester never counts); add approvers under [people]"
+        )
+    large = approval.large_change_approvals
+    reach = {r: len([a for a in approvers if a != r]) for r in requesters}
+    stuck = [r for r in requesters if reach[r] < large]
+    if not stuck:
+        return None
+    most = min(reach.values())
+    who = (
+        "whoever requests it"
+        if len(stuck) == len(requesters)
+        else f"when {_either_names(stuck)} requests it"
+    )
+    lower = f"lower {SETTING} to {most}" if most > 0 else ""
+    people = f"only {n} {'person is an approver' if n == 1 else 'people are approvers'}"
+    return (
+        f"a change of more than {approval.large_change_rows} rows (a requeue, cancel, "
+        f"redrive by ids or rollback) needs {approvals_words(large)} besides its requester "
+        f"({SETTING}), and {people} ({names}): such a change could never be approved "
+        f'{who}; add approvers under [people] (roles = ["approver"])'
+        f"{f' or {lower}' if lower else ''}. A staged redrive, judged by its sample, "
+        f"{one_approval(approval)}."
+    )
+
+
+def _either_names(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _environment(config: Config, found: Findings) -> None:

@@ -23,6 +23,7 @@ from bot.demo_faults import demo_lines
 from services.config import Config, load_config
 from services.errors import ConfigError
 from services.estate.model import DeadFilter
+from services.plans.approvable import PLAN
 
 DEMO_QUEUES = {"clips": "message_job", "workers": "worker_queue"}
 
@@ -111,11 +112,11 @@ async def _demo_banner(
     for request in pending:
         other = "alice" if request.requester != "alice" else "bob"
         steps.append(
-            f"{request.ref} ({request.kind.value} by {request.requester}) waits for approval: "
+            f"{request.ref} ({request.kind} by {request.requester}) waits for approval: "
             f"@{other} /queue approve {request.ref}   (/queue pending lists every one)."
         )
     busy = any(queue == "clips" for _, queue, _ in state.active_plans) or any(
-        r.kind.value == "plan" and r.queue == "clips" for r in pending
+        r.kind == PLAN and r.queue == "clips" for r in pending
     )
     if not busy:  # one plan per queue: suggest a new one only when clips has none
 

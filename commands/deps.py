@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from services.audit import Actor
-from services.changes.model import ChangeKind, ChangeView, Decision
+from services.changes.model import ChangeView, Decision
 from services.config import AccessConfig, Role
 from services.estate.args_like import ArgsFound
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
@@ -56,7 +56,7 @@ class ChangeService(Protocol):
     async def request(
         self,
         *,
-        kind: ChangeKind,
+        kind: str,
         queue: str | None,
         selector: Selector,
         reason: str,

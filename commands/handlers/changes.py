@@ -22,14 +22,17 @@ from services import button_ids
 from services import format as fmt
 from services.audit import Actor
 from services.changes import quorum
-from services.changes.model import ChangeKind, ChangeView, RequestState
+from services.changes.model import OVERRIDDEN, ChangeView, RequestState
+from services.changes.words import said
 from services.errors import PermissionDenied
 from services.estate.ops import Selector
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
 from services.outbox import destination
+from services.plans.approvable import PLAN, RESUME, ROLLBACK
 from services.plans.messages import plan_message, where_now
-from services.plans.model import OVERRIDDEN, PlanView
+from services.plans.model import PlanView
 from services.plans.publish import unshown_words
+from services.row_changes.approvable import CANCEL, REDRIVE, REQUEUE
 
 MAX_LISTED = 20
 
@@ -51,7 +54,7 @@ def origin_of(inv: Invocation) -> dict[str, str | None]:
 
 async def handle_requeue(cmd: Requeue, inv: Invocation, deps: Deps) -> Reply:
     view = await deps.changes.request(
-        kind=ChangeKind.REQUEUE,
+        kind=REQUEUE,
         queue=cmd.queue,
         selector=Selector(ids=tuple(cmd.ids)),
         reason=cmd.reason,
@@ -67,7 +70,7 @@ async def handle_cancel(cmd: Cancel, inv: Invocation, deps: Deps) -> Reply:
         ids=tuple(cmd.ids), duplicates=cmd.duplicates, failure_reason=cmd.failure_reason
     )
     view = await deps.changes.request(
-        kind=ChangeKind.CANCEL,
+        kind=CANCEL,
         queue=cmd.queue,
         selector=selector,
         reason=cmd.reason,
@@ -93,7 +96,7 @@ async def handle_redrive(cmd: Redrive, inv: Invocation, deps: Deps) -> Reply:
         override_growth=cmd.override_growth,
     )
     view = await deps.changes.request(
-        kind=ChangeKind.PLAN if cmd.staged else ChangeKind.REDRIVE,
+        kind=PLAN if cmd.staged else REDRIVE,
         queue=cmd.queue,
         selector=selector,
         reason=cmd.reason,
@@ -118,7 +121,7 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
     rows = tuple(
         (
             v.ref,
-            v.kind.value,
+            v.kind,
             v.queue,
             fmt.count(v.eligible),
             v.requester,
@@ -177,15 +180,10 @@ async def handle_reject(cmd: Reject, inv: Invocation, deps: Deps) -> Reply:
 
 
 def change_message(v: ChangeView) -> Message:
-    """The request's message: a preview while pending, the outcome once decided."""
-    what = {
-        ChangeKind.PLAN: f"staged redrive of {fmt.count(v.eligible)} dead letter(s) in queue "
-        f"{v.queue}",
-        ChangeKind.RESUME: f"resume plan P-{v.plan} ({fmt.count(v.eligible)} row(s) to go)",
-        ChangeKind.ROLLBACK: f"roll back plan P-{v.plan} ({fmt.count(v.eligible)} "
-        f"unclaimed row(s) {_counted_when(v)})",
-        ChangeKind.RESOLVE: f"resolve {v.incident} without {len(v.checks)} validation item(s)",
-    }.get(v.kind, f"{v.kind.value} {fmt.count(v.eligible)} row(s) in queue {v.queue}")
+    """The request's message: a preview while pending, the outcome once decided. What
+    its kind says of it (its headline, its outcome) is its domain's words (``said``)."""
+    kind = said(v)
+    what = kind.headline
     status = {
         RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
         f"{v.approvals_required})",
@@ -203,9 +201,7 @@ def change_message(v: ChangeView) -> Message:
                     ("requested by", v.requester),
                     ("at", fmt.when(v.requested_at)),
                     ("expires", fmt.when(v.expires_at)),
-                    ("selection", fmt.clip(v.selector, 80))
-                    if v.kind is not ChangeKind.RESOLVE
-                    else None,
+                    ("selection", fmt.clip(v.selector, 80)) if kind.selection else None,
                     ("incident", _incident(v)) if v.incident else None,
                     ("evidence", v.evidence) if v.evidence else None,
                 )
@@ -234,18 +230,15 @@ def change_message(v: ChangeView) -> Message:
         if left_out:
             blocks.append(Text(left_out))
     if v.checks:
-        title = "Preconditions"
-        if v.kind is ChangeKind.RESOLVE:
-            title = "Validation items resolved without (they stay on the record as overridden)"
         overridden = [name for name, verdict, _ in v.checks if verdict == OVERRIDDEN]
-        if overridden and v.kind is not ChangeKind.RESOLVE:
+        if overridden and kind.overrides:
             blocks.append(
                 Text(
                     f"{v.requester} overrode a failed precondition ({', '.join(overridden)}); "
                     "an approval goes ahead despite it"
                 )
             )
-        blocks.append(checks_table(v.checks, title))
+        blocks.append(checks_table(v.checks, kind.checks_title))
     if v.schedule:
         waves = " + ".join(fmt.count(n) for n in v.schedule[:12])
         more = f" + ... ({len(v.schedule)} waves)" if len(v.schedule) > 12 else ""
@@ -267,7 +260,7 @@ def change_message(v: ChangeView) -> Message:
         if unlisted:
             blocks.append(Text(unlisted))
     if v.state is RequestState.EXECUTED and v.result is not None:
-        blocks.append(_outcome(v))
+        blocks.append(_outcome(v, kind.outcome))
     if v.state is RequestState.PENDING:
         who = quorum.who_can(v.approvals_required, len(v.approvals), v.can_approve)
         if who is not None:
@@ -291,7 +284,7 @@ def change_message(v: ChangeView) -> Message:
         )
     summary = f"{v.ref}: {what} - {status}"
     if v.state is RequestState.EXECUTED and v.result is not None:
-        summary += f": {_outcome_line(v)}"
+        summary += f": {kind.outcome or 'not executed'}"
     return Message(summary, tuple(blocks))
 
 
@@ -301,46 +294,9 @@ def _incident(v: ChangeView) -> str:
     return f"{v.incident}{lent}"
 
 
-def _counted_when(v: ChangeView) -> str:
-    """A rollback's count was taken when it was requested: "now" only in the reply to the
-    request itself (pending, nobody approved yet), not when it is shown again later."""
-    return "now" if v.state is RequestState.PENDING and not v.approvals else "when requested"
-
-
-def _outcome_line(v: ChangeView) -> str:
-    result = v.result
-    if result is None:
-        return "not executed"
-    if v.kind is ChangeKind.PLAN:
-        return (
-            f"plan P-{result.plan} started with its sample of "
-            f"{v.schedule[0] if v.schedule else 0}; follow it with /queue plan "
-            f"P-{result.plan}"
-        )
-    if v.kind is ChangeKind.RESUME:
-        return f"plan P-{result.plan} is running again"
-    if v.kind is ChangeKind.RESOLVE:
-        return (
-            f"{v.incident} resolved, requested by {v.requester} and approved by "
-            f"{', '.join(v.approvals)}; /incident export {v.incident} writes the postmortem"
-        )
-    if v.kind is ChangeKind.ROLLBACK:
-        return (
-            f"plan P-{result.plan} rolled back: "
-            f"{fmt.count(len(result.changed))} unclaimed row(s) returned to "
-            "the dead letters"
-        )
-    line = (
-        f"{fmt.count(len(result.changed))} row(s) changed, {fmt.count(len(result.skipped))} skipped"
-    )
-    if result.job_events:
-        line += f", {fmt.count(result.job_events)} job event(s) written"
-    return line
-
-
-def _outcome(v: ChangeView) -> Block:
+def _outcome(v: ChangeView, line: str | None) -> Block:
     skipped = v.result.skipped if v.result else []
-    text = "Result: " + _outcome_line(v) + "."
+    text = "Result: " + (line or "not executed") + "."
     if skipped:
         shown = "; ".join(f"{i.id}: {i.why}" for i in skipped[:MAX_LISTED])
         text += f" Skipped, not forced: {shown}"
@@ -388,7 +344,7 @@ def halted_message(view: PlanView) -> Message:
 
 
 async def handle_resume(cmd: Resume, inv: Invocation, deps: Deps) -> Reply:
-    return await _plan_change(ChangeKind.RESUME, cmd.plan, cmd.reason, inv, deps)
+    return await _plan_change(RESUME, cmd.plan, cmd.reason, inv, deps)
 
 
 async def handle_rollback(cmd: Rollback, inv: Invocation, deps: Deps) -> Reply:
@@ -404,7 +360,7 @@ async def handle_rollback(cmd: Rollback, inv: Invocation, deps: Deps) -> Reply:
             ),
             ephemeral=False,
         )
-    return await _plan_change(ChangeKind.ROLLBACK, cmd.plan, cmd.reason, inv, deps)
+    return await _plan_change(ROLLBACK, cmd.plan, cmd.reason, inv, deps)
 
 
 def closed_message(view: PlanView) -> Message:
@@ -418,9 +374,7 @@ def closed_message(view: PlanView) -> Message:
     return Message(f"{head}. {text}", (Heading(head), Text(text)))
 
 
-async def _plan_change(
-    kind: ChangeKind, plan: int, reason: str, inv: Invocation, deps: Deps
-) -> Reply:
+async def _plan_change(kind: str, plan: int, reason: str, inv: Invocation, deps: Deps) -> Reply:
     """A change request on a plan (resume, rollback): it needs its own approval."""
     view = await deps.changes.request(
         kind=kind,

@@ -23,9 +23,9 @@ from commands.model import (
     Validate,
 )
 from commands.reply import Reply
-from services.changes.model import ChangeKind
 from services.errors import ConfigError, Conflict, PermissionDenied, UsageError
 from services.estate.ops import Selector
+from services.incidents.approvable import RESOLVE
 from services.incidents.model import IncidentView
 from services.incidents.report import status_message, timeline_message
 from services.message import Message, Text
@@ -166,14 +166,14 @@ async def _override(cmd: Resolve, view: IncidentView, inv: Invocation, deps: Dep
     it (with the usual Approve and Reject), and the items skipped stay on the record."""
     assert cmd.reason is not None  # the command's model requires it with --override
     for pending in await deps.changes.pending():
-        if pending.kind is ChangeKind.RESOLVE and pending.incident == view.name:
+        if pending.kind == RESOLVE and pending.incident == view.name:
             raise Conflict(
                 f"{pending.ref} already asks to resolve {view.name} without its validation "
                 f"(by {pending.requester}); /queue approve {pending.ref}, or /queue reject "
                 f"{pending.ref} first"
             )
     request = await deps.changes.request(
-        kind=ChangeKind.RESOLVE,
+        kind=RESOLVE,
         queue=view.queue,
         selector=Selector(),
         reason=cmd.reason,

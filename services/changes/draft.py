@@ -1,6 +1,7 @@
 """A change request's row before and after its rows are counted, where its frozen rows
-are kept, and what its audit event says of overridden checks and a lent incident: the
-steps ``ChangeRequests`` composes, each in the caller's transaction."""
+are kept, what its audit event says of overridden checks, and why a request that would change
+nothing is refused: the steps ``ChangeRequests`` composes, each in the caller's
+transaction."""
 
 from __future__ import annotations
 
@@ -12,13 +13,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import OVERRIDDEN, RequestState
 from services.estate import items
 from services.estate.ops import Ineligible, Selector, Target, in_database
 from services.estate.profile import QueueProfile
 from services.jsonable import jsonable
-from services.plans import store as plan_store
-from services.plans.model import OVERRIDDEN
 
 
 def overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
@@ -28,18 +27,18 @@ def overridden(checks: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     return {"overridden": overridden} if overridden else {}
 
 
-async def incident_of(
-    conn: AsyncConnection, selector: Selector, incident: str | None
-) -> tuple[str | None, int | None]:
-    """The incident a request is made under, and the plan it came from where it was not
-    named: a request about a plan (a resume, a rollback) belongs to the plan's incident,
-    and so does a redrive of what a plan left dead again (``--from-plan``). An incident
-    the person named is kept as they said."""
-    plan = selector.plan if selector.plan is not None else selector.from_plan
-    if incident is not None or plan is None:
-        return incident, None
-    lent = await plan_store.incident_of(conn, plan)
-    return lent, plan if lent is not None else None
+def nothing_to_do(
+    kind: str, selector: Selector, ineligible: list[Ineligible], total: int | None = None
+) -> str:
+    """Why a request changes nothing; ``total``: how many rows were ineligible, where
+    ``ineligible`` names only some of them."""
+    if not ineligible:
+        return f"nothing to {kind}: no rows match {selector.describe()}"
+    named = [i for i in ineligible if not i.id.endswith(" more")]
+    total = len(named) if total is None else total
+    listed = "; ".join(f"{i.id}: {i.why}" for i in named[:10])
+    more = f" (and {total - 10:,} more)" if total > 10 else ""
+    return f"nothing to {kind}: every row named is ineligible ({listed}{more})"
 
 
 async def keep_items(
@@ -59,7 +58,7 @@ async def keep_items(
 class Draft:
     """What a request's row says before its rows are counted, and the row once they are."""
 
-    kind: ChangeKind
+    kind: str
     profile: QueueProfile
     now: datetime
     expiry: timedelta
@@ -87,7 +86,7 @@ class Draft:
     ) -> dict[str, Any]:
         """The request's row (before its rows are counted: the defaults)."""
         return {
-            "kind": self.kind.value,
+            "kind": str(self.kind),
             "queue": self.profile.queue,
             "profile": self.profile.name,
             "state": RequestState.PENDING.value,

@@ -7,62 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.audit import Actor
 from services.db.on_commit import PostFailure
-from services.estate.ops import Action, Ineligible, Selector
+from services.estate.ops import Ineligible, Selector
 from services.estate.profile import as_utc
 
-
-class ChangeKind(StrEnum):
-    REQUEUE = "requeue"
-    CANCEL = "cancel"
-    REDRIVE = "redrive"  # named jobs, all at once
-    PLAN = "plan"  # a staged redrive: sample, then growing waves
-    RESUME = "resume"  # a halted plan goes on
-    ROLLBACK = "rollback"  # a plan's redriven, unclaimed jobs go back to dead
-    RESOLVE = "resolve"  # an incident resolved although validation items are not done
-
-    @property
-    def action(self) -> Action | None:
-        """The row change this kind makes directly (None: it works through a plan)."""
-        try:
-            return Action(self.value)
-        except ValueError:
-            return None
-
-
-class IncidentOverrides(Protocol):
-    """What a change request needs of incidents to resolve one without its validation
-    (``services.incidents.service.Incidents``; it is given, not imported: incidents and
-    change requests are neighbours, and neither reaches into the other)."""
-
-    async def unvalidated(
-        self, conn: AsyncConnection, number: int
-    ) -> list[tuple[str, str, str]]: ...
-
-    async def resolve_overridden(
-        self,
-        conn: AsyncConnection,
-        *,
-        number: int,
-        request: str,
-        requester: str,
-        approvers: list[str],
-        reason: str,
-        actor: Actor,
-        now: datetime,
-    ) -> None: ...
-
-
-def incident_number(ref: str | None) -> int:
-    """``INC-12`` -> 12 (a resolve request always names its incident)."""
-    if ref is None or not ref.startswith("INC-") or not ref[4:].isdigit():
-        raise ValueError(f"a resolve request names its incident as INC-N, not {ref!r}")
-    return int(ref[4:])
+OVERRIDDEN = "overridden"  # the verdict of a failed check the requester went ahead of
 
 
 class RequestState(StrEnum):
@@ -152,7 +103,7 @@ class RequestRow:
     ``store.targets`` when executing: ten thousand of them are not needed elsewhere)."""
 
     id: int
-    kind: ChangeKind
+    kind: str  # the name its kind registered (services/changes/kinds.py)
     queue: str
     profile: str
     state: RequestState
@@ -185,7 +136,7 @@ class RequestRow:
         result = row["result"] or {}
         return cls(
             id=int(row["id"]),
-            kind=ChangeKind(row["kind"]),
+            kind=str(row["kind"]),
             queue=row["queue"],
             profile=row["profile"],
             state=state,
@@ -219,11 +170,24 @@ class RequestRow:
 
 
 @dataclass(frozen=True)
+class Said:
+    """What a request's kind says of it, in the words of the domain that owns the kind:
+    its headline, the line of its outcome once executed, whether its selection is shown,
+    the title of its checks and whether a requester's overridden check is pointed out."""
+
+    headline: str
+    outcome: str | None = None
+    selection: bool = True
+    checks_title: str = "Preconditions"
+    overrides: bool = True
+
+
+@dataclass(frozen=True)
 class ChangeView:
     """A change request as commands show it."""
 
     number: int
-    kind: ChangeKind
+    kind: str
     queue: str
     state: RequestState
     requester: str
@@ -252,6 +216,8 @@ class ChangeView:
     # while pending: why it needs more than one approval and the other way out, or why a
     # staged redrive of many rows needs one (services/changes/quorum.py, ``note``)
     quorum_note: str | None = None
+    # what its kind says of it (services/changes/words.py); None: not asked yet
+    said: Said | None = field(default=None, compare=False)
 
     @property
     def ref(self) -> str:

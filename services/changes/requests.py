@@ -4,7 +4,8 @@ once in the same transaction as the approval, the queue update and the audit.
 Every public method of ``ChangeRequests`` is one use case: it opens and commits its own
 transaction (database failures come out as ``DatabaseUnavailable``, saying whether
 anything was committed) and never takes a connection. The steps it calls take that
-connection: ``store``, ``freeze``, ``Executor`` and the plan steps below them.
+connection: ``store``, the request's kind (its scope, its freeze; ``kinds.py``) and the
+``Executor``, which runs the kind's change.
 
 Every decision on a request starts by locking its row, which serialises approvers, and
 the pending -> executed transition is conditional on ``state = 'pending'``.
@@ -22,21 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.after_commit import AfterCommit
 from services.audit import Actor, AuditTrail
-from services.audit.row_digest import Digest, kept_digest
+from services.audit.row_digest import kept_digest
 from services.changes import quorum, store
 from services.changes.collector import collector_paused
-from services.changes.draft import Draft, incident_of, keep_items, overridden
+from services.changes.draft import Draft, keep_items, nothing_to_do, overridden
 from services.changes.execute import Executor
-from services.changes.freeze import freeze, freeze_plan_items, nothing_to_do
-from services.changes.model import (
-    ChangeKind,
-    ChangeView,
-    Decision,
-    IncidentOverrides,
-    RequestRow,
-    RequestState,
-)
-from services.config import ApprovalConfig, RedriveConfig
+from services.changes.kinds import Ask, Kind, Kinds
+from services.changes.model import ChangeView, Decision, RequestRow, RequestState
+from services.config import ApprovalConfig
 from services.db import reading, transaction
 from services.db.on_commit import FollowUp
 from services.errors import (
@@ -47,9 +41,8 @@ from services.errors import (
     RequestExpired,
 )
 from services.estate.estate import Estate
-from services.estate.ops import Ineligible, Selector, Target
+from services.estate.ops import Selector, Target
 from services.ledger import Claim, complete_in, note_outcome
-from services.plans import store as plan_store
 
 
 class ChangeRequests:
@@ -59,11 +52,10 @@ class ChangeRequests:
         estate: Estate,
         engine: AsyncEngine,
         approval: ApprovalConfig,
-        redrive: RedriveConfig,
         clock: Callable[[], datetime],
+        kinds: Kinds,
         executor: Executor,
         audit: AuditTrail,
-        incidents: IncidentOverrides | None = None,
         approvers: Callable[[], Sequence[str]] | None = None,
         after_commit: AfterCommit | None = None,
     ) -> None:
@@ -72,11 +64,10 @@ class ChangeRequests:
         self.after_commit = after_commit or AfterCommit()
         # the people with the approver role (None: not known here, nothing is checked)
         self.approvers = approvers
-        self.incidents = incidents  # None: no incidents here, so no resolve requests
+        self.kinds = kinds  # what each domain registered (its jobs.py)
         self.estate = estate
         self.engine = engine
         self.approval = approval
-        self.redrive = redrive
         self.clock = clock
         self.executor = executor
 
@@ -96,7 +87,7 @@ class ChangeRequests:
     async def request(
         self,
         *,
-        kind: ChangeKind,
+        kind: str,
         queue: str | None,
         selector: Selector,
         reason: str,
@@ -110,25 +101,22 @@ class ChangeRequests:
             raise PermissionDenied("only people listed under [people] may request changes")
         can = self._others(actor.person)
         with collector_paused():
-            async with transaction(self._writable(), subject=f"the {kind.value} request") as conn:
+            async with transaction(self._writable(), subject=f"the {kind} request") as conn:
                 await _done_with(conn, delivery, self.clock())
-                if selector.plan is not None and queue is None:
-                    queue = await plan_store.queue_of(conn, selector.plan)
-                if selector.from_plan is not None and queue is None:  # the plan's queue
-                    queue = await plan_store.queue_of(conn, selector.from_plan)
-                incident, lent = await incident_of(conn, selector, incident)
+                asked = self._kind(kind)
+                scope = await asked.scope(conn, selector, queue=queue, incident=incident)
                 number = await self._request(
                     conn,
-                    kind=kind,
-                    queue=queue,
+                    kind=asked,
+                    queue=scope.queue,
                     selector=selector,
                     reason=reason,
                     actor=actor,
-                    incident=incident,
+                    incident=scope.incident,
                     evidence=evidence,
                     origin=origin or {},
                     can=can,
-                    incident_from=lent,
+                    incident_from=scope.incident_from,
                 )
                 await note_outcome(conn, delivery, f"CR-{number} requested")
                 view = await store.view(conn, number)
@@ -210,19 +198,21 @@ class ChangeRequests:
                 details={"withdrawn": own},
             )
             await note_outcome(conn, delivery, f"CR-{number} {'withdrawn' if own else 'rejected'}")
-            return await store.view(conn, number)
+            view = await store.view(conn, number)
+        return self._said(view)
 
     async def pending(self, *, queue: str | None = None) -> list[ChangeView]:
         await self.expire_due()
         name = self.estate.profile(queue).queue if queue is not None else None
         async with reading(self.engine) as conn:
-            return [
+            views = [
                 await store.view(conn, n) for n in await store.pending_numbers(conn, queue=name)
             ]
+        return [self._said(v) for v in views]
 
     async def get(self, *, number: int) -> ChangeView:
         async with reading(self.engine) as conn:
-            return await store.view(conn, number)
+            return self._said(await store.view(conn, number))
 
     async def expire_due(self) -> list[int]:
         """Mark every pending request past its expiry as expired (with an audit event)."""
@@ -238,26 +228,41 @@ class ChangeRequests:
             return None
         return [name for name in self.approvers() if name != person and name not in approved]
 
-    def _shown(self, view: ChangeView) -> ChangeView:
-        """A pending request as its message shows it: who may still approve it and what
-        its quorum says (why more than one approval, and the other way out)."""
-        if view.state is not RequestState.PENDING:
+    def _kind(self, name: str) -> Kind:
+        kind = self.kinds.find(name)
+        if kind is None:
+            raise PreconditionFailed(f"this queuebot process takes no {name} requests")
+        return kind
+
+    def _said(self, view: ChangeView) -> ChangeView:
+        """The request with what its kind says of it (its words, its domain's)."""
+        kind = self.kinds.find(view.kind)
+        if kind is None:  # a kind no domain here registers: the words of any request
             return view
+        return replace(view, said=kind.words.said(view))
+
+    def _shown(self, view: ChangeView) -> ChangeView:
+        """A request as its message shows it: what its kind says of it and, while it is
+        pending, who may still approve it and what its quorum says (why more than one
+        approval, and the other way out)."""
+        kind = self.kinds.find(view.kind)
+        if view.state is not RequestState.PENDING or kind is None:
+            return self._said(view)
         can = self._others(view.requester, view.approvals)
         note = quorum.note(
             self.approval,
-            kind=view.kind,
+            kind=kind,
             needed=view.approvals_required,
             rows=view.eligible,
             schedule=view.schedule,
         )
-        return replace(view, can_approve=tuple(can or ()), quorum_note=note)
+        return self._said(replace(view, can_approve=tuple(can or ()), quorum_note=note))
 
     async def _request(
         self,
         conn: AsyncConnection,
         *,
-        kind: ChangeKind,
+        kind: Kind,
         queue: str | None,
         selector: Selector,
         reason: str,
@@ -268,10 +273,18 @@ class ChangeRequests:
         can: Sequence[str] | None = None,
         incident_from: int | None = None,
     ) -> int:
+        """Freeze what the request will change (its kind's step), keep the rows as its
+        items, judge its quorum and record it with its audit event. A kind that hands its
+        rows over a page at a time (a staged redrive over a million dead letters) has each
+        page kept as soon as it is checked: the request's row is written with the first
+        page and completed after the last, and nothing is written when nothing is
+        eligible or a check of the whole queue refuses it; a request no one can approve
+        is refused after its pages were kept, and its transaction rolled back with them
+        (on PostgreSQL its number is then never used)."""
         profile = self.estate.profile(queue)
         now = self.clock()
         draft = Draft(
-            kind=kind,
+            kind=kind.name,
             profile=profile,
             now=now,
             expiry=timedelta(minutes=self.approval.expiry_minutes),
@@ -283,54 +296,52 @@ class ChangeRequests:
             origin=origin,
             incident_from=incident_from,
         )
-        if kind is ChangeKind.PLAN:
-            number, snapshot, required, checks, ineligible = await self._request_plan(
-                conn, draft, can
+        number: int | None = None
+        written = 0
+
+        async def keep(page: list[Target]) -> None:
+            nonlocal number, written
+            if number is None:
+                number = await store.insert(conn, draft.row())
+            await keep_items(conn, profile, number, page, first=written)
+            written += len(page)
+
+        asked = Ask(kind.name, profile, selector, reason, incident, actor.person, now)
+        found = await kind.freeze(conn, asked, keep)
+        if number is None and not found.targets and not kind.rowless:
+            raise PreconditionFailed(
+                nothing_to_do(kind.name, selector, found.ineligible, total=found.ineligible_count)
             )
+        count = found.affected if found.affected is not None else len(found.targets)
+        required = quorum.approvals(
+            self.approval,
+            kind=kind,
+            count=count,
+            schedule=found.schedule,
+            actor=actor,
+            can=can,
+        )
+        by_signature = found.by_signature
+        if by_signature is None:
+            by_signature = Counter(t.signature for t in found.targets).most_common()
+        row = draft.row(
+            count=count,
+            required=required,
+            ineligible=found.ineligible,
+            by_signature=by_signature,
+            checks=found.checks,
+            schedule=found.schedule,
+        )
+        if number is None:
+            number = await store.insert(conn, row)
         else:
-            frozen = await freeze(
-                conn,
-                redrive=self.redrive,
-                now=now,
-                kind=kind,
-                profile=profile,
-                selector=selector,
-                reason=reason,
-                incident=incident,
-                incidents=self.incidents,
-                requester=actor.person,
-            )
-            rowless = (ChangeKind.RESUME, ChangeKind.ROLLBACK, ChangeKind.RESOLVE)
-            if not frozen.targets and kind not in rowless:
-                raise PreconditionFailed(nothing_to_do(kind, selector, frozen.ineligible))
-            count = frozen.affected if frozen.affected is not None else len(frozen.targets)
-            required = quorum.approvals(
-                self.approval,
-                kind=kind,
-                count=count,
-                schedule=frozen.schedule,
-                actor=actor,
-                can=can,
-            )
-            by_signature = Counter(t.signature for t in frozen.targets).most_common()
-            number = await store.insert(
-                conn,
-                draft.row(
-                    count=count,
-                    required=required,
-                    ineligible=frozen.ineligible,
-                    by_signature=by_signature,
-                    checks=frozen.checks,
-                    schedule=frozen.schedule,
-                ),
-            )
+            await store.complete(conn, number, row)
+        if found.targets:
             # Every row's full image is kept as the request's items, and the hash-chained
             # audit event carries their digest: the rows never come through queuebot where
             # the database can copy them itself.
-            await keep_items(conn, profile, number, frozen.targets)
-            snapshot = await kept_digest(conn, number)
-            checks = frozen.checks
-            ineligible = frozen.ineligible
+            await keep_items(conn, profile, number, found.targets, first=written)
+        snapshot = await kept_digest(conn, number)
         await store.set_snapshot_hash(conn, number, snapshot.sha256)
         await self.audit.append(
             conn,
@@ -343,74 +354,16 @@ class ChangeRequests:
             reason=reason,
             evidence=evidence,
             details={
-                "kind": kind.value,
+                "kind": kind.name,
                 "selector": draft.selected,
                 "items": snapshot.as_json(),
                 "snapshot_hash": snapshot.sha256,
-                "ineligible": [[i.id, i.why] for i in ineligible],
+                "ineligible": [[i.id, i.why] for i in found.ineligible],
                 "approvals_required": required,
-                **overridden(checks),
+                **overridden(found.checks),
             },
         )
         return number
-
-    async def _request_plan(
-        self, conn: AsyncConnection, draft: Draft, can: Sequence[str] | None
-    ) -> tuple[int, Digest, int, list[tuple[str, str, str]], list[Ineligible]]:
-        """A staged redrive's request: its candidates frozen a page at a time, each page
-        kept as the request's items as soon as it is checked (the request's row is written
-        with the first page and completed after the last), so a plan over a million dead
-        letters never holds them all. Nothing is written when nothing is eligible or a
-        check of the whole queue refuses it; a plan no one can approve is refused after
-        its pages were kept, and its transaction rolled back with them (on PostgreSQL its
-        number is then never used)."""
-        profile, selector = draft.profile, draft.selector
-        number: int | None = None
-        written = 0
-
-        async def keep(page: list[Target]) -> None:
-            nonlocal number, written
-            if number is None:
-                number = await store.insert(conn, draft.row())
-            await keep_items(conn, profile, number, page, first=written)
-            written += len(page)
-
-        found = await freeze_plan_items(
-            conn,
-            redrive=self.redrive,
-            now=draft.now,
-            profile=profile,
-            selector=selector,
-            reason=draft.reason,
-            keep=keep,
-            requester=draft.actor.person,
-        )
-        if number is None:
-            raise PreconditionFailed(
-                nothing_to_do(draft.kind, selector, found.excluded, total=found.excluded_count)
-            )
-        checks = [(c.name, c.verdict, c.detail) for c in found.checks]
-        required = quorum.approvals(
-            self.approval,
-            kind=draft.kind,
-            count=found.eligible,
-            schedule=found.schedule,
-            actor=draft.actor,
-            can=can,
-        )
-        await store.complete(
-            conn,
-            number,
-            draft.row(
-                count=found.eligible,
-                required=required,
-                ineligible=found.excluded,
-                by_signature=found.by_signature,
-                checks=checks,
-                schedule=found.schedule,
-            ),
-        )
-        return number, await kept_digest(conn, number), required, checks, found.excluded
 
     async def _approve(
         self, conn: AsyncConnection, request: RequestRow, actor: Actor, now: datetime

@@ -1,10 +1,13 @@
 """The incidents' work in the background: reminders and deadlines (the scheduler's
 ``incident.remind`` and ``incident.deadline``, fired in batches by ``Timers.fire``)
 and the delivery of an incident's posts (the outbox's ``incident.post``, one at a time,
-each recorded as delivered by ``Incidents.delivered``)."""
+each recorded as delivered by ``Incidents.delivered``); and the incidents' kind of change
+request, resolving one without its validation (``approvable.py``)."""
 
 from __future__ import annotations
 
+from services.changes.kinds import Kinds
+from services.incidents.approvable import ResolveOverride
 from services.incidents.publish import INCIDENT_POST, IncidentPublisher
 from services.incidents.service import Incidents
 from services.incidents.timers import DEADLINE, REMIND
@@ -14,10 +17,16 @@ from services.scheduler import Scheduler
 
 
 def register(
-    sched: Scheduler, outbox: Outbox, *, incidents: Incidents, notifier: Notifier | None
+    sched: Scheduler,
+    outbox: Outbox,
+    kinds: Kinds,
+    *,
+    incidents: Incidents,
+    notifier: Notifier | None,
 ) -> None:
-    """An incident's timers and posts. Timers are scheduled when an incident is declared
-    (nothing to make sure of at start)."""
+    """An incident's timers and posts, and its kind of change request. Timers are
+    scheduled when an incident is declared (nothing to make sure of at start)."""
+    kinds.register(ResolveOverride(incidents.resolution))
     sched.register_batch((REMIND, DEADLINE), incidents.timers.fire)
     outbox.register(
         INCIDENT_POST,

@@ -1,4 +1,5 @@
-"""What an incident's thread and its audiences' channels say."""
+"""What an incident's thread and its audiences' channels say; and what a request to
+resolve one without its validation says."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from datetime import datetime, timedelta
 
 from services import button_ids
 from services.audit import Actor
+from services.changes.model import ChangeView, Executed
+from services.changes.words import KindWords
+from services.config import ApprovalConfig
 from services.incidents.model import IncidentView, ObligationView, Override, number_text
 from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
 from services.runbooks import Runbook
@@ -239,3 +243,23 @@ def resolved(
     else:
         text = f"✅ {view.name} resolved by {by}, {duration(now - since)} after {what}."
     return Message(summary=f"{view.name} resolved", blocks=(Text(text),))
+
+
+class OverrideWords(KindWords):
+    """A request to resolve an incident without the validation items not done."""
+
+    selection = False
+    checks_title = "Validation items resolved without (they stay on the record as overridden)"
+    overrides = False
+
+    def headline(self, v: ChangeView) -> str:
+        return f"resolve {v.incident} without {len(v.checks)} validation item(s)"
+
+    def outcome(self, v: ChangeView, result: Executed) -> str:
+        return (
+            f"{v.incident} resolved, requested by {v.requester} and approved by "
+            f"{', '.join(v.approvals)}; /incident export {v.incident} writes the postmortem"
+        )
+
+    def quorum_what(self, kind: str, rows: int, judged: int, approval: ApprovalConfig) -> str:
+        return kind

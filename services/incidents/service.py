@@ -340,32 +340,6 @@ class Incidents:
     async def resolve(self, *, number: int, actor: Actor) -> IncidentView:
         return await self.resolution.resolve(number=number, actor=actor)
 
-    async def unvalidated(self, conn: AsyncConnection, number: int) -> list[tuple[str, str, str]]:
-        return await self.resolution.unvalidated(conn, number)
-
-    async def resolve_overridden(
-        self,
-        conn: AsyncConnection,
-        *,
-        number: int,
-        request: str,
-        requester: str,
-        approvers: list[str],
-        reason: str,
-        actor: Actor,
-        now: datetime,
-    ) -> None:
-        await self.resolution.resolve_overridden(
-            conn,
-            number=number,
-            request=request,
-            requester=requester,
-            approvers=approvers,
-            reason=reason,
-            actor=actor,
-            now=now,
-        )
-
     # -- reads ---------------------------------------------------------------------
 
     async def view(self, number: int) -> IncidentView:

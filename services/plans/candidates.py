@@ -18,7 +18,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import RedriveConfig
-from services.errors import PreconditionFailed
+from services.errors import ChecksFailed, PreconditionFailed
 from services.estate.ops import Action, Ineligible, Selector, Target
 from services.estate.profile import QueueProfile, plain
 from services.plans import dead_again
@@ -71,6 +71,16 @@ async def candidates(
         requester=requester,
     )
     return evaluation.eligible, [*frozen.ineligible, *evaluation.excluded], evaluation
+
+
+def refused_or_shown(
+    kind: str, refusal: str | None, checks: Sequence[Check]
+) -> list[tuple[str, str, str]]:
+    """The checks as a request shows them; ``ChecksFailed`` with them where they refuse."""
+    shown = [(c.name, c.verdict, c.detail) for c in checks]
+    if refusal:
+        raise ChecksFailed(refusal=f"{kind} {refusal}", checks=shown)
+    return shown
 
 
 @dataclass(frozen=True)

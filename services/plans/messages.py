@@ -1,7 +1,13 @@
-"""What plans post: their own message (kept up to date) and one message per wave."""
+"""What plans post: their own message (kept up to date) and one message per wave; and
+what the plans' kinds of change request say (a staged redrive, a resume, a rollback) of
+a request and of its quorum."""
 
 from __future__ import annotations
 
+from services import format as fmt
+from services.changes.model import ChangeView, Executed, RequestState
+from services.changes.words import KindWords
+from services.config import ApprovalConfig
 from services.message import Fields, Heading, Message, Table, Text
 from services.plans.model import PlanState, PlanView, Wave, WaveOutcome
 
@@ -188,3 +194,106 @@ def wave_finished(p: PlanView, wave: Wave) -> Message:
 
 def plan_note(p: PlanView, text: str) -> Message:
     return Message(f"{p.ref}: {text}", (Text(f"{p.ref}: {text}"),))
+
+
+# -- the plans' kinds of change request ---------------------------------------------
+
+MAX_SAMPLE = 5  # a staged redrive's sample is 1 to 5 rows (--sample, [redrive] sample)
+
+
+def one_approval(approval: ApprovalConfig) -> str:
+    """What a staged redrive, judged by its sample, needs: true for every threshold."""
+    if approval.large_change_rows >= MAX_SAMPLE:
+        return "needs one approval"
+    return f"needs one approval with --sample {approval.large_change_rows} or less"
+
+
+def staged(approval: ApprovalConfig) -> str:
+    return f"a staged redrive is judged by its sample, and {one_approval(approval)}"
+
+
+class StagedWords(KindWords):
+    changes = "its sample changes"
+
+    def headline(self, v: ChangeView) -> str:
+        return f"staged redrive of {fmt.count(v.eligible)} dead letter(s) in queue {v.queue}"
+
+    def outcome(self, v: ChangeView, result: Executed) -> str:
+        return (
+            f"plan P-{result.plan} started with its sample of "
+            f"{v.schedule[0] if v.schedule else 0}; follow it with /queue plan "
+            f"P-{result.plan}"
+        )
+
+    def quorum_what(self, kind: str, rows: int, judged: int, approval: ApprovalConfig) -> str:
+        what = f"staged redrive of {rows} row{'' if rows == 1 else 's'}"
+        if judged > approval.large_change_rows:
+            what += f", whose sample of {judged} rows is more than {approval.large_change_rows},"
+        return what
+
+    def ways_out(self, approval: ApprovalConfig) -> list[str]:
+        return [
+            f"give --sample {approval.large_change_rows} or less (a staged redrive is "
+            "judged by its sample)"
+        ]
+
+    def one_approval(self, approval: ApprovalConfig, rows: int, judged: int) -> str | None:
+        return (
+            "One approval: a staged redrive is judged by the rows it changes before "
+            f"anyone can halt it, its sample of {judged}; each later wave starts only "
+            "once the one before it succeeded, and anyone may halt it (/queue halt, no "
+            "approval needed)."
+        )
+
+    def fewer(self, approval: ApprovalConfig) -> str:
+        return (
+            f" With --sample {approval.large_change_rows} or less it needs one (a staged "
+            "redrive is judged by its sample)."
+        )
+
+
+class ResumeWords(KindWords):
+    changes = "its next wave changes"
+
+    def headline(self, v: ChangeView) -> str:
+        return f"resume plan P-{v.plan} ({fmt.count(v.eligible)} row(s) to go)"
+
+    def outcome(self, v: ChangeView, result: Executed) -> str:
+        return f"plan P-{result.plan} is running again"
+
+    def quorum_what(self, kind: str, rows: int, judged: int, approval: ApprovalConfig) -> str:
+        if judged > approval.large_change_rows:
+            return (
+                f"resume, whose next wave of {judged} rows is more than "
+                f"{approval.large_change_rows},"
+            )
+        return "resume"
+
+    def one_approval(self, approval: ApprovalConfig, rows: int, judged: int) -> str | None:
+        return (
+            "One approval: a resume is judged by the rows it changes before anyone can "
+            f"halt the plan again, its next wave of {judged}; the waves after it start "
+            "only once the one before succeeded, and anyone may halt it (/queue halt, "
+            "no approval needed)."
+        )
+
+
+class RollbackWords(KindWords):
+    def headline(self, v: ChangeView) -> str:
+        return (
+            f"roll back plan P-{v.plan} ({fmt.count(v.eligible)} unclaimed row(s) "
+            f"{_counted_when(v)})"
+        )
+
+    def outcome(self, v: ChangeView, result: Executed) -> str:
+        return (
+            f"plan P-{result.plan} rolled back: "
+            f"{fmt.count(len(result.changed))} unclaimed row(s) returned to "
+            "the dead letters"
+        )
+
+
+def _counted_when(v: ChangeView) -> str:
+    """A rollback's count was taken when it was requested: "now" only in the reply to the
+    request itself (pending, nobody approved yet), not when it is shown again later."""
+    return "now" if v.state is RequestState.PENDING and not v.approvals else "when requested"

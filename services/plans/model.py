@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from services.changes.model import OVERRIDDEN
 from services.estate.profile import as_utc
 
 
@@ -67,9 +68,6 @@ def wave_sizes(total: int, *, sample: int, first: int, cap: int) -> list[int]:
         last = sizes.pop()
         sizes[-1] += last
     return sizes
-
-
-OVERRIDDEN = "overridden"  # the verdict of a failed check the requester went ahead of
 
 
 @dataclass(frozen=True)

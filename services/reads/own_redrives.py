@@ -28,7 +28,7 @@ from services.reads.own_gauges import REDRIVEN_JOB_STATES
 _plans = cast(sa.Table, Plan.__table__)
 _items = cast(sa.Table, PlanItem.__table__)
 _requests = cast(sa.Table, ChangeRequest.__table__)
-REDRIVE_KIND = "redrive"  # a request that redrives named jobs at once (ChangeKind.REDRIVE)
+REDRIVE_KIND = "redrive"  # a request that redrives named jobs at once (row_changes: REDRIVE)
 EXECUTED = "executed"
 
 

@@ -24,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.estate import Estate, utcnow
@@ -32,6 +31,7 @@ from services.estate.ops import Selector
 from testkit.fake_slack import Call, FakeSlack
 from tests.e2e.serving import demo_database, running_serve
 from tests.integration.support import simulated_worker
+from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 

@@ -22,7 +22,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -32,6 +31,7 @@ from services.estate.ops import Selector
 from services.reads import samples
 from tests.e2e.serving import ALERT_TOKEN, free_port
 from tests.integration.support import add_dead_letters, simulated_worker
+from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 ERROR = "transcoder pod evicted while rendering clip 77"

@@ -23,7 +23,7 @@ from commands.handlers import queue_read
 from commands.model import Dlq, Show
 from services.audit import Actor
 from services.changes import store as change_store
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.config import QueueConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -50,6 +50,7 @@ from tests.integration.preset_adapters import (
 from tests.integration.profile_adapters import Built, MessageJobAdapter, WorkerQueueAdapter
 from tests.integration.single_table_profile import SingleTableAdapter, SingleTableProfile
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
+from tests.kinds import ChangeKind
 
 QUEUE = "billing"
 ERROR = "card declined by the acquirer"

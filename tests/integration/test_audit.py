@@ -8,10 +8,10 @@ from sqlalchemy.exc import DBAPIError
 
 from services import audit
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")

@@ -7,11 +7,11 @@ from pydantic import SecretStr
 
 from bot.bootstrap import Services
 from services.audit import Anchor, AuditTrail
-from services.changes.model import ChangeKind
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import RecordingNotifier, Shop, build_services
 from tests.integration.test_changes import ALICE, BOB
+from tests.kinds import ChangeKind
 
 KEY = SecretStr("an audit key for the tests, long enough")
 

@@ -16,11 +16,11 @@ from pydantic import SecretStr
 
 from bot import cli
 from services.audit import Actor, Anchor, AuditTrail, Verification
-from services.changes.model import ChangeKind
 from services.db.tables import ScheduledItem
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import RecordingNotifier, Shop, build_services
+from tests.kinds import ChangeKind
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 DORA = Actor("dora", "console", "dora")

@@ -30,11 +30,11 @@ from services.audit import (
     event_hash,
     event_mac,
 )
-from services.changes.model import ChangeKind
 from services.db.tables import AuditEvent, AuditHead
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop, add_dead_letters, build_services, simulated_worker
+from tests.kinds import ChangeKind
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 ATTACKER_KEY = "not-the-key-but-just-as-long-0123456789abcdef"

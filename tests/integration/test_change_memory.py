@@ -16,10 +16,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.config import ApprovalConfig
 from services.estate.ops import Selector
 from tests.integration.support import Shop
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "slack", "U0BOB")

@@ -16,12 +16,13 @@ from commands.handlers.changes import change_message
 from services import audit
 from services.audit import Actor, row_digest
 from services.audit.row_digest import digest_of
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.config import ApprovalConfig
 from services.errors import Conflict, PermissionDenied, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop, assert_trail_holds, rows, said
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "slack", "U0BOB")

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -26,6 +25,7 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.kinds import ChangeKind
 
 APPROVERS = ["bob", "carol", "dave", "erin", "frank"]
 SCRIPT = Path(__file__).with_name("approver_process.py")

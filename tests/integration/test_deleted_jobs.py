@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from bot.render_text import render_message
-from services.changes.model import ChangeKind
 from services.estate.ops import Selector
 from services.plans.messages import plan_message
 from services.plans.model import PlanState, PlanView, WaveOutcome
@@ -22,6 +21,7 @@ from services.reads import samples
 from tests.integration.preset_adapters import PresetAdapter, ProcrastinateAdapter, RiverAdapter
 from tests.integration.support import Clock
 from tests.integration.test_presets import ADAPTERS, ALICE, BOB, World, open_world
+from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 SAMPLE = 2  # of the 4 dead jobs each world has: the sample, then a wave of 2

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy as sa
 
-from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.estate.ops import Selector
 from services.estate.signature import earlier_signature
@@ -33,6 +32,7 @@ from tests.integration.test_halted_plan_counts import (
 from tests.integration.test_presets import ALICE, World, open_world
 from tests.integration.test_presets import BOB as BOB_ACTOR
 from tests.integration.test_team_tables import Team, open_team
+from tests.kinds import ChangeKind
 
 OUTAGE = (
     "Request failed with status code 503: POST https://api.pay.example/v1/charges/{charge}/"

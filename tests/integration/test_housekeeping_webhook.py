@@ -15,7 +15,6 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -30,6 +29,7 @@ from tests.integration.housekeeping_support import (
     table_rows,
 )
 from tests.integration.support import Shop
+from tests.kinds import ChangeKind
 
 ACTOR = Actor.system("housekeeping")
 ALICE = Actor("alice", "console", "alice")

@@ -11,12 +11,13 @@ import pytest
 import sqlalchemy as sa
 
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.errors import ConcurrentChange
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.ledger import MAX_ADOPTIONS, STALE, DeliveryLedger, complete_in
 from tests.integration.support import Shop
+from tests.kinds import ChangeKind
 
 
 def ledger_of(shop: Shop) -> DeliveryLedger:

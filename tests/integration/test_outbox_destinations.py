@@ -14,7 +14,6 @@ from bot.bootstrap import wire_services
 from bot.console import session_reach
 from services import outbox
 from services.audit import AuditTrail
-from services.changes.model import ChangeKind
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig
 from services.estate.ops import Selector
@@ -22,6 +21,7 @@ from services.outbox import Outbox, Reach
 from services.plans.publish import unshown_words
 from tests.integration.support import FAST, Shop, add_dead_letters
 from tests.integration.test_plans import ALICE, BOB, ERROR, flat_history
+from tests.kinds import ChangeKind
 
 SERVE = Reach(platforms=frozenset({"slack", "discord"}))
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
@@ -30,6 +30,7 @@ from tests.integration.support import (
     said,
     simulated_worker,
 )
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")

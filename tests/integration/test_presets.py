@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.bootstrap import Services
 from services.alerts import detectors
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.config.alerts import DetectorsConfig
 from services.db import create_engine
@@ -47,6 +46,7 @@ from tests.integration.preset_adapters import (
 )
 from tests.integration.profile_adapters import Built
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
+from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 ALICE = Actor("alice", "console", "alice")

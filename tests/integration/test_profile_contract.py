@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.db import create_engine
 from services.db.migrate import upgrade
 from services.db.tables import QueueSample
@@ -50,6 +50,7 @@ from tests.integration.profile_adapters import (
 )
 from tests.integration.single_table_profile import SingleTableAdapter, SingleTableProfile
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
+from tests.kinds import ChangeKind
 
 QUEUE = "jobs"
 DEAD, PENDING, DONE, STUCK = 8, 3, 4, 1

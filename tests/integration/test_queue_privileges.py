@@ -12,12 +12,12 @@ from bot import cli
 from bot.bootstrap import build_app
 from bot.demo import DEMO_CONFIG
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.config import load_config
 from services.errors import QueuebotError
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.test_runtime_role import QUEUE_TABLES, Roles, grant, roles
+from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 __all__ = ["roles"]  # the fixture

@@ -16,11 +16,11 @@ import pytest
 import sqlalchemy as sa
 
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.estate.message_job import kept
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.integration.support import Shop, assert_trail_holds, rows
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "slack", "U0BOB")

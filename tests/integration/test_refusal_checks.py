@@ -11,11 +11,11 @@ from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from commands.messages import error_reply
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.errors import PreconditionFailed
 from services.estate.ops import Selector
 from services.reads import samples
 from tests.integration.support import Shop, add_dead_letters
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 

@@ -18,7 +18,6 @@ from services import ledger, outbox, retention
 from services.alerts import store as inbox
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import newest_post
-from services.changes.model import ChangeKind
 from services.db import create_engine, transaction
 from services.db.tables import Delivery
 from services.errors import UsageError
@@ -28,6 +27,7 @@ from services.jsonable import loads
 from tests.conftest import templates
 from tests.integration.retention_support import AGE, GONE, KEPT, keys, seed
 from tests.integration.support import Shop
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")

@@ -22,7 +22,6 @@ from bot import cli
 from bot.bootstrap import build_app
 from bot.readiness import FRESH_FOR, Readiness
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.config import load_config
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -33,6 +32,7 @@ from tests.conftest import _pg_conninfo, holds_demo
 from tests.integration import retention_support
 from tests.integration.support import START, RecordingNotifier
 from tests.integration.test_incident_timers import drill_runbook, say, until, write_config
+from tests.kinds import ChangeKind
 
 pytestmark = [pytest.mark.postgres, pytest.mark.demo_db]  # the demo estate built at START
 

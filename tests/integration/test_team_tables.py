@@ -27,7 +27,7 @@ from commands.handlers import queue_read
 from commands.model import Dlq, Stuck
 from commands.model import Triage as TriageCommand
 from services.audit import Actor
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.config import QueueConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -46,6 +46,7 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.integration.single_table_profile import SingleTableProfile
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
+from tests.kinds import ChangeKind
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")

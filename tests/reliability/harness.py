@@ -32,7 +32,6 @@ import psycopg
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.estate import Estate, utcnow
@@ -42,6 +41,7 @@ from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo
 from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port, port_taken
+from tests.kinds import ChangeKind
 
 ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
 

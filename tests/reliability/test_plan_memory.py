@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from bot.bootstrap import wire_services
 from services.audit import Actor, AuditTrail, row_digest
-from services.changes.model import ChangeKind, RequestState
+from services.changes.model import RequestState
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -32,6 +32,7 @@ from services.estate.ops import Selector
 from services.plans import candidates
 from services.reads import samples
 from tests.conftest import postgres_database
+from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 

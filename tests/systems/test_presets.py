@@ -27,7 +27,6 @@ from commands.handlers import queue_read
 from commands.model import Dlq, Show
 from commands.model import Triage as TriageCommand
 from services.audit import Actor
-from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.db import create_engine
 from services.errors import ChecksFailed
@@ -42,6 +41,7 @@ from services.reads.service import QueueReads
 from testkit.systems import Made, System
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.integration.support import Clock, RecordingNotifier, build_services
+from tests.kinds import ChangeKind
 from tests.systems.test_systems import STATES, _system
 
 ALICE = Actor("alice", "console", "alice")

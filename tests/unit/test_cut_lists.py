@@ -11,9 +11,10 @@ from datetime import timedelta
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from services import format as fmt
-from services.changes.model import ChangeKind, ChangeView, Ineligible, RequestState
+from services.changes.model import ChangeView, Ineligible, RequestState
 from services.estate.model import CanonicalState, Count, JobList, JobSummary, TypeCounts
 from services.reads.view import triage_message
+from tests.kinds import ChangeKind
 from tests.unit.test_handlers import NOW, clips_triage, make_router, slack_user, text_of
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.changes.freeze import nothing_to_do
-from services.changes.model import ChangeKind
+from services.changes.draft import nothing_to_do
 from services.config import RedriveConfig
 from services.estate.ops import Ineligible, Selector
 from services.plans.preconditions import Screen
+from tests.kinds import ChangeKind
 
 
 def test_excluded_jobs_past_the_list_are_summed_up_by_check() -> None:

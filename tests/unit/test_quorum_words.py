@@ -3,7 +3,7 @@ for some of the people who may request it (the requester never counts)."""
 
 from __future__ import annotations
 
-from services.changes.quorum import config_warning
+from bot.config_check import config_warning
 from services.config import ApprovalConfig
 
 
