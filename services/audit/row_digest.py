@@ -1,15 +1,25 @@
-"""The digest of a change request's kept rows: the SHA-256 of the concatenated SHA-256
-of each row image's UTF-8 text, in item order. PostgreSQL computes it where it writes the
-images itself (``sql_row_hash``, ``sql_digest``), queuebot where it writes them
-(``digest_of``), and ``audit verify`` recomputes it from the stored text (``recompute``):
-the audit events carry digests, and the rows stay in ``qb_change_items`` and
-``qb_change_outcomes``.
+"""The change requests' kept rows and their digest.
+
+The rows stay in ``qb_change_items`` (each row a request froze, with its key, the state
+execution holds it to and its image) and ``qb_change_outcomes`` (each item its execution
+changed, with its image from just before the change); every statement on these two tables
+is here, and the others call it: the hub and the estate keep a request's rows
+(``services.estate.items``; a profile whose database copies them itself composes its one
+statement from the ``sql_*`` pieces at the end), a plan copies them, the reads and the
+incidents find what a request changed.
+
+The audit events carry their digest: the SHA-256 of the concatenated SHA-256 of each row
+image's UTF-8 text, in item order. PostgreSQL computes it where it writes the images
+itself (``sql_row_hash``, ``sql_digest``), queuebot where it writes them (``digest_of``),
+and ``audit verify`` recomputes it from the stored text (``recompute``).
+
+Statements run in the caller's transaction.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -107,6 +117,105 @@ def sql_digest(hashes: str, order: str) -> str:
     )
 
 
+# -- writing -----------------------------------------------------------------------
+
+
+async def insert(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Items (a batch of rows with every column but ``version``)."""
+    await conn.execute(ITEMS.insert(), list(rows))
+
+
+async def insert_outcomes(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Outcomes (``request_id``, ``seq``, ``before``: NULL where the image is the frozen
+    one)."""
+    await conn.execute(OUTCOMES.insert(), list(rows))
+
+
+# -- reading -----------------------------------------------------------------------
+
+
+async def count(conn: AsyncConnection, request: int) -> int:
+    """How many rows the request froze (its items)."""
+    return int(
+        (
+            await conn.execute(
+                sa.select(sa.func.count()).select_from(ITEMS).where(ITEMS.c.request_id == request)
+            )
+        ).scalar_one()
+    )
+
+
+async def keys(conn: AsyncConnection, request: int) -> AsyncIterator[Sequence[sa.Row[Any]]]:
+    """The request's items without their images, in item order, a batch at a time:
+    (seq, job_id, part, key, state, signature)."""
+    query = sa.select(
+        ITEMS.c.seq, ITEMS.c.job_id, ITEMS.c.part, ITEMS.c.key, ITEMS.c.state, ITEMS.c.signature
+    )
+    async for rows in in_item_order(conn, query, request):
+        yield rows
+
+
+async def image_hashes(conn: AsyncConnection, request: int) -> dict[int, str]:
+    """Each item's ``image_sha256``, by its ``seq``."""
+    found = await conn.execute(
+        sa.select(ITEMS.c.seq, ITEMS.c.image_sha256).where(ITEMS.c.request_id == request)
+    )
+    return {int(seq): str(sha) for seq, sha in found.all()}
+
+
+async def left_alone(conn: AsyncConnection, request: int) -> list[tuple[str, str]]:
+    """The items the change left alone (job id, frozen state), one per job, where no row
+    of the job was changed."""
+    other = ITEMS.alias("other")
+    changed_job = sa.exists().where(
+        other.c.request_id == ITEMS.c.request_id,
+        other.c.job_id == ITEMS.c.job_id,
+        sa.exists().where(
+            OUTCOMES.c.request_id == other.c.request_id, OUTCOMES.c.seq == other.c.seq
+        ),
+    )
+    rows = await conn.execute(
+        sa.select(ITEMS.c.job_id, ITEMS.c.state)
+        .where(ITEMS.c.request_id == request, ~changed_job)
+        .order_by(ITEMS.c.seq)
+    )
+    return list({str(j): str(s) for j, s in rows.all()}.items())
+
+
+async def changed(
+    conn: AsyncConnection, requests: Collection[int], *, jobs: Collection[str] | None = None
+) -> list[tuple[int, str, str | None]]:
+    """The rows ``requests`` changed (of ``jobs``, when given): each request's items that
+    have an outcome, as (request, job id, part), in item order."""
+    joined = ITEMS.join(
+        OUTCOMES,
+        sa.and_(OUTCOMES.c.request_id == ITEMS.c.request_id, OUTCOMES.c.seq == ITEMS.c.seq),
+    )
+    query = (
+        sa.select(ITEMS.c.request_id, ITEMS.c.job_id, ITEMS.c.part)
+        .select_from(joined)
+        .where(ITEMS.c.request_id.in_(sorted(requests)))
+        .order_by(ITEMS.c.request_id, ITEMS.c.seq)
+    )
+    if jobs is not None:
+        query = query.where(ITEMS.c.job_id.in_(list(jobs)))
+    return [(int(n), str(job), part) for n, job, part in (await conn.execute(query)).all()]
+
+
+def copied(
+    request: int,
+    columns: Callable[[sa.ColumnCollection[str, sa.Column[Any]]], Sequence[Any]],
+    *,
+    first: int,
+    end: int,
+) -> sa.Select[Any]:
+    """The items ``first`` to ``end`` (by ``seq``) of a request, as the ``columns`` made
+    of the items' own: the source of an ``INSERT ... SELECT`` that copies them in the
+    database (a plan's items from its request's)."""
+    c = ITEMS.c
+    return sa.select(*columns(c)).where(c.request_id == request, c.seq >= first, c.seq < end)
+
+
 async def in_item_order(
     conn: AsyncConnection, query: sa.Select[Any], request: int
 ) -> AsyncIterator[Sequence[sa.Row[Any]]]:
@@ -186,12 +295,12 @@ SELECT count(*),
        count(o.seq),
        encode(sha256(coalesce(string_agg({before_hash}, ''::bytea ORDER BY i.seq)
                               FILTER (WHERE o.seq IS NOT NULL), ''::bytea)), 'hex'),
-       (SELECT count(*) FROM qb_change_outcomes AS s
+       (SELECT count(*) FROM {OUTCOMES.name} AS s
         WHERE s.request_id = :request
-          AND NOT EXISTS (SELECT 1 FROM qb_change_items AS t
+          AND NOT EXISTS (SELECT 1 FROM {ITEMS.name} AS t
                           WHERE t.request_id = s.request_id AND t.seq = s.seq))
-FROM qb_change_items AS i
-LEFT JOIN qb_change_outcomes AS o ON o.request_id = i.request_id AND o.seq = i.seq
+FROM {ITEMS.name} AS i
+LEFT JOIN {OUTCOMES.name} AS o ON o.request_id = i.request_id AND o.seq = i.seq
 WHERE i.request_id = :request"""
     rows, sha, keys, changed, before_sha, stray = (
         await conn.execute(sa.text(sql), {"request": request})
@@ -216,3 +325,30 @@ async def kept_digest(conn: AsyncConnection, request: int) -> Digest:
             running.add_hash(str(sha))
             running.add_keys(job_id, part, state)
     return running.done(keys=True)
+
+
+# -- the pieces of one statement the database runs itself ---------------------------
+# For a profile that keeps and changes a request's rows in one statement of its own
+# (message_job's data-modifying CTEs): the request is its bound parameter ``:request``.
+
+
+def sql_keep(select: str, *, returning: str) -> str:
+    """Keep the rows ``select`` gives (request_id, seq, job_id, part, key, state,
+    signature, image, image_sha256, version) as items."""
+    return f"""INSERT INTO {ITEMS.name}
+        (request_id, seq, job_id, part, key, state, signature, image, image_sha256, version)
+    {select}
+    RETURNING {returning}"""
+
+
+def sql_of_request(columns: str) -> str:
+    """A select of ``columns`` (of the items' own) from the request's items."""
+    return f"SELECT {columns} FROM {ITEMS.name} WHERE request_id = :request"
+
+
+def sql_record_outcomes(source: str) -> str:
+    """Record the items ``source`` names as changed: its ``seq`` and ``differs`` (the
+    image from just before the change, NULL where it is the frozen one)."""
+    return f"""INSERT INTO {OUTCOMES.name} (request_id, seq, before)
+    SELECT :request, seq, differs FROM {source}
+    RETURNING 1"""

@@ -2,7 +2,8 @@
 through queuebot: their keys, the state execution holds each to and each row's image
 when frozen; and the rows its execution changed, in ``qb_change_outcomes``, with their
 images from just before the change. The audit events carry digests of the images
-(``services.audit.row_digest``).
+(``services.audit.row_digest``). Here targets become items and items targets; the
+statements on the two tables are ``services.audit.row_digest``'s.
 
 Steps in the caller's transaction.
 """
@@ -12,18 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.audit.row_digest import (
-    ITEMS,
-    OUTCOMES,
-    Digest,
-    Running,
-    digest_of,
-    image_sha256,
-    in_item_order,
-)
+from services.audit import row_digest
+from services.audit.row_digest import Digest, Running, digest_of, image_sha256
 from services.estate.ops import Target
 from services.jsonable import canonical, loads
 
@@ -60,30 +53,21 @@ async def write(
             }
         )
         if len(batch) >= _WRITE_BATCH:
-            await conn.execute(ITEMS.insert(), batch)
+            await row_digest.insert(conn, batch)
             batch = []
     if batch:
-        await conn.execute(ITEMS.insert(), batch)
+        await row_digest.insert(conn, batch)
     return running.done(keys=True)
 
 
 async def count(conn: AsyncConnection, request: int) -> int:
-    return int(
-        (
-            await conn.execute(
-                sa.select(sa.func.count()).select_from(ITEMS).where(ITEMS.c.request_id == request)
-            )
-        ).scalar_one()
-    )
+    return await row_digest.count(conn, request)
 
 
 async def targets(conn: AsyncConnection, request: int) -> list[Target]:
     """The request's items as targets (keys and states; their images stay here)."""
-    query = sa.select(
-        ITEMS.c.seq, ITEMS.c.job_id, ITEMS.c.part, ITEMS.c.key, ITEMS.c.state, ITEMS.c.signature
-    )
     out: list[Target] = []
-    async for rows in in_item_order(conn, query, request):
+    async for rows in row_digest.keys(conn, request):
         out.extend(
             Target(id=r[1], key=loads(r[3]), state=r[4], signature=r[5], row={}, part=r[2])
             for r in rows
@@ -108,13 +92,10 @@ async def save_before(
     those images in item order."""
     seq_of = {item_ref(t): seq for seq, t in enumerate(targets)}
     texts = sorted(((seq_of[ref], image_text(image)) for ref, image in before), key=lambda x: x[0])
-    found = await conn.execute(
-        sa.select(ITEMS.c.seq, ITEMS.c.image_sha256).where(ITEMS.c.request_id == request)
-    )
-    frozen: dict[int, str] = {int(seq): str(sha) for seq, sha in found.all()}
+    frozen = await row_digest.image_hashes(conn, request)
     for start in range(0, len(texts), _WRITE_BATCH):
-        await conn.execute(
-            OUTCOMES.insert(),
+        await row_digest.insert_outcomes(
+            conn,
             [  # NULL where the image is the frozen one, as the database's path keeps it
                 {
                     "request_id": request,
@@ -130,17 +111,4 @@ async def save_before(
 async def skipped(conn: AsyncConnection, request: int) -> list[tuple[str, str]]:
     """The items the change left alone (job id, frozen state), one per job, where no row
     of the job was changed."""
-    other = ITEMS.alias("other")
-    changed_job = sa.exists().where(
-        other.c.request_id == ITEMS.c.request_id,
-        other.c.job_id == ITEMS.c.job_id,
-        sa.exists().where(
-            OUTCOMES.c.request_id == other.c.request_id, OUTCOMES.c.seq == other.c.seq
-        ),
-    )
-    rows = await conn.execute(
-        sa.select(ITEMS.c.job_id, ITEMS.c.state)
-        .where(ITEMS.c.request_id == request, ~changed_job)
-        .order_by(ITEMS.c.seq)
-    )
-    return list({str(j): str(s) for j, s in rows.all()}.items())
+    return await row_digest.left_alone(conn, request)

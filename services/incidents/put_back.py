@@ -16,15 +16,14 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.db.tables import ChangeItem, ChangeOutcome, ChangeRequest, Plan
+from services.audit import row_digest
+from services.db.tables import ChangeRequest, Plan
 from services.estate.ops import ItemRef
 from services.estate.profile import as_utc
 from services.plans import store as plan_store
 
 PLANS = cast(sa.Table, Plan.__table__)
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
-CHANGE_ITEMS = cast(sa.Table, ChangeItem.__table__)
-OUTCOMES = cast(sa.Table, ChangeOutcome.__table__)
 # The requests that put rows back: a staged redrive (its plan's waves), and named rows
 # redriven or requeued at once (their changed items).
 PUTS_BACK = ("plan", "redrive", "requeue")
@@ -92,17 +91,5 @@ async def of(conn: AsyncConnection, incident: str, queue: str) -> PutBack:
 
 async def _changed(conn: AsyncConnection, request: int) -> list[ItemRef]:
     """The rows a request changed: its items that have an outcome."""
-    joined = CHANGE_ITEMS.join(
-        OUTCOMES,
-        sa.and_(
-            OUTCOMES.c.request_id == CHANGE_ITEMS.c.request_id,
-            OUTCOMES.c.seq == CHANGE_ITEMS.c.seq,
-        ),
-    )
-    rows = await conn.execute(
-        sa.select(CHANGE_ITEMS.c.job_id, CHANGE_ITEMS.c.part)
-        .select_from(joined)
-        .where(CHANGE_ITEMS.c.request_id == request)
-        .order_by(CHANGE_ITEMS.c.seq)
-    )
-    return [ItemRef(str(job), part, {}) for job, part in rows.all()]
+    changed = await row_digest.changed(conn, [request])
+    return [ItemRef(job, part, {}) for _, job, part in changed]

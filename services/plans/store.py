@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import scheduler
-from services.db.tables import ChangeItem, Plan, PlanItem
+from services.audit import row_digest
+from services.db.tables import Plan, PlanItem
 from services.errors import NotFound, PlanActive, PlanStateConflict
 from services.estate.ops import ItemRef
 from services.plans.model import (
@@ -32,7 +33,6 @@ from services.plans.model import (
 TICK = "plan.tick"
 PLANS = cast(sa.Table, Plan.__table__)
 ITEMS = cast(sa.Table, PlanItem.__table__)
-CHANGE_ITEMS = cast(sa.Table, ChangeItem.__table__)
 # the items a plan redrove and did not return itself (redriven, succeeded, dead again...)
 _REDRIVEN_KEPT = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
 COPY_BATCH = 50_000  # request items copied into a plan's by one statement
@@ -171,8 +171,7 @@ async def insert_plan(conn: AsyncConnection, values: dict[str, Any]) -> int:
 
 async def request_items(conn: AsyncConnection, request: int) -> int:
     """How many rows the change request froze (its items)."""
-    count = sa.select(sa.func.count()).where(CHANGE_ITEMS.c.request_id == request)
-    return int((await conn.execute(count)).scalar_one())
+    return await row_digest.count(conn, request)
 
 
 async def items_from_request(conn: AsyncConnection, *, plan: int, request: int, total: int) -> None:
@@ -181,21 +180,23 @@ async def items_from_request(conn: AsyncConnection, *, plan: int, request: int, 
     them), waiting, each with the state it was frozen in, which a rollback puts back. A
     statement per ``COPY_BATCH`` items, so none grows with the plan (each stays well
     within the statement timeout); none of the rows comes through queuebot."""
-    c = CHANGE_ITEMS.c
     build = "json_build_object" if conn.dialect.name == "postgresql" else "json_object"
-    rows = sa.select(
-        sa.literal(plan, sa.BigInteger),
-        c.seq,
-        c.job_id,
-        c.part,
-        sa.null(),
-        sa.literal(ItemState.WAITING.value),
-        c.signature,
-        getattr(sa.func, build)("status", c.state),
-    )
+
+    def waiting(c: sa.ColumnCollection[str, sa.Column[Any]]) -> list[Any]:
+        return [
+            sa.literal(plan, sa.BigInteger),
+            c.seq,
+            c.job_id,
+            c.part,
+            sa.null(),
+            sa.literal(ItemState.WAITING.value),
+            c.signature,
+            getattr(sa.func, build)("status", c.state),
+        ]
+
     columns = ["plan_id", "seq", "job_id", "message_id", "wave", "state", "signature", "original"]
     for first in range(0, total, COPY_BATCH):
-        batch = rows.where(c.request_id == request, c.seq >= first, c.seq < first + COPY_BATCH)
+        batch = row_digest.copied(request, waiting, first=first, end=first + COPY_BATCH)
         await conn.execute(ITEMS.insert().from_select(columns, batch))
 
 

@@ -18,8 +18,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.audit.row_digest import ITEMS as CHANGE_ITEMS
-from services.audit.row_digest import OUTCOMES
+from services.audit import row_digest
 from services.db.tables import ChangeRequest, Plan, PlanItem
 from services.estate.ops import CHUNK, chunks
 from services.estate.profile import as_utc
@@ -154,22 +153,8 @@ async def _changed(
     have an outcome."""
     if not requests:
         return []
-    joined = CHANGE_ITEMS.join(
-        OUTCOMES,
-        sa.and_(
-            OUTCOMES.c.request_id == CHANGE_ITEMS.c.request_id,
-            OUTCOMES.c.seq == CHANGE_ITEMS.c.seq,
-        ),
-    )
-    query = (
-        sa.select(CHANGE_ITEMS.c.request_id, CHANGE_ITEMS.c.job_id, CHANGE_ITEMS.c.part)
-        .select_from(joined)
-        .where(CHANGE_ITEMS.c.request_id.in_(sorted(requests)))
-    )
-    if jobs is not None:
-        query = query.where(CHANGE_ITEMS.c.job_id.in_(list(jobs)))
-    rows = await conn.execute(query)
-    return [Redrove(str(job), part, requests[int(n)], f"CR-{n}") for n, job, part in rows.all()]
+    changed = await row_digest.changed(conn, requests, jobs=jobs)
+    return [Redrove(job, part, requests[n], f"CR-{n}") for n, job, part in changed]
 
 
 def _when(value: Any) -> datetime | None:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.audit import row_digest
 from services.audit.row_digest import Digest, sql_digest, sql_key_hash, sql_row_hash
 from services.errors import PreconditionFailed
 from services.estate.message_job.events import CANCEL_EVENT, REDRIVE_EVENT, event_id
@@ -88,14 +89,7 @@ async def keep(
     jid, jstatus = q(j.c("id").name), q(j.c("status").name)
     mtype, jtype = _type(conn, m.c("status")), _type(conn, j.c("status"))
     # each row as the freeze judged it: in its status and at the version it was read in
-    sql = f"""
-WITH t AS (
-    SELECT n - 1 + :first AS seq, job, part, mstate, jstate, sig::int AS sig, version
-    FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, version, n)
-), ins AS (
-    INSERT INTO qb_change_items
-        (request_id, seq, job_id, part, key, state, signature, image, image_sha256, version)
-    SELECT :request, t.seq, t.job, t.part,
+    rows_frozen = f"""SELECT :request, t.seq, t.job, t.part,
            json_build_object('job_id', t.job, 'message_id', t.part)::text,
            t.mstate || '/' || t.jstate, (CAST(:signatures AS text[]))[t.sig],
            x.image, encode({sql_row_hash("x.image")}, 'hex'),
@@ -113,8 +107,16 @@ WITH t AS (
     CROSS JOIN LATERAL (SELECT {_image("m.r", "j.r")} AS image) AS x
     WHERE (m.r).{mstatus} = CAST(t.mstate AS {mtype})
       AND (j.r).{jstatus} = CAST(t.jstate AS {jtype})
-      AND m.v::text || '/' || j.v::text = t.version
-    RETURNING seq, image_sha256, {sql_key_hash("job_id", "part", "state")} AS kh
+      AND m.v::text || '/' || j.v::text = t.version"""
+    kept = row_digest.sql_keep(
+        rows_frozen, returning=f"seq, image_sha256, {sql_key_hash('job_id', 'part', 'state')} AS kh"
+    )
+    sql = f"""
+WITH t AS (
+    SELECT n - 1 + :first AS seq, job, part, mstate, jstate, sig::int AS sig, version
+    FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, version, n)
+), ins AS (
+    {kept}
 )
 SELECT count(*), {sql_digest("decode(image_sha256, 'hex')", "seq")}, {sql_digest("kh", "seq")}
 FROM ins
@@ -230,15 +232,15 @@ class _Writes:
         as "DLQ"), their frozen versions and (``images``) their frozen images."""
         m, j = self.m, self.j
         mtype, jtype = _type(self.conn, m.c("status")), _type(self.conn, j.c("status"))
-        return f"""i AS (
-    SELECT seq, CAST(part AS {_type(self.conn, m.c("id"))}) AS mid,
+        columns = f"""seq, CAST(part AS {_type(self.conn, m.c("id"))}) AS mid,
            CAST(CASE WHEN strpos(state, '/') = 0 THEN 'DLQ'
                      ELSE split_part(state, '/', 1) END AS {mtype}) AS mstate,
            CAST(CASE WHEN strpos(state, '/') = 0 THEN 'FAILED'
                      ELSE substr(state, strpos(state, '/') + 1) END AS {jtype}) AS jstate,
            {"image, " if images else ""}image_sha256, version,
-           split_part(version, '/', 1) AS mversion, split_part(version, '/', 2) AS jversion
-    FROM qb_change_items WHERE request_id = :request
+           split_part(version, '/', 1) AS mversion, split_part(version, '/', 2) AS jversion"""
+        return f"""i AS (
+    {row_digest.sql_of_request(columns)}
 )"""
 
     def tail(self, ctes: list[str], *, versioned: bool) -> list[str]:
@@ -258,10 +260,8 @@ class _Writes:
         if self.e is not None:
             ctes.append(_events_cte(self.conn, self.e, self.action, self.params))
         ctes.append(
-            """mk AS (
-    INSERT INTO qb_change_outcomes (request_id, seq, before)
-    SELECT :request, seq, differs FROM done
-    RETURNING 1
+            f"""mk AS (
+    {row_digest.sql_record_outcomes("done")}
 )"""
         )
         return ctes
@@ -282,11 +282,10 @@ async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
         # an item whose message or job is gone or not at its frozen version: where there
         # is one, nothing is written (the locking statement does the change instead)
         f"""moved AS (
-    SELECT 1 FROM qb_change_items AS c
+    SELECT 1 FROM ({row_digest.sql_of_request("part, version")}) AS c
     LEFT JOIN {mt} AS m ON m.{mid} = CAST(c.part AS {_type(w.conn, m.c("id"))})
     LEFT JOIN {jt} AS j ON j.{jid} = m.{mjob}
-    WHERE c.request_id = :request
-      AND (j.{jid} IS NULL OR m.xmin::text || '/' || j.xmin::text IS DISTINCT FROM c.version)
+    WHERE j.{jid} IS NULL OR m.xmin::text || '/' || j.xmin::text IS DISTINCT FROM c.version
     LIMIT 1
 )""",
         # a message changes only at its frozen version: the row frozen, in its status
@@ -303,7 +302,7 @@ async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
         "WITH "
         + ",\n".join(w.tail(ctes, versioned=True))
         + f"""
-SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
+SELECT ({row_digest.sql_of_request("count(*)")}),
        (SELECT count(*) FROM mk),
        (SELECT count(DISTINCT (jid, jversion)) FROM done), (SELECT count(*) FROM uj),
        {w.events()},
@@ -367,7 +366,7 @@ async def _locking(conn: AsyncConnection, w: _Writes) -> Kept:
         "WITH "
         + ",\n".join(w.tail(ctes, versioned=False))
         + f"""
-SELECT (SELECT count(*) FROM qb_change_items WHERE request_id = :request),
+SELECT ({row_digest.sql_of_request("count(*)")}),
        (SELECT count(*) FROM mk), {w.events()},
        (SELECT {sql_digest("h", "seq")} FROM done),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
