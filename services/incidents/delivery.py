@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
-from services.incidents import store
+from services.incidents import obligations
 from services.incidents.messages import duration
 from services.incidents.model import IncidentView
 from services.message import Message, Text
@@ -83,12 +83,12 @@ async def meet(
     """Mark the communication met at ``now`` (missed and told late where its deadline
     passed); whether late, and the latency from the declaration. Told again, the first
     delivery's time stands."""
-    state, met_at = await store.lock_obligation(conn, told.obligation)
+    state, met_at = await obligations.lock_obligation(conn, told.obligation)
     due = view.obligations[[o.id for o in view.obligations].index(told.obligation)].due_at
     late = state == "missed" or (met_at is None and now > due)
     if met_at is None:
         by = told.actor.person or told.actor.account
-        await store.met(conn, told.obligation, late=late, at=now, by=by)
+        await obligations.met(conn, told.obligation, late=late, at=now, by=by)
     return late, now - view.declared_at
 
 

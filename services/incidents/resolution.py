@@ -20,7 +20,7 @@ from services.config.incidents import IncidentsConfig
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, NotReadyToResolve, OutOfOrder, UsageError
 from services.estate.estate import Estate
-from services.incidents import checks, messages, store, timeline, timers
+from services.incidents import checks, messages, obligations, store, timeline, timers
 from services.incidents.confirm import MEASURED_BY, refuse_if_measured_failing
 from services.incidents.measure import Measure
 from services.incidents.model import IncidentView, Override, StepView, number_text, who
@@ -267,7 +267,7 @@ class Resolution:
         now; an override resolves without it, so its recovery time is not known."""
         number = view.number
         await store.resolved(conn, number, now)
-        await timers.cancel(conn, await store.pending_of(conn, number), self.config.remind_at)
+        await timers.cancel(conn, await obligations.pending_of(conn, number), self.config.remind_at)
         since = view.fault_at or view.declared_at
         validated = None if override is not None else view.validated_at()
         said = messages.resolution_said(view, who(actor), now, validated, override)

@@ -24,7 +24,7 @@ from services.config.incidents import IncidentsConfig
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.estate.estate import Estate
-from services.incidents import delivery, messages, store, timeline, timers
+from services.incidents import delivery, messages, obligations, store, timeline, timers
 from services.incidents.audiences import Reach
 from services.incidents.export import postmortem
 from services.incidents.model import Declared, IncidentView, number_text, who
@@ -119,7 +119,7 @@ class Incidents:
                 )
                 view = await store.view(conn, existing)
                 return Declared(view, linked=True)
-            number, obligations = await self._insert(
+            number, owed = await self._insert(
                 conn, runbook, summary, actor, queue, origin, alert_group, fault_at, now
             )
             view = await store.view(conn, number)
@@ -141,7 +141,7 @@ class Incidents:
                     # redrives on its queue held until this restore step is done (or None)
                     "blocks_redrives_until": runbook.blocks_redrives_until,
                     # each communication and its timers: verify holds the tables to them
-                    "obligations": obligations,
+                    "obligations": owed,
                 },
             )
             await anchor(self.anchors, conn, now)
@@ -181,16 +181,14 @@ class Incidents:
         number = await store.insert_incident(
             conn, runbook, summary, actor, queue, origin, alert_group, fault_at, now
         )
-        obligations: list[dict[str, Any]] = []
+        owed: list[dict[str, Any]] = []
         for communication in runbook.communications:
             due = now + communication.within
-            obligation = await store.insert_obligation(conn, number, communication, due)
+            obligation = await obligations.insert_obligation(conn, number, communication, due)
             reminders = await timers.schedule(
                 conn, obligation, communication.within, now, self.config.remind_at
             )
-            obligations.append(
-                declared_obligation(obligation, communication.audience, due, reminders)
-            )
+            owed.append(declared_obligation(obligation, communication.audience, due, reminders))
         await store.insert_steps(conn, number, runbook)
         where = f"from alert group {alert_group}" if alert_group else "from chat"
         await timeline.note(
@@ -205,7 +203,7 @@ class Incidents:
             await timeline.note(
                 conn, number, at=fault_at, kind="fault", text="the alert started firing", actor=None
             )
-        return number, obligations
+        return number, owed
 
     async def alert_context(self, group: int) -> tuple[str, str, str | None]:
         """From an alert thread's button: the scenario (its route's), a summary (the
@@ -319,7 +317,7 @@ class Incidents:
 
     async def _cancel_timers(self, conn: AsyncConnection, number: int, audience: str) -> None:
         """Unschedule the reminders and the deadline of the audience's communication."""
-        obligation = await store.obligation_to(conn, number, audience)
+        obligation = await obligations.obligation_to(conn, number, audience)
         if obligation is not None:
             await timers.cancel(conn, [obligation], self.config.remind_at)
 

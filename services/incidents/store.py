@@ -1,25 +1,25 @@
-"""The incident tables: rows in, views out. Every function takes the caller's
-connection and runs inside its transaction."""
+"""The incident tables: rows in, views out (an incident's communication obligations
+are ``obligations``'). Every function takes the caller's connection and runs inside its
+transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
-from services.db.tables import Incident, IncidentObligation, IncidentStep
+from services.db.tables import Incident, IncidentStep
 from services.errors import NotFound
 from services.estate.profile import as_utc
-from services.incidents import timeline
+from services.incidents import obligations, timeline
 from services.incidents.model import IncidentView, ObligationView, StepView
-from services.runbooks import Communication, Runbook
+from services.runbooks import Runbook
 
 INCIDENTS = cast(sa.Table, Incident.__table__)
-OBLIGATIONS = cast(sa.Table, IncidentObligation.__table__)
 STEPS = cast(sa.Table, IncidentStep.__table__)
 
 
@@ -40,7 +40,7 @@ async def pending_obligations(
         return {}
     found = await conn.execute(
         sa.select(
-            OBLIGATIONS,
+            obligations.OBLIGATIONS,
             INCIDENTS.c.scenario,
             INCIDENTS.c.runbook,
             INCIDENTS.c.summary,
@@ -51,14 +51,14 @@ async def pending_obligations(
             INCIDENTS.c.fault_at,
             INCIDENTS.c.resolved_at,
         )
-        .join(INCIDENTS, INCIDENTS.c.id == OBLIGATIONS.c.incident_id)
+        .join(INCIDENTS, INCIDENTS.c.id == obligations.OBLIGATIONS.c.incident_id)
         .where(
-            OBLIGATIONS.c.id.in_(wanted),
-            OBLIGATIONS.c.state == "pending",
+            obligations.OBLIGATIONS.c.id.in_(wanted),
+            obligations.OBLIGATIONS.c.state == "pending",
             INCIDENTS.c.state == "open",
         )
-        .order_by(OBLIGATIONS.c.id)
-        .with_for_update(of=OBLIGATIONS)
+        .order_by(obligations.OBLIGATIONS.c.id)
+        .with_for_update(of=obligations.OBLIGATIONS)
     )
     pending: dict[int, tuple[IncidentView, ObligationView]] = {}
     for o in found.mappings():
@@ -75,7 +75,7 @@ async def pending_obligations(
             fault_at=as_utc(o["fault_at"]),
             resolved_at=as_utc(o["resolved_at"]),
         )
-        pending[int(o["id"])] = (incident, _obligation(o, declared))
+        pending[int(o["id"])] = (incident, obligations.as_view(o, declared))
     return pending
 
 
@@ -146,7 +146,7 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
     incident = await row(conn, number)
     declared = as_utc(incident["declared_at"])
     assert declared is not None
-    obligations = await _children(conn, OBLIGATIONS, number, "due_at", "id")
+    owed = await _children(conn, obligations.OBLIGATIONS, number, "due_at", "id")
     steps = await _children(conn, STEPS, number, "kind", "position")
     return IncidentView(
         number=number,
@@ -161,7 +161,7 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
         resolved_at=as_utc(incident["resolved_at"]),
         blocks_redrive_until=incident["blocks_redrive_until"],
         blocks_redrive=bool(incident["blocks_redrive"]),
-        obligations=tuple(_obligation(o, declared) for o in obligations),
+        obligations=tuple(obligations.as_view(o, declared) for o in owed),
         steps=tuple(
             StepView(
                 kind=str(s["kind"]),
@@ -235,26 +235,6 @@ async def insert_incident(  # noqa: PLR0917 - one call site, every value named t
     return int(inserted.scalar_one())
 
 
-async def insert_obligation(
-    conn: AsyncConnection, number: int, communication: Communication, due: datetime
-) -> int:
-    """A pending communication of the incident; its id."""
-    inserted = await conn.execute(
-        OBLIGATIONS.insert()
-        .values(
-            incident_id=number,
-            audience=communication.audience,
-            channel_dependency=communication.channel_dependency_id,
-            within_ms=communication.within_ms,
-            due_at=due,
-            state="pending",
-            reminders=0,
-        )
-        .returning(OBLIGATIONS.c.id)
-    )
-    return int(inserted.scalar_one())
-
-
 async def insert_steps(conn: AsyncConnection, number: int, runbook: Runbook) -> None:
     """The runbook's restore order then its validation items, pending, in order."""
     steps: list[tuple[str, str, str | None]] = [
@@ -272,50 +252,6 @@ async def insert_steps(conn: AsyncConnection, number: int, runbook: Runbook) -> 
                 state="pending",
             )
         )
-
-
-async def obligation_to(conn: AsyncConnection, number: int, audience: str) -> int | None:
-    """The id of the incident's communication to ``audience``, if its runbook has one."""
-    found = await conn.execute(
-        sa.select(OBLIGATIONS.c.id).where(
-            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.audience == audience
-        )
-    )
-    obligation = found.scalar_one_or_none()
-    return None if obligation is None else int(obligation)
-
-
-async def lock_obligation(conn: AsyncConnection, obligation: int) -> tuple[str, datetime | None]:
-    """Lock the obligation's row till commit; its state and when it was met."""
-    found = (
-        await conn.execute(
-            sa.select(OBLIGATIONS.c.state, OBLIGATIONS.c.met_at)
-            .where(OBLIGATIONS.c.id == obligation)
-            .with_for_update()
-        )
-    ).one()
-    return str(found[0]), found[1]
-
-
-async def met(
-    conn: AsyncConnection, obligation: int, *, late: bool, at: datetime, by: str | None
-) -> None:
-    """The obligation's message delivered at ``at``: met, or missed where it was late."""
-    await conn.execute(
-        OBLIGATIONS.update()
-        .where(OBLIGATIONS.c.id == obligation)
-        .values(state="missed" if late else "met", met_at=at, met_by=by)
-    )
-
-
-async def pending_of(conn: AsyncConnection, number: int) -> list[int]:
-    """The ids of the incident's communications still pending."""
-    found = await conn.execute(
-        sa.select(OBLIGATIONS.c.id).where(
-            OBLIGATIONS.c.incident_id == number, OBLIGATIONS.c.state == "pending"
-        )
-    )
-    return [int(o) for o in found.scalars().all()]
 
 
 async def step_done(
@@ -395,43 +331,6 @@ async def set_thread(conn: AsyncConnection, number: int, refs: Sequence[Mapping[
 async def resolved(conn: AsyncConnection, number: int, at: datetime) -> None:
     await conn.execute(
         INCIDENTS.update().where(INCIDENTS.c.id == number).values(state="resolved", resolved_at=at)
-    )
-
-
-async def reminded(conn: AsyncConnection, counts: Mapping[int, int]) -> None:
-    """Count the reminders sent (obligation id: how many), a statement per count."""
-    by_count: dict[int, list[int]] = {}
-    for obligation_id, count in counts.items():
-        by_count.setdefault(count, []).append(obligation_id)
-    for count, obligations in sorted(by_count.items()):
-        await conn.execute(
-            OBLIGATIONS.update()
-            .where(OBLIGATIONS.c.id.in_(obligations))
-            .values(reminders=OBLIGATIONS.c.reminders + count)
-        )
-
-
-async def missed(conn: AsyncConnection, ids: Sequence[int], at: datetime) -> None:
-    """The obligations ``ids`` still pending: missed, escalated at ``at``."""
-    if ids:
-        await conn.execute(
-            OBLIGATIONS.update()
-            .where(OBLIGATIONS.c.id.in_(list(ids)), OBLIGATIONS.c.state == "pending")
-            .values(state="missed", escalated_at=at)
-        )
-
-
-def _obligation(o: sa.RowMapping, declared: datetime) -> ObligationView:
-    return ObligationView(
-        id=int(o["id"]),
-        audience=str(o["audience"]),
-        channel_dependency=str(o["channel_dependency"]),
-        within=timedelta(milliseconds=int(o["within_ms"])),
-        due_at=_utc(o["due_at"]),
-        state=str(o["state"]),
-        met_at=as_utc(o["met_at"]),
-        met_by=o["met_by"],
-        declared_at=declared,
     )
 
 

@@ -21,7 +21,7 @@ from services import scheduler
 from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.config.incidents import OPERATORS, IncidentsConfig
-from services.incidents import messages, store, timeline
+from services.incidents import messages, obligations, store, timeline
 from services.incidents.model import IncidentView, Note, ObligationView
 from services.incidents.publish import INCIDENT_POST, anchor, post_item, wake_after
 from services.outbox import Outbox
@@ -114,8 +114,8 @@ class Timers:
             else:
                 missed[obligation_id] = None
                 self._escalate(view, obligation, now, notes, posts, events)
-        await store.reminded(conn, reminded)
-        await store.missed(conn, list(missed), now)
+        await obligations.reminded(conn, reminded)
+        await obligations.missed(conn, list(missed), now)
         await timeline.note_many(conn, notes)
         if posts:
             await relay.add_many(conn, kind=INCIDENT_POST, items=posts, now=now)
