@@ -75,9 +75,9 @@ from scratch_db import create, drop
 from bot.demo import DEMO_CONFIG, record_history
 from services.config import default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from testkit.fake_slack import FakeSlack
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -40,9 +40,9 @@ import repo_root  # noqa: F401  (testkit, from the repository's root)
 from bot.demo import DEMO_CONFIG, record_history
 from services.config import default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from testkit.fake_discord import FakeDiscord, Interaction
 
 ALICE = "100000000000000001"

@@ -36,10 +36,10 @@ from triage import WQ_BESIDE_ACTIVE, WQ_DUPLICATES, load_profile, worker_queue_s
 
 from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
 from services.metrics import Metrics
-from services.migrate import upgrade
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB = "qb_bench_metrics"

@@ -34,8 +34,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.metrics import Metrics
-from services.migrate import upgrade
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB = "qb_bench_own_metrics"

@@ -68,9 +68,9 @@ from services.changes.model import ChangeKind
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.estate.ops import Selector
-from services.migrate import upgrade
 
 DB = "qb_bench_presets"
 SYSTEMS = (

@@ -51,10 +51,10 @@ from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, DatabaseConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from services.plans.store import TICK
 from services.reads import samples
 

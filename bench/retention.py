@@ -51,10 +51,10 @@ from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.config.alerts import AlertsConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.estate.ops import Selector
 from services.ledger import DeliveryLedger
-from services.migrate import upgrade
 from services.reads import samples
 
 DB = "qb_bench_retention"

@@ -58,9 +58,9 @@ from services.audit import Actor, AuditTrail
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.config.incidents import IncidentsConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.incidents.timers import DEADLINE, REMIND
-from services.migrate import upgrade
 from services.runbooks import Runbook, RunbookLibrary, parse_runbook, shipped_runbooks
 from services.scheduler import BatchHandler, Due, Scheduler
 

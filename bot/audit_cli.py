@@ -11,8 +11,8 @@ from bot.exits import EXIT_PROBLEM
 from services.audit import Anchor, Verification
 from services.config import Config
 from services.db import create_engine, reading
+from services.db.migrate import require_newest
 from services.errors import QueuebotError
-from services.migrate import require_newest
 
 
 def _anchors(args: argparse.Namespace) -> list[Anchor]:

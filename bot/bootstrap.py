@@ -35,6 +35,7 @@ from services.config.alerts import AlertsConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.config.incidents import IncidentsConfig
 from services.db import create_engine, reading, redacted, same_database
+from services.db.migrate import require_newest, upgrade
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
 from services.housekeeping import jobs as upkeep_jobs
@@ -44,9 +45,8 @@ from services.incidents import jobs as incident_jobs
 from services.incidents.audiences import reachable_channels
 from services.incidents.service import Incidents
 from services.ledger import STALE, DeliveryLedger
-from services.ledger_acks import ThreadedAcks
+from services.ledger.acks import ThreadedAcks
 from services.metrics import Metrics
-from services.migrate import require_newest, upgrade
 from services.notify import Notifier
 from services.outbox import EVERYWHERE, LANE_WIDTH, Outbox, Reach
 from services.people import Directory

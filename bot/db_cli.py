@@ -8,9 +8,9 @@ from bot.bootstrap import audit_trail, check_audit_key
 from services import grants, retention
 from services.config import Config
 from services.db import create_engine, redacted
+from services.db.migrate import require_newest
+from services.db.migrate import upgrade as migrate
 from services.estate.estate import utcnow
-from services.migrate import require_newest
-from services.migrate import upgrade as migrate
 
 
 async def upgrade(config: Config) -> int:

@@ -31,9 +31,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import Outage, transaction
+from services.db.tables import ScheduledItem
 from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
-from services.models import ScheduledItem
 
 log = logging.getLogger("queuebot.scheduler")
 _items = cast(sa.Table, ScheduledItem.__table__)

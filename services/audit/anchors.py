@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import outbox
 from services.audit.trail import AuditTrail
+from services.db.tables import OutboxItem
 from services.message import Message, Text
-from services.models import OutboxItem
 from services.notify import Notifier
 from services.scheduler import FollowUp
 

@@ -15,7 +15,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.models import OutboxItem
+from services.db.tables import OutboxItem
 from services.outbox.model import BULK, NORMAL, Item, Reach, Unshown
 
 _items = cast(sa.Table, OutboxItem.__table__)

@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
+from services.db.tables import RedriveLog
 from services.errors import NotFound, UsageError
 from services.estate.model import (
     CanonicalState,
@@ -62,7 +63,6 @@ from services.estate.signature import (
     top_signatures,
 )
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
-from services.models import RedriveLog
 from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
 
 ROLE = "tasks"

@@ -20,11 +20,11 @@ from services.audit import Actor, AuditTrail
 from services.audit.anchors import newest_post
 from services.changes.model import ChangeKind
 from services.db import create_engine, transaction
+from services.db.tables import Delivery
 from services.errors import UsageError
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.jsonable import loads
-from services.models import Delivery
 from tests.conftest import templates
 from tests.integration.retention_support import AGE, GONE, KEPT, keys, seed
 from tests.integration.support import Shop

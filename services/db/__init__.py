@@ -25,8 +25,9 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from services import db_bounds, privileges
+from services import privileges
 from services.config import DatabaseConfig
+from services.db import bounds as db_bounds
 from services.errors import (
     ConcurrentChange,
     ConfigError,
@@ -189,7 +190,7 @@ def create_engine(
 ) -> AsyncEngine:
     """An engine for ``url``. On PostgreSQL every connection it opens carries the
     timeouts and keepalives of ``settings`` (``[database]``; its defaults when None) and
-    closes itself when an answer takes too long (services/db_bounds.py)."""
+    closes itself when an answer takes too long (services/db/bounds.py)."""
     parsed = normalise_url(url)
     if parsed.drivername.startswith("sqlite"):
         engine = create_async_engine(parsed, json_serializer=dumps, json_deserializer=loads)

@@ -51,9 +51,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import transaction
+from services.db.tables import Delivery
 from services.errors import ConcurrentChange, DatabaseUnavailable
-from services.ledger_acks import ThreadedAcks
-from services.models import Delivery
+from services.ledger.acks import ThreadedAcks
 
 _deliveries = cast(sa.Table, Delivery.__table__)
 KEEP = timedelta(days=2)  # far beyond any platform's retry window
