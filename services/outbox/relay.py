@@ -11,10 +11,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.db import Outage, transaction
+from services.db import Outage, process_owner, transaction
 from services.errors import ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
-from services.ledger import process_owner
 from services.outbox import store
 from services.outbox.model import EVERYWHERE, Deliver, Item, PostedNowhere, Reach
 from services.scheduler import FollowUp, PostsDeferred
