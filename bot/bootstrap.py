@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.audit_key import audit_trail, check_audit_key
 from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
@@ -34,7 +35,7 @@ from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig
 from services.config.alerts import AlertsConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.config.incidents import IncidentsConfig
-from services.db import create_engine, reading, redacted, same_database
+from services.db import create_engine, redacted, same_database
 from services.db.migrate import require_newest, upgrade
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
@@ -61,27 +62,6 @@ from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_rol
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
-
-UNKEYED = (
-    "QUEUEBOT_AUDIT_KEY is not set: the audit trail is tamper-evident only against people "
-    "without access to queuebot's database (see docs/audit.md)"
-)
-
-
-def audit_trail(config: Config) -> AuditTrail:
-    """The one audit trail of a process, keyed with QUEUEBOT_AUDIT_KEY when it is set."""
-    return AuditTrail(key=config.env.audit_key)
-
-
-async def check_audit_key(engine: AsyncEngine, audit: AuditTrail, *, announce: bool) -> None:
-    """Refuse to start, before anything is changed, with a key that cannot extend the
-    trail: none for a keyed trail (``AuditKeyMissing``, exit 3) or another key than it was
-    written with (``AuditKeyMismatch``, exit 2). Every process that writes audit events
-    runs this one check (``build_app``); ``announce`` warns when the trail is unkeyed."""
-    async with reading(engine) as conn:
-        await audit.require_key(conn)
-    if announce and not audit.keyed:
-        log.warning(UNKEYED)
 
 
 def chat_configured(config: Config) -> bool:
