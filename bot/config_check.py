@@ -15,7 +15,7 @@ from bot.alertmanager import posted_nowhere, token_warning
 from bot.audit_key import UNKEYED, audit_trail
 from bot.bootstrap import App, build_app
 from bot.exits import EXIT_PROBLEM
-from bot.slack_setup import POSTING_ONLY, slack_setup
+from bot.slack.setup import POSTING_ONLY, slack_setup
 from services.changes import quorum
 from services.config import Config
 from services.db import reading, redacted, same_database
