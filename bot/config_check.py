@@ -12,7 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere, token_warning
-from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from bot.audit_key import UNKEYED, audit_trail
+from bot.bootstrap import App, build_app
 from bot.exits import EXIT_PROBLEM
 from bot.slack.setup import POSTING_ONLY, slack_setup
 from services.changes import quorum
