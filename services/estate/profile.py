@@ -105,6 +105,9 @@ class QueueProfile(ProfileTables):
     dead_letter_states: ClassVar[tuple[CanonicalState, ...]] = DEAD_LETTER_STATES
     # Whether this profile is a preset (a job-queue system's own tables), not a profile.
     preset: ClassVar[bool] = False
+    # The failure reasons --failure-reason takes, where the queue keeps them: its fixed
+    # list; () where it keeps none; None where they are any text (no fixed list).
+    failure_reasons: ClassVar[tuple[str, ...] | None] = ()
     # What the attempts column of /queue dlq and the stuck report counts, as its header
     # says it: "tries" where it counts a job's attempts; "retries" where it counts only
     # those after the first (pg-boss's retry_count, worker_queue's); "errors" where the

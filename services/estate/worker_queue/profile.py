@@ -46,6 +46,7 @@ NOT_READ = "nothing: queuebot does not read it"
 
 class WorkerQueueProfile(QueueProfile):
     name = "worker_queue"
+    failure_reasons = FAILURE_REASONS
     specs = (
         TableSpec(
             "queue",
