@@ -23,6 +23,7 @@ from services.config.file import FileConfig, default_queues
 from services.config.load import Config, load_config, parse_file_config
 from services.config.sections import (
     CANONICAL_STATE_NAMES,
+    PROFILE_NAMES,
     ROLES,
     AccessConfig,
     ApprovalConfig,
@@ -47,6 +48,7 @@ __all__ = [
     "CANONICAL_STATE_NAMES",
     "DEFAULT_DATABASE_URL",
     "MIN_CLAIM_STALE_SECONDS",
+    "PROFILE_NAMES",
     "ROLES",
     "AccessConfig",
     "ApprovalConfig",

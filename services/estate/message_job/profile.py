@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.config import QueueConfig
+from services.config import ProfileName, QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
@@ -54,7 +54,7 @@ NO_SOURCES = (
 
 
 class MessageJobProfile(QueueProfile):
-    name = "message_job"
+    name: ClassVar[ProfileName] = "message_job"  # one of the names the configuration accepts
     specs = (
         TableSpec(
             "messages",

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.config import QueueConfig
+from services.config import ProfileName, QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
@@ -45,7 +45,7 @@ NOT_READ = "nothing: queuebot does not read it"
 
 
 class WorkerQueueProfile(QueueProfile):
-    name = "worker_queue"
+    name: ClassVar[ProfileName] = "worker_queue"  # one of the names the configuration accepts
     failure_reasons = FAILURE_REASONS
     specs = (
         TableSpec(
