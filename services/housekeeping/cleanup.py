@@ -286,6 +286,7 @@ class Cleanup:
             self.conn,
             queue=self.queue,
             tripped=tripped,
+            tripped_by=self.parts.tripped_by,
             window=timedelta(minutes=self.config.oom_window_minutes),
             now=self.now,
             affected=affected,
