@@ -8,7 +8,9 @@ key or a bad value is refused with the key, the value and what was expected (``l
 
 The file is validated as a whole, so its models sit here, in the bottom layer, below
 every domain that reads them: the sections of the alerts, incidents and housekeeping
-domains are ``alerts.py``, ``incidents.py`` and ``housekeeping.py`` (docs/architecture.md).
+domains are ``alerts.py``, ``incidents.py`` and ``housekeeping.py``, and worker_queue's own
+settings (kept in the file's ``[housekeeping]`` table) are ``worker_queue.py``
+(docs/architecture.md).
 """
 
 from services.config.database import DatabaseConfig
