@@ -5,11 +5,11 @@ or messages + jobs), maps its states onto ``CanonicalState`` and implements the 
 with SQLAlchemy Core over reflected tables, so every value is a bound parameter and every
 name comes from validated configuration (its tables' names and reflection are
 ``reflection.ProfileTables``). Each profile is one package under ``services/estate/``
-holding its DDL, reads, guarded writes (``changes``, a ``RowChanges``), staged-redrive
-operations (``plan_ops``, a ``PlanOps``), what housekeeping may do on it
-(``housekeeping_parts`` or ``housekeeping_report``) and its part of the demo
-(``demo()``); the registry (``registry.py``) names them, and nothing else asks a
-profile's name.
+holding its DDL, reads, triage (``triage_reads``, a ``TriageReads``), guarded writes
+(``changes``, a ``RowChanges``), staged-redrive operations (``plan_ops``, a ``PlanOps``),
+what housekeeping may do on it (``housekeeping_parts`` or ``housekeeping_report``) and
+its part of the demo (``demo()``); the registry (``registry.py``) names them, and
+nothing else asks a profile's name.
 """
 
 from __future__ import annotations
