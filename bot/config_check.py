@@ -14,7 +14,7 @@ from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere, token_warning
 from bot.bootstrap import UNKEYED, App, audit_trail, build_app
 from bot.exits import EXIT_PROBLEM
-from bot.slack_setup import POSTING_ONLY, slack_setup
+from bot.slack.setup import POSTING_ONLY, slack_setup
 from services.changes import quorum
 from services.config import Config
 from services.db import reading, redacted, same_database
