@@ -320,7 +320,7 @@ def wire(engine: AsyncEngine, preset: str, jobs: int) -> ChangeRequests:
         redrive=RedriveConfig(),
         notifier=None,
         audit=AuditTrail(),
-        housekeeping=False,
+        one_database=False,
     ).changes
 
 

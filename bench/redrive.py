@@ -366,7 +366,7 @@ def wire(engine: AsyncEngine, jobs: int, audit: AuditTrail | None = None) -> Cha
         redrive=RedriveConfig(),
         notifier=None,
         audit=audit or AuditTrail(),
-        housekeeping=False,
+        one_database=False,
     ).changes
 
 

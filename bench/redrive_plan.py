@@ -285,9 +285,9 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
         redrive=config,
         notifier=None,
         audit=AuditTrail(),
-        housekeeping=False,  # only the plan's ticks run here, nothing periodic
+        one_database=False,  # only the plan's ticks run here, nothing periodic
     )
-    changes, plans = services.changes, services.plan_desk
+    changes, plans = services.changes, services.plans
     async with engine.begin() as conn:
         await samples.record(
             conn, profile=estate.profile("clips"), now=clock.now - timedelta(minutes=15)
@@ -322,7 +322,7 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
         return 0 if ok else 1
 
     sched = services.scheduler
-    sched.register(TICK, services.plans.tick)
+    sched.register(TICK, services.plan_engine.tick)
     started = clock.now
     tick_times: list[float] = []
     wave_ticks: list[float] = []

@@ -202,7 +202,7 @@ async def alerts(engine: AsyncEngine, groups: int) -> None:
         redrive=RedriveConfig(),
         notifier=None,
         audit=AuditTrail(),
-        housekeeping=False,
+        one_database=False,
         alerts=AlertsConfig(),
     )
     desk = services.alerts

@@ -207,7 +207,7 @@ def wire(engine: AsyncEngine, clock: BenchClock, library: RunbookLibrary) -> Any
         redrive=RedriveConfig(),
         notifier=None,  # the posts stay in the outbox: what is measured is the firing
         audit=AuditTrail(),
-        housekeeping=False,
+        one_database=False,
         runbooks=library,
         incidents=IncidentsConfig(remind_at=[0.5]),
         channels=("operators", "actors"),  # as if [channels] gave each an id

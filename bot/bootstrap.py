@@ -73,9 +73,9 @@ class Services:
     """The composed services: each built once, given its collaborators."""
 
     changes: ChangeRequests
-    plans: PlanEngine  # requesting, starting and advancing plans
-    control: PlanControl  # halting, resuming, rolling back
-    plan_desk: Plans  # plans as commands use them
+    plan_engine: PlanEngine  # requesting, starting and advancing plans
+    plan_control: PlanControl  # halting, resuming, rolling back
+    plans: Plans  # plans as commands use them (the same class as commands' Deps.plans)
     publisher: PlanPublisher
     outbox: Outbox
     ledger: DeliveryLedger
@@ -98,7 +98,7 @@ def wire_services(
     redrive: RedriveConfig,
     notifier: Notifier | None,
     audit: AuditTrail,
-    housekeeping: bool = True,
+    one_database: bool = True,
     audit_channel: bool = False,
     claim_stale: timedelta = STALE,
     alerts: AlertsConfig | None = None,
@@ -108,8 +108,8 @@ def wire_services(
     directory: Directory | None = None,
     roles: Mapping[str, Role] | None = None,
     incidents: IncidentsConfig | None = None,
-    upkeep: HousekeepingConfig | None = None,
-    upkeep_webhook: Webhook | None = None,
+    housekeeping: HousekeepingConfig | None = None,
+    housekeeping_webhook: Webhook | None = None,
     chat: bool | None = None,
     acks: ThreadedAcks | None = None,
     lane_width: int = LANE_WIDTH,
@@ -117,15 +117,15 @@ def wire_services(
     reach: Reach = EVERYWHERE,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
-    ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
-    queuebot's tables live beside the queue, which plans and samples need);
+    ``one_database``: the queues' tables and queuebot's share one database, so the
+    scheduler's periodic jobs and plan ticks are registered (plans and samples need it);
     ``audit_channel`` posts the trail's head there after each change and on a schedule;
     ``claim_stale`` is when a delivery's unrefreshed claim is taken over; ``alerts``
     routes alert groups and sets the detectors; ``reads`` answers the triage that comes
     with an alert; ``metrics`` how often the queue gauges of ``GET /metrics``
-    are read. ``upkeep``: the retry worker's thresholds (its runs tell people through
+    are read. ``housekeeping``: the retry worker's thresholds (its runs tell people through
     alerts when ``chat``, by default when there is a ``notifier``, and through
-    ``upkeep_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
+    ``housekeeping_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
     once (one where the channel is paced, so the next is chosen when it may go).
     ``channels``: the ``[channels]`` names with an id on some platform (an incident
     audience no channel carries is told nowhere: its runbook is not declared).
@@ -206,23 +206,23 @@ def wire_services(
         outbox=outbox,
         counters=counters,
     )
-    keeper = (
+    housekeeper = (
         Housekeeper(
             engine=state_engine,
             estate=estate,
             audit=audit,
-            config=upkeep or HousekeepingConfig(),
+            config=housekeeping or HousekeepingConfig(),
             clock=clock,
             chat=notifier is not None if chat is None else chat,
-            webhook=upkeep_webhook,
+            webhook=housekeeping_webhook,
             wake_alerts=desk.wake,
         )
-        if housekeeping
+        if one_database
         else None
     )
     sched = Scheduler(engine=state_engine, clock=clock)
     jobs = JobDeps(
-        one_database=housekeeping,
+        one_database=one_database,
         estate=estate,
         audit=audit,
         notifier=notifier,
@@ -236,18 +236,16 @@ def wire_services(
         ),
         detectors=alerts.detectors,
         sample_every=timedelta(seconds=alerts.sample_seconds),
-        housekeeper=keeper,
+        housekeeper=housekeeper,
         after_sample=AfterSample(),
     )
     register_all(sched, outbox, jobs)  # every domain's services/*/jobs.py, alike
     counters.count_scheduled(lambda: tuple(sched.handlers))
     return Services(
         changes=changes,
-        plans=plans,
-        control=control,
-        plan_desk=Plans(
-            engine=state_engine, control=control, clock=clock, after_commit=after_commit
-        ),
+        plan_engine=plans,
+        plan_control=control,
+        plans=Plans(engine=state_engine, control=control, clock=clock, after_commit=after_commit),
         publisher=publisher,
         outbox=outbox,
         ledger=ledger,
@@ -256,7 +254,7 @@ def wire_services(
         alerts=desk,
         metrics=counters,
         incidents=desk_of_incidents,
-        housekeeper=keeper,
+        housekeeper=housekeeper,
         after_commit=after_commit,
     )
 
@@ -273,7 +271,7 @@ class App:
     router: Router
     ledger: DeliveryLedger
     scheduler: Scheduler
-    plans: PlanEngine
+    plan_engine: PlanEngine
     changes: ChangeRequests
     outbox: Outbox
     alerts: AlertDesk
@@ -372,7 +370,7 @@ async def build_app(
             redrive=config.file.redrive,
             notifier=notifier,
             audit=audit,
-            housekeeping=one_database,
+            one_database=one_database,
             audit_channel=ANCHOR_CHANNEL in config.file.channels,
             claim_stale=claim_stale,
             alerts=config.file.alerts,
@@ -382,8 +380,8 @@ async def build_app(
             directory=directory,
             roles=config.file.roles,
             incidents=config.file.incidents,
-            upkeep=config.file.housekeeping,
-            upkeep_webhook=(
+            housekeeping=config.file.housekeeping,
+            housekeeping_webhook=(
                 Webhook(config.env.housekeep_webhook_url)
                 if config.env.housekeep_webhook_url is not None
                 else None
@@ -398,7 +396,7 @@ async def build_app(
         deps = Deps(
             reads=reads,
             changes=services.changes,
-            plans=services.plan_desk,
+            plans=services.plans,
             directory=directory,
             access=config.file.access,
             config_file=str(config.source) if config.source else None,
@@ -416,7 +414,7 @@ async def build_app(
             router=Router(deps),
             ledger=services.ledger,
             scheduler=services.scheduler,
-            plans=services.plans,
+            plan_engine=services.plan_engine,
             changes=services.changes,
             outbox=services.outbox,
             alerts=services.alerts,

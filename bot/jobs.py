@@ -19,7 +19,7 @@ from services.audit.anchors import Anchors
 from services.changes import jobs as change_jobs
 from services.config.alerts import DetectorsConfig
 from services.estate.estate import Estate
-from services.housekeeping import jobs as upkeep_jobs
+from services.housekeeping import jobs as housekeeping_jobs
 from services.housekeeping.run import Housekeeper
 from services.incidents import jobs as incident_jobs
 from services.incidents.service import Incidents
@@ -68,7 +68,7 @@ DOMAINS: tuple[Register, ...] = (
     ledger_jobs.register,
     outbox_jobs.register,
     audit_jobs.register,
-    upkeep_jobs.register,
+    housekeeping_jobs.register,
 )
 
 

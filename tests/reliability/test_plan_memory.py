@@ -81,7 +81,7 @@ async def plan_peak(url: str, rows: int) -> tuple[int, int, int]:
             redrive=RedriveConfig(max_wave=1000),
             notifier=None,
             audit=AuditTrail(),
-            housekeeping=False,
+            one_database=False,
         )
         async with engine.begin() as conn:  # a measured, flat dead-letter count
             await samples.record(
