@@ -41,10 +41,10 @@ from services.audit import Actor, AuditTrail
 from services.config import QueueConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.housekeeping.report import RunReport
 from services.housekeeping.run import Housekeeper
-from services.migrate import upgrade
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TARGET_SECONDS = 2.0

@@ -32,9 +32,9 @@ from bench.kit.figures import exit_status, gauges, mark, p50_p99_max
 from bench.kit.scratch import scratch
 from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.metrics import Metrics
-from services.migrate import upgrade
 
 DB = "qb_bench_metrics"
 TARGET_MS = 500.0  # "well under a second"

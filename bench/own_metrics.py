@@ -34,8 +34,8 @@ from bench.kit.cli import BenchParser, exit_with
 from bench.kit.figures import gauges, p50_p99_max
 from bench.kit.scratch import scratch
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.metrics import Metrics
-from services.migrate import upgrade
 
 DB = "qb_bench_own_metrics"
 

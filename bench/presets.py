@@ -69,8 +69,8 @@ from bench.preset_tables import DEAD, DEAD_WHERE, TABLES, fill, make_schemas
 from services.audit import AuditTrail
 from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
-from services.migrate import upgrade
 
 DB = "qb_bench_presets"
 SYSTEMS = (

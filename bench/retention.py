@@ -49,9 +49,9 @@ from services.alerts.payload import parse
 from services.audit import Actor, AuditTrail
 from services.config.alerts import AlertsConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.ledger import DeliveryLedger
-from services.migrate import upgrade
 from services.reads import samples
 
 DB = "qb_bench_retention"

@@ -60,8 +60,8 @@ from services.audit import Actor
 from services.config import default_queues
 from services.config.incidents import IncidentsConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.incidents.timers import DEADLINE, REMIND
-from services.migrate import upgrade
 from services.runbooks import Runbook, RunbookLibrary, parse_runbook, shipped_runbooks
 from services.scheduler import BatchHandler, Due, Scheduler
 

@@ -16,17 +16,17 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.audit_key import audit_trail, check_audit_key
+from bot.jobs import JobDeps, register_all
 from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services.after_commit import AfterCommit
-from services.alerts import jobs as alert_jobs
 from services.alerts.publish import AlertPublisher
 from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
-from services.changes import jobs as change_jobs
 from services.changes.execute import Executor
 from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
@@ -34,54 +34,31 @@ from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig
 from services.config.alerts import AlertsConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.config.incidents import IncidentsConfig
-from services.db import create_engine, reading, redacted, same_database
+from services.db import create_engine, redacted, same_database
+from services.db.migrate import require_newest, upgrade
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
-from services.housekeeping import jobs as upkeep_jobs
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
-from services.incidents import jobs as incident_jobs
 from services.incidents.audiences import reachable_channels
 from services.incidents.service import Incidents
 from services.ledger import STALE, DeliveryLedger
-from services.ledger_acks import ThreadedAcks
+from services.ledger.acks import ThreadedAcks
 from services.metrics import Metrics
-from services.migrate import require_newest, upgrade
 from services.notify import Notifier
 from services.outbox import EVERYWHERE, LANE_WIDTH, Outbox, Reach
 from services.people import Directory
-from services.plans import jobs as plan_jobs
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.plans.publish import PlanPublisher
 from services.plans.service import Plans
 from services.reads.gate import ReadGate
+from services.reads.jobs import AfterSample
 from services.reads.service import QueueReads
 from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_role
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
-
-UNKEYED = (
-    "QUEUEBOT_AUDIT_KEY is not set: the audit trail is tamper-evident only against people "
-    "without access to queuebot's database (see docs/audit.md)"
-)
-
-
-def audit_trail(config: Config) -> AuditTrail:
-    """The one audit trail of a process, keyed with QUEUEBOT_AUDIT_KEY when it is set."""
-    return AuditTrail(key=config.env.audit_key)
-
-
-async def check_audit_key(engine: AsyncEngine, audit: AuditTrail, *, announce: bool) -> None:
-    """Refuse to start, before anything is changed, with a key that cannot extend the
-    trail: none for a keyed trail (``AuditKeyMissing``, exit 3) or another key than it was
-    written with (``AuditKeyMismatch``, exit 2). Every process that writes audit events
-    runs this one check (``build_app``); ``announce`` warns when the trail is unkeyed."""
-    async with reading(engine) as conn:
-        await audit.require_key(conn)
-    if announce and not audit.keyed:
-        log.warning(UNKEYED)
 
 
 def chat_configured(config: Config) -> bool:
@@ -229,15 +206,6 @@ def wire_services(
         outbox=outbox,
         counters=counters,
     )
-    alert_posts = AlertPublisher(
-        engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
-    )
-    # Each domain registers the outbox kinds it delivers, the scheduler kinds it handles
-    # and what the scheduler makes sure of at start (services/*/jobs.py).
-    sched = Scheduler(engine=state_engine, clock=clock)
-    alert_jobs.register(outbox, publisher=alert_posts)
-    incident_jobs.register(sched, outbox, incidents=desk_of_incidents, notifier=notifier)
-    plan_jobs.register(sched, outbox, plans=plans, publisher=publisher, ticks=housekeeping)
     keeper = (
         Housekeeper(
             engine=state_engine,
@@ -252,17 +220,26 @@ def wire_services(
         if housekeeping
         else None
     )
-    if housekeeping:  # the queues' tables and queuebot's share one database
-        change_jobs.register(sched, audit=audit)
-        upkeep_jobs.register(
-            sched,
-            estate=estate,
-            anchors=anchors,
-            alerts=desk,
-            detect=alerts.detectors,
-            sample_every=timedelta(seconds=alerts.sample_seconds),
-            housekeeper=keeper,
-        )
+    sched = Scheduler(engine=state_engine, clock=clock)
+    jobs = JobDeps(
+        one_database=housekeeping,
+        estate=estate,
+        audit=audit,
+        notifier=notifier,
+        anchors=anchors,
+        plans=plans,
+        plan_posts=publisher,
+        incidents=desk_of_incidents,
+        alerts=desk,
+        alert_posts=AlertPublisher(
+            engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
+        ),
+        detectors=alerts.detectors,
+        sample_every=timedelta(seconds=alerts.sample_seconds),
+        housekeeper=keeper,
+        after_sample=AfterSample(),
+    )
+    register_all(sched, outbox, jobs)  # every domain's services/*/jobs.py, alike
     counters.count_scheduled(lambda: tuple(sched.handlers))
     return Services(
         changes=changes,

@@ -18,10 +18,10 @@ from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
+from services.db.migrate import upgrade
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
-from services.migrate import upgrade
 
 CLIPS = {"clips": QueueConfig(profile="message_job")}
 REQUESTER = Actor("alice", "bench", "alice")

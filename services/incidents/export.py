@@ -12,11 +12,11 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import Approval, ChangeRequest
 from services.incidents import store, upkeep
 from services.incidents.confirm import how_validated
 from services.incidents.messages import duration
 from services.incidents.model import IncidentView
-from services.models import Approval, ChangeRequest
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
 APPROVALS = cast(sa.Table, Approval.__table__)

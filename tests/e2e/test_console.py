@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from bot.demo import DEMO_CONFIG
 from services.db import create_engine
+from services.db.migrate import head_revision
 from services.estate.demo import build_demo_estate
-from services.migrate import head_revision
 
 
 def queuebot(

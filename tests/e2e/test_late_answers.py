@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from services.models import Delivery
+from services.db.tables import Delivery
 from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET

@@ -20,10 +20,10 @@ from services.audit import AuditTrail
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig, load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import DemoEstate, build_demo_estate
 from services.estate.estate import Estate
 from services.message import Message
-from services.migrate import upgrade
 from services.notify import ChannelRef, MessageRef
 from services.plans.service import Plans
 from services.reads.service import QueueReads

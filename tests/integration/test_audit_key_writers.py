@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from bot import cli
 from bot.demo import DEMO_CONFIG
 from services.audit import Actor, AuditKeyMismatch, AuditTrail
-from services.models import AuditEvent
+from services.db.tables import AuditEvent
 from tests.integration.support import START, Shop
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"

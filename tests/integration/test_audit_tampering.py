@@ -31,9 +31,9 @@ from services.audit import (
     event_mac,
 )
 from services.changes.model import ChangeKind
+from services.db.tables import AuditEvent, AuditHead
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.models import AuditEvent, AuditHead
 from tests.integration.support import Shop, add_dead_letters, build_services, simulated_worker
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"

@@ -18,11 +18,11 @@ from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
-from services.migrate import upgrade
 from tests.integration.housekeeping_support import (
     build_estate,
     fake_webhook,

@@ -23,10 +23,10 @@ from services.audit import Actor, AuditTrail
 from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.housekeeping import jobs
 from services.housekeeping.run import housekeeping_lines
-from services.migrate import upgrade
 from services.people import Directory, Person
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads

@@ -36,9 +36,9 @@ from commands.context import Invocation
 from services.audit import Actor
 from services.config import default_queues, load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services

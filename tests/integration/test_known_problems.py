@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.errors import ConfigError
-from services.migrate import upgrade
 from services.outbox import Outbox
 from services.scheduler import FollowUp, Scheduler, schedule
 from tests.integration.support import START, Clock

@@ -23,6 +23,8 @@ from bot.bootstrap import Services
 from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.db import create_engine
+from services.db.migrate import upgrade
+from services.db.tables import QueueSample
 from services.errors import NotFound, UsageError
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
@@ -31,8 +33,6 @@ from services.estate.ops import Action, Selector, Target
 from services.estate.profile import QueueProfile
 from services.estate.registry import ProfileRegistry, shipped_profiles
 from services.estate.signature import display_signature, error_signature
-from services.migrate import upgrade
-from services.models import QueueSample
 from services.plans.model import PlanState
 from services.reads import gauges, samples
 from tests.integration.preset_adapters import (

@@ -25,10 +25,10 @@ from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from tests.conftest import _pg_conninfo, holds_demo
 from tests.integration import retention_support
 from tests.integration.support import START, RecordingNotifier

@@ -30,6 +30,7 @@ from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate import estimate, ops
 from services.estate.demo import build_demo_estate
@@ -39,7 +40,6 @@ from services.estate.model import CanonicalState, DeadFilter, StatusCount, Triag
 from services.estate.ops import Action, ItemRef, Selector, Target
 from services.estate.profile import QueueProfile, plain
 from services.estate.worker_queue import WorkerQueueProfile
-from services.migrate import upgrade
 from services.plans.model import PlanState
 from services.reads import samples
 from services.reads.gate import ReadGate

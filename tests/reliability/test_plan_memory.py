@@ -25,10 +25,10 @@ from services.audit import Actor, AuditTrail, row_digest
 from services.changes.model import ChangeKind, RequestState
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from services.plans import candidates
 from services.reads import samples
 from tests.conftest import postgres_database
