@@ -82,8 +82,13 @@ def need_network_namespaces() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.postgres
-@pytest.mark.parametrize("name", BENCHES)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=() if name in WITHOUT_POSTGRES else pytest.mark.postgres)
+        for name in BENCHES
+    ],
+)
 def test_bench_runs_at_its_smoke_size(name: str) -> None:
     url: list[str] = []
     if name not in WITHOUT_POSTGRES:
