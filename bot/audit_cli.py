@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bot.bootstrap import UNKEYED, audit_trail
+from bot.audit_key import UNKEYED, audit_trail
 from bot.exits import EXIT_PROBLEM
 from services.audit import Anchor, Verification
 from services.config import Config

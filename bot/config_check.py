@@ -13,9 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere, token_warning
-from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from bot.audit_key import UNKEYED, audit_trail
+from bot.bootstrap import App, build_app
 from bot.exits import EXIT_PROBLEM
-from bot.slack_setup import POSTING_ONLY, slack_setup
+from bot.slack.setup import POSTING_ONLY, slack_setup
 from services.changes.quorum import SETTING, approvals_words
 from services.config import ApprovalConfig, Config
 from services.db import reading, redacted, same_database

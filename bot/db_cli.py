@@ -4,7 +4,7 @@ grant`` (the runtime role's privileges, printed or applied) and ``queuebot db pr
 
 from __future__ import annotations
 
-from bot.bootstrap import audit_trail, check_audit_key
+from bot.audit_key import audit_trail, check_audit_key
 from services import grants, retention
 from services.config import Config
 from services.db import create_engine, redacted

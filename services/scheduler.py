@@ -23,7 +23,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple, cast
+from typing import NamedTuple, Protocol, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -55,6 +55,20 @@ BatchHandler = Callable[[AsyncConnection, Sequence[Due], datetime], Awaitable[No
 # What a domain makes sure of when the scheduler starts (its periodic items exist), in the
 # start's one transaction; a no-op when another replica did it (``ensure``).
 Seed = Callable[[AsyncConnection, datetime], Awaitable[None]]
+
+
+class SharedDeps(Protocol):
+    """What every domain's ``register(scheduler, outbox, deps)`` may read from ``deps``
+    (``services/*/jobs.py``); each domain's ``Deps`` protocol adds what else it needs, and
+    the one object ``bot/bootstrap.py`` builds (``bot/jobs.py``'s ``JobDeps``) has it all."""
+
+    @property
+    def one_database(self) -> bool:
+        """The queues' tables and queuebot's share one database: only there do the periodic
+        jobs and the plans' ticks run."""
+        ...
+
+
 MAX_BACKOFF = timedelta(minutes=5)
 MIN_PAUSE = 0.02  # seconds between passes at least
 PASS = 100  # items one pass of run_forever runs at most; after a full one it goes straight on

@@ -38,7 +38,7 @@ BLANK_IS_UNSET = ("SLACK_", "DISCORD_", "QUEUEBOT_ALERT_TOKEN")
 
 
 class EnvSettings(BaseSettings):
-    """The fixed environment variables (README, Configuration)."""
+    """The fixed environment variables (docs/configuration.md)."""
 
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=True, frozen=True)
 

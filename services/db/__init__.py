@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import secrets
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +102,12 @@ def redacted(url: str | URL) -> str:
     if isinstance(url, URL):
         parsed = _AS_TYPED.get(url.render_as_string(hide_password=False), parsed)
     return parsed.render_as_string(hide_password=True)
+
+
+def process_owner() -> str:
+    """This process's name in the rows it claims or leases (a delivery's claim in the
+    ledger, an outbox item's lease): host, pid and a random part (a pid is reused)."""
+    return f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -106,6 +106,14 @@ async def add_many(
     )
 
 
+def newest(kind: str, subject: str) -> sa.ColumnElement[bool]:
+    """The newest item of (kind, subject), delivered or not."""
+    newest_id = sa.select(sa.func.max(_items.c.id)).where(
+        _items.c.kind == kind, _items.c.subject == subject
+    )
+    return _items.c.id == sa.func.coalesce(newest_id.scalar_subquery(), 0)
+
+
 def done_before(
     cutoff: datetime, *, spare: sa.ColumnElement[bool] | None = None
 ) -> sa.ColumnElement[bool]:

@@ -6,6 +6,7 @@ change request (a staged redrive, a resume, a rollback: ``approvable.py``)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -18,31 +19,36 @@ from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.plans.publish import PLAN_NEWS, PlanPublisher
 from services.plans.store import TICK
-from services.scheduler import Scheduler
+from services.scheduler import Scheduler, SharedDeps
 
 
-def register(
-    sched: Scheduler,
-    outbox: Outbox,
-    kinds: Kinds,
-    *,
-    plans: PlanEngine,
-    control: PlanControl,
-    publisher: PlanPublisher,
-    ticks: bool = True,
-) -> None:
-    """The plans' kinds of change request; a plan's news, and with ``ticks`` its ticks:
-    only where a wave's changes commit with their audit events, in one database holding
-    the queue's tables and queuebot's. At start, a halted plan whose tick an earlier
-    version took away at the halt gets it back: a halted plan counts the rows it redrove
-    until none is out, and a tick that finds nothing out stops."""
-    kinds.register(StagedRedrive(engine=plans, redrive=plans.config))
-    kinds.register(Resume(control=control))
-    kinds.register(Rollback(control=control))
-    outbox.register(PLAN_NEWS, publisher.deliver)
-    if not ticks:
+class Deps(SharedDeps, Protocol):
+    @property
+    def plans(self) -> PlanEngine: ...
+
+    @property
+    def plan_control(self) -> PlanControl: ...
+
+    @property
+    def plan_posts(self) -> PlanPublisher: ...
+
+    @property
+    def kinds(self) -> Kinds: ...
+
+
+def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
+    """The plans' kinds of change request; a plan's news, and its ticks where a wave's
+    changes commit with their audit events: in one database holding the queue's tables
+    and queuebot's. At start, a halted plan whose tick an earlier version took away at
+    the halt gets it back: a halted plan counts the rows it redrove until none is out,
+    and a tick that finds nothing out stops."""
+    deps.kinds.register(StagedRedrive(engine=deps.plans, redrive=deps.plans.config))
+    deps.kinds.register(Resume(control=deps.plan_control))
+    deps.kinds.register(Rollback(control=deps.plan_control))
+    outbox.register(PLAN_NEWS, deps.plan_posts.deliver)
+    if not deps.one_database:
         return
-    sched.register(TICK, plans.tick)
+    sched.register(TICK, deps.plans.tick)
 
     async def halted_plans_tick(conn: AsyncConnection, now: datetime) -> None:
         for plan in await store.halted(conn):

@@ -87,7 +87,7 @@ class Shop:
 
     @property
     def plans(self) -> Plans:
-        return self.services.plan_desk
+        return self.services.plans
 
     @property
     def scheduler(self) -> Scheduler:

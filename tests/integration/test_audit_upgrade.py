@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from bot import cli
-from bot.bootstrap import UNKEYED, build_app
+from bot.audit_key import UNKEYED
+from bot.bootstrap import build_app
 from services.audit import GENESIS, Actor, AuditTrail, event_hash
 from services.config import load_config
 from services.db import create_engine

@@ -64,7 +64,7 @@ def router_over(shop: Shop, chat: RecordingNotifier) -> Router:
     deps = Deps(
         reads=QueueReads(shop.estate, gate=ReadGate(fresh_for=0.0)),
         changes=services.changes,
-        plans=services.plan_desk,
+        plans=services.plans,
         directory=Directory([ALICE, BOB]),
         access=AccessConfig(),
     )
@@ -155,7 +155,7 @@ async def test_a_database_gone_before_an_approval_changes_nothing_and_says_so(
             Deps(
                 reads=QueueReads(estate, gate=ReadGate(fresh_for=0.0)),
                 changes=services.changes,
-                plans=services.plan_desk,
+                plans=services.plans,
                 directory=Directory([ALICE, BOB]),
                 access=AccessConfig(),
             )

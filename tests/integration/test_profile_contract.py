@@ -341,7 +341,7 @@ async def request_plan(world: World) -> int:
 async def test_a_staged_redrive_completes_halts_on_refailure_and_rolls_back(
     world: World,
 ) -> None:
-    built, changes, plans = world.built, world.services.changes, world.services.plan_desk
+    built, changes, plans = world.built, world.services.changes, world.services.plans
     await complete(world, await waiting(world))  # the worker drains what was already queued
     await flat_history(world)
 
@@ -423,7 +423,7 @@ async def test_a_job_that_died_again_is_taken_by_from_plan_and_its_death_is_not_
     """A plan's job dies again (the plan halts), the plan is resumed and completes: the job
     is the one /queue dlq --from-plan lists and /queue redrive --from-plan takes, and its
     death, though recent, is not counted as the dead letters growing (queuebot redrove it)."""
-    changes, plans = world.services.changes, world.services.plan_desk
+    changes, plans = world.services.changes, world.services.plans
     await complete(world, await waiting(world))
     await flat_history(world)
     first = await changes.approve(number=await request_plan(world), actor=BOB)

@@ -7,7 +7,7 @@ its candidates a page at a time and the database keeps each page as the request'
 the approval copies them into the plan in one statement. Measured here with tracemalloc (the
 Python heap queuebot allocates), pages made small so that a few thousand rows are many
 pages: four times the dead letters must not take even one and a half times the memory.
-``bench/redrive_plan.py --memory`` measures the whole process at 1,000,000.
+``python -m bench.redrive_plan --memory`` measures the whole process at 1,000,000.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ async def plan_peak(url: str, rows: int) -> tuple[int, int, int]:
             redrive=RedriveConfig(max_wave=1000),
             notifier=None,
             audit=AuditTrail(),
-            housekeeping=False,
+            one_database=False,
         )
         async with engine.begin() as conn:  # a measured, flat dead-letter count
             await samples.record(
