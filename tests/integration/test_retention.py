@@ -20,6 +20,7 @@ from services.alerts import store as inbox
 from services.audit import Actor, AuditTrail
 from services.audit.anchors import newest_post
 from services.db import create_engine, transaction
+from services.db.on_commit import FollowUp
 from services.db.tables import Delivery
 from services.errors import UsageError
 from services.estate.model import DeadFilter
@@ -145,8 +146,10 @@ async def test_each_domain_forgets_its_own_rows_as_prune_would(redriven: Shop) -
         alert_jobs.FORGET: inbox.KEEP_PROCESSED,
     }
     for kind, keep in kinds.items():
-        async with redriven.engine.begin() as conn:
-            assert await redriven.scheduler.handlers[kind](conn, "all", cutoff + keep) == []
+        follow_ups: list[FollowUp] = []  # what the run registers to follow its commit
+        async with transaction(redriven.engine, subject=kind, follow_ups=follow_ups) as conn:
+            await redriven.scheduler.handlers[kind](conn, "all", cutoff + keep)
+        assert follow_ups == []
     after = await keys(redriven.engine)
     for table in ("qb_outbox", "qb_deliveries", "qb_alert_inbox"):
         assert after[table] == KEPT[table], table
