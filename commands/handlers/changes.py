@@ -182,8 +182,8 @@ async def handle_reject(cmd: Reject, inv: Invocation, deps: Deps) -> Reply:
 def change_message(v: ChangeView) -> Message:
     """The request's message: a preview while pending, the outcome once decided. What
     its kind says of it (its headline, its outcome) is its domain's words (``said``)."""
-    kind = said(v)
-    what = kind.headline
+    says = said(v)
+    what = says.headline
     status = {
         RequestState.PENDING: f"waiting for approval ({len(v.approvals)} of "
         f"{v.approvals_required})",
@@ -201,7 +201,7 @@ def change_message(v: ChangeView) -> Message:
                     ("requested by", v.requester),
                     ("at", fmt.when(v.requested_at)),
                     ("expires", fmt.when(v.expires_at)),
-                    ("selection", fmt.clip(v.selector, 80)) if kind.selection else None,
+                    ("selection", fmt.clip(v.selector, 80)) if says.selection else None,
                     ("incident", _incident(v)) if v.incident else None,
                     ("evidence", v.evidence) if v.evidence else None,
                 )
@@ -231,14 +231,14 @@ def change_message(v: ChangeView) -> Message:
             blocks.append(Text(left_out))
     if v.checks:
         overridden = [name for name, verdict, _ in v.checks if verdict == OVERRIDDEN]
-        if overridden and kind.overrides:
+        if overridden and says.overrides:
             blocks.append(
                 Text(
                     f"{v.requester} overrode a failed precondition ({', '.join(overridden)}); "
                     "an approval goes ahead despite it"
                 )
             )
-        blocks.append(checks_table(v.checks, kind.checks_title))
+        blocks.append(checks_table(v.checks, says.checks_title))
     if v.schedule:
         waves = " + ".join(fmt.count(n) for n in v.schedule[:12])
         more = f" + ... ({len(v.schedule)} waves)" if len(v.schedule) > 12 else ""
@@ -260,7 +260,7 @@ def change_message(v: ChangeView) -> Message:
         if unlisted:
             blocks.append(Text(unlisted))
     if v.state is RequestState.EXECUTED and v.result is not None:
-        blocks.append(_outcome(v, kind.outcome))
+        blocks.append(_outcome(v, says.outcome))
     if v.state is RequestState.PENDING:
         who = quorum.who_can(v.approvals_required, len(v.approvals), v.can_approve)
         if who is not None:
@@ -284,7 +284,7 @@ def change_message(v: ChangeView) -> Message:
         )
     summary = f"{v.ref}: {what} - {status}"
     if v.state is RequestState.EXECUTED and v.result is not None:
-        summary += f": {kind.outcome or 'not executed'}"
+        summary += f": {says.outcome or 'not executed'}"
     return Message(summary, tuple(blocks))
 
 
