@@ -32,7 +32,17 @@ from services.estate.solid_queue import SolidQueueProfile
 from testkit.systems.good_job import DDL as GOOD_JOB_DDL
 from testkit.systems.que import DDL as QUE_DDL
 from testkit.systems.solid_queue import DDL as SOLID_QUEUE_DDL
-from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
+from tests.integration.profile_adapters import (
+    LEAVES_TAKEN_JOBS,
+    SAYS_CANCELLED,
+    TAKEN_RUNS,
+    Built,
+    Facts,
+    dead_at,
+    done_at,
+    pending_at,
+    stuck_since,
+)
 
 RIVER_DDL = """
 CREATE TYPE river_job_state AS ENUM ('available', 'cancelled', 'completed', 'discarded',
@@ -119,14 +129,11 @@ CREATE TABLE pgboss.j_contract PARTITION OF pgboss.job FOR VALUES IN ('contract'
 """
 
 
-class PresetAdapter:
+class PresetAdapter(Facts):
     """What the presets' adapters share: PostgreSQL only, inserts and moves by column."""
 
     profile_class: ClassVar[type[QueueProfile]]
     postgres_only: ClassVar[bool] = True
-    error_text: ClassVar[bool] = True  # whether the system keeps the error text
-    shows_running: ClassVar[bool] = True  # whether a job a worker holds is seen as running
-    cancels: ClassVar[bool] = True  # whether cancel is on
     dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
     failure_reason: ClassVar[str | None] = None
     missing_id: ClassVar[str] = "987654321"
@@ -406,6 +413,7 @@ class ProcrastinateAdapter(PresetAdapter):
     times are its events (written here where its triggers would have written them)."""
 
     profile_class = ProcrastinateProfile
+    runtime = "procrastinate"  # its schema comes from the installed package
     error_text = False
     waiting_state = "todo"
     running_state = "doing"
@@ -485,6 +493,13 @@ class ProcrastinateAdapter(PresetAdapter):
         )
 
 
+# Why a system whose cancel deletes the job departs from the contract's clause.
+CANCEL_DELETES = (
+    "its cancel deletes the job (the system's own way to drop one): a later redrive of it "
+    "is refused as 'not found', not as cancelled"
+)
+
+
 class QueAdapter(PresetAdapter):
     """que_jobs: dead jobs have ``expired_at``; a job that succeeds is deleted; a worker's
     hold on a job is an advisory lock, invisible in the table (so no job is ever seen
@@ -493,7 +508,16 @@ class QueAdapter(PresetAdapter):
     profile_class = QueProfile
     ddl = QUE_DDL  # as testkit/systems/que.py writes Que's schema
     shows_running = False
+    final_error = False  # Que's expiry writes no error: the attempt before it's is shown
     dead_value = "expired"
+    departures = {
+        SAYS_CANCELLED: CANCEL_DELETES,
+        LEAVES_TAKEN_JOBS: (
+            "a Que worker holds a job by an advisory lock, not in que_jobs: a rollback "
+            "cannot tell a job a worker has taken from one still waiting, and returns it "
+            "to dead (config check says so)"
+        ),
+    }
 
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         q = await self._table(conn)
@@ -601,8 +625,11 @@ class GoodJobAdapter(PresetAdapter):
         await self._set(conn, ids, finished_at=_naive(now), error=error, error_event=4)
 
 
+SOLID_ERROR_CLASS = "Timeout::Error"
+
+
 def _solid_error(error: str) -> str:
-    return json.dumps({"exception_class": "Timeout::Error", "message": error, "backtrace": []})
+    return json.dumps({"exception_class": SOLID_ERROR_CLASS, "message": error, "backtrace": []})
 
 
 class SolidQueueAdapter(PresetAdapter):
@@ -613,6 +640,11 @@ class SolidQueueAdapter(PresetAdapter):
     ddl = SOLID_QUEUE_DDL
     dead_value = "failed"
     waiting_state = "ready"
+    departures = {SAYS_CANCELLED: CANCEL_DELETES}
+
+    def shown(self, error: str) -> str | None:
+        """Its error is the exception's class and message: both are shown."""
+        return f"{SOLID_ERROR_CLASS}: {error}"
 
     def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
         t = _naive(at)
@@ -704,7 +736,18 @@ class GraphileWorkerAdapter(PresetAdapter):
     deleted, so ``add`` keeps no finished ones."""
 
     profile_class = GraphileWorkerProfile
+    runtime = "graphile-worker"  # its schema is its own migrations, run by its package
+    keeps_finished = False  # a job that succeeds is deleted
     dead_value = "dead"
+    departures = {
+        SAYS_CANCELLED: CANCEL_DELETES,
+        TAKEN_RUNS: (
+            "its worker counts an attempt when it takes a job (attempts + 1, locked_at set), "
+            "and a redrive allows one attempt more (max_attempts = attempts + 1): a worker "
+            "taking a redriven job spends its attempts, and the preset's state reads a job "
+            "whose attempts are spent as dead before it reads a locked one as running"
+        ),
+    }
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
@@ -787,12 +830,14 @@ class GraphileWorkerAdapter(PresetAdapter):
         return sorted(str(r[0]) for r in rows.all())
 
     async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        """As its worker takes a job: one more attempt, locked at the database's now (its
+        functions take a job locked more than 4 hours before that as a dead worker's)."""
         await conn.execute(
             sa.text(
-                f"UPDATE {PRIVATE} SET locked_at = :now, locked_by = 'w-1', "
+                f"UPDATE {PRIVATE} SET locked_at = now(), locked_by = 'w-1', "
                 "attempts = attempts + 1 WHERE id = ANY(CAST(:ids AS bigint[]))"
             ),
-            {"now": now, "ids": [int(i) for i in ids]},
+            {"ids": [int(i) for i in ids]},
         )
 
     async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:

@@ -11,6 +11,7 @@ every profile.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
@@ -56,12 +57,49 @@ class Built:
     stuck: list[str] = field(default_factory=list)
 
 
+# Contract clauses a profile may be known not to meet (named in its adapter's departures).
+SAYS_CANCELLED = "a redrive of a cancelled job says it was cancelled"
+LEAVES_TAKEN_JOBS = "a rollback leaves a job a worker has taken alone"
+TAKEN_RUNS = "a redriven job a worker has taken reads as running, not dead"
+
+
+class Facts:
+    """What a person is shown of a profile's jobs where a system keeps them otherwise than
+    queuebot's own profiles do, each a fact of the system its adapter declares (these
+    defaults are queuebot's own profiles'). The contract asserts the fact, exactly."""
+
+    postgres_only: ClassVar[bool] = False
+    # the system of testkit/systems whose runtime makes its schema (skipped where missing)
+    runtime: ClassVar[str | None] = None
+    error_text: ClassVar[bool] = True  # a failure's error text is kept
+    final_error: ClassVar[bool] = True  # the error of the attempt a job died of is written
+    shows_running: ClassVar[bool] = True  # a job a worker holds is seen as running
+    keeps_finished: ClassVar[bool] = True  # a finished job stays in the table (add builds them)
+    cancels: ClassVar[bool] = True  # cancel is on
+    # contract clauses the profile is known not to meet, each with why (see the contract)
+    departures: ClassVar[Mapping[str, str]] = {}
+
+    def shown(self, error: str) -> str | None:
+        """The error /queue dlq shows of a job that failed with ``error``."""
+        return error if self.error_text else None
+
+
 class ProfileAdapter(Protocol):
     profile_class: ClassVar[type[QueueProfile]]
     dead_state: ClassVar[CanonicalState]  # the canonical state of the dead rows it builds
     # the failure reason of the dead rows it builds (None: the profile keeps none)
     failure_reason: ClassVar[str | None]
     missing_id: ClassVar[str]  # a well-formed id no job has
+    postgres_only: ClassVar[bool]
+    runtime: ClassVar[str | None]
+    error_text: ClassVar[bool]
+    final_error: ClassVar[bool]
+    shows_running: ClassVar[bool]
+    keeps_finished: ClassVar[bool]
+    cancels: ClassVar[bool]
+    departures: ClassVar[Mapping[str, str]]
+
+    def shown(self, error: str) -> str | None: ...
 
     @staticmethod
     def config() -> QueueConfig: ...
@@ -102,7 +140,7 @@ class ProfileAdapter(Protocol):
         ...
 
 
-class WorkerQueueAdapter:
+class WorkerQueueAdapter(Facts):
     """dev_r_worker_queue: dead rows are ``failed`` (canonical FAILED); integer ids."""
 
     profile_class: ClassVar[type[QueueProfile]] = WorkerQueueProfile
@@ -209,7 +247,7 @@ class WorkerQueueAdapter:
         )
 
 
-class MessageJobAdapter:
+class MessageJobAdapter(Facts):
     """queue_messages + clip_jobs (+ video_assets): a job is dead when its message is in
     the DLQ and the job FAILED (canonical DEAD); UUID ids, one message per job."""
 

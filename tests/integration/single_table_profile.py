@@ -63,7 +63,14 @@ from services.estate.signature import (
 )
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
 from services.models import RedriveLog
-from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
+from tests.integration.profile_adapters import (
+    Built,
+    Facts,
+    dead_at,
+    done_at,
+    pending_at,
+    stuck_since,
+)
 
 ROLE = "tasks"
 DDL = {
@@ -527,7 +534,7 @@ class SingleTablePlanOps:
 # -- the contract tests' adapter -----------------------------------------------------------
 
 
-class SingleTableAdapter:
+class SingleTableAdapter(Facts):
     """Builds known ``tasks`` rows and plays the worker, for the contract tests."""
 
     profile_class: ClassVar[type[QueueProfile]] = SingleTableProfile

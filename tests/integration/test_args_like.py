@@ -27,16 +27,15 @@ from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
 from services.db import create_engine
 from services.errors import UsageError
-from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
-from services.estate.registry import ProfileRegistry, shipped_profiles
 from services.migrate import upgrade
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.integration.adapted import create_tables, need, registry
 from tests.integration.preset_adapters import (
     GoodJobAdapter,
     GraphileWorkerAdapter,
@@ -48,7 +47,7 @@ from tests.integration.preset_adapters import (
     SolidQueueAdapter,
 )
 from tests.integration.profile_adapters import Built, MessageJobAdapter, WorkerQueueAdapter
-from tests.integration.single_table_profile import SingleTableAdapter, SingleTableProfile
+from tests.integration.single_table_profile import SingleTableAdapter
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 
 QUEUE = "billing"
@@ -97,25 +96,15 @@ class World:
         return render_message(done.message)
 
 
-def _registry() -> ProfileRegistry:
-    profiles = shipped_profiles()
-    profiles.add(SingleTableProfile)
-    return profiles
-
-
 async def open_world(db_url: str, kind: Any, dead: int = len(INVOICES)) -> World:
     engine = create_engine(db_url)
     await upgrade(engine)
     clock = Clock()
-    estate = Estate(engine=engine, queues={QUEUE: kind.config()}, clock=clock, registry=_registry())
+    estate = Estate(engine=engine, queues={QUEUE: kind.config()}, clock=clock, registry=registry())
     profile = estate.profile(QUEUE)
     adapter = kind(profile)
     async with engine.begin() as conn:
-        create = getattr(kind, "create", None)
-        if create is not None:  # a preset: the system's own tables
-            await create(conn)
-        else:
-            await create_estate_tables(conn, kind.profile_class)
+        await create_tables(conn, kind)
         built = await adapter.add(conn, now=START, dead=dead, error=ERROR, pending=1, done=1)
     services = build_services(engine, estate, clock, RecordingNotifier())
     return World(engine, estate, profile, adapter, built, services)
@@ -124,8 +113,7 @@ async def open_world(db_url: str, kind: Any, dead: int = len(INVOICES)) -> World
 @pytest.fixture(params=ADAPTERS, ids=lambda a: a.profile_class.name)
 async def world(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[World]:
     kind = request.param
-    if getattr(kind, "postgres_only", False) and not db_url.startswith("postgresql"):
-        pytest.skip(f"{kind.profile_class.name} is a PostgreSQL system")
+    need(kind, db_url)
     w = await open_world(db_url, kind)
     async with w.engine.begin() as conn:
         for i, job in enumerate(w.built.dead):
@@ -150,7 +138,7 @@ async def test_dlq_finds_the_one_dead_job_whose_arguments_hold_the_text(world: W
 
 
 async def test_args_like_combines_with_the_other_filters(world: World) -> None:
-    if not getattr(world.adapter, "error_text", True):
+    if not world.adapter.error_text:
         pytest.skip("Procrastinate keeps no error text to filter by")
     the_one = [world.built.dead[THE_ONE]]
     assert await world.dead_ids(args_like="INV-104857", error_like="declined") == the_one

@@ -32,6 +32,7 @@ from services.estate.profile import QueueProfile, plain
 from services.estate.system.base import GONE
 from services.migrate import upgrade
 from services.reads import samples
+from tests.integration.adapted import need
 from tests.integration.housekeeping_support import housekeeper
 from tests.integration.preset_adapters import (
     GoodJobAdapter,
@@ -77,6 +78,7 @@ class World:
 async def open_world(
     pg_url: str, kind: type[PresetAdapter], **options: Any
 ) -> AsyncIterator[World]:
+    need(kind, pg_url)
     engine = create_engine(pg_url)
     await upgrade(engine)
     clock = Clock()

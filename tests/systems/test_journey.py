@@ -38,8 +38,8 @@ import pytest
 from services.estate.signature import SIGNATURE_SAMPLE
 from testkit.systems.outage import Built, Outage, PgBossCharges, ProcrastinateMails, Worker
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.systems import real_system
 from tests.systems.console_session import ConsoleSession
-from tests.systems.test_systems import _system
 
 FULL = os.environ.get("QB_JOURNEY_SIZE") == "full"
 OTHERS = {"emails": (3, 5)}  # another queue of the same table: 3 sent, 5 dead
@@ -357,7 +357,7 @@ def journey(case: Case, database: str, tmp_path: Path) -> float:
 
 
 def _case(make: Callable[[], Case], name: str) -> Case:
-    _system(name)  # skipped (or failed, where required) when the system cannot run here
+    real_system(name)  # skipped (or failed, where required) when the system cannot run here
     return make()
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from testkit.systems.outage import Built, Outage, Worker, worker
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.systems import real_system
 from tests.systems.console_session import ConsoleSession
 from tests.systems.test_journey import (
     BACKDATE_MINUTES,
@@ -29,7 +30,6 @@ from tests.systems.test_journey import (
     procrastinate,
     wait_until,
 )
-from tests.systems.test_systems import _system
 
 OK, FAILING = 15, 135
 CASES = {"pg-boss": pgboss, "procrastinate": procrastinate}
@@ -60,7 +60,7 @@ class Small:
 @pytest.fixture(params=sorted(CASES))
 def small(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Small]:
     name: str = request.param
-    _system(name)  # skipped (or failed, where required) when the system cannot run here
+    real_system(name)  # skipped (or failed, where required) when the system cannot run here
     outage = CASES[name]().outage
     for database in postgres_database("migrated"):
         url = _pg_conninfo(database)

@@ -21,7 +21,8 @@ import pytest
 
 from testkit.systems.outage import Outage, PgBossCharges, ProcrastinateMails, worker
 from tests.conftest import _pg_conninfo, postgres_database
-from tests.systems.test_systems import RETRY, _system
+from tests.helpers.systems import real_system
+from tests.systems.test_systems import RETRY
 
 OUTAGES = {"pg-boss": PgBossCharges, "procrastinate": ProcrastinateMails}
 
@@ -33,7 +34,7 @@ def libpq_url() -> Iterator[str]:
 
 
 def _outage(name: str) -> Outage:
-    _system(name)  # skipped (or failed, where required) when the system cannot run here
+    real_system(name)  # skipped (or failed, where required) when the system cannot run here
     return OUTAGES[name]()
 
 

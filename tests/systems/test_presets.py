@@ -41,8 +41,9 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from testkit.systems import Made, System
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.systems import real_system
 from tests.integration.support import Clock, RecordingNotifier, build_services
-from tests.systems.test_systems import STATES, _system
+from tests.systems.test_systems import STATES
 
 ALICE = Actor("alice", "console", "alice")
 BOB = Actor("bob", "console", "bob")
@@ -91,7 +92,7 @@ PRESETS = sorted(name for name in STATES if name in shipped_profiles().presets)
 @pytest.fixture(params=PRESETS)
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
     name: str = request.param
-    system = _system(name)
+    system = real_system(name)
     for sa_url in postgres_database("migrated"):  # queuebot's tables beside the system's
         url = _pg_conninfo(sa_url)
         made = await asyncio.to_thread(system.build, url, queues=QUEUES)
