@@ -41,6 +41,7 @@ from sqlalchemy.engine import make_url
 from bot.cli_parser import SERVE_ENVIRONMENT, build_parser
 from services.config.load import parse_file_config
 from services.migrate import head_revision
+from testkit.ports import free_port
 from tests.conftest import _pg_conninfo, create_pg_database, drop_pg_database, need_postgres
 from tests.unit.test_prometheus_rules import receivers_of
 
@@ -1210,13 +1211,6 @@ def test_the_readme_links_the_operators_guide() -> None:
 
 # ---------------------------------------------------------------------------------------
 # The reverse proxy
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def answers(url: str) -> bool:

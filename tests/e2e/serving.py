@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,14 @@ from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
+from testkit.ports import free_port
 from tests.conftest import postgres_database, templates
+from tests.helpers.processes import stop
 
 # serve does not start without an alert token (or [alerts] allow_unauthenticated = true):
 # the tests' serve has this one, and ALERT_AUTH is the header Alertmanager sends with it.
 ALERT_TOKEN = "test-alert-token-5f1c0e9a7d3b"
 ALERT_AUTH = {"Authorization": f"Bearer {ALERT_TOKEN}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -150,10 +145,5 @@ def running_serve(
                 continue  # another process bound the port between free_port() and serve
             raise RuntimeError(log_path.read_text())
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop(proc)
     assert "Traceback" not in log_path.read_text(), log_path.read_text()

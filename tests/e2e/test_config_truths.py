@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from bot.demo import DEMO_CONFIG
-from tests.e2e.serving import ALERT_AUTH, demo_database, free_port, running_serve
+from testkit.ports import free_port
+from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
 from tests.e2e.test_console import queuebot
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"

@@ -22,7 +22,8 @@ from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET
 from tests.e2e.serving import demo_database, running_serve
-from tests.e2e.test_late_answers import DISCORD_BOB, DISCORD_CHANNEL, GUILD, orphans, row
+from tests.e2e.test_late_answers import DISCORD_CHANNEL, GUILD, orphans, row
+from tests.helpers.people import DISCORD_BOB
 
 NOT_RETRIED = "this command failed while being carried out; it was not retried"
 RECENT = timedelta(minutes=1)  # Slack still takes answers at the response_url

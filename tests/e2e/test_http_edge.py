@@ -21,10 +21,10 @@ import pytest
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.helpers.people import SLACK_ALICE
 
 MB = 1024 * 1024
 BLOCK = b"x" * (64 * 1024)
-ALICE = "U0ALICE"
 
 
 @dataclass
@@ -183,7 +183,7 @@ def stream_until(
 
 def signed_help(edge: Edge, n: int) -> tuple[int, float]:
     body = urlencode(
-        slash_fields(edge.fake, "help", name=f"flood-{n}", user=ALICE, trigger=f"flood.{n}")
+        slash_fields(edge.fake, "help", name=f"flood-{n}", user=SLACK_ALICE, trigger=f"flood.{n}")
     )
     started = time.monotonic()
     response = httpx.post(

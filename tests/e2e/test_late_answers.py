@@ -21,10 +21,10 @@ from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET
 from tests.e2e.serving import demo_database, running_serve
+from tests.helpers.people import DISCORD_BOB
 
 GUILD = "400000000000000001"
 DISCORD_CHANNEL = "200000000000000001"
-DISCORD_BOB = "100000000000000002"
 
 
 def orphans(db_url: str, rows: list[dict[str, Any]]) -> None:

@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from testkit.fake_slack import FakeSlack
+from testkit.ports import free_port
 from tests.e2e.fake_socket_mode import FakeSocketMode
-from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port, running_serve
+from tests.e2e.serving import ALERT_TOKEN, demo_database, running_serve
 from tests.e2e.test_cli import one_line
 from tests.e2e.test_console import queuebot
 

@@ -21,7 +21,6 @@ from bot.bootstrap import Services
 from bot.render_text import render_message
 from commands.handlers import queue_read
 from commands.model import Dlq, Show
-from services.audit import Actor
 from services.changes import store as change_store
 from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
@@ -35,6 +34,7 @@ from services.migrate import upgrade
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE
 from tests.integration.adapted import create_tables, need, registry
 from tests.integration.preset_adapters import (
     GoodJobAdapter,
@@ -52,7 +52,6 @@ from tests.integration.support import START, Clock, RecordingNotifier, build_ser
 
 QUEUE = "billing"
 ERROR = "card declined by the acquirer"
-ALICE = Actor("alice", "console", "alice")
 INVOICES = [f"INV-1048{50 + i}" for i in range(12)]  # INV-104857 is the 8th dead job's
 THE_ONE = 7
 NO_ARGS = (

@@ -7,14 +7,11 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from services import audit
-from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
+from tests.helpers.people import ALICE, BOB
 from tests.integration.support import Shop
-
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 
 
 @pytest.fixture

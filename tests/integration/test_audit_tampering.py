@@ -22,7 +22,6 @@ from services.audit import (
     GENESIS,
     HMAC_SHA256,
     SHA256,
-    Actor,
     Anchor,
     AuditKeyMissing,
     AuditTrail,
@@ -34,12 +33,11 @@ from services.changes.model import ChangeKind
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.models import AuditEvent, AuditHead
+from tests.helpers.people import ALICE, BOB
 from tests.integration.support import Shop, add_dead_letters, build_services, simulated_worker
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 ATTACKER_KEY = "not-the-key-but-just-as-long-0123456789abcdef"
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 EVENTS = cast(sa.Table, AuditEvent.__table__)
 HEAD = cast(sa.Table, AuditHead.__table__)
 

@@ -20,9 +20,9 @@ from services.config import QueueConfig
 from services.estate.ops import Selector
 from services.estate.signature import earlier_signature
 from services.plans.model import PlanState, PlanView
+from tests.helpers.people import ALICE, BOB, BOB_APPROVER
 from tests.integration.preset_adapters import PgBossAdapter, PresetAdapter, ProcrastinateAdapter
 from tests.integration.test_halted_plan_counts import (
-    BOB,
     REPORT_COLUMNS,
     REPORT_DDL,
     eight_dead,
@@ -30,8 +30,7 @@ from tests.integration.test_halted_plan_counts import (
     tick,
     worker,
 )
-from tests.integration.test_presets import ALICE, World, open_world
-from tests.integration.test_presets import BOB as BOB_ACTOR
+from tests.integration.test_presets import World, open_world
 from tests.integration.test_team_tables import Team, open_team
 
 OUTAGE = (
@@ -80,7 +79,7 @@ async def sample_dies_again(world: World, error: str | None) -> PlanView:
         reason="the payments API answers again",
         actor=ALICE,
     )
-    done = await world.services.changes.approve(number=asked.number, actor=BOB_ACTOR)
+    done = await world.services.changes.approve(number=asked.number, actor=BOB)
     assert done.view.result is not None and done.view.result.plan is not None
     async with world.engine.begin() as conn:
         sample = sorted(set(await world.adapter.waiting(conn)) - set(world.built.pending))
@@ -150,7 +149,7 @@ async def test_a_job_that_died_again_without_an_error_text_is_not_judged(team: T
     says it cannot tell, not that the fix did not hold."""
     await eight_dead(team)
     await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     await worker(team, "UPDATE jobs SET state = 'dead', last_error = NULL WHERE state = 'queued'")
     await tick(team)
     view = await team.services.plan_desk.view(number=1)
@@ -175,7 +174,7 @@ async def test_a_plan_frozen_by_the_earlier_signature_rules_halts_as_the_same_er
     await eight_dead(team)
     await worker(team, "UPDATE jobs SET last_error = :e", e=HOOK.format(n=4411))
     await say(team, '/queue redrive --all --sample 1 --reason "hooks fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     earlier = earlier_signature(HOOK.format(n=4411))
     assert earlier == "TimeoutError: POST <url> did not answer within <n> s"
     async with team.engine.begin() as conn:  # as the earlier version froze them

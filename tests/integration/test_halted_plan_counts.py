@@ -23,12 +23,10 @@ from services.plans.model import PlanState, WaveOutcome
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
 from tests.integration.support import START, RecordingNotifier, build_services
 from tests.integration.test_team_tables import Team, add_worker_rows, open_team
 
-ALICE = Person("alice", frozenset({"operator", "approver"}))
-BOB = Person("bob", frozenset({"operator", "approver"}))
-DORA = Person("dora", frozenset({"operator", "approver"}))
 SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 SMTP_AGAIN = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 45 s"
 
@@ -79,13 +77,13 @@ def router_over(team: Team) -> Router:
             reads=QueueReads(team.estate, gate=ReadGate(fresh_for=0.0)),
             changes=team.services.changes,
             plans=team.services.plan_desk,
-            directory=Directory([ALICE, BOB, DORA]),
+            directory=Directory([ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER]),
             access=AccessConfig(),
         )
     )
 
 
-async def say(team: Team, line: str, person: Person = ALICE) -> str:
+async def say(team: Team, line: str, person: Person = ALICE_APPROVER) -> str:
     """A line typed in chat; the reply as the console renders it."""
     inv = Invocation(person=person, platform="console", account=person.name, channel="ops")
     reply = await answer(router_over(team).handle_line(line, inv), correlation_id="t", where="t")
@@ -155,7 +153,7 @@ async def plan_in_last_wave(team: Team) -> None:
     await eight_dead(team)
     asked = await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
     assert "CR-1" in asked
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     assert await finish_queued(team) == 1
     await tick(team)
     view = await team.services.plan_desk.view(number=1)
@@ -207,7 +205,7 @@ async def test_a_rollback_states_and_returns_only_the_rows_still_unclaimed(team:
     assert "up to" not in asked
 
     assert await claim_queued(team, 1) == 1  # one more is claimed before the approval
-    done = await say(team, "/queue approve CR-2", BOB)
+    done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "1 unclaimed row(s) returned to the dead letters" in done
     view = await team.services.plan_desk.view(number=1)
     assert view.state is PlanState.ROLLED_BACK
@@ -249,7 +247,7 @@ async def test_an_approved_rollback_with_nothing_left_reports_none_returned(team
     await say(team, "/queue halt P-1")
     await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert await finish_queued(team) == 7  # all finished before the approval
-    done = await say(team, "/queue approve CR-2", BOB)
+    done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "0 unclaimed row(s) returned to the dead letters" in done
     view = await team.services.plan_desk.view(number=1)
     assert (view.succeeded, view.rolled_back) == (8, 0)
@@ -291,7 +289,7 @@ async def test_the_same_error_again_halts_as_the_same_signature(team: Team) -> N
     asked = await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
     assert "(no failure_reason)" not in asked  # the table has no such column
     assert "TimeoutError: smtp relay mail-<n>.internal:<n> did not answer within <n> s" in asked
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     await worker(
         team, "UPDATE jobs SET state = 'dead', last_error = :e WHERE state = 'queued'", e=SMTP_AGAIN
     )
@@ -344,7 +342,7 @@ async def test_a_rollback_that_ends_a_wave_records_that_it_finished(team: Team) 
     await say(team, "/queue halt P-1")
     await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert await finish_queued(team, 5) == 5  # two are still unclaimed at the approval
-    await say(team, "/queue approve CR-2", BOB)
+    await say(team, "/queue approve CR-2", BOB_APPROVER)
     view = await team.services.plan_desk.view(number=1)
     assert (view.succeeded, view.rolled_back) == (6, 2)
     assert view.waves[1].finished_at == team.clock.now
@@ -383,7 +381,7 @@ async def test_a_rollback_says_claimed_only_of_rows_a_worker_holds(team: Team) -
         "UPDATE jobs SET state = 'cancelled' WHERE id = "
         "(SELECT max(id) FROM jobs WHERE state = 'queued')",
     )
-    done = await say(team, "/queue approve CR-2", BOB)
+    done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "6 unclaimed row(s) returned to the dead letters" in done
     view = await team.services.plan_desk.view(number=1)
     assert view.note is not None and "claimed by a worker" not in view.note
@@ -406,7 +404,7 @@ async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_
     await eight_dead(team)
     # the plan is judged by its sample of one: one approval starts it
     await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     assert await finish_queued(team) == 1
     await tick(team)
     await say(team, "/queue halt P-1")
@@ -414,7 +412,7 @@ async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_
     assert "roll back plan P-1 (7 unclaimed row(s) now)" in asked
     assert await claim_queued(team, 3) == 3
     team.clock.advance(minutes=5)
-    once = await say(team, "/queue approve CR-2", BOB)
+    once = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "waiting for approval (1 of 2)" in once
     assert "unclaimed row(s) now" not in once
     assert "7 unclaimed row(s) when requested" in once
@@ -428,7 +426,7 @@ async def test_a_plan_frozen_by_an_earlier_version_halts_as_the_same_signature(
     upgrade, judges the same error again as the same signature, not as a new error."""
     await eight_dead(team)
     await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     async with team.engine.begin() as conn:  # as the earlier version froze them
         await conn.execute(
             sa.text("UPDATE qb_plan_items SET signature = '(no failure_reason): ' || signature")
@@ -456,7 +454,7 @@ async def test_a_plan_resumed_with_rows_still_out_does_not_call_the_wave_finishe
     await tick(team)
     assert (await team.services.plan_desk.view(number=1)).state is PlanState.HALTED
     await say(team, '/queue resume P-1 --reason "one row, the relay blipped"')
-    await say(team, "/queue approve CR-2", BOB)
+    await say(team, "/queue approve CR-2", BOB_APPROVER)
     await tick(team)  # six rows of wave 1 still queued
     shown = await say(team, "/queue plan P-1")
     assert "wave 1 of 1 (7 jobs) finished" not in shown

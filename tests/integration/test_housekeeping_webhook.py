@@ -23,6 +23,7 @@ from services.estate.ops import Selector
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
 from services.migrate import upgrade
+from tests.helpers.people import ALICE
 from tests.integration.housekeeping_support import (
     build_estate,
     fake_webhook,
@@ -32,7 +33,6 @@ from tests.integration.housekeeping_support import (
 from tests.integration.support import Shop
 
 ACTOR = Actor.system("housekeeping")
-ALICE = Actor("alice", "console", "alice")
 NO_ANSWER = 3.0  # seconds the webhook is given
 
 

@@ -11,21 +11,14 @@ import pytest
 import sqlalchemy as sa
 
 from services.errors import UsageError
+from tests.helpers.people import BOB_TOML, DORA_APPROVER_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import (
-    ACTORS,
-    BOB,
-    DORA_APPROVER,
-    DUTY_OFFICER,
-    say,
-    say_as,
-    thread_posts,
-)
+from tests.integration.incident_support import ACTORS, say, say_as, thread_posts
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = DORA_APPROVER + ACTORS + DUTY_OFFICER
+PEOPLE = DORA_APPROVER_TOML + ACTORS + DUTY_OFFICER_TOML
 
 
 def section(export: str, heading: str) -> str:
@@ -127,7 +120,7 @@ async def test_recovery_is_measured_to_the_validation_not_to_the_resolve(
 async def test_an_override_without_validation_claims_no_recovery_time(
     db_url: str, tmp_path: Path
 ) -> None:
-    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB) as bot:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB_TOML) as bot:
         await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
         bot.clock.advance(minutes=2)
         await say(bot, '/incident step v1 done --result "counted by hand"')

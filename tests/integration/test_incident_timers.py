@@ -33,7 +33,6 @@ from bot.bootstrap import App, build_app, running_scheduler
 from bot.demo import DEMO_CONFIG
 from bot.render_text import render_message
 from commands.context import Invocation
-from services.audit import Actor
 from services.config import default_queues, load_config
 from services.db import create_engine
 from services.estate.demo import build_demo_estate
@@ -41,12 +40,12 @@ from services.estate.estate import Estate
 from services.migrate import upgrade
 from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
+from tests.helpers.people import DORA
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
 Tally = Counter[tuple[str, int, str]]  # (what, incident number, audience) -> how many
 REMINDED = "reminded"  # a reminder on the timeline and its post in the incident's thread
 MISSED = "missed"  # "missed" on the timeline, the audit event, and its two posts
-DORA = Actor("dora", "console", "dora")  # the demo's operations duty officer
 
 
 def drill_runbook(folder: Path, scenario: str, *, operators_ms: int, actors_ms: int) -> None:

@@ -31,20 +31,23 @@ from services.estate.model import NO_REASON, CanonicalState
 from services.estate.worker_queue.schema import FAILURE_REASONS
 from services.metrics import ORPHAN_PLATFORMS, OUTCOMES
 from services.reads.own_gauges import OBLIGATION_STATES, PLAN_JOB_STATES, PLAN_STATES
+from tests.helpers.people import ALICE_TOML
 from tests.integration.profile_adapters import MessageJobAdapter
 
 NOW = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
-CONFIG = """
+CONFIG = (
+    """
 [queues.workers]
 profile = "worker_queue"
 [queues.clips]
 profile = "message_job"
-[people.alice]
-slack = "U0ALICE"
-roles = ["operator", "approver"]
+"""
+    + ALICE_TOML
+    + """
 [metrics]
 refresh_seconds = 60
 """
+)
 # The worker queue's rows: (status, failure_reason, how many, minutes since queued).
 WORKER_ROWS = [
     ("queued", None, 1, 10),

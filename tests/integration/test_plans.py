@@ -14,7 +14,6 @@ import sqlalchemy as sa
 
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
-from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
@@ -22,6 +21,7 @@ from services.estate.ops import Selector
 from services.plans.messages import plan_message
 from services.plans.model import PlanState, WaveOutcome
 from services.reads import samples
+from tests.helpers.people import ALICE, BOB, DORA
 from tests.integration.support import (
     START,
     Shop,
@@ -31,9 +31,6 @@ from tests.integration.support import (
     simulated_worker,
 )
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
-DORA = Actor("dora", "console", "dora")
 ERROR = "transcoder pod evicted while rendering clip 77"
 
 

@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.bootstrap import Services
 from services.alerts import detectors
-from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.config.alerts import DetectorsConfig
@@ -32,6 +31,7 @@ from services.estate.profile import QueueProfile, plain
 from services.estate.system.base import GONE
 from services.migrate import upgrade
 from services.reads import samples
+from tests.helpers.people import ALICE, BOB
 from tests.integration.adapted import need
 from tests.integration.housekeeping_support import housekeeper
 from tests.integration.preset_adapters import (
@@ -50,8 +50,6 @@ from tests.integration.profile_adapters import Built
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 
 pytestmark = pytest.mark.postgres
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 ERROR = "TimeoutError: smtp relay did not answer in 30 s"
 ADAPTERS = [
     RiverAdapter,

@@ -27,7 +27,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.db import create_engine
 from services.errors import NotFound, PreconditionFailed, UsageError
@@ -40,6 +39,7 @@ from services.migrate import upgrade
 from services.models import QueueSample
 from services.plans.model import PlanState
 from services.reads import gauges, samples
+from tests.helpers.people import ALICE, BOB
 from tests.integration.adapted import create_tables, need, registry
 from tests.integration.preset_adapters import (
     GoodJobAdapter,
@@ -68,8 +68,6 @@ QUEUE = "jobs"
 DEAD, PENDING, DONE, STUCK = 8, 3, 4, 1
 ERROR = "upstream timeout after 30000 ms calling billing-api"
 AGAIN = "upstream timeout after 30000 ms calling billing-api, again"
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 SAMPLES = cast(sa.Table, QueueSample.__table__)
 ADAPTERS: list[type[ProfileAdapter]] = [
     WorkerQueueAdapter,

@@ -11,12 +11,12 @@ import pytest
 from bot import cli
 from bot.bootstrap import build_app
 from bot.demo import DEMO_CONFIG
-from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import load_config
 from services.errors import QueuebotError
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
+from tests.helpers.people import ALICE, BOB
 from tests.integration.test_runtime_role import QUEUE_TABLES, Roles, grant, roles
 
 pytestmark = pytest.mark.postgres
@@ -61,10 +61,10 @@ async def test_a_revoked_update_is_found_by_config_check_and_named_at_approval(
             queue="workers",
             selector=Selector(ids=tuple(r.id for r in failed.rows)),
             reason="allowlist fixed",
-            actor=Actor("alice", "console", "alice"),
+            actor=ALICE,
         )
         with pytest.raises(QueuebotError) as refused:
-            await app.changes.approve(number=view.number, actor=Actor("bob", "console", "bob"))
+            await app.changes.approve(number=view.number, actor=BOB)
         said = refused.value.message
         assert "\n" not in said
         assert said == (

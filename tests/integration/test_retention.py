@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services import ledger, outbox, retention
 from services.alerts import store as inbox
-from services.audit import Actor, AuditTrail
+from services.audit import AuditTrail
 from services.audit.anchors import newest_post
 from services.changes.model import ChangeKind
 from services.db import create_engine, transaction
@@ -26,11 +26,9 @@ from services.estate.ops import Selector
 from services.jsonable import loads
 from services.models import Delivery
 from tests.conftest import templates
+from tests.helpers.people import ALICE, BOB
 from tests.integration.retention_support import AGE, GONE, KEPT, keys, seed
 from tests.integration.support import Shop
-
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 
 
 async def pruned_events(engine: AsyncEngine) -> list[dict[str, Any]]:

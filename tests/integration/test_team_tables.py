@@ -26,7 +26,6 @@ from bot.render_text import render_message
 from commands.handlers import queue_read
 from commands.model import Dlq, Stuck
 from commands.model import Triage as TriageCommand
-from services.audit import Actor
 from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
 from services.db import create_engine
@@ -44,11 +43,10 @@ from services.plans.model import PlanState
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE, BOB
 from tests.integration.single_table_profile import SingleTableProfile
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 ERROR = "upstream timeout after 30000 ms calling billing-api"
 AN_HOUR_AGO = START - timedelta(hours=1)
 

@@ -31,7 +31,7 @@ import psycopg
 
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
-from services.audit import Actor, AuditTrail
+from services.audit import AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
@@ -39,11 +39,12 @@ from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from services.reads import samples
 from testkit.fake_slack import Call, FakeSlack
+from testkit.ports import free_port
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo
-from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port, port_taken
-
-ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
+from tests.e2e.serving import ALERT_TOKEN, demo_database, port_taken
+from tests.helpers.people import ALICE_ON_SLACK
+from tests.helpers.processes import stop
 
 # Fake secrets, each holding MARK so that a grep for MARK finds any of them, whole or cut.
 MARK = "QBREL7"
@@ -214,13 +215,7 @@ class Serve:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop(self.proc, timeout=15)
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
@@ -619,7 +614,7 @@ def request_redrives(c: Cluster, groups: list[tuple[str, list[str]]]) -> list[in
                     queue="clips",
                     selector=Selector(ids=tuple(jobs)),
                     reason=reason,
-                    actor=Actor("alice", "slack", ALICE),
+                    actor=ALICE_ON_SLACK,
                     origin={"platform": "slack", "channel": "C0OPS", "thread": None},
                 )
                 numbers.append(view.number)

@@ -26,7 +26,6 @@ from bot.render_text import render_message
 from commands.handlers import queue_read
 from commands.model import Dlq, Show
 from commands.model import Triage as TriageCommand
-from services.audit import Actor
 from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.db import create_engine
@@ -41,12 +40,11 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from testkit.systems import Made, System
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.people import ALICE, BOB
 from tests.helpers.systems import real_system
 from tests.integration.support import Clock, RecordingNotifier, build_services
 from tests.systems.test_systems import STATES
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 QUEUES = {"emails": (2, 5), "reports": (1, 2)}
 # The channel each system's workers listen on for new work (pg-boss 10 has none: it polls).
 WAKES = {
