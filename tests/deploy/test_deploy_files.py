@@ -43,6 +43,7 @@ from services.config.load import parse_file_config
 from services.migrate import head_revision
 from testkit.ports import free_port
 from tests.conftest import _pg_conninfo, create_pg_database, drop_pg_database, need_postgres
+from tests.helpers.processes import clean_environ
 from tests.unit.test_prometheus_rules import receivers_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,7 +161,7 @@ def compose_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _no_secrets_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    return clean_environ()
 
 
 def _user(url: str) -> str | None:
@@ -409,9 +410,7 @@ def init_roles(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def queuebot(*args: str, url: str, config: Path) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-    }
+    base = clean_environ(discord=True)
     env = {
         **base,
         "PYTHONPATH": str(ROOT),
@@ -1236,7 +1235,7 @@ def serve_behind_nginx(tmp_path: Path) -> Iterator[tuple[str, str]]:
         pytest.skip("nginx or openssl is not installed")
     db = tmp_path / "queuebot.db"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))},
+        **clean_environ(),
         "PYTHONPATH": str(ROOT),
         "QUEUEBOT_DATABASE_URL": f"sqlite:///{db}",
         "QUEUEBOT_ALERT_TOKEN": "deploy-test-alert-token-0123",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
 import sys
 import time
@@ -22,9 +21,12 @@ from services.db import create_engine
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.migrate import upgrade
+from testkit.fake_slack import FakeSlack
 from testkit.ports import free_port
 from tests.conftest import postgres_database, templates
-from tests.helpers.processes import stop
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.platforms import slack_env
+from tests.helpers.processes import clean_environ, stop
 
 # serve does not start without an alert token (or [alerts] allow_unauthenticated = true):
 # the tests' serve has this one, and ALERT_AUTH is the header Alertmanager sends with it.
@@ -114,7 +116,7 @@ def running_serve(
     Stopped after; its log must hold no traceback."""
     config = workdir / "queuebot.toml"
     config.write_text((config_text or DEMO_CONFIG.format(config=config)) + extra)
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    full = clean_environ()
     full.update(
         QUEUEBOT_CONFIG=str(config),
         QUEUEBOT_DATABASE_URL=db_url,
@@ -147,3 +149,21 @@ def running_serve(
         finally:
             stop(proc)
     assert "Traceback" not in log_path.read_text(), log_path.read_text()
+
+
+@contextlib.contextmanager
+def serve_posting_to(
+    fake: FakeSlack, workdir: Path, kind: str, alert_token: str, *, post_interval: float
+) -> Iterator[Served]:
+    """serve on a demo database (``kind``: sqlite or postgres), posting to the fake Slack
+    one post a channel every ``post_interval`` seconds at most, taking Alertmanager's
+    alerts with ``alert_token`` and with no detector of its own: what it posts comes of
+    the alerts a test sends."""
+    env = slack_env(fake, token="xoxb-fake", secret="e2e-signing-secret")
+    env["QUEUEBOT_ALERT_TOKEN"] = alert_token
+    extra = f"\n[slack]\npost_interval_seconds = {post_interval}\n" + DETECTORS_OFF
+    with (
+        demo_database(kind, workdir) as db_url,
+        running_serve(workdir, db_url, env, extra=extra) as served,
+    ):
+        yield served

@@ -31,6 +31,7 @@ from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from testkit.fake_slack import Call, FakeSlack
 from tests.e2e.serving import demo_database, running_serve
+from tests.helpers.processes import clean_environ
 from tests.integration.support import simulated_worker
 
 pytestmark = pytest.mark.postgres
@@ -54,11 +55,7 @@ class ConsoleProcess:
     comes, so the test can wait for a post."""
 
     def __init__(self, workdir: Path, db_url: str, name: str) -> None:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-        }
+        env = clean_environ(discord=True)
         env.update(QUEUEBOT_CONFIG=str(workdir / "queuebot.toml"), QUEUEBOT_DATABASE_URL=db_url)
         self.errors = workdir / f"{name}.err"
         with self.errors.open("w") as err:

@@ -12,7 +12,6 @@ would (a DLQ job event for each message that dies)."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_console import replies
+from tests.helpers.processes import clean_environ
 
 REDRIVE = '@alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"'
 
@@ -130,7 +130,7 @@ def test_what_died_again_is_listed_and_redriven_and_growth_can_be_overridden(
     tmp_path: Path,
 ) -> None:
     estate = Estate(tmp_path / "queuebot.db")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env = clean_environ()
     demo = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "demo", "--no-worker"],
         stdin=subprocess.PIPE,

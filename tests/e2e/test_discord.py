@@ -5,7 +5,6 @@ tests read what the fake received: interaction callbacks, follow-ups, channel me
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -17,22 +16,24 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from services.db import create_engine
 from testkit.fake_discord import DEFAULT_TOKEN, EPHEMERAL, FakeDiscord, Interaction, StoredMessage
 from testkit.fake_slack import FakeSlack
-from testkit.slack_requests import SECRET, signed, slash_fields
+from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import ALERT_AUTH, Served, demo_database, running_serve
 from tests.e2e.test_console import queuebot
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.database import query
 from tests.helpers.people import DISCORD_ALICE, DISCORD_BOB, DISCORD_DORA
+from tests.helpers.platforms import discord_env, slack_env
 from tests.integration.test_incident_timers import drill_runbook
 
 CHANNEL = "200000000000000001"  # [channels.alerts] in the demo config
 OPERATORS = "200000000000000009"  # the operators' audience, here
 GUILD = "400000000000000001"
 DRILL = "gd:drill-discord"
-EXTRA = f"""
+EXTRA = (
+    f"""
 [discord]
 guild = "{GUILD}"
 
@@ -44,9 +45,9 @@ operators = ["ops-discord"]
 
 [runbooks]
 dir = "runbooks"
-""" + "".join(  # only the alerts a test sends: the demo's failed jobs would fire detectors
-    f"[alerts.detectors.{name}]\nenabled = false\n"
-    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
+"""
+    # only the alerts a test sends: the demo's failed jobs would fire detectors
+    + DETECTORS_OFF
 )
 
 
@@ -59,15 +60,7 @@ class Stack:
     workdir: Path
 
     def sql(self, statement: str, **params: Any) -> list[Any]:
-        async def run() -> list[Any]:
-            engine = create_engine(self.db_url)
-            try:
-                async with engine.connect() as conn:
-                    return list((await conn.execute(sa.text(statement), params)).all())
-            finally:
-                await engine.dispose()
-
-        return asyncio.run(run())
+        return query(self.db_url, statement, **params)
 
 
 AUDIT_KEY = "e2e-audit-key-0123456789abcdef0123456789"
@@ -75,12 +68,9 @@ AUDIT_KEY = "e2e-audit-key-0123456789abcdef0123456789"
 
 def _env(fake: FakeDiscord, slack: FakeSlack, token: str = DEFAULT_TOKEN) -> dict[str, str]:
     return {
-        "DISCORD_BOT_TOKEN": token,
-        "DISCORD_API_BASE_URL": fake.api_url,
+        **discord_env(fake, token=token),
         # Slack too, in the same process: one person on two platforms
-        "SLACK_BOT_TOKEN": "xoxb-fake-token",
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_BASE_URL": slack.api_url,
+        **slack_env(slack),
         "QUEUEBOT_AUDIT_KEY": AUDIT_KEY,
     }
 

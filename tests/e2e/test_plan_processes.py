@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from services.migrate import upgrade
 from services.reads import samples
 from testkit.ports import free_port
 from tests.e2e.serving import ALERT_TOKEN
-from tests.helpers.processes import stop
+from tests.helpers.processes import clean_environ, stop
 from tests.integration.support import add_dead_letters, simulated_worker
 
 pytestmark = pytest.mark.postgres
@@ -85,7 +84,7 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
 
 
 def serve(setup: Setup, name: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env = clean_environ()
     env.update(
         QUEUEBOT_CONFIG=str(setup.workdir / "queuebot.toml"),
         QUEUEBOT_DATABASE_URL=setup.url,

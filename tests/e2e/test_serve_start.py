@@ -5,7 +5,6 @@ Slack setup is what it says), half a Slack setup is refused naming what is missi
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import sqlite3
 import subprocess
@@ -24,6 +23,7 @@ from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import ALERT_TOKEN, demo_database, running_serve
 from tests.e2e.test_cli import one_line
 from tests.e2e.test_console import queuebot
+from tests.helpers.processes import clean_environ
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
 SIGNING_SECRET = "signing-secret-5678"
@@ -66,7 +66,7 @@ def _readyz_when(url: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str,
 
 
 def test_serving_on_is_said_once_the_port_answers(tmp_path: Path, demo_db: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))} | {
+    env = clean_environ() | {
         "QUEUEBOT_DATABASE_URL": demo_db,
         "QUEUEBOT_ALERT_TOKEN": ALERT_TOKEN,
     }

@@ -3,7 +3,6 @@ builds them, and the Web API and response_url pointed at a local fake that recor
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -13,13 +12,13 @@ from urllib.parse import parse_qs, urlencode
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from services.db import create_engine
 from testkit.fake_slack import Call, FakeSlack
-from testkit.slack_requests import SECRET, signed, slash_fields
+from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.helpers.database import query
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
+from tests.helpers.platforms import button_click, slack_env
 
 
 @dataclass
@@ -33,15 +32,7 @@ class Stack:
         return self.served.url
 
     def sql(self, statement: str, **params: Any) -> list[Any]:
-        async def run() -> list[Any]:
-            engine = create_engine(self.db_url)
-            try:
-                async with engine.connect() as conn:
-                    return list((await conn.execute(sa.text(statement), params)).all())
-            finally:
-                await engine.dispose()
-
-        return asyncio.run(run())
+        return query(self.db_url, statement, **params)
 
 
 @pytest.fixture(
@@ -53,9 +44,7 @@ def stack(
     workdir = tmp_path_factory.mktemp("slack")
     with demo_database(request.param, workdir) as db_url, FakeSlack().start() as fake:
         env = {
-            "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_BASE_URL": fake.api_url,
+            **slack_env(fake),
             # configured as in production: a keyed audit trail (unkeyed, serve warns)
             "QUEUEBOT_AUDIT_KEY": "e2e-audit-key-0123456789abcdef0123456789",
         }
@@ -98,33 +87,7 @@ def click(
     name: str | None = None,
 ) -> tuple[httpx.Response, str]:
     name = name or f"click-{time.monotonic_ns()}"
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": user.lower(), "team_id": "T0FAKE"},
-        "api_app_id": "A0QUEUEBOT",
-        "token": "legacy",
-        "team": {"id": "T0FAKE", "domain": "fake"},
-        "container": {
-            "type": "message",
-            "message_ts": "1764480000.000001",
-            "channel_id": "C0OPS",
-            "is_ephemeral": False,
-        },
-        "trigger_id": f"t-{name}",
-        "channel": {"id": "C0OPS", "name": "ops"},
-        "message": {"type": "message", "ts": "1764480000.000001", "text": "CR"},
-        "response_url": stack.fake.response_url(name),
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "type": "button",
-                "value": action_id,
-                "text": {"type": "plain_text", "text": "Approve"},
-                "action_ts": action_ts or f"{time.time():.6f}",
-            }
-        ],
-    }
+    payload = button_click(stack.fake, action_id, user=user, name=name, action_ts=action_ts)
     body = urlencode({"payload": json.dumps(payload)})
     return httpx.post(
         f"{stack.url}/slack/events", content=body, headers=signed(body), timeout=10

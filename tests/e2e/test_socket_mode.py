@@ -4,7 +4,6 @@ envelopes delivered over it, the way Slack delivers them to an app with no publi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -13,13 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from services.db import create_engine
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import slash_fields
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.helpers.database import query
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB
 
 
@@ -31,15 +29,7 @@ class Socket:
     served: Served
 
     def sql(self, statement: str) -> list[Any]:
-        async def run() -> list[Any]:
-            engine = create_engine(self.db_url)
-            try:
-                async with engine.connect() as conn:
-                    return list((await conn.execute(sa.text(statement))).all())
-            finally:
-                await engine.dispose()
-
-        return asyncio.run(run())
+        return query(self.db_url, statement)
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 
@@ -16,3 +17,10 @@ def stop(*procs: subprocess.Popen[bytes], timeout: float = 10) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+def clean_environ(*, discord: bool = False) -> dict[str, str]:
+    """This process's environment without queuebot's and Slack's variables (and Discord's
+    where asked): a queuebot the test starts reads only the configuration it is given."""
+    own = ("QUEUEBOT_", "SLACK_", "DISCORD_") if discord else ("QUEUEBOT_", "SLACK_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(own)}

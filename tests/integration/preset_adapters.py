@@ -167,29 +167,10 @@ class PresetAdapter(Facts):
     def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            built.dead.append(await self._insert(conn, **self.row("dead", dead_at(now, i), error)))
-        for i in range(pending):
-            at = pending_at(now, i)
-            built.pending.append(await self._insert(conn, **self.row("pending", at, None)))
-        for i in range(done):
-            built.done.append(await self._insert(conn, **self.row("done", done_at(now, i), None)))
-        for _ in range(stuck):
-            at = stuck_since(now)
-            built.stuck.append(await self._insert(conn, **self.row("stuck", at, None)))
-        return built
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        return await self._insert(conn, **self.row(kind, at, error))
 
     async def _move(
         self, conn: AsyncConnection, ids: list[str], states: tuple[str, ...], values: dict[str, Any]
@@ -857,3 +838,16 @@ class GraphileWorkerAdapter(PresetAdapter):
             ),
             {"error": error, "now": now, "ids": [int(i) for i in ids]},
         )
+
+
+# Every preset's adapter: the tests over all the presets run on each.
+PRESET_ADAPTERS: list[type[PresetAdapter]] = [
+    RiverAdapter,
+    ObanAdapter,
+    PgBossAdapter,
+    ProcrastinateAdapter,
+    QueAdapter,
+    GoodJobAdapter,
+    SolidQueueAdapter,
+    GraphileWorkerAdapter,
+]

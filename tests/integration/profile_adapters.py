@@ -83,6 +83,36 @@ class Facts:
         """The error /queue dlq shows of a job that failed with ``error``."""
         return error if self.error_text else None
 
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        """One job of ``kind`` (dead, pending, done or stuck) at ``at``: its id."""
+        raise NotImplementedError
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        dead: int,
+        error: str,
+        pending: int = 0,
+        done: int = 0,
+        stuck: int = 0,
+    ) -> Built:
+        """Rows of every kind: ``dead`` dead-lettered with ``error``, ``pending`` waiting
+        to run, ``done`` finished, ``stuck`` taken by a worker long ago."""
+        built = Built()
+        for i in range(dead):
+            built.dead.append(await self.insert(conn, "dead", dead_at(now, i), error))
+        for i in range(pending):
+            built.pending.append(await self.insert(conn, "pending", pending_at(now, i), None))
+        for i in range(done):
+            built.done.append(await self.insert(conn, "done", done_at(now, i), None))
+        for _ in range(stuck):
+            built.stuck.append(await self.insert(conn, "stuck", stuck_since(now), None))
+        return built
+
 
 class ProfileAdapter(Protocol):
     profile_class: ClassVar[type[QueueProfile]]
@@ -163,43 +193,25 @@ class WorkerQueueAdapter(Facts):
         done = await conn.execute(q.table.insert().values(row).returning(q.c("id")))
         return str(done.scalar_one())
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._insert(
-                    conn,
-                    "failed",
-                    at,
-                    failure_reason="timeout",
-                    error_message=error,
-                    retry_count=3,
-                    claimed_at=at,
-                    started_at=at,
-                )
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        if kind == "dead":
+            return await self._insert(
+                conn,
+                "failed",
+                at,
+                failure_reason="timeout",
+                error_message=error,
+                retry_count=3,
+                claimed_at=at,
+                started_at=at,
             )
-        for i in range(pending):
-            built.pending.append(await self._insert(conn, "queued", pending_at(now, i)))
-        for i in range(done):
-            at = done_at(now, i)
-            built.done.append(await self._insert(conn, "done", at, claimed_at=at, started_at=at))
-        for _ in range(stuck):
-            since = stuck_since(now)
-            built.stuck.append(
-                await self._insert(conn, "claimed", since, claimed_at=since, server_node="w-1")
-            )
-        return built
+        if kind == "pending":
+            return await self._insert(conn, "queued", at)
+        if kind == "done":
+            return await self._insert(conn, "done", at, claimed_at=at, started_at=at)
+        return await self._insert(conn, "claimed", at, claimed_at=at, server_node="w-1")
 
     async def _update(
         self, conn: AsyncConnection, ids: list[str], states: tuple[str, ...], **values: Any
@@ -323,44 +335,19 @@ class MessageJobAdapter(Facts):
         )
         return str(plain(job_id))
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._job(
-                    conn,
-                    "DLQ",
-                    "FAILED",
-                    at - timedelta(minutes=5),
-                    claimed=at,
-                    attempts=3,
-                    error=error,
-                )
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        if kind == "dead":
+            early = at - timedelta(minutes=5)
+            return await self._job(
+                conn, "DLQ", "FAILED", early, claimed=at, attempts=3, error=error
             )
-        for i in range(pending):
-            built.pending.append(await self._job(conn, "PENDING", "QUEUED", pending_at(now, i)))
-        for i in range(done):
-            at = done_at(now, i)
-            built.done.append(
-                await self._job(conn, "COMPLETED", "SUCCEEDED", at, claimed=at, attempts=1)
-            )
-        for _ in range(stuck):
-            since = stuck_since(now)
-            built.stuck.append(
-                await self._job(conn, "PROCESSING", "RUNNING", since, claimed=since, attempts=1)
-            )
-        return built
+        if kind == "pending":
+            return await self._job(conn, "PENDING", "QUEUED", at)
+        if kind == "done":
+            return await self._job(conn, "COMPLETED", "SUCCEEDED", at, claimed=at, attempts=1)
+        return await self._job(conn, "PROCESSING", "RUNNING", at, claimed=at, attempts=1)
 
     async def _move(
         self,

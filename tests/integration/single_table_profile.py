@@ -64,12 +64,7 @@ from services.estate.signature import (
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
 from services.models import RedriveLog
 from tests.integration.profile_adapters import (
-    Built,
     Facts,
-    dead_at,
-    done_at,
-    pending_at,
-    stuck_since,
 )
 
 ROLE = "tasks"
@@ -559,42 +554,19 @@ class SingleTableAdapter(Facts):
         )
         return str(done.scalar_one())
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._insert(
-                    conn,
-                    "dead",
-                    at - timedelta(minutes=5),
-                    attempts=3,
-                    last_error=error,
-                    locked_at=at,
-                    updated_at=at,
-                )
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        if kind == "dead":
+            early = at - timedelta(minutes=5)
+            return await self._insert(
+                conn, "dead", early, attempts=3, last_error=error, locked_at=at, updated_at=at
             )
-        for i in range(pending):
-            built.pending.append(await self._insert(conn, "ready", pending_at(now, i)))
-        for i in range(done):
-            at = done_at(now, i)
-            built.done.append(await self._insert(conn, "finished", at, attempts=1, locked_at=at))
-        for _ in range(stuck):
-            since = stuck_since(now)
-            built.stuck.append(
-                await self._insert(conn, "working", since, attempts=1, locked_at=since)
-            )
-        return built
+        if kind == "pending":
+            return await self._insert(conn, "ready", at)
+        if kind == "done":
+            return await self._insert(conn, "finished", at, attempts=1, locked_at=at)
+        return await self._insert(conn, "working", at, attempts=1, locked_at=at)
 
     async def _where(self, conn: AsyncConnection, ids: list[str]) -> tuple[BoundTable, Any]:
         t = await self.profile.table(conn)

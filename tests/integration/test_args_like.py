@@ -36,16 +36,7 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE
 from tests.integration.adapted import create_tables, need, registry
-from tests.integration.preset_adapters import (
-    GoodJobAdapter,
-    GraphileWorkerAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    RiverAdapter,
-    SolidQueueAdapter,
-)
+from tests.integration.preset_adapters import PRESET_ADAPTERS, QueAdapter
 from tests.integration.profile_adapters import Built, MessageJobAdapter, WorkerQueueAdapter
 from tests.integration.single_table_profile import SingleTableAdapter
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
@@ -58,18 +49,7 @@ NO_ARGS = (
     "this queue's profile keeps no job arguments (no payload column bound); --args-like "
     "needs one — see docs/profiles.md"
 )
-ADAPTERS: list[Any] = [
-    WorkerQueueAdapter,
-    MessageJobAdapter,
-    RiverAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    GoodJobAdapter,
-    SolidQueueAdapter,
-    GraphileWorkerAdapter,
-]
+ADAPTERS: list[Any] = [WorkerQueueAdapter, MessageJobAdapter, *PRESET_ADAPTERS]
 
 
 @dataclass

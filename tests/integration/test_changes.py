@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,14 +21,10 @@ from services.errors import Conflict, PermissionDenied, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.helpers.people import ALICE, ALICE_ON_DISCORD, BOB_ON_DISCORD, BOB_ON_SLACK, DORA
-from tests.integration.support import Shop, assert_trail_holds, rows, said
+from tests.integration.support import Shop, rows, said
 
-
-@pytest.fixture(autouse=True)
-async def trail_holds(shop: Shop) -> AsyncIterator[None]:
-    """After every test here, the audit trail holds, cross-checked with the state tables."""
-    yield
-    await assert_trail_holds(shop)
+# after every test here, the audit trail holds, cross-checked with the state tables
+pytestmark = pytest.mark.usefixtures("trail_holds")
 
 
 async def failed_worker_ids(shop: Shop, reason: str) -> list[str]:

@@ -16,22 +16,14 @@ import pytest
 import sqlalchemy as sa
 
 from services.changes.model import ChangeKind
-from services.config import QueueConfig
 from services.estate.ops import Selector
 from services.estate.signature import earlier_signature
 from services.plans.model import PlanState, PlanView
 from tests.helpers.people import ALICE, BOB, BOB_APPROVER
 from tests.integration.preset_adapters import PgBossAdapter, PresetAdapter, ProcrastinateAdapter
-from tests.integration.test_halted_plan_counts import (
-    REPORT_COLUMNS,
-    REPORT_DDL,
-    eight_dead,
-    say,
-    tick,
-    worker,
-)
+from tests.integration.team_support import Team
+from tests.integration.test_halted_plan_counts import eight_dead, say, tick, worker
 from tests.integration.test_presets import World, open_world
-from tests.integration.test_team_tables import Team, open_team
 
 OUTAGE = (
     "Request failed with status code 503: POST https://api.pay.example/v1/charges/{charge}/"
@@ -54,19 +46,6 @@ async def procrastinate(pg_url: str) -> AsyncIterator[World]:
 async def pg_boss(pg_url: str) -> AsyncIterator[World]:
     async for world in preset(pg_url, PgBossAdapter):
         yield world
-
-
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    """The team's worker table of test_halted_plan_counts.py: jobs(id, state, last_error,
-    ...), no failure_reason column."""
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue", table="jobs", columns=REPORT_COLUMNS, statuses={"dead": ["dead"]}
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
 
 
 async def sample_dies_again(world: World, error: str | None) -> PlanView:

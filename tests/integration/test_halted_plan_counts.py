@@ -17,7 +17,7 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services.config import AccessConfig, ApprovalConfig, QueueConfig
+from services.config import AccessConfig, ApprovalConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
 from services.reads import samples
@@ -25,41 +25,10 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
 from tests.integration.support import START, RecordingNotifier, build_services
-from tests.integration.test_team_tables import Team, add_worker_rows, open_team
+from tests.integration.team_support import Team, add_worker_rows
 
 SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 SMTP_AGAIN = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 45 s"
-
-REPORT_DDL = {
-    "postgresql": "CREATE TABLE jobs (id BIGSERIAL PRIMARY KEY, state TEXT NOT NULL, "
-    "last_error TEXT, enqueued_at TIMESTAMPTZ NOT NULL, locked_at TIMESTAMPTZ, "
-    "attempts INTEGER NOT NULL DEFAULT 0, kind TEXT)",
-    "sqlite": "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, state TEXT NOT NULL, "
-    "last_error TEXT, enqueued_at DATETIME NOT NULL, locked_at DATETIME, "
-    "attempts INTEGER NOT NULL DEFAULT 0, kind TEXT)",
-}
-REPORT_COLUMNS = {
-    "queue.status": "state",
-    "queue.error_message": "last_error",
-    "queue.queued_at": "enqueued_at",
-    "queue.claimed_at": "locked_at",
-    "queue.retry_count": "attempts",
-    "queue.job_type": "kind",
-}
-
-
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue",
-        table="jobs",
-        columns=REPORT_COLUMNS,
-        statuses={"dead": ["dead"]},
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
 import re
 import subprocess
@@ -41,6 +40,7 @@ from services.migrate import upgrade
 from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
 from tests.helpers.people import DORA
+from tests.helpers.processes import clean_environ
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
 Tally = Counter[tuple[str, int, str]]  # (what, incident number, audience) -> how many
@@ -388,7 +388,7 @@ async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both
 @contextlib.contextmanager
 def consoles(workdir: Path, db_url: str, count: int) -> Iterator[list[subprocess.Popen[str]]]:
     config = write_config(workdir)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env = clean_environ()
     env.update(QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url)
     started: list[subprocess.Popen[str]] = []
     with contextlib.ExitStack() as files:

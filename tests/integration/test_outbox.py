@@ -30,6 +30,7 @@ from services.migrate import upgrade
 from services.notify import ChannelRef, MessageRef
 from services.outbox import LEASE, Outbox
 from services.scheduler import Scheduler
+from tests.helpers.config import DETECTORS_OFF
 from tests.helpers.people import BOB, DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert, alert_bot, notification
 from tests.integration.support import (
@@ -43,14 +44,7 @@ from tests.integration.test_plans import ERROR, flat_history, request_plan, tick
 
 RELAY = Path(__file__).with_name("outbox_relay_process.py")
 STUCK = {"alertname": "QueueStuck", "queue": "clips"}  # routed to #operators
-QUIET = """
-[alerts.detectors.queue_loss]
-enabled = false
-[alerts.detectors.dead_letter_growth]
-enabled = false
-[alerts.detectors.failed_actionable]
-enabled = false
-"""
+QUIET = "\n" + DETECTORS_OFF
 
 
 class FlakyChat(RecordingNotifier):

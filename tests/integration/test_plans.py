@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -26,19 +25,14 @@ from tests.integration.support import (
     START,
     Shop,
     add_dead_letters,
-    assert_trail_holds,
     said,
     simulated_worker,
 )
 
+# after every test here, the audit trail holds, cross-checked with the state tables
+pytestmark = pytest.mark.usefixtures("trail_holds")
+
 ERROR = "transcoder pod evicted while rendering clip 77"
-
-
-@pytest.fixture(autouse=True)
-async def trail_holds(shop: Shop) -> AsyncIterator[None]:
-    """After every test here, the audit trail holds, cross-checked with the state tables."""
-    yield
-    await assert_trail_holds(shop)
 
 
 async def flat_history(shop: Shop) -> None:

@@ -35,13 +35,11 @@ from tests.helpers.people import ALICE, BOB
 from tests.integration.adapted import need
 from tests.integration.housekeeping_support import housekeeper
 from tests.integration.preset_adapters import (
+    PRESET_ADAPTERS,
     GoodJobAdapter,
-    GraphileWorkerAdapter,
-    ObanAdapter,
     PgBossAdapter,
     PresetAdapter,
     ProcrastinateAdapter,
-    QueAdapter,
     RiverAdapter,
     SolidQueueAdapter,
     _solid_error,
@@ -51,16 +49,7 @@ from tests.integration.support import START, Clock, RecordingNotifier, build_ser
 
 pytestmark = pytest.mark.postgres
 ERROR = "TimeoutError: smtp relay did not answer in 30 s"
-ADAPTERS = [
-    RiverAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    GoodJobAdapter,
-    SolidQueueAdapter,
-    GraphileWorkerAdapter,
-]
+ADAPTERS = PRESET_ADAPTERS
 
 
 @dataclass

@@ -41,16 +41,7 @@ from services.plans.model import PlanState
 from services.reads import gauges, samples
 from tests.helpers.people import ALICE, BOB
 from tests.integration.adapted import create_tables, need, registry
-from tests.integration.preset_adapters import (
-    GoodJobAdapter,
-    GraphileWorkerAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    RiverAdapter,
-    SolidQueueAdapter,
-)
+from tests.integration.preset_adapters import PRESET_ADAPTERS
 from tests.integration.profile_adapters import (
     LEAVES_TAKEN_JOBS,
     SAYS_CANCELLED,
@@ -73,14 +64,7 @@ ADAPTERS: list[type[ProfileAdapter]] = [
     WorkerQueueAdapter,
     MessageJobAdapter,
     SingleTableAdapter,
-    RiverAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    GraphileWorkerAdapter,
-    GoodJobAdapter,
-    QueAdapter,
-    SolidQueueAdapter,
+    *PRESET_ADAPTERS,
 ]
 
 

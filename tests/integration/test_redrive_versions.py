@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,13 +19,10 @@ from services.estate.message_job import kept
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.helpers.people import ALICE, BOB_ON_SLACK
-from tests.integration.support import Shop, assert_trail_holds, rows
+from tests.integration.support import Shop, rows
 
-
-@pytest.fixture(autouse=True)
-async def trail_holds(shop: Shop) -> AsyncIterator[None]:
-    yield
-    await assert_trail_holds(shop)
+# after every test here, the audit trail holds, cross-checked with the state tables
+pytestmark = pytest.mark.usefixtures("trail_holds")
 
 
 @pytest.fixture

@@ -22,12 +22,11 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER
 from tests.integration.support import Shop
+from tests.integration.team_support import Team
 from tests.integration.test_presets import ADAPTERS, World, open_world
-from tests.integration.test_team_tables import Team
-from tests.integration.test_two_person_team import dead_letters, team
+from tests.integration.test_two_person_team import dead_letters
 from tests.retired_flags import retired
 
-__all__ = ["team"]  # the fixture
 HELP = [
     "/queue help",
     "/queue help dlq",

@@ -8,10 +8,8 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-
-import pytest
 
 from bot.bootstrap import wire_services
 from bot.boundary import answer
@@ -21,20 +19,15 @@ from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
 from services.audit import AuditTrail
-from services.config import AccessConfig, ApprovalConfig, QueueConfig
+from services.config import AccessConfig, ApprovalConfig
 from services.people import Directory, Person
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
 from tests.integration.support import FAST, START, RecordingNotifier
-from tests.integration.test_halted_plan_counts import (
-    REPORT_COLUMNS,
-    REPORT_DDL,
-    finish_queued,
-    tick,
-)
-from tests.integration.test_team_tables import Team, add_worker_rows, open_team
+from tests.integration.team_support import Team, add_worker_rows
+from tests.integration.test_halted_plan_counts import finish_queued, tick
 
 SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 
@@ -81,17 +74,6 @@ async def refused(router: Router, line: str, person: Person = ALICE_APPROVER) ->
     refused, text = await said(router, line, person)
     assert refused, text
     return " ".join(text.split())
-
-
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue", table="jobs", columns=REPORT_COLUMNS, statuses={"dead": ["dead"]}
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
 
 
 async def dead_letters(team: Team, count: int) -> list[str]:

@@ -43,8 +43,10 @@ from testkit.ports import free_port
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo
 from tests.e2e.serving import ALERT_TOKEN, demo_database, port_taken
+from tests.helpers.config import DETECTORS_OFF
 from tests.helpers.people import ALICE_ON_SLACK
-from tests.helpers.processes import stop
+from tests.helpers.platforms import button_click
+from tests.helpers.processes import clean_environ, stop
 
 # Fake secrets, each holding MARK so that a grep for MARK finds any of them, whole or cut.
 MARK = "QBREL7"
@@ -60,23 +62,21 @@ STALE_SECONDS = 5.0  # QUEUEBOT_CLAIM_STALE_SECONDS for every serve here: the lo
 # request of a few hundred rows, and plans poll quickly with no velocity cap to wait for.
 # Posts are not paced (the scenarios count them, not wait for Slack's pace), and the
 # detectors are off (the demo's failed jobs would add an alert thread to every count).
-BASE_TOML = """\
+BASE_TOML = (
+    """\
 large_change_rows = 5000
 
 [slack]
 post_interval_seconds = 0
 
-[alerts.detectors.queue_loss]
-enabled = false
-[alerts.detectors.dead_letter_growth]
-enabled = false
-[alerts.detectors.failed_actionable]
-enabled = false
-
+"""
+    + DETECTORS_OFF
+    + """
 [redrive]
 poll_seconds = 0.2
 velocity = 100000
 """
+)
 
 # Plans of many small waves: a sample of 5, then waves of 5 and 10.
 PLAN_TOML = "first_wave = 5\nmax_wave = 10\n"
@@ -134,33 +134,7 @@ def click(fake: FakeSlack, action_id: str, *, user: str, tag: str) -> Delivery:
     """A button click; its action_ts is fixed here, so sending it again is the same click
     (a double click, or Slack's retry)."""
     action_ts = f"{time.time():.6f}"
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": user.lower(), "team_id": "T0FAKE"},
-        "api_app_id": "A0QUEUEBOT",
-        "token": "legacy",
-        "team": {"id": "T0FAKE", "domain": "fake"},
-        "container": {
-            "type": "message",
-            "message_ts": "1764480000.000001",
-            "channel_id": "C0OPS",
-            "is_ephemeral": False,
-        },
-        "trigger_id": f"t-{tag}",
-        "channel": {"id": "C0OPS", "name": "ops"},
-        "message": {"type": "message", "ts": "1764480000.000001", "text": "CR"},
-        "response_url": fake.response_url(tag),
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "type": "button",
-                "value": action_id,
-                "text": {"type": "plain_text", "text": "Approve"},
-                "action_ts": action_ts,
-            }
-        ],
-    }
+    payload = button_click(fake, action_id, user=user, name=tag, action_ts=action_ts)
     body = urlencode({"payload": json.dumps(payload)})
     return Delivery(body, f"slack:action:{action_ts}:{user}:{action_id}", tag)
 
@@ -249,7 +223,7 @@ class Cluster:
             encoding="utf-8",
         )
         (self.workdir / "logs").mkdir(exist_ok=True)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+        base = clean_environ()
         self.process_env = {
             **base,
             "QUEUEBOT_CONFIG": str(self.config),

@@ -4,7 +4,6 @@ reply read as the person reads it before the next line is said."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -12,16 +11,14 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.helpers.processes import clean_environ
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class ConsoleSession:
     def __init__(self, *, config: Path, database_url: str, cwd: Path) -> None:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-        }
+        env = clean_environ(discord=True)
         env.update(
             QUEUEBOT_CONFIG=str(config),
             QUEUEBOT_DATABASE_URL=database_url,

@@ -39,6 +39,7 @@ from services.estate.signature import SIGNATURE_SAMPLE
 from testkit.systems.outage import Built, Outage, PgBossCharges, ProcrastinateMails, Worker
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.helpers.systems import real_system
+from tests.helpers.text import in_order
 from tests.systems.console_session import ConsoleSession
 
 FULL = os.environ.get("QB_JOURNEY_SIZE") == "full"
@@ -169,15 +170,6 @@ def recovery_seconds(export: str) -> int:
     found = _RECOVERY.search(export)
     assert found, export
     return int(found.group(1)) * (60 if found.group(2) == "min" else 1)
-
-
-def in_order(text: str, steps: list[str]) -> None:
-    """Each of ``steps`` is in ``text``, after the one before it."""
-    at = 0
-    for step in steps:
-        found = text.find(step, at)
-        assert found >= 0, f"{step!r} is not after {text[max(at - 200, 0) : at]!r} in:\n{text}"
-        at = found + len(step)
 
 
 def approve(console: ConsoleSession, request: str) -> str:
@@ -338,7 +330,7 @@ def journey(case: Case, database: str, tmp_path: Path) -> float:
     assert f"| CR-3 | plan | {queue} | alice | bob | executed | {SAMPLE} |" in changes, changes
     in_order(
         export.split("## Timeline", 1)[1],
-        [
+        *[
             "alice requested CR-1",
             "approved CR-1",
             "P-1 sample started",
