@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.helpers.processes import clean_environ
+from tests.helpers.processes import clean_environ, interactive
 
 
 def plan_state(db: Path, number: int) -> str | None:
@@ -51,15 +50,7 @@ def demo_session(folder: Path, *args: str) -> Iterator[DemoSession]:
     """``queuebot demo ARGS`` in ``folder``, without the caller's queuebot or Slack
     environment; killed if the block ends before it did."""
     env = clean_environ()
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=folder,
-        env=env,
-    )
+    demo = interactive("demo", *args, cwd=folder, env=env)
     try:
         yield DemoSession(demo, folder / "queuebot.db")
     finally:

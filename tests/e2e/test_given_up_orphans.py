@@ -18,10 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from testkit.fake_discord import FakeDiscord
-from testkit.fake_slack import FakeSlack
-from tests.e2e.serving import demo_database, running_serve
-from tests.e2e.test_late_answers import DISCORD_CHANNEL, GUILD, orphans, row
+from tests.e2e.serving import running_serve
+from tests.e2e.test_late_answers import DISCORD_CHANNEL, GUILD, chat_on_demo, orphans, row
 from tests.helpers.config import DETECTORS_OFF
 from tests.helpers.people import DISCORD_BOB
 from tests.helpers.platforms import discord_env, slack_env
@@ -60,11 +58,7 @@ def given_up(metrics: str) -> dict[str, float]:
 def test_orphans_adopted_three_times_are_answered_not_retried_and_never_run_again(
     kind: str, tmp_path: Path
 ) -> None:
-    with (
-        demo_database(kind, tmp_path) as db_url,
-        FakeSlack().start() as slack,
-        FakeDiscord().start() as discord,
-    ):
+    with chat_on_demo(kind, tmp_path) as (db_url, slack, discord):
 
         def slack_request(answer: str, text: str) -> dict[str, object]:
             return {

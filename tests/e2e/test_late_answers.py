@@ -7,7 +7,9 @@ everyone; what a change did is."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,17 @@ from tests.helpers.platforms import discord_env, slack_env
 
 GUILD = "400000000000000001"
 DISCORD_CHANNEL = "200000000000000001"
+
+
+@contextlib.contextmanager
+def chat_on_demo(kind: str, workdir: Path) -> Iterator[tuple[str, FakeSlack, FakeDiscord]]:
+    """A demo database (``kind``: sqlite or postgres), the fake Slack and the fake Discord."""
+    with (
+        demo_database(kind, workdir) as db_url,
+        FakeSlack().start() as slack,
+        FakeDiscord().start() as discord,
+    ):
+        yield db_url, slack, discord
 
 
 def orphans(db_url: str, rows: list[dict[str, Any]]) -> None:
@@ -70,11 +83,7 @@ def row(
 def test_orphans_past_the_platforms_answer_window_are_answered_in_the_channel(
     kind: str, tmp_path: Path
 ) -> None:
-    with (
-        demo_database(kind, tmp_path) as db_url,
-        FakeSlack().start() as slack,
-        FakeDiscord().start() as discord,
-    ):
+    with chat_on_demo(kind, tmp_path) as (db_url, slack, discord):
         slack_request = {
             "platform": "slack",
             "where": "Slack /queue",

@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,19 +20,13 @@ import pytest
 from testkit.fake_slack import FakeSlack
 from testkit.ports import free_port
 from tests.e2e.fake_socket_mode import FakeSocketMode
-from tests.e2e.serving import ALERT_TOKEN, demo_database, running_serve
+from tests.e2e.serving import ALERT_TOKEN, running_serve
 from tests.e2e.test_cli import one_line
 from tests.e2e.test_console import queuebot
 from tests.helpers.processes import clean_environ
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
 SIGNING_SECRET = "signing-secret-5678"
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with demo_database("sqlite", tmp_path_factory.mktemp("serve-demo")) as url:
-        yield url
 
 
 # /readyz keeps what it found of columns and Slack 1 s, not 5: the tests wait less for it.

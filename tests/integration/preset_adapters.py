@@ -37,7 +37,7 @@ from tests.integration.profile_adapters import (
     SAYS_CANCELLED,
     TAKEN_RUNS,
     Built,
-    Facts,
+    ProfileAdapter,
     dead_at,
     done_at,
     pending_at,
@@ -129,7 +129,7 @@ CREATE TABLE pgboss.j_contract PARTITION OF pgboss.job FOR VALUES IN ('contract'
 """
 
 
-class PresetAdapter(Facts):
+class PresetAdapter(ProfileAdapter):
     """What the presets' adapters share: PostgreSQL only, inserts and moves by column."""
 
     profile_class: ClassVar[type[QueueProfile]]
@@ -147,9 +147,6 @@ class PresetAdapter(Facts):
     @classmethod
     def config(cls) -> QueueConfig:
         return QueueConfig(preset=cls.profile_class.name)
-
-    def __init__(self, profile: QueueProfile) -> None:
-        self.profile = profile
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
@@ -413,20 +410,9 @@ class ProcrastinateAdapter(PresetAdapter):
         attempts = {"dead": 2, "pending": 0, "done": 0, "stuck": 0}
         return base | {"status": status[kind], "attempts": attempts[kind]}
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = await super().add(
-            conn, now=now, dead=dead, error=error, pending=pending, done=done, stuck=stuck
-        )
+    async def add(self, conn: AsyncConnection, **kw: Any) -> Built:
+        built = await super().add(conn, **kw)
+        now: datetime = kw["now"]
         events: list[tuple[str, str, datetime]] = []
         for i, job in enumerate(built.dead):
             at = dead_at(now, i)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -63,11 +63,17 @@ LEAVES_TAKEN_JOBS = "a rollback leaves a job a worker has taken alone"
 TAKEN_RUNS = "a redriven job a worker has taken reads as running, not dead"
 
 
-class Facts:
-    """What a person is shown of a profile's jobs where a system keeps them otherwise than
-    queuebot's own profiles do, each a fact of the system its adapter declares (these
-    defaults are queuebot's own profiles'). The contract asserts the fact, exactly."""
+class ProfileAdapter:
+    """What every adapter does (the contract tests see a profile only through one), and
+    what a person is shown of its jobs where a system keeps them otherwise than queuebot's
+    own profiles do: each such fact of the system its adapter declares (these defaults are
+    queuebot's own profiles'), and the contract asserts the fact, exactly."""
 
+    profile_class: ClassVar[type[QueueProfile]]
+    dead_state: ClassVar[CanonicalState]  # the canonical state of the dead rows it builds
+    # the failure reason of the dead rows it builds (None: the profile keeps none)
+    failure_reason: ClassVar[str | None]
+    missing_id: ClassVar[str]  # a well-formed id no job has
     postgres_only: ClassVar[bool] = False
     # the system of testkit/systems whose runtime makes its schema (skipped where missing)
     runtime: ClassVar[str | None] = None
@@ -78,6 +84,14 @@ class Facts:
     cancels: ClassVar[bool] = True  # cancel is on
     # contract clauses the profile is known not to meet, each with why (see the contract)
     departures: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+
+    @classmethod
+    def config(cls) -> QueueConfig:
+        """The queue's configuration of this profile."""
+        raise NotImplementedError
 
     def shown(self, error: str) -> str | None:
         """The error /queue dlq shows of a job that failed with ``error``."""
@@ -113,64 +127,26 @@ class Facts:
             built.stuck.append(await self.insert(conn, "stuck", stuck_since(now), None))
         return built
 
-
-class ProfileAdapter(Protocol):
-    profile_class: ClassVar[type[QueueProfile]]
-    dead_state: ClassVar[CanonicalState]  # the canonical state of the dead rows it builds
-    # the failure reason of the dead rows it builds (None: the profile keeps none)
-    failure_reason: ClassVar[str | None]
-    missing_id: ClassVar[str]  # a well-formed id no job has
-    postgres_only: ClassVar[bool]
-    runtime: ClassVar[str | None]
-    error_text: ClassVar[bool]
-    final_error: ClassVar[bool]
-    shows_running: ClassVar[bool]
-    keeps_finished: ClassVar[bool]
-    cancels: ClassVar[bool]
-    departures: ClassVar[Mapping[str, str]]
-
-    def shown(self, error: str) -> str | None: ...
-
-    @staticmethod
-    def config() -> QueueConfig: ...
-
-    def __init__(self, profile: QueueProfile) -> None: ...
-
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        """Rows of every kind: ``dead`` dead-lettered with ``error``, ``pending`` waiting
-        to run, ``done`` finished, ``stuck`` taken by a worker long ago."""
-        ...
-
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         """Jobs a worker would pick up now."""
-        ...
+        raise NotImplementedError
 
     async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
         """A worker takes these waiting jobs."""
-        ...
+        raise NotImplementedError
 
     async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
         """A worker finishes these jobs (waiting or taken) successfully."""
-        ...
+        raise NotImplementedError
 
     async def fail(
         self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
     ) -> None:
         """A worker fails these jobs for good: they are dead letters again, with ``error``."""
-        ...
+        raise NotImplementedError
 
 
-class WorkerQueueAdapter(Facts):
+class WorkerQueueAdapter(ProfileAdapter):
     """dev_r_worker_queue: dead rows are ``failed`` (canonical FAILED); integer ids."""
 
     profile_class: ClassVar[type[QueueProfile]] = WorkerQueueProfile
@@ -181,9 +157,6 @@ class WorkerQueueAdapter(Facts):
     @staticmethod
     def config() -> QueueConfig:
         return QueueConfig(profile="worker_queue")
-
-    def __init__(self, profile: QueueProfile) -> None:
-        self.profile = profile
 
     async def _insert(
         self, conn: AsyncConnection, status: str, queued: datetime, **values: Any
@@ -259,7 +232,7 @@ class WorkerQueueAdapter(Facts):
         )
 
 
-class MessageJobAdapter(Facts):
+class MessageJobAdapter(ProfileAdapter):
     """queue_messages + clip_jobs (+ video_assets): a job is dead when its message is in
     the DLQ and the job FAILED (canonical DEAD); UUID ids, one message per job."""
 
@@ -271,9 +244,6 @@ class MessageJobAdapter(Facts):
     @staticmethod
     def config() -> QueueConfig:
         return QueueConfig(profile="message_job")
-
-    def __init__(self, profile: QueueProfile) -> None:
-        self.profile = profile
 
     async def give_args(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> None:
         """The clip job was enqueued with these arguments (its payload)."""

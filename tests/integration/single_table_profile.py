@@ -64,7 +64,7 @@ from services.estate.signature import (
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
 from services.models import RedriveLog
 from tests.integration.profile_adapters import (
-    Facts,
+    ProfileAdapter,
 )
 
 ROLE = "tasks"
@@ -529,7 +529,7 @@ class SingleTablePlanOps:
 # -- the contract tests' adapter -----------------------------------------------------------
 
 
-class SingleTableAdapter(Facts):
+class SingleTableAdapter(ProfileAdapter):
     """Builds known ``tasks`` rows and plays the worker, for the contract tests."""
 
     profile_class: ClassVar[type[QueueProfile]] = SingleTableProfile

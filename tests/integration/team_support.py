@@ -6,6 +6,7 @@ keeps its states and times in columns of its own names (``report_team``, the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,10 +25,11 @@ from services.estate.model import DeadFilter, Triage
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
 from services.migrate import upgrade
+from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE, BOB
-from tests.integration.support import Clock, RecordingNotifier, build_services
+from tests.integration.support import START, Clock, RecordingNotifier, build_services
 
 
 @dataclass
@@ -98,6 +100,30 @@ async def add_worker_rows(team: Team, rows: list[dict[str, Any]]) -> list[str]:
             done = await conn.execute(q.table.insert().values(values).returning(q.c("id")))
             ids.append(str(done.scalar_one()))
         return ids
+
+
+SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
+
+
+async def dead_letters(team: Team, count: int) -> list[str]:
+    """``count`` jobs dead of SMTP two hours ago, and the dead-letter count written down
+    15 minutes ago as flat: their ids."""
+    at = START - timedelta(hours=2)
+    rows = [
+        {
+            "status": "dead",
+            "error_message": SMTP,
+            "queued_at": at + timedelta(seconds=i),
+            "claimed_at": at,
+            "retry_count": 5,
+            "job_type": "email",
+        }
+        for i in range(count)
+    ]
+    ids = await add_worker_rows(team, rows)
+    async with team.engine.begin() as conn:  # a flat dead-letter count 15 minutes ago
+        await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
+    return ids
 
 
 # The team's worker table of the report tests: jobs(id, state, last_error, enqueued_at,

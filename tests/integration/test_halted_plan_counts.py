@@ -6,7 +6,6 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -20,14 +19,12 @@ from commands.router import Router
 from services.config import AccessConfig, ApprovalConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
-from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
 from tests.integration.support import START, RecordingNotifier, build_services
-from tests.integration.team_support import Team, add_worker_rows
+from tests.integration.team_support import SMTP, Team, add_worker_rows, dead_letters
 
-SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 SMTP_AGAIN = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 45 s"
 
 
@@ -62,22 +59,7 @@ async def say(team: Team, line: str, person: Person = ALICE_APPROVER) -> str:
 
 
 async def eight_dead(team: Team) -> list[str]:
-    at = START - timedelta(hours=2)
-    rows = [
-        {
-            "status": "dead",
-            "error_message": SMTP,
-            "queued_at": at + timedelta(seconds=i),
-            "claimed_at": at,
-            "retry_count": 5,
-            "job_type": "email",
-        }
-        for i in range(8)
-    ]
-    ids = await add_worker_rows(team, rows)
-    async with team.engine.begin() as conn:  # a flat dead-letter count 15 minutes ago
-        await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
-    return ids
+    return await dead_letters(team, 8)
 
 
 async def worker(team: Team, sql: str, **params: object) -> int:

@@ -17,7 +17,6 @@ import json
 import random
 import re
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -40,7 +39,7 @@ from services.migrate import upgrade
 from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
 from tests.helpers.people import DORA
-from tests.helpers.processes import clean_environ
+from tests.helpers.processes import clean_environ, interactive
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
 Tally = Counter[tuple[str, int, str]]  # (what, incident number, audience) -> how many
@@ -397,14 +396,8 @@ def consoles(workdir: Path, db_url: str, count: int) -> Iterator[list[subprocess
                 out = files.enter_context((workdir / f"console-{n}.out").open("w"))
                 err = files.enter_context((workdir / f"console-{n}.err").open("w"))
                 started.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "bot.cli", "console", "--as", "dora"],
-                        stdin=subprocess.PIPE,
-                        stdout=out,
-                        stderr=err,
-                        text=True,
-                        cwd=workdir,
-                        env=env,
+                    interactive(
+                        "console", "--as", "dora", cwd=workdir, env=env, stdout=out, stderr=err
                     )
                 )
             yield started

@@ -8,7 +8,7 @@ Each case builds its profile's tables with known rows through the profile's adap
 assertions are what a person would notice: counts, listings, which rows a change touched
 and what a staged redrive did to the jobs, never how the profile stores them. Where a
 system keeps its jobs otherwise (it deletes a job that succeeds, shows no job running,
-keeps an error with its class), its adapter declares the fact (``Facts``) and the
+keeps an error with its class), its adapter declares the fact (``ProfileAdapter``) and the
 contract asserts that instead, exactly. A clause a profile is known not to meet is named
 in its adapter's ``departures``, with why: there the clause is an expected failure
 (strict: once it holds, the test fails until the departure is taken out).

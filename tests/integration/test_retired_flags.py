@@ -22,9 +22,8 @@ from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER
 from tests.integration.support import Shop
-from tests.integration.team_support import Team
+from tests.integration.team_support import Team, dead_letters
 from tests.integration.test_presets import ADAPTERS, World, open_world
-from tests.integration.test_two_person_team import dead_letters
 from tests.retired_flags import retired
 
 HELP = [

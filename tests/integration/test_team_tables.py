@@ -37,7 +37,7 @@ from services.reads import samples
 from tests.helpers.people import ALICE, BOB
 from tests.integration.single_table_profile import SingleTableProfile
 from tests.integration.support import START
-from tests.integration.team_support import Team, add_worker_rows, open_team
+from tests.integration.team_support import REPORT_COLUMNS, Team, add_worker_rows, open_team
 
 ERROR = "upstream timeout after 30000 ms calling billing-api"
 AN_HOUR_AGO = START - timedelta(hours=1)
@@ -790,14 +790,7 @@ TEAM_ENUM_DDL = [
 TEAM_ENUM_CONFIG = QueueConfig(
     profile="worker_queue",
     table="jobs",
-    columns={
-        "queue.status": "state",
-        "queue.error_message": "last_error",
-        "queue.queued_at": "enqueued_at",
-        "queue.claimed_at": "locked_at",
-        "queue.retry_count": "attempts",
-        "queue.job_type": "kind",
-    },
+    columns=REPORT_COLUMNS,
     statuses={"dead": ["dead"]},
 )
 

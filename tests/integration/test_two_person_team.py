@@ -9,7 +9,6 @@ PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 from bot.bootstrap import wire_services
 from bot.boundary import answer
@@ -21,15 +20,12 @@ from commands.router import Router
 from services.audit import AuditTrail
 from services.config import AccessConfig, ApprovalConfig
 from services.people import Directory, Person
-from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
-from tests.integration.support import FAST, START, RecordingNotifier
-from tests.integration.team_support import Team, add_worker_rows
+from tests.integration.support import FAST, RecordingNotifier
+from tests.integration.team_support import Team, dead_letters
 from tests.integration.test_halted_plan_counts import finish_queued, tick
-
-SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 
 
 def with_people(team: Team, people: Sequence[Person], approval: ApprovalConfig) -> Router:
@@ -74,25 +70,6 @@ async def refused(router: Router, line: str, person: Person = ALICE_APPROVER) ->
     refused, text = await said(router, line, person)
     assert refused, text
     return " ".join(text.split())
-
-
-async def dead_letters(team: Team, count: int) -> list[str]:
-    at = START - timedelta(hours=2)
-    rows = [
-        {
-            "status": "dead",
-            "error_message": SMTP,
-            "queued_at": at + timedelta(seconds=i),
-            "claimed_at": at,
-            "retry_count": 5,
-            "job_type": "email",
-        }
-        for i in range(count)
-    ]
-    ids = await add_worker_rows(team, rows)
-    async with team.engine.begin() as conn:  # a flat dead-letter count 15 minutes ago
-        await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
-    return ids
 
 
 async def test_two_people_start_a_staged_redrive_of_many_and_not_a_large_redrive_by_ids(

@@ -355,21 +355,24 @@ def _case(make: Callable[[], Case], name: str) -> Case:
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_the_payments_outage_on_pgboss_from_declaration_to_postmortem(
-    database: str, tmp_path: Path, record_property: Callable[[str, object], None]
+@pytest.mark.parametrize(
+    ("make", "name", "label"),
+    [
+        pytest.param(pgboss, "pg-boss", "pg-boss", id="the-payments-outage-on-pgboss"),
+        pytest.param(
+            procrastinate, "procrastinate", "Procrastinate", id="the-mail-outage-on-procrastinate"
+        ),
+    ],
+)
+def test_an_outage_from_declaration_to_postmortem(
+    make: Callable[[], Case],
+    name: str,
+    label: str,
+    database: str,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
-    case = _case(pgboss, "pg-boss")
+    case = _case(make, name)
     took = journey(case, database, tmp_path)
     record_property("journey_seconds", round(took, 1))
-    print(f"pg-boss journey: {case.failing:,} of {case.ok + case.failing:,} in {took:.1f} s")
-
-
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_the_mail_outage_on_procrastinate_from_declaration_to_postmortem(
-    database: str, tmp_path: Path, record_property: Callable[[str, object], None]
-) -> None:
-    case = _case(procrastinate, "procrastinate")
-    took = journey(case, database, tmp_path)
-    record_property("journey_seconds", round(took, 1))
-    print(f"Procrastinate journey: {case.failing:,} of {case.ok + case.failing:,} in {took:.1f} s")
+    print(f"{label} journey: {case.failing:,} of {case.ok + case.failing:,} in {took:.1f} s")

@@ -10,13 +10,12 @@ Skipped where a system cannot run here (pg-boss, graphile-worker without node an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
 
 from testkit.systems import all_systems, systems_available
-from tests.conftest import _pg_conninfo, postgres_database
 from tests.helpers.systems import real_system
 
 QUEUES = {"emails": (3, 5), "reports": (2, 2)}
@@ -170,12 +169,6 @@ DEAD_DETAIL = {
         " WHERE id = %s::bigint AND expired_at IS NOT NULL"
     ),
 }
-
-
-@pytest.fixture
-def libpq_url() -> Iterator[str]:
-    for url in postgres_database("empty"):
-        yield _pg_conninfo(url)
 
 
 @pytest.mark.postgres
