@@ -28,10 +28,10 @@ Posting is not paced during the bench: its config sets ``[slack] post_interval_s
 channel take about 42 minutes, which would measure the pacing, not queuebot). The
 built-in detectors are off, so every post counted is one of the bench's groups.
 
-    .venv/bin/python bench/alerts.py                      # PostgreSQL, 20,000 / 500 / 50
-    .venv/bin/python bench/alerts.py --sqlite             # the same on SQLite
-    .venv/bin/python bench/alerts.py --notifications 4000 --groups 100 --senders 20
-    .venv/bin/python bench/alerts.py --profile serve.prof # cProfile serve while it works
+    .venv/bin/python -m bench.alerts                      # PostgreSQL, 20,000 / 500 / 50
+    .venv/bin/python -m bench.alerts --sqlite             # the same on SQLite
+    .venv/bin/python -m bench.alerts --notifications 4000 --groups 100 --senders 20
+    .venv/bin/python -m bench.alerts --profile serve.prof # cProfile serve while it works
 
 Exit status: 0 when every target is met, 1 when one is missed, 2 on error, 130 when
 interrupted (Ctrl-C or SIGTERM; serve, the senders, the fake and the database are cleaned
@@ -43,21 +43,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
-import json
 import multiprocessing
 import os
 import pstats
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -69,108 +64,46 @@ from typing import Any
 
 import aiohttp
 import psycopg
-import repo_root  # noqa: F401  (testkit, from the repository's root)
-from scratch_db import create, drop
 
-from bot.demo import DEMO_CONFIG, record_history
-from services.config import default_queues
-from services.db import create_engine
-from services.estate.demo import build_demo_estate
-from services.estate.estate import Estate
-from services.migrate import upgrade
+from bench.kit.alertmanager import group_bodies, sequence
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.figures import Sched, judge, loadavg, machine_busy, percentile, settle, spread
+from bench.kit.scratch import create, drop
+from bench.kit.serve import (
+    ALERT_TOKEN,
+    DETECTORS_OFF,
+    Serve,
+    build_demo,
+    die_with_parent,
+    slack_env,
+    start_app,
+    start_serve,
+    wait_healthy,
+)
 from testkit.fake_slack import FakeSlack
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB_PREFIX = "qb_bench_alerts"
 NOTIFICATIONS = 20_000
 GROUPS = 500
 SENDERS = 50
 WARMUP = 100
 WAIT = 300.0
-TOKEN = "bench-alert-token-0123456789abcdef"
 PATH = "/alerts/alertmanager"
 POSTS_PER_GROUP = 5  # root; "added" reply + root update; "resolved" reply + root update
 TARGET_RATE = 1000.0  # notifications/s
 TARGET_P99_MS = 50.0
 POLL = 0.05  # seconds between looks at the backlog
 
-BENCH_CONFIG = """
+BENCH_CONFIG = (
+    """
 [slack]
 post_interval_seconds = 0        # the bench measures queuebot, not Slack's pace
-
-[alerts.detectors.queue_loss]
-enabled = false
-[alerts.detectors.dead_letter_growth]
-enabled = false
-[alerts.detectors.failed_actionable]
-enabled = false
 """
+    + DETECTORS_OFF
+)
 
 
 # -- the notifications -----------------------------------------------------------------------
-
-
-def phases(per_group: int) -> tuple[int, int]:
-    """The indexes where B joins and where the group resolves: 15 and 30 of 40."""
-    added = max(1, round(per_group * 15 / 40))
-    resolved = min(max(added + 1, round(per_group * 30 / 40)), per_group - 1)
-    return added, resolved
-
-
-def rfc3339(at: datetime, nanos: int) -> str:
-    """Alertmanager's form: UTC, nine fractional digits."""
-    return f"{at:%Y-%m-%dT%H:%M:%S}.{nanos:09d}Z"
-
-
-GO_ZERO_TIME = "0001-01-01T00:00:00Z"  # endsAt of a firing alert
-
-
-def group_bodies(group: int, base: datetime, name: str = "") -> tuple[bytes, bytes, bytes]:
-    """The three bodies a group's notifications are made of: A firing, A and B firing,
-    both resolved. The group's number makes its alerts' fingerprints."""
-    name = name or f"BenchAlert{group}"
-    common = {"alertname": name, "queue": "clips"}
-    starts = {"a": rfc3339(base, 123_456_789), "b": rfc3339(base + timedelta(minutes=1), 987_654)}
-    ends = rfc3339(base + timedelta(minutes=5), 500_000_001)
-
-    def alert(instance: str, number: int, status: str) -> dict[str, Any]:
-        return {
-            "status": status,
-            "labels": {**common, "instance": instance, "severity": "warning"},
-            "annotations": {"summary": f"{name} on instance {instance}"},
-            "startsAt": starts[instance],
-            "endsAt": ends if status == "resolved" else GO_ZERO_TIME,
-            "generatorURL": f"http://prometheus.example:9090/graph?g0.expr=bench_{group}",
-            "fingerprint": f"{group:012x}{number:04x}",
-        }
-
-    def body(status: str, alerts: list[dict[str, Any]]) -> bytes:
-        shared = {k: v for k, v in alerts[0]["labels"].items()}
-        said = dict(alerts[0]["annotations"])
-        for other in alerts[1:]:
-            shared = {k: v for k, v in shared.items() if other["labels"].get(k) == v}
-            said = {k: v for k, v in said.items() if other["annotations"].get(k) == v}
-        inner = ", ".join(f'{k}="{v}"' for k, v in common.items())
-        return json.dumps(
-            {
-                "receiver": "queuebot",
-                "status": status,
-                "alerts": alerts,
-                "groupLabels": common,
-                "commonLabels": shared,
-                "commonAnnotations": said,
-                "externalURL": "http://alertmanager.example:9093",
-                "version": "4",
-                "groupKey": f"{{}}:{{{inner}}}",
-                "truncatedAlerts": 0,
-            }
-        ).encode()
-
-    return (
-        body("firing", [alert("a", 1, "firing")]),
-        body("firing", [alert("a", 1, "firing"), alert("b", 2, "firing")]),
-        body("resolved", [alert("a", 1, "resolved"), alert("b", 2, "resolved")]),
-    )
 
 
 def sender_work(
@@ -179,12 +112,10 @@ def sender_work(
     """One sender's bodies in sending order: its groups (every ``senders``-th one),
     interleaved, each group's in its own order."""
     mine = list(range(sender, groups, senders))
-    bodies = {g: group_bodies(g, base) for g in mine}
-    added, resolved = phases(per_group)
+    bodies = {g: sequence(g, base, per_group) for g in mine}
     work = []
     for i in range(per_group):
-        phase = 0 if i < added else 1 if i < resolved else 2
-        work += [bodies[g][phase] for g in mine]
+        work += [bodies[g][i] for g in mine]
     return work
 
 
@@ -207,14 +138,9 @@ class Sample:
     status: int  # 0: no HTTP answer (the error is counted apart)
 
 
-def _die_with_parent() -> None:
-    if sys.platform == "linux":  # a bench killed outright takes its children with it
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def sender_main(pipe: Connection, url: str, load: dict[str, int], base: str) -> None:
     """The sending process: warm up, wait for the word, send, report back."""
-    _die_with_parent()
+    die_with_parent()  # a bench killed outright takes its children with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the bench stops it
     try:
         asyncio.run(_send_all(pipe, url, load, datetime.fromisoformat(base)))
@@ -226,7 +152,7 @@ def sender_main(pipe: Connection, url: str, load: dict[str, int], base: str) -> 
 
 async def _send_all(pipe: Connection, url: str, load: dict[str, int], base: datetime) -> None:
     senders, warmup = load["senders"], load["warmup"]
-    headers = {"content-type": "application/json", "authorization": f"Bearer {TOKEN}"}
+    headers = {"content-type": "application/json", "authorization": f"Bearer {ALERT_TOKEN}"}
     target = f"{url}{PATH}"
     errors: Counter[str] = Counter()
     loop = asyncio.get_running_loop()
@@ -316,31 +242,6 @@ async def _send_all(pipe: Connection, url: str, load: dict[str, int], base: date
 # -- figures ---------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (as bench/triage.py)."""
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def spread(values: Sequence[float]) -> str:
-    if not values:
-        return "no samples"
-    return "  ".join(
-        f"{label} {percentile(values, q) * 1000:.1f} ms"
-        for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))
-    )
-
-
-def loadavg() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 def uptime() -> str:
     try:
         return subprocess.run(
@@ -352,16 +253,9 @@ def uptime() -> str:
 
 def cpu_of(pid: int) -> tuple[float, float]:
     """Seconds on a CPU and seconds runnable but waiting for one, of all the threads of a
-    process (/proc/PID/task/*/schedstat); NaN where /proc does not say."""
-    on = waiting = 0.0
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            run_ns, wait_ns, _slices = (task / "schedstat").read_text().split()
-            on += int(run_ns) / 1e9
-            waiting += int(wait_ns) / 1e9
-    except (OSError, ValueError):
-        return float("nan"), float("nan")
-    return on, waiting
+    process; NaN where /proc does not say."""
+    sched = Sched.of(pid)
+    return sched.all_cpu, sched.all_waiting
 
 
 def children(pid: int) -> list[int]:
@@ -384,29 +278,6 @@ def cpu_of_children(pid: int) -> tuple[float, float]:
             on += child_on
             waiting += child_waiting
     return on, waiting
-
-
-def machine_busy() -> float:
-    """Busy CPU seconds of the whole machine since boot, from /proc/stat."""
-    try:
-        first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return float("nan")
-    ticks = [int(v) for v in first[:8]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def settle(quiet: float = 0.25, within: float = 20.0) -> None:
-    """Wait until under ``quiet`` of the machine's CPU time is busy over 0.5 s, or
-    ``within`` seconds have passed (serve's start and the warm-up are not measured)."""
-    cpus = os.cpu_count() or 1
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        before = machine_busy()
-        time.sleep(0.5)
-        if not machine_busy() - before >= quiet * 0.5 * cpus:  # NaN counts as quiet
-            return
-    print(f"note: the machine was still busy after {within:.0f}s; measuring anyway")
 
 
 def cpu_by_process() -> dict[int, tuple[str, float]]:
@@ -447,7 +318,7 @@ class Usage:
             cpu_of(sender),
             cpu_of(os.getpid()),
             cpu_by_process(),
-            machine_busy(),
+            machine_busy()[0],
             time.monotonic(),
         )
 
@@ -499,24 +370,6 @@ class Usage:
 
 
 # -- the database ----------------------------------------------------------------------------
-
-
-def build(db_url: str) -> None:
-    """Migrated, with the demo estate and a quarter hour of its queue history."""
-
-    async def run() -> None:
-        engine = create_engine(db_url)
-        try:
-            await upgrade(engine)
-            async with engine.begin() as conn:
-                await build_demo_estate(conn, now=datetime.now(UTC))
-            await record_history(
-                engine, Estate(engine=engine, queues=default_queues()), ago=timedelta(minutes=15)
-            )
-        finally:
-            await engine.dispose()
-
-    asyncio.run(run())
 
 
 class Backlog:
@@ -603,76 +456,21 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-@dataclass
-class Serve:
-    proc: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_serve(
+def start(
     workdir: Path, db_url: str, fake: FakeSlack, log_level: str, profile: Path | None
 ) -> Serve:
-    config = workdir / "queuebot.toml"
-    config.write_text(DEMO_CONFIG.format(config=config) + BENCH_CONFIG, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    env.update(
-        QUEUEBOT_CONFIG=str(config),
-        QUEUEBOT_DATABASE_URL=db_url,
-        QUEUEBOT_LOG_LEVEL=log_level,
-        QUEUEBOT_ALERT_TOKEN=TOKEN,
-        SLACK_BOT_TOKEN="xoxb-fake-token",
-        SLACK_SIGNING_SECRET="bench-signing-secret",
-        SLACK_API_BASE_URL=fake.api_url,
+    """serve, under cProfile (on between SIGUSR1 and SIGUSR2) with ``profile``; guarded:
+    started before any thread (the fake's) runs."""
+    python = ("-c", PROFILED_SERVE, str(profile)) if profile is not None else ("-m", "bot.cli")
+    return start_serve(
+        workdir,
+        db_url,
+        env=slack_env(fake),
+        config=BENCH_CONFIG,
+        log_level=log_level,
+        python=python,
+        guard=True,
     )
-    port = free_port()
-    serve = ["serve", "--port", str(port)]
-    command = (
-        [sys.executable, "-c", PROFILED_SERVE, str(profile), *serve]
-        if profile is not None
-        else [sys.executable, "-m", "bot.cli", *serve]
-    )
-    log_path = workdir / "serve.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            # Safe here: serve is started before any thread (the fake's) runs.
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
-        )
-    return Serve(proc, f"http://127.0.0.1:{port}", log_path)
-
-
-def wait_healthy(serve: Serve, within: float = 60.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        with (
-            contextlib.suppress(urllib.error.URLError, OSError),
-            urllib.request.urlopen(f"{serve.url}/healthz", timeout=1) as answer,
-        ):
-            if answer.status == 200:
-                return
-        if serve.proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"queuebot serve did not come up:\n{serve.log.read_text()}")
-        time.sleep(0.1)
 
 
 def posts(fake: FakeSlack) -> Counter[str]:
@@ -754,22 +552,13 @@ def harness_floor(
     """The same senders and notifications against a bare uvicorn + Starlette app that
     answers 200 at once, as serve's HTTP stack does (no queuebot, no database): what the
     client, uvicorn and this machine cost by themselves, the floor under every figure."""
-    port = free_port()
-    log_path = workdir / "floor.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", FLOOR_APP, str(port)],
-            cwd=workdir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
-        )
-    floor = Serve(proc, f"http://127.0.0.1:{port}", log_path)
+    floor = start_app(workdir, FLOOR_APP, guard=True)
+    proc = floor.proc
     try:
         wait_healthy(floor)
         with sending_process(floor.url, load, base) as (sender, pipe):
             receive(pipe, sender, 120)
-            settle()
+            settle(within=0.0 if args.smoke else 20.0)
             before = Usage.now(proc.pid, sender.pid or 0)
             pipe.send("go")
             sent = receive(pipe, sender, args.wait + 600)
@@ -805,7 +594,7 @@ def run(args: argparse.Namespace, db_url: str, workdir: Path, backlog: Backlog) 
     try:
         if not args.no_floor:  # before serve and the fake: nothing else of ours runs
             harness_floor(args, load, base, workdir)
-        serve = start_serve(workdir, db_url, fake, args.log_level, args.profile)
+        serve = start(workdir, db_url, fake, args.log_level, args.profile)
         fake.start()
         fake_started = True
         t0 = time.monotonic()
@@ -831,7 +620,7 @@ def run(args: argparse.Namespace, db_url: str, workdir: Path, backlog: Backlog) 
                 f"{args.senders} senders, processed and posted in {time.monotonic() - t0:.1f}s "
                 f"({sum(baseline.values())} post)"
             )
-            settle()
+            settle(within=0.0 if args.smoke else 20.0)
             print(f"before: {uptime()}")
             load_before = loadavg()
             per_group = load["per_group"]
@@ -998,15 +787,11 @@ def report(
             total + superseded == expected,
         ),
     ]
-    print()
-    for label, ok in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {label}")
-    passed = all(ok for _, ok in checks)
-    print(
-        f"{'PASS' if passed else 'FAIL'}: >= {TARGET_RATE:,.0f} notifications/s, p99 < "
-        f"{TARGET_P99_MS:.0f} ms, zero non-200, posts + superseded == expected"
+    what = (
+        f">= {TARGET_RATE:,.0f} notifications/s, p99 < {TARGET_P99_MS:.0f} ms, zero non-200, "
+        "posts + superseded == expected"
     )
-    return 0 if passed else 1
+    return judge(checks, args.smoke, what)
 
 
 def show_profile(path: Path, top: int = 30) -> None:
@@ -1115,28 +900,20 @@ def stop_py_spy(spy: subprocess.Popen[bytes]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"admin URL (default {DEFAULT_URL})")
+    parser = BenchParser(__doc__)
     parser.add_argument("--sqlite", action="store_true", help="run on SQLite instead")
-    parser.add_argument(
-        "--notifications", type=int, default=NOTIFICATIONS, help="notifications in all"
-    )
-    parser.add_argument("--groups", type=int, default=GROUPS, help="alert groups")
-    parser.add_argument(
-        "--senders", type=int, default=SENDERS, help="concurrent senders (one connection each)"
-    )
-    parser.add_argument(
-        "--warmup", type=int, default=WARMUP, help="notifications of a warm-up group first"
-    )
-    parser.add_argument(
+    parser.size("--notifications", full=NOTIFICATIONS, smoke=120, help="notifications in all")
+    parser.size("--groups", full=GROUPS, smoke=3, help="alert groups")
+    parser.size("--senders", full=SENDERS, smoke=3, help="concurrent senders (one connection each)")
+    parser.size("--warmup", full=WARMUP, smoke=6, help="notifications of a warm-up group first")
+    parser.size(
         "--wait",
+        full=WAIT,
+        smoke=60.0,
         type=float,
-        default=WAIT,
         help="seconds to wait for processing and posting after the last answer",
     )
-    parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"], help="of serve"
-    )
+    parser.serve_options()
     parser.add_argument(
         "--profile",
         type=Path,
@@ -1156,8 +933,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-floor", action="store_true", help="skip the harness floor (a bare app first)"
     )
-    parser.add_argument("--keep-log", action="store_true", help="keep serve's log")
-    args = parser.parse_args(argv)
+    args = parser.read(argv)
     per_group = args.notifications // max(args.groups, 1)
     if args.groups < 1 or args.senders < 1 or args.warmup < 0:
         parser.error("--groups and --senders must be at least 1, --warmup at least 0")
@@ -1176,11 +952,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.monotonic()
-    # Outside asyncio SIGTERM unwinds like Ctrl-C, so serve, the senders and the fake are
-    # stopped and the database is dropped.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     workdir = Path(tempfile.mkdtemp(prefix="qb_bench_alerts_"))
     name: str | None = None
     backlog: Backlog | None = None
@@ -1188,21 +959,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sqlite:
             path = workdir / "queuebot.db"
             db_url = f"sqlite+aiosqlite:///{path}"
-            build(db_url)
+            build_demo(db_url)
             backlog = Backlog(sqlite=path)
         else:
             name, db_url = create(args.url, DB_PREFIX)
             print(f"scratch database {name}")
-            build(db_url)
+            build_demo(db_url)
             backlog = Backlog(pg=db_url.replace("postgresql+psycopg://", "postgresql://", 1))
         return run(args, db_url, workdir, backlog)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # report, clean up, exit 2
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception:  # its traceback follows; the work directory stays to look at
         args.keep_workdir = True
-        return 2
+        raise
     finally:
         if backlog is not None:
             backlog.close()
@@ -1211,8 +978,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dropped {name}")
         if not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-        print(f"total runtime {time.monotonic() - started:.1f}s")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -12,42 +12,36 @@ fake recorded the interaction callback) and the answer (delivered -> the deferre
 response edited with the answer), and checks the targets: every first response within
 3 s (Discord's limit), p99 under 1 s, every answer delivered exactly once, none an error.
 
-    .venv/bin/python bench/discord_first_response.py
-    .venv/bin/python bench/discord_first_response.py --commands 500 --in-flight 50
+    .venv/bin/python -m bench.discord_first_response
+    .venv/bin/python -m bench.discord_first_response --commands 500 --in-flight 50
 
-Exit status: 0 when every target is met, 1 when one is missed, 2 on error.
+Exit status: 0 when every target is met (or with ``--smoke``, which judges nothing), 1
+when one is missed, 2 on error.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
-import repo_root  # noqa: F401  (testkit, from the repository's root)
 
-from bot.demo import DEMO_CONFIG, record_history
-from services.config import default_queues
-from services.db import create_engine
-from services.estate.demo import build_demo_estate
-from services.estate.estate import Estate
-from services.migrate import upgrade
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.figures import exit_status, loadavg, mark
+from bench.kit.serve import build_demo, start_serve, wait_until
 from testkit.fake_discord import FakeDiscord, Interaction
 
 ALICE = "100000000000000001"
 GUILD = "400000000000000001"
-MIX = (
+MIX: tuple[tuple[str, dict[str, object]], ...] = (
     ("triage", {"queue": "workers"}),
     ("triage", {"queue": "clips"}),
     ("dlq", {"limit": 10}),
@@ -56,27 +50,8 @@ MIX = (
 )
 
 
-def build(db_url: str) -> None:
-    async def run() -> None:
-        engine = create_engine(db_url)
-        await upgrade(engine)
-        async with engine.begin() as conn:
-            await build_demo_estate(conn, now=datetime.now(UTC))
-        await record_history(
-            engine, Estate(engine=engine, queues=default_queues()), ago=timedelta(minutes=15)
-        )
-        await engine.dispose()
-
-    asyncio.run(run())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def percentile(values: list[float], p: float) -> float:
+    """The nearest rank (``p`` in percent)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
@@ -85,53 +60,45 @@ def answered(i: Interaction) -> bool:
     return i.original is not None and i.original.edits > 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--commands", type=int, default=200)
-    parser.add_argument("--in-flight", type=int, default=20)
-    parser.add_argument("--wait", type=float, default=120.0)
-    args = parser.parse_args()
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__, url=None)
+    parser.size("--commands", full=200, smoke=10, help="slash commands sent")
+    parser.size("--in-flight", full=20, smoke=5, help="unanswered at once, at most")
+    parser.size("--wait", full=120.0, smoke=60.0, type=float, help="seconds for the answers")
+    return parser.read(argv)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="qb_bench_discord_") as tmp,
         FakeDiscord().start() as fake,
     ):
         work = Path(tmp)
         db_url = f"sqlite+aiosqlite:///{work}/queuebot.db"
-        build(db_url)
-        config = work / "queuebot.toml"
-        config.write_text(DEMO_CONFIG.format(config=config) + f'\n[discord]\nguild = "{GUILD}"\n')
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-        env.update(
-            QUEUEBOT_CONFIG=str(config),
-            QUEUEBOT_DATABASE_URL=db_url,
-            QUEUEBOT_AUDIT_KEY="bench-audit-key-0123456789abcdef0123456789",
-            QUEUEBOT_ALERT_TOKEN="bench-alert-token-0123456789",  # serve starts only with one
-            DISCORD_BOT_TOKEN=fake.token,
-            DISCORD_API_BASE_URL=fake.api_url,
+        build_demo(db_url)
+        env = {
+            "QUEUEBOT_AUDIT_KEY": "bench-audit-key-0123456789abcdef0123456789",
+            "DISCORD_BOT_TOKEN": fake.token,
+            "DISCORD_API_BASE_URL": fake.api_url,
+        }
+        serve = start_serve(
+            work, db_url, env=env, config=f'\n[discord]\nguild = "{GUILD}"\n', log_level="WARNING"
         )
-        log = (work / "serve.log").open("w")
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
-            cwd=work,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+
+        def ready() -> bool:
+            try:
+                body = httpx.get(f"{serve.url}/readyz", timeout=2).json()
+            except httpx.TransportError:
+                return False
+            return bool(body.get("discord") == "ok")
+
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    body = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).json()
-                    if body.get("discord") == "ok":
-                        break
-                except httpx.TransportError:
-                    pass
-                if serve.poll() is not None or time.monotonic() > deadline:
-                    print((work / "serve.log").read_text(), file=sys.stderr)
-                    return 2
-                time.sleep(0.1)
+            try:
+                wait_until(serve, ready)
+            except RuntimeError as exc:  # its log says why
+                print(exc, file=sys.stderr)
+                return 2
             mix = [MIX[n % len(MIX)] for n in range(args.commands)]
             random.Random(14).shuffle(mix)
             for sub, options in MIX:  # warm-up: each read once
@@ -152,17 +119,14 @@ def main() -> int:
                 time.sleep(0.05)
             took = time.monotonic() - started
         finally:
-            serve.terminate()
-            serve.wait(timeout=15)
-            log.close()
+            serve.stop()
 
     first = [i.answered_within() for i in sent]
     firsts = [f for f in first if f is not None]
     done = [i for i in sent if answered(i)]
     answers = [(i.original.edits, i.answered_within()) for i in done if i.original is not None]
     errors = [i for i in done if i.original and "unexpected error" in i.original.text()]
-    one, five, _ = os.getloadavg()
-    print(f"load: {one:.2f} {five:.2f} (1 and 5 min), cpus {os.cpu_count()}")
+    print(f"load: {loadavg()} (1, 5 and 15 min), cpus {os.cpu_count()}")
     print(f"{len(sent)} interactions, {args.in_flight} in flight, all in {took:.1f} s")
     if firsts:
         print(
@@ -182,8 +146,9 @@ def main() -> int:
         and all(e == 1 for e, _ in answers)
         and not errors
     )
-    print("targets met" if met else "a target was missed")
-    return 0 if met else 1
+    targets = "every first response < 3 s, p99 < 1 s, every answer once, no error"
+    print(f"{mark(met, args.smoke)}: {targets}")
+    return exit_status(met, args.smoke)
 
 
 def _release_when_answered(i: Interaction, slots: threading.Semaphore, wait: float) -> None:
@@ -194,4 +159,4 @@ def _release_when_answered(i: Interaction, slots: threading.Semaphore, wait: flo
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

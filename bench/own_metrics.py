@@ -16,7 +16,7 @@ incidents and 5 open ones, with two communications each; then VACUUM ANALYZE. Th
    database has been in use), on a new ``Metrics`` (a restart): its first reading, then
    the readings after it.
 
-    .venv/bin/python bench/own_metrics.py [--url ADMIN_URL] [--plans 5000] [--jobs 200]
+    .venv/bin/python -m bench.own_metrics [--url ADMIN_URL] [--plans 5000] [--jobs 200]
 """
 
 from __future__ import annotations
@@ -24,20 +24,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from collections.abc import Sequence
 
-from metrics import gauges, ms
-from scratch_db import create, drop
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.figures import gauges, p50_p99_max
+from bench.kit.scratch import scratch
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.metrics import Metrics
-from services.migrate import upgrade
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB = "qb_bench_own_metrics"
 
 
@@ -114,10 +113,8 @@ async def readings(engine: AsyncEngine, reads: int) -> tuple[float, list[float],
     return first, later, body
 
 
-async def main(args: argparse.Namespace) -> int:
-    name, url = create(args.url, DB)
-    print(f"scratch database {name}")
-    try:
+async def run(args: argparse.Namespace) -> int:
+    with scratch(args.url, DB) as (_, url):
         engine = create_engine(url)
         await upgrade(engine)
         maint = create_async_engine(url, poolclass=NullPool)
@@ -147,39 +144,35 @@ async def main(args: argparse.Namespace) -> int:
             f"scheduler due {gauges(body, 'queuebot_scheduler_due')}, "
             f"obligations {gauges(body, 'queuebot_incident_obligations')}"
         )
-        print(f"later readings (the newest plan active):   {ms(later)}")
+        print(f"later readings (the newest plan active):   {p50_p99_max(later)}")
 
         async with maint.begin() as conn:  # the oldest plan of all is active again
             await conn.exec_driver_sql("UPDATE qb_plans SET state = 'completed' WHERE id > 1")
             await conn.exec_driver_sql("UPDATE qb_plans SET state = 'halted' WHERE id = 1")
         first, worst, _ = await readings(engine, args.reads)
         print(f"with the oldest plan active: first reading {first * 1000:7.1f} ms")
-        print(f"  later readings:                          {ms(worst)}")
+        print(f"  later readings:                          {p50_p99_max(worst)}")
         print(f"load average {os.getloadavg()[0]:.2f}")
         await engine.dispose()
         await maint.dispose()
-        return 0
-    finally:
-        drop(args.url, name)
-        print(f"dropped {name}")
+    return 0
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"admin URL (default {DEFAULT_URL})")
-    parser.add_argument("--plans", type=int, default=5000, help="plans, all but one ended")
-    parser.add_argument("--jobs", type=int, default=200, help="jobs in each plan")
-    parser.add_argument("--events", type=int, default=1_000_000, help="other audit events")
-    parser.add_argument("--requests", type=int, default=50_000, help="change requests")
-    parser.add_argument("--outbox", type=int, default=500_000, help="done outbox items")
-    parser.add_argument("--incidents", type=int, default=10_000, help="resolved incidents")
-    parser.add_argument("--reads", type=int, default=20, help="readings timed")
-    return parser.parse_args(argv)
+    parser = BenchParser(__doc__)
+    parser.size("--plans", full=5000, smoke=20, help="plans, all but one ended")
+    parser.size("--jobs", full=200, smoke=5, help="jobs in each plan")
+    parser.size("--events", full=1_000_000, smoke=1000, help="other audit events")
+    parser.size("--requests", full=50_000, smoke=100, help="change requests")
+    parser.size("--outbox", full=500_000, smoke=500, help="done outbox items")
+    parser.size("--incidents", full=10_000, smoke=20, help="resolved incidents")
+    parser.size("--reads", full=20, smoke=3, help="readings timed")
+    return parser.read(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return asyncio.run(run(parse_args(argv)))
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(asyncio.run(main(parse_args())))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    exit_with(main)

@@ -12,9 +12,10 @@ fails when the partition begins while its connection sits in the pool (``idle``)
 when it begins while a statement is running (``in flight``: ``pg_sleep(8)``). A wait
 still going after ``--give-up`` seconds is printed as such.
 
-    sudo .venv/bin/python bench/partition.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
+    sudo .venv/bin/python -m bench.partition [--url postgresql://postgres@127.0.0.1:5432/postgres]
 
 Needs root (``ip netns``, ``ip link``); nothing is left behind (the namespace, the link).
+``--smoke`` gives up after 2 s: each wait ends as "no answer", on the same path.
 """
 
 from __future__ import annotations
@@ -26,14 +27,20 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from bench.kit.cli import BenchParser, exit_with, names
+from services.db import create_engine
+from testkit.tcp_proxy import TcpProxy
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST_ADDRESS, NS_ADDRESS = "10.77.0.1", "10.77.0.2"
+ENGINES = ("queuebot", "plain")  # made as queuebot makes it; SQLAlchemy's, pre-ping on
 
 
 def run(*command: str) -> None:
@@ -42,9 +49,6 @@ def run(*command: str) -> None:
 
 async def client(url: str, kind: str, case: str) -> None:
     """In the namespace: one warm connection, then (told to go) one transaction."""
-    sys.path.insert(0, str(ROOT))
-    from services.db import create_engine
-
     if kind == "queuebot":
         engine = create_engine(url)
     else:
@@ -66,11 +70,13 @@ async def client(url: str, kind: str, case: str) -> None:
 
 
 def measure(ns: str, link: str, url: str, kind: str, case: str, give_up: float) -> str:
+    inside = ["ip", "netns", "exec", ns, sys.executable, "-m", "bench.partition"]
     child = subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, __file__, "--client", kind, case, url],
+        [*inside, "--client", kind, case, url],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert child.stdin is not None and child.stdout is not None
@@ -95,12 +101,22 @@ def measure(ns: str, link: str, url: str, kind: str, case: str, give_up: float) 
         run("ip", "link", "set", link, "up")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--give-up", type=float, default=60.0)
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__, url="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.size("--give-up", full=60.0, smoke=2.0, type=float, help="seconds a wait may take")
+    parser.size(
+        "--engines",
+        full=list(ENGINES),
+        smoke=["queuebot"],
+        type=names,
+        help="comma-separated engines: " + ",".join(ENGINES),
+    )
     parser.add_argument("--client", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.read(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.client:
         kind, case, url = args.client
         asyncio.run(client(url, kind, case))
@@ -108,9 +124,6 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root: it makes a network namespace and a veth pair", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(ROOT))
-    from testkit.tcp_proxy import TcpProxy
-
     target = make_url(args.url)
     ns, host_end, ns_end = f"qbpart{os.getpid()}", f"qbh{os.getpid() % 100000}", "qbn0"
     run("ip", "netns", "add", ns)
@@ -123,7 +136,7 @@ def main() -> int:
         with TcpProxy((target.host or "127.0.0.1", target.port or 5432), host=HOST_ADDRESS) as fwd:
             url = target.set(host=HOST_ADDRESS, port=fwd.port).render_as_string(hide_password=False)
             print("engine\tpartition begins\tseconds\twhat ended the wait")
-            for kind in ("queuebot", "plain"):
+            for kind in args.engines:
                 for case in ("idle", "in flight"):
                     result = measure(ns, host_end, url, kind, case, args.give_up)
                     print(f"{kind}\t{case}\t{result}", flush=True)
@@ -134,4 +147,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -1,5 +1,5 @@
 """The job tables of River, pg-boss, Oban, Procrastinate, graphile-worker, GoodJob, Solid
-Queue and Que for ``presets.py``, filled server-side.
+Queue and Que for ``bench.presets``, filled server-side (not a bench of its own).
 
 Each system's schema is made as the preset tests make it (testkit/systems/): River's,
 Oban's, GoodJob's, Solid Queue's and Que's tables from the facts of their migrations,
@@ -10,7 +10,7 @@ indexes), graphile-worker 0.17's by graphile-worker itself (``runMigrations`` in
 ``testkit/systems/graphile/worker.js``).
 
 ``fill`` writes ``rows`` jobs with ``INSERT ... SELECT ... FROM generate_series`` and
-deterministic pseudo-random values (``hashint8extended``, as ``triage.py``), in time order
+deterministic pseudo-random values (``hashint8extended``, as ``bench.kit.estate``), in time order
 as an append-mostly queue table has them: days of history (almost all completed, a few
 cancelled), then a recent tail (the last 2 hours) holding the waiting jobs, the jobs
 running now (a tenth of them stuck) and the system's own retries. Exactly ``dead`` of
@@ -52,8 +52,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import psycopg
-import repo_root  # noqa: F401  (testkit, from the repository's root)
-from triage import rnd, ts
+
+from bench.kit.estate import rnd, ts
 
 RIVER_QUEUES = ("default", "email", "reports", "webhooks", "media")
 RIVER_KINDS = (

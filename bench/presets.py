@@ -3,11 +3,11 @@ graphile-worker, GoodJob, Solid Queue and Que, through queuebot's presets, again
 in the same run.
 
 One scratch database (``qb_bench_presets_<pid>_<random>``, dropped at the end) with each
-system's schema made as the preset tests make it (``preset_tables.py``) and queuebot's
+system's schema made as the preset tests make it (``bench.preset_tables``) and queuebot's
 own tables beside them. Two parts:
 
 1. **Triage against a bare count** (all but Oban and Procrastinate): ``--rows``
-   (1,000,000) jobs in the system's table, a realistic mix (``preset_tables.py``),
+   (1,000,000) jobs in the system's table, a realistic mix (``bench.preset_tables``),
    VACUUM ANALYZE. After a warm-up, ``--runs`` (20) alternating runs of the preset's
    triage (``profile.triage`` on a read connection of the estate, as ``/queue triage``
    reads) and of the bare ``SELECT count(*)`` of the table; then the same with
@@ -21,23 +21,24 @@ own tables beside them. Two parts:
 2. **A redrive of ``--jobs`` (10,000) dead jobs** per preset: a table of
    ``--redrive-rows`` (100,000) jobs of which exactly ``--jobs`` are dead, restored
    before every measured run from a copy taken after the fill (TRUNCATE and INSERT with
-   triggers off, VACUUM ANALYZE, CHECKPOINT), so every run starts from the same rows.
+   triggers off, VACUUM ANALYZE, CHECKPOINT; ``--smoke``, which measures nothing, leaves the
+   whole server's CHECKPOINT out), so every run starts from the same rows.
    ``--repeat`` (3) alternating runs of the bare set-based retry (the system's own retry,
    as the preset tests' RETRY functions write it, over all its dead jobs; for
    Procrastinate its ``procrastinate_retry_job_v2`` called over those rows, and for
    graphile-worker its ``reschedule_jobs`` once per count of attempts, as the preset
    calls it, each in one ``DO`` block; Solid Queue's two statements in one transaction;
    nothing comes back to the process) and of queuebot's path as
-   ``redrive.py`` times it: one change request over every dead job's id and its
+   ``bench.redrive`` times it: one change request over every dead job's id and its
    approval, timed together. Medians, and queuebot as a share of the bare statement
-   (bare / queuebot, as ``redrive.py`` puts it), with the statements of queuebot's runs
+   (bare / queuebot, as ``bench.redrive`` puts it), with the statements of queuebot's runs
    that took the most time.
 
 It prints figures and asserts no timing: triage's ``1.5x`` and any redrive share are read
 from the output. The load average is printed with each part; on a shared host the
 ratios are steadier than the milliseconds.
 
-    .venv/bin/python bench/presets.py [--url ADMIN_URL] [--rows 1000000] [--runs 20]
+    .venv/bin/python -m bench.presets [--url ADMIN_URL] [--rows 1000000] [--runs 20]
         [--jobs 10000] [--redrive-rows 100000] [--repeat 3] [--only triage|redrive]
         [--presets river,oban,pg-boss,procrastinate,graphile-worker,good_job,solid_queue,que]
         [--explain]
@@ -49,28 +50,27 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from preset_tables import DEAD, DEAD_WHERE, TABLES, fill, make_schemas
-from scratch_db import _admin, create, drop
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from triage import StatementTimer, ms, percentile
 
-from bot.bootstrap import wire_services
-from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
-from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, QueueConfig, RedriveConfig
+from bench.kit.changes import redrive, wire
+from bench.kit.cli import BenchParser, exit_with, names
+from bench.kit.figures import loadavg, ms, percentile
+from bench.kit.scratch import conninfo, create, drop
+from bench.kit.statements import Rule, StatementTimer, label
+from bench.preset_tables import DEAD, DEAD_WHERE, TABLES, fill, make_schemas
+from services.audit import AuditTrail
+from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
-from services.estate.ops import Selector
-from services.migrate import upgrade
 
 DB = "qb_bench_presets"
 SYSTEMS = (
@@ -145,33 +145,19 @@ RETRY: dict[str, str | tuple[str, ...]] = {
 }
 
 
-def _loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def _shape(sql: str) -> str:
     """A statement as the report groups it: its start, and whether it locks."""
     flat = " ".join(sql.split())
     return flat[:100] + (" ... FOR UPDATE" if flat.endswith("FOR UPDATE") else "")
 
 
-def triage_label(sql: str) -> str:
-    s = " ".join(sql.split())
-    if s.startswith(("SET ", "SELECT pg_export_snapshot")):
-        return "snapshot export/import and settings"
-    if "pg_class" in s:
-        return "table size estimate (pg_class)"
-    if "qb_rest" in s:
-        return "one pass: all but completed counted, errors taken"
-    if "RECURSIVE" in s:
-        return "state counts, completed estimated (index walk)"
-    if "GROUP BY" in s:
-        return "state x type counts (GROUP BY)"
-    if "min(" in s:
-        return "oldest pending + stuck"
-    if "LIMIT" in s:
-        return "newest dead jobs' errors (sample)"
-    return s[:60]
+TRIAGE_LABELS: tuple[Rule, ...] = (
+    (("qb_rest",), "one pass: all but completed counted, errors taken"),
+    (("RECURSIVE",), "state counts, completed estimated (index walk)"),
+    (("GROUP BY",), "state x type counts (GROUP BY)"),
+    (("min(",), "oldest pending + stuck"),
+    (("LIMIT",), "newest dead jobs' errors (sample)"),
+)
 
 
 # -- triage --------------------------------------------------------------------------------
@@ -232,7 +218,7 @@ async def measure_triage(
         f"{[s.status for s in found.by_status if s.estimated] or 'none'}"
     )
     timer.runs.clear()
-    before = _loadavg()
+    before = loadavg()
     for _ in range(runs):
         timer.start_run()
         started = time.perf_counter()
@@ -244,17 +230,17 @@ async def measure_triage(
             out.bare_queue.append(await bare(queue_sql, {"q": queue_name}))
         else:
             out.bare_dead.append(await bare(dead_sql, {}))
-    out.load = (before, _loadavg())
+    out.load = (before, loadavg())
     by_label: dict[str, list[float]] = defaultdict(lambda: [0.0] * runs)
     for i, run in enumerate(timer.runs):
         for stmt in run:
-            by_label[triage_label(stmt.sql)][i] += stmt.seconds
+            by_label[label(stmt.sql, TRIAGE_LABELS)][i] += stmt.seconds
         out.other.append(out.triage[i] - sum(s.seconds for s in run))
     out.statements = dict(by_label)
     if explain:
         seen: set[str] = set()
         for stmt in timer.runs[0]:
-            name = triage_label(stmt.sql)
+            name = label(stmt.sql, TRIAGE_LABELS)
             if name in seen or stmt.sql.lstrip().upper().startswith(("SET ", "SELECT PG_EX")):
                 continue
             seen.add(name)
@@ -310,20 +296,6 @@ class RedriveRuns:
     statements: dict[str, list[float]] = field(default_factory=dict)
 
 
-def wire(engine: AsyncEngine, preset: str, jobs: int) -> ChangeRequests:
-    estate = Estate(engine=engine, queues={preset: QueueConfig(preset=preset)})
-    return wire_services(
-        state_engine=engine,
-        estate=estate,
-        clock=lambda: datetime.now(UTC),
-        approval=ApprovalConfig(large_change_rows=jobs + 1),
-        redrive=RedriveConfig(),
-        notifier=None,
-        audit=AuditTrail(),
-        housekeeping=False,
-    ).changes
-
-
 def _seed(table: str) -> str:
     return "bench_seed_" + table.replace(".", "_")
 
@@ -349,9 +321,10 @@ async def _stored_columns(conn: AsyncConnection, table: str) -> str:
     return str(found.scalar_one())
 
 
-async def reset(engine: AsyncEngine, preset: str) -> None:
-    """The system's tables as the fill left them: the same rows, vacuumed, checkpointed;
-    and queuebot's log of the queue's redrives emptied (the jobs were never redriven)."""
+async def reset(engine: AsyncEngine, preset: str, checkpoint: bool) -> None:
+    """The system's tables as the fill left them: the same rows, vacuumed, checkpointed
+    (``checkpoint``); and queuebot's log of the queue's redrives emptied (the jobs were
+    never redriven)."""
     tables = TABLES[preset]
     async with engine.begin() as conn:
         await conn.execute(sa.text("DELETE FROM qb_redrive_log WHERE queue = :q"), {"q": preset})
@@ -367,7 +340,8 @@ async def reset(engine: AsyncEngine, preset: str) -> None:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         for table in tables:
             await conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")
-        await conn.exec_driver_sql("CHECKPOINT")
+        if checkpoint:
+            await conn.exec_driver_sql("CHECKPOINT")
 
 
 async def dead_left(engine: AsyncEngine, preset: str) -> int:
@@ -379,7 +353,7 @@ async def dead_left(engine: AsyncEngine, preset: str) -> int:
 
 
 async def measure_redrive(
-    engine: AsyncEngine, timer: StatementTimer, preset: str, repeat: int
+    engine: AsyncEngine, timer: StatementTimer, preset: str, repeat: int, checkpoint: bool
 ) -> RedriveRuns:
     async with engine.connect() as conn:
         found = await conn.execute(
@@ -389,11 +363,11 @@ async def measure_redrive(
         )
         ids = [str(r[0]) for r in found]
     await keep_seed(engine, preset)
-    changes = wire(engine, preset, len(ids))
+    changes = wire(engine, {preset: QueueConfig(preset=preset)}, jobs=len(ids)).changes
     out = RedriveRuns(preset, len(ids))
     timer.runs.clear()
     for _ in range(repeat):
-        await reset(engine, preset)
+        await reset(engine, preset, checkpoint)
         started = time.perf_counter()
         retry = RETRY[preset]
         async with engine.begin() as conn:
@@ -401,26 +375,15 @@ async def measure_redrive(
                 await conn.exec_driver_sql(statement)
         out.bare.append(time.perf_counter() - started)
         assert await dead_left(engine, preset) == 0, f"{preset}: the bare retry left dead jobs"
-        await reset(engine, preset)
+        await reset(engine, preset, checkpoint)
         timer.start_run()
-        t0 = time.perf_counter()
-        view = await changes.request(
-            kind=ChangeKind.REDRIVE,
-            queue=preset,
-            selector=Selector(ids=tuple(ids)),
-            reason="bench",
-            actor=Actor("alice", "bench", "alice"),
-        )
-        t1 = time.perf_counter()
-        decision = await changes.approve(number=view.number, actor=Actor("bob", "bench", "bob"))
-        t2 = time.perf_counter()
+        done = await redrive(changes, preset, ids)
         timer.stop()
-        changed = len(decision.view.result.changed) if decision.view.result else 0
-        assert changed == len(ids), f"{preset}: queuebot changed {changed} of {len(ids)}"
+        assert done.changed == len(ids), f"{preset}: queuebot changed {done.changed} of {len(ids)}"
         assert await dead_left(engine, preset) == 0, f"{preset}: queuebot left dead jobs"
-        out.queuebot.append(t2 - t0)
-        out.request.append(t1 - t0)
-        out.approve.append(t2 - t1)
+        out.queuebot.append(done.seconds)
+        out.request.append(done.request_s)
+        out.approve.append(done.approve_s)
     by_shape: dict[str, list[float]] = defaultdict(lambda: [0.0] * repeat)
     for i, run in enumerate(timer.runs):
         for stmt in run:
@@ -487,53 +450,59 @@ async def run(url: str, libpq: str, args: argparse.Namespace) -> None:
         if args.only in (None, "redrive") and redriven:
             print()
             print(f"redrive: {args.jobs:,} dead jobs in {args.redrive_rows:,} rows per preset; "
-                  f"load {_loadavg()}")  # fmt: skip
+                  f"load {loadavg()}")  # fmt: skip
             for preset in redriven:
                 await asyncio.to_thread(
                     fill, libpq, preset, args.redrive_rows, args.jobs, datetime.now(UTC)
                 )
-                result = await measure_redrive(engine, timer, preset, args.repeat)
+                runs = await measure_redrive(
+                    engine, timer, preset, args.repeat, checkpoint=not args.smoke
+                )
                 print()
-                report_redrive(result)
+                report_redrive(runs)
             async with engine.connect() as conn:
                 assert (await AuditTrail().verify(conn)).ok
     finally:
         await engine.dispose()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of each triage table")
-    parser.add_argument("--runs", type=int, default=20, help="timed triage runs of each")
-    parser.add_argument("--jobs", type=int, default=10_000, help="dead jobs a redrive takes")
-    parser.add_argument("--redrive-rows", type=int, default=100_000, help="rows of its table")
-    parser.add_argument("--repeat", type=int, default=3, help="alternating redrive runs")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__)
+    parser.size("--rows", full=1_000_000, smoke=2_000, help="rows of each triage table")
+    parser.size("--runs", full=20, smoke=2, help="timed triage runs of each")
+    parser.size("--jobs", full=10_000, smoke=20, help="dead jobs a redrive takes")
+    parser.size("--redrive-rows", full=100_000, smoke=200, help="rows of its table")
+    parser.size("--repeat", full=3, smoke=1, help="alternating redrive runs")
     parser.add_argument("--only", choices=("triage", "redrive"))
     parser.add_argument(
         "--presets",
-        type=lambda s: [p.strip() for p in s.split(",")],
+        type=names,
         default=list(SYSTEMS),
         help="comma-separated: " + ",".join(SYSTEMS),
     )
     parser.add_argument(
         "--explain", action="store_true", help="EXPLAIN (ANALYZE, BUFFERS) triage's statements"
     )
-    args = parser.parse_args()
+    args = parser.read(argv)
     if unknown := set(args.presets) - set(SYSTEMS):
         parser.error(f"unknown presets: {', '.join(sorted(unknown))}")
     if args.runs < 1 or args.repeat < 1 or not 0 < args.jobs <= args.redrive_rows:
         parser.error("--runs and --repeat at least 1; --jobs between 1 and --redrive-rows")
-    print(f"load average at start: {_loadavg()}  ({os.cpu_count()} CPUs)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(f"load average at start: {loadavg()}  ({os.cpu_count()} CPUs)")
     name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
-    libpq = _admin(url)  # the same database, as libpq and node take it
+    libpq = conninfo(url)  # the same database, as libpq and node take it
     try:
         asyncio.run(run(url, libpq, args))
     finally:
         drop(args.url, name)
-    print(f"load average at end:   {_loadavg()}")
+    print(f"load average at end:   {loadavg()}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -34,7 +34,8 @@ its dead state before every measured thing. What is measured:
 
 The reset returns every message to DLQ and every job to FAILED, empties job_events,
 rewrites both tables in id order (CLUSTER), then VACUUM ANALYZE and CHECKPOINT, so
-every measured run starts from the same physical state. Autovacuum is off on the estate
+every measured run starts from the same physical state (``--smoke``, which measures
+nothing, leaves the CHECKPOINT out: it is the whole server's). Autovacuum is off on the estate
 tables of the scratch database so that it never starts in the middle of a run.
 
 Targets (PASS/FAIL each; exit 0 only when every one measured passes):
@@ -43,7 +44,7 @@ per-job steps 3 + 4 (when they ran); and with ``--jobs`` >= 100,000: peak RSS - 
 <= 100 MB, and the time <= linear in jobs against the ``--compare-jobs`` run (10x for
 100,000 against 10,000).
 
-    .venv/bin/python bench/redrive.py [--url ADMIN_URL] [--jobs 10000] [--repeat 3]
+    .venv/bin/python -m bench.redrive [--url ADMIN_URL] [--jobs 10000] [--repeat 3]
         [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual]
 
 ``--trace-memory`` measures nothing of the above: it runs one request and one approval
@@ -58,31 +59,26 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import threading
 import time
 import tracemalloc
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import sqlalchemy as sa
-from scratch_db import create, drop
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import wire_services
-from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
+from bench.kit.changes import FOR_REDRIVE, dead_letters, job_ids, redrive, wire
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.figures import judge, loadavg, status_mb
+from bench.kit.scratch import create, drop
+from services.audit import AuditTrail
 from services.changes.requests import ChangeRequests
-from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
-from services.estate.ddl import create_estate_tables
-from services.estate.estate import Estate
-from services.estate.ops import Selector
-from services.migrate import upgrade
 
 DB = "qb_bench_redrive"
 BIG = 100_000  # the memory and scaling targets are judged from this many jobs
@@ -90,26 +86,6 @@ MEMORY_MB = 100.0
 NOTE = "Operator returned DLQ message to PENDING after root-cause fix"
 ESTATE_TABLES = ("queue_messages", "clip_jobs", "job_events")
 
-FILL = """
-INSERT INTO video_assets (id, tenant_id, source_object_key, status)
-SELECT md5('a' || g)::uuid, 'tenant-' || (g % 7), 'uploads/' || g || '.mp4', 'READY'
-FROM generate_series(1, :n) g;
-INSERT INTO clip_jobs (id, asset_id, tenant_id, status, attempt_count, progress_percent,
-                       error_message, started_at, finished_at)
-SELECT md5('j' || g)::uuid, md5('a' || g)::uuid, 'tenant-' || (g % 7), 'FAILED', 3, 20,
-       'ffmpeg exited with code 137 while transcoding segment ' || (g % 40), now(), now()
-FROM generate_series(1, :n) g;
-INSERT INTO queue_messages (id, job_id, status, attempt_count, available_at, claimed_at,
-                            last_error)
-SELECT md5('m' || g)::uuid, md5('j' || g)::uuid, 'DLQ', 3, now(), now(),
-       'ffmpeg exited with code 137 while transcoding segment ' || (g % 40)
-FROM generate_series(1, :n) g;
-CREATE INDEX IF NOT EXISTS bench_qm_job ON queue_messages (job_id);
-CREATE INDEX IF NOT EXISTS bench_ev_agg ON job_events (aggregate_id, created_at);
-ALTER TABLE queue_messages SET (autovacuum_enabled = false);
-ALTER TABLE clip_jobs SET (autovacuum_enabled = false);
-ALTER TABLE job_events SET (autovacuum_enabled = false);
-"""
 RESET = """
 UPDATE queue_messages SET status = 'DLQ', attempt_count = 3, claimed_at = now(),
        last_error = 'ffmpeg exited with code 137';
@@ -121,7 +97,6 @@ SETTLE = """
 CLUSTER clip_jobs USING clip_jobs_pkey;
 CLUSTER queue_messages USING bench_qm_job;
 VACUUM (ANALYZE) queue_messages, clip_jobs, job_events;
-CHECKPOINT;
 """
 BARE = """
 WITH m AS (
@@ -144,13 +119,6 @@ def _statements(script: str) -> list[str]:
     return [s for s in script.split(";\n") if s.strip()]
 
 
-def _status_kb(name: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{name}:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{name} not in /proc/self/status")
-
-
 def _clear_peak() -> bool:
     """Reset VmHWM to the current RSS; False where /proc/self/clear_refs is not writable."""
     try:
@@ -167,25 +135,24 @@ class PeakRss:
         self.idle_mb = 0.0
         self.peak_mb = 0.0
         self.method = ""
-        self._samples: list[int] = []
+        self._samples: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> PeakRss:
-        idle = _status_kb("VmRSS")
-        self.idle_mb = idle / 1024
+        self.idle_mb = status_mb("VmRSS")
         if _clear_peak():
             self.method = "VmHWM after clear_refs"
         else:
             self.method = "VmRSS sampled every 5 ms (clear_refs not writable)"
-            self._samples = [idle]
+            self._samples = [self.idle_mb]
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
         return self
 
     def _sample(self) -> None:
         while not self._stop.wait(0.005):
-            self._samples.append(_status_kb("VmRSS"))
+            self._samples.append(status_mb("VmRSS"))
 
     def __exit__(
         self,
@@ -194,12 +161,12 @@ class PeakRss:
         tb: TracebackType | None,
     ) -> None:
         if self._thread is None:
-            self.peak_mb = _status_kb("VmHWM") / 1024
+            self.peak_mb = status_mb("VmHWM")
             return
         self._stop.set()
         self._thread.join()
-        self._samples.append(_status_kb("VmRSS"))
-        self.peak_mb = max(self._samples) / 1024
+        self._samples.append(status_mb("VmRSS"))
+        self.peak_mb = max(self._samples)
 
     @property
     def grew_mb(self) -> float:
@@ -242,26 +209,15 @@ class Results:
     manual: Manual | None = None
 
 
-async def build(engine: AsyncEngine, jobs: int) -> list[str]:
-    """The estate of ``jobs`` dead letters; the job ids, in id order."""
-    await upgrade(engine)
-    async with engine.begin() as conn:
-        await create_estate_tables(conn, "message_job")
-        for statement in _statements(FILL):
-            await conn.execute(sa.text(statement), {"n": jobs})
-    async with engine.connect() as conn:
-        found = await conn.execute(sa.text("SELECT id FROM clip_jobs ORDER BY id"))
-        return [str(r[0]) for r in found]
-
-
-async def reset(engine: AsyncEngine) -> None:
-    """Every message back to DLQ, every job to FAILED, no job events; the same layout."""
+async def reset(engine: AsyncEngine, checkpoint: bool = True) -> None:
+    """Every message back to DLQ, every job to FAILED, no job events; the same layout,
+    written out (``checkpoint``)."""
     async with engine.begin() as conn:
         for statement in _statements(RESET):
             await conn.execute(sa.text(statement))
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
-        for statement in _statements(SETTLE):
+        for statement in _statements(SETTLE) + (["CHECKPOINT"] if checkpoint else []):
             await conn.execute(sa.text(statement))
 
 
@@ -288,22 +244,11 @@ async def run_bare(engine: AsyncEngine, jobs: int, upto: str | None = None) -> R
 async def run_queuebot(engine: AsyncEngine, changes: ChangeRequests, ids: list[str]) -> Run:
     """A fresh change request over ``ids`` and its approval, timed together."""
     with PeakRss() as rss:
-        t0 = time.perf_counter()
-        view = await changes.request(
-            kind=ChangeKind.REDRIVE,
-            queue="clips",
-            selector=Selector(ids=tuple(ids)),
-            reason="bench",
-            actor=Actor("alice", "bench", "alice"),
-        )
-        t1 = time.perf_counter()
-        decision = await changes.approve(number=view.number, actor=Actor("bob", "bench", "bob"))
-        t2 = time.perf_counter()
-    changed = len(decision.view.result.changed) if decision.view.result else 0
-    assert changed == len(ids), f"queuebot changed {changed} of {len(ids)}"
+        done = await redrive(changes, "clips", ids)
+    assert done.changed == len(ids), f"queuebot changed {done.changed} of {len(ids)}"
     events = await count_events(engine)
     assert events == len(ids), events
-    return Run(jobs=len(ids), seconds=t2 - t0, rss=rss, request_s=t1 - t0, approve_s=t2 - t1)
+    return Run(len(ids), done.seconds, rss, request_s=done.request_s, approve_s=done.approve_s)
 
 
 async def run_manual(engine: AsyncEngine, jobs: int) -> Manual:
@@ -356,20 +301,6 @@ async def run_manual(engine: AsyncEngine, jobs: int) -> Manual:
     return result
 
 
-def wire(engine: AsyncEngine, jobs: int, audit: AuditTrail | None = None) -> ChangeRequests:
-    estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
-    return wire_services(
-        state_engine=engine,
-        estate=estate,
-        clock=lambda: datetime.now(UTC),
-        approval=ApprovalConfig(large_change_rows=jobs + 1),
-        redrive=RedriveConfig(),
-        notifier=None,
-        audit=audit or AuditTrail(),
-        housekeeping=False,
-    ).changes
-
-
 class TracingTrail(AuditTrail):
     """An audit trail that shows, as each event is appended, what Python holds."""
 
@@ -390,8 +321,9 @@ class TracingTrail(AuditTrail):
 async def trace_memory(url: str, jobs: int) -> None:
     engine = create_engine(url)
     try:
-        ids = await build(engine, jobs)
-        changes = wire(engine, jobs, audit=TracingTrail())
+        await dead_letters(engine, jobs, then=FOR_REDRIVE)
+        ids = await job_ids(engine)
+        changes = wire(engine, jobs=jobs, audit=TracingTrail()).changes
         await reset(engine)
         print(f"request + approval of {jobs:,} jobs under tracemalloc:")
         tracemalloc.start()
@@ -406,32 +338,30 @@ async def trace_memory(url: str, jobs: int) -> None:
 async def measure(url: str, args: argparse.Namespace) -> Results:
     engine = create_engine(url)
     try:
-        ids = await build(engine, args.jobs)
-        changes = wire(engine, args.jobs)
+        await dead_letters(engine, args.jobs, then=FOR_REDRIVE)
+        ids = await job_ids(engine)
+        changes = wire(engine, jobs=args.jobs).changes
         results = Results(jobs=args.jobs)
         small = args.compare_jobs if 0 < args.compare_jobs < args.jobs else 0
+        checkpoint = not args.smoke
         for _ in range(args.repeat):
-            await reset(engine)
+            await reset(engine, checkpoint)
             results.bare.append(await run_bare(engine, args.jobs))
-            await reset(engine)
+            await reset(engine, checkpoint)
             results.queuebot.append(await run_queuebot(engine, changes, ids))
             if small:
-                await reset(engine)
+                await reset(engine, checkpoint)
                 results.small.append(await run_queuebot(engine, changes, ids[:small]))
-                await reset(engine)
+                await reset(engine, checkpoint)
                 results.small_bare.append(await run_bare(engine, small, upto=ids[small - 1]))
         async with engine.connect() as conn:
             assert (await AuditTrail().verify(conn)).ok
         if not args.no_manual and args.manual_jobs > 0:
-            await reset(engine)
+            await reset(engine, checkpoint)
             results.manual = await run_manual(engine, min(args.jobs, args.manual_jobs))
         return results
     finally:
         await engine.dispose()
-
-
-def _loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _median(runs: list[Run]) -> float:
@@ -533,37 +463,32 @@ def judge_manual(r: Results) -> list[tuple[str, bool]]:
     return [(f"{ratio:.1f}x the per-job steps 3 + 4 (target >= 20x)", ratio >= 20)]
 
 
-def report(r: Results) -> int:
+def report(r: Results, smoke: bool) -> int:
     report_runs(r)
-    verdicts = judge_speed(r) + judge_memory(r) + judge_scaling(r) + judge_manual(r)
-    for text, ok in verdicts:
-        print(f"{'PASS' if ok else 'FAIL'}: {text}")
-    ok = all(passed for _, passed in verdicts)
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return judge(judge_speed(r) + judge_memory(r) + judge_scaling(r) + judge_manual(r), smoke)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3, help="alternating runs of each")
-    parser.add_argument(
-        "--compare-jobs", type=int, default=10_000, help="smaller run when --jobs exceeds it"
-    )
-    parser.add_argument(
-        "--manual-jobs", type=int, default=10_000, help="jobs the per-job procedure takes"
-    )
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__)
+    parser.size("--jobs", full=10_000, smoke=300, help="dead letters redriven")
+    parser.size("--repeat", full=3, smoke=1, help="alternating runs of each")
+    parser.size("--compare-jobs", full=10_000, smoke=100, help="smaller run when --jobs exceeds it")
+    parser.size("--manual-jobs", full=10_000, smoke=50, help="jobs the per-job procedure takes")
     parser.add_argument("--no-manual", action="store_true", help="skip the per-job procedure")
     parser.add_argument(
         "--trace-memory",
         action="store_true",
         help="show where one request + approval's memory goes (tracemalloc), measure nothing",
     )
-    args = parser.parse_args()
+    args = parser.read(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    print(f"load average at start: {_loadavg()}  ({os.cpu_count()} CPUs)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(f"load average at start: {loadavg()}  ({os.cpu_count()} CPUs)")
     name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
     if args.trace_memory:
         try:
@@ -575,9 +500,9 @@ def main() -> int:
         results = asyncio.run(measure(url, args))
     finally:
         drop(args.url, name)
-    print(f"load average at end:   {_loadavg()}")
-    return report(results)
+    print(f"load average at end:   {loadavg()}")
+    return report(results, args.smoke)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

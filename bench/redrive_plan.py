@@ -23,8 +23,8 @@ memory whatever the number of dead letters. The run stops after the approval and
 the process's peak resident memory (``ru_maxrss``: the dead letters are built by the
 database, so the peak is the plan's): at most 150 MB for 1,000,000 dead letters.
 
-    .venv/bin/python bench/redrive_plan.py [--url ADMIN_URL] [--jobs 100000] [--velocity 50]
-    .venv/bin/python bench/redrive_plan.py --memory --jobs 1000000
+    .venv/bin/python -m bench.redrive_plan [--url ADMIN_URL] [--jobs 100000] [--velocity 50]
+    .venv/bin/python -m bench.redrive_plan --memory --jobs 1000000
 """
 
 from __future__ import annotations
@@ -33,52 +33,38 @@ import argparse
 import asyncio
 import json
 import re
-import resource
 import statistics
-import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from scratch_db import create, drop
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import wire_services
-from services.audit import Actor, AuditTrail
+from bench.kit.changes import APPROVER, CLIPS, REQUESTER, dead_letters, wire
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.figures import peak_rss_mb, status_mb, verdict
+from bench.kit.scratch import create, drop
 from services.changes.model import ChangeKind
-from services.config import ApprovalConfig, DatabaseConfig, QueueConfig, RedriveConfig
+from services.config import DatabaseConfig, RedriveConfig
 from services.db import create_engine
-from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from services.plans.store import TICK
 from services.reads import samples
 
 DB = "qb_bench_plan"
-ERROR = "ffmpeg exited with code 137 while transcoding segment "
-FILL = """
-INSERT INTO video_assets (id, tenant_id, source_object_key, status)
-SELECT md5('a' || g)::uuid, 'tenant-' || (g % 7), 'uploads/' || g || '.mp4', 'READY'
-FROM generate_series(1, :n) g;
-INSERT INTO clip_jobs (id, asset_id, tenant_id, status, attempt_count, progress_percent,
-                       error_message, started_at, finished_at)
-SELECT md5('j' || g)::uuid, md5('a' || g)::uuid, 'tenant-' || (g % 7), 'FAILED', 3, 20,
-       :e || (g % 40), now(), now()
-FROM generate_series(1, :n) g;
-INSERT INTO queue_messages (id, job_id, status, attempt_count, available_at, claimed_at,
-                            last_error)
-SELECT md5('m' || g)::uuid, md5('j' || g)::uuid, 'DLQ', 3, now(), now() - (g || ' s')::interval,
-       :e || (g % 40)
-FROM generate_series(1, :n) g;
-CREATE INDEX bench_qm_status_claimed ON queue_messages (status, claimed_at);
-CREATE INDEX bench_qm_job ON queue_messages (job_id);
-CREATE INDEX bench_qm_status_available ON queue_messages (status, available_at);
-CREATE INDEX bench_ev_agg ON job_events (aggregate_id, created_at);
-"""
+# a wave's reads find its dead letters by state and claim time, the next ones by
+# availability; a job's events by the job
+INDEXES = (
+    "CREATE INDEX bench_qm_status_claimed ON queue_messages (status, claimed_at)",
+    "CREATE INDEX bench_qm_job ON queue_messages (job_id)",
+    "CREATE INDEX bench_qm_status_available ON queue_messages (status, available_at)",
+    "CREATE INDEX bench_ev_agg ON job_events (aggregate_id, created_at)",
+)
 WORKER = """
 UPDATE clip_jobs SET status = 'SUCCEEDED', progress_percent = 100, finished_at = now()
 WHERE id IN (SELECT job_id FROM queue_messages WHERE status = 'PENDING');
@@ -90,20 +76,6 @@ ITEMS = "qb_plan_items"
 SLACK = 5  # rows a tick may read beyond its waves: the plan's own bookkeeping
 OVERHEAD_TARGET = 0.02
 PEAK_TARGET_MB = 150  # a plan's request and approval at 1,000,000 dead letters
-
-
-def rss_mb() -> float:
-    """This process's resident memory now, in MB (Linux)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def peak_mb() -> float:
-    """The process's peak resident memory so far, in MB (Linux reports KB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass
@@ -238,7 +210,7 @@ def short(statement: str, width: int = 150) -> str:
     return compact(statement)[:width]
 
 
-async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int:
+async def run(url: str, jobs: int, velocity: float, memory: bool, smoke: bool) -> int:
     engine = create_engine(url)  # the plan's: the [database] defaults
     # building a million rows is one long statement: the setup's own engine allows it
     long = 3600.0
@@ -250,13 +222,8 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
             idle_in_transaction_timeout_seconds=long,
         ),
     )
-    await upgrade(setup)
     t0 = time.perf_counter()
-    async with setup.begin() as conn:
-        await create_estate_tables(conn, "message_job")
-        for statement in FILL.split(";\n"):
-            if statement.strip():
-                await conn.execute(sa.text(statement), {"n": jobs, "e": ERROR})
+    await dead_letters(setup, jobs, claimed="now() - (g || ' s')::interval", then=INDEXES)
     async with setup.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(sa.text("VACUUM ANALYZE"))
@@ -274,42 +241,32 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
 
     clock = Clock(datetime.now(UTC))
     config = RedriveConfig(velocity=velocity, poll_seconds=5, max_wave=1000)
-    estate = Estate(
-        engine=engine, queues={"clips": QueueConfig(profile="message_job")}, clock=clock
-    )
-    services = wire_services(
-        state_engine=engine,
-        estate=estate,
-        clock=clock,
-        approval=ApprovalConfig(large_change_rows=jobs + 1),
-        redrive=config,
-        notifier=None,
-        audit=AuditTrail(),
-        housekeeping=False,  # only the plan's ticks run here, nothing periodic
-    )
-    changes, plans = services.changes, services.plan_desk
+    # only the plan's ticks run here, nothing periodic
+    estate = Estate(engine=engine, queues=dict(CLIPS), clock=clock)
+    services = wire(engine, estate=estate, clock=clock, jobs=jobs, redrive=config)
+    changes, plans = services.changes, services.plans
     async with engine.begin() as conn:
         await samples.record(
             conn, profile=estate.profile("clips"), now=clock.now - timedelta(minutes=15)
         )
-    idle = rss_mb()
+    idle = status_mb("VmRSS")
     t1 = time.perf_counter()
     request = await changes.request(
         kind=ChangeKind.PLAN,
         queue="clips",
         selector=Selector(error_like="ffmpeg"),
         reason="bench",
-        actor=Actor("alice", "bench", "alice"),
+        actor=REQUESTER,
     )
     t2 = time.perf_counter()
-    decision = await changes.approve(number=request.number, actor=Actor("bob", "bench", "b"))
+    decision = await changes.approve(number=request.number, actor=APPROVER)
     t3 = time.perf_counter()
     plan = int(decision.view.result.plan or 0) if decision.view.result else 0
     print(
         f"plan request (freeze + checks of {request.eligible:,} jobs): {t2 - t1:.2f} s; "
         f"approval + sample: {t3 - t2:.2f} s; {len(request.schedule)} waves"
     )
-    peak = peak_mb()
+    peak = peak_rss_mb()
     print(
         f"memory: {idle:.0f} MB resident before the request, peak {peak:.0f} MB through the "
         f"request and the approval of {request.eligible:,} dead letters  (target: peak <= "
@@ -317,12 +274,10 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
     )
     if memory:
         await engine.dispose()
-        ok = peak <= PEAK_TARGET_MB and decision.executed
-        print("PASS" if ok else "FAIL")
-        return 0 if ok else 1
+        return verdict(peak <= PEAK_TARGET_MB and decision.executed, smoke)
 
     sched = services.scheduler
-    sched.register(TICK, services.plans.tick)
+    sched.register(TICK, services.plan_engine.tick)
     started = clock.now
     tick_times: list[float] = []
     wave_ticks: list[float] = []
@@ -405,8 +360,7 @@ async def run(url: str, jobs: int, velocity: float, memory: bool = False) -> int
         f"{100 * OVERHEAD_TARGET:.0f}%: {'yes' if overhead_ok else 'NO'}; ticks read only "
         f"their waves: {'yes' if scans_ok else 'NO'}"
     )
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return verdict(ok, smoke)
 
 
 def check_reads(reads: list[TickReads]) -> bool:
@@ -451,10 +405,9 @@ def check_reads(reads: list[TickReads]) -> bool:
     return False
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--jobs", type=int, default=100_000)
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__)
+    parser.size("--jobs", full=100_000, smoke=300, help="dead letters in the plan")
     parser.add_argument(
         "--velocity",
         type=float,
@@ -466,13 +419,17 @@ def main() -> int:
         action="store_true",
         help="stop after the approval and judge the peak memory (try --jobs 1000000)",
     )
-    args = parser.parse_args()
+    return parser.read(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
     try:
-        return asyncio.run(run(url, args.jobs, args.velocity, args.memory))
+        return asyncio.run(run(url, args.jobs, args.velocity, args.memory, args.smoke))
     finally:
         drop(args.url, name)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

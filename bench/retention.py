@@ -1,7 +1,7 @@
 """What queuebot's own tables grow by, on PostgreSQL: the figures of docs/retention.md.
 
 One scratch database (``qb_bench_retention_<pid>_<random>``, dropped at the end) holding a
-message_job estate of dead letters (``bench/redrive.py``'s). Measured, each as the growth
+message_job estate of dead letters (``bench.redrive``'s). Measured, each as the growth
 of the tables it writes, in two ways: ``pg_total_relation_size`` (pages on disk, with
 indexes and TOAST, after VACUUM) and the sum of ``pg_column_size`` over the new rows (the
 rows' own bytes, without indexes, page overhead or free space):
@@ -12,7 +12,7 @@ rows' own bytes, without indexes, page overhead or free space):
    the large request less the mean one-job request, divided by ``--jobs`` less one; per
    request besides its jobs: the mean one-job request less one job.
 2. alerts: ``--groups`` groups (default 50) of 40 Alertmanager notifications each, in
-   ``bench/alerts.py``'s pattern (A fires, B joins, both resolve, with repeats), stored
+   ``bench.alerts``' pattern (A fires, B joins, both resolve, with repeats), stored
    and processed through the alert desk: the inbox, the groups and the chat posts queued
    in the outbox. Per notification received, and per group.
 3. a Slack slash command's delivery key (with what it asked and where to answer), done
@@ -24,37 +24,34 @@ rows' own bytes, without indexes, page overhead or free space):
    database and on a SQLite file in a temporary directory (where a batch holds the
    database's write lock).
 
-    .venv/bin/python bench/retention.py [--url ADMIN_URL] [--jobs 2000] [--groups 50]
+    .venv/bin/python -m bench.retention [--url ADMIN_URL] [--jobs 2000] [--groups 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
-from alerts import group_bodies, phases
-from redrive import build, wire
-from scratch_db import create, drop
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import wire_services
+from bench.kit import changes as kit
+from bench.kit.alertmanager import sequence
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.scratch import create, drop
 from bot.slack.payloads import command_delivery, request_of
 from services import retention
 from services.alerts.payload import parse
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeKind
-from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.config.alerts import AlertsConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
-from services.estate.ops import Selector
 from services.ledger import DeliveryLedger
-from services.migrate import upgrade
 from services.reads import samples
 
 DB = "qb_bench_retention"
@@ -67,7 +64,6 @@ CHANGE_TABLES = (
 )
 ALERT_TABLES = ("qb_alert_inbox", "qb_alert_groups", "qb_outbox")
 PER_GROUP = 40
-SMALL = 50  # one-job requests, for the fixed cost of a request
 
 
 async def sizes(engine: AsyncEngine, tables: tuple[str, ...]) -> dict[str, tuple[int, int]]:
@@ -96,7 +92,7 @@ def grown(
     return {t: (after[t][0] - before[t][0], after[t][1] - before[t][1]) for t in before}
 
 
-def show(title: str, growth: dict[str, tuple[int, int]], per: float, unit: str) -> None:
+def show(title: str, growth: Mapping[str, tuple[float, float]], per: float, unit: str) -> None:
     print(title)
     print(f"  {'table':<22} {'on disk':>12} {'rows':>12}   (bytes per {unit})")
     for table, (disk, rows) in growth.items():
@@ -106,37 +102,36 @@ def show(title: str, growth: dict[str, tuple[int, int]], per: float, unit: str) 
     print(f"  {'total':<22} {disk / per:>12,.0f} {rows / per:>12,.0f}")
 
 
-async def redrive(engine: AsyncEngine, jobs: int) -> None:
-    ids = await build(engine, jobs + SMALL + 1)
-    changes = wire(engine, jobs)
+async def redrive(engine: AsyncEngine, jobs: int, small: int) -> None:
+    """``small`` one-job requests (for the fixed cost of a request), then one of ``jobs``."""
+    await kit.dead_letters(engine, jobs + small + 1, then=kit.FOR_REDRIVE)
+    ids = await kit.job_ids(engine)
+    changes = kit.wire(engine, jobs=jobs).changes
 
     async def one(chosen: list[str]) -> dict[str, tuple[int, int]]:
         before = await sizes(engine, CHANGE_TABLES)
-        view = await changes.request(
-            kind=ChangeKind.REDRIVE,
-            queue="clips",
-            selector=Selector(ids=tuple(chosen)),
+        done = await kit.redrive(
+            changes,
+            "clips",
+            chosen,
             reason="Operator returned DLQ message to PENDING after root-cause fix",
-            actor=Actor("alice", "slack", "U0ALICE01"),
+            requester=Actor("alice", "slack", "U0ALICE01"),
+            approver=Actor("bob", "slack", "U0BOB001"),
         )
-        decision = await changes.approve(
-            number=view.number, actor=Actor("bob", "slack", "U0BOB001")
-        )
-        changed = len(decision.view.result.changed) if decision.view.result else 0
-        assert changed == len(chosen), f"changed {changed} of {len(chosen)}"
+        assert done.changed == len(chosen), f"changed {done.changed} of {len(chosen)}"
         return grown(before, await sizes(engine, CHANGE_TABLES))
 
     await one(ids[:1])  # the first pages and index pages of each table
     before = await sizes(engine, CHANGE_TABLES)
-    for n in range(1, SMALL + 1):
+    for n in range(1, small + 1):
         await one(ids[n : n + 1])
-    small = {
-        t: (d / SMALL, r / SMALL)
+    mean = {
+        t: (d / small, r / small)
         for t, (d, r) in grown(before, await sizes(engine, CHANGE_TABLES)).items()
     }
-    big = await one(ids[SMALL + 1 : SMALL + 1 + jobs])
+    big = await one(ids[small + 1 : small + 1 + jobs])
     per_job = {
-        t: ((big[t][0] - small[t][0]) / (jobs - 1), (big[t][1] - small[t][1]) / (jobs - 1))
+        t: ((big[t][0] - mean[t][0]) / (jobs - 1), (big[t][1] - mean[t][1]) / (jobs - 1))
         for t in big
     }
     show(
@@ -145,9 +140,9 @@ async def redrive(engine: AsyncEngine, jobs: int) -> None:
         1,
         "job",
     )
-    fixed = {t: (small[t][0] - per_job[t][0], small[t][1] - per_job[t][1]) for t in small}
+    fixed = {t: (mean[t][0] - per_job[t][0], mean[t][1] - per_job[t][1]) for t in mean}
     show(
-        f"redrive: per request besides its jobs (mean of {SMALL} one-job requests less a job)",
+        f"redrive: per request besides its jobs (mean of {small} one-job requests less a job)",
         fixed,
         1,
         "request",
@@ -193,26 +188,11 @@ async def prune_speed(engine: AsyncEngine, rows: int) -> None:
 
 
 async def alerts(engine: AsyncEngine, groups: int) -> None:
-    estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
-    services = wire_services(
-        state_engine=engine,
-        estate=estate,
-        clock=lambda: datetime.now(UTC),
-        approval=ApprovalConfig(),
-        redrive=RedriveConfig(),
-        notifier=None,
-        audit=AuditTrail(),
-        housekeeping=False,
-        alerts=AlertsConfig(),
-    )
-    desk = services.alerts
+    desk = kit.wire(engine, alerts=AlertsConfig()).alerts
     before = await sizes(engine, ALERT_TABLES)
     base = datetime.now(UTC).replace(microsecond=0)
-    added, resolved = phases(PER_GROUP)
     for group in range(groups):
-        first, both, over = group_bodies(group, base)
-        for n in range(PER_GROUP):
-            body = first if n < added else both if n < resolved else over
+        for body in sequence(group, base, PER_GROUP):
             await desk.receive(parse(body))
     while await desk.process_due():
         pass
@@ -227,7 +207,7 @@ async def alerts(engine: AsyncEngine, groups: int) -> None:
     show("alerts: the same, per group of 40 notifications", growth, groups, "group")
 
 
-async def small_rows(engine: AsyncEngine, commands: int) -> None:
+async def small_rows(engine: AsyncEngine, commands: int, counts: int) -> None:
     ledger = DeliveryLedger(engine=engine, clock=lambda: datetime.now(UTC))
     before = await sizes(engine, ("qb_deliveries",))
     for n in range(commands):
@@ -248,17 +228,16 @@ async def small_rows(engine: AsyncEngine, commands: int) -> None:
         commands,
         "command",
     )
-    estate = Estate(engine=engine, queues={"clips": QueueConfig(profile="message_job")})
-    profile = estate.profile("clips")
+    profile = Estate(engine=engine, queues=dict(kit.CLIPS)).profile("clips")
     before = await sizes(engine, ("qb_queue_samples",))
     start = datetime.now(UTC) - timedelta(days=1)
-    for minute in range(1440):
+    for minute in range(counts):
         async with engine.begin() as conn:
             await samples.record(conn, profile=profile, now=start + timedelta(minutes=minute))
     show(
-        "queue counts: a day of one queue's counts, once a minute",
+        f"queue counts: {counts:,} of one queue's counts, once a minute (1,440: a day)",
         grown(before, await sizes(engine, ("qb_queue_samples",))),
-        1440,
+        counts,
         "count",
     )
 
@@ -266,11 +245,11 @@ async def small_rows(engine: AsyncEngine, commands: int) -> None:
 async def measure(url: str, args: argparse.Namespace) -> None:
     engine = create_engine(url)
     try:
-        await redrive(engine, args.jobs)
+        await redrive(engine, args.jobs, args.small)
         print()
         await alerts(engine, args.groups)
         print()
-        await small_rows(engine, args.commands)
+        await small_rows(engine, args.commands, args.counts)
         print()
         await prune_speed(engine, args.prune_rows)
     finally:
@@ -284,16 +263,22 @@ async def measure(url: str, args: argparse.Namespace) -> None:
             await lite.dispose()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--jobs", type=int, default=2000, help="jobs of the large redrive")
-    parser.add_argument("--groups", type=int, default=50, help="alert groups of 40 notifications")
-    parser.add_argument("--commands", type=int, default=2000, help="slash commands' delivery keys")
-    parser.add_argument("--prune-rows", type=int, default=100_000, help="old keys db prune removes")
-    args = parser.parse_args()
-    if args.jobs < 2 or min(args.groups, args.commands, args.prune_rows) < 1:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__)
+    parser.size("--jobs", full=2000, smoke=10, help="jobs of the large redrive")
+    parser.size("--small", full=50, smoke=3, help="one-job redrives, for a request's own cost")
+    parser.size("--groups", full=50, smoke=2, help="alert groups of 40 notifications")
+    parser.size("--commands", full=2000, smoke=20, help="slash commands' delivery keys")
+    parser.size("--counts", full=1440, smoke=20, help="a queue's counts written down")
+    parser.size("--prune-rows", full=100_000, smoke=2000, help="old keys db prune removes")
+    args = parser.read(argv)
+    if args.jobs < 2 or min(args.small, args.groups, args.commands, args.prune_rows) < 1:
         parser.error("--jobs must be at least 2, the other counts at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     name, url = create(args.url, DB)
     try:
         asyncio.run(measure(url, args))
@@ -303,4 +288,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -3,7 +3,8 @@ fires them, and what each costs the database.
 
 Builds a scratch PostgreSQL database of its own (``qb_bench_scheduler_<pid>_<random>``,
 dropped at the end) and declares ``--incidents`` incidents through ``Incidents.declare``
-on a drill runbook of ``--communications`` audiences (windows of 10 s to 30 s), with one
+on a drill runbook of ``--communications`` audiences (windows of ``--shortest`` 10 s to
+``--longest`` 30 s), with one
 reminder at half of each window (``[incidents] remind_at = [0.5]``): 1,000 incidents x
 5 communications x (reminder + deadline) = 10,000 timers. The declarations are spread
 over ``--spread`` seconds of the incidents' clock, a day ahead, so nothing comes due
@@ -26,7 +27,7 @@ that took the most time.
 
 Targets: lag p99 < 1 s; every timer fired exactly once.
 
-    .venv/bin/python bench/scheduler.py [--url ADMIN_URL] [--incidents 1000]
+    .venv/bin/python -m bench.scheduler [--url ADMIN_URL] [--incidents 1000]
                                         [--replicas 1] [--processes]
 """
 
@@ -38,8 +39,6 @@ import functools
 import multiprocessing
 import os
 import re
-import statistics
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,23 +48,25 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from scratch_db import create, drop
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.bootstrap import wire_services
-from services.audit import Actor, AuditTrail
-from services.config import ApprovalConfig, RedriveConfig, default_queues
+from bench.kit.changes import wire as wire_bench
+from bench.kit.cli import BenchParser, exit_with
+from bench.kit.figures import loadavg, p50_p99_max, percentile, verdict
+from bench.kit.scratch import create, drop
+from bot.bootstrap import Services
+from services.audit import Actor
+from services.config import default_queues
 from services.config.incidents import IncidentsConfig
 from services.db import create_engine
-from services.estate.estate import Estate
+from services.db.migrate import upgrade
 from services.incidents.timers import DEADLINE, REMIND
-from services.migrate import upgrade
 from services.runbooks import Runbook, RunbookLibrary, parse_runbook, shipped_runbooks
 from services.scheduler import BatchHandler, Due, Scheduler
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DB = "qb_bench_scheduler"
+ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "gd:timer-drill"
 AUDIENCES = ("operators", "actors", "support", "owners", "customers", "partners", "finance")
 TARGET_P99 = 1.0  # seconds
@@ -83,19 +84,28 @@ class BenchClock:
         return self.fixed or datetime.now(UTC)
 
 
-def drill_runbook(communications: int) -> Runbook:
-    """The shipped queue-loss runbook with ``communications`` audiences, their windows
-    spread from 10 s to 30 s."""
+@dataclass(frozen=True)
+class Drill:
+    """The drill's audiences: how many, and their windows, spread from the shortest to the
+    longest (seconds)."""
+
+    communications: int = 5
+    shortest: float = 10.0
+    longest: float = 30.0
+
+
+def drill_runbook(drill: Drill) -> Runbook:
+    """The shipped queue-loss runbook with the drill's audiences and windows."""
     (source,) = [r for r in shipped_runbooks() if r.scenario_id == "gd:queue-loss"]
-    text = (
-        Path(__file__).resolve().parents[1] / "services" / "runbooks" / source.source
-    ).read_text()
+    text = (ROOT / "services" / "runbooks" / source.source).read_text()
     text = text.replace('"gd:queue-loss"', f'"{SCENARIO}"').replace(
         '"runbook:queue-loss"', '"runbook:timer-drill"'
     )
     block = re.search(r'"communications": \[.*?\n  \],\n', text, re.S)
     assert block is not None
-    windows = [10_000 + k * 20_000 // max(1, communications - 1) for k in range(communications)]
+    first, span = round(drill.shortest * 1000), round((drill.longest - drill.shortest) * 1000)
+    n = drill.communications
+    windows = [first + k * span // max(1, n - 1) for k in range(n)]
     items = ",\n".join(
         f'    {{"audience": "{audience}", "channelDependencyId": "dep:notification-channel", '
         f'"withinMs": {window}}}'
@@ -175,39 +185,16 @@ def _shape(statement: str) -> str:
     return flat[:110]
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    low = int(k)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
-
-
-def lags(values: Sequence[float]) -> str:
-    if not values:
-        return "none"
-    return (
-        f"p50 {1000 * statistics.median(values):7.1f} ms  "
-        f"p99 {1000 * percentile(values, 0.99):7.1f} ms  "
-        f"max {1000 * max(values):7.1f} ms  (n={len(values):,})"
-    )
-
-
 def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} ({os.cpu_count()} CPUs)"
+    return f"load average {loadavg()} ({os.cpu_count()} CPUs)"
 
 
-def wire(engine: AsyncEngine, clock: BenchClock, library: RunbookLibrary) -> Any:
-    return wire_services(
-        state_engine=engine,
-        estate=Estate(engine=engine, queues=default_queues(), clock=clock),
+def wire(engine: AsyncEngine, clock: BenchClock, library: RunbookLibrary) -> Services:
+    # no notifier: the posts stay in the outbox; what is measured is the firing
+    return wire_bench(
+        engine,
+        default_queues(),
         clock=clock,
-        approval=ApprovalConfig(),
-        redrive=RedriveConfig(),
-        notifier=None,  # the posts stay in the outbox: what is measured is the firing
-        audit=AuditTrail(),
-        housekeeping=False,
         runbooks=library,
         incidents=IncidentsConfig(remind_at=[0.5]),
         channels=("operators", "actors"),  # as if [channels] gave each an id
@@ -306,12 +293,12 @@ def instrument(sched: Scheduler, result: Result) -> None:
 async def replica(
     url: str,
     number: int,
-    communications: int,
+    drill: Drill,
     started: Callable[[], None],
-    stopped: Callable[[], Awaitable[None]],
+    stopped: Callable[[], Awaitable[object]],
 ) -> Result:
     """One replica: an engine of its own and the real scheduler, until ``stopped``."""
-    library = RunbookLibrary([drill_runbook(communications)])
+    library = RunbookLibrary([drill_runbook(drill)])
     engine = create_engine(url)
     result = Result(number)
     sched = wire(engine, BenchClock(), library).scheduler
@@ -331,19 +318,17 @@ async def replica(
     return result
 
 
-def replica_process(
-    url: str, number: int, communications: int, ready: Any, stop: Any, out: Any
-) -> None:
+def replica_process(url: str, number: int, drill: Drill, ready: Any, stop: Any, out: Any) -> None:
     """A replica in a process of its own (``--processes``)."""
 
     async def stopped() -> None:
         await asyncio.to_thread(stop.wait)
 
-    out.put(asyncio.run(replica(url, number, communications, ready.set, stopped)))
+    out.put(asyncio.run(replica(url, number, drill, ready.set, stopped)))
 
 
 async def fire(
-    url: str, replicas: int, communications: int, processes: bool
+    url: str, replicas: int, drill: Drill, processes: bool
 ) -> tuple[list[Result], dict[tuple[str, str], datetime], float]:
     """Start the replicas, bring the timers to now, and wait until all have fired."""
     results: list[Result] = []
@@ -352,9 +337,7 @@ async def fire(
         ready = [context.Event() for _ in range(replicas)]
         stop, out = context.Event(), context.Queue()
         children = [
-            context.Process(
-                target=replica_process, args=(url, n, communications, ready[n], stop, out)
-            )
+            context.Process(target=replica_process, args=(url, n, drill, ready[n], stop, out))
             for n in range(replicas)
         ]
         for child in children:
@@ -364,7 +347,7 @@ async def fire(
     else:
         done = asyncio.Event()
         running = [
-            asyncio.create_task(replica(url, n, communications, lambda: None, done.wait))
+            asyncio.create_task(replica(url, n, drill, lambda: None, done.wait))
             for n in range(replicas)
         ]
     await shift(url)
@@ -429,22 +412,28 @@ async def due_times(url: str) -> dict[tuple[str, str], datetime]:
 
 
 async def run(
-    url: str, incidents: int, communications: int, replicas: int, spread: float, processes: bool
+    url: str,
+    incidents: int,
+    drill: Drill,
+    replicas: int,
+    spread: float,
+    processes: bool,
+    smoke: bool,
 ) -> int:
     print(load())
     engine = create_engine(url)
     await upgrade(engine)
     await engine.dispose()
-    runbook = drill_runbook(communications)
+    runbook = drill_runbook(drill)
     took = await declare_all(url, incidents, spread, RunbookLibrary([runbook]))
     print(
-        f"declared {incidents:,} incidents ({communications} communications each, windows "
+        f"declared {incidents:,} incidents ({drill.communications} communications each, windows "
         f"{', '.join(c.window for c in runbook.communications)}; a reminder at half of each) "
         f"in {took:.1f} s ({incidents / took:,.0f}/s)"
     )
     how = f"{replicas} process(es)" if processes else f"{replicas} replica(s) in this process"
     print(f"firing with {how}; {load()}")
-    results, due, wall = await fire(url, replicas, communications, processes)
+    results, due, wall = await fire(url, replicas, drill, processes)
     timers = len(due)
     deadlines = sum(1 for kind, _ in due if kind == DEADLINE)
     first, last = min(due.values()), max(due.values())
@@ -461,13 +450,13 @@ async def run(
     never = [key for key in due if key not in runs]
     started_lag = [f.started - due[(f.kind, f.subject)].timestamp() for f in fired]
     lag = [f.committed - due[(f.kind, f.subject)].timestamp() for f in fired]
-    print(f"lag (handler start - due):    {lags(started_lag)}")
-    print(f"lag (committed - due):        {lags(lag)}  <- the target's")
+    print(f"lag (handler start - due):    {p50_p99_max(started_lag)}")
+    print(f"lag (committed - due):        {p50_p99_max(lag)}  <- the target's")
     by_kind: defaultdict[str, list[float]] = defaultdict(list)
     for f, value in zip(fired, lag, strict=True):
         by_kind[f.kind].append(value)
     for kind, values in sorted(by_kind.items()):
-        print(f"  {kind:18} {lags(values)}")
+        print(f"  {kind:18} {p50_p99_max(values)}")
     window = 5.0  # the lag over the run: where the late ones were
     buckets: defaultdict[int, list[float]] = defaultdict(list)
     for f, value in zip(fired, lag, strict=True):
@@ -496,8 +485,8 @@ async def run(
         "more started, were rolled back and ran again"
     )
     for key, want in wanted.items():
-        mark = "ok" if found[key] == want else "WRONG"
-        print(f"  {key:22} {found[key]:7,} (expected {want:,}) {mark}")
+        said = "ok" if found[key] == want else "WRONG"
+        print(f"  {key:22} {found[key]:7,} (expected {want:,}) {said}")
 
     total = Statements()
     for result in results:
@@ -536,40 +525,50 @@ async def run(
         f"{'met' if p99 < TARGET_P99 else 'MISSED'}; every timer fired exactly once: "
         f"{'yes' if once else 'NO'}"
     )
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return verdict(ok, smoke)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=DEFAULT_URL, help="an admin URL on the server")
-    parser.add_argument("--incidents", type=int, default=1000)
-    parser.add_argument(
-        "--communications",
-        type=int,
-        default=5,
-        help=f"audiences per incident (<= {len(AUDIENCES)})",
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = BenchParser(__doc__)
+    parser.size("--incidents", full=1000, smoke=10, help="incidents declared")
+    parser.size(
+        "--communications", full=5, smoke=2, help=f"audiences per incident (<= {len(AUDIENCES)})"
     )
+    parser.size("--shortest", full=10.0, smoke=1.0, type=float, help="the shortest window, s")
+    parser.size("--longest", full=30.0, smoke=2.0, type=float, help="the longest window, s")
     parser.add_argument("--replicas", type=int, default=1, help="schedulers, each its own engine")
     parser.add_argument(
         "--processes", action="store_true", help="each replica in a process of its own"
     )
-    parser.add_argument(
-        "--spread", type=float, default=30.0, help="seconds over which the incidents are declared"
+    parser.size(
+        "--spread",
+        full=30.0,
+        smoke=1.0,
+        type=float,
+        help="seconds over which the incidents are declared",
     )
-    args = parser.parse_args()
+    args = parser.read(argv)
     if not 1 <= args.communications <= len(AUDIENCES):
         parser.error(f"--communications must be 1 to {len(AUDIENCES)}")
+    if not 0 < args.shortest <= args.longest:
+        parser.error("--shortest must be above 0 and at most --longest")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    drill = Drill(args.communications, args.shortest, args.longest)
     name, url = create(args.url, DB)  # this run's own: concurrent runs never collide
     try:
         return asyncio.run(
             run(
                 url,
                 args.incidents,
-                args.communications,
+                drill,
                 args.replicas,
                 args.spread,
                 args.processes,
+                args.smoke,
             )
         )
     finally:
@@ -577,4 +576,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

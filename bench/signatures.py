@@ -18,12 +18,11 @@ shared host inflates less than the time on the clock.
 alternating pass by pass, and prints the ratio (this module / that one): the figure the
 signature rules are held to (within about 1.5x of before).
 
-    .venv/bin/python bench/signatures.py [--texts 20000] [--repeat 7] [--against main]
+    .venv/bin/python -m bench.signatures [--texts 20000] [--repeat 7] [--against main]
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib.util
 import random
@@ -35,6 +34,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+
+from bench.kit.cli import BenchParser, exit_with
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +117,6 @@ def load(rev: str | None) -> ModuleType:
     ``signature*`` modules beside it, read from git and loaded under names of their own,
     so that both are timed in one process)."""
     if rev is None:
-        sys.path.insert(0, str(ROOT))
         return importlib.import_module("services.estate.signature")
     listed = _git("ls-tree", "--name-only", rev, "services/estate/").split()
     names = sorted(
@@ -176,11 +176,11 @@ def timed(run: Callable[[], None]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--texts", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser = BenchParser(__doc__, url=None)
+    parser.size("--texts", full=20_000, smoke=500, help="distinct error texts")
+    parser.size("--repeat", full=7, smoke=1, help="timed passes over them")
     parser.add_argument("--against", metavar="REV", help="time this revision's rules too")
-    args = parser.parse_args(argv)
+    args = parser.read(argv)
     texts = corpus(args.texts)
     modules = {"now": load(None)}
     if args.against:
@@ -214,4 +214,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -3,7 +3,7 @@
 Starts the local fake Slack (``testkit/fake_slack.py``: the Web API and the
 ``response_url`` endpoint, recording every call with its monotonic arrival time) and the
 real ``queuebot serve`` as a subprocess, pointed at the 1,000,000-row PostgreSQL estate of
-``bench/triage.py`` (database ``qb_bench_triage``). After a warm-up it sends 200 signed
+``bench.triage`` (database ``qb_bench_triage``). After a warm-up it sends 200 signed
 ``/queue`` slash commands, at most 50 in flight at once (a sliding window), each over a new
 connection with its own trigger_id and response_url, in a fixed shuffled mix of read
 commands in equal shares: ``triage --queue workers``, ``triage --queue clips``, ``dlq
@@ -26,15 +26,17 @@ To show where ack time goes it also prints:
   event loop thread and of this process, the machine's busy time, runnable tasks, and the
   sessions PostgreSQL opened for the bot.
 
-    .venv/bin/python bench/slack_ack.py                 # bare asyncio streams, as a caller
-    .venv/bin/python bench/slack_ack.py --client httpx  # httpx.AsyncClient: a higher floor
-    .venv/bin/python bench/slack_ack.py --mix help      # the ack path without estate reads
-    .venv/bin/python bench/slack_ack.py --keep          # keep qb_bench_triage if built here
+    .venv/bin/python -m bench.slack_ack                 # bare asyncio streams, as a caller
+    .venv/bin/python -m bench.slack_ack --client httpx  # httpx.AsyncClient: a higher floor
+    .venv/bin/python -m bench.slack_ack --mix help      # the ack path without estate reads
+    .venv/bin/python -m bench.slack_ack --keep          # keep qb_bench_triage if built here
 
 The database: a ``qb_bench_triage`` holding ~1,000,000 rows in both ``dev_r_worker_queue``
 and ``queue_messages`` is reused and never dropped; queuebot migrates its own ``qb_*``
-tables into it when it starts. A missing one is built with ``bench/triage.py --keep --runs
-1`` (about a minute) and dropped at the end unless ``--keep`` is given. One that exists but
+tables into it when it starts. A missing one is built with ``python -m bench.triage --keep
+--runs 1`` (about a minute) and dropped at the end unless ``--keep`` is given. Another
+``--rows`` names another database (``qb_bench_triage_10000``, as ``bench.triage`` keeps it);
+``--smoke`` builds one of its own and drops it. One that exists but
 holds something else is left alone and the script stops.
 
 Exit status: 0 when every target is met, 1 when one is missed, 2 on error, 130 when
@@ -46,14 +48,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import itertools
 import os
 import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -66,18 +66,29 @@ from urllib.parse import urlencode
 
 import httpx
 import psycopg
-import repo_root  # noqa: F401  (testkit, from the repository's root)
-from sqlalchemy.engine import make_url
 
-from bot.demo import DEMO_CONFIG
+from bench.kit.cli import BenchParser, exit_with, names
+from bench.kit.figures import (
+    P50_P95_P99_MAX,
+    P50_P99_MAX,
+    Sched,
+    judge,
+    loadavg,
+    machine_busy,
+    ms,
+    percentile,
+    settle,
+    spread,
+)
+from bench.kit.scratch import conninfo, drop, engine_url, exists, unique_name
+from bench.kit.serve import Serve, slack_env, start_app, start_serve, wait_healthy
+from bench.triage import database_name
 from commands.messages import ERROR_TITLES
 from testkit.fake_slack import Call, FakeSlack
-from testkit.slack_requests import SECRET, signed, slash_fields
+from testkit.slack_requests import signed, slash_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-DB_NAME = "qb_bench_triage"
 ROWS = 1_000_000
 REQUESTS = 200
 CONCURRENCY = 50
@@ -99,97 +110,6 @@ def slash_body(fake: FakeSlack, text: str, *, name: str, user: str) -> str:
 # -- figures ---------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (as bench/triage.py)."""
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:8.1f} ms"
-
-
-def spread(values: Sequence[float], qs: Sequence[tuple[str, float]]) -> str:
-    if not values:
-        return "no samples"
-    return "  ".join(f"{label} {ms(percentile(values, q)).strip()}" for label, q in qs)
-
-
-P50_P95_P99_MAX = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))
-P50_P99_MAX = (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
-
-
-def loadavg() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-@dataclass(frozen=True)
-class Sched:
-    """Seconds on a CPU and seconds runnable but waiting for one (/proc/.../schedstat) of a
-    process's main thread, where its event loop runs, and of all its threads; NaN where
-    /proc does not say."""
-
-    cpu: float
-    waiting: float
-    all_cpu: float
-    all_waiting: float
-
-    @staticmethod
-    def of(pid: int) -> Sched:
-        main = [0.0, 0.0]
-        every = [0.0, 0.0]
-        try:
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                run_ns, wait_ns, _slices = (task / "schedstat").read_text().split()
-                pair = (int(run_ns) / 1e9, int(wait_ns) / 1e9)
-                every = [every[0] + pair[0], every[1] + pair[1]]
-                if task.name == str(pid):
-                    main = list(pair)
-        except (OSError, ValueError):
-            nan = float("nan")
-            return Sched(nan, nan, nan, nan)
-        return Sched(main[0], main[1], every[0], every[1])
-
-    def __sub__(self, other: Sched) -> Sched:
-        return Sched(
-            self.cpu - other.cpu,
-            self.waiting - other.waiting,
-            self.all_cpu - other.all_cpu,
-            self.all_waiting - other.all_waiting,
-        )
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
-    try:
-        first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return float("nan"), float("nan")
-    ticks = [int(v) for v in first[:8]]
-    idle = ticks[3] + ticks[4]  # idle + iowait
-    hz = os.sysconf("SC_CLK_TCK")
-    return (sum(ticks) - idle) / hz, sum(ticks) / hz
-
-
-async def settle(quiet: float = 0.25, within: float = 20.0) -> None:
-    """Wait until the machine is mostly idle (under `quiet` of all its CPU time busy over
-    0.5 s), or `within` seconds have passed."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        busy0, total0 = machine_busy()
-        await asyncio.sleep(0.5)
-        busy1, total1 = machine_busy()
-        if not busy1 - busy0 >= quiet * (total1 - total0):  # NaN (no /proc) counts as quiet
-            return
-    print(f"note: the machine was still busy after {within:.0f}s; measuring anyway")
-
-
 def runnable() -> int:
     """Tasks running or waiting for a CPU right now (/proc/loadavg's 4th field, minus us)."""
     try:
@@ -201,112 +121,109 @@ def runnable() -> int:
 # -- the database ----------------------------------------------------------------------------
 
 
-def conninfo(url: str, database: str | None = None) -> str:
-    parsed = make_url(url).set(drivername="postgresql")
-    if database is not None:
-        parsed = parsed.set(database=database)
-    return parsed.render_as_string(hide_password=False)
+@dataclass(frozen=True)
+class Held:
+    """What the estate's database holds: rows in dev_r_worker_queue and queue_messages,
+    and the size ``bench.triage`` built it for (None: not its build)."""
+
+    workers: int
+    clips: int
+    built_for: int | None
 
 
-def database_exists(admin_url: str) -> bool:
-    with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,))
-        return found.fetchone() is not None
-
-
-def estate_rows(admin_url: str) -> tuple[int, int] | None:
-    """Rows in dev_r_worker_queue and queue_messages of qb_bench_triage; None when the
-    database or one of the tables is not there."""
-    if not database_exists(admin_url):
+def held(url: str, name: str) -> Held | None:
+    """What the database ``name`` holds; None when it or an estate table is not there."""
+    if not exists(url, name):
         return None
-    with psycopg.connect(conninfo(admin_url, DB_NAME), connect_timeout=5) as conn:
+    with psycopg.connect(conninfo(url, name), connect_timeout=5) as conn:
         present = conn.execute(
             "SELECT to_regclass('dev_r_worker_queue') IS NOT NULL "
-            "AND to_regclass('queue_messages') IS NOT NULL"
+            "AND to_regclass('queue_messages') IS NOT NULL, "
+            "to_regclass('qb_bench_meta') IS NOT NULL"
         ).fetchone()
         if not present or not present[0]:
             return None
         wq = conn.execute("SELECT count(*) FROM dev_r_worker_queue").fetchone()
         qm = conn.execute("SELECT count(*) FROM queue_messages").fetchone()
-    return int(wq[0]) if wq else 0, int(qm[0]) if qm else 0
+        meta = (
+            conn.execute("SELECT value FROM qb_bench_meta WHERE key = 'rows'").fetchone()
+            if present[1]
+            else None
+        )
+    built = int(meta[0]) if meta and str(meta[0]).isdigit() else None
+    return Held(int(wq[0]) if wq else 0, int(qm[0]) if qm else 0, built)
 
 
-def ensure_estate(admin_url: str, rows: int) -> bool:
-    """Reuse qb_bench_triage when it holds ~rows rows in each estate; build it with
-    bench/triage.py when it does not exist. True when this run built it (only then may
-    the run drop it). A database of that name holding something else is left alone."""
-    counts = estate_rows(admin_url)
+def ensure_estate(url: str, name: str, rows: int, smoke: bool) -> bool:
+    """Reuse the database ``name`` when it holds ``bench.triage``'s build of ``rows`` rows
+    per estate; build it with ``bench.triage`` when it does not exist. True when this run
+    built it (only then may the run drop it). A database of that name holding something
+    else is left alone."""
+    found = held(url, name)
 
-    def fits(found: tuple[int, int] | None) -> bool:
-        return found is not None and all(abs(c - rows) <= rows * 0.01 for c in found)
+    def fits(found: Held | None) -> bool:
+        return found is not None and found.built_for == rows
 
-    if fits(counts):
-        assert counts is not None
+    if fits(found):
+        assert found is not None
         print(
-            f"reusing {DB_NAME}: {counts[0]:,} rows in dev_r_worker_queue, "
-            f"{counts[1]:,} in queue_messages"
+            f"reusing {name}: {found.workers:,} rows in dev_r_worker_queue, "
+            f"{found.clips:,} in queue_messages"
         )
         return False
-    if database_exists(admin_url):
-        held = "no estate tables" if counts is None else f"{counts[0]:,} and {counts[1]:,} rows"
-        raise RuntimeError(
-            f"{DB_NAME} exists but holds {held}, not ~{rows:,} rows per estate; this script "
-            f"does not replace a database it did not create. Rebuild it with "
-            f"`bench/triage.py --keep --runs 1 --rows {rows}` or drop it, then run again"
+    if exists(url, name):
+        holds = (
+            "no estate tables" if found is None else f"{found.workers:,} and {found.clips:,} rows"
         )
-    print(f"{DB_NAME} is missing; building it with bench/triage.py (about a minute)", flush=True)
+        raise RuntimeError(
+            f"{name} exists but holds {holds}, not bench.triage's {rows:,} rows per estate; "
+            f"this script does not replace a database it did not create. Rebuild it with "
+            f"`python -m bench.triage --keep --runs 1 --rows {rows}` or drop it, then run again"
+        )
+    print(f"{name} is missing; building it with bench.triage (about a minute)", flush=True)
     started = time.monotonic()
+    triage = [sys.executable, "-m", "bench.triage", "--url", url, "--rows", str(rows)]
+    triage += ["--runs", "1", "--keep", "--database", name, *(["--smoke"] if smoke else [])]
     try:
         done = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "bench" / "triage.py"),
-                "--url",
-                admin_url,
-                "--rows",
-                str(rows),
-                "--runs",
-                "1",
-                "--keep",
-            ],
+            triage,
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             check=False,
         )
-        if not fits(estate_rows(admin_url)):
+        if not fits(held(url, name)):
             print(done.stdout)
-            raise RuntimeError(f"bench/triage.py did not build {DB_NAME} (exit {done.returncode})")
+            raise RuntimeError(f"bench.triage did not build {name} (exit {done.returncode})")
     except BaseException:
-        if database_exists(admin_url):  # ours, half built
-            drop_estate(admin_url)
+        if exists(url, name):  # ours, half built
+            drop_estate(url, name)
         raise
-    print(f"built {DB_NAME} in {time.monotonic() - started:.0f}s")
+    print(f"built {name} in {time.monotonic() - started:.0f}s")
     return True
 
 
-def drop_estate(admin_url: str) -> None:
-    with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-    print(f"dropped {DB_NAME}")
+def drop_estate(url: str, name: str) -> None:
+    drop(url, name)
+    print(f"dropped {name}")
 
 
-def pg_sessions(admin_url: str) -> int | None:
-    """Sessions ever opened to qb_bench_triage (pg_stat_database, PostgreSQL 14+)."""
+def pg_sessions(url: str, name: str) -> int | None:
+    """Sessions ever opened to the database ``name`` (pg_stat_database, PostgreSQL 14+)."""
     try:
-        with psycopg.connect(conninfo(admin_url), autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(conninfo(url), autocommit=True, connect_timeout=5) as conn:
             row = conn.execute(
-                "SELECT sessions FROM pg_stat_database WHERE datname = %s", (DB_NAME,)
+                "SELECT sessions FROM pg_stat_database WHERE datname = %s", (name,)
             ).fetchone()
     except psycopg.Error:
         return None
     return int(row[0]) if row and row[0] is not None else None
 
 
-def existing_ids(admin_url: str) -> list[tuple[str, str]]:
+def existing_ids(url: str, name: str) -> list[tuple[str, str]]:
     """(queue, id) pairs for ``show``: failed worker rows, dead-lettered and live clip jobs."""
-    with psycopg.connect(conninfo(admin_url, DB_NAME), connect_timeout=5) as conn:
+    with psycopg.connect(conninfo(url, name), connect_timeout=5) as conn:
         workers = conn.execute(
             "SELECT id FROM dev_r_worker_queue WHERE status IN ('failed', 'running') "
             "ORDER BY id DESC LIMIT 6"
@@ -316,7 +233,7 @@ def existing_ids(admin_url: str) -> list[tuple[str, str]]:
             "ORDER BY available_at DESC LIMIT 6"
         ).fetchall()
     if not workers or not clips:
-        raise RuntimeError(f"{DB_NAME} has no failed worker rows or dead-lettered clip jobs")
+        raise RuntimeError(f"{name} has no failed worker rows or dead-lettered clip jobs")
     return [("workers", str(r[0])) for r in workers] + [("clips", str(r[0])) for r in clips]
 
 
@@ -351,34 +268,6 @@ def command_mix(
 # -- the processes ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    url: str
-    log_path: Path
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the bench process dies, even by SIGKILL (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 FLOOR_APP = """
 import sys
 import uvicorn
@@ -398,65 +287,6 @@ app = Starlette(routes=[Route("/slack/events", events, methods=["POST"]),
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), lifespan="off",
             log_level="warning", access_log=False)
 """
-
-
-def start_floor_server(workdir: Path) -> Server:
-    """A bare uvicorn + Starlette app answering 200 at once: what this client and this
-    HTTP stack cost by themselves, the floor under any ack latency measured here."""
-    port = free_port()
-    log_path = workdir / "floor.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", FLOOR_APP, str(port)],
-            cwd=workdir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
-        )
-    return Server(proc, f"http://127.0.0.1:{port}", log_path)
-
-
-def start_server(workdir: Path, db_url: str, fake: FakeSlack, log_level: str) -> Server:
-    config = workdir / "queuebot.toml"
-    config.write_text(DEMO_CONFIG.format(config=config), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    env.update(
-        QUEUEBOT_CONFIG=str(config),
-        QUEUEBOT_DATABASE_URL=db_url,
-        QUEUEBOT_LOG_LEVEL=log_level,
-        QUEUEBOT_ALERT_TOKEN="bench-alert-token-0123456789",  # serve starts only with one
-        SLACK_BOT_TOKEN="xoxb-fake-token",
-        SLACK_SIGNING_SECRET=SECRET,
-        SLACK_API_BASE_URL=fake.api_url,
-    )
-    port = free_port()
-    log_path = workdir / "serve.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            # Safe here: the server is started before any thread (the fake's) runs.
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
-        )
-    return Server(proc, f"http://127.0.0.1:{port}", log_path)
-
-
-async def wait_healthy(client: httpx.AsyncClient, server: Server, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if (await client.get(f"{server.url}/healthz", timeout=1)).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if server.proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"queuebot serve did not come up:\n{server.log_path.read_text(errors='replace')}"
-            )
-        await asyncio.sleep(0.1)
 
 
 # -- sending ---------------------------------------------------------------------------------
@@ -501,7 +331,7 @@ async def raw_post(base: str, path: str, body: str, headers: dict[str, str]) -> 
 @dataclass
 class Bench:
     fake: FakeSlack
-    server: Server
+    server: Serve
     client: httpx.AsyncClient
     raw: bool = False  # send with raw_post instead of httpx
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
@@ -578,13 +408,17 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     fake = FakeSlack()  # bound, not yet serving: no thread runs while serve is forked
     workdir = Path(tempfile.mkdtemp(prefix="qb_slack_ack_"))
-    server: Server | None = None
-    floor: Server | None = None
+    server: Serve | None = None
+    floor: Serve | None = None
     keep_log = fake_started = False
+    quiet = 0.0 if args.smoke else 20.0  # seconds to wait for a quiet machine, at most
     try:
-        server = start_server(workdir, db_url, fake, args.log_level)
+        # guarded: started before any thread (the fake's) runs
+        server = start_serve(
+            workdir, db_url, env=slack_env(fake), log_level=args.log_level, guard=True
+        )
         if not args.no_floor:
-            floor = start_floor_server(workdir)
+            floor = start_app(workdir, FLOOR_APP, guard=True)
         fake.start()
         fake_started = True
         limits = httpx.Limits(
@@ -595,15 +429,16 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
         )
         async with httpx.AsyncClient(limits=limits, timeout=10.0) as client:
             t0 = time.monotonic()
-            await wait_healthy(client, server)
+            await asyncio.to_thread(wait_healthy, server)
             print(f"queuebot serve up in {time.monotonic() - t0:.1f}s (pid {server.proc.pid})")
             if floor is not None:
-                await wait_healthy(client, floor)
-                await settle()  # serve's start (migrations, first samples) is not the floor
+                await asyncio.to_thread(wait_healthy, floor)
+                # serve's start (migrations, first samples) is not the floor
+                await asyncio.to_thread(settle, within=quiet)
                 await harness_floor(args, Bench(fake, floor, client, raw=args.client == "raw"))
                 floor.stop()
             bench = Bench(fake, server, client, raw=args.client == "raw")
-            await settle()  # the same quiet machine as the floor had
+            await asyncio.to_thread(settle, within=quiet)  # the same quiet machine as the floor had
             code = await measure(args, bench, ids)
             keep_log = code == 2
             return code
@@ -614,17 +449,7 @@ async def run(args: argparse.Namespace, db_url: str, ids: list[tuple[str, str]])
         if floor is not None:
             floor.stop()
         if server is not None:
-            server.stop()
-            log = server.log_path.read_text(errors="replace")
-            tracebacks = log.count("Traceback")
-            warnings = sum(1 for line in log.splitlines() if " WARNING " in line)
-            errors = sum(1 for line in log.splitlines() if " ERROR " in line)
-            print(
-                f"serve log: {tracebacks} traceback(s), {errors} ERROR line(s), "
-                f"{warnings} WARNING line(s)"
-            )
-            if tracebacks or errors:
-                keep_log = True
+            keep_log = server.close() or keep_log
         if fake_started:
             fake.stop()
         if keep_log or args.keep_log:
@@ -694,7 +519,7 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
             + ", ".join(f"{n} {k}" for k, n in sorted(Counter(k for k, _ in mix).items()))
         )
         load_before = loadavg()
-        sessions_before = pg_sessions(args.url)
+        sessions_before = pg_sessions(args.url, args.database)
         serve_before, us_before = Sched.of(bench.server.proc.pid), Sched.of(os.getpid())
         busy_before = machine_busy()
         gate = asyncio.Semaphore(args.concurrency)
@@ -719,7 +544,7 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
         us_sched = Sched.of(os.getpid()) - us_before
         busy_after = machine_busy()
         await asyncio.sleep(1.2)  # backends report their statistics at most once a second
-        sessions_after = pg_sessions(args.url)
+        sessions_after = pg_sessions(args.url, args.database)
         stop.set()
         await probing
     finally:
@@ -810,7 +635,7 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
     )
     if sessions_before is not None and sessions_after is not None:
         print(
-            f"PostgreSQL sessions opened to {DB_NAME} during the run: "
+            f"PostgreSQL sessions opened to {args.database} during the run: "
             f"{sessions_after - sessions_before} (the bot's pool opening connections)"
         )
 
@@ -824,46 +649,48 @@ async def measure(args: argparse.Namespace, bench: Bench, ids: list[tuple[str, s
         ),
         (f"error answers {len(error_answers)} == 0", not error_answers),
     ]
-    print()
-    for label, ok in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {label}")
-    passed = all(ok for _, ok in checks)
-    print(
-        f"{'PASS' if passed else 'FAIL'}: p99 ack < {TARGET_ACK_P99_MS:.0f} ms, every answer "
-        "delivered, none lost, zero non-200"
-    )
-    return 0 if passed else 1
+    what = f"p99 ack < {TARGET_ACK_P99_MS:.0f} ms, every answer delivered, none lost, zero non-200"
+    return judge(checks, args.smoke, what)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"admin URL (default {DEFAULT_URL})")
-    parser.add_argument("--requests", type=int, default=REQUESTS, help="slash commands to send")
-    parser.add_argument(
-        "--concurrency", type=int, default=CONCURRENCY, help="commands in flight at most"
+    parser = BenchParser(__doc__)
+    parser.size("--requests", full=REQUESTS, smoke=10, help="slash commands to send")
+    parser.size("--concurrency", full=CONCURRENCY, smoke=5, help="commands in flight at most")
+    parser.size(
+        "--wait",
+        full=WAIT,
+        smoke=30.0,
+        type=float,
+        help="seconds to wait for answers after the last ack",
     )
-    parser.add_argument(
-        "--wait", type=float, default=WAIT, help="seconds to wait for answers after the last ack"
-    )
-    parser.add_argument(
+    parser.size(
         "--rows",
-        type=int,
-        default=ROWS,
-        help="rows per estate expected in qb_bench_triage (and built when it is missing)",
+        full=ROWS,
+        smoke=5_000,
+        help="rows per estate expected in the database (and built when it is missing)",
+    )
+    parser.add_argument(
+        "--database",
+        metavar="NAME",
+        help="the estate's database (default qb_bench_triage, as bench.triage keeps it for "
+        "--rows; --smoke: one of this run's own)",
     )
     parser.add_argument(
         "--mix",
-        type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
+        type=names,
         default=list(DEFAULT_MIX),
         help=f"comma-separated kinds in equal shares (default {','.join(DEFAULT_MIX)}; also: help)",
     )
     parser.add_argument("--seed", type=int, default=7, help="seed of the command order")
-    parser.add_argument(
-        "--idle-probe", type=float, default=1.0, help="seconds of idle probes before the burst"
+    parser.size(
+        "--idle-probe",
+        full=1.0,
+        smoke=0.3,
+        type=float,
+        help="seconds of idle probes before the burst",
     )
-    parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"], help="of serve"
-    )
+    parser.serve_options()
     parser.add_argument(
         "--client",
         choices=["httpx", "raw"],
@@ -875,11 +702,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-floor", action="store_true", help="skip the harness-floor calibration"
     )
-    parser.add_argument("--keep-log", action="store_true", help="keep serve's log")
     parser.add_argument(
-        "--keep", action="store_true", help=f"keep {DB_NAME} if this run had to build it"
+        "--keep", action="store_true", help="keep the database if this run had to build it"
     )
-    return parser.parse_args(argv)
+    args = parser.read(argv)
+    if args.database is None:
+        kept = database_name(keep=True, reuse=True, rows=args.rows)
+        args.database = unique_name("qb_bench_slack_ack") if args.smoke else kept
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -888,34 +718,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown or not args.mix:
         print(f"--mix: unknown kinds {unknown}; choose from {', '.join(COMMANDS)}")
         return 2
-    started = time.monotonic()
-    # Outside the event loop SIGTERM unwinds like Ctrl-C (inside it, it cancels the run),
-    # so the processes are stopped and a database built here is dropped.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
     built = False
     try:
-        built = ensure_estate(args.url, args.rows)
-        ids = existing_ids(args.url)
-        db_url = (
-            make_url(args.url)
-            .set(drivername="postgresql+psycopg", database=DB_NAME)
-            .render_as_string(hide_password=False)
-        )
-        return asyncio.run(run(args, db_url, ids))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print("interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # report, clean up, exit 2
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        built = ensure_estate(args.url, args.database, args.rows, args.smoke)
+        ids = existing_ids(args.url, args.database)
+        return asyncio.run(run(args, engine_url(args.url, args.database), ids))
     finally:
         if built and not args.keep:
-            drop_estate(args.url)
+            drop_estate(args.url, args.database)
         elif built:
-            print(f"kept {DB_NAME}")
-        print(f"total runtime {time.monotonic() - started:.1f}s")
+            print(f"kept {args.database}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bot.bootstrap import UNKEYED, audit_trail
+from bot.audit_key import UNKEYED, audit_trail
 from bot.exits import EXIT_PROBLEM
 from services.audit import Anchor, Verification
 from services.config import Config
 from services.db import create_engine, reading
+from services.db.migrate import require_newest
 from services.errors import QueuebotError
-from services.migrate import require_newest
 
 
 def _anchors(args: argparse.Namespace) -> list[Anchor]:

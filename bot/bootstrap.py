@@ -16,17 +16,17 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.audit_key import audit_trail, check_audit_key
+from bot.jobs import JobDeps, register_all
 from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
 from services.after_commit import AfterCommit
-from services.alerts import jobs as alert_jobs
 from services.alerts.publish import AlertPublisher
 from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
-from services.changes import jobs as change_jobs
 from services.changes.execute import Executor
 from services.changes.model import RequestState
 from services.changes.requests import ChangeRequests
@@ -34,54 +34,31 @@ from services.config import ApprovalConfig, Config, MetricsConfig, RedriveConfig
 from services.config.alerts import AlertsConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.config.incidents import IncidentsConfig
-from services.db import create_engine, reading, redacted, same_database
+from services.db import create_engine, redacted, same_database
+from services.db.migrate import require_newest, upgrade
 from services.estate.estate import Estate, utcnow
 from services.estate.registry import shipped_profiles
-from services.housekeeping import jobs as upkeep_jobs
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
-from services.incidents import jobs as incident_jobs
 from services.incidents.audiences import reachable_channels
 from services.incidents.service import Incidents
 from services.ledger import STALE, DeliveryLedger
-from services.ledger_acks import ThreadedAcks
+from services.ledger.acks import ThreadedAcks
 from services.metrics import Metrics
-from services.migrate import require_newest, upgrade
 from services.notify import Notifier
 from services.outbox import EVERYWHERE, LANE_WIDTH, Outbox, Reach
 from services.people import Directory
-from services.plans import jobs as plan_jobs
 from services.plans.control import PlanControl
 from services.plans.engine import PlanEngine
 from services.plans.publish import PlanPublisher
 from services.plans.service import Plans
 from services.reads.gate import ReadGate
+from services.reads.jobs import AfterSample
 from services.reads.service import QueueReads
 from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_role
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
-
-UNKEYED = (
-    "QUEUEBOT_AUDIT_KEY is not set: the audit trail is tamper-evident only against people "
-    "without access to queuebot's database (see docs/audit.md)"
-)
-
-
-def audit_trail(config: Config) -> AuditTrail:
-    """The one audit trail of a process, keyed with QUEUEBOT_AUDIT_KEY when it is set."""
-    return AuditTrail(key=config.env.audit_key)
-
-
-async def check_audit_key(engine: AsyncEngine, audit: AuditTrail, *, announce: bool) -> None:
-    """Refuse to start, before anything is changed, with a key that cannot extend the
-    trail: none for a keyed trail (``AuditKeyMissing``, exit 3) or another key than it was
-    written with (``AuditKeyMismatch``, exit 2). Every process that writes audit events
-    runs this one check (``build_app``); ``announce`` warns when the trail is unkeyed."""
-    async with reading(engine) as conn:
-        await audit.require_key(conn)
-    if announce and not audit.keyed:
-        log.warning(UNKEYED)
 
 
 def chat_configured(config: Config) -> bool:
@@ -96,9 +73,9 @@ class Services:
     """The composed services: each built once, given its collaborators."""
 
     changes: ChangeRequests
-    plans: PlanEngine  # requesting, starting and advancing plans
-    control: PlanControl  # halting, resuming, rolling back
-    plan_desk: Plans  # plans as commands use them
+    plan_engine: PlanEngine  # requesting, starting and advancing plans
+    plan_control: PlanControl  # halting, resuming, rolling back
+    plans: Plans  # plans as commands use them (the same class as commands' Deps.plans)
     publisher: PlanPublisher
     outbox: Outbox
     ledger: DeliveryLedger
@@ -121,7 +98,7 @@ def wire_services(
     redrive: RedriveConfig,
     notifier: Notifier | None,
     audit: AuditTrail,
-    housekeeping: bool = True,
+    one_database: bool = True,
     audit_channel: bool = False,
     claim_stale: timedelta = STALE,
     alerts: AlertsConfig | None = None,
@@ -131,8 +108,8 @@ def wire_services(
     directory: Directory | None = None,
     roles: Mapping[str, Role] | None = None,
     incidents: IncidentsConfig | None = None,
-    upkeep: HousekeepingConfig | None = None,
-    upkeep_webhook: Webhook | None = None,
+    housekeeping: HousekeepingConfig | None = None,
+    housekeeping_webhook: Webhook | None = None,
     chat: bool | None = None,
     acks: ThreadedAcks | None = None,
     lane_width: int = LANE_WIDTH,
@@ -140,15 +117,15 @@ def wire_services(
     reach: Reach = EVERYWHERE,
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
-    ``housekeeping`` registers the scheduler's periodic jobs and plan ticks (only where
-    queuebot's tables live beside the queue, which plans and samples need);
+    ``one_database``: the queues' tables and queuebot's share one database, so the
+    scheduler's periodic jobs and plan ticks are registered (plans and samples need it);
     ``audit_channel`` posts the trail's head there after each change and on a schedule;
     ``claim_stale`` is when a delivery's unrefreshed claim is taken over; ``alerts``
     routes alert groups and sets the detectors; ``reads`` answers the triage that comes
     with an alert; ``metrics`` how often the queue gauges of ``GET /metrics``
-    are read. ``upkeep``: the retry worker's thresholds (its runs tell people through
+    are read. ``housekeeping``: the retry worker's thresholds (its runs tell people through
     alerts when ``chat``, by default when there is a ``notifier``, and through
-    ``upkeep_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
+    ``housekeeping_webhook``). ``lane_width``: the outbox's posts of one channel in hand at
     once (one where the channel is paced, so the next is chosen when it may go).
     ``channels``: the ``[channels]`` names with an id on some platform (an incident
     audience no channel carries is told nowhere: its runbook is not declared).
@@ -229,48 +206,46 @@ def wire_services(
         outbox=outbox,
         counters=counters,
     )
-    alert_posts = AlertPublisher(
-        engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
-    )
-    # Each domain registers the outbox kinds it delivers, the scheduler kinds it handles
-    # and what the scheduler makes sure of at start (services/*/jobs.py).
-    sched = Scheduler(engine=state_engine, clock=clock)
-    alert_jobs.register(outbox, publisher=alert_posts)
-    incident_jobs.register(sched, outbox, incidents=desk_of_incidents, notifier=notifier)
-    plan_jobs.register(sched, outbox, plans=plans, publisher=publisher, ticks=housekeeping)
-    keeper = (
+    housekeeper = (
         Housekeeper(
             engine=state_engine,
             estate=estate,
             audit=audit,
-            config=upkeep or HousekeepingConfig(),
+            config=housekeeping or HousekeepingConfig(),
             clock=clock,
             chat=notifier is not None if chat is None else chat,
-            webhook=upkeep_webhook,
+            webhook=housekeeping_webhook,
             wake_alerts=desk.wake,
         )
-        if housekeeping
+        if one_database
         else None
     )
-    if housekeeping:  # the queues' tables and queuebot's share one database
-        change_jobs.register(sched, audit=audit)
-        upkeep_jobs.register(
-            sched,
-            estate=estate,
-            anchors=anchors,
-            alerts=desk,
-            detect=alerts.detectors,
-            sample_every=timedelta(seconds=alerts.sample_seconds),
-            housekeeper=keeper,
-        )
+    sched = Scheduler(engine=state_engine, clock=clock)
+    jobs = JobDeps(
+        one_database=one_database,
+        estate=estate,
+        audit=audit,
+        notifier=notifier,
+        anchors=anchors,
+        plans=plans,
+        plan_posts=publisher,
+        incidents=desk_of_incidents,
+        alerts=desk,
+        alert_posts=AlertPublisher(
+            engine=state_engine, notifier=notifier, reads=reads, clock=clock, counters=counters
+        ),
+        detectors=alerts.detectors,
+        sample_every=timedelta(seconds=alerts.sample_seconds),
+        housekeeper=housekeeper,
+        after_sample=AfterSample(),
+    )
+    register_all(sched, outbox, jobs)  # every domain's services/*/jobs.py, alike
     counters.count_scheduled(lambda: tuple(sched.handlers))
     return Services(
         changes=changes,
-        plans=plans,
-        control=control,
-        plan_desk=Plans(
-            engine=state_engine, control=control, clock=clock, after_commit=after_commit
-        ),
+        plan_engine=plans,
+        plan_control=control,
+        plans=Plans(engine=state_engine, control=control, clock=clock, after_commit=after_commit),
         publisher=publisher,
         outbox=outbox,
         ledger=ledger,
@@ -279,7 +254,7 @@ def wire_services(
         alerts=desk,
         metrics=counters,
         incidents=desk_of_incidents,
-        housekeeper=keeper,
+        housekeeper=housekeeper,
         after_commit=after_commit,
     )
 
@@ -296,7 +271,7 @@ class App:
     router: Router
     ledger: DeliveryLedger
     scheduler: Scheduler
-    plans: PlanEngine
+    plan_engine: PlanEngine
     changes: ChangeRequests
     outbox: Outbox
     alerts: AlertDesk
@@ -395,7 +370,7 @@ async def build_app(
             redrive=config.file.redrive,
             notifier=notifier,
             audit=audit,
-            housekeeping=one_database,
+            one_database=one_database,
             audit_channel=ANCHOR_CHANNEL in config.file.channels,
             claim_stale=claim_stale,
             alerts=config.file.alerts,
@@ -405,8 +380,8 @@ async def build_app(
             directory=directory,
             roles=config.file.roles,
             incidents=config.file.incidents,
-            upkeep=config.file.housekeeping,
-            upkeep_webhook=(
+            housekeeping=config.file.housekeeping,
+            housekeeping_webhook=(
                 Webhook(config.env.housekeep_webhook_url)
                 if config.env.housekeep_webhook_url is not None
                 else None
@@ -421,7 +396,7 @@ async def build_app(
         deps = Deps(
             reads=reads,
             changes=services.changes,
-            plans=services.plan_desk,
+            plans=services.plans,
             directory=directory,
             access=config.file.access,
             config_file=str(config.source) if config.source else None,
@@ -439,7 +414,7 @@ async def build_app(
             router=Router(deps),
             ledger=services.ledger,
             scheduler=services.scheduler,
-            plans=services.plans,
+            plan_engine=services.plan_engine,
             changes=services.changes,
             outbox=services.outbox,
             alerts=services.alerts,

@@ -12,18 +12,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere, token_warning
-from bot.bootstrap import UNKEYED, App, audit_trail, build_app
+from bot.audit_key import UNKEYED, audit_trail
+from bot.bootstrap import App, build_app
 from bot.exits import EXIT_PROBLEM
-from bot.slack_setup import POSTING_ONLY, slack_setup
+from bot.slack.setup import POSTING_ONLY, slack_setup
 from services.changes import quorum
 from services.config import Config
 from services.db import reading, redacted, same_database
+from services.db.migrate import current_revision, head_revision
 from services.errors import ConfigError, QueuebotError
 from services.estate import write_access
 from services.estate.profile import QueueProfile
 from services.housekeeping.run import housekeeping_lines
 from services.incidents.audiences import audience_problems
-from services.migrate import current_revision, head_revision
 from services.runbooks import queuebot_role
 
 SEPARATE_DATABASES = (

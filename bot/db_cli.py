@@ -4,13 +4,13 @@ grant`` (the runtime role's privileges, printed or applied) and ``queuebot db pr
 
 from __future__ import annotations
 
-from bot.bootstrap import audit_trail, check_audit_key
+from bot.audit_key import audit_trail, check_audit_key
 from services import grants, retention
 from services.config import Config
 from services.db import create_engine, redacted
+from services.db.migrate import require_newest
+from services.db.migrate import upgrade as migrate
 from services.estate.estate import utcnow
-from services.migrate import require_newest
-from services.migrate import upgrade as migrate
 
 
 async def upgrade(config: Config) -> int:

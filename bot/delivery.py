@@ -7,7 +7,7 @@ acted on at most once, answered, and never lost to a process that dies after its
    that does not answer within ``WRITE_DOWN_WITHIN`` is not waited for: the platform wants
    its acknowledgement within 3 s, so it goes out, and the person is told at once that
    the command was not recorded and nothing was done (``take``). The ledger makes sure a
-   write it gave up on never acts later (services/ledger_acks.py).
+   write it gave up on never acts later (services/ledger/acks.py).
 2. ``run``: what was asked is read (a UsageError there is the boundary's to say), the key
    kept fresh until the answer is out, the command routed through the one error
    boundary, the answer given, and the key finished (answered). A change marks the key

@@ -16,11 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.config import Config
 from services.db import create_engine, reading
+from services.db.tables import ChangeRequest, Plan
 from services.estate.demo import build_demo_estate
 from services.estate.demo_worker import DemoWorker
 from services.estate.estate import Estate
 from services.estate.registry import shipped_profiles
-from services.models import ChangeRequest, Plan
 from services.reads import samples
 
 DEMO_CONFIG = """\

@@ -6,7 +6,7 @@ statements. CPython's full collection walks every tracked object each time enoug
 objects have been promoted to the oldest generation, which under a steady stream of
 requests is about once a second. On that heap a full pass took 60 to 120 ms, with
 nothing to collect, and every request in flight waited for it: it was the whole tail of
-the webhook's latency (``bench/alerts.py``).
+the webhook's latency (``python -m bench.alerts``).
 
 ``gc.freeze()`` moves what exists after start-up into a generation the collector never
 walks again; objects made later are collected as before, and reference counting frees

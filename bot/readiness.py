@@ -42,7 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from bot.alertmanager import guard
 from bot.bootstrap import App
 from services.db import error_line
-from services.db_bounds import bounded
+from services.db.bounds import bounded
 from services.errors import QueuebotError
 from services.estate import hints
 

@@ -2,7 +2,7 @@
 
 Slack and Discord never send again a slash command or a click they saw acknowledged, so
 each adapter writes down what a delivery asks, and where to answer it, before its ack
-(services/ledger.py). A process that dies after the ack leaves the row claimed and
+(services/ledger/__init__.py). A process that dies after the ack leaves the row claimed and
 unanswered; once its claim has gone unrefreshed for the ledger's staleness (10 s by
 default), every live ``serve`` finds it here within a sweep (every 2 s), exactly one
 adopts it, and the platform's ``resume`` finishes it: the work is done (a change still

@@ -36,7 +36,7 @@ from bot.slack.app import (
 )
 from bot.slack.listeners import SlackWiring
 from bot.slack.listeners import resume as slack_resume
-from bot.slack_setup import SlackSetup, slack_setup
+from bot.slack.setup import SlackSetup, slack_setup
 from bot.worker import Background, background, chat_notifier, chat_reach
 from services.config import Config
 from services.errors import ConfigError

@@ -36,8 +36,8 @@ from services import ledger, outbox
 from services.alerts import store as inbox
 from services.audit import Actor, AuditTrail, anchors
 from services.db import reading, transaction
+from services.db.tables import AlertInbox, Delivery, OutboxItem, QueueSample
 from services.errors import UsageError
-from services.models import AlertInbox, Delivery, OutboxItem, QueueSample
 from services.reads import samples
 
 _outbox = cast(sa.Table, OutboxItem.__table__)

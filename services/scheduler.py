@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple, cast
+from typing import NamedTuple, Protocol, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -31,9 +31,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import Outage, transaction
+from services.db.tables import ScheduledItem
 from services.errors import ConcurrentChange, ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
-from services.models import ScheduledItem
 
 log = logging.getLogger("queuebot.scheduler")
 _items = cast(sa.Table, ScheduledItem.__table__)
@@ -53,6 +53,20 @@ BatchHandler = Callable[[AsyncConnection, Sequence[Due], datetime], Awaitable[li
 # What a domain makes sure of when the scheduler starts (its periodic items exist), in the
 # start's one transaction; a no-op when another replica did it (``ensure``).
 Seed = Callable[[AsyncConnection, datetime], Awaitable[None]]
+
+
+class SharedDeps(Protocol):
+    """What every domain's ``register(scheduler, outbox, deps)`` may read from ``deps``
+    (``services/*/jobs.py``); each domain's ``Deps`` protocol adds what else it needs, and
+    the one object ``bot/bootstrap.py`` builds (``bot/jobs.py``'s ``JobDeps``) has it all."""
+
+    @property
+    def one_database(self) -> bool:
+        """The queues' tables and queuebot's share one database: only there do the periodic
+        jobs and the plans' ticks run."""
+        ...
+
+
 MAX_BACKOFF = timedelta(minutes=5)
 MIN_PAUSE = 0.02  # seconds between passes at least
 PASS = 100  # items one pass of run_forever runs at most; after a full one it goes straight on

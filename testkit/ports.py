@@ -1,7 +1,7 @@
-"""A free TCP port on 127.0.0.1, for a server a test or a benchmark starts.
+"""A free TCP port on the loopback interface, for a process started on it.
 
-The port is only asked of the system, not reserved: another process may bind it before the
-server does (serve's tests retry on "in use")."""
+It imports nothing from queuebot, so the tests and the benchmarks share it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import socket
 
 
 def free_port() -> int:
+    """A port nothing listens on now. It is only asked for, not reserved: a process
+    started on it may find it taken by another that asked at the same time."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -1,4 +1,4 @@
-"""An alert storm beside incidents, as the storm test and ``bench/storm.py`` make it, and
+"""An alert storm beside incidents, as the storm test and ``python -m bench.storm`` make it, and
 what the fake Slack received, read back as a person in each channel would see it.
 
 The storm: ``groups`` Alertmanager alert groups, routed to ``channels`` channels by their

@@ -37,8 +37,8 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import DemoEstate, build_demo_estate
-from services.migrate import upgrade
 
 Kind = Literal["empty", "migrated", "demo"]
 PREFIX = "qb_tpl_"

@@ -17,15 +17,17 @@ if TYPE_CHECKING:
 
 
 def choices_for(app: App) -> Choices:
+    """The values Discord offers as choices. Its choices are one list per option for
+    every queue, so ``failure-reason`` offers the reasons of all the configured queues
+    (docs/decisions.md, Discord)."""
     from bot.discord.commands import Choices
-    from services.estate.worker_queue.schema import FAILURE_REASONS
 
     shelf = app.router.deps.runbooks
     runbooks = shelf.all() if shelf is not None else []
     return Choices(
         audiences=sorted({c.audience for r in runbooks for c in r.communications}),
         scenarios=[r.scenario_id for r in runbooks],
-        failure_reasons=FAILURE_REASONS,
+        failure_reasons=app.estate.failure_reasons(),  # every configured queue's
     )
 
 

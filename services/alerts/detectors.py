@@ -30,9 +30,9 @@ from services.alerts.payload import Alert, Notification, parse_time
 from services.alerts.service import FiringCounter
 from services.alerts.store import GROUPS, key_hash, store_notification
 from services.config.alerts import DetectorsConfig
+from services.db.tables import QueueSample
 from services.estate.model import CanonicalState
 from services.estate.profile import QueueProfile, as_utc
-from services.models import QueueSample
 
 SAMPLES = cast(sa.Table, QueueSample.__table__)
 SOURCE = DETECTOR

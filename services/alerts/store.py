@@ -30,9 +30,9 @@ from services.alerts.model import (
 )
 from services.alerts.payload import Notification
 from services.alerts.routes import Destination
+from services.db.tables import AlertGroup as AlertGroupRow
+from services.db.tables import AlertInbox
 from services.estate.profile import as_utc
-from services.models import AlertGroup as AlertGroupRow
-from services.models import AlertInbox
 
 INBOX = cast(sa.Table, AlertInbox.__table__)
 GROUPS = cast(sa.Table, AlertGroupRow.__table__)

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import outbox
 from services.audit.trail import AuditTrail
+from services.db.tables import OutboxItem
 from services.message import Message, Text
-from services.models import OutboxItem
 from services.notify import Notifier
 from services.scheduler import FollowUp
 
@@ -31,20 +31,17 @@ _items = cast(sa.Table, OutboxItem.__table__)
 def newest_post() -> sa.ColumnElement[bool]:
     """The newest anchor post in the outbox, which the anchor job reads to post the head
     only when it moved: forgetting done posts spares it."""
-    newest = sa.select(sa.func.max(_items.c.id)).where(
-        _items.c.kind == ANCHOR, _items.c.subject == SUBJECT
-    )
-    return _items.c.id == sa.func.coalesce(newest.scalar_subquery(), 0)
+    return outbox.newest(ANCHOR, SUBJECT)
 
 
 class Anchors:
-    """Writes the trail's head to the outbox; posts it to the audit channel."""
+    """Writes the trail's head to the outbox; posts it to the audit channel (the outbox
+    kind ``services/audit/jobs.py`` registers)."""
 
     def __init__(self, *, trail: AuditTrail, relay: outbox.Outbox, notifier: Notifier) -> None:
         self.trail = trail
         self.relay = relay
         self.notifier = notifier
-        relay.register(ANCHOR, self.deliver)
 
     async def record(
         self, conn: AsyncConnection, *, now: datetime, only_if_moved: bool = False

@@ -19,8 +19,8 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import Approval, ChangeRequest, Plan
 from services.jsonable import loads
-from services.models import Approval, ChangeRequest, Plan
 
 _requests = cast(sa.Table, ChangeRequest.__table__)
 _approvals = cast(sa.Table, Approval.__table__)

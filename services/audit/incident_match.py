@@ -29,8 +29,8 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import Incident, IncidentObligation, ScheduledItem
 from services.jsonable import loads
-from services.models import Incident, IncidentObligation, ScheduledItem
 from services.scheduler import MAX_BACKOFF
 
 REMIND = "incident.remind"  # the scheduler's kind of a reminder: subject OBLIGATION:PERCENT

@@ -16,8 +16,8 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import ChangeRequest
 from services.jsonable import canonical, digest, loads
-from services.models import ChangeRequest
 
 _requests = cast(sa.Table, ChangeRequest.__table__)
 

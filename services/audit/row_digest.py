@@ -16,7 +16,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.models import ChangeItem, ChangeOutcome
+from services.db.tables import ChangeItem, ChangeOutcome
 
 ITEMS = cast(sa.Table, ChangeItem.__table__)
 OUTCOMES = cast(sa.Table, ChangeOutcome.__table__)

@@ -33,8 +33,8 @@ from services.audit.chain import (
     sealed,
 )
 from services.audit.walk import verify_chain
+from services.db.tables import AuditEvent, AuditHead
 from services.jsonable import canonical
-from services.models import AuditEvent, AuditHead
 
 AUDIT_LOCK = 0x71B0_0002
 _events = cast(sa.Table, AuditEvent.__table__)

@@ -30,7 +30,7 @@ from services.audit.crosscheck import Expected, expected_trail, mismatched
 from services.audit.incident_match import IncidentRecords
 from services.audit.kept_rows import KeptRows
 from services.audit.request_match import RequestRecords
-from services.models import AuditEvent, AuditHead
+from services.db.tables import AuditEvent, AuditHead
 
 _events = cast(sa.Table, AuditEvent.__table__)
 _head = cast(sa.Table, AuditHead.__table__)

@@ -24,6 +24,7 @@ from services.after_commit import AfterCommit
 from services.audit import Actor, AuditTrail
 from services.audit.row_digest import Digest, kept_digest
 from services.changes import quorum, store
+from services.changes.collector import collector_paused
 from services.changes.draft import Draft, incident_of, keep_items, overridden
 from services.changes.execute import Executor
 from services.changes.freeze import freeze, freeze_plan_items, nothing_to_do
@@ -35,7 +36,6 @@ from services.changes.model import (
     RequestRow,
     RequestState,
 )
-from services.collector import collector_paused
 from services.config import ApprovalConfig, RedriveConfig
 from services.db import reading, transaction
 from services.errors import (

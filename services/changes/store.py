@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeView, RequestRow, RequestState
+from services.db.tables import Approval, ChangeRequest
 from services.errors import Conflict, NotFound, RequestDecided, RequestExpired
 from services.estate import items
 from services.estate.ops import Target
-from services.models import Approval, ChangeRequest
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
 APPROVALS = cast(sa.Table, Approval.__table__)

@@ -8,7 +8,9 @@ key or a bad value is refused with the key, the value and what was expected (``l
 
 The file is validated as a whole, so its models sit here, in the bottom layer, below
 every domain that reads them: the sections of the alerts, incidents and housekeeping
-domains are ``alerts.py``, ``incidents.py`` and ``housekeeping.py`` (docs/architecture.md).
+domains are ``alerts.py``, ``incidents.py`` and ``housekeeping.py``, and worker_queue's own
+settings (kept in the file's ``[housekeeping]`` table) are ``worker_queue.py``
+(docs/architecture.md).
 """
 
 from services.config.database import DatabaseConfig
@@ -23,6 +25,7 @@ from services.config.file import FileConfig, default_queues
 from services.config.load import Config, load_config, parse_file_config
 from services.config.sections import (
     CANONICAL_STATE_NAMES,
+    PROFILE_NAMES,
     ROLES,
     AccessConfig,
     ApprovalConfig,
@@ -47,6 +50,7 @@ __all__ = [
     "CANONICAL_STATE_NAMES",
     "DEFAULT_DATABASE_URL",
     "MIN_CLAIM_STALE_SECONDS",
+    "PROFILE_NAMES",
     "ROLES",
     "AccessConfig",
     "ApprovalConfig",

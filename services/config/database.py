@@ -10,7 +10,7 @@ locks) and to libpq (``connect_timeout``, TCP keepalives and ``tcp_user_timeout`
 see a path that stopped carrying packets). Neither sees a peer that keeps TCP alive and
 answers nothing (a proxy whose database is gone), so queuebot also closes a connection
 that has not answered within ``statement_timeout_seconds`` plus two seconds
-(services/db_bounds.py). Migrations (`queuebot db upgrade`, and serve's own at start)
+(services/db/bounds.py). Migrations (`queuebot db upgrade`, and serve's own at start)
 are exempt from the statement and lock timeouts and from that bound. docs/reliability.md
 ("A database that stops answering") says why each default is what it is.
 """

@@ -27,7 +27,7 @@ AUDIT_KEY_MIN_LENGTH = 32
 # The bearer token Alertmanager sends: shorter than this is no secret (a guess, a word, a
 # placeholder left in a template). `openssl rand -hex 16` makes one of 32 characters.
 ALERT_TOKEN_MIN_LENGTH = 16
-# A delivery's claim is refreshed every 2 s while its work runs (services/ledger.py
+# A delivery's claim is refreshed every 2 s while its work runs (services/ledger/__init__.py
 # HEARTBEAT); one unrefreshed for less than two and a half beats may belong to a live owner.
 MIN_CLAIM_STALE_SECONDS = 5.0
 
@@ -38,7 +38,7 @@ BLANK_IS_UNSET = ("SLACK_", "DISCORD_", "QUEUEBOT_ALERT_TOKEN")
 
 
 class EnvSettings(BaseSettings):
-    """The fixed environment variables (README, Configuration)."""
+    """The fixed environment variables (docs/configuration.md)."""
 
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=True, frozen=True)
 
@@ -74,7 +74,7 @@ class EnvSettings(BaseSettings):
         le=3600,
         validation_alias="QUEUEBOT_CLAIM_STALE_SECONDS",
         description="how long a delivery's claim may go unrefreshed before its owner is "
-        "taken for dead and a redelivery takes it over (default: services/ledger.py STALE)",
+        "taken for dead and a redelivery takes it over (default: the ledger's STALE)",
     )
 
     _empty: frozenset[str] = PrivateAttr(default=frozenset())

@@ -1,56 +1,26 @@
-"""The ``[housekeeping]`` part of the TOML file: the worker-queue retry worker's
-thresholds (the runbook's values are the defaults) and whether ``queuebot serve`` runs it
-on its own schedule. The optional webhook that hears of retry-exhausted rows is a URL,
-and so a secret: it comes from the environment (``QUEUEBOT_HOUSEKEEP_WEBHOOK_URL``)."""
+"""The ``[housekeeping]`` part of the TOML file: whether ``queuebot serve`` runs
+housekeeping on its own schedule, how far back a report compares the dead letters, and,
+in the same table, worker_queue's own thresholds (``WorkerQueueSettings``,
+worker_queue.py, which declares and validates them; this model takes its keys over, so
+the file keeps its shape). The optional webhook that hears of retry-exhausted rows is a
+URL, and so a secret: it comes from the environment (``QUEUEBOT_HOUSEKEEP_WEBHOOK_URL``)."""
 
 from __future__ import annotations
 
-import itertools
-from typing import Annotated
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from services.config.worker_queue import WorkerQueueSettings
 
 PARTS = ("A", "B", "C", "D", "E", "F")
-Minutes = Annotated[int, Field(ge=0, le=7 * 24 * 60)]
 
 
-class HousekeepingConfig(BaseModel):
-    """``retry_backoff_minutes``: the wait before a failed row's 1st, 2nd, ... retry (the
-    last value for every later one). ``stuck_claim_minutes``: a claimed row with no start
-    and no heartbeat is released after this long. ``stale_duplicate_hours``: cancelled
-    stale duplicates are deleted after this long. ``mutex_collision_minutes`` and
-    ``spawn_ram_minutes``: the wait before those trivial failures run again.
-    ``oom_threshold`` spawn_oom failures on one node within ``oom_window_minutes`` make
-    it unavailable. ``periodic``: run every ``every_minutes`` inside ``queuebot serve``
-    (the shipped systemd timer is the other way). ``dead_letter_window_minutes``: how far
-    back the message-queue report compares the dead-letter count."""
+class HousekeepingConfig(WorkerQueueSettings):
+    """Housekeeping's own keys: ``periodic``: run every ``every_minutes`` inside ``queuebot
+    serve`` (the shipped systemd timer is the other way). ``dead_letter_window_minutes``:
+    how far back the report on a queue that housekeeping does not change (message_job,
+    the presets) compares the dead-letter count. Every other key is worker_queue's
+    (``WorkerQueueSettings``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    retry_backoff_minutes: Annotated[list[Minutes], Field(min_length=1, max_length=10)] = Field(
-        default_factory=lambda: [5, 15, 45]
-    )
-    stuck_claim_minutes: int = Field(default=15, ge=1, le=24 * 60)
-    stale_duplicate_hours: int = Field(default=24, ge=1, le=24 * 365)
-    mutex_collision_minutes: Minutes = 0
-    spawn_ram_minutes: Minutes = 5
-    oom_threshold: int = Field(default=3, ge=1, le=1000)
-    oom_window_minutes: int = Field(default=30, ge=1, le=24 * 60)
     periodic: bool = False
     every_minutes: int = Field(default=10, ge=1, le=24 * 60)
     dead_letter_window_minutes: int = Field(default=60, ge=1, le=7 * 24 * 60)
-
-    @model_validator(mode="after")
-    def _growing(self) -> HousekeepingConfig:
-        steps = self.retry_backoff_minutes
-        if any(later < earlier for earlier, later in itertools.pairwise(steps)):
-            raise ValueError(
-                f"retry_backoff_minutes {steps} must not shrink from one retry to the next, "
-                "e.g. [5, 15, 45]"
-            )
-        return self
-
-    def backoff(self, retry: int) -> int:
-        """Minutes to wait before retry number ``retry`` (1-based)."""
-        steps = self.retry_backoff_minutes
-        return steps[min(max(retry, 1), len(steps)) - 1]

@@ -6,7 +6,7 @@ expected."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -22,7 +22,12 @@ from services.identifiers import validate_identifier
 
 Role = Literal["viewer", "operator", "approver", "duty-officer"]
 ROLES: tuple[Role, ...] = ("viewer", "operator", "approver", "duty-officer")
+# The queue profiles queuebot ships, by name, in the one place they are listed: the
+# configuration sits below the estate, so the list lives here; each profile's package
+# names itself with one of them, and ``shipped_profiles()`` (services/estate/registry.py)
+# checks that the profiles it ships are exactly these.
 ProfileName = Literal["worker_queue", "message_job"]
+PROFILE_NAMES: tuple[ProfileName, ...] = get_args(ProfileName)
 # The states every profile maps its own status values onto (services/estate/model.py
 # CanonicalState, without ``unknown``: nothing is mapped to "not known").
 CanonicalStateName = Literal["pending", "in_flight", "succeeded", "failed", "dead", "cancelled"]
@@ -133,7 +138,7 @@ class QueueConfig(Strict):
     def _profile_or_preset(self) -> QueueConfig:
         if (self.profile is None) == (self.preset is None):
             raise ValueError(
-                "give either profile (worker_queue, message_job: tables like queuebot's "
+                f"give either profile ({', '.join(PROFILE_NAMES)}: tables like queuebot's "
                 "demo) or preset (the job-queue system the team runs, e.g. preset = "
                 '"river"), exactly one of them'
             )

@@ -56,6 +56,19 @@ class Estate:
                 f"no queue named {queue!r}; configured queues: {', '.join(self.profiles)}"
             ) from None
 
+    def failure_reasons(self) -> tuple[str, ...]:
+        """The failure reasons a person may pick from for ``--failure-reason`` on any
+        configured queue: every fixed list of the queues' profiles, in queue order, each
+        reason once. None to pick from (any text is typed) where no queue keeps failure
+        reasons, or where one keeps reasons of no fixed list: a pick list would leave its
+        reasons out."""
+        reasons: dict[str, None] = {}
+        for profile in self.profiles.values():
+            if profile.failure_reasons is None:
+                return ()
+            reasons.update(dict.fromkeys(profile.failure_reasons))
+        return tuple(reasons)
+
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
         """A read connection; failures to connect or read become ``Unavailable``."""

@@ -40,7 +40,7 @@ def missing_table(
         return (
             f"{head}. No queue is configured, so queuebot looks for the demo estate's "
             "tables: run `queuebot demo` to build it, or configure your own queue with "
-            "[queue] or [queues.NAME] (README, Configuration)."
+            "[queue] or [queues.NAME] (docs/configuration.md)."
         )
     name = full.rpartition(".")[2]
     close = difflib.get_close_matches(name, existing, n=3, cutoff=0.6)

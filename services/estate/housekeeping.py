@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -53,7 +53,10 @@ class HousekeepingParts(ABC):
 
     Part B retries failed rows and retires the retry-exhausted ones (``exhausted_where``,
     ``retire``) once a human is told; Part F re-routes the rows of nodes that failed too
-    often (``tripped_where``, ``reroute``). The other parts are ``changes`` alone."""
+    often (``tripped_where``, ``trip_rule``, ``reroute``). The other parts are ``changes``
+    alone. Each method is given the ``[housekeeping]`` settings and reads from them the
+    thresholds its profile owns (worker_queue's: ``WorkerQueueSettings``); housekeeping
+    itself reads none of them."""
 
     role: ClassVar[str]  # the table the parts change
     titles: ClassVar[Mapping[str, str]]  # each part's title, by its letter
@@ -98,6 +101,15 @@ class HousekeepingParts(ABC):
         self, q: BoundTable, config: HousekeepingConfig, now: datetime
     ) -> list[sa.ColumnElement[bool]]:
         """The recent failures that count against a node (Part F)."""
+
+    @abstractmethod
+    def trip_rule(self, config: HousekeepingConfig) -> tuple[int, timedelta]:
+        """How many ``tripped_by`` failures on one node within how long make it
+        unavailable (Part F)."""
+
+    @abstractmethod
+    def release_note(self, config: HousekeepingConfig) -> str:
+        """What the notice of the rows Part D released says of them."""
 
     @abstractmethod
     def reroute(

@@ -5,11 +5,11 @@ or messages + jobs), maps its states onto ``CanonicalState`` and implements the 
 with SQLAlchemy Core over reflected tables, so every value is a bound parameter and every
 name comes from validated configuration (its tables' names and reflection are
 ``reflection.ProfileTables``). Each profile is one package under ``services/estate/``
-holding its DDL, reads, guarded writes (``changes``, a ``RowChanges``), staged-redrive
-operations (``plan_ops``, a ``PlanOps``), what housekeeping may do on it
-(``housekeeping_parts`` or ``housekeeping_report``) and its part of the demo
-(``demo()``); the registry (``registry.py``) names them, and nothing else asks a
-profile's name.
+holding its DDL, reads, triage (``triage_reads``, a ``TriageReads``), guarded writes
+(``changes``, a ``RowChanges``), staged-redrive operations (``plan_ops``, a ``PlanOps``),
+what housekeeping may do on it (``housekeeping_parts`` or ``housekeeping_report``) and
+its part of the demo (``demo()``); the registry (``registry.py``) names them, and
+nothing else asks a profile's name.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from services.estate.model import (
 from services.estate.ops import Action, PlanOps, RowChanges
 from services.estate.reflection import ProfileTables
 from services.estate.tables import BoundTable, IndexPlan
+from services.estate.triage import TriageReads
 
 if TYPE_CHECKING:
     from services.estate.demo_kit import ProfileDemo
@@ -79,9 +80,9 @@ def row_dict(row: sa.Row[Any]) -> dict[str, object]:
 
 class QueueProfile(ProfileTables):
     """One queue design. Subclasses declare their tables, implement the reads, and set
-    ``changes`` and ``plan_ops`` to their write operations when constructed (and
-    ``housekeeping_parts`` or ``housekeeping_report`` where housekeeping does something
-    on them)."""
+    ``triage_reads`` to their triage and ``changes`` and ``plan_ops`` to their write
+    operations when constructed (and ``housekeeping_parts`` or ``housekeeping_report``
+    where housekeeping does something on them)."""
 
     states: ClassVar[Mapping[str, CanonicalState]]
     # The main table's column (by its logical name) that holds the states above.
@@ -91,6 +92,7 @@ class QueueProfile(ProfileTables):
     status_writes: ClassVar[Mapping[Action, tuple[tuple[CanonicalState, str], ...]]] = {}
     # What each change kind needs on the tables (``write_access`` checks the role has it).
     write_needs: ClassVar[Mapping[str, tuple[Need, ...]]] = {}
+    triage_reads: TriageReads
     changes: RowChanges
     plan_ops: PlanOps
     # What housekeeping may do on the queue: change rows (its parts), or report on it
@@ -103,6 +105,9 @@ class QueueProfile(ProfileTables):
     dead_letter_states: ClassVar[tuple[CanonicalState, ...]] = DEAD_LETTER_STATES
     # Whether this profile is a preset (a job-queue system's own tables), not a profile.
     preset: ClassVar[bool] = False
+    # The failure reasons --failure-reason takes, where the queue keeps them: its fixed
+    # list; () where it keeps none; None where they are any text (no fixed list).
+    failure_reasons: ClassVar[tuple[str, ...] | None] = ()
     # What the attempts column of /queue dlq and the stuck report counts, as its header
     # says it: "tries" where it counts a job's attempts; "retries" where it counts only
     # those after the first (pg-boss's retry_count, worker_queue's); "errors" where the
@@ -366,7 +371,6 @@ class QueueProfile(ProfileTables):
 
     # -- reads ---------------------------------------------------------------------------
 
-    @abstractmethod
     async def triage(
         self,
         conn: AsyncConnection,
@@ -376,9 +380,9 @@ class QueueProfile(ProfileTables):
         job_type: str | None,
         exact: bool = False,
     ) -> Triage:
-        """The queue's breakdowns. On a large PostgreSQL table the succeeded rows are
-        estimated (``StatusCount.estimated``) unless ``exact``; every other count is
-        exact (services/estate/estimate.py)."""
+        """The queue's breakdowns, as the profile's ``triage_reads`` reads them."""
+        reads = self.triage_reads
+        return await reads.triage(conn, now=now, since=since, job_type=job_type, exact=exact)
 
     @abstractmethod
     async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail: ...
@@ -431,10 +435,8 @@ class QueueProfile(ProfileTables):
 
     async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
         """When the oldest pending row was queued (None: nothing is pending), as triage
-        reports it. This default asks triage itself, so any profile answers; the shipped
-        profiles override it with the one index lookup triage makes for it."""
-        now = datetime.now(UTC)  # triage judges stuck rows by it; the oldest does not
-        return (await self.triage(conn, now=now, since=None, job_type=None)).oldest_pending_at
+        reports it: the one lookup the profile's ``triage_reads`` makes for it."""
+        return await self.triage_reads.oldest_pending_at(conn)
 
     async def failure_reason_counts(self, conn: AsyncConnection) -> dict[str, int] | None:
         """Rows in the failed state (the main table's canonical failed statuses, mapped

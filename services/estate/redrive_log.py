@@ -10,8 +10,8 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import RedriveLog
 from services.estate.ops import chunk_for, chunks
-from services.models import RedriveLog
 
 _log = cast(sa.Table, RedriveLog.__table__)
 

@@ -1,8 +1,9 @@
 """The queue profiles queuebot knows, by name: the one place a profile is chosen.
 
-The shipped profiles are ``worker_queue`` and ``message_job``; the presets (a job-queue
-system's own tables, ``preset = "..."``) are ``procrastinate``, ``pg-boss``, ``river`` and
-``oban``. A registry is a value the
+The shipped profiles are those the configuration accepts (``PROFILE_NAMES``,
+services/config/sections.py, which ``shipped_profiles`` checks against the packages it
+ships); the presets (a job-queue system's own tables, ``preset = "..."``) are their
+packages' own names, checked here when the estate is built. A registry is a value the
 wiring builds and passes to the ``Estate``; tests add profiles of their own to one.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from services.config import PROFILE_NAMES
 from services.errors import ConfigError
 from services.estate.profile import QueueProfile
 
@@ -56,7 +58,7 @@ def shipped_profiles() -> ProfileRegistry:
     from services.estate.solid_queue import SolidQueueProfile
     from services.estate.worker_queue import WorkerQueueProfile
 
-    return ProfileRegistry(
+    shipped = ProfileRegistry(
         [
             WorkerQueueProfile,
             MessageJobProfile,
@@ -70,3 +72,10 @@ def shipped_profiles() -> ProfileRegistry:
             SolidQueueProfile,
         ]
     )
+    if tuple(shipped.names) != PROFILE_NAMES:
+        raise RuntimeError(
+            f"the shipped profiles {shipped.names} are not the names the configuration "
+            f"accepts {list(PROFILE_NAMES)}: add a new profile to ProfileName in "
+            "services/config/sections.py too"
+        )
+    return shipped

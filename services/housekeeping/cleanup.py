@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -81,9 +81,8 @@ class Cleanup:
                         key=self.now.isoformat(),
                         summary=f"{len(ids)} stuck claimed row(s) of {self.queue} released",
                         description=(
-                            f"claimed over {self.config.stuck_claim_minutes} min ago, never "
-                            f"started and no heartbeat; back to {self.parts.queued}: "
-                            f"{', '.join(ids[:50])}"
+                            f"{self.parts.release_note(self.config)}; back to "
+                            f"{self.parts.queued}: {', '.join(ids[:50])}"
                         ),
                     )
                 )
@@ -258,6 +257,7 @@ class Cleanup:
         """Nodes with too many recent failures: re-route their rows, and keep one alert
         per node firing until it stops tripping for a window."""
         node = self.parts.node(self.q)
+        threshold, window = self.parts.trip_rule(self.config)
         tripped = {
             str(r[0]): int(r[1])
             for r in (
@@ -265,7 +265,7 @@ class Cleanup:
                     sa.select(node, sa.func.count())
                     .where(*self.parts.tripped_where(self.q, self.config, self.now))
                     .group_by(node)
-                    .having(sa.func.count() >= self.config.oom_threshold)
+                    .having(sa.func.count() >= threshold)
                     .order_by(node)
                 )
             ).all()
@@ -286,7 +286,8 @@ class Cleanup:
             self.conn,
             queue=self.queue,
             tripped=tripped,
-            window=timedelta(minutes=self.config.oom_window_minutes),
+            tripped_by=self.parts.tripped_by,
+            window=window,
             now=self.now,
             affected=affected,
         )

@@ -1,94 +1,39 @@
-"""queuebot's upkeep, run by the scheduler in a process whose queues and own tables share
-one database: counting the queues (and the detectors judging the counts), forgetting old
-delivery keys, done outbox items and processed alerts, posting the audit trail's head,
-and the retry worker's periodic run. Each reschedules itself; the other domains register
-their own kinds (services/*/jobs.py)."""
+"""Housekeeping's work in the background: the retry worker's periodic run (the
+scheduler's ``queue.housekeep``, where ``[housekeeping] periodic`` says so). Each run
+schedules the next."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services import ledger, outbox, scheduler
-from services.alerts import detectors
-from services.alerts import store as inbox
-from services.alerts.service import AlertDesk
+from services import scheduler
 from services.audit import Actor
-from services.audit.anchors import Anchors, newest_post
-from services.config.alerts import DetectorsConfig
 from services.errors import QueuebotError
-from services.estate.estate import Estate
 from services.housekeeping.run import Housekeeper
-from services.reads import samples
-from services.scheduler import FollowUp, Scheduler
+from services.outbox import Outbox
+from services.scheduler import FollowUp, Scheduler, SharedDeps
 
 log = logging.getLogger("queuebot.housekeeping")
-SAMPLE = "queue.sample"
-FORGET = "deliveries.forget"
-SAMPLE_EVERY = timedelta(minutes=1)
-FORGET_EVERY = timedelta(hours=1)
-ANCHOR = "audit.anchor"
-ANCHOR_EVERY = timedelta(minutes=15)  # the head is posted after each change, and this often
 HOUSEKEEP = "queue.housekeep"  # the retry worker's periodic run ([housekeeping] periodic)
 
 
-def register(
-    sched: Scheduler,
-    *,
-    estate: Estate,
-    anchors: Anchors | None = None,
-    alerts: AlertDesk | None = None,
-    detect: DetectorsConfig | None = None,
-    sample_every: timedelta = SAMPLE_EVERY,
-    housekeeper: Housekeeper | None = None,
-) -> None:
-    """Give the scheduler the upkeep's handlers (each runs in the scheduler's transaction)
-    and, at start, their first items. ``detect``: the built-in detectors judge each
-    queue's counts right after they are written down, and raise their alerts at
-    ``alerts``. ``housekeeper``: the retry worker, run periodically when its settings
-    say so."""
+class Deps(SharedDeps, Protocol):
+    @property
+    def housekeeper(self) -> Housekeeper | None:
+        """The retry worker (None where the queue is in another database)."""
+        ...
 
-    async def sample(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        if subject not in estate.profiles:  # a queue removed from the config stops here
-            return []
-        profile = estate.profile(subject)
-        await samples.record(conn, profile=profile, now=now)
-        await scheduler.schedule(
-            conn, kind=SAMPLE, subject=subject, due_at=now + sample_every, created_at=now
-        )
-        if alerts is None or detect is None:
-            return []
-        verdicts = await detectors.judge(conn, profile=profile, config=detect, now=now)
-        raised = await detectors.raise_changes(
-            conn, queue=subject, verdicts=verdicts, now=now, counter=alerts.firings
-        )
-        if not raised:
-            return []
 
-        async def wake() -> None:
-            alerts.wake()
-
-        return [wake]
-
-    async def forget(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        await ledger.forget(conn, before=now - ledger.KEEP)
-        await outbox.forget_done(conn, before=now - outbox.KEEP_DONE, spare=newest_post())
-        await inbox.forget_processed(conn, before=now - inbox.KEEP_PROCESSED)
-        await scheduler.schedule(
-            conn, kind=FORGET, subject=subject, due_at=now + FORGET_EVERY, created_at=now
-        )
-        return []
-
-    async def anchor(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
-        await scheduler.schedule(
-            conn, kind=ANCHOR, subject=subject, due_at=now + ANCHOR_EVERY, created_at=now
-        )
-        if anchors is None:
-            return []
-        kick = await anchors.record(conn, now=now, only_if_moved=True)
-        return [kick] if kick else []
+def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
+    """Give the scheduler the periodic run's handler (it runs in the scheduler's
+    transaction) and, at start, its first item when its settings ask for it."""
+    if not deps.one_database:
+        return
+    housekeeper = deps.housekeeper
 
     async def housekeep(conn: AsyncConnection, subject: str, now: datetime) -> list[FollowUp]:
         """The next run is scheduled in the scheduler's transaction; this one runs right
@@ -121,15 +66,8 @@ def register(
         return [run_now]
 
     async def first(conn: AsyncConnection, now: datetime) -> None:
-        for queue in estate.profiles:
-            await scheduler.ensure(conn, kind=SAMPLE, subject=queue, due_at=now)
-        await scheduler.ensure(conn, kind=FORGET, subject="all", due_at=now + FORGET_EVERY)
-        await scheduler.ensure(conn, kind=ANCHOR, subject="all", due_at=now + ANCHOR_EVERY)
         if housekeeper is not None and housekeeper.config.periodic:
             await scheduler.ensure(conn, kind=HOUSEKEEP, subject="all", due_at=now)
 
-    sched.register(SAMPLE, sample)
     sched.register(HOUSEKEEP, housekeep)
-    sched.register(ANCHOR, anchor)
-    sched.register(FORGET, forget)
     sched.on_start(first)

@@ -7,7 +7,9 @@ Each kind is one alert group per queue, so its notices gather in one thread: the
 ``LastRetry`` and ``RetryExhausted`` (one alert per row), the yellow
 ``StuckClaimsReleased`` and the ``Housekeeping`` summary (one alert per run that changed
 something), and the red ``WorkerUnavailable`` (one alert per node, firing until the node
-has had no spawn_oom trip for a whole window, however many runs see it)."""
+has had no trip for a whole window, however many runs see it: a trip is a failure of
+the kind its profile counts against a node, ``HousekeepingParts.tripped_by``, such as
+worker_queue's spawn_oom)."""
 
 from __future__ import annotations
 
@@ -142,13 +144,15 @@ async def report_nodes(
     *,
     queue: str,
     tripped: Mapping[str, int],
+    tripped_by: str,
     window: timedelta,
     now: datetime,
     affected: Mapping[str, Sequence[str]],
 ) -> NodeAlerts:
     """Fire one alert per tripped node not firing yet; keep a firing node's alert (with
     its latest trip) while it trips; resolve one whose latest trip is a window old. The
-    group is sent whole, as Alertmanager does, so resolving one node leaves the others."""
+    group is sent whole, as Alertmanager does, so resolving one node leaves the others.
+    ``tripped``: each node's count of the failures ``tripped_by`` names (the profile's)."""
     firing = await firing_nodes(conn, queue=queue)
     common = _common(UNAVAILABLE, queue)
     alerts: list[Alert] = []
@@ -164,9 +168,9 @@ async def report_nodes(
             count = tripped[node]
             ids = ", ".join(affected.get(node, ())) or "none with retries left"
             annotations = {
-                "summary": f"Worker {node} unavailable: spawn_oom x{count}",
+                "summary": f"Worker {node} unavailable: {tripped_by} x{count}",
                 "description": (
-                    f"{count} spawn_oom failures on {node} within {minutes} min; its jobs "
+                    f"{count} {tripped_by} failures on {node} within {minutes} min; its jobs "
                     "are re-queued with no node, so the dispatcher picks a "
                     f"healthy one. Re-queued: {ids}"
                 ),

@@ -27,9 +27,9 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import QueueSample
 from services.estate.model import CanonicalState
 from services.estate.profile import as_utc
-from services.models import QueueSample
 
 SAMPLES = cast(sa.Table, QueueSample.__table__)
 BACKLOG_WINDOW = timedelta(minutes=5)

@@ -12,11 +12,11 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.incidents import store, upkeep
+from services.db.tables import Approval, ChangeRequest
+from services.incidents import housekeeping_changes, store
 from services.incidents.confirm import how_validated
 from services.incidents.messages import duration
 from services.incidents.model import IncidentView
-from services.models import Approval, ChangeRequest
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
 APPROVALS = cast(sa.Table, Approval.__table__)
@@ -100,7 +100,7 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
                 f"{change['requester_person']} | {', '.join(approvers) or '-'} | "
                 f"{change['state']} | {change['eligible_count']} |"
             )
-    lines += ["", *upkeep.lines(view, await upkeep.during(conn, view))]
+    lines += ["", *housekeeping_changes.lines(view, await housekeeping_changes.during(conn, view))]
     lines += ["", "## Timeline", "", "| UTC | what | who | detail |", "|---|---|---|---|"]
     for entry in sorted(view.timeline, key=lambda e: e.at):
         lines.append(

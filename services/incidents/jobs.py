@@ -5,23 +5,32 @@ each recorded as delivered by ``Incidents.delivered``)."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from services.incidents.publish import INCIDENT_POST, IncidentPublisher
 from services.incidents.service import Incidents
 from services.incidents.timers import DEADLINE, REMIND
 from services.notify import Notifier
 from services.outbox import Outbox
-from services.scheduler import Scheduler
+from services.scheduler import Scheduler, SharedDeps
 
 
-def register(
-    sched: Scheduler, outbox: Outbox, *, incidents: Incidents, notifier: Notifier | None
-) -> None:
+class Deps(SharedDeps, Protocol):
+    @property
+    def incidents(self) -> Incidents: ...
+
+    @property
+    def notifier(self) -> Notifier | None: ...
+
+
+def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
     """An incident's timers and posts. Timers are scheduled when an incident is declared
     (nothing to make sure of at start)."""
+    incidents = deps.incidents
     sched.register_batch((REMIND, DEADLINE), incidents.timers.fire)
     outbox.register(
         INCIDENT_POST,
         IncidentPublisher(
-            engine=incidents.engine, notifier=notifier, delivered=incidents.delivered
+            engine=incidents.engine, notifier=deps.notifier, delivered=incidents.delivered
         ).deliver,
     )

@@ -21,10 +21,10 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import Approval, AuditEvent, ChangeRequest, Plan
 from services.estate.profile import as_utc
 from services.incidents.model import TimelineEntry
 from services.jsonable import loads
-from services.models import Approval, AuditEvent, ChangeRequest, Plan
 from services.plans.model import Wave, WaveOutcome, Waves
 
 PLANS = cast(sa.Table, Plan.__table__)

@@ -16,9 +16,9 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import ChangeItem, ChangeOutcome, ChangeRequest, Plan
 from services.estate.ops import ItemRef
 from services.estate.profile import as_utc
-from services.models import ChangeItem, ChangeOutcome, ChangeRequest, Plan
 from services.plans import store as plan_store
 
 PLANS = cast(sa.Table, Plan.__table__)

@@ -11,11 +11,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
+from services.db.tables import Incident, IncidentObligation, IncidentStep
 from services.errors import NotFound
 from services.estate.profile import as_utc
 from services.incidents import timeline
 from services.incidents.model import IncidentView, ObligationView, StepView
-from services.models import Incident, IncidentObligation, IncidentStep
 from services.runbooks import Communication, Runbook
 
 INCIDENTS = cast(sa.Table, Incident.__table__)

@@ -12,10 +12,10 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import Approval, ChangeRequest, IncidentEvent
 from services.estate.profile import as_utc
 from services.incidents import plan_events
 from services.incidents.model import Note, TimelineEntry, number_text
-from services.models import Approval, ChangeRequest, IncidentEvent
 
 TIMELINE = cast(sa.Table, IncidentEvent.__table__)
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)

@@ -1,6 +1,6 @@
 """Alembic environment for queuebot's own tables.
 
-``services.migrate.upgrade`` hands in a live connection (``config.attributes``); the
+``services.db.migrate.upgrade`` hands in a live connection (``config.attributes``); the
 plain ``alembic`` CLI path builds an async engine from ``sqlalchemy.url``.
 """
 
@@ -13,9 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from services.db import create_engine
-from services.db_bounds import unbounded
-from services.migrate import EXEMPT
-from services.models import Base
+from services.db.bounds import unbounded
+from services.db.migrate import EXEMPT
+from services.db.tables import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -33,7 +33,7 @@ def _run(connection: Connection) -> None:
 
 async def _run_async(url: str) -> None:
     engine = create_engine(url)
-    with unbounded():  # a migration may run for minutes (services/migrate.py)
+    with unbounded():  # a migration may run for minutes (services/db/migrate.py)
         async with engine.connect() as conn:
             if conn.dialect.name == "postgresql":  # for this session, before alembic's own
                 for setting in EXEMPT:

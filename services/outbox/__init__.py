@@ -46,8 +46,9 @@ a reply to a person comes after the posts it reports; the relay loop (``run_fore
 picks up everything else.
 
 The package: ``model.py`` (the item, priorities and lanes a deliverer sees),
-``store.py`` (the SQL: adding, claiming under a lease, renewing, closing) and
-``relay.py`` (``Outbox``: the loop that claims, delivers and records each outcome).
+``store.py`` (the SQL: adding, claiming under a lease, renewing, closing),
+``relay.py`` (``Outbox``: the loop that claims, delivers and records each outcome) and
+``jobs.py`` (forgetting done items, hourly).
 """
 
 from services.outbox.model import (
@@ -75,6 +76,7 @@ from services.outbox.store import (
     done_before,
     finish,
     forget_done,
+    newest,
     unshown,
 )
 
@@ -102,5 +104,6 @@ __all__ = [
     "done_before",
     "finish",
     "forget_done",
+    "newest",
     "unshown",
 ]

@@ -11,10 +11,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.db import Outage, transaction
+from services.db import Outage, process_owner, transaction
 from services.errors import ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
-from services.ledger import process_owner
 from services.outbox import store
 from services.outbox.model import EVERYWHERE, Deliver, Item, PostedNowhere, Reach
 from services.scheduler import FollowUp, PostsDeferred
@@ -49,6 +48,8 @@ class Outbox:
         self.reach = reach
         self.owner = f"outbox:{process_owner()}"[:64]
         self.deliverers: dict[str, Deliver] = {}
+        # (kind, subject): the newest item of each is kept when done items are forgotten
+        self.kept_newest: list[tuple[str, str]] = []
         self.problems = KnownProblems(log, "the outbox relay")
         self._wake: asyncio.Event | None = None
         self._elsewhere: Callable[[], None] | None = None
@@ -68,6 +69,12 @@ class Outbox:
 
     def register(self, kind: str, deliver: Deliver) -> None:
         self.deliverers[kind] = deliver
+
+    def keep_newest(self, kind: str, subject: str) -> None:
+        """Forgetting done items (``services/outbox/jobs.py``) keeps the newest item of
+        (kind, subject): a domain reads it back (the audit anchor job, the head it last
+        posted)."""
+        self.kept_newest.append((kind, subject))
 
     def kick(self, kind: str, subject: str) -> FollowUp:
         """After a commit: deliver the subject's due items now. Raises ``PostsDeferred``

@@ -15,7 +15,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.models import OutboxItem
+from services.db.tables import OutboxItem
 from services.outbox.model import BULK, NORMAL, Item, Reach, Unshown
 
 _items = cast(sa.Table, OutboxItem.__table__)
@@ -104,6 +104,14 @@ async def add_many(
             for item in items
         ],
     )
+
+
+def newest(kind: str, subject: str) -> sa.ColumnElement[bool]:
+    """The newest item of (kind, subject), delivered or not."""
+    newest_id = sa.select(sa.func.max(_items.c.id)).where(
+        _items.c.kind == kind, _items.c.subject == subject
+    )
+    return _items.c.id == sa.func.coalesce(newest_id.scalar_subquery(), 0)
 
 
 def done_before(

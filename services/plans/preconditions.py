@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import RedriveConfig
+from services.db.tables import Incident, IncidentStep
 from services.estate.ops import Ineligible, PlanOps, Target
 from services.estate.profile import QueueProfile
-from services.models import Incident, IncidentStep
 from services.plans.model import Check
 from services.reads.samples import Growth, dead_growth
 

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services import scheduler
+from services.db.tables import ChangeItem, Plan, PlanItem
 from services.errors import NotFound, PlanActive, PlanStateConflict
 from services.estate.ops import ItemRef
-from services.models import ChangeItem, Plan, PlanItem
 from services.plans.model import (
     ACTIVE,
     REDRIVEN_STATES,

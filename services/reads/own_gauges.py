@@ -29,8 +29,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.estate.profile import as_utc
-from services.models import (
+from services.db.tables import (
     AlertInbox,
     AuditEvent,
     ChangeRequest,
@@ -41,6 +40,7 @@ from services.models import (
     PlanItem,
     ScheduledItem,
 )
+from services.estate.profile import as_utc
 from services.outbox import chat_posts
 
 PLAN_STATES = ("running", "halted", "completed", "rolled_back", "closed")

@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit.row_digest import ITEMS as CHANGE_ITEMS
 from services.audit.row_digest import OUTCOMES
+from services.db.tables import ChangeRequest, Plan, PlanItem
 from services.estate.ops import CHUNK, chunks
 from services.estate.profile import as_utc
-from services.models import ChangeRequest, Plan, PlanItem
 from services.reads.own_gauges import REDRIVEN_JOB_STATES
 
 _plans = cast(sa.Table, Plan.__table__)

@@ -11,9 +11,9 @@ from typing import Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import QueueSample
 from services.estate.ops import CHUNK, Death, ItemRef, chunks
 from services.estate.profile import QueueProfile, as_utc
-from services.models import QueueSample
 from services.reads import gauges, own_redrives
 
 _samples = cast(sa.Table, QueueSample.__table__)

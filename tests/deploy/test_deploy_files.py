@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 
 from bot.cli_parser import SERVE_ENVIRONMENT, build_parser
 from services.config.load import parse_file_config
-from services.migrate import head_revision
+from services.db.migrate import head_revision
 from testkit.ports import free_port
 from tests.conftest import _pg_conninfo, create_pg_database, drop_pg_database, need_postgres
 from tests.helpers.processes import clean_environ

@@ -18,9 +18,9 @@ import httpx
 from bot.demo import DEMO_CONFIG, record_history
 from services.config import default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from testkit.fake_slack import FakeSlack
 from testkit.ports import free_port
 from tests.conftest import postgres_database, templates

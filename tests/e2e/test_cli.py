@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.demo import DEMO_CONFIG
-from services.migrate import head_revision
+from services.db.migrate import head_revision
 from testkit.ports import free_port
 from tests.e2e.serving import ALERT_TOKEN, demo_database
 from tests.e2e.test_console import queuebot, replies

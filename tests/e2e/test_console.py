@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from bot.demo import DEMO_CONFIG
 from services.db import create_engine
+from services.db.migrate import head_revision
 from services.estate.demo import build_demo_estate
-from services.migrate import head_revision
 from tests.helpers.processes import clean_environ
 
 

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from services.models import Delivery
+from services.db.tables import Delivery
 from testkit.fake_discord import FakeDiscord
 from testkit.fake_slack import FakeSlack
 from tests.e2e.serving import demo_database, running_serve

@@ -24,10 +24,10 @@ from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from services.reads import samples
 from testkit.ports import free_port
 from tests.e2e.serving import ALERT_TOKEN

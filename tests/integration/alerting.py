@@ -20,8 +20,8 @@ from bot.slack.notifier import SlackNotifier
 from bot.slack.pacing import ChannelPacer
 from services.config import load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
-from services.migrate import upgrade
 from services.notify import FanoutNotifier
 from testkit.fake_slack import Call, FakeSlack
 from tests.conftest import holds_demo

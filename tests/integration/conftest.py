@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.config import default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import DemoEstate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 from tests.integration.support import (

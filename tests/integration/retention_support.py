@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services import retention
 from services.audit.anchors import ANCHOR, SUBJECT
-from services.models import AlertInbox, Delivery, OutboxItem, QueueSample
+from services.db.tables import AlertInbox, Delivery, OutboxItem, QueueSample
 
 AGE = timedelta(days=30)
 OLD = timedelta(days=45)  # older than AGE

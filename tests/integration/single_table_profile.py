@@ -20,7 +20,7 @@ The design, and how it differs from the shipped ones:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, cast
 
@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.config import QueueConfig
+from services.db.tables import RedriveLog
 from services.errors import NotFound, UsageError
 from services.estate.model import (
     CanonicalState,
@@ -62,10 +63,7 @@ from services.estate.signature import (
     top_signatures,
 )
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
-from services.models import RedriveLog
-from tests.integration.profile_adapters import (
-    ProfileAdapter,
-)
+from tests.integration.profile_adapters import ProfileAdapter
 
 ROLE = "tasks"
 DDL = {
@@ -135,6 +133,7 @@ class SingleTableProfile(QueueProfile):
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
         super().__init__(queue, config)
+        self.triage_reads = SingleTableTriage(self)
         self.changes = SingleTableChanges(self)
         self.plan_ops = SingleTablePlanOps(self)
 
@@ -147,9 +146,6 @@ class SingleTableProfile(QueueProfile):
     async def table(self, conn: AsyncConnection) -> BoundTable:
         return (await self.tables(conn))[ROLE]
 
-    def _stuck(self, t: BoundTable, now: datetime) -> sa.ColumnElement[bool]:
-        return sa.and_(t.c("state") == "working", t.c("locked_at") < self.stuck_cutoff(now))
-
     def _no_groups(self, what: str) -> UsageError:
         return UsageError(
             f"queue {self.queue!r} ({self.name}) has no {what}; its tasks are one table with "
@@ -157,60 +153,6 @@ class SingleTableProfile(QueueProfile):
         )
 
     # -- reads ---------------------------------------------------------------------------
-
-    async def triage(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        since: datetime | None,
-        job_type: str | None,
-        exact: bool = False,
-    ) -> Triage:
-        if job_type is not None:
-            raise self._no_groups("job types")
-        t = await self.table(conn)
-        state = t.c("state")
-        where: list[sa.ColumnElement[bool]] = []
-        if since is not None:
-            where.append(t.c("enqueued_at") >= since)
-        grouped = sa.select(state, sa.func.count()).where(*where).group_by(state)
-        counts = count_map((await conn.execute(grouped)).all())
-        extras = sa.select(
-            sa.select(sa.func.min(t.c("enqueued_at")))
-            .where(state == "ready", *where)
-            .scalar_subquery(),
-            sa.select(sa.func.count()).where(self._stuck(t, now), *where).scalar_subquery(),
-        )
-        oldest, stuck = (await conn.execute(extras)).one()
-        newest = (
-            sa.select(t.c("last_error"))
-            .where(state == "dead", *where)
-            .order_by(t.c("updated_at").desc())
-            .limit(SIGNATURE_SAMPLE)
-        )
-        sig_rows = top_signatures(r[0] for r in await conn.execute(newest))
-        dead_total = self.dead_count(counts)
-        return Triage(
-            queue=self.queue,
-            profile=self.name,
-            unit="tasks",
-            dead_title="Dead tasks",
-            duplicate_label="duplicate tasks (tasks carry no key to match on)",
-            taken_at=now,
-            since=since,
-            total=sum(counts.values()),
-            status_title="state",
-            by_status=[
-                StatusCount(s, self.canonical(s), n)
-                for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
-            ],
-            by_signature=[Count(display_signature(s), n) for s, n in sig_rows],
-            signatures_of=min(dead_total, SIGNATURE_SAMPLE),
-            signatures_total=dead_total,
-            oldest_pending_at=as_utc(oldest),
-            stuck=int(stuck or 0),
-        )
 
     async def show(self, conn: AsyncConnection, *, job_id: str) -> JobDetail:
         t = await self.table(conn)
@@ -284,9 +226,9 @@ class SingleTableProfile(QueueProfile):
 
     async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList:
         t = await self.table(conn)
-        cond = self._stuck(t, now)
-        total = (await conn.execute(sa.select(sa.func.count()).where(cond))).scalar_one()
-        listing = sa.select(t.table).where(cond).order_by(t.c("locked_at")).limit(limit)
+        cond = self.triage_reads.stuck_where({ROLE: t}, now)
+        total = (await conn.execute(sa.select(sa.func.count()).where(*cond))).scalar_one()
+        listing = sa.select(t.table).where(*cond).order_by(t.c("locked_at")).limit(limit)
         rows = []
         for r in (await conn.execute(listing)).all():
             locked = as_utc(r._mapping[t.c("locked_at").name])
@@ -298,6 +240,84 @@ class SingleTableProfile(QueueProfile):
         """Always none: a task row carries no key (issue, message, payload hash) that two
         rows of the same piece of work would share, so there is nothing to match on."""
         return []
+
+
+class SingleTableTriage:
+    """The profile's triage (its ``triage_reads``), as every profile's is a class of its
+    own: counts by state, the oldest ready task, the stuck ones and the newest dead tasks'
+    errors."""
+
+    def __init__(self, profile: SingleTableProfile) -> None:
+        self.profile = profile
+
+    async def triage(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        since: datetime | None,
+        job_type: str | None,
+        exact: bool = False,
+    ) -> Triage:
+        p = self.profile
+        if job_type is not None:
+            raise p._no_groups("job types")
+        t = await p.table(conn)
+        state = t.c("state")
+        where: list[sa.ColumnElement[bool]] = []
+        if since is not None:
+            where.append(t.c("enqueued_at") >= since)
+        grouped = sa.select(state, sa.func.count()).where(*where).group_by(state)
+        counts = count_map((await conn.execute(grouped)).all())
+        extras = sa.select(
+            self._oldest(t, where).scalar_subquery(),
+            sa.select(sa.func.count())
+            .where(*self.stuck_where({ROLE: t}, now), *where)
+            .scalar_subquery(),
+        )
+        oldest, stuck = (await conn.execute(extras)).one()
+        newest = (
+            sa.select(t.c("last_error"))
+            .where(state == "dead", *where)
+            .order_by(t.c("updated_at").desc())
+            .limit(SIGNATURE_SAMPLE)
+        )
+        sig_rows = top_signatures(r[0] for r in await conn.execute(newest))
+        dead_total = p.dead_count(counts)
+        return Triage(
+            queue=p.queue,
+            profile=p.name,
+            unit="tasks",
+            dead_title="Dead tasks",
+            duplicate_label="duplicate tasks (tasks carry no key to match on)",
+            taken_at=now,
+            since=since,
+            total=sum(counts.values()),
+            status_title="state",
+            by_status=[
+                StatusCount(s, p.canonical(s), n)
+                for s, n in sorted(counts.items(), key=lambda kv: -kv[1])
+            ],
+            by_signature=[Count(display_signature(s), n) for s, n in sig_rows],
+            signatures_of=min(dead_total, SIGNATURE_SAMPLE),
+            signatures_total=dead_total,
+            oldest_pending_at=as_utc(oldest),
+            stuck=int(stuck or 0),
+        )
+
+    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
+        t = await self.profile.table(conn)
+        return as_utc((await conn.execute(self._oldest(t, []))).scalar_one())
+
+    @staticmethod
+    def _oldest(t: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
+        return sa.select(sa.func.min(t.c("enqueued_at"))).where(t.c("state") == "ready", *where)
+
+    def stuck_where(
+        self, tables: Mapping[str, BoundTable], now: datetime
+    ) -> list[sa.ColumnElement[bool]]:
+        t = tables[ROLE]
+        return [t.c("state") == "working", t.c("locked_at") < self.profile.stuck_cutoff(now)]
 
 
 class SingleTableChanges:

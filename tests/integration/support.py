@@ -21,12 +21,12 @@ from services.changes.model import ChangeKind
 from services.changes.requests import ChangeRequests
 from services.config import ApprovalConfig, RedriveConfig, load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import DemoEstate, build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.message import Message
-from services.migrate import upgrade
 from services.notify import ChannelRef, MessageRef
 from services.plans.service import Plans
 from services.reads.service import QueueReads
@@ -91,7 +91,7 @@ class Shop:
 
     @property
     def plans(self) -> Plans:
-        return self.services.plan_desk
+        return self.services.plans
 
     @property
     def scheduler(self) -> Scheduler:

@@ -20,11 +20,11 @@ from commands.model import Triage as TriageCommand
 from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter, Triage
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
-from services.migrate import upgrade
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads

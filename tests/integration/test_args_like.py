@@ -25,12 +25,12 @@ from services.changes import store as change_store
 from services.changes.model import ChangeKind, RequestState
 from services.config import QueueConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.errors import UsageError
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
-from services.migrate import upgrade
 from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from services.audit import Actor, AuditKeyMissing, AuditTrail, NewEvent
 from services.db import create_engine
-from services.migrate import upgrade
+from services.db.migrate import upgrade
 from tests.integration.test_runtime_role import Roles, grant, roles  # noqa: F401 - a fixture
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

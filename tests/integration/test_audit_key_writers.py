@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from bot import cli
 from bot.demo import DEMO_CONFIG
 from services.audit import AuditKeyMismatch, AuditTrail
-from services.models import AuditEvent
+from services.db.tables import AuditEvent
 from tests.helpers.people import ALICE
 from tests.integration.support import START, Shop
 

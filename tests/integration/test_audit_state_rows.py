@@ -17,9 +17,9 @@ from pydantic import SecretStr
 from bot import cli
 from services.audit import Anchor, AuditTrail, Verification
 from services.changes.model import ChangeKind
+from services.db.tables import ScheduledItem
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.models import ScheduledItem
 from tests.helpers.people import ALICE, DORA
 from tests.integration.support import RecordingNotifier, Shop, build_services
 

@@ -30,9 +30,9 @@ from services.audit import (
     event_mac,
 )
 from services.changes.model import ChangeKind
+from services.db.tables import AuditEvent, AuditHead
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.models import AuditEvent, AuditHead
 from tests.helpers.people import ALICE, BOB
 from tests.integration.support import (
     Shop,

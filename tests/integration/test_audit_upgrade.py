@@ -13,12 +13,13 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from bot import cli
-from bot.bootstrap import UNKEYED, build_app
+from bot.audit_key import UNKEYED
+from bot.bootstrap import build_app
 from services.audit import GENESIS, AuditTrail, event_hash
 from services.config import load_config
 from services.db import create_engine
-from services.migrate import head_revision, upgrade
-from services.models import AuditEvent, AuditHead
+from services.db.migrate import head_revision, upgrade
+from services.db.tables import AuditEvent, AuditHead
 from tests.helpers.people import BOB
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"

@@ -4,7 +4,6 @@ has a name of its own; only the triage estate, kept or reused on purpose, has a 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from types import ModuleType
 
 import psycopg
@@ -12,12 +11,11 @@ import pytest
 
 from tests.conftest import PG_ADMIN, _pg_conninfo, need_postgres
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+MODULES = {"scratch_db": "bench.kit.scratch", "triage": "bench.triage"}
 
 
 def bench(module: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))  # as when the script runs: its folder first
-    return importlib.import_module(module)
+    return importlib.import_module(MODULES[module])
 
 
 def exists(name: str) -> bool:

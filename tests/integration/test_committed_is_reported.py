@@ -62,7 +62,7 @@ def router_over(shop: Shop, chat: RecordingNotifier) -> Router:
     deps = Deps(
         reads=QueueReads(shop.estate, gate=ReadGate(fresh_for=0.0)),
         changes=services.changes,
-        plans=services.plan_desk,
+        plans=services.plans,
         directory=Directory([ALICE_APPROVER, BOB_APPROVER]),
         access=AccessConfig(),
     )
@@ -153,7 +153,7 @@ async def test_a_database_gone_before_an_approval_changes_nothing_and_says_so(
             Deps(
                 reads=QueueReads(estate, gate=ReadGate(fresh_for=0.0)),
                 changes=services.changes,
-                plans=services.plan_desk,
+                plans=services.plans,
                 directory=Directory([ALICE_APPROVER, BOB_APPROVER]),
                 access=AccessConfig(),
             )

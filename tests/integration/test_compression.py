@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from services.audit import Actor, AuditTrail
 from services.db import create_engine
-from services.migrate import upgrade
+from services.db.migrate import upgrade
 
 pytestmark = pytest.mark.postgres
 

@@ -19,11 +19,11 @@ from services.audit import Actor, AuditTrail
 from services.changes.model import ChangeKind
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
 

@@ -62,7 +62,7 @@ async def sample_leaves_the_table(world: World, plan: int) -> PlanView:
             await world.adapter.prune(conn, job)
     _clock(world).advance(seconds=5)
     await world.services.scheduler.run_due()
-    return await world.services.plan_desk.view(number=plan)
+    return await world.services.plans.view(number=plan)
 
 
 async def test_a_job_gone_from_the_table_succeeded_only_where_only_successes_are_deleted(
@@ -107,7 +107,7 @@ async def test_where_the_queue_says_deleted_jobs_succeeded_the_plan_counts_them_
 
 
 def _clock(world: World) -> Clock:
-    clock = world.services.plans.clock
+    clock = world.services.plan_engine.clock
     assert isinstance(clock, Clock)
     return clock
 

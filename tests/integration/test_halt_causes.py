@@ -66,7 +66,7 @@ async def sample_dies_again(world: World, error: str | None) -> PlanView:
         await world.adapter.fail(conn, sample[:2], now=world.estate.clock(), error=error or "")
     world.estate.clock.advance(seconds=5)  # type: ignore[attr-defined]
     await world.services.scheduler.run_due()
-    view = await world.services.plan_desk.view(number=done.view.result.plan)
+    view = await world.services.plans.view(number=done.view.result.plan)
     assert view.state is PlanState.HALTED and view.note is not None
     return view
 
@@ -131,7 +131,7 @@ async def test_a_job_that_died_again_without_an_error_text_is_not_judged(team: T
     await say(team, "/queue approve CR-1", BOB_APPROVER)
     await worker(team, "UPDATE jobs SET state = 'dead', last_error = NULL WHERE state = 'queued'")
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.HALTED and view.note is not None
     assert (
         "1 job(s) of sample re-entered the dead-letter state; no error text was "
@@ -164,7 +164,7 @@ async def test_a_plan_frozen_by_the_earlier_signature_rules_halts_as_the_same_er
         e=HOOK.format(n=9),
     )
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.HALTED and view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
     assert "new error" not in view.note

@@ -42,7 +42,7 @@ def router_over(team: Team) -> Router:
         Deps(
             reads=QueueReads(team.estate, gate=ReadGate(fresh_for=0.0)),
             changes=team.services.changes,
-            plans=team.services.plan_desk,
+            plans=team.services.plans,
             directory=Directory([ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER]),
             access=AccessConfig(),
         )
@@ -107,7 +107,7 @@ async def plan_in_last_wave(team: Team) -> None:
     await say(team, "/queue approve CR-1", BOB_APPROVER)
     assert await finish_queued(team) == 1
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert [w.size for w in view.waves] == [1, 7] and view.schedule == [1, 7]
     assert await states(team) == {"done": 1, "queued": 7}
 
@@ -119,7 +119,7 @@ async def test_a_halted_plan_keeps_counting_what_it_had_redriven(team: Team) -> 
 
     assert await finish_queued(team) == 7  # the worker finishes wave 1 all the same
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.HALTED
     assert (view.succeeded, view.redead) == (8, 0)
     wave1 = view.waves[1]
@@ -149,7 +149,7 @@ async def test_a_rollback_states_and_returns_only_the_rows_still_unclaimed(team:
     assert await finish_queued(team, 4) == 4
     assert await claim_queued(team, 1) == 1  # a worker holds one; two are still queued
     await tick(team)
-    assert (await team.services.plan_desk.view(number=1)).succeeded == 5
+    assert (await team.services.plans.view(number=1)).succeeded == 5
 
     asked = await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert "roll back plan P-1 (2 unclaimed row(s) now)" in asked
@@ -158,7 +158,7 @@ async def test_a_rollback_states_and_returns_only_the_rows_still_unclaimed(team:
     assert await claim_queued(team, 1) == 1  # one more is claimed before the approval
     done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "1 unclaimed row(s) returned to the dead letters" in done
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.ROLLED_BACK
     assert (view.succeeded, view.rolled_back) == (5, 1)
     wave1 = view.waves[1]
@@ -169,7 +169,7 @@ async def test_a_rollback_states_and_returns_only_the_rows_still_unclaimed(team:
     # what was left alone is still counted when it finishes
     await worker(team, "UPDATE jobs SET state = 'done' WHERE state = 'running'")
     await tick(team)
-    assert (await team.services.plan_desk.view(number=1)).succeeded == 7
+    assert (await team.services.plans.view(number=1)).succeeded == 7
     assert "7/8 succeeded" in await say(team, "/queue plan P-1")
 
 
@@ -181,11 +181,11 @@ async def test_a_wave_whose_rows_all_finished_is_not_called_rolled_back(team: Te
     assert "(0 unclaimed row(s) now)" not in asked  # 0 now: closed at once instead
     assert "P-1 closed" in asked
     assert "nothing to roll back, no row of it is still unclaimed" in asked
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.CLOSED
     await worker(team, "UPDATE jobs SET state = 'done' WHERE state = 'running'")
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK
     shown = await say(team, "/queue plan P-1")
     row = next(line for line in shown.splitlines() if line.startswith("wave 1 "))
@@ -200,7 +200,7 @@ async def test_an_approved_rollback_with_nothing_left_reports_none_returned(team
     assert await finish_queued(team) == 7  # all finished before the approval
     done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "0 unclaimed row(s) returned to the dead letters" in done
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert (view.succeeded, view.rolled_back) == (8, 0)
     assert [w.outcome for w in view.waves] == [WaveOutcome.OK, WaveOutcome.OK]
     assert "8/8 succeeded" in await say(team, "/queue plan P-1")
@@ -216,7 +216,7 @@ async def test_a_halted_plan_with_nothing_unclaimed_is_closed_without_approval(
     closed = await say(team, '/queue rollback P-1 --reason "all done anyway"')
     assert "P-1 closed by alice (all done anyway): nothing to roll back" in closed
     assert "no approval is needed" in closed
-    assert (await team.services.plan_desk.view(number=1)).state is PlanState.CLOSED
+    assert (await team.services.plans.view(number=1)).state is PlanState.CLOSED
     async with team.engine.connect() as conn:
         actions = [
             r[0]
@@ -245,7 +245,7 @@ async def test_the_same_error_again_halts_as_the_same_signature(team: Team) -> N
         team, "UPDATE jobs SET state = 'dead', last_error = :e WHERE state = 'queued'", e=SMTP_AGAIN
     )
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.HALTED
     assert view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
@@ -273,7 +273,7 @@ async def test_a_plan_closed_before_its_tick_counted_the_wave_says_it_finished(
     closed = await say(team, '/queue rollback P-1 --reason "all done anyway"')
     assert "P-1 closed" in closed
     assert "still out" not in closed
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.succeeded == 8
     wave1 = view.waves[1]
     assert (wave1.outcome, wave1.succeeded, wave1.finished_at) == (
@@ -294,7 +294,7 @@ async def test_a_rollback_that_ends_a_wave_records_that_it_finished(team: Team) 
     await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert await finish_queued(team, 5) == 5  # two are still unclaimed at the approval
     await say(team, "/queue approve CR-2", BOB_APPROVER)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert (view.succeeded, view.rolled_back) == (6, 2)
     assert view.waves[1].finished_at == team.clock.now
     assert (await audit_actions(team))[-2:] == ["plan.wave_finished", "plan.rolled_back"]
@@ -312,11 +312,11 @@ async def test_a_plan_halted_by_an_earlier_version_is_counted_after_a_restart(
         await conn.execute(sa.text("DELETE FROM qb_schedule WHERE kind = 'plan.tick'"))
     assert await finish_queued(team) == 7
     await tick(team)
-    assert (await team.services.plan_desk.view(number=1)).succeeded == 1  # not counted yet
+    assert (await team.services.plans.view(number=1)).succeeded == 1  # not counted yet
 
     await team.services.scheduler.seed()
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.succeeded == 8 and view.waves[1].outcome is WaveOutcome.OK
     assert "8/8 succeeded" in await say(team, "/queue plan P-1")
 
@@ -334,7 +334,7 @@ async def test_a_rollback_says_claimed_only_of_rows_a_worker_holds(team: Team) -
     )
     done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "6 unclaimed row(s) returned to the dead letters" in done
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.note is not None and "claimed by a worker" not in view.note
     assert "counted as they finish" not in await say(team, "/queue plan P-1")
     assert view.waves[1].finished_at == team.clock.now
@@ -386,7 +386,7 @@ async def test_a_plan_frozen_by_an_earlier_version_halts_as_the_same_signature(
         team, "UPDATE jobs SET state = 'dead', last_error = :e WHERE state = 'queued'", e=SMTP_AGAIN
     )
     await tick(team)
-    view = await team.services.plan_desk.view(number=1)
+    view = await team.services.plans.view(number=1)
     assert view.state is PlanState.HALTED and view.note is not None
     assert "the same signature as before: the fix did not hold" in view.note
     assert "new error" not in view.note
@@ -403,7 +403,7 @@ async def test_a_plan_resumed_with_rows_still_out_does_not_call_the_wave_finishe
         e=SMTP_AGAIN,
     )
     await tick(team)
-    assert (await team.services.plan_desk.view(number=1)).state is PlanState.HALTED
+    assert (await team.services.plans.view(number=1)).state is PlanState.HALTED
     await say(team, '/queue resume P-1 --reason "one row, the relay blipped"')
     await say(team, "/queue approve CR-2", BOB_APPROVER)
     await tick(team)  # six rows of wave 1 still queued

@@ -13,10 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.alerts.store import INBOX
 from services.audit import Actor
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.errors import UsageError
 from services.housekeeping import notices
 from services.housekeeping.run import LOCK, parse_only
-from services.migrate import upgrade
 from tests.integration.housekeeping_support import (
     NOW,
     build_estate,

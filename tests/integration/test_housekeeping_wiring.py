@@ -82,7 +82,7 @@ async def test_periodic_run_inside_serve_on_the_durable_scheduler(engine: AsyncE
         redrive=FAST,
         notifier=None,
         audit=AuditTrail(),
-        upkeep=HousekeepingConfig(periodic=True, every_minutes=10),
+        housekeeping=HousekeepingConfig(periodic=True, every_minutes=10),
     )
     await services.scheduler.seed()
     await services.scheduler.run_due()

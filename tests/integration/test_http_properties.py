@@ -28,8 +28,8 @@ from bot.slack.app import build_slack_app
 from bot.slack.listeners import SlackWiring
 from services.config import load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
-from services.migrate import upgrade
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET, signed
 

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from services.migrate import head_revision, upgrade
+from services.db.migrate import head_revision, upgrade
 
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 

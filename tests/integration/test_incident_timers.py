@@ -33,9 +33,9 @@ from bot.render_text import render_message
 from commands.context import Invocation
 from services.config import default_queues, load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
 from tests.helpers.people import DORA

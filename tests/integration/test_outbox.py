@@ -25,8 +25,8 @@ from bot.bootstrap import running_scheduler
 from commands.context import Invocation
 from services import outbox
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.message import Message
-from services.migrate import upgrade
 from services.notify import ChannelRef, MessageRef
 from services.outbox import LEASE, Outbox
 from services.scheduler import Scheduler

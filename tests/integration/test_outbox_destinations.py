@@ -131,7 +131,7 @@ async def test_the_plan_says_its_news_waits_for_slack_not_that_it_was_posted(
     )
     plan = await request(shop, services.changes, {"platform": "slack", "channel": "C0OPS"})
     assert await services.outbox.run_due() == []
-    news = await services.plan_desk.unshown_news(number=plan)
+    news = await services.plans.unshown_news(number=plan)
     said = unshown_words(f"P-{plan}", news)
     assert news.waiting == 1 and news.where == "slack:C0OPS"
     assert said is not None and said.startswith(f"Not posted yet: 1 update(s) of P-{plan}'s")
@@ -142,6 +142,6 @@ async def test_the_plan_says_its_news_waits_for_slack_not_that_it_was_posted(
 async def test_a_plan_whose_news_was_all_shown_says_nothing_of_it(shop: Shop) -> None:
     plan = await request(shop, shop.changes, {"platform": "console", "channel": "tq0a1b.2c3"})
     await shop.services.outbox.run_due()
-    news = await shop.services.plan_desk.unshown_news(number=plan)
+    news = await shop.services.plans.unshown_news(number=plan)
     assert unshown_words(f"P-{plan}", news) is None
     assert shop.notifier.posts  # shown: the plan's message and its sample's start

@@ -22,6 +22,7 @@ from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.config.alerts import DetectorsConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate import estimate
 from services.estate.estate import Estate
@@ -29,7 +30,6 @@ from services.estate.model import CanonicalState, DeadFilter
 from services.estate.ops import Action, ItemRef, Selector
 from services.estate.profile import QueueProfile, plain
 from services.estate.system.base import GONE
-from services.migrate import upgrade
 from services.reads import samples
 from tests.helpers.people import ALICE, BOB
 from tests.integration.adapted import need

@@ -29,14 +29,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.bootstrap import Services
 from services.changes.model import ChangeKind, RequestState
 from services.db import create_engine
+from services.db.migrate import upgrade
+from services.db.tables import QueueSample
 from services.errors import NotFound, PreconditionFailed, UsageError
 from services.estate.estate import Estate
 from services.estate.model import CanonicalState, Count, DeadFilter, JobList
 from services.estate.ops import Action, Selector, Target
 from services.estate.profile import QueueProfile
 from services.estate.signature import display_signature, error_signature
-from services.migrate import upgrade
-from services.models import QueueSample
 from services.plans.model import PlanState
 from services.reads import gauges, samples
 from tests.helpers.people import ALICE, BOB
@@ -387,7 +387,7 @@ async def finished(world: World, job: str) -> CanonicalState | None:
 async def test_a_staged_redrive_completes_halts_on_refailure_and_rolls_back(
     world: World, request: pytest.FixtureRequest
 ) -> None:
-    built, changes, plans = world.built, world.services.changes, world.services.plan_desk
+    built, changes, plans = world.built, world.services.changes, world.services.plans
     await complete(world, await waiting(world))  # the worker drains what was already queued
     await flat_history(world)
 
@@ -480,7 +480,7 @@ async def test_a_job_that_died_again_is_taken_by_from_plan_and_its_death_is_not_
     """A plan's job dies again (the plan halts), the plan is resumed and completes: the job
     is the one /queue dlq --from-plan lists and /queue redrive --from-plan takes, and its
     death, though recent, is not counted as the dead letters growing (queuebot redrove it)."""
-    changes, plans = world.services.changes, world.services.plan_desk
+    changes, plans = world.services.changes, world.services.plans
     await complete(world, await waiting(world))
     await flat_history(world)
     first = await changes.approve(number=await request_plan(world), actor=BOB)

@@ -10,8 +10,8 @@ from bot.bootstrap import build_app
 from bot.readiness import Readiness
 from services.config import load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
-from services.migrate import upgrade
 from tests.conftest import holds_demo
 from tests.integration.support import START
 

@@ -15,16 +15,19 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services import ledger, outbox, retention
+from services.alerts import jobs as alert_jobs
 from services.alerts import store as inbox
 from services.audit import AuditTrail
 from services.audit.anchors import newest_post
 from services.changes.model import ChangeKind
 from services.db import create_engine, transaction
+from services.db.tables import Delivery
 from services.errors import UsageError
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.jsonable import loads
-from services.models import Delivery
+from services.ledger import jobs as ledger_jobs
+from services.outbox import jobs as outbox_jobs
 from tests.conftest import templates
 from tests.helpers.people import ALICE, BOB
 from tests.integration.retention_support import AGE, GONE, KEPT, keys, seed
@@ -123,6 +126,25 @@ async def test_serves_hourly_forget_keeps_what_prune_keeps(redriven: Shop) -> No
         await ledger.forget(conn, before=cutoff)
         await outbox.forget_done(conn, before=cutoff, spare=newest_post())
         await inbox.forget_processed(conn, before=cutoff)
+    after = await keys(redriven.engine)
+    for table in ("qb_outbox", "qb_deliveries", "qb_alert_inbox"):
+        assert after[table] == KEPT[table], table
+
+
+async def test_each_domain_forgets_its_own_rows_as_prune_would(redriven: Shop) -> None:
+    """serve's hourly forgetting is each domain's own scheduler kind (the ledger's keys,
+    the outbox's done items, the alert inbox's notifications), registered by its jobs:
+    each run with the cutoff prune uses leaves the rows prune leaves, the newest anchor
+    post (which the audit domain asks the outbox to keep) included."""
+    cutoff = redriven.clock() - AGE
+    kinds = {
+        ledger_jobs.FORGET: ledger.KEEP,
+        outbox_jobs.FORGET: outbox.KEEP_DONE,
+        alert_jobs.FORGET: inbox.KEEP_PROCESSED,
+    }
+    for kind, keep in kinds.items():
+        async with redriven.engine.begin() as conn:
+            assert await redriven.scheduler.handlers[kind](conn, "all", cutoff + keep) == []
     after = await keys(redriven.engine)
     for table in ("qb_outbox", "qb_deliveries", "qb_alert_inbox"):
         assert after[table] == KEPT[table], table

@@ -104,7 +104,7 @@ async def test_a_table_without_failure_reason_or_tenants_says_only_current_names
     team: Team,
 ) -> None:
     await dead_letters(team, 3)
-    router = router_over(team.estate, team.services.changes, team.services.plan_desk)
+    router = router_over(team.estate, team.services.changes, team.services.plans)
     assert_none_retired(await outputs(router, team.estate))
 
 
@@ -116,5 +116,5 @@ async def world(request: pytest.FixtureRequest, pg_url: str) -> AsyncIterator[Wo
 
 @pytest.mark.postgres
 async def test_every_preset_says_only_current_names(world: World) -> None:
-    router = router_over(world.estate, world.services.changes, world.services.plan_desk)
+    router = router_over(world.estate, world.services.changes, world.services.plans)
     assert_none_retired(await outputs(router, world.estate))

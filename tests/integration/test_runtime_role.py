@@ -24,10 +24,10 @@ from bot.readiness import FRESH_FOR, Readiness
 from services.changes.model import ChangeKind
 from services.config import load_config
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from tests.conftest import _pg_conninfo, holds_demo
 from tests.helpers.people import ALICE, BOB
 from tests.integration import retention_support

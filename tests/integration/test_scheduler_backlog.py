@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import scheduler
 from services.db import create_engine
-from services.migrate import upgrade
+from services.db.migrate import upgrade
 from services.scheduler import Due, FollowUp, Scheduler
 
 DAY = timedelta(days=1)

@@ -63,7 +63,7 @@ async def test_show_prints_json_columns_as_json_everywhere(pg_boss: World) -> No
             sa.text("UPDATE pgboss.job SET data = CAST(:d AS jsonb) WHERE id = CAST(:id AS uuid)"),
             {"d": json.dumps({"i": 4857, "resize": False, "sizes": [1, 2]}), "id": job},
         )
-    router = router_over(pg_boss.estate, pg_boss.services.changes, pg_boss.services.plan_desk)
+    router = router_over(pg_boss.estate, pg_boss.services.changes, pg_boss.services.plans)
     shown = await reply(router, f"/queue show {job} --queue q")
     data = '{"i": 4857, "sizes": [1, 2], "resize": false}'  # as jsonb keeps it
     output = json.dumps({"message": ERROR})
@@ -86,7 +86,7 @@ async def test_the_listing_labels_each_systems_attempts_truthfully(
     pg_url: str, kind: type[Any], label: str
 ) -> None:
     async for world in open_world(pg_url, kind):
-        router = router_over(world.estate, world.services.changes, world.services.plan_desk)
+        router = router_over(world.estate, world.services.changes, world.services.plans)
         listing = await reply(router, "/queue dlq --queue q")
         header = render_message(listing).splitlines()[1].split()
         assert label in header, header

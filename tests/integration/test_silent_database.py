@@ -24,11 +24,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.config import DatabaseConfig
 from services.db import create_engine, transaction
-from services.db_bounds import bounded
+from services.db.bounds import bounded
+from services.db.migrate import MIGRATION_LOCK, upgrade
 from services.errors import DatabaseUnavailable
 from services.ledger import DeliveryLedger
-from services.ledger_acks import NOT_RECORDED, ThreadedAcks
-from services.migrate import MIGRATION_LOCK, upgrade
+from services.ledger.acks import NOT_RECORDED, ThreadedAcks
 from testkit.tcp_proxy import TcpProxy
 from tests.conftest import _pg_conninfo
 

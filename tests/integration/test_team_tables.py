@@ -506,7 +506,7 @@ async def test_a_staged_redrive_takes_a_job_with_two_dead_letters_whole(clips: T
             waves.append(len(done))
     clips.clock.advance(seconds=5)
     await clips.services.scheduler.run_due()
-    view = await clips.services.plan_desk.view(number=plan)
+    view = await clips.services.plans.view(number=plan)
     assert await clips.dead_ids() == []
     assert await clip_statuses(clips, dead) == {("COMPLETED", "SUCCEEDED")}
     assert view.state is PlanState.COMPLETED and waves == [6, 2]  # messages: 5 jobs, then 2
@@ -572,7 +572,7 @@ async def run_plan(team: Team, dead: list[str], *, complete: Any) -> None:
     assert waves == [5, len(dead) - 5]
     team.clock.advance(seconds=5)
     await team.services.scheduler.run_due()
-    view = await team.services.plan_desk.view(number=plan)
+    view = await team.services.plans.view(number=plan)
     assert view.state is PlanState.COMPLETED and view.succeeded == len(dead)
     assert await team.dead_ids() == []
 

@@ -45,7 +45,7 @@ def with_people(team: Team, people: Sequence[Person], approval: ApprovalConfig) 
         Deps(
             reads=QueueReads(team.estate, gate=ReadGate(fresh_for=0.0)),
             changes=team.services.changes,
-            plans=team.services.plan_desk,
+            plans=team.services.plans,
             directory=directory,
             access=AccessConfig(),
         )

@@ -7,7 +7,7 @@ its candidates a page at a time and the database keeps each page as the request'
 the approval copies them into the plan in one statement. Measured here with tracemalloc (the
 Python heap queuebot allocates), pages made small so that a few thousand rows are many
 pages: four times the dead letters must not take even one and a half times the memory.
-``bench/redrive_plan.py --memory`` measures the whole process at 1,000,000.
+``python -m bench.redrive_plan --memory`` measures the whole process at 1,000,000.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from services.audit import AuditTrail, row_digest
 from services.changes.model import ChangeKind, RequestState
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.ops import Selector
-from services.migrate import upgrade
 from services.plans import candidates
 from services.reads import samples
 from tests.conftest import postgres_database
@@ -82,7 +82,7 @@ async def plan_peak(url: str, rows: int) -> tuple[int, int, int]:
             redrive=RedriveConfig(max_wave=1000),
             notifier=None,
             audit=AuditTrail(),
-            housekeeping=False,
+            one_database=False,
         )
         async with engine.begin() as conn:  # a measured, flat dead-letter count
             await samples.record(

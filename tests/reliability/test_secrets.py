@@ -24,9 +24,9 @@ from sqlalchemy.engine import make_url
 from bot.demo import record_history
 from services.config import default_queues
 from services.db import create_engine
+from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
-from services.migrate import upgrade
 from tests.conftest import PG_ADMIN, _pg_conninfo, need_postgres
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_STRANGER

@@ -169,7 +169,7 @@ async def test_a_staged_redrive_of_a_systems_dead_jobs_runs_them_again_in_its_ow
         await asyncio.to_thread(world.system.work, world.url, fault=False, timeout=30)
         world.clock.advance(seconds=5)
         await world.services.scheduler.run_due()
-        shown_plan = await world.services.plan_desk.view(number=plan)
+        shown_plan = await world.services.plans.view(number=plan)
         if shown_plan.state is PlanState.COMPLETED:
             break
     assert shown_plan.state is PlanState.COMPLETED and shown_plan.succeeded == 5

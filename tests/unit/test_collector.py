@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from services import collector
-from services.collector import collector_paused
+from services.changes import collector
+from services.changes.collector import collector_paused
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from services.config import DatabaseConfig, FileConfig, load_config
-from services.db_bounds import bound_now, bounded, libpq_params, server_settings, unbounded
+from services.db.bounds import bound_now, bounded, libpq_params, server_settings, unbounded
 from services.errors import ConfigError
 
 

@@ -11,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from commands.catalog import CATALOG
 from commands.context import Invocation
 from services.errors import NotFound, PermissionDenied
-from services.metrics import MAX_VALUES, OTHER, Metrics, bounded
+from services.metrics import Metrics
+from services.metrics.families import MAX_VALUES, OTHER, bounded
 from tests.unit.test_handlers import make_router, slack_user
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -10,7 +10,7 @@ from importlib import resources
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from services.migrate import head_revision
+from services.db.migrate import head_revision
 
 
 def test_every_migration_file_is_numbered_as_its_revision_and_follows_the_one_before() -> None:

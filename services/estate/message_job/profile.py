@@ -10,17 +10,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.config import QueueConfig
+from services.config import ProfileName, QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
 from services.estate.message_job.changes import MessageJobChanges
 from services.estate.message_job.housekeeping import MessageJobReport
+from services.estate.message_job.job_states import JobStates
 from services.estate.message_job.plans import MessageJobPlanOps
 from services.estate.message_job.schema import (
     CANCELLED,
@@ -42,7 +43,7 @@ from services.estate.model import (
     Section,
 )
 from services.estate.ops import Action
-from services.estate.profile import as_utc, plain, row_dict
+from services.estate.profile import QueueProfile, as_utc, plain, row_dict
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
 
 NOT_READ = "nothing: queuebot does not read it"
@@ -52,8 +53,8 @@ NO_SOURCES = (
 )
 
 
-class MessageJobProfile(MessageJobTriage):
-    name = "message_job"
+class MessageJobProfile(QueueProfile):
+    name: ClassVar[ProfileName] = "message_job"  # one of the names the configuration accepts
     specs = (
         TableSpec(
             "messages",
@@ -121,7 +122,8 @@ class MessageJobProfile(MessageJobTriage):
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
         super().__init__(queue, config)
-        self.job_state_map = self.mapped_states(JOB_STATES)
+        self.jobs = JobStates(self)
+        self.triage_reads = MessageJobTriage(self)
         self.changes = MessageJobChanges(self)
         self.plan_ops = MessageJobPlanOps(self)
         self.housekeeping_report = MessageJobReport()
@@ -188,10 +190,6 @@ class MessageJobProfile(MessageJobTriage):
             ),
         ]
 
-    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
-        m = (await self.tables(conn))["messages"]
-        return as_utc((await conn.execute(self._oldest_pending(m, []))).scalar_one())
-
     async def _resolve_job(
         self, conn: AsyncConnection, t: dict[str, BoundTable], raw: str
     ) -> sa.Row[Any]:
@@ -250,7 +248,7 @@ class MessageJobProfile(MessageJobTriage):
             sections.append(Section(f"source asset ({a.name})", [row_dict(asset)]))
         status = f"{job_status} / {message_status}" if message_status else job_status
         canonical = (
-            self.canonical(message_status) if message_status else self.job_canonical(job_status)
+            self.canonical(message_status) if message_status else self.jobs.canonical(job_status)
         )
         return JobDetail(
             queue=self.queue,
@@ -301,7 +299,7 @@ class MessageJobProfile(MessageJobTriage):
         j = tables["jobs"]
         if not j.has("payload"):
             return None
-        status, canonical = j.c("status"), self.job_canonical
+        status, canonical = j.c("status"), self.jobs.canonical
         return args_like.Lookup(j.table, (), j.c("id"), status, canonical, None, j.c("payload"))
 
     def dead_order(self, tables: dict[str, BoundTable]) -> list[sa.ColumnElement[Any]]:
@@ -357,8 +355,8 @@ class MessageJobProfile(MessageJobTriage):
     async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList:
         t = await self.tables(conn)
         m, j = t["messages"], t["jobs"]
-        cond = self._stuck(m, now)
-        total = (await conn.execute(sa.select(sa.func.count()).where(cond))).scalar_one()
+        cond = self.triage_reads.stuck_where(t, now)
+        total = (await conn.execute(sa.select(sa.func.count()).where(*cond))).scalar_one()
         listing = (
             sa.select(
                 m.c("id").label("mid"),
@@ -371,7 +369,7 @@ class MessageJobProfile(MessageJobTriage):
                 self._or_null(j, "progress_percent", "progress_percent"),
             )
             .select_from(m.table.join(j.table, j.c("id") == m.c("job_id")))
-            .where(cond)
+            .where(*cond)
             .order_by(m.c("claimed_at"))
             .limit(limit)
         )

@@ -1,13 +1,11 @@
-"""The message_job triage: the queue's breakdowns (messages by status, jobs by status,
-the dead letters by their job's status, by tenant and by error signature; the oldest
-pending message; the stuck and duplicate counts) in a few statements an index can
-answer, read side by side. ``MessageJobTriage`` is the part of ``MessageJobProfile``
-that makes them, with the job statuses every read of the jobs table goes by."""
+"""The message_job triage (``MessageJobTriage``, the profile's ``triage_reads``): the
+queue's breakdowns (messages by status, jobs by status, the dead letters by their job's
+status, by tenant and by error signature; the oldest pending message; the stuck and
+duplicate counts) in a few statements an index can answer, read side by side."""
 
 from __future__ import annotations
 
-from abc import ABC
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.errors import UsageError
 from services.estate import estimate
 from services.estate.at_once import read_named
+from services.estate.message_job.job_states import JobStates
 from services.estate.message_job.schema import UNFINISHED
 from services.estate.model import (
     DEAD_LETTER_STATES,
@@ -36,20 +35,15 @@ from services.estate.signature import (
 from services.estate.tables import BoundTable
 
 
-class MessageJobTriage(QueueProfile, ABC):
-    """The message_job reads of triage (``MessageJobProfile`` is the whole profile)."""
+class MessageJobTriage:
+    """Triage of the messages, with their jobs."""
 
-    job_state_map: dict[str, CanonicalState]  # the jobs' statuses, [statuses] mapped in
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
+        self.jobs = JobStates(profile)
 
-    def job_statuses_in(self, *states: CanonicalState) -> list[str]:
-        """The jobs' statuses in these states that their status column can hold."""
-        wanted = [status for status, state in self.job_state_map.items() if state in states]
-        return self.takes_statuses("jobs", "status", wanted)
-
-    def job_canonical(self, status: str) -> CanonicalState:
-        return self.job_state_map.get(status, CanonicalState.UNKNOWN)
-
-    def _notes(self, t: dict[str, BoundTable]) -> list[str]:
+    @staticmethod
+    def _notes(t: Mapping[str, BoundTable]) -> list[str]:
         """What triage leaves out for lack of an optional column."""
         if not t["jobs"].has("tenant_id"):
             return ["no tenant_id column: no breakdown by tenant"]
@@ -64,28 +58,30 @@ class MessageJobTriage(QueueProfile, ABC):
         job_type: str | None,
         exact: bool = False,
     ) -> Triage:
-        t = await self.tables(conn)
+        t = await self.profile.tables(conn)
         if job_type is not None:
             grouped = (
                 "its jobs are grouped by tenant (see /queue dlq --tenant T)"
                 if t["jobs"].has("tenant_id")
                 else "filter /queue dlq with --error-like TEXT"
             )
-            raise UsageError(f"queue {self.queue!r} (message_job) has no job types; {grouped}")
+            raise UsageError(
+                f"queue {self.profile.queue!r} (message_job) has no job types; {grouped}"
+            )
         m, j = t["messages"], t["jobs"]
         where: list[sa.ColumnElement[bool]] = []
         if since is not None:
             where.append(m.c("available_at") >= since)
         status = m.c("status")
-        dead = status.in_(self.dead_letter_statuses)
+        dead = status.in_(self.profile.dead_letter_statuses)
         # On large tables the completed messages and succeeded jobs are estimated rather
         # than counted (services/estate/estimate.py); every other count is exact.
         plan_m, plan_j = (
             await estimate.plans(
                 conn,
                 [
-                    (status, self.statuses_in(CanonicalState.SUCCEEDED)),
-                    (j.c("status"), self.job_statuses_in(CanonicalState.SUCCEEDED)),
+                    (status, self.profile.statuses_in(CanonicalState.SUCCEEDED)),
+                    (j.c("status"), self.jobs.statuses_in(CanonicalState.SUCCEEDED)),
                 ],
             )
             if not exact and since is None
@@ -99,7 +95,7 @@ class MessageJobTriage(QueueProfile, ABC):
             by_status = sa.select(status, sa.func.count()).where(*where).group_by(status)
         extras = sa.select(
             self._oldest_pending(m, where).scalar_subquery(),
-            sa.select(sa.func.count()).where(self._stuck(m, now), *where).scalar_subquery(),
+            sa.select(sa.func.count()).where(*self.stuck_where(t, now), *where).scalar_subquery(),
         )
         if plan_j is not None:
             by_job = estimate.counts_except(j.table, j.c("status"), [plan_j.status])
@@ -129,7 +125,7 @@ class MessageJobTriage(QueueProfile, ABC):
         )
         per_job = (
             sa.select(m.c("job_id"), sa.func.count().label("n"))
-            .where(status.in_(self.statuses_in(*UNFINISHED)), *where)
+            .where(status.in_(self.profile.statuses_in(*UNFINISHED)), *where)
             .group_by(m.c("job_id"))
             .having(sa.func.count() > 1)
             .subquery()
@@ -165,11 +161,11 @@ class MessageJobTriage(QueueProfile, ABC):
         oldest_raw, stuck_total = extra_rows[0]
         dead_job_counts = count_map(dead_rows)
         n_groups, n_surplus = dup_rows[0]
-        dead_total = self.dead_count(counts)
+        dead_total = self.profile.dead_count(counts)
         sampled = found.counted  # the newest SIGNATURE_SAMPLE dead letters, or all
         return Triage(
-            queue=self.queue,
-            profile=self.name,
+            queue=self.profile.queue,
+            profile=self.profile.name,
             unit="messages",
             dead_title="Dead letters",
             duplicate_label="jobs with >1 unfinished message",
@@ -177,11 +173,13 @@ class MessageJobTriage(QueueProfile, ABC):
             since=since,
             total=sum(counts.values()),
             status_title="message status",
-            by_status=self._status_counts(counts, self.canonical, plan_m if estimated else None),
-            by_job_status=self._status_counts(
-                job_counts, self.job_canonical, plan_j if jobs_estimated else None
+            by_status=self._status_counts(
+                counts, self.profile.canonical, plan_m if estimated else None
             ),
-            dead_letter_jobs=self._status_counts(dead_job_counts, self.job_canonical),
+            by_job_status=self._status_counts(
+                job_counts, self.jobs.canonical, plan_j if jobs_estimated else None
+            ),
+            dead_letter_jobs=self._status_counts(dead_job_counts, self.jobs.canonical),
             by_signature=[Count(display_signature(s), n) for s, n in found.rows],
             signatures_of=sampled,
             signatures_total=dead_total,
@@ -201,10 +199,14 @@ class MessageJobTriage(QueueProfile, ABC):
             notes=self._notes(t),
         )
 
+    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
+        m = (await self.profile.tables(conn))["messages"]
+        return as_utc((await conn.execute(self._oldest_pending(m, []))).scalar_one())
+
     def _oldest_pending(self, m: BoundTable, where: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
         """The oldest pending message's available_at: the top of the (status,
         available_at) index."""
-        pending = m.c("status").in_(self.statuses_in(CanonicalState.PENDING))
+        pending = m.c("status").in_(self.profile.statuses_in(CanonicalState.PENDING))
         return sa.select(sa.func.min(m.c("available_at"))).where(pending, *where)
 
     @staticmethod
@@ -231,7 +233,7 @@ class MessageJobTriage(QueueProfile, ABC):
         them looks its job up by primary key. A dead letter whose job row is gone is not
         counted here; one whose job has no status is, under no status."""
         letters = sa.select(m.c("job_id").label("job_id")).where(*where).subquery("letters")
-        failed_statuses = self.job_statuses_in(*DEAD_LETTER_STATES)
+        failed_statuses = self.jobs.statuses_in(*DEAD_LETTER_STATES)
         failed = (
             sa.select(j.c("id").label("id"), j.c("status").label("status"))
             .where(j.c("status").in_(failed_statuses))
@@ -266,9 +268,12 @@ class MessageJobTriage(QueueProfile, ABC):
             .group_by(job_status)
         )
 
-    def _stuck(self, m: BoundTable, now: datetime) -> sa.ColumnElement[bool]:
+    def stuck_where(
+        self, tables: Mapping[str, BoundTable], now: datetime
+    ) -> list[sa.ColumnElement[bool]]:
         """In flight (PROCESSING) and claimed longer ago than the threshold."""
-        return sa.and_(
-            m.c("status").in_(self.statuses_in(CanonicalState.IN_FLIGHT)),
-            m.c("claimed_at") < self.stuck_cutoff(now),
-        )
+        m, profile = tables["messages"], self.profile
+        return [
+            m.c("status").in_(profile.statuses_in(CanonicalState.IN_FLIGHT)),
+            m.c("claimed_at") < profile.stuck_cutoff(now),
+        ]

@@ -11,11 +11,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from services.estate import args_like
-from services.estate.system.base import SystemBase
+from services.estate.system.reads import SystemReads
 from services.estate.tables import BoundTable
 
 
-class SystemArgs(SystemBase):
+class SystemArgs(SystemReads):
     """A preset's arguments column, read as its system keeps it."""
 
     args_absent = (

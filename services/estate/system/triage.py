@@ -1,7 +1,9 @@
-"""A preset's triage: the system's jobs by state and job type, the oldest waiting job,
-the stuck count and the newest dead jobs' errors, read side by side in a few statements
-the system's own indexes answer (on a large table the succeeded jobs are estimated, as
-on queuebot's own profiles: services/estate/estimate.py)."""
+"""A preset's triage (``SystemTriage``, every preset's ``triage_reads``): the system's jobs
+by state and job type, the oldest waiting job, the stuck count and the newest dead jobs'
+errors, read side by side in a few statements the system's own indexes answer (on a
+large table the succeeded jobs are estimated, as on queuebot's own profiles:
+services/estate/estimate.py). It reads the system's facts its preset declares
+(``SystemBase``: ``state_value``, ``state_where``, ``waiting_since``, ``pass_source`` ...)."""
 
 from __future__ import annotations
 
@@ -21,384 +23,404 @@ from services.estate.profile import as_utc, plain
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures_of
 from services.estate.system.base import GONE
 from services.estate.tables import BoundTable
+from services.estate.triage import NO_TYPE
 
 if TYPE_CHECKING:
     from services.estate.system.base import SystemBase
-
-NO_TYPE = "(no job type)"
-
-
-async def triage(
-    profile: SystemBase,
-    conn: AsyncConnection,
-    *,
-    now: datetime,
-    since: datetime | None,
-    job_type: str | None,
-    exact: bool = False,
-) -> Triage:
-    t = await profile.tables(conn)
-    q = profile.job(t)
-    cols = profile.cols
-    where: list[sa.ColumnElement[bool]] = list(profile.scope(t))
-    if since is not None:
-        enqueued = profile.enqueued_at(t)
-        if enqueued is None:
-            raise UsageError(
-                f"{profile.system} keeps no enqueue time: triage cannot select by --since"
-            )
-        where.append(enqueued >= since)
-    if job_type is not None:
-        if cols.kind is None:
-            raise UsageError(f"{profile.system} keeps no job type: triage cannot select by --type")
-        where.append(q.c(cols.kind) == job_type)
-    plan = await plan_for(profile, conn, t) if not exact and not where else None
-    error = profile.error_text(t)
-    shape = shape_of(profile, plan)
-    statements = reads(profile, t, shape=shape, plan=plan, where=where, now=now, error=error)
-    read = await read_named(conn, statements, heavy=("grouped",))
-    rows, errors = unpack(profile, shape, read)
-
-    counted: dict[str, int] = defaultdict(int)
-    types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-    by_kind = cols.kind is not None
-    at = 2 if by_kind else 1  # the count's column
-    for row in rows:
-        name = str(plain(row[0]))
-        n = int(row[at])
-        counted[name] += n
-        if by_kind:
-            kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
-            types[kind][profile.canonical(name)] += n
-    estimated = estimate.settle(plan, counted)
-    if plan is not None and not estimated:  # statistics too stale to use: count all
-        return await triage(profile, conn, now=now, since=since, job_type=job_type, exact=True)
-    guessed = plan.status if estimated and plan is not None else None
-    if "extras" in read:
-        oldest_raw, stuck_total = read["extras"][0]
-    else:
-        waiting = [row[at + 1] for row in rows if row[at + 1] is not None]
-        oldest_raw = min(waiting, default=None)
-        stuck_total = sum(int(row[at + 2]) for row in rows)
-    dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
-    found = top_signatures_of(errors)
-    return Triage(
-        queue=profile.queue,
-        profile=profile.name,
-        unit="jobs",
-        dead_title="Dead jobs",
-        taken_at=now,
-        since=since,
-        total=sum(counted.values()),
-        status_title=f"{profile.system} state",
-        by_status=[
-            StatusCount(s, profile.canonical(s), n, s == guessed)
-            for s, n in sorted(counted.items(), key=lambda kv: -kv[1])
-        ],
-        by_signature=[Count(display_signature(s), n) for s, n in found.rows],
-        signatures_of=found.counted,  # the newest SIGNATURE_SAMPLE dead jobs, or all
-        signatures_total=dead_total if error is not None else 0,
-        signature_groups=found.groups,
-        type_title="job type",
-        by_type=[
-            TypeCounts(k, sum(v.values()), dict(v))
-            for k, v in sorted(types.items(), key=lambda kv: -sum(kv[1].values()))
-        ],
-        oldest_pending_at=as_utc(oldest_raw),
-        stuck=int(stuck_total or 0),
-        duplicates_detected=False,
-        notes=notes(profile, t),
-        dead_states=profile.dead_letter_states,
-    )
-
-
-async def plan_for(
-    profile: SystemBase, conn: AsyncConnection, t: Mapping[str, BoundTable]
-) -> estimate.Plan | None:
-    """How a triage of the whole table estimates its succeeded jobs, if it does: from the
-    index on the state column, or in one pass where the statistics say most jobs
-    succeeded (a state column's, or on a system without one, its ``set_on_success``
-    column's). None where succeeded jobs are deleted, or counting them costs little."""
-    q = profile.job(t)
-    succeeded = [s for s in profile.statuses_in(CanonicalState.SUCCEEDED) if s != GONE]
-    if not profile.derived_states:
-        (plan,) = await estimate.plans(conn, [(q.c(profile.cols.state), succeeded)], scan=True)
-        return plan
-    if profile.success_deletes or profile.set_on_success is None or len(succeeded) != 1:
-        return None
-    return await estimate.scan_plan(
-        conn,
-        q.table,
-        status=succeeded[0],
-        succeeded=profile.state_where(t, succeeded[0]),
-        set_on_success=profile.set_on_success,
-    )
 
 
 # How triage reads the counts: the succeeded jobs estimated and the rest counted from the
 # state index ("index") or in one pass ("one_pass"); or every job counted, by each derived
 # state's condition ("by_condition") or grouped by the state ("grouped").
 Shape = Literal["index", "one_pass", "by_condition", "grouped"]
-
-
-def shape_of(profile: SystemBase, plan: estimate.Plan | None) -> Shape:
-    if plan is not None:
-        return "index" if plan.indexed else "one_pass"
-    if profile.derived_states:
-        return "by_condition"
-    return "grouped"
-
-
-def unpack(
-    profile: SystemBase, shape: Shape, read: Mapping[str, Sequence[Any]]
-) -> tuple[Sequence[Any], list[Any]]:
-    """The grouped rows ``(state, *type, count, ...)`` and the newest dead jobs' errors,
-    from what the statements of ``shape`` read."""
-    rows = read["grouped"]
-    if shape == "one_pass":  # its rows tagged counts or errors
-        errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
-        return [r[1:] for r in rows if r[0] == _COUNTS], errors
-    errors = [r[0] for r in read.get("newest", [])]
-    return (spread(profile, rows) if shape == "by_condition" else rows), errors
-
-
-def reads(
-    profile: SystemBase,
-    t: Mapping[str, BoundTable],
-    *,
-    shape: Shape,
-    plan: estimate.Plan | None,
-    where: list[sa.ColumnElement[bool]],
-    now: datetime,
-    error: sa.ColumnElement[Any] | None,
-) -> dict[str, Any]:
-    """Triage's statements by name: ``grouped`` (the counts, the heaviest), and beside it
-    ``extras`` (oldest waiting, stuck) and ``newest`` (the dead jobs' errors) where the
-    counts do not bring them."""
-    q = profile.job(t)
-    cols = profile.cols
-    state = profile.state_value(t)
-    groups = [q.c(cols.kind)] if cols.kind is not None else []
-    stuck = profile.stuck_where(t, profile.stuck_cutoff(now))
-    statements: dict[str, Any] = {}
-    if shape == "one_pass" and plan is not None:
-        statements["grouped"] = one_pass(profile, t, plan.status, profile.stuck_cutoff(now))
-    elif shape == "index" and plan is not None:
-        statements["grouped"] = estimate.counts_except(
-            q.table, q.c(cols.state), [plan.status], group=groups
-        )
-        statements["extras"] = sa.select(
-            oldest_pending(profile, t, where).scalar_subquery(),
-            sa.select(sa.func.count()).select_from(q.table).where(*stuck, *where).scalar_subquery(),
-        )
-    elif shape == "by_condition":
-        statements["grouped"] = by_condition(profile, t, where, profile.stuck_cutoff(now))
-    else:
-        # Every row is read for the counts: the oldest waiting job and the stuck count
-        # come from the same pass. Apart, each is a pass of its own over a table whose
-        # state no index leads with (pg-boss's: three scans instead of one).
-        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
-        statements["grouped"] = (
-            sa.select(
-                state,
-                *groups,
-                sa.func.count(),
-                sa.func.min(profile.waiting_since(t)).filter(pending),
-                sa.func.count().filter(sa.and_(*stuck)),
-            )
-            .select_from(q.table)
-            .where(*where)
-            .group_by(state, *groups)
-        )
-    if error is not None and shape != "one_pass":
-        statements["newest"] = newest_errors(profile, t, error, where)
-    return statements
-
-
 UNKNOWN = "unknown"
-
-
-def by_condition(
-    profile: SystemBase,
-    t: Mapping[str, BoundTable],
-    where: list[sa.ColumnElement[bool]],
-    cutoff: datetime,
-) -> sa.Select[Any]:
-    """Every job counted, on a system without a state column: per job type, the jobs in
-    each state (a count filtered by the state's own condition: grouping by the state's
-    expression instead makes PostgreSQL sort a million rows, since it cannot tell how few
-    values the expression has), all of them, the oldest waiting one and the stuck ones.
-    The rows are read as ``pass_source`` says: where it joins the tables that hold a
-    job's state (Solid Queue's executions), each is read once and a state is tested by
-    its value there, not looked up once per job and state. Rows: ``(*type, count,
-    *count per state, oldest waiting, stuck)``; ``spread`` turns them into the grouped
-    rows triage reads."""
-    q = profile.job(t)
-    read = profile.pass_source(t)
-    groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
-
-    def is_(state: str) -> sa.ColumnElement[bool]:
-        return read.state == state if read.joined else profile.state_where(t, state)
-
-    def among(states: Sequence[str]) -> sa.ColumnElement[bool]:
-        return read.state.in_(states) if read.joined else profile.in_states(t, states)
-
-    pending = among(profile.statuses_in(CanonicalState.PENDING))
-    running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
-    # as stuck_where, its scope already in ``where``
-    stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
-    return (
-        sa.select(
-            *groups,
-            sa.func.count(),
-            *(sa.func.count().filter(is_(s)) for s in _named(profile)),
-            sa.func.min(profile.waiting_since(t)).filter(pending),
-            sa.func.count().filter(stuck),
-        )
-        .select_from(read.source)
-        .where(*where)
-        .group_by(*groups)
-    )
-
-
-def _named(profile: SystemBase) -> list[str]:
-    return [s for s in profile.states if s != GONE]
-
-
-def spread(profile: SystemBase, rows: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """``by_condition``'s rows as ``(state, *type, count, oldest waiting, stuck)`` rows,
-    a job in no state's condition counted as ``unknown``."""
-    named = _named(profile)
-    lead = 1 if profile.cols.kind is not None else 0
-    out: list[tuple[Any, ...]] = []
-    for row in rows:
-        kind, total = tuple(row[:lead]), int(row[lead])
-        counts = [int(n) for n in row[lead + 1 : lead + 1 + len(named)]]
-        waiting, stuck = row[-2], int(row[-1] or 0)
-        found = [(s, n) for s, n in zip(named, counts, strict=True) if n]
-        if total > sum(counts):
-            found.append((UNKNOWN, total - sum(counts)))
-        for i, (name, n) in enumerate(found):
-            out.append((name, *kind, n, waiting if i == 0 else None, stuck if i == 0 else 0))
-    return out
-
-
 _COUNTS, _ERRORS = "counts", "errors"
 
 
-def one_pass(
-    profile: SystemBase,
-    t: Mapping[str, BoundTable],
-    succeeded: str,
-    cutoff: datetime,
-) -> sa.Select[Any]:
-    """Triage's reads in one pass over a table whose state no index leads with, where
-    the succeeded jobs are estimated: every other job is collected once (a cheap filter
-    per row), then counted by state and job type with the oldest waiting one and the
-    stuck count, and its newest dead jobs' errors taken from the same rows. The rows are
-    read as ``pass_source`` says, and whether a job is waiting, running or dead is its
-    state there (one of those states' names), so a system that joins its state in looks
-    nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
-    NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
-    q = profile.job(t)
-    cols = profile.cols
-    read = profile.pass_source(t)
-    state, error, died = read.state, read.error, read.died
-    pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
-    dead = state.in_(profile.dead_letter_statuses)
-    running = state.in_(profile.statuses_in(CanonicalState.IN_FLIGHT))
-    stuck = (
-        sa.and_(running, read.started < cutoff, *profile.scope(t))
-        if read.started is not None
-        else sa.false()
-    )
-    kept: list[sa.ColumnElement[Any]] = [
-        state.label("state"),
-        sa.case((pending, profile.waiting_since(t))).label("waiting"),
-        stuck.label("stuck"),
-        dead.label("dead"),
-        q.c(cols.id).label("id"),
-    ]
-    if cols.kind is not None:
-        kept.append(q.c(cols.kind).label("kind"))
-    if died is not None:
-        kept.append(died.label("died"))
-    if error is not None:
-        kept.append(sa.case((dead, error)).label("error"))
-    rest = (
-        sa.select(*kept)
-        .select_from(read.source)
-        .where(profile.not_succeeded(t, succeeded))
-        .cte("qb_rest")
-        .prefix_with("MATERIALIZED", dialect="postgresql")
-    )
-    groups = [rest.c.kind] if cols.kind is not None else []
-    counts = sa.select(
-        sa.literal(_COUNTS).label("part"),
-        rest.c.state,
-        *groups,
-        sa.func.count().label("n"),
-        sa.func.min(rest.c.waiting),
-        sa.func.count().filter(rest.c.stuck),
-        sa.null().label("error"),
-    ).group_by(rest.c.state, *groups)
-    if error is None:
-        return counts
-    order = [rest.c.died.desc().nulls_last()] if died is not None else []
-    newest = (
-        sa.select(rest.c.error)
-        .where(rest.c.dead)
-        .order_by(*order, rest.c.id.desc())
-        .limit(SIGNATURE_SAMPLE)
-        .subquery("qb_newest")
-    )
-    blanks = [sa.null()] * (len(groups) + 3)
-    # one row: the errors in one array, not a row each to read back
-    shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
-    errors = sa.select(
-        sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown)
-    ).select_from(newest)
-    return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
+class SystemTriage:
+    """Triage of a system's jobs table (its ``job`` role), one queue of it with ``queue_name``."""
 
+    def __init__(self, profile: SystemBase) -> None:
+        self.profile = profile
 
-def notes(profile: SystemBase, t: Mapping[str, BoundTable]) -> list[str]:
-    out = []
-    if profile.error_text(t) is None:
-        out.append(f"no error signatures: {profile.no_error_text}")
-    if profile.config.queue_name is not None:
-        out.append(
-            f"jobs of {profile.job(t).name}'s other queues (this queue is its "
-            f"{profile.config.queue_name!r} alone: queue_name)"
+    async def triage(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        since: datetime | None,
+        job_type: str | None,
+        exact: bool = False,
+    ) -> Triage:
+        profile = self.profile
+        t = await profile.tables(conn)
+        q = profile.job(t)
+        cols = profile.cols
+        where: list[sa.ColumnElement[bool]] = list(profile.scope(t))
+        if since is not None:
+            enqueued = profile.enqueued_at(t)
+            if enqueued is None:
+                raise UsageError(
+                    f"{profile.system} keeps no enqueue time: triage cannot select by --since"
+                )
+            where.append(enqueued >= since)
+        if job_type is not None:
+            if cols.kind is None:
+                raise UsageError(
+                    f"{profile.system} keeps no job type: triage cannot select by --type"
+                )
+            where.append(q.c(cols.kind) == job_type)
+        plan = await self._plan_for(conn, t) if not exact and not where else None
+        error = profile.error_text(t)
+        shape = self._shape_of(plan)
+        statements = self._reads(t, shape=shape, plan=plan, where=where, now=now, error=error)
+        read = await read_named(conn, statements, heavy=("grouped",))
+        rows, errors = self._unpack(shape, read)
+
+        counted: dict[str, int] = defaultdict(int)
+        types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+        by_kind = cols.kind is not None
+        at = 2 if by_kind else 1  # the count's column
+        for row in rows:
+            name = str(plain(row[0]))
+            n = int(row[at])
+            counted[name] += n
+            if by_kind:
+                kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
+                types[kind][profile.canonical(name)] += n
+        estimated = estimate.settle(plan, counted)
+        if plan is not None and not estimated:  # statistics too stale to use: count all
+            return await self.triage(conn, now=now, since=since, job_type=job_type, exact=True)
+        guessed = plan.status if estimated and plan is not None else None
+        if "extras" in read:
+            oldest_raw, stuck_total = read["extras"][0]
+        else:
+            waiting = [row[at + 1] for row in rows if row[at + 1] is not None]
+            oldest_raw = min(waiting, default=None)
+            stuck_total = sum(int(row[at + 2]) for row in rows)
+        dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
+        found = top_signatures_of(errors)
+        return Triage(
+            queue=profile.queue,
+            profile=profile.name,
+            unit="jobs",
+            dead_title="Dead jobs",
+            taken_at=now,
+            since=since,
+            total=sum(counted.values()),
+            status_title=f"{profile.system} state",
+            by_status=[
+                StatusCount(s, profile.canonical(s), n, s == guessed)
+                for s, n in sorted(counted.items(), key=lambda kv: -kv[1])
+            ],
+            by_signature=[Count(display_signature(s), n) for s, n in found.rows],
+            signatures_of=found.counted,  # the newest SIGNATURE_SAMPLE dead jobs, or all
+            signatures_total=dead_total if error is not None else 0,
+            signature_groups=found.groups,
+            type_title="job type",
+            by_type=[
+                TypeCounts(k, sum(v.values()), dict(v))
+                for k, v in sorted(types.items(), key=lambda kv: -sum(kv[1].values()))
+            ],
+            oldest_pending_at=as_utc(oldest_raw),
+            stuck=int(stuck_total or 0),
+            duplicates_detected=False,
+            notes=self._notes(t),
+            dead_states=profile.dead_letter_states,
         )
-    return out
 
+    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
+        t = await self.profile.tables(conn)
+        query = self._oldest_pending(t, self.profile.scope(t))
+        return as_utc((await conn.execute(query)).scalar_one())
 
-def oldest_pending(
-    profile: SystemBase,
-    t: Mapping[str, BoundTable],
-    where: list[sa.ColumnElement[bool]],
-) -> sa.Select[Any]:
-    """Since when the longest-waiting job could have run: the earliest time a pending job
-    became runnable (where only jobs scheduled for later are pending, that time is ahead
-    and the age reads as none)."""
-    q = profile.job(t)
-    since = profile.waiting_since(t)
-    pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
-    return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
+    def stuck_where(
+        self, tables: Mapping[str, BoundTable], now: datetime
+    ) -> list[sa.ColumnElement[bool]]:
+        """Running jobs whose attempt started before the queue's stuck threshold."""
+        profile = self.profile
+        started = profile.started_at(tables)
+        running = profile.in_states(tables, profile.statuses_in(CanonicalState.IN_FLIGHT))
+        if started is None:
+            return [running, sa.false()]
+        return [running, started < profile.stuck_cutoff(now), *profile.scope(tables)]
 
+    async def _plan_for(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable]
+    ) -> estimate.Plan | None:
+        """How a triage of the whole table estimates its succeeded jobs, if it does: from the
+        index on the state column, or in one pass where the statistics say most jobs
+        succeeded (a state column's, or on a system without one, its ``set_on_success``
+        column's). None where succeeded jobs are deleted, or counting them costs little."""
+        profile = self.profile
+        q = profile.job(t)
+        succeeded = [s for s in profile.statuses_in(CanonicalState.SUCCEEDED) if s != GONE]
+        if not profile.derived_states:
+            (plan,) = await estimate.plans(conn, [(q.c(profile.cols.state), succeeded)], scan=True)
+            return plan
+        if profile.success_deletes or profile.set_on_success is None or len(succeeded) != 1:
+            return None
+        return await estimate.scan_plan(
+            conn,
+            q.table,
+            status=succeeded[0],
+            succeeded=profile.state_where(t, succeeded[0]),
+            set_on_success=profile.set_on_success,
+        )
 
-def newest_errors(
-    profile: SystemBase,
-    t: Mapping[str, BoundTable],
-    error: sa.ColumnElement[Any],
-    where: list[sa.ColumnElement[bool]],
-) -> sa.Select[Any]:
-    """The error texts of the newest dead jobs, whose signatures the reply counts."""
-    q = profile.job(t)
-    return (
-        sa.select(error)
-        .select_from(q.table)
-        .where(profile.in_states(t, profile.dead_letter_statuses), *where)
-        .order_by(*profile.dead_order(dict(t)))
-        .limit(SIGNATURE_SAMPLE)
-    )
+    def _shape_of(self, plan: estimate.Plan | None) -> Shape:
+        if plan is not None:
+            return "index" if plan.indexed else "one_pass"
+        if self.profile.derived_states:
+            return "by_condition"
+        return "grouped"
+
+    def _unpack(
+        self, shape: Shape, read: Mapping[str, Sequence[Any]]
+    ) -> tuple[Sequence[Any], list[Any]]:
+        """The grouped rows ``(state, *type, count, ...)`` and the newest dead jobs' errors,
+        from what the statements of ``shape`` read."""
+        rows = read["grouped"]
+        if shape == "one_pass":  # its rows tagged counts or errors
+            errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
+            return [r[1:] for r in rows if r[0] == _COUNTS], errors
+        errors = [r[0] for r in read.get("newest", [])]
+        return (self._spread(rows) if shape == "by_condition" else rows), errors
+
+    def _reads(
+        self,
+        t: Mapping[str, BoundTable],
+        *,
+        shape: Shape,
+        plan: estimate.Plan | None,
+        where: list[sa.ColumnElement[bool]],
+        now: datetime,
+        error: sa.ColumnElement[Any] | None,
+    ) -> dict[str, Any]:
+        """Triage's statements by name: ``grouped`` (the counts, the heaviest), and beside it
+        ``extras`` (oldest waiting, stuck) and ``newest`` (the dead jobs' errors) where the
+        counts do not bring them."""
+        profile = self.profile
+        q = profile.job(t)
+        cols = profile.cols
+        state = profile.state_value(t)
+        groups = [q.c(cols.kind)] if cols.kind is not None else []
+        stuck = self.stuck_where(t, now)
+        statements: dict[str, Any] = {}
+        if shape == "one_pass" and plan is not None:
+            statements["grouped"] = self._one_pass(t, plan.status, profile.stuck_cutoff(now))
+        elif shape == "index" and plan is not None:
+            statements["grouped"] = estimate.counts_except(
+                q.table, q.c(cols.state), [plan.status], group=groups
+            )
+            statements["extras"] = sa.select(
+                self._oldest_pending(t, where).scalar_subquery(),
+                sa.select(sa.func.count())
+                .select_from(q.table)
+                .where(*stuck, *where)
+                .scalar_subquery(),
+            )
+        elif shape == "by_condition":
+            statements["grouped"] = self._by_condition(t, where, profile.stuck_cutoff(now))
+        else:
+            # Every row is read for the counts: the oldest waiting job and the stuck count
+            # come from the same pass. Apart, each is a pass of its own over a table whose
+            # state no index leads with (pg-boss's: three scans instead of one).
+            pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
+            statements["grouped"] = (
+                sa.select(
+                    state,
+                    *groups,
+                    sa.func.count(),
+                    sa.func.min(profile.waiting_since(t)).filter(pending),
+                    sa.func.count().filter(sa.and_(*stuck)),
+                )
+                .select_from(q.table)
+                .where(*where)
+                .group_by(state, *groups)
+            )
+        if error is not None and shape != "one_pass":
+            statements["newest"] = self._newest_errors(t, error, where)
+        return statements
+
+    def _by_condition(
+        self,
+        t: Mapping[str, BoundTable],
+        where: list[sa.ColumnElement[bool]],
+        cutoff: datetime,
+    ) -> sa.Select[Any]:
+        """Every job counted, on a system without a state column: per job type, the jobs in
+        each state (a count filtered by the state's own condition: grouping by the state's
+        expression instead makes PostgreSQL sort a million rows, since it cannot tell how few
+        values the expression has), all of them, the oldest waiting one and the stuck ones.
+        The rows are read as ``pass_source`` says: where it joins the tables that hold a
+        job's state (Solid Queue's executions), each is read once and a state is tested by
+        its value there, not looked up once per job and state. Rows: ``(*type, count,
+        *count per state, oldest waiting, stuck)``; ``spread`` turns them into the grouped
+        rows triage reads."""
+        profile = self.profile
+        q = profile.job(t)
+        read = profile.pass_source(t)
+        groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
+
+        def is_(state: str) -> sa.ColumnElement[bool]:
+            return read.state == state if read.joined else profile.state_where(t, state)
+
+        def among(states: Sequence[str]) -> sa.ColumnElement[bool]:
+            return read.state.in_(states) if read.joined else profile.in_states(t, states)
+
+        pending = among(profile.statuses_in(CanonicalState.PENDING))
+        running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
+        # as stuck_where, its scope already in ``where``
+        stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
+        return (
+            sa.select(
+                *groups,
+                sa.func.count(),
+                *(sa.func.count().filter(is_(s)) for s in self._named()),
+                sa.func.min(profile.waiting_since(t)).filter(pending),
+                sa.func.count().filter(stuck),
+            )
+            .select_from(read.source)
+            .where(*where)
+            .group_by(*groups)
+        )
+
+    def _named(self) -> list[str]:
+        return [s for s in self.profile.states if s != GONE]
+
+    def _spread(self, rows: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """``by_condition``'s rows as ``(state, *type, count, oldest waiting, stuck)`` rows,
+        a job in no state's condition counted as ``unknown``."""
+        profile = self.profile
+        named = self._named()
+        lead = 1 if profile.cols.kind is not None else 0
+        out: list[tuple[Any, ...]] = []
+        for row in rows:
+            kind, total = tuple(row[:lead]), int(row[lead])
+            counts = [int(n) for n in row[lead + 1 : lead + 1 + len(named)]]
+            waiting, stuck = row[-2], int(row[-1] or 0)
+            found = [(s, n) for s, n in zip(named, counts, strict=True) if n]
+            if total > sum(counts):
+                found.append((UNKNOWN, total - sum(counts)))
+            for i, (name, n) in enumerate(found):
+                out.append((name, *kind, n, waiting if i == 0 else None, stuck if i == 0 else 0))
+        return out
+
+    def _one_pass(
+        self,
+        t: Mapping[str, BoundTable],
+        succeeded: str,
+        cutoff: datetime,
+    ) -> sa.Select[Any]:
+        """Triage's reads in one pass over a table whose state no index leads with, where
+        the succeeded jobs are estimated: every other job is collected once (a cheap filter
+        per row), then counted by state and job type with the oldest waiting one and the
+        stuck count, and its newest dead jobs' errors taken from the same rows. The rows are
+        read as ``pass_source`` says, and whether a job is waiting, running or dead is its
+        state there (one of those states' names), so a system that joins its state in looks
+        nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
+        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
+        profile = self.profile
+        q = profile.job(t)
+        cols = profile.cols
+        read = profile.pass_source(t)
+        state, error, died = read.state, read.error, read.died
+        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
+        dead = state.in_(profile.dead_letter_statuses)
+        running = state.in_(profile.statuses_in(CanonicalState.IN_FLIGHT))
+        stuck = (
+            sa.and_(running, read.started < cutoff, *profile.scope(t))
+            if read.started is not None
+            else sa.false()
+        )
+        kept: list[sa.ColumnElement[Any]] = [
+            state.label("state"),
+            sa.case((pending, profile.waiting_since(t))).label("waiting"),
+            stuck.label("stuck"),
+            dead.label("dead"),
+            q.c(cols.id).label("id"),
+        ]
+        if cols.kind is not None:
+            kept.append(q.c(cols.kind).label("kind"))
+        if died is not None:
+            kept.append(died.label("died"))
+        if error is not None:
+            kept.append(sa.case((dead, error)).label("error"))
+        rest = (
+            sa.select(*kept)
+            .select_from(read.source)
+            .where(profile.not_succeeded(t, succeeded))
+            .cte("qb_rest")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
+        )
+        groups = [rest.c.kind] if cols.kind is not None else []
+        counts = sa.select(
+            sa.literal(_COUNTS).label("part"),
+            rest.c.state,
+            *groups,
+            sa.func.count().label("n"),
+            sa.func.min(rest.c.waiting),
+            sa.func.count().filter(rest.c.stuck),
+            sa.null().label("error"),
+        ).group_by(rest.c.state, *groups)
+        if error is None:
+            return counts
+        order = [rest.c.died.desc().nulls_last()] if died is not None else []
+        newest = (
+            sa.select(rest.c.error)
+            .where(rest.c.dead)
+            .order_by(*order, rest.c.id.desc())
+            .limit(SIGNATURE_SAMPLE)
+            .subquery("qb_newest")
+        )
+        blanks = [sa.null()] * (len(groups) + 3)
+        # one row: the errors in one array, not a row each to read back
+        shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
+        errors = sa.select(
+            sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown)
+        ).select_from(newest)
+        return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
+
+    def _notes(self, t: Mapping[str, BoundTable]) -> list[str]:
+        profile = self.profile
+        out = []
+        if profile.error_text(t) is None:
+            out.append(f"no error signatures: {profile.no_error_text}")
+        if profile.config.queue_name is not None:
+            out.append(
+                f"jobs of {profile.job(t).name}'s other queues (this queue is its "
+                f"{profile.config.queue_name!r} alone: queue_name)"
+            )
+        return out
+
+    def _oldest_pending(
+        self,
+        t: Mapping[str, BoundTable],
+        where: list[sa.ColumnElement[bool]],
+    ) -> sa.Select[Any]:
+        """Since when the longest-waiting job could have run: the earliest time a pending job
+        became runnable (where only jobs scheduled for later are pending, that time is ahead
+        and the age reads as none)."""
+        profile = self.profile
+        q = profile.job(t)
+        since = profile.waiting_since(t)
+        pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
+        return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
+
+    def _newest_errors(
+        self,
+        t: Mapping[str, BoundTable],
+        error: sa.ColumnElement[Any],
+        where: list[sa.ColumnElement[bool]],
+    ) -> sa.Select[Any]:
+        """The error texts of the newest dead jobs, whose signatures the reply counts."""
+        profile = self.profile
+        q = profile.job(t)
+        return (
+            sa.select(error)
+            .select_from(q.table)
+            .where(profile.in_states(t, profile.dead_letter_statuses), *where)
+            .order_by(*profile.dead_order(dict(t)))
+            .limit(SIGNATURE_SAMPLE)
+        )

@@ -10,9 +10,9 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import ChangeRequest, RedriveLog
 from services.estate.demo_kit import Due, Pass, ProfileDemo, insert
 from services.estate.profile import QueueProfile, plain
-from services.models import ChangeRequest, RedriveLog
 
 BROKEN_JOB_TYPE = "continue-issue"  # still not an allowed job type
 ALLOWLIST = "allowlist"  # the fault behind it, by the name `/demo fix` takes

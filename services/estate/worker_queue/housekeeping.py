@@ -1,7 +1,8 @@
 """What housekeeping may change on a worker_queue table: the retry worker's Parts A-F,
-each as guarded set-based statements (``Change``s). A part whose columns the team's
-table lacks, or whose status value the table may not take, is ``Skipped`` with the
-reason, never attempted.
+each as guarded set-based statements (``Change``s), by the thresholds of worker_queue's
+own settings (``WorkerQueueSettings``, services/config/worker_queue.py). A part whose
+columns the team's table lacks, or whose status value the table may not take, is
+``Skipped`` with the reason, never attempted.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from services.config.housekeeping import HousekeepingConfig
+from services.config.worker_queue import WorkerQueueSettings
 from services.estate.housekeeping import Change, HousekeepingParts, Skipped
 from services.estate.model import CanonicalState
 from services.estate.profile import QueueProfile
@@ -117,7 +118,7 @@ def part_a(profile: QueueProfile, q: BoundTable) -> list[Change]:
 
 
 def part_b_retries(
-    profile: QueueProfile, q: BoundTable, config: HousekeepingConfig, now: datetime
+    profile: QueueProfile, q: BoundTable, config: WorkerQueueSettings, now: datetime
 ) -> list[Change]:
     """Failed implementation_error / timeout rows with retries left, back to queued with
     the backoff of their next retry: one statement, the wait chosen per row by its retry
@@ -186,7 +187,7 @@ def part_b_retire(profile: QueueProfile, q: BoundTable, notified: Sequence[Any])
 
 
 def part_c(
-    profile: QueueProfile, q: BoundTable, config: HousekeepingConfig, now: datetime
+    profile: QueueProfile, q: BoundTable, config: WorkerQueueSettings, now: datetime
 ) -> list[Change]:
     """Cancelled (or failed) stale_duplicate rows queued before the cutoff: deleted."""
     cutoff = now - timedelta(hours=config.stale_duplicate_hours)
@@ -198,7 +199,7 @@ def part_c(
     return [Change("C", "deleted", where, None)]
 
 
-def part_d(q: BoundTable, config: HousekeepingConfig, now: datetime) -> list[Change]:
+def part_d(q: BoundTable, config: WorkerQueueSettings, now: datetime) -> list[Change]:
     """Claimed rows never started, with no heartbeat, claimed before the cutoff."""
     cutoff = now - timedelta(minutes=config.stuck_claim_minutes)
     where = [
@@ -216,7 +217,7 @@ def part_d(q: BoundTable, config: HousekeepingConfig, now: datetime) -> list[Cha
 
 
 def part_e(
-    profile: QueueProfile, q: BoundTable, config: HousekeepingConfig, now: datetime
+    profile: QueueProfile, q: BoundTable, config: WorkerQueueSettings, now: datetime
 ) -> list[Change]:
     """mutex_collision and spawn_ram failures with retries left, back to queued."""
     retries, most = q.c("retry_count"), q.c("max_retries")
@@ -247,7 +248,7 @@ def oom_window(q: BoundTable) -> sa.ColumnElement[Any]:
 
 
 def oom_where(
-    profile: QueueProfile, q: BoundTable, config: HousekeepingConfig, now: datetime
+    profile: QueueProfile, q: BoundTable, config: WorkerQueueSettings, now: datetime
 ) -> list[sa.ColumnElement[bool]]:
     since = now - timedelta(minutes=config.oom_window_minutes)
     return [
@@ -261,7 +262,7 @@ def oom_where(
 def part_f(
     profile: QueueProfile,
     q: BoundTable,
-    config: HousekeepingConfig,
+    config: WorkerQueueSettings,
     now: datetime,
     nodes: Sequence[str],
 ) -> list[Change]:
@@ -310,7 +311,7 @@ class WorkerQueueHousekeeping(HousekeepingParts):
         return skipped(self.profile, q, part)
 
     def changes(
-        self, q: BoundTable, part: str, config: HousekeepingConfig, now: datetime
+        self, q: BoundTable, part: str, config: WorkerQueueSettings, now: datetime
     ) -> list[Change]:
         if part == "A":
             return part_a(self.profile, q)
@@ -340,11 +341,17 @@ class WorkerQueueHousekeeping(HousekeepingParts):
         return q.c("server_node")
 
     def tripped_where(
-        self, q: BoundTable, config: HousekeepingConfig, now: datetime
+        self, q: BoundTable, config: WorkerQueueSettings, now: datetime
     ) -> list[sa.ColumnElement[bool]]:
         return oom_where(self.profile, q, config, now)
 
+    def trip_rule(self, config: WorkerQueueSettings) -> tuple[int, timedelta]:
+        return config.oom_threshold, timedelta(minutes=config.oom_window_minutes)
+
+    def release_note(self, config: WorkerQueueSettings) -> str:
+        return f"claimed over {config.stuck_claim_minutes} min ago, never started and no heartbeat"
+
     def reroute(
-        self, q: BoundTable, config: HousekeepingConfig, now: datetime, nodes: Sequence[str]
+        self, q: BoundTable, config: WorkerQueueSettings, now: datetime, nodes: Sequence[str]
     ) -> list[Change]:
         return part_f(self.profile, q, config, now, nodes)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.config import QueueConfig
+from services.config import ProfileName, QueueConfig
 from services.errors import NotFound, UsageError
 from services.estate import args_like
 from services.estate.demo_kit import ProfileDemo
@@ -25,12 +25,11 @@ from services.estate.model import (
     JobList,
     JobSummary,
     Section,
-    Triage,
 )
 from services.estate.ops import Action
 from services.estate.profile import QueueProfile, as_utc, plain, row_dict
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
-from services.estate.worker_queue import triage, words
+from services.estate.worker_queue import words
 from services.estate.worker_queue.changes import WorkerQueueChanges
 from services.estate.worker_queue.housekeeping import WorkerQueueHousekeeping
 from services.estate.worker_queue.plans import WorkerQueuePlanOps
@@ -40,12 +39,14 @@ from services.estate.worker_queue.schema import (
     FAILURE_REASONS,
     QUEUED,
 )
+from services.estate.worker_queue.triage import WorkerQueueTriage
 
 NOT_READ = "nothing: queuebot does not read it"
 
 
 class WorkerQueueProfile(QueueProfile):
-    name = "worker_queue"
+    name: ClassVar[ProfileName] = "worker_queue"  # one of the names the configuration accepts
+    failure_reasons = FAILURE_REASONS
     specs = (
         TableSpec(
             "queue",
@@ -98,6 +99,7 @@ class WorkerQueueProfile(QueueProfile):
 
     def __init__(self, queue: str, config: QueueConfig) -> None:
         super().__init__(queue, config)
+        self.triage_reads = WorkerQueueTriage(self)
         self.changes = WorkerQueueChanges(self)
         self.plan_ops = WorkerQueuePlanOps(self)
         self.housekeeping_parts = WorkerQueueHousekeeping(self)
@@ -142,21 +144,6 @@ class WorkerQueueProfile(QueueProfile):
         ]
 
     # -- what the team's table has --------------------------------------------------------
-
-    async def triage(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        since: datetime | None,
-        job_type: str | None,
-        exact: bool = False,
-    ) -> Triage:
-        return await triage.triage(self, conn, now=now, since=since, job_type=job_type, exact=exact)
-
-    async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
-        q = (await self.tables(conn))["queue"]
-        return as_utc((await conn.execute(triage.oldest_pending(self, q, []))).scalar_one())
 
     async def failure_reason_counts(self, conn: AsyncConnection) -> dict[str, int] | None:
         """Failed rows (not failed_permanently, which is dead) per failure_reason: one
@@ -286,10 +273,10 @@ class WorkerQueueProfile(QueueProfile):
         )
 
     async def stuck(self, conn: AsyncConnection, *, now: datetime, limit: int) -> JobList:
-        q = (await self.tables(conn))["queue"]
-        cond = triage.stuck_condition(self, q, self.stuck_cutoff(now))
-        total = (await conn.execute(sa.select(sa.func.count()).where(cond))).scalar_one()
-        listing = sa.select(q.table).where(cond).order_by(q.c("claimed_at")).limit(limit)
+        tables = await self.tables(conn)
+        q, cond = tables["queue"], self.triage_reads.stuck_where(tables, now)
+        total = (await conn.execute(sa.select(sa.func.count()).where(*cond))).scalar_one()
+        listing = sa.select(q.table).where(*cond).order_by(q.c("claimed_at")).limit(limit)
         rows = []
         for r in (await conn.execute(listing)).all():
             m = r._mapping

@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import redacted, unreachable
-from services.db_bounds import unbounded
+from services.db.bounds import unbounded
 from services.errors import NotMigrated
 
 if TYPE_CHECKING:

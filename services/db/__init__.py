@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import secrets
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +28,9 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from services import db_bounds, privileges
+from services import privileges
 from services.config import DatabaseConfig
+from services.db import bounds as db_bounds
 from services.errors import (
     ConcurrentChange,
     ConfigError,
@@ -96,6 +100,12 @@ def redacted(url: str | URL) -> str:
     if isinstance(url, URL):
         parsed = _AS_TYPED.get(url.render_as_string(hide_password=False), parsed)
     return parsed.render_as_string(hide_password=True)
+
+
+def process_owner() -> str:
+    """This process's name in the rows it claims or leases (a delivery's claim in the
+    ledger, an outbox item's lease): host, pid and a random part (a pid is reused)."""
+    return f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -189,7 +199,7 @@ def create_engine(
 ) -> AsyncEngine:
     """An engine for ``url``. On PostgreSQL every connection it opens carries the
     timeouts and keepalives of ``settings`` (``[database]``; its defaults when None) and
-    closes itself when an answer takes too long (services/db_bounds.py)."""
+    closes itself when an answer takes too long (services/db/bounds.py)."""
     parsed = normalise_url(url)
     if parsed.drivername.startswith("sqlite"):
         engine = create_async_engine(parsed, json_serializer=dumps, json_deserializer=loads)

@@ -12,10 +12,10 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from services.db.tables import AuditEvent
 from services.estate.profile import as_utc
 from services.incidents.model import IncidentView
 from services.jsonable import loads
-from services.models import AuditEvent
 
 EVENTS = cast(sa.Table, AuditEvent.__table__)
 CHANGED = "housekeeping.changed"

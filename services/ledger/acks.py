@@ -43,7 +43,7 @@ import psycopg
 from sqlalchemy.engine import URL
 
 from services.config import DatabaseConfig
-from services.db_bounds import NoAnswer, libpq_params, server_settings, shut
+from services.db.bounds import NoAnswer, libpq_params, server_settings, shut
 from services.errors import DatabaseUnavailable
 from services.jsonable import dumps
 

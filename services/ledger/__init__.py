@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -50,10 +48,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.db import transaction
+from services.db import process_owner, transaction
+from services.db.tables import Delivery
 from services.errors import ConcurrentChange, DatabaseUnavailable
-from services.ledger_acks import ThreadedAcks
-from services.models import Delivery
+from services.ledger.acks import ThreadedAcks
 
 _deliveries = cast(sa.Table, Delivery.__table__)
 KEEP = timedelta(days=2)  # far beyond any platform's retry window
@@ -70,11 +68,6 @@ CLAIMED, DONE = "claimed", "done"
 KEY_LENGTH = 200
 ACKED_AT = "acked_at"  # stamped into a written-down request by the ledger
 ANSWERED_KEPT = 10_000  # answered keys the database could not be told of, kept at most
-
-
-def process_owner() -> str:
-    """This process's name in claims: host, pid and a random part (a pid is reused)."""
-    return f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)
