@@ -7,16 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from bot.render_text import render_message
-from commands.handlers import queue_read
-from commands.model import Dlq, Stuck
-from commands.model import Triage as TriageCommand
 from services.changes.model import ChangeKind
 from services.config import QueueConfig
 from services.db import create_engine
@@ -26,9 +21,8 @@ from services.estate.model import DeadFilter, Triage
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
 from services.reads import samples
-from services.reads.gate import ReadGate
-from services.reads.service import QueueReads
 from tests.helpers.people import ALICE, BOB
+from tests.helpers.replies import read_reply
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 
 
@@ -69,14 +63,7 @@ class Team:
 
     async def reply(self, command: Any) -> str:
         """What a read command's reply says, rendered as the console prints it."""
-        handler = {
-            TriageCommand: queue_read.handle_triage,
-            Dlq: queue_read.handle_dlq,
-            Stuck: queue_read.handle_stuck,
-        }[type(command)]
-        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
-        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
-        return render_message(done.message)
+        return await read_reply(self.estate, command)
 
 
 async def open_team(db_url: str, config: QueueConfig, ddl: list[str] | None = None) -> Team:

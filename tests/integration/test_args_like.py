@@ -11,15 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from bot.render_text import render_message
-from commands.handlers import queue_read
 from commands.model import Dlq, Show
 from services.changes import store as change_store
 from services.changes.model import ChangeKind, RequestState
@@ -32,9 +29,8 @@ from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
 from services.reads import samples
-from services.reads.gate import ReadGate
-from services.reads.service import QueueReads
 from tests.helpers.people import ALICE
+from tests.helpers.replies import read_reply
 from tests.integration.adapted import create_tables, need, registry
 from tests.integration.preset_adapters import PRESET_ADAPTERS, QueAdapter
 from tests.integration.profile_adapters import Built, MessageJobAdapter, WorkerQueueAdapter
@@ -69,10 +65,7 @@ class World:
 
     async def reply(self, command: Any) -> str:
         """A read command's reply, rendered as the console prints it."""
-        handler = {Dlq: queue_read.handle_dlq, Show: queue_read.handle_show}[type(command)]
-        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
-        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
-        return render_message(done.message)
+        return await read_reply(self.estate, command)
 
 
 async def open_world(db_url: str, kind: Any, dead: int = len(INVOICES)) -> World:

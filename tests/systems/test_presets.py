@@ -15,15 +15,12 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import psycopg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from bot.render_text import render_message
-from commands.handlers import queue_read
 from commands.model import Dlq, Show
 from commands.model import Triage as TriageCommand
 from services.changes.model import ChangeKind
@@ -36,11 +33,10 @@ from services.estate.ops import Selector
 from services.estate.registry import shipped_profiles
 from services.plans.model import PlanState
 from services.reads import samples
-from services.reads.gate import ReadGate
-from services.reads.service import QueueReads
 from testkit.systems import Made, System
 from tests.conftest import _pg_conninfo, postgres_database
 from tests.helpers.people import ALICE, BOB
+from tests.helpers.replies import read_reply
 from tests.helpers.systems import real_system
 from tests.integration.support import Clock, RecordingNotifier, build_services
 from tests.systems.test_systems import STATES
@@ -68,14 +64,7 @@ class World:
     services: Services
 
     async def reply(self, command: object) -> str:
-        handler = {
-            TriageCommand: queue_read.handle_triage,
-            Dlq: queue_read.handle_dlq,
-            Show: queue_read.handle_show,
-        }[type(command)]
-        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
-        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
-        return render_message(done.message)
+        return await read_reply(self.estate, command)
 
     def states(self, ids: list[str]) -> set[str | None]:
         return set(self.system.state_of(self.url, ids).values())
