@@ -72,6 +72,44 @@ async def tick(shop: Shop, seconds: float = 5) -> None:
     await shop.scheduler.run_due()
 
 
+async def at_wave_1(shop: Shop) -> int:
+    """A plan over 60 dead letters, approved, whose sample succeeded: its wave 1 (10 jobs)
+    started. The plan's number."""
+    await add_dead_letters(shop.engine, count=60, error=ERROR)
+    await flat_history(shop)
+    approved = (await shop.changes.approve(number=await request_plan(shop), actor=BOB)).view
+    assert approved.result is not None and approved.result.plan is not None
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop)
+    return approved.result.plan
+
+
+async def rolled_back(shop: Shop, plan_no: int) -> None:
+    """P-``plan_no`` rolled back: asked by alice, the fix did not hold; approved by bob."""
+    rollback = await shop.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="fix did not hold",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=rollback.number, actor=BOB)
+
+
+async def resume(shop: Shop, plan_no: int, reason: str, *, wait: float = 5) -> None:
+    """P-``plan_no`` resumed: asked by alice for ``reason``, approved by bob; then the
+    scheduler's tick ``wait`` seconds on."""
+    resume = await shop.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason=reason,
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=resume.number, actor=BOB)
+    await tick(shop, wait)
+
+
 async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) -> None:
     assert shop.plans is not None
     jobs = await add_dead_letters(shop.engine, count=200, error=ERROR)
@@ -164,18 +202,6 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
     assert any(
         "HALTED" in t and "the same signature as before: the fix did not hold" in t for t in posted
     )
-
-
-async def at_wave_1(shop: Shop) -> int:
-    """A plan over 60 dead letters, approved, whose sample succeeded: its wave 1 (10 jobs)
-    started. The plan's number."""
-    await add_dead_letters(shop.engine, count=60, error=ERROR)
-    await flat_history(shop)
-    approved = (await shop.changes.approve(number=await request_plan(shop), actor=BOB)).view
-    assert approved.result is not None and approved.result.plan is not None
-    await simulated_worker(shop.engine, now=shop.clock.now)
-    await tick(shop)
-    return approved.result.plan
 
 
 async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Shop) -> None:
@@ -614,32 +640,6 @@ async def test_a_worker_row_failing_again_the_same_way_halts_as_the_same_signatu
 
 
 # -- the jobs a plan redrove that died again ---------------------------------------------
-
-
-async def rolled_back(shop: Shop, plan_no: int) -> None:
-    """P-``plan_no`` rolled back: asked by alice, the fix did not hold; approved by bob."""
-    rollback = await shop.changes.request(
-        kind=ChangeKind.ROLLBACK,
-        queue=None,
-        selector=Selector(plan=plan_no),
-        reason="fix did not hold",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=rollback.number, actor=BOB)
-
-
-async def resume(shop: Shop, plan_no: int, reason: str, *, wait: float = 5) -> None:
-    """P-``plan_no`` resumed: asked by alice for ``reason``, approved by bob; then the
-    scheduler's tick ``wait`` seconds on."""
-    resume = await shop.changes.request(
-        kind=ChangeKind.RESUME,
-        queue=None,
-        selector=Selector(plan=plan_no),
-        reason=reason,
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=resume.number, actor=BOB)
-    await tick(shop, wait)
 
 
 async def plan_jobs(shop: Shop, plan_no: int, wave: int) -> list[str]:

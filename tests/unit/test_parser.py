@@ -436,9 +436,15 @@ def test_flag_without_its_value(line: str, said: str) -> None:
     assert err.usage == USAGE["dlq"]
 
 
-def test_flag_with_an_empty_value() -> None:
-    err = usage_error("/queue dlq --tenant=")
-    assert "--tenant needs a non-empty value" in err.message
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        pytest.param("/queue dlq --tenant=", "--tenant needs a non-empty value", id="a-flag-empty"),
+        pytest.param("/queue approve CR-0", "greater than or equal to 1", id="change-request-zero"),
+    ],
+)
+def test_a_value_below_the_least_says_so(line: str, said: str) -> None:
+    assert said in usage_error(line).message
 
 
 @pytest.mark.parametrize(
@@ -572,11 +578,6 @@ def test_malformed_change_request(ref: str) -> None:
     err = usage_error(f"/queue approve {ref}")
     assert "is not a change request: write CR-17 (or 17)" in err.message
     assert err.usage == USAGE["approve"] == "/queue approve CR-N"
-
-
-def test_change_request_zero() -> None:
-    err = usage_error("/queue approve CR-0")
-    assert "greater than or equal to 1" in err.message
 
 
 def test_long_bad_input_is_shortened_in_the_message() -> None:
