@@ -35,7 +35,6 @@ from testkit.systems.solid_queue import DDL as SOLID_QUEUE_DDL
 from tests.integration.profile_adapters import (
     LEAVES_TAKEN_JOBS,
     SAYS_CANCELLED,
-    TAKEN_RUNS,
     Built,
     ProfileAdapter,
     dead_at,
@@ -706,15 +705,7 @@ class GraphileWorkerAdapter(PresetAdapter):
     runtime = "graphile-worker"  # its schema is its own migrations, run by its package
     keeps_finished = False  # a job that succeeds is deleted
     dead_value = "dead"
-    departures = {
-        SAYS_CANCELLED: CANCEL_DELETES,
-        TAKEN_RUNS: (
-            "its worker counts an attempt when it takes a job (attempts + 1, locked_at set), "
-            "and a redrive allows one attempt more (max_attempts = attempts + 1): a worker "
-            "taking a redriven job spends its attempts, and the preset's state reads a job "
-            "whose attempts are spent as dead before it reads a locked one as running"
-        ),
-    }
+    departures = {SAYS_CANCELLED: CANCEL_DELETES}
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
