@@ -127,6 +127,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield from postgres_database(kind)
 
 
+@pytest.fixture(autouse=True)
+def _alerting_programs(request: pytest.FixtureRequest) -> None:
+    """A test marked ``alerting`` is skipped where Prometheus or Alertmanager is missing
+    (failed instead under ``QUEUEBOT_REQUIRE_ALERTING=1``)."""
+    if request.node.get_closest_marker("alerting"):
+        from tests.e2e.alerting_stack import need_alerting
+
+        need_alerting()
+
+
 @pytest.fixture
 def demo_db_url(db_url: str) -> str:
     """``db_url``, holding the demo estate built at ``START`` too (see ``demo_estate``)."""

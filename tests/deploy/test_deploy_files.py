@@ -41,7 +41,9 @@ from sqlalchemy.engine import make_url
 from bot.cli_parser import SERVE_ENVIRONMENT, build_parser
 from services.config.load import parse_file_config
 from services.db.migrate import head_revision
+from testkit.ports import free_port
 from tests.conftest import _pg_conninfo, create_pg_database, drop_pg_database, need_postgres
+from tests.helpers.processes import clean_environ
 from tests.unit.test_prometheus_rules import receivers_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,7 +161,7 @@ def compose_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _no_secrets_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    return clean_environ()
 
 
 def _user(url: str) -> str | None:
@@ -408,9 +410,7 @@ def init_roles(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def queuebot(*args: str, url: str, config: Path) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-    }
+    base = clean_environ(discord=True)
     env = {
         **base,
         "PYTHONPATH": str(ROOT),
@@ -1212,13 +1212,6 @@ def test_the_readme_links_the_operators_guide() -> None:
 # The reverse proxy
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=1).status_code == 200
@@ -1242,7 +1235,7 @@ def serve_behind_nginx(tmp_path: Path) -> Iterator[tuple[str, str]]:
         pytest.skip("nginx or openssl is not installed")
     db = tmp_path / "queuebot.db"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))},
+        **clean_environ(),
         "PYTHONPATH": str(ROOT),
         "QUEUEBOT_DATABASE_URL": f"sqlite:///{db}",
         "QUEUEBOT_ALERT_TOKEN": "deploy-test-alert-token-0123",

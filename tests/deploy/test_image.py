@@ -31,9 +31,10 @@ import psycopg
 import pytest
 
 from testkit.fake_slack import Call, FakeSlack
+from testkit.ports import free_port
 from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.conftest import _pg_conninfo, postgres_database
-from tests.e2e.serving import free_port
+from tests.helpers.people import ALICE_TOML, SLACK_ALICE
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -42,22 +43,20 @@ REQUIRED = os.environ.get("QUEUEBOT_REQUIRE_DEPLOY") == "1"
 TAG = "deploy-test"
 IMAGE = f"queuebot:{TAG}"
 UID = "10001"
-ALICE = "U0ALICE"
 # the container is named after this process, so parallel runs on one engine do not meet
 NAME = f"queuebot-image-test-{os.getpid()}"
 
-CONFIG = """\
+CONFIG = (
+    """\
 [queues.builds]
 profile = "worker_queue"
 table = "image_build_jobs"
 
 [channels.operators]
 slack = "C0OPS"
-
-[people.alice]
-slack = "U0ALICE"
-roles = ["operator", "approver"]
 """
+    + ALICE_TOML
+)
 
 # serve's secrets, each given as a file (the database URL too)
 SECRETS = {
@@ -295,7 +294,9 @@ def _healthy_on_serves_port() -> None:
 def _slash_command_answered(deployed: Deployed) -> None:
     name = f"triage-{time.monotonic_ns()}"
     body = urlencode(
-        slash_fields(deployed.fake, "triage --queue builds", name=name, user=ALICE, trigger="1.t")
+        slash_fields(
+            deployed.fake, "triage --queue builds", name=name, user=SLACK_ALICE, trigger="1.t"
+        )
     )
     started = time.monotonic()
     ack = httpx.post(f"{deployed.url}/slack/events", content=body, headers=signed(body), timeout=10)

@@ -49,9 +49,9 @@ def clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return tree, env
 
 
-def test_image_sh_makes_the_venv_in_a_fresh_clone(tmp_path: Path) -> None:
-    tree, env = clone(tmp_path)
-    run = subprocess.run(
+def image_sh(tree: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``scripts/image.sh fresh`` in the clone ``tree``, with ``env`` only."""
+    return subprocess.run(
         ["bash", "scripts/image.sh", "fresh"],
         cwd=tree,
         env=env,
@@ -60,6 +60,11 @@ def test_image_sh_makes_the_venv_in_a_fresh_clone(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
+
+
+def test_image_sh_makes_the_venv_in_a_fresh_clone(tmp_path: Path) -> None:
+    tree, env = clone(tmp_path)
+    run = image_sh(tree, env)
     assert "no Python at" not in run.stderr, run.stderr
     assert run.returncode == 2 and "no Docker engine answers" in run.stderr, run.stderr
     assert "image: no .venv yet: making it as scripts/test.sh does" in run.stdout, run.stdout
@@ -73,15 +78,7 @@ def test_image_sh_makes_the_venv_in_a_fresh_clone(tmp_path: Path) -> None:
 
     # made once: the next run uses it as it is
     os.remove(tmp_path / "calls.log")
-    again = subprocess.run(
-        ["bash", "scripts/image.sh", "fresh"],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    again = image_sh(tree, env)
     assert again.returncode == 2 and "no Docker engine answers" in again.stderr, again.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert not [c for c in calls if c.startswith("python3") or " pip " in c], calls
@@ -89,15 +86,7 @@ def test_image_sh_makes_the_venv_in_a_fresh_clone(tmp_path: Path) -> None:
 
 def test_a_python_named_by_the_caller_is_used_and_never_made(tmp_path: Path) -> None:
     tree, env = clone(tmp_path)
-    run = subprocess.run(
-        ["bash", "scripts/image.sh", "fresh"],
-        cwd=tree,
-        env={**env, "PYTHON": str(tmp_path / "nowhere" / "python")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    run = image_sh(tree, {**env, "PYTHON": str(tmp_path / "nowhere" / "python")})
     assert run.returncode == 2, run.stderr
     assert f"image: no Python at {tmp_path / 'nowhere' / 'python'}" in run.stderr, run.stderr
     assert not (tree / ".venv").exists()

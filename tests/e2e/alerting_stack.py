@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+
+from testkit.ports import free_port
+from tests.helpers.processes import stop
 
 T = TypeVar("T")
 
@@ -96,12 +98,6 @@ def need_alerting() -> None:
     if REQUIRE_ALERTING:
         pytest.fail(f"QUEUEBOT_REQUIRE_ALERTING=1 but {reason}")
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def utc_now() -> str:
@@ -260,13 +256,8 @@ class Program:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        if proc is not None:
+            stop(proc)
         with _running_lock:
             _running.discard(self)
 

@@ -4,14 +4,14 @@ until a plan reaches a state (read from the demo's SQLite file), and its output 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.helpers.processes import clean_environ, interactive
 
 
 def plan_state(db: Path, number: int) -> str | None:
@@ -49,16 +49,8 @@ class DemoSession:
 def demo_session(folder: Path, *args: str) -> Iterator[DemoSession]:
     """``queuebot demo ARGS`` in ``folder``, without the caller's queuebot or Slack
     environment; killed if the block ends before it did."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=folder,
-        env=env,
-    )
+    env = clean_environ()
+    demo = interactive("demo", *args, cwd=folder, env=env)
     try:
         yield DemoSession(demo, folder / "queuebot.db")
     finally:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +21,17 @@ from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
+from testkit.fake_slack import FakeSlack
+from testkit.ports import free_port
 from tests.conftest import postgres_database, templates
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.platforms import slack_env
+from tests.helpers.processes import clean_environ, stop
 
 # serve does not start without an alert token (or [alerts] allow_unauthenticated = true):
 # the tests' serve has this one, and ALERT_AUTH is the header Alertmanager sends with it.
 ALERT_TOKEN = "test-alert-token-5f1c0e9a7d3b"
 ALERT_AUTH = {"Authorization": f"Bearer {ALERT_TOKEN}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -119,7 +116,7 @@ def running_serve(
     Stopped after; its log must hold no traceback."""
     config = workdir / "queuebot.toml"
     config.write_text((config_text or DEMO_CONFIG.format(config=config)) + extra)
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    full = clean_environ()
     full.update(
         QUEUEBOT_CONFIG=str(config),
         QUEUEBOT_DATABASE_URL=db_url,
@@ -150,10 +147,23 @@ def running_serve(
                 continue  # another process bound the port between free_port() and serve
             raise RuntimeError(log_path.read_text())
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop(proc)
     assert "Traceback" not in log_path.read_text(), log_path.read_text()
+
+
+@contextlib.contextmanager
+def serve_posting_to(
+    fake: FakeSlack, workdir: Path, kind: str, alert_token: str, *, post_interval: float
+) -> Iterator[Served]:
+    """serve on a demo database (``kind``: sqlite or postgres), posting to the fake Slack
+    one post a channel every ``post_interval`` seconds at most, taking Alertmanager's
+    alerts with ``alert_token`` and with no detector of its own: what it posts comes of
+    the alerts a test sends."""
+    env = slack_env(fake, token="xoxb-fake", secret="e2e-signing-secret")
+    env["QUEUEBOT_ALERT_TOKEN"] = alert_token
+    extra = f"\n[slack]\npost_interval_seconds = {post_interval}\n" + DETECTORS_OFF
+    with (
+        demo_database(kind, workdir) as db_url,
+        running_serve(workdir, db_url, env, extra=extra) as served,
+    ):
+        yield served

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,26 +22,24 @@ import sqlalchemy as sa
 
 from services.db import create_engine
 from testkit.fake_slack import Call, FakeSlack
-from tests.e2e.alerting_stack import Alertmanager, Prometheus, need_alerting
+from tests.e2e.alerting_stack import Alertmanager, Prometheus
 from tests.e2e.serving import demo_database, running_serve
+from tests.helpers.config import DETECTORS_OFF
 
 pytestmark = [pytest.mark.alerting, pytest.mark.postgres]
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
 SELF_GROUP = "  - name: queuebot-self\n"
 TOKEN = "qb-alert-token-for-the-chain-test"
-CONFIG = """
+CONFIG = (
+    """
 [slack]
 post_interval_seconds = 0.2
 [metrics]
 refresh_seconds = 1
-[alerts.detectors.queue_loss]
-enabled = false
-[alerts.detectors.dead_letter_growth]
-enabled = false
-[alerts.detectors.failed_actionable]
-enabled = false
 """
+    + DETECTORS_OFF
+)
 
 
 def sql(db_url: str, *statements: str) -> None:
@@ -69,13 +66,6 @@ def wait(check: object, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {timeout} s")
         time.sleep(0.2)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSlack]:
-    need_alerting()
-    with FakeSlack().start() as server:
-        yield server
 
 
 def test_failed_jobs_accumulating_from_prometheus_to_a_slack_thread(

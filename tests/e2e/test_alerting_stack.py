@@ -32,7 +32,6 @@ from tests.e2e.alerting_stack import (
     Alertmanager,
     Prometheus,
     listening_addresses,
-    need_alerting,
     wait_for,
 )
 
@@ -47,11 +46,6 @@ TOKEN = "qb-test-token-7c1e"
 LABELS = {"alertname": "QueueDeadLetters", "queue": "emails", "severity": "page"}
 ANNOTATIONS = {"summary": "emails has 7 dead letters", "runbook": "/queue triage emails"}
 GROUP_KEY = '{}:{alertname="QueueDeadLetters", queue="emails"}'
-
-
-@pytest.fixture(autouse=True)
-def _programs() -> None:
-    need_alerting()
 
 
 @dataclass(frozen=True)

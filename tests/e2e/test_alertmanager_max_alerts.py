@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from testkit.fake_slack import FakeSlack
-from tests.e2e.alerting_stack import Alertmanager, need_alerting, wait_for
-from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.alerting_stack import Alertmanager, wait_for
+from tests.e2e.serving import Served, serve_posting_to
 
 pytestmark = pytest.mark.alerting
 
@@ -25,10 +25,6 @@ SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager.yml"
 TOKEN = "qb-alert-token-for-the-max-alerts-test"
 DEFAULT_BODY_LIMIT = 256 * 1024  # [http] max_body_kb's default
 ALERTS = 2000
-DETECTORS_OFF = "".join(
-    f"[alerts.detectors.{name}]\nenabled = false\n"
-    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
-)
 
 
 def shipped_max_alerts() -> int:
@@ -39,28 +35,8 @@ def shipped_max_alerts() -> int:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeSlack]:
-    need_alerting()
-    with FakeSlack().start() as server:
-        yield server
-
-
-@pytest.fixture
 def served(fake: FakeSlack, tmp_path: Path) -> Iterator[Served]:
-    with (
-        demo_database("sqlite", tmp_path) as db_url,
-        running_serve(
-            tmp_path,
-            db_url,
-            {
-                "SLACK_BOT_TOKEN": "xoxb-fake",
-                "SLACK_SIGNING_SECRET": "e2e-signing-secret",
-                "SLACK_API_BASE_URL": fake.api_url,
-                "QUEUEBOT_ALERT_TOKEN": TOKEN,
-            },
-            extra="\n[slack]\npost_interval_seconds = 0.2\n" + DETECTORS_OFF,
-        ) as serve,
-    ):
+    with serve_posting_to(fake, tmp_path, "sqlite", TOKEN, post_interval=0.2) as serve:
         yield serve
 
 

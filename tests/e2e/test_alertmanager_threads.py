@@ -14,44 +14,20 @@ from pathlib import Path
 import pytest
 
 from testkit.fake_slack import Call, FakeSlack
-from tests.e2e.alerting_stack import Alertmanager, need_alerting
-from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.alerting_stack import Alertmanager
+from tests.e2e.serving import Served, serve_posting_to
 
 pytestmark = pytest.mark.alerting
 
 TOKEN = "qb-alert-token-for-the-e2e-tests"
-DETECTORS_OFF = "".join(
-    f"[alerts.detectors.{name}]\nenabled = false\n"
-    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
-)
 STUCK = {"alertname": "QueueStuck", "queue": "clips"}
 DISK = {"alertname": "DiskFilling", "queue": "workers"}
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeSlack]:
-    need_alerting()
-    with FakeSlack().start() as server:
-        yield server
-
-
-@pytest.fixture
 def served(fake: FakeSlack, tmp_path: Path) -> Iterator[Served]:
-    with (
-        demo_database("sqlite", tmp_path) as db_url,
-        running_serve(
-            tmp_path,
-            db_url,
-            {
-                "SLACK_BOT_TOKEN": "xoxb-fake",
-                "SLACK_SIGNING_SECRET": "e2e-signing-secret",
-                "SLACK_API_BASE_URL": fake.api_url,
-                "QUEUEBOT_ALERT_TOKEN": TOKEN,
-            },
-            # only Alertmanager's alerts here: the demo's failed jobs would fire a detector
-            extra="\n[slack]\npost_interval_seconds = 0.2\n" + DETECTORS_OFF,
-        ) as serve,
-    ):
+    # only Alertmanager's alerts here: the demo's failed jobs would fire a detector
+    with serve_posting_to(fake, tmp_path, "sqlite", TOKEN, post_interval=0.2) as serve:
         yield serve
 
 

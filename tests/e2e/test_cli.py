@@ -14,7 +14,8 @@ import pytest
 
 from bot.demo import DEMO_CONFIG
 from services.db.migrate import head_revision
-from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port
+from testkit.ports import free_port
+from tests.e2e.serving import ALERT_TOKEN, demo_database
 from tests.e2e.test_console import queuebot, replies
 
 

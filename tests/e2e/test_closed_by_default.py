@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -36,12 +35,6 @@ REFUSED = (
     "configuration file"
 )
 OPENED = "\n[alerts]\nallow_unauthenticated = true\n"
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with demo_database("sqlite", tmp_path_factory.mktemp("closed-demo")) as url:
-        yield url
 
 
 @pytest.mark.parametrize(

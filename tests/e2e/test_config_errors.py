@@ -19,35 +19,52 @@ def run_check(tmp_path: Path, toml: str, **env: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
-def test_a_mistyped_key_gets_a_did_you_mean(tmp_path: Path) -> None:
-    code, _, err = run_check(tmp_path, "[approval]\nexpiry_minute = 30\n")
-    assert code == 2
-    assert one_line(err) == (
-        f"queuebot: {tmp_path / 'team.toml'}: approval.expiry_minute = 30: unknown key; "
-        "did you mean expiry_minutes?"
-    )
-
-
-def test_a_mistyped_key_in_a_queue_section_gets_a_did_you_mean(tmp_path: Path) -> None:
-    toml = '[queues.jobs]\nprofile = "worker_queue"\ntabel = "jobs"\n'
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        pytest.param(
+            "[approval]\nexpiry_minute = 30\n",
+            "approval.expiry_minute = 30: unknown key; did you mean expiry_minutes?",
+            id="in-a-section",
+        ),
+        pytest.param(
+            '[queues.jobs]\nprofile = "worker_queue"\ntabel = "jobs"\n',
+            "queues.jobs.tabel = 'jobs': unknown key; did you mean table?",
+            id="in-a-queue-section",
+        ),
+    ],
+)
+def test_a_mistyped_key_gets_a_did_you_mean(tmp_path: Path, toml: str, said: str) -> None:
     code, _, err = run_check(tmp_path, toml)
     assert code == 2
-    assert one_line(err) == (
-        f"queuebot: {tmp_path / 'team.toml'}: queues.jobs.tabel = 'jobs': unknown key; "
-        "did you mean table?"
-    )
+    assert one_line(err) == f"queuebot: {tmp_path / 'team.toml'}: {said}"
 
 
-def test_a_column_role_error_names_the_file_and_the_section_written(tmp_path: Path) -> None:
-    toml = '[queue]\nprofile = "worker_queue"\n[queue.columns]\n"queue.stauts" = "state"\n'
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        pytest.param(
+            '[queue]\nprofile = "worker_queue"\n[queue.columns]\n"queue.stauts" = "state"\n',
+            "queue.columns.queue.stauts: profile worker_queue has no column 'queue.stauts'; "
+            "columns are named 'role.column', e.g. 'queue.id'",
+            id="a-column-role",
+        ),
+        pytest.param(
+            '[queues.jobs]\npreset = "graphile-worker"\ndeleted_jobs = "succeeded"\n',
+            "queues.jobs.deleted_jobs: queue 'jobs' (graphile-worker) needs no deleted_jobs: "
+            "graphile-worker deletes a job only when it succeeds, so a job that left its table "
+            "succeeded; remove the key",
+            id="what-a-deleted-job-means-where-it-is-the-systems-fact",
+        ),
+    ],
+)
+def test_an_error_in_a_queues_section_names_the_file_and_the_section_written(
+    tmp_path: Path, toml: str, said: str
+) -> None:
     with demo_database("sqlite", tmp_path) as url:
         code, _, err = run_check(tmp_path, toml, QUEUEBOT_DATABASE_URL=url)
     assert code == 2
-    assert one_line(err) == (
-        f"queuebot: {tmp_path / 'team.toml'}: queue.columns.queue.stauts: profile "
-        "worker_queue has no column 'queue.stauts'; columns are named 'role.column', e.g. "
-        "'queue.id'"
-    )
+    assert one_line(err) == f"queuebot: {tmp_path / 'team.toml'}: {said}"
 
 
 def test_a_mistyped_table_names_the_section_the_team_wrote(tmp_path: Path) -> None:
@@ -107,20 +124,6 @@ def test_what_a_deleted_job_means_is_one_of_two_words(tmp_path: Path) -> None:
         '"succeeded" (this queue\'s workers delete a job only when it succeeded) or '
         '"unknown" (they may delete failed jobs too: a plan halts on a job that left the '
         "table)"
-    )
-
-
-def test_what_a_deleted_job_means_is_not_configured_where_it_is_the_systems_fact(
-    tmp_path: Path,
-) -> None:
-    toml = '[queues.jobs]\npreset = "graphile-worker"\ndeleted_jobs = "succeeded"\n'
-    with demo_database("sqlite", tmp_path) as url:
-        code, _, err = run_check(tmp_path, toml, QUEUEBOT_DATABASE_URL=url)
-    assert code == 2
-    assert one_line(err) == (
-        f"queuebot: {tmp_path / 'team.toml'}: queues.jobs.deleted_jobs: queue 'jobs' "
-        "(graphile-worker) needs no deleted_jobs: graphile-worker deletes a job only when it "
-        "succeeds, so a job that left its table succeeded; remove the key"
     )
 
 

@@ -5,10 +5,8 @@ is refused unless posting only was chosen."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +16,10 @@ import httpx
 import pytest
 
 from bot.demo import DEMO_CONFIG
-from tests.e2e.serving import ALERT_AUTH, demo_database, free_port, running_serve
+from testkit.ports import free_port
+from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
 from tests.e2e.test_console import queuebot
+from tests.helpers.processes import clean_environ, interactive
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "alertmanager"
@@ -140,15 +140,13 @@ def test_serve_starts_posting_only_when_chosen_and_says_so(tmp_path: Path) -> No
 def test_the_demo_prints_the_alerts_its_own_detectors_raise(tmp_path: Path) -> None:
     """With no chat platform, what config check promises holds: the demo (the console)
     prints the alerts its own process raises, in the alerts channel with their thread."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo", "--no-worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    env = clean_environ()
+    demo = interactive(
+        "demo",
+        "--no-worker",
         cwd=tmp_path,
         env={k: v for k, v in env.items() if not k.startswith("DISCORD_")},
+        stderr=subprocess.DEVNULL,
     )
     stop = threading.Timer(60, demo.kill)  # the detector runs at start: seconds, not minutes
     stop.start()

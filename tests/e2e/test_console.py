@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import sqlite3
 import subprocess
@@ -18,14 +17,13 @@ from bot.demo import DEMO_CONFIG
 from services.db import create_engine
 from services.db.migrate import head_revision
 from services.estate.demo import build_demo_estate
+from tests.helpers.processes import clean_environ
 
 
 def queuebot(
     *args: str, stdin: str = "", cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-    }
+    base = clean_environ(discord=True)
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args],
         input=stdin,

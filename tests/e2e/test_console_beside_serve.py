@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from testkit.fake_slack import Call, FakeSlack
 from tests.e2e.serving import demo_database, running_serve
+from tests.helpers.processes import clean_environ, interactive
 from tests.integration.support import simulated_worker
 from tests.kinds import ChangeKind
 
@@ -54,23 +54,11 @@ class ConsoleProcess:
     comes, so the test can wait for a post."""
 
     def __init__(self, workdir: Path, db_url: str, name: str) -> None:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-        }
+        env = clean_environ(discord=True)
         env.update(QUEUEBOT_CONFIG=str(workdir / "queuebot.toml"), QUEUEBOT_DATABASE_URL=db_url)
         self.errors = workdir / f"{name}.err"
         with self.errors.open("w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "console"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                cwd=workdir,
-                env=env,
-            )
+            self.proc = interactive("console", cwd=workdir, env=env, stderr=err)
         self._lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

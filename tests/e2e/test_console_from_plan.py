@@ -12,10 +12,7 @@ would (a DLQ job event for each message that dies)."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_console import replies
+from tests.helpers.processes import clean_environ, interactive
 
 REDRIVE = '@alice /queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"'
 
@@ -130,16 +128,8 @@ def test_what_died_again_is_listed_and_redriven_and_growth_can_be_overridden(
     tmp_path: Path,
 ) -> None:
     estate = Estate(tmp_path / "queuebot.db")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo", "--no-worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
+    env = clean_environ()
+    demo = interactive("demo", "--no-worker", cwd=tmp_path, env=env)
     assert demo.stdin is not None
 
     def say(line: str) -> None:

@@ -13,14 +13,7 @@ from pathlib import Path
 
 from tests.e2e.demo_session import demo_session
 from tests.e2e.test_console import replies
-
-
-def in_order(text: str, *parts: str) -> None:
-    at = 0
-    for part in parts:
-        found = text.find(part, at)
-        assert found >= 0, f"{part!r} not after position {at} in:\n{text}"
-        at = found + len(part)
+from tests.helpers.text import in_order
 
 
 def test_an_incident_carries_its_redrive_to_a_measured_postmortem(tmp_path: Path) -> None:

@@ -5,9 +5,6 @@ audience told is met, with its latency."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +12,7 @@ from pathlib import Path
 from bot.demo import DEMO_CONFIG
 from services.runbooks.library import shipped_runbooks
 from tests.e2e.serving import demo_database
+from tests.helpers.processes import clean_environ, interactive
 
 DRILL = "gd:drill"
 
@@ -41,17 +39,9 @@ def test_an_incident_from_declaration_to_its_deadlines(tmp_path: Path) -> None:
     config = tmp_path / "queuebot.toml"
     config.write_text(DEMO_CONFIG.format(config=config) + '\n[runbooks]\ndir = "runbooks"\n')
     with demo_database("sqlite", tmp_path) as db_url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+        env = clean_environ()
         env.update(QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url)
-        console = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "console", "--as", "alice"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-        )
+        console = interactive("console", "--as", "alice", cwd=tmp_path, env=env)
         assert console.stdin is not None and console.stdout is not None
         said: list[str] = []  # the console's output so far, read as it comes
         errors: list[str] = []

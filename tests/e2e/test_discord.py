@@ -5,7 +5,6 @@ tests read what the fake received: interaction callbacks, follow-ups, channel me
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -17,22 +16,24 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from services.db import create_engine
 from testkit.fake_discord import DEFAULT_TOKEN, EPHEMERAL, FakeDiscord, Interaction, StoredMessage
 from testkit.fake_slack import FakeSlack
-from testkit.slack_requests import SECRET, signed, slash_fields
+from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import ALERT_AUTH, Served, demo_database, running_serve
 from tests.e2e.test_console import queuebot
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.database import query
+from tests.helpers.people import DISCORD_ALICE, DISCORD_BOB, DISCORD_DORA
+from tests.helpers.platforms import discord_env, slack_env
 from tests.integration.test_incident_timers import drill_runbook
 
-ALICE, BOB, DORA = "100000000000000001", "100000000000000002", "100000000000000003"
 CHANNEL = "200000000000000001"  # [channels.alerts] in the demo config
 OPERATORS = "200000000000000009"  # the operators' audience, here
 GUILD = "400000000000000001"
 DRILL = "gd:drill-discord"
-EXTRA = f"""
+EXTRA = (
+    f"""
 [discord]
 guild = "{GUILD}"
 
@@ -44,9 +45,9 @@ operators = ["ops-discord"]
 
 [runbooks]
 dir = "runbooks"
-""" + "".join(  # only the alerts a test sends: the demo's failed jobs would fire detectors
-    f"[alerts.detectors.{name}]\nenabled = false\n"
-    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
+"""
+    # only the alerts a test sends: the demo's failed jobs would fire detectors
+    + DETECTORS_OFF
 )
 
 
@@ -59,15 +60,7 @@ class Stack:
     workdir: Path
 
     def sql(self, statement: str, **params: Any) -> list[Any]:
-        async def run() -> list[Any]:
-            engine = create_engine(self.db_url)
-            try:
-                async with engine.connect() as conn:
-                    return list((await conn.execute(sa.text(statement), params)).all())
-            finally:
-                await engine.dispose()
-
-        return asyncio.run(run())
+        return query(self.db_url, statement, **params)
 
 
 AUDIT_KEY = "e2e-audit-key-0123456789abcdef0123456789"
@@ -75,12 +68,9 @@ AUDIT_KEY = "e2e-audit-key-0123456789abcdef0123456789"
 
 def _env(fake: FakeDiscord, slack: FakeSlack, token: str = DEFAULT_TOKEN) -> dict[str, str]:
     return {
-        "DISCORD_BOT_TOKEN": token,
-        "DISCORD_API_BASE_URL": fake.api_url,
+        **discord_env(fake, token=token),
         # Slack too, in the same process: one person on two platforms
-        "SLACK_BOT_TOKEN": "xoxb-fake-token",
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_BASE_URL": slack.api_url,
+        **slack_env(slack),
         "QUEUEBOT_AUDIT_KEY": AUDIT_KEY,
     }
 
@@ -166,7 +156,7 @@ def request_change(stack: Stack, reason: str) -> tuple[StoredMessage, int, list[
         "queue",
         "requeue",
         {"ids": ", ".join(ids), "queue": "workers", "reason": f"{reason} fixed in v2"},
-        user=ALICE,
+        user=DISCORD_ALICE,
     )
     text = answered(stack.fake, i)
     assert i.callbacks[0]["type"] == 5
@@ -224,7 +214,7 @@ def test_commands_are_synced_to_the_guild_with_typed_options(stack: Stack) -> No
 
 
 def test_triage_is_deferred_at_once_then_answered(stack: Stack) -> None:
-    i = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE)
+    i = stack.fake.command("queue", "triage", {"queue": "workers"}, user=DISCORD_ALICE)
     text = answered(stack.fake, i)
     assert i.callbacks[0]["type"] == 5  # deferred within the 3 s
     assert i.callbacks[0]["data"]["flags"] & 64  # a read is only for whoever asked
@@ -237,7 +227,7 @@ def test_a_change_is_approved_by_another_person_never_by_its_requester(stack: St
     message, number, ids = request_change(stack, "spawn_ram")
     approve = f"cr:approve:{number}"
 
-    own = click_answer(stack, approve, message, ALICE)
+    own = click_answer(stack, approve, message, DISCORD_ALICE)
     assert own.callbacks[0]["type"] == 6  # a deferred update: the buttons stay for others
     refusal = own.followups[0]
     assert refusal.flags & EPHEMERAL
@@ -260,7 +250,7 @@ def test_a_change_is_approved_by_another_person_never_by_its_requester(stack: St
     assert f"you requested CR-{number}" in console.stdout, console.stdout + console.stderr
     assert executions(stack, number) == 0
 
-    ok = click_answer(stack, approve, message, BOB)
+    ok = click_answer(stack, approve, message, DISCORD_BOB)
     assert ok.callbacks[0]["type"] == 6
     stack.fake.wait_until(lambda: "approved by bob" in message.text())
     assert "executed" in message.text()
@@ -273,7 +263,7 @@ def test_a_change_is_approved_by_another_person_never_by_its_requester(stack: St
 
 
 def test_a_long_answer_is_attached_whole_not_cut_or_refused(stack: Stack) -> None:
-    i = stack.fake.command("queue", "dlq", {"queue": "clips", "limit": 200}, user=ALICE)
+    i = stack.fake.command("queue", "dlq", {"queue": "clips", "limit": 200}, user=DISCORD_ALICE)
     answered(stack.fake, i)
     message = i.replies()[0]
     # the fake refuses (fails the test on) anything over Discord's limits
@@ -287,18 +277,18 @@ def test_a_long_answer_is_attached_whole_not_cut_or_refused(stack: Stack) -> Non
 def test_an_unknown_command_and_an_unknown_button_are_answered_then_commands_work(
     stack: Stack,
 ) -> None:
-    unknown = stack.fake.command("ping", "now", user=ALICE)
+    unknown = stack.fake.command("ping", "now", user=DISCORD_ALICE)
     stack.fake.wait_until(lambda: bool(unknown.callbacks))
     assert unknown.callbacks[0]["data"]["flags"] & EPHEMERAL
     assert "no command /ping" in unknown.callbacks[0]["data"]["content"]
 
-    sub = stack.fake.command("queue", "frobnicate", user=ALICE)
+    sub = stack.fake.command("queue", "frobnicate", user=DISCORD_ALICE)
     stack.fake.wait_until(lambda: bool(sub.callbacks))
     assert "no command /queue frobnicate" in sub.callbacks[0]["data"]["content"]
 
     # a change is answered for everyone, so its "thinking…" is public; a refusal is not
     refused = stack.fake.command(
-        "queue", "requeue", {"ids": "1", "reason": "no", "queue": "workers"}, user=ALICE
+        "queue", "requeue", {"ids": "1", "reason": "no", "queue": "workers"}, user=DISCORD_ALICE
     )
     stack.fake.wait_until(lambda: bool(refused.followups))
     assert not refused.callbacks[0].get("data", {}).get("flags", 0) & EPHEMERAL
@@ -309,14 +299,14 @@ def test_an_unknown_command_and_an_unknown_button_are_answered_then_commands_wor
     strange = ["zz:unknown:1", "cr:approve:0", "q:explode:workers"]
     message = stack.fake.posted_earlier(CHANNEL, "buttons of an older queuebot", strange)
     for custom_id in strange:
-        click = stack.fake.click(custom_id, message_id=message.id, user=BOB)
+        click = stack.fake.click(custom_id, message_id=message.id, user=DISCORD_BOB)
         stack.fake.wait_until(lambda c=click: bool(c.callbacks))  # type: ignore[misc]
         said = click.callbacks[0]["data"]
         assert said["flags"] & EPHEMERAL
         assert "nothing was done" in said["content"]
     assert message.edits == 0
 
-    later = stack.fake.command("queue", "pending", user=BOB)
+    later = stack.fake.command("queue", "pending", user=DISCORD_BOB)
     assert "waiting for approval" in answered(stack.fake, later)
 
 
@@ -326,14 +316,14 @@ def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
     quiet = OPERATORS  # a channel the alerts of these tests do not post to
     before = {m.id for m in stack.fake.channel_messages(quiet)}
     stale = stack.fake.command(
-        "queue", "triage", {"queue": "workers"}, user=ALICE, channel=quiet, stale=True
+        "queue", "triage", {"queue": "workers"}, user=DISCORD_ALICE, channel=quiet, stale=True
     )
 
     def notes() -> list[StoredMessage]:
         return [
             m
             for m in stack.fake.channel_messages(quiet)
-            if m.id not in before and f"<@{ALICE}>" in m.content
+            if m.id not in before and f"<@{DISCORD_ALICE}>" in m.content
         ]
 
     stack.fake.wait_until(lambda: bool(notes()))
@@ -344,12 +334,12 @@ def test_a_stale_interaction_is_answered_in_the_channel_then_commands_work(
     (sent,) = [
         c
         for c in stack.fake.rest("POST", f"/channels/{quiet}/messages")
-        if f"<@{ALICE}>" in str(c.body.get("content"))
+        if f"<@{DISCORD_ALICE}>" in str(c.body.get("content"))
     ]
     allowed = sent.body["allowed_mentions"]
-    assert (allowed["parse"], [str(u) for u in allowed["users"]]) == ([], [ALICE]), allowed
+    assert (allowed["parse"], [str(u) for u in allowed["users"]]) == ([], [DISCORD_ALICE]), allowed
     assert stale.followups == []
-    later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE)
+    later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=DISCORD_ALICE)
     assert "workers" in answered(stack.fake, later)
 
 
@@ -366,7 +356,7 @@ def test_an_answer_ready_after_the_token_died_goes_to_the_channel_then_commands_
         return [
             m
             for m in stack.fake.channel_messages(quiet)
-            if m.id not in before and f"<@{ALICE}>" in m.content
+            if m.id not in before and f"<@{DISCORD_ALICE}>" in m.content
         ]
 
     def refused_only(i: Interaction) -> None:
@@ -383,7 +373,7 @@ def test_an_answer_ready_after_the_token_died_goes_to_the_channel_then_commands_
         "queue",
         "triage",
         {"queue": "workers", "share": True},
-        user=ALICE,
+        user=DISCORD_ALICE,
         channel=quiet,
         expires_after_callback=True,
     )
@@ -399,7 +389,7 @@ def test_an_answer_ready_after_the_token_died_goes_to_the_channel_then_commands_
         "queue",
         "triage",
         {"queue": "workers"},
-        user=ALICE,
+        user=DISCORD_ALICE,
         channel=quiet,
         expires_after_callback=True,
     )
@@ -410,7 +400,9 @@ def test_an_answer_ready_after_the_token_died_goes_to_the_channel_then_commands_
     assert "ask again" in note.content
     assert "failed" not in note.text()  # a private answer is not shown to the channel
 
-    later = stack.fake.command("queue", "triage", {"queue": "workers"}, user=ALICE, channel=quiet)
+    later = stack.fake.command(
+        "queue", "triage", {"queue": "workers"}, user=DISCORD_ALICE, channel=quiet
+    )
     assert "failed" in answered(stack.fake, later)
     assert {c.status for c in stack.fake.webhook_calls(later)} == {200}
 
@@ -431,8 +423,8 @@ def test_a_click_from_before_a_restart_acts_once_when_clicked_twice(
         with serving(fake, slack, workdir, db_url) as served:
             stack = Stack(fake, slack, served, db_url, workdir)
             approve = f"cr:approve:{number}"
-            first = fake.click(approve, message_id=message.id, user=BOB)
-            second = fake.click(approve, message_id=message.id, user=BOB)
+            first = fake.click(approve, message_id=message.id, user=DISCORD_BOB)
+            second = fake.click(approve, message_id=message.id, user=DISCORD_BOB)
             fake.wait_until(lambda: bool(first.callbacks and second.callbacks))
             assert [i.callbacks[0]["type"] for i in (first, second)] == [6, 6]
             fake.wait_until(lambda: "approved by bob" in message.text())
@@ -535,7 +527,7 @@ def test_an_alert_thread_then_an_incident_declared_from_it_with_a_notification(
     assert len(stack.fake.rest("POST", f"/messages/{root.id}/threads")) == 1
 
     # dora, the duty officer, declares the incident from the alert's button
-    clicked = click_answer(stack, declare, root, DORA)
+    clicked = click_answer(stack, declare, root, DISCORD_DORA)
     stack.fake.wait_until(lambda: any("INC-" in m.content for m in inside()), 30)
     checklist = next(m for m in inside() if "INC-" in m.content)
     number = checklist.content.split("INC-", 1)[1].split()[0].strip("*:,.")
@@ -545,7 +537,7 @@ def test_an_alert_thread_then_an_incident_declared_from_it_with_a_notification(
         "incident",
         "notify",
         {"audience": "operators", "text": "workers are failing; a fix is on its way"},
-        user=DORA,
+        user=DISCORD_DORA,
     )
     answered(stack.fake, told)
     stack.fake.wait_until(
@@ -569,7 +561,7 @@ def test_reminders_and_the_escalation_of_a_missed_deadline_reach_discord(stack: 
         "incident",
         "declare",
         {"scenario": DRILL, "summary": "drill: nothing finishes", "queue": "workers"},
-        user=DORA,
+        user=DISCORD_DORA,
     )
     said = answered(stack.fake, declared)
     number = said.split("INC-", 1)[1].split()[0].strip("*:,.")
@@ -595,7 +587,7 @@ def test_reminders_and_the_escalation_of_a_missed_deadline_reach_discord(stack: 
 def test_rate_limits_are_waited_out_and_the_answer_still_arrives(stack: Stack) -> None:
     limited = len([c for c in stack.fake.calls if c.status == 429])
     stack.fake.rate_limit(2, retry_after=0.3)
-    i = stack.fake.command("queue", "stuck", {"queue": "workers"}, user=BOB)
+    i = stack.fake.command("queue", "stuck", {"queue": "workers"}, user=DISCORD_BOB)
     answered(stack.fake, i)
     assert len([c for c in stack.fake.calls if c.status == 429]) == limited + 2
     assert i.callbacks[0]["type"] == 5  # the first response is never held up
@@ -635,5 +627,5 @@ def test_without_a_guild_the_commands_are_registered_globally(
         wait_ready(served)
         assert list(fake.commands) == ["global"]
         assert {c["name"] for c in fake.commands["global"]} == {"queue", "incident"}
-        i = fake.command("queue", "triage", {"queue": "workers"}, user=BOB)
+        i = fake.command("queue", "triage", {"queue": "workers"}, user=DISCORD_BOB)
         assert "workers" in answered(fake, i)

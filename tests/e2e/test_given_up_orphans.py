@@ -18,11 +18,11 @@ import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
-from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord
-from testkit.fake_slack import FakeSlack
-from testkit.slack_requests import SECRET
-from tests.e2e.serving import demo_database, running_serve
-from tests.e2e.test_late_answers import DISCORD_BOB, DISCORD_CHANNEL, GUILD, orphans, row
+from tests.e2e.serving import running_serve
+from tests.e2e.test_late_answers import DISCORD_CHANNEL, GUILD, chat_on_demo, orphans, row
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.people import DISCORD_BOB
+from tests.helpers.platforms import discord_env, slack_env
 
 NOT_RETRIED = "this command failed while being carried out; it was not retried"
 RECENT = timedelta(minutes=1)  # Slack still takes answers at the response_url
@@ -58,11 +58,7 @@ def given_up(metrics: str) -> dict[str, float]:
 def test_orphans_adopted_three_times_are_answered_not_retried_and_never_run_again(
     kind: str, tmp_path: Path
 ) -> None:
-    with (
-        demo_database(kind, tmp_path) as db_url,
-        FakeSlack().start() as slack,
-        FakeDiscord().start() as discord,
-    ):
+    with chat_on_demo(kind, tmp_path) as (db_url, slack, discord):
 
         def slack_request(answer: str, text: str) -> dict[str, object]:
             return {
@@ -127,17 +123,8 @@ def test_orphans_adopted_three_times_are_answered_not_retried_and_never_run_agai
                 ),
             ],
         )
-        env = {
-            "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_BASE_URL": slack.api_url,
-            "DISCORD_BOT_TOKEN": DEFAULT_TOKEN,
-            "DISCORD_API_BASE_URL": discord.api_url,
-        }
-        extra = f'\n[discord]\nguild = "{GUILD}"\n' + "".join(  # no alert posts here
-            f"[alerts.detectors.{name}]\nenabled = false\n"
-            for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
-        )
+        env = slack_env(slack) | discord_env(discord)
+        extra = f'\n[discord]\nguild = "{GUILD}"\n' + DETECTORS_OFF  # no alert posts here
         with running_serve(tmp_path, db_url, env, extra=extra) as served:
             answered = {
                 name: json.dumps(

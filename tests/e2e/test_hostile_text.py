@@ -25,6 +25,7 @@ from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import ALERT_AUTH, Served, demo_database
 from tests.e2e.test_discord import GUILD, serving
+from tests.helpers.config import DETECTORS_OFF
 
 ALERTS_DISCORD = "200000000000000001"  # [channels.alerts] in the demo config
 OPS_DISCORD = "200000000000000009"
@@ -39,7 +40,8 @@ DISCORD_HOSTILE = (
 HOSTILE = f"{SLACK_HOSTILE} {DISCORD_HOSTILE}"
 ESCAPED = "&lt;!channel&gt; &lt;@U0BOB&gt; &lt;https://evil.example|click me&gt;"
 
-EXTRA = f"""
+EXTRA = (
+    f"""
 [discord]
 guild = "{GUILD}"
 
@@ -55,9 +57,9 @@ dir = "runbooks"
 
 [slack]
 post_interval_seconds = 0.2
-""" + "".join(  # only the alerts this test sends: the demo's failed jobs would fire detectors
-    f"[alerts.detectors.{name}]\nenabled = false\n"
-    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
+"""
+    # only the alerts a test sends: the demo's failed jobs would fire detectors
+    + DETECTORS_OFF
 )
 
 

@@ -19,12 +19,13 @@ import httpx
 import pytest
 
 from testkit.fake_slack import FakeSlack
-from testkit.slack_requests import SECRET, signed, slash_fields
+from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.helpers.people import SLACK_ALICE
+from tests.helpers.platforms import slack_env
 
 MB = 1024 * 1024
 BLOCK = b"x" * (64 * 1024)
-ALICE = "U0ALICE"
 
 
 @dataclass
@@ -49,11 +50,7 @@ class Edge:
 def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edge]:
     workdir = tmp_path_factory.mktemp("edge")
     with demo_database("sqlite", workdir) as db_url, FakeSlack().start() as fake:
-        env = {
-            "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_BASE_URL": fake.api_url,
-        }
+        env = slack_env(fake)
         with running_serve(workdir, db_url, env) as served:
             yield Edge(fake, served)
 
@@ -183,7 +180,7 @@ def stream_until(
 
 def signed_help(edge: Edge, n: int) -> tuple[int, float]:
     body = urlencode(
-        slash_fields(edge.fake, "help", name=f"flood-{n}", user=ALICE, trigger=f"flood.{n}")
+        slash_fields(edge.fake, "help", name=f"flood-{n}", user=SLACK_ALICE, trigger=f"flood.{n}")
     )
     started = time.monotonic()
     response = httpx.post(

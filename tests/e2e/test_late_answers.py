@@ -7,7 +7,9 @@ everyone; what a change did is."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,14 +19,26 @@ import sqlalchemy as sa
 
 from services.db import create_engine
 from services.db.tables import Delivery
-from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord
+from testkit.fake_discord import FakeDiscord
 from testkit.fake_slack import FakeSlack
-from testkit.slack_requests import SECRET
 from tests.e2e.serving import demo_database, running_serve
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.people import DISCORD_BOB
+from tests.helpers.platforms import discord_env, slack_env
 
 GUILD = "400000000000000001"
 DISCORD_CHANNEL = "200000000000000001"
-DISCORD_BOB = "100000000000000002"
+
+
+@contextlib.contextmanager
+def chat_on_demo(kind: str, workdir: Path) -> Iterator[tuple[str, FakeSlack, FakeDiscord]]:
+    """A demo database (``kind``: sqlite or postgres), the fake Slack and the fake Discord."""
+    with (
+        demo_database(kind, workdir) as db_url,
+        FakeSlack().start() as slack,
+        FakeDiscord().start() as discord,
+    ):
+        yield db_url, slack, discord
 
 
 def orphans(db_url: str, rows: list[dict[str, Any]]) -> None:
@@ -69,11 +83,7 @@ def row(
 def test_orphans_past_the_platforms_answer_window_are_answered_in_the_channel(
     kind: str, tmp_path: Path
 ) -> None:
-    with (
-        demo_database(kind, tmp_path) as db_url,
-        FakeSlack().start() as slack,
-        FakeDiscord().start() as discord,
-    ):
+    with chat_on_demo(kind, tmp_path) as (db_url, slack, discord):
         slack_request = {
             "platform": "slack",
             "where": "Slack /queue",
@@ -116,17 +126,8 @@ def test_orphans_past_the_platforms_answer_window_are_answered_in_the_channel(
                 ),
             ],
         )
-        env = {
-            "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_BASE_URL": slack.api_url,
-            "DISCORD_BOT_TOKEN": DEFAULT_TOKEN,
-            "DISCORD_API_BASE_URL": discord.api_url,
-        }
-        extra = f'\n[discord]\nguild = "{GUILD}"\n' + "".join(  # no alert posts here
-            f"[alerts.detectors.{name}]\nenabled = false\n"
-            for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
-        )
+        env = slack_env(slack) | discord_env(discord)
+        extra = f'\n[discord]\nguild = "{GUILD}"\n' + DETECTORS_OFF  # no alert posts here
         with running_serve(tmp_path, db_url, env, extra=extra):
             posts = slack.wait_for(
                 lambda c: c.path == "/api/chat.postMessage" and c.body.get("channel") == "C0OPS",

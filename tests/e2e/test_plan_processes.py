@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,7 +28,9 @@ from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from services.reads import samples
-from tests.e2e.serving import ALERT_TOKEN, free_port
+from testkit.ports import free_port
+from tests.e2e.serving import ALERT_TOKEN
+from tests.helpers.processes import clean_environ, stop
 from tests.integration.support import add_dead_letters, simulated_worker
 from tests.kinds import ChangeKind
 
@@ -83,7 +84,7 @@ async def setup(pg_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
 
 
 def serve(setup: Setup, name: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env = clean_environ()
     env.update(
         QUEUEBOT_CONFIG=str(setup.workdir / "queuebot.toml"),
         QUEUEBOT_DATABASE_URL=setup.url,
@@ -162,17 +163,6 @@ async def assert_each_job_redriven_once(setup: Setup) -> None:
     assert states == {"succeeded": 200}
 
 
-def stop(*procs: subprocess.Popen[bytes]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
 async def test_two_replicas_advance_each_wave_once(setup: Setup) -> None:
     first, second = serve(setup, "a"), serve(setup, "b")
     try:
@@ -186,7 +176,7 @@ async def test_two_replicas_advance_each_wave_once(setup: Setup) -> None:
         # would leave the other to finish alone and prove nothing about two
         assert first.poll() is None and second.poll() is None
     finally:
-        stop(first, second)
+        stop(first, second, timeout=15)
     for name in ("a", "b"):
         assert "Traceback" not in (setup.workdir / f"{name}.log").read_text()
 
@@ -210,7 +200,7 @@ async def test_sigkill_mid_plan_repeats_nothing_and_finishes(setup: Setup) -> No
 
             await work_until(setup, completed)
         finally:
-            stop(second)
+            stop(second, timeout=15)
         await assert_each_job_redriven_once(setup)
     finally:
-        stop(first)
+        stop(first, timeout=15)

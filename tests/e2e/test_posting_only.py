@@ -3,7 +3,6 @@ of (issue 26)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,6 @@ MESSAGE = Message(
         Actions((Button("cr:approve:4", "Approve", "primary", "/queue approve CR-4"),)),
     ),
 )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSlack]:
-    server = FakeSlack().start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("posting_only", [True, False])

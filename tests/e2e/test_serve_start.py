@@ -5,13 +5,12 @@ Slack setup is what it says), half a Slack setup is refused naming what is missi
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,19 +18,15 @@ import httpx
 import pytest
 
 from testkit.fake_slack import FakeSlack
+from testkit.ports import free_port
 from tests.e2e.fake_socket_mode import FakeSocketMode
-from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port, running_serve
+from tests.e2e.serving import ALERT_TOKEN, running_serve
 from tests.e2e.test_cli import one_line
 from tests.e2e.test_console import queuebot
+from tests.helpers.processes import clean_environ
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
 SIGNING_SECRET = "signing-secret-5678"
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with demo_database("sqlite", tmp_path_factory.mktemp("serve-demo")) as url:
-        yield url
 
 
 # /readyz keeps what it found of columns and Slack 1 s, not 5: the tests wait less for it.
@@ -65,7 +60,7 @@ def _readyz_when(url: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str,
 
 
 def test_serving_on_is_said_once_the_port_answers(tmp_path: Path, demo_db: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))} | {
+    env = clean_environ() | {
         "QUEUEBOT_DATABASE_URL": demo_db,
         "QUEUEBOT_ALERT_TOKEN": ALERT_TOKEN,
     }

@@ -9,48 +9,23 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from testkit.fake_slack import Call, FakeSlack
-from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.serving import Served, serve_posting_to
 from tests.integration.alerting import alert, notification
 
 pytestmark = pytest.mark.postgres
 
 TOKEN = "qb-alert-token-for-the-worker-tests"
-DETECTORS_OFF = "".join(
-    f"[alerts.detectors.{name}]\nenabled = false\n"
-    for name in ("queue_loss", "dead_letter_growth", "failed_actionable")
-)
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeSlack]:
-    with FakeSlack().start() as server:
-        yield server
-
-
-@contextlib.contextmanager
-def serving(fake: FakeSlack, tmp_path: Path) -> Iterator[Served]:
-    with (
-        demo_database("postgres", tmp_path) as db_url,
-        running_serve(
-            tmp_path,
-            db_url,
-            {
-                "SLACK_BOT_TOKEN": "xoxb-fake",
-                "SLACK_SIGNING_SECRET": "e2e-signing-secret",
-                "SLACK_API_BASE_URL": fake.api_url,
-                "QUEUEBOT_ALERT_TOKEN": TOKEN,
-            },
-            extra="\n[slack]\npost_interval_seconds = 0\n" + DETECTORS_OFF,
-        ) as served,
-    ):
-        yield served
+def serving(fake: FakeSlack, tmp_path: Path) -> contextlib.AbstractContextManager[Served]:
+    return serve_posting_to(fake, tmp_path, "postgres", TOKEN, post_interval=0)
 
 
 def worker_of(served: Served) -> int:

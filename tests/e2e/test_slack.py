@@ -3,7 +3,6 @@ builds them, and the Web API and response_url pointed at a local fake that recor
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -13,14 +12,13 @@ from urllib.parse import parse_qs, urlencode
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from services.db import create_engine
 from testkit.fake_slack import Call, FakeSlack
-from testkit.slack_requests import SECRET, signed, slash_fields
+from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
-
-ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
+from tests.helpers.database import query
+from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
+from tests.helpers.platforms import button_click, slack_env
 
 
 @dataclass
@@ -34,15 +32,7 @@ class Stack:
         return self.served.url
 
     def sql(self, statement: str, **params: Any) -> list[Any]:
-        async def run() -> list[Any]:
-            engine = create_engine(self.db_url)
-            try:
-                async with engine.connect() as conn:
-                    return list((await conn.execute(sa.text(statement), params)).all())
-            finally:
-                await engine.dispose()
-
-        return asyncio.run(run())
+        return query(self.db_url, statement, **params)
 
 
 @pytest.fixture(
@@ -54,9 +44,7 @@ def stack(
     workdir = tmp_path_factory.mktemp("slack")
     with demo_database(request.param, workdir) as db_url, FakeSlack().start() as fake:
         env = {
-            "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_BASE_URL": fake.api_url,
+            **slack_env(fake),
             # configured as in production: a keyed audit trail (unkeyed, serve warns)
             "QUEUEBOT_AUDIT_KEY": "e2e-audit-key-0123456789abcdef0123456789",
         }
@@ -71,7 +59,7 @@ def slash(
     stack: Stack,
     text: str,
     *,
-    user: str = ALICE,
+    user: str = SLACK_ALICE,
     name: str | None = None,
     headers: dict[str, str] | None = None,
     body: str | None = None,
@@ -99,33 +87,7 @@ def click(
     name: str | None = None,
 ) -> tuple[httpx.Response, str]:
     name = name or f"click-{time.monotonic_ns()}"
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": user.lower(), "team_id": "T0FAKE"},
-        "api_app_id": "A0QUEUEBOT",
-        "token": "legacy",
-        "team": {"id": "T0FAKE", "domain": "fake"},
-        "container": {
-            "type": "message",
-            "message_ts": "1764480000.000001",
-            "channel_id": "C0OPS",
-            "is_ephemeral": False,
-        },
-        "trigger_id": f"t-{name}",
-        "channel": {"id": "C0OPS", "name": "ops"},
-        "message": {"type": "message", "ts": "1764480000.000001", "text": "CR"},
-        "response_url": stack.fake.response_url(name),
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "type": "button",
-                "value": action_id,
-                "text": {"type": "plain_text", "text": "Approve"},
-                "action_ts": action_ts or f"{time.time():.6f}",
-            }
-        ],
-    }
+    payload = button_click(stack.fake, action_id, user=user, name=name, action_ts=action_ts)
     body = urlencode({"payload": json.dumps(payload)})
     return httpx.post(
         f"{stack.url}/slack/events", content=body, headers=signed(body), timeout=10
@@ -210,7 +172,7 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
     assert reject["action_id"].startswith("cr:reject:") and reject["style"] == "danger"
     number = approve["action_id"].rsplit(":", 1)[1]
 
-    own, own_name = click(stack, approve["action_id"], user=ALICE)
+    own, own_name = click(stack, approve["action_id"], user=SLACK_ALICE)
     assert own.status_code == 200
     refusal = answer_to(stack, own_name)
     assert refusal.body["replace_original"] is False
@@ -218,7 +180,7 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
     assert f"you requested CR-{number}" in texts(refusal)
 
     action_ts = f"{time.time():.6f}"
-    ok, ok_name = click(stack, approve["action_id"], user=BOB, action_ts=action_ts)
+    ok, ok_name = click(stack, approve["action_id"], user=SLACK_BOB, action_ts=action_ts)
     assert ok.status_code == 200
     done = answer_to(stack, ok_name)
     assert done.body["replace_original"] is True
@@ -230,9 +192,9 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
     statuses = stack.sql(f"SELECT status FROM dev_r_worker_queue WHERE id IN ({', '.join(failed)})")
     assert {s for (s,) in statuses} == {"queued"}
 
-    again, again_name = click(stack, approve["action_id"], user=BOB, action_ts=action_ts)
+    again, again_name = click(stack, approve["action_id"], user=SLACK_BOB, action_ts=action_ts)
     assert again.status_code == 200
-    key = f"slack:action:{action_ts}:{BOB}:{approve['action_id']}"
+    key = f"slack:action:{action_ts}:{SLACK_BOB}:{approve['action_id']}"
     stack.served.wait_for_log(f"repeated delivery {key}: acted on or in hand already, ignored")
     assert not stack.fake.recorded(f"/response/{again_name}")
     executed = stack.sql(
@@ -268,7 +230,7 @@ def test_unsigned_or_stale_requests_get_401_and_change_nothing(stack: Stack, pro
     body = urlencode(
         {
             "command": "/queue",
-            "user_id": ALICE,
+            "user_id": SLACK_ALICE,
             "channel_id": "C0OPS",
             "text": f'requeue {failed} --queue workers --reason "forged"',
             "response_url": stack.fake.response_url("forged"),
@@ -289,13 +251,13 @@ def test_unsigned_or_stale_requests_get_401_and_change_nothing(stack: Stack, pro
 
 def test_unknown_user_gets_read_only(stack: Stack) -> None:
     response, name, _ = slash(
-        stack, 'requeue 1 --queue workers --reason "let me in"', user=STRANGER
+        stack, 'requeue 1 --queue workers --reason "let me in"', user=SLACK_STRANGER
     )
     assert response.status_code == 200
     refusal = answer_to(stack, name)
     assert refusal.body["response_type"] == "ephemeral"
     assert "your slack account U0NOBODY is not listed under [people]" in texts(refusal)
-    _allowed, allowed_name, _ = slash(stack, "stuck", user=STRANGER)
+    _allowed, allowed_name, _ = slash(stack, "stuck", user=SLACK_STRANGER)
     assert "Stuck jobs in queue clips: 3" in texts(answer_to(stack, allowed_name))
 
 
@@ -316,7 +278,7 @@ def test_a_plan_approved_by_button_reports_progress_in_a_thread(stack: Stack) ->
     assert "dead letters not growing (10 min)" in texts(preview)
     approve = next(b for b in preview.body["blocks"] if b["type"] == "actions")["elements"][0]
 
-    ok, ok_name = click(stack, approve["action_id"], user=BOB)
+    ok, ok_name = click(stack, approve["action_id"], user=SLACK_BOB)
     assert ok.status_code == 200
     done = answer_to(stack, ok_name)
     assert "plan P-1 started with its sample of 2" in texts(done)
@@ -343,7 +305,7 @@ def ledger_size(stack: Stack) -> int:
 def test_a_trigger_id_slack_never_sends_is_refused_with_400(stack: Stack, trigger: str) -> None:
     name = f"trigger-{time.monotonic_ns()}"
     recorded = ledger_size(stack)
-    fields = slash_fields(stack.fake, "help", name=name, user=ALICE, trigger=trigger)
+    fields = slash_fields(stack.fake, "help", name=name, user=SLACK_ALICE, trigger=trigger)
     response, _, _ = slash(stack, "help", name=name, body=urlencode(fields))
     assert response.status_code == 400
     assert "trigger_id" in response.text
@@ -358,7 +320,7 @@ def test_a_trigger_id_slack_never_sends_is_refused_with_400(stack: Stack, trigge
 )
 def test_a_response_url_queuebot_must_not_call_is_refused_with_400(stack: Stack, url: str) -> None:
     n = next(_counter)
-    fields = slash_fields(stack.fake, "help", name="unused", user=ALICE, trigger=f"{n}.url")
+    fields = slash_fields(stack.fake, "help", name="unused", user=SLACK_ALICE, trigger=f"{n}.url")
     fields["response_url"] = url
     response, _, _ = slash(stack, "help", body=urlencode(fields))
     assert response.status_code == 400
@@ -367,7 +329,7 @@ def test_a_response_url_queuebot_must_not_call_is_refused_with_400(stack: Stack,
 
 def test_an_unreachable_response_url_costs_one_log_line(stack: Stack) -> None:
     n = next(_counter)
-    fields = slash_fields(stack.fake, "help", name="unused", user=ALICE, trigger=f"{n}.gone")
+    fields = slash_fields(stack.fake, "help", name="unused", user=SLACK_ALICE, trigger=f"{n}.gone")
     fields["response_url"] = f"https://127.0.0.1:9/commands/gone-{n}"  # nothing listens
     response, _, _ = slash(stack, "help", body=urlencode(fields))
     assert response.status_code == 200  # a well-formed URL: acknowledged, answered in vain
@@ -386,7 +348,7 @@ def test_an_unreachable_response_url_costs_one_log_line(stack: Stack) -> None:
 
 @pytest.mark.parametrize("action_id", ["cr:approve:0", "cr:reject:000", "cr:approve:x1"])
 def test_a_button_naming_no_request_gets_a_clear_reply(stack: Stack, action_id: str) -> None:
-    response, name = click(stack, action_id, user=BOB)
+    response, name = click(stack, action_id, user=SLACK_BOB)
     assert response.status_code == 200
     reply = answer_to(stack, name)
     assert reply.body["response_type"] == "ephemeral"
@@ -395,20 +357,20 @@ def test_a_button_naming_no_request_gets_a_clear_reply(stack: Stack, action_id: 
 
 
 def test_an_alert_threads_triage_button_answers_whoever_clicked(stack: Stack) -> None:
-    response, name = click(stack, "q:triage:workers", user=BOB)
+    response, name = click(stack, "q:triage:workers", user=SLACK_BOB)
     assert response.status_code == 200
     answer = answer_to(stack, name)
     assert answer.body["response_type"] == "ephemeral"
     assert not answer.body.get("replace_original")  # the thread's breakdown stays
     assert "Triage: queue workers (worker_queue)" in texts(answer)
-    response, name = click(stack, "q:failed:workers", user=STRANGER)
+    response, name = click(stack, "q:failed:workers", user=SLACK_STRANGER)
     assert "queue workers" in texts(answer_to(stack, name))
 
 
 def test_the_incident_command_is_answered_like_queue(stack: Stack) -> None:
     n = next(_counter)
     name = f"incident{n}-{time.monotonic_ns()}"
-    fields = slash_fields(stack.fake, "runbooks", name=name, user=DORA, trigger=f"{n}.{name}")
+    fields = slash_fields(stack.fake, "runbooks", name=name, user=SLACK_DORA, trigger=f"{n}.{name}")
     response, _, _ = slash(stack, "", body=urlencode({**fields, "command": "/incident"}))
     assert response.status_code == 200
     answer = answer_to(stack, name)
@@ -430,17 +392,21 @@ def incident(stack: Stack, text: str, *, user: str) -> Call:
 def test_an_incident_declared_by_slash_command_opens_its_thread_with_the_checklist(
     stack: Stack,
 ) -> None:
-    refused = incident(stack, 'declare gd:queue-loss "jobs stopped" --queue clips', user=ALICE)
+    refused = incident(
+        stack, 'declare gd:queue-loss "jobs stopped" --queue clips', user=SLACK_ALICE
+    )
     assert "only the operations duty officer may declare gd:queue-loss" in texts(refused)
     assert "dora" in texts(refused)
-    declared = incident(stack, 'declare gd:queue-loss "jobs stopped" --queue clips', user=DORA)
+    declared = incident(
+        stack, 'declare gd:queue-loss "jobs stopped" --queue clips', user=SLACK_DORA
+    )
     assert "declared (gd:queue-loss), led by dora" in texts(declared)
     assert declared.body["response_type"] == "in_channel"
     checklist = stack.fake.wait_for(
         lambda c: c.path == "/api/chat.postMessage" and "declared: jobs stopped" in c.body["text"]
     )[0]
     assert checklist.body["channel"] == "C0OPS"  # where it was declared
-    notified = incident(stack, "notify operators", user=DORA)
+    notified = incident(stack, "notify operators", user=SLACK_DORA)
     assert "the message to the operators is queued, not yet delivered" in texts(notified)
     told = stack.fake.wait_for(
         lambda c: (
@@ -474,7 +440,7 @@ def test_the_declare_button_of_an_alert_thread_declares_in_that_thread(stack: St
         for e in b["elements"]
         if e["action_id"].startswith("inc:declare:")
     )
-    response, name = click(stack, button, user=DORA)
+    response, name = click(stack, button, user=SLACK_DORA)
     assert response.status_code == 200
     assert "declared (gd:failed-jobs-accumulating), led by dora" in texts(answer_to(stack, name))
     checklist = stack.fake.wait_for(

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import pytest
 from pydantic import SecretStr
 
 from bot.slack.app import web_client
@@ -13,13 +11,6 @@ from bot.slack.notifier import SlackNotifier
 from services.config import EnvSettings
 from services.message import Heading, Message, Text
 from testkit.fake_slack import FakeSlack
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSlack]:
-    server = FakeSlack().start()
-    yield server
-    server.stop()
 
 
 def notifier(fake: FakeSlack) -> SlackNotifier:

@@ -4,7 +4,6 @@ envelopes delivered over it, the way Slack delivers them to an app with no publi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -13,15 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from services.db import create_engine
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import slash_fields
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import Served, demo_database, running_serve
-
-ALICE, BOB = "U0ALICE", "U0BOB"
+from tests.helpers.database import query
+from tests.helpers.people import SLACK_ALICE, SLACK_BOB
 
 
 @dataclass
@@ -32,15 +29,7 @@ class Socket:
     served: Served
 
     def sql(self, statement: str) -> list[Any]:
-        async def run() -> list[Any]:
-            engine = create_engine(self.db_url)
-            try:
-                async with engine.connect() as conn:
-                    return list((await conn.execute(sa.text(statement))).all())
-            finally:
-                await engine.dispose()
-
-        return asyncio.run(run())
+        return query(self.db_url, statement)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +54,7 @@ def socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Socket]:
 _counter = iter(range(1, 1_000_000))
 
 
-def command(s: Socket, text: str, *, user: str = ALICE) -> str:
+def command(s: Socket, text: str, *, user: str = SLACK_ALICE) -> str:
     """Deliver `/queue <text>` over the socket; the name of its response_url."""
     n = next(_counter)
     name = f"sock{n}-{time.monotonic_ns()}"
@@ -123,7 +112,7 @@ def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket
     click_name = f"sockclick-{time.monotonic_ns()}"
     payload = {
         "type": "block_actions",
-        "user": {"id": BOB, "username": "bob", "team_id": "T0FAKE"},
+        "user": {"id": SLACK_BOB, "username": "bob", "team_id": "T0FAKE"},
         "api_app_id": "A0QUEUEBOT",
         "team": {"id": "T0FAKE", "domain": "fake"},
         "container": {"type": "message", "message_ts": "1764480000.000001"},
@@ -152,7 +141,7 @@ def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket
     # nothing more happens.
     again = socket.socket.send("interactive", payload, retry_attempt=1, retry_reason="timeout")
     socket.socket.wait_ack(again)
-    key = f"slack:action:{payload['actions'][0]['action_ts']}:{BOB}:{approve['action_id']}"
+    key = f"slack:action:{payload['actions'][0]['action_ts']}:{SLACK_BOB}:{approve['action_id']}"
     socket.served.wait_for_log(f"repeated delivery {key}: acted on or in hand already, ignored")
     assert len(socket.fake.recorded(f"/response/{click_name}")) == 1
     executed = socket.sql(

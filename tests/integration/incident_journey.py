@@ -10,10 +10,11 @@ import re
 import sqlalchemy as sa
 
 from services.estate.demo_worker import DemoWorker
+from tests.helpers.people import BOB_TOML, DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import AlertBot
-from tests.integration.incident_support import ACTORS, BOB, DORA, DUTY_OFFICER, say, say_as
+from tests.integration.incident_support import ACTORS, say, say_as
 
-PEOPLE = DORA + BOB + ACTORS + DUTY_OFFICER  # bob approves what dora asks
+PEOPLE = DORA_TOML + BOB_TOML + ACTORS + DUTY_OFFICER_TOML  # bob approves what dora asks
 FAILED_JOBS = "gd:failed-jobs-accumulating"
 DECLARE = f'/incident declare {FAILED_JOBS} "clips die of upstream timeout" --queue clips'
 REDRIVE = (

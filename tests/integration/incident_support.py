@@ -1,5 +1,6 @@
-"""What the incident tests over ``alert_bot`` share: the people who declare and approve
-(as configuration to add to the bot's), and saying a command line as one of them."""
+"""What the incident tests over ``alert_bot`` share: the actors' channel (as configuration
+to add to the bot's; the people who declare and approve are tests/helpers/people.py's),
+and saying a command line as one of them."""
 
 from __future__ import annotations
 
@@ -12,29 +13,9 @@ from services.jsonable import loads
 from services.message import message_from_json
 from tests.integration.alerting import AlertBot
 
-# dora, the operations duty officer, declares; with APPROVER she may approve changes too
-DORA = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator"]
-"""
-DORA_APPROVER = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator", "approver"]
-"""
-BOB = """
-[people.bob]
-slack = "U0BOB"
-roles = ["operator", "approver"]
-"""
 ACTORS = """
 [channels.actors]
 slack = "C0ACTORS"
-"""
-DUTY_OFFICER = """
-[roles]
-"operations duty officer" = "duty-officer"
 """
 
 

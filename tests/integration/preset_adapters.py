@@ -32,7 +32,16 @@ from services.estate.solid_queue import SolidQueueProfile
 from testkit.systems.good_job import DDL as GOOD_JOB_DDL
 from testkit.systems.que import DDL as QUE_DDL
 from testkit.systems.solid_queue import DDL as SOLID_QUEUE_DDL
-from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
+from tests.integration.profile_adapters import (
+    LEAVES_TAKEN_JOBS,
+    SAYS_CANCELLED,
+    Built,
+    ProfileAdapter,
+    dead_at,
+    done_at,
+    pending_at,
+    stuck_since,
+)
 
 RIVER_DDL = """
 CREATE TYPE river_job_state AS ENUM ('available', 'cancelled', 'completed', 'discarded',
@@ -119,14 +128,11 @@ CREATE TABLE pgboss.j_contract PARTITION OF pgboss.job FOR VALUES IN ('contract'
 """
 
 
-class PresetAdapter:
+class PresetAdapter(ProfileAdapter):
     """What the presets' adapters share: PostgreSQL only, inserts and moves by column."""
 
     profile_class: ClassVar[type[QueueProfile]]
     postgres_only: ClassVar[bool] = True
-    error_text: ClassVar[bool] = True  # whether the system keeps the error text
-    shows_running: ClassVar[bool] = True  # whether a job a worker holds is seen as running
-    cancels: ClassVar[bool] = True  # whether cancel is on
     dead_state: ClassVar[CanonicalState] = CanonicalState.DEAD
     failure_reason: ClassVar[str | None] = None
     missing_id: ClassVar[str] = "987654321"
@@ -140,9 +146,6 @@ class PresetAdapter:
     @classmethod
     def config(cls) -> QueueConfig:
         return QueueConfig(preset=cls.profile_class.name)
-
-    def __init__(self, profile: QueueProfile) -> None:
-        self.profile = profile
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
@@ -160,29 +163,10 @@ class PresetAdapter:
     def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            built.dead.append(await self._insert(conn, **self.row("dead", dead_at(now, i), error)))
-        for i in range(pending):
-            at = pending_at(now, i)
-            built.pending.append(await self._insert(conn, **self.row("pending", at, None)))
-        for i in range(done):
-            built.done.append(await self._insert(conn, **self.row("done", done_at(now, i), None)))
-        for _ in range(stuck):
-            at = stuck_since(now)
-            built.stuck.append(await self._insert(conn, **self.row("stuck", at, None)))
-        return built
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        return await self._insert(conn, **self.row(kind, at, error))
 
     async def _move(
         self, conn: AsyncConnection, ids: list[str], states: tuple[str, ...], values: dict[str, Any]
@@ -406,6 +390,7 @@ class ProcrastinateAdapter(PresetAdapter):
     times are its events (written here where its triggers would have written them)."""
 
     profile_class = ProcrastinateProfile
+    runtime = "procrastinate"  # its schema comes from the installed package
     error_text = False
     waiting_state = "todo"
     running_state = "doing"
@@ -424,20 +409,9 @@ class ProcrastinateAdapter(PresetAdapter):
         attempts = {"dead": 2, "pending": 0, "done": 0, "stuck": 0}
         return base | {"status": status[kind], "attempts": attempts[kind]}
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = await super().add(
-            conn, now=now, dead=dead, error=error, pending=pending, done=done, stuck=stuck
-        )
+    async def add(self, conn: AsyncConnection, **kw: Any) -> Built:
+        built = await super().add(conn, **kw)
+        now: datetime = kw["now"]
         events: list[tuple[str, str, datetime]] = []
         for i, job in enumerate(built.dead):
             at = dead_at(now, i)
@@ -485,6 +459,13 @@ class ProcrastinateAdapter(PresetAdapter):
         )
 
 
+# Why a system whose cancel deletes the job departs from the contract's clause.
+CANCEL_DELETES = (
+    "its cancel deletes the job (the system's own way to drop one): a later redrive of it "
+    "is refused as 'not found', not as cancelled"
+)
+
+
 class QueAdapter(PresetAdapter):
     """que_jobs: dead jobs have ``expired_at``; a job that succeeds is deleted; a worker's
     hold on a job is an advisory lock, invisible in the table (so no job is ever seen
@@ -493,7 +474,16 @@ class QueAdapter(PresetAdapter):
     profile_class = QueProfile
     ddl = QUE_DDL  # as testkit/systems/que.py writes Que's schema
     shows_running = False
+    final_error = False  # Que's expiry writes no error: the attempt before it's is shown
     dead_value = "expired"
+    departures = {
+        SAYS_CANCELLED: CANCEL_DELETES,
+        LEAVES_TAKEN_JOBS: (
+            "a Que worker holds a job by an advisory lock, not in que_jobs: a rollback "
+            "cannot tell a job a worker has taken from one still waiting, and returns it "
+            "to dead (config check says so)"
+        ),
+    }
 
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         q = await self._table(conn)
@@ -601,8 +591,11 @@ class GoodJobAdapter(PresetAdapter):
         await self._set(conn, ids, finished_at=_naive(now), error=error, error_event=4)
 
 
+SOLID_ERROR_CLASS = "Timeout::Error"
+
+
 def _solid_error(error: str) -> str:
-    return json.dumps({"exception_class": "Timeout::Error", "message": error, "backtrace": []})
+    return json.dumps({"exception_class": SOLID_ERROR_CLASS, "message": error, "backtrace": []})
 
 
 class SolidQueueAdapter(PresetAdapter):
@@ -613,6 +606,11 @@ class SolidQueueAdapter(PresetAdapter):
     ddl = SOLID_QUEUE_DDL
     dead_value = "failed"
     waiting_state = "ready"
+    departures = {SAYS_CANCELLED: CANCEL_DELETES}
+
+    def shown(self, error: str) -> str | None:
+        """Its error is the exception's class and message: both are shown."""
+        return f"{SOLID_ERROR_CLASS}: {error}"
 
     def row(self, kind: str, at: datetime, error: str | None) -> dict[str, Any]:
         t = _naive(at)
@@ -704,7 +702,10 @@ class GraphileWorkerAdapter(PresetAdapter):
     deleted, so ``add`` keeps no finished ones."""
 
     profile_class = GraphileWorkerProfile
+    runtime = "graphile-worker"  # its schema is its own migrations, run by its package
+    keeps_finished = False  # a job that succeeds is deleted
     dead_value = "dead"
+    departures = {SAYS_CANCELLED: CANCEL_DELETES}
 
     @classmethod
     async def create(cls, conn: AsyncConnection) -> None:
@@ -787,12 +788,14 @@ class GraphileWorkerAdapter(PresetAdapter):
         return sorted(str(r[0]) for r in rows.all())
 
     async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
+        """As its worker takes a job: one more attempt, locked at the database's now (its
+        functions take a job locked more than 4 hours before that as a dead worker's)."""
         await conn.execute(
             sa.text(
-                f"UPDATE {PRIVATE} SET locked_at = :now, locked_by = 'w-1', "
+                f"UPDATE {PRIVATE} SET locked_at = now(), locked_by = 'w-1', "
                 "attempts = attempts + 1 WHERE id = ANY(CAST(:ids AS bigint[]))"
             ),
-            {"now": now, "ids": [int(i) for i in ids]},
+            {"ids": [int(i) for i in ids]},
         )
 
     async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
@@ -812,3 +815,16 @@ class GraphileWorkerAdapter(PresetAdapter):
             ),
             {"error": error, "now": now, "ids": [int(i) for i in ids]},
         )
+
+
+# Every preset's adapter: the tests over all the presets run on each.
+PRESET_ADAPTERS: list[type[PresetAdapter]] = [
+    RiverAdapter,
+    ObanAdapter,
+    PgBossAdapter,
+    ProcrastinateAdapter,
+    QueAdapter,
+    GoodJobAdapter,
+    SolidQueueAdapter,
+    GraphileWorkerAdapter,
+]

@@ -11,9 +11,10 @@ every profile.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -56,17 +57,51 @@ class Built:
     stuck: list[str] = field(default_factory=list)
 
 
-class ProfileAdapter(Protocol):
+# Contract clauses a profile may be known not to meet (named in its adapter's departures).
+SAYS_CANCELLED = "a redrive of a cancelled job says it was cancelled"
+LEAVES_TAKEN_JOBS = "a rollback leaves a job a worker has taken alone"
+TAKEN_RUNS = "a redriven job a worker has taken reads as running, not dead"
+
+
+class ProfileAdapter:
+    """What every adapter does (the contract tests see a profile only through one), and
+    what a person is shown of its jobs where a system keeps them otherwise than queuebot's
+    own profiles do: each such fact of the system its adapter declares (these defaults are
+    queuebot's own profiles'), and the contract asserts the fact, exactly."""
+
     profile_class: ClassVar[type[QueueProfile]]
     dead_state: ClassVar[CanonicalState]  # the canonical state of the dead rows it builds
     # the failure reason of the dead rows it builds (None: the profile keeps none)
     failure_reason: ClassVar[str | None]
     missing_id: ClassVar[str]  # a well-formed id no job has
+    postgres_only: ClassVar[bool] = False
+    # the system of testkit/systems whose runtime makes its schema (skipped where missing)
+    runtime: ClassVar[str | None] = None
+    error_text: ClassVar[bool] = True  # a failure's error text is kept
+    final_error: ClassVar[bool] = True  # the error of the attempt a job died of is written
+    shows_running: ClassVar[bool] = True  # a job a worker holds is seen as running
+    keeps_finished: ClassVar[bool] = True  # a finished job stays in the table (add builds them)
+    cancels: ClassVar[bool] = True  # cancel is on
+    # contract clauses the profile is known not to meet, each with why (see the contract)
+    departures: ClassVar[Mapping[str, str]] = {}
 
-    @staticmethod
-    def config() -> QueueConfig: ...
+    def __init__(self, profile: QueueProfile) -> None:
+        self.profile = profile
 
-    def __init__(self, profile: QueueProfile) -> None: ...
+    @classmethod
+    def config(cls) -> QueueConfig:
+        """The queue's configuration of this profile."""
+        raise NotImplementedError
+
+    def shown(self, error: str) -> str | None:
+        """The error /queue dlq shows of a job that failed with ``error``."""
+        return error if self.error_text else None
+
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        """One job of ``kind`` (dead, pending, done or stuck) at ``at``: its id."""
+        raise NotImplementedError
 
     async def add(
         self,
@@ -81,28 +116,37 @@ class ProfileAdapter(Protocol):
     ) -> Built:
         """Rows of every kind: ``dead`` dead-lettered with ``error``, ``pending`` waiting
         to run, ``done`` finished, ``stuck`` taken by a worker long ago."""
-        ...
+        built = Built()
+        for i in range(dead):
+            built.dead.append(await self.insert(conn, "dead", dead_at(now, i), error))
+        for i in range(pending):
+            built.pending.append(await self.insert(conn, "pending", pending_at(now, i), None))
+        for i in range(done):
+            built.done.append(await self.insert(conn, "done", done_at(now, i), None))
+        for _ in range(stuck):
+            built.stuck.append(await self.insert(conn, "stuck", stuck_since(now), None))
+        return built
 
     async def waiting(self, conn: AsyncConnection) -> list[str]:
         """Jobs a worker would pick up now."""
-        ...
+        raise NotImplementedError
 
     async def claim(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
         """A worker takes these waiting jobs."""
-        ...
+        raise NotImplementedError
 
     async def complete(self, conn: AsyncConnection, ids: list[str], *, now: datetime) -> None:
         """A worker finishes these jobs (waiting or taken) successfully."""
-        ...
+        raise NotImplementedError
 
     async def fail(
         self, conn: AsyncConnection, ids: list[str], *, now: datetime, error: str
     ) -> None:
         """A worker fails these jobs for good: they are dead letters again, with ``error``."""
-        ...
+        raise NotImplementedError
 
 
-class WorkerQueueAdapter:
+class WorkerQueueAdapter(ProfileAdapter):
     """dev_r_worker_queue: dead rows are ``failed`` (canonical FAILED); integer ids."""
 
     profile_class: ClassVar[type[QueueProfile]] = WorkerQueueProfile
@@ -114,9 +158,6 @@ class WorkerQueueAdapter:
     def config() -> QueueConfig:
         return QueueConfig(profile="worker_queue")
 
-    def __init__(self, profile: QueueProfile) -> None:
-        self.profile = profile
-
     async def _insert(
         self, conn: AsyncConnection, status: str, queued: datetime, **values: Any
     ) -> str:
@@ -125,43 +166,25 @@ class WorkerQueueAdapter:
         done = await conn.execute(q.table.insert().values(row).returning(q.c("id")))
         return str(done.scalar_one())
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._insert(
-                    conn,
-                    "failed",
-                    at,
-                    failure_reason="timeout",
-                    error_message=error,
-                    retry_count=3,
-                    claimed_at=at,
-                    started_at=at,
-                )
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        if kind == "dead":
+            return await self._insert(
+                conn,
+                "failed",
+                at,
+                failure_reason="timeout",
+                error_message=error,
+                retry_count=3,
+                claimed_at=at,
+                started_at=at,
             )
-        for i in range(pending):
-            built.pending.append(await self._insert(conn, "queued", pending_at(now, i)))
-        for i in range(done):
-            at = done_at(now, i)
-            built.done.append(await self._insert(conn, "done", at, claimed_at=at, started_at=at))
-        for _ in range(stuck):
-            since = stuck_since(now)
-            built.stuck.append(
-                await self._insert(conn, "claimed", since, claimed_at=since, server_node="w-1")
-            )
-        return built
+        if kind == "pending":
+            return await self._insert(conn, "queued", at)
+        if kind == "done":
+            return await self._insert(conn, "done", at, claimed_at=at, started_at=at)
+        return await self._insert(conn, "claimed", at, claimed_at=at, server_node="w-1")
 
     async def _update(
         self, conn: AsyncConnection, ids: list[str], states: tuple[str, ...], **values: Any
@@ -209,7 +232,7 @@ class WorkerQueueAdapter:
         )
 
 
-class MessageJobAdapter:
+class MessageJobAdapter(ProfileAdapter):
     """queue_messages + clip_jobs (+ video_assets): a job is dead when its message is in
     the DLQ and the job FAILED (canonical DEAD); UUID ids, one message per job."""
 
@@ -221,9 +244,6 @@ class MessageJobAdapter:
     @staticmethod
     def config() -> QueueConfig:
         return QueueConfig(profile="message_job")
-
-    def __init__(self, profile: QueueProfile) -> None:
-        self.profile = profile
 
     async def give_args(self, conn: AsyncConnection, job: str, args: dict[str, Any]) -> None:
         """The clip job was enqueued with these arguments (its payload)."""
@@ -285,44 +305,19 @@ class MessageJobAdapter:
         )
         return str(plain(job_id))
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._job(
-                    conn,
-                    "DLQ",
-                    "FAILED",
-                    at - timedelta(minutes=5),
-                    claimed=at,
-                    attempts=3,
-                    error=error,
-                )
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        if kind == "dead":
+            early = at - timedelta(minutes=5)
+            return await self._job(
+                conn, "DLQ", "FAILED", early, claimed=at, attempts=3, error=error
             )
-        for i in range(pending):
-            built.pending.append(await self._job(conn, "PENDING", "QUEUED", pending_at(now, i)))
-        for i in range(done):
-            at = done_at(now, i)
-            built.done.append(
-                await self._job(conn, "COMPLETED", "SUCCEEDED", at, claimed=at, attempts=1)
-            )
-        for _ in range(stuck):
-            since = stuck_since(now)
-            built.stuck.append(
-                await self._job(conn, "PROCESSING", "RUNNING", since, claimed=since, attempts=1)
-            )
-        return built
+        if kind == "pending":
+            return await self._job(conn, "PENDING", "QUEUED", at)
+        if kind == "done":
+            return await self._job(conn, "COMPLETED", "SUCCEEDED", at, claimed=at, attempts=1)
+        return await self._job(conn, "PROCESSING", "RUNNING", at, claimed=at, attempts=1)
 
     async def _move(
         self,

@@ -63,7 +63,7 @@ from services.estate.signature import (
     top_signatures,
 )
 from services.estate.tables import BoundTable, IndexPlan, TableSpec
-from tests.integration.profile_adapters import Built, dead_at, done_at, pending_at, stuck_since
+from tests.integration.profile_adapters import ProfileAdapter
 
 ROLE = "tasks"
 DDL = {
@@ -549,7 +549,7 @@ class SingleTablePlanOps:
 # -- the contract tests' adapter -----------------------------------------------------------
 
 
-class SingleTableAdapter:
+class SingleTableAdapter(ProfileAdapter):
     """Builds known ``tasks`` rows and plays the worker, for the contract tests."""
 
     profile_class: ClassVar[type[QueueProfile]] = SingleTableProfile
@@ -574,42 +574,19 @@ class SingleTableAdapter:
         )
         return str(done.scalar_one())
 
-    async def add(
-        self,
-        conn: AsyncConnection,
-        *,
-        now: datetime,
-        dead: int,
-        error: str,
-        pending: int = 0,
-        done: int = 0,
-        stuck: int = 0,
-    ) -> Built:
-        built = Built()
-        for i in range(dead):
-            at = dead_at(now, i)
-            built.dead.append(
-                await self._insert(
-                    conn,
-                    "dead",
-                    at - timedelta(minutes=5),
-                    attempts=3,
-                    last_error=error,
-                    locked_at=at,
-                    updated_at=at,
-                )
+    async def insert(
+        self, conn: AsyncConnection, kind: str, at: datetime, error: str | None
+    ) -> str:
+        if kind == "dead":
+            early = at - timedelta(minutes=5)
+            return await self._insert(
+                conn, "dead", early, attempts=3, last_error=error, locked_at=at, updated_at=at
             )
-        for i in range(pending):
-            built.pending.append(await self._insert(conn, "ready", pending_at(now, i)))
-        for i in range(done):
-            at = done_at(now, i)
-            built.done.append(await self._insert(conn, "finished", at, attempts=1, locked_at=at))
-        for _ in range(stuck):
-            since = stuck_since(now)
-            built.stuck.append(
-                await self._insert(conn, "working", since, attempts=1, locked_at=since)
-            )
-        return built
+        if kind == "pending":
+            return await self._insert(conn, "ready", at)
+        if kind == "done":
+            return await self._insert(conn, "finished", at, attempts=1, locked_at=at)
+        return await self._insert(conn, "working", at, attempts=1, locked_at=at)
 
     async def _where(self, conn: AsyncConnection, ids: list[str]) -> tuple[BoundTable, Any]:
         t = await self.profile.table(conn)

@@ -23,12 +23,16 @@ from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.demo import DemoEstate, build_demo_estate
 from services.estate.estate import Estate
+from services.estate.model import DeadFilter
+from services.estate.ops import Selector
 from services.message import Message
 from services.notify import ChannelRef, MessageRef
 from services.plans.service import Plans
 from services.reads.service import QueueReads
 from services.scheduler import Scheduler
 from tests.conftest import holds_demo
+from tests.helpers.people import ALICE, BOB
+from tests.kinds import ChangeKind
 
 START = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 FAST = RedriveConfig(velocity=100_000, poll_seconds=5)
@@ -264,6 +268,28 @@ async def rows(shop: Shop, sql: str, **params: Any) -> list[dict[str, Any]]:
     """The rows ``sql`` (fixed test SQL) returns, as dicts."""
     async with shop.engine.connect() as conn:
         return [dict(r) for r in (await conn.execute(sa.text(sql), params)).mappings().all()]
+
+
+async def five_events(shop: Shop) -> None:
+    """CR-1 requested, approved, executed (events 1-3); CR-2 requested, rejected (4, 5)."""
+    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=4))
+    ids = [r.id for r in dead.rows]
+    await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=tuple(ids[:2])),
+        reason="fixed",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=1, actor=BOB)
+    await shop.changes.request(
+        kind=ChangeKind.REDRIVE,
+        queue="clips",
+        selector=Selector(ids=tuple(ids[2:])),
+        reason="fixed too",
+        actor=ALICE,
+    )
+    await shop.changes.reject(number=2, actor=BOB, reason="wait", may_reject_others=True)
 
 
 async def assert_trail_holds(shop: Shop) -> None:

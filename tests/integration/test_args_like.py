@@ -11,68 +11,42 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from bot.render_text import render_message
-from commands.handlers import queue_read
 from commands.model import Dlq, Show
-from services.audit import Actor
 from services.changes import store as change_store
 from services.changes.model import RequestState
 from services.config import QueueConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
 from services.errors import UsageError
-from services.estate.ddl import create_estate_tables
 from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.estate.profile import QueueProfile
-from services.estate.registry import ProfileRegistry, shipped_profiles
 from services.reads import samples
-from services.reads.gate import ReadGate
-from services.reads.service import QueueReads
-from tests.integration.preset_adapters import (
-    GoodJobAdapter,
-    GraphileWorkerAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    RiverAdapter,
-    SolidQueueAdapter,
-)
+from tests.helpers.people import ALICE
+from tests.helpers.replies import read_reply
+from tests.integration.adapted import create_tables, need, registry
+from tests.integration.preset_adapters import PRESET_ADAPTERS, QueAdapter
 from tests.integration.profile_adapters import Built, MessageJobAdapter, WorkerQueueAdapter
-from tests.integration.single_table_profile import SingleTableAdapter, SingleTableProfile
+from tests.integration.single_table_profile import SingleTableAdapter
 from tests.integration.support import START, Clock, RecordingNotifier, build_services
 from tests.kinds import ChangeKind
 
 QUEUE = "billing"
 ERROR = "card declined by the acquirer"
-ALICE = Actor("alice", "console", "alice")
 INVOICES = [f"INV-1048{50 + i}" for i in range(12)]  # INV-104857 is the 8th dead job's
 THE_ONE = 7
 NO_ARGS = (
     "this queue's profile keeps no job arguments (no payload column bound); --args-like "
     "needs one — see docs/profiles.md"
 )
-ADAPTERS: list[Any] = [
-    WorkerQueueAdapter,
-    MessageJobAdapter,
-    RiverAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    GoodJobAdapter,
-    SolidQueueAdapter,
-    GraphileWorkerAdapter,
-]
+ADAPTERS: list[Any] = [WorkerQueueAdapter, MessageJobAdapter, *PRESET_ADAPTERS]
 
 
 @dataclass
@@ -92,31 +66,18 @@ class World:
 
     async def reply(self, command: Any) -> str:
         """A read command's reply, rendered as the console prints it."""
-        handler = {Dlq: queue_read.handle_dlq, Show: queue_read.handle_show}[type(command)]
-        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
-        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
-        return render_message(done.message)
-
-
-def _registry() -> ProfileRegistry:
-    profiles = shipped_profiles()
-    profiles.add(SingleTableProfile)
-    return profiles
+        return await read_reply(self.estate, command)
 
 
 async def open_world(db_url: str, kind: Any, dead: int = len(INVOICES)) -> World:
     engine = create_engine(db_url)
     await upgrade(engine)
     clock = Clock()
-    estate = Estate(engine=engine, queues={QUEUE: kind.config()}, clock=clock, registry=_registry())
+    estate = Estate(engine=engine, queues={QUEUE: kind.config()}, clock=clock, registry=registry())
     profile = estate.profile(QUEUE)
     adapter = kind(profile)
     async with engine.begin() as conn:
-        create = getattr(kind, "create", None)
-        if create is not None:  # a preset: the system's own tables
-            await create(conn)
-        else:
-            await create_estate_tables(conn, kind.profile_class)
+        await create_tables(conn, kind)
         built = await adapter.add(conn, now=START, dead=dead, error=ERROR, pending=1, done=1)
     services = build_services(engine, estate, clock, RecordingNotifier())
     return World(engine, estate, profile, adapter, built, services)
@@ -125,8 +86,7 @@ async def open_world(db_url: str, kind: Any, dead: int = len(INVOICES)) -> World
 @pytest.fixture(params=ADAPTERS, ids=lambda a: a.profile_class.name)
 async def world(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[World]:
     kind = request.param
-    if getattr(kind, "postgres_only", False) and not db_url.startswith("postgresql"):
-        pytest.skip(f"{kind.profile_class.name} is a PostgreSQL system")
+    need(kind, db_url)
     w = await open_world(db_url, kind)
     async with w.engine.begin() as conn:
         for i, job in enumerate(w.built.dead):
@@ -151,7 +111,7 @@ async def test_dlq_finds_the_one_dead_job_whose_arguments_hold_the_text(world: W
 
 
 async def test_args_like_combines_with_the_other_filters(world: World) -> None:
-    if not getattr(world.adapter, "error_text", True):
+    if not world.adapter.error_text:
         pytest.skip("Procrastinate keeps no error text to filter by")
     the_one = [world.built.dead[THE_ONE]]
     assert await world.dead_ids(args_like="INV-104857", error_like="declined") == the_one

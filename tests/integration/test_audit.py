@@ -7,37 +7,13 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from services import audit
-from services.audit import Actor
-from services.estate.model import DeadFilter
-from services.estate.ops import Selector
-from tests.integration.support import Shop
-from tests.kinds import ChangeKind
-
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
+from tests.integration.support import Shop, five_events
 
 
 @pytest.fixture
 async def trail(shop: Shop) -> Shop:
     """Five events: two requests, an approval, an execution, a rejection."""
-    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=4))
-    ids = [r.id for r in dead.rows]
-    await shop.changes.request(
-        kind=ChangeKind.REDRIVE,
-        queue="clips",
-        selector=Selector(ids=tuple(ids[:2])),
-        reason="fixed",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=1, actor=BOB)
-    await shop.changes.request(
-        kind=ChangeKind.REDRIVE,
-        queue="clips",
-        selector=Selector(ids=tuple(ids[2:])),
-        reason="fixed too",
-        actor=ALICE,
-    )
-    await shop.changes.reject(number=2, actor=BOB, reason="wait", may_reject_others=True)
+    await five_events(shop)
     return shop
 
 

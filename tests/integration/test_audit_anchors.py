@@ -9,8 +9,8 @@ from bot.bootstrap import Services
 from services.audit import Anchor, AuditTrail
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
+from tests.helpers.people import ALICE, BOB_ON_SLACK
 from tests.integration.support import RecordingNotifier, Shop, build_services
-from tests.integration.test_changes import ALICE, BOB
 from tests.kinds import ChangeKind
 
 KEY = SecretStr("an audit key for the tests, long enough")
@@ -35,7 +35,7 @@ async def test_each_executed_change_posts_the_head_and_the_trail_holds_it(shop: 
         actor=ALICE,
     )
     assert anchors_posted(chat) == []  # a request changes nothing yet
-    await services.changes.approve(number=view.number, actor=BOB)
+    await services.changes.approve(number=view.number, actor=BOB_ON_SLACK)
     (posted,) = anchors_posted(chat)
     async with shop.engine.connect() as conn:
         head = await trail.head(conn)

@@ -17,13 +17,13 @@ from pydantic import SecretStr
 
 from bot import cli
 from bot.demo import DEMO_CONFIG
-from services.audit import Actor, AuditKeyMismatch, AuditTrail
+from services.audit import AuditKeyMismatch, AuditTrail
 from services.db.tables import AuditEvent
+from tests.helpers.people import ALICE
 from tests.integration.support import START, Shop
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 OTHER_KEY = "not-the-key-but-just-as-long-0123456789abcdef"
-ALICE = Actor("alice", "console", "alice")
 EVENTS = cast(sa.Table, AuditEvent.__table__)
 
 

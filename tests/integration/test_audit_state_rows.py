@@ -15,17 +15,16 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from bot import cli
-from services.audit import Actor, Anchor, AuditTrail, Verification
+from services.audit import Anchor, AuditTrail, Verification
 from services.db.tables import ScheduledItem
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
+from tests.helpers.people import ALICE, DORA
 from tests.integration.support import RecordingNotifier, Shop, build_services
 from tests.kinds import ChangeKind
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
-DORA = Actor("dora", "console", "dora")
 SCENARIO = "gd:queue-loss"  # operators told within 5 minutes, actors within 15
-ALICE = Actor("alice", "console", "alice")
 SCHEDULE = cast(sa.Table, ScheduledItem.__table__)
 BROKEN = "audit trail BROKEN: the state tables do not match the audit trail: "
 

@@ -22,7 +22,6 @@ from services.audit import (
     GENESIS,
     HMAC_SHA256,
     SHA256,
-    Actor,
     Anchor,
     AuditKeyMissing,
     AuditTrail,
@@ -33,13 +32,18 @@ from services.audit import (
 from services.db.tables import AuditEvent, AuditHead
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from tests.integration.support import Shop, add_dead_letters, build_services, simulated_worker
+from tests.helpers.people import ALICE, BOB
+from tests.integration.support import (
+    Shop,
+    add_dead_letters,
+    build_services,
+    five_events,
+    simulated_worker,
+)
 from tests.kinds import ChangeKind
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 ATTACKER_KEY = "not-the-key-but-just-as-long-0123456789abcdef"
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 EVENTS = cast(sa.Table, AuditEvent.__table__)
 HEAD = cast(sa.Table, AuditHead.__table__)
 
@@ -53,28 +57,6 @@ def with_trail(shop: Shop, audit: AuditTrail) -> Shop:
     shop.services = build_services(shop.engine, shop.estate, shop.clock, shop.notifier, audit=audit)
     shop.changes = shop.services.changes
     return shop
-
-
-async def five_events(shop: Shop) -> None:
-    """CR-1 requested, approved, executed (events 1-3); CR-2 requested, rejected (4, 5)."""
-    dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(limit=4))
-    ids = [r.id for r in dead.rows]
-    await shop.changes.request(
-        kind=ChangeKind.REDRIVE,
-        queue="clips",
-        selector=Selector(ids=tuple(ids[:2])),
-        reason="fixed",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=1, actor=BOB)
-    await shop.changes.request(
-        kind=ChangeKind.REDRIVE,
-        queue="clips",
-        selector=Selector(ids=tuple(ids[2:])),
-        reason="fixed too",
-        actor=ALICE,
-    )
-    await shop.changes.reject(number=2, actor=BOB, reason="wait", may_reject_others=True)
 
 
 @pytest.fixture

@@ -15,11 +15,12 @@ from pydantic import SecretStr
 from bot import cli
 from bot.audit_key import UNKEYED
 from bot.bootstrap import build_app
-from services.audit import GENESIS, Actor, AuditTrail, event_hash
+from services.audit import GENESIS, AuditTrail, event_hash
 from services.config import load_config
 from services.db import create_engine
 from services.db.migrate import head_revision, upgrade
 from services.db.tables import AuditEvent, AuditHead
+from tests.helpers.people import BOB
 
 KEY = "queuebot-test-audit-key-0123456789abcdef"
 EVENTS = cast(sa.Table, AuditEvent.__table__)
@@ -66,7 +67,7 @@ async def test_a_trail_from_before_keys_keeps_verifying(db_url: str) -> None:
             await trail.append(
                 conn,
                 action="change.requested",
-                actor=Actor("bob", "console", "bob"),
+                actor=BOB,
                 at=datetime(2026, 12, 1, tzinfo=UTC),
                 subject="X-3",
             )

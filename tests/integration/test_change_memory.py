@@ -15,15 +15,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from services.audit import Actor
 from services.changes.model import RequestState
 from services.config import ApprovalConfig
 from services.estate.ops import Selector
+from tests.helpers.people import ALICE, BOB_ON_SLACK
 from tests.integration.support import Shop
 from tests.kinds import ChangeKind
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "slack", "U0BOB")
 ROWS = 2_000
 LARGE = 512 * 1024  # a kept text this big is a change's data, not the process's own
 
@@ -81,7 +79,7 @@ async def test_a_large_change_keeps_nothing_large_once_done(shop: Shop) -> None:
         reason="allowlist fixed in PR #2081",
         actor=ALICE,
     )
-    decision = await changes.approve(number=view.number, actor=BOB)
+    decision = await changes.approve(number=view.number, actor=BOB_ON_SLACK)
     assert decision.executed and decision.view.state is RequestState.EXECUTED
     assert decision.view.result is not None and len(decision.view.result.changed) == ROWS
     async with shop.engine.connect() as conn:

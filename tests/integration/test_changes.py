@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,19 +20,12 @@ from services.config import ApprovalConfig
 from services.errors import Conflict, PermissionDenied, PreconditionFailed
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from tests.integration.support import Shop, assert_trail_holds, rows, said
+from tests.helpers.people import ALICE, ALICE_ON_DISCORD, BOB_ON_DISCORD, BOB_ON_SLACK, DORA
+from tests.integration.support import Shop, rows, said
 from tests.kinds import ChangeKind
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "slack", "U0BOB")
-ALICE_ON_DISCORD = Actor("alice", "discord", "100000000000000001")
-
-
-@pytest.fixture(autouse=True)
-async def trail_holds(shop: Shop) -> AsyncIterator[None]:
-    """After every test here, the audit trail holds, cross-checked with the state tables."""
-    yield
-    await assert_trail_holds(shop)
+# after every test here, the audit trail holds, cross-checked with the state tables
+pytestmark = pytest.mark.usefixtures("trail_holds")
 
 
 async def failed_worker_ids(shop: Shop, reason: str) -> list[str]:
@@ -78,7 +70,7 @@ async def test_requeue_follows_seed_002_and_the_two_person_rule(shop: Shop) -> N
             await shop.changes.approve(number=1, actor=same_person)
         assert "you requested CR-1; another approver must approve it" in said(refused.value)
 
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert decision.executed and decision.view.state is RequestState.EXECUTED
     assert decision.view.result is not None
     assert sorted(decision.view.result.changed, key=int) == sorted(targets, key=int)
@@ -121,7 +113,7 @@ async def test_requeue_follows_seed_002_and_the_two_person_rule(shop: Shop) -> N
     ]
 
     with pytest.raises(Conflict) as again:
-        await shop.changes.approve(number=1, actor=Actor("dora", "console", "dora"))
+        await shop.changes.approve(number=1, actor=DORA)
     assert "already approved by bob" in said(again.value)
 
 
@@ -143,7 +135,7 @@ async def test_a_row_that_moved_on_is_skipped_not_forced(shop: Shop) -> None:
             ),
             {"i": int(moved)},
         )
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     result = decision.view.result
     assert result is not None
     assert moved not in result.changed and len(result.changed) == len(targets) - 1
@@ -169,7 +161,7 @@ async def test_expired_request_cannot_be_approved(shop: Shop) -> None:
     )
     shop.clock.advance(minutes=31)
     with pytest.raises(Conflict) as late:
-        await shop.changes.approve(number=1, actor=BOB)
+        await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert "CR-1 expired at 03:30 UTC" in said(late.value)
     assert (await shop.changes.get(number=1)).state is RequestState.EXPIRED
     assert ("change.expired", "CR-1") in await audit_actions(shop)
@@ -196,7 +188,7 @@ async def test_redrive_follows_seed_003_step_4(shop: Shop) -> None:
         ("ffmpeg exited with code <n> while transcoding segment <n> of asset <uuid>", 5)
     ]
     shop.clock.advance(minutes=2)
-    await shop.changes.approve(number=1, actor=BOB)
+    await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     for job_id in ids:
         d = await shop.reads.show_job(queue="clips", job_id=job_id)
         assert d.status == "QUEUED / PENDING"
@@ -294,7 +286,7 @@ async def test_failure_between_update_and_audit_leaves_neither(
 
     monkeypatch.setattr(audit.AuditTrail, "append", failing_append)
     with pytest.raises(RuntimeError, match="injected"):
-        await shop.changes.approve(number=1, actor=BOB)
+        await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     monkeypatch.undo()
 
     for job_id in ids:  # the queue update was rolled back with the missing audit event
@@ -306,7 +298,7 @@ async def test_failure_between_update_and_audit_leaves_neither(
     async with shop.engine.connect() as conn:
         assert (await audit.AuditTrail().verify(conn)).ok
     # and it can still be approved for real afterwards
-    assert (await shop.changes.approve(number=1, actor=BOB)).executed
+    assert (await shop.changes.approve(number=1, actor=BOB_ON_SLACK)).executed
 
 
 async def test_quorum_for_large_changes(shop: Shop) -> None:
@@ -319,12 +311,12 @@ async def test_quorum_for_large_changes(shop: Shop) -> None:
         reason="fixed",
         actor=ALICE,
     )
-    first = await changes.approve(number=1, actor=BOB)
+    first = await changes.approve(number=1, actor=BOB_ON_SLACK)
     assert not first.executed and first.approvals == 1
     with pytest.raises(Conflict) as twice:
-        await changes.approve(number=1, actor=Actor("bob", "discord", "100000000000000002"))
+        await changes.approve(number=1, actor=BOB_ON_DISCORD)
     assert "you already approved CR-1; it needs 1 more" in said(twice.value)
-    second = await changes.approve(number=1, actor=Actor("dora", "console", "dora"))
+    second = await changes.approve(number=1, actor=DORA)
     assert second.executed and second.view.approvals == ["bob", "dora"]
 
 
@@ -337,7 +329,7 @@ async def test_cancel_duplicates_and_failure_reason_per_seed_002(shop: Shop) -> 
         actor=ALICE,
     )
     assert view.eligible == 5  # 3 surplus rows of issues queued twice + 2 beside done rows
-    await shop.changes.approve(number=1, actor=BOB)
+    await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     left = await rows(
         shop,
         "SELECT issue_number, count(*) AS n FROM dev_r_worker_queue "
@@ -363,7 +355,7 @@ async def test_cancel_duplicates_and_failure_reason_per_seed_002(shop: Shop) -> 
         reason="pre-#2091 orphans",
         actor=ALICE,
     )
-    await shop.changes.approve(number=2, actor=BOB)
+    await shop.changes.approve(number=2, actor=BOB_ON_SLACK)
     orphans = await rows(
         shop,
         "SELECT status, failure_reason FROM dev_r_worker_queue WHERE issue_number IN (4500, 4501)",
@@ -381,11 +373,10 @@ async def test_reject_and_withdraw(shop: Shop) -> None:
             reason="reroute",
             actor=ALICE,
         )
-    dora = Actor("dora", "console", "dora")
     with pytest.raises(PermissionDenied, match="only an approver or the requester"):
-        await shop.changes.reject(number=1, actor=dora, reason=None, may_reject_others=False)
+        await shop.changes.reject(number=1, actor=DORA, reason=None, may_reject_others=False)
     rejected = await shop.changes.reject(
-        number=1, actor=BOB, reason="wrong node", may_reject_others=True
+        number=1, actor=BOB_ON_SLACK, reason="wrong node", may_reject_others=True
     )
     assert rejected.state is RequestState.REJECTED and rejected.rejected_by == "bob"
     withdrawn = await shop.changes.reject(
@@ -393,7 +384,7 @@ async def test_reject_and_withdraw(shop: Shop) -> None:
     )
     assert withdrawn.state is RequestState.REJECTED
     with pytest.raises(Conflict) as decided:
-        await shop.changes.approve(number=1, actor=BOB)
+        await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert "rejected by bob" in said(decided.value)
     assert await shop.changes.pending() == []
 
@@ -429,7 +420,7 @@ async def test_a_rejection_shows_its_reason_and_a_withdrawal_is_called_one(shop:
             actor=ALICE,
         )
     rejected = await shop.changes.reject(
-        number=1, actor=BOB, reason="wrong node", may_reject_others=True
+        number=1, actor=BOB_ON_SLACK, reason="wrong node", may_reject_others=True
     )
     text = render_message(change_message(rejected))
     assert "CR-1: requeue 4 row(s) in queue workers - rejected by bob: wrong node" in text
@@ -439,7 +430,7 @@ async def test_a_rejection_shows_its_reason_and_a_withdrawal_is_called_one(shop:
     text = render_message(change_message(withdrawn))
     assert "- withdrawn by alice ==" in text and "rejected" not in text
     with pytest.raises(Conflict) as decided:
-        await shop.changes.approve(number=2, actor=BOB)
+        await shop.changes.approve(number=2, actor=BOB_ON_SLACK)
     assert "CR-2 was withdrawn by alice" in said(decided.value)
     with pytest.raises(Conflict) as decided:
         await shop.changes.approve(number=1, actor=ALICE)
@@ -481,7 +472,7 @@ async def test_a_request_made_before_items_were_kept_still_executes(shop: Shop) 
             sa.text("UPDATE qb_change_requests SET targets = :t WHERE id = 1"),
             {"t": json.dumps(legacy)},
         )
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert decision.executed and decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(ids)
     for job_id in ids:

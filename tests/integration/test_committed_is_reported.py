@@ -25,11 +25,9 @@ from services.people import Directory, Person
 from services.plans.model import PlanState
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER
 from tests.integration.support import RecordingNotifier, Shop, add_dead_letters, build_services
 from tests.integration.test_plans import ERROR, flat_history, request_plan
-
-ALICE = Person("alice", frozenset({"operator", "approver"}))
-BOB = Person("bob", frozenset({"operator", "approver"}))
 
 
 class BrokenChat(RecordingNotifier):
@@ -65,7 +63,7 @@ def router_over(shop: Shop, chat: RecordingNotifier) -> Router:
         reads=QueueReads(shop.estate, gate=ReadGate(fresh_for=0.0)),
         changes=services.changes,
         plans=services.plans,
-        directory=Directory([ALICE, BOB]),
+        directory=Directory([ALICE_APPROVER, BOB_APPROVER]),
         access=AccessConfig(),
     )
     return Router(deps)
@@ -90,19 +88,19 @@ async def test_a_halt_whose_chat_post_fails_is_reported_as_done(shop: Shop) -> N
     number = await request_plan(shop)
     router = router_over(shop, BrokenChat())
 
-    approved = await say(router, f"/queue approve CR-{number}", BOB)
+    approved = await say(router, f"/queue approve CR-{number}", BOB_APPROVER)
     assert not approved.error
     assert "approved by bob and executed" in approved.message.summary
     assert "the chat post about it failed" in approved.message.summary
 
-    halted = await say(router, '/queue halt P-1 --reason "looks wrong"', ALICE)
+    halted = await say(router, '/queue halt P-1 --reason "looks wrong"', ALICE_APPROVER)
     text = render_message(halted.message)
     assert not halted.error, text
     assert "P-1 halted by alice: looks wrong" in text and "Temporarily unavailable" not in text
     assert "the chat post about it failed" in text and "connection refused" in text
     assert await plan_state(shop) == PlanState.HALTED
 
-    again = await say(router, "/queue halt P-1", ALICE)
+    again = await say(router, "/queue halt P-1", ALICE_APPROVER)
     assert again.error
     assert "P-1 is halted; only a running plan can be halted" in again.message.summary
 
@@ -118,7 +116,7 @@ async def test_an_approval_is_answered_before_its_held_chat_post_and_says_so(
 
     started = time.monotonic()
     async with asyncio.timeout(10):  # (before: the answer waited for the channel, forever)
-        approved = await say(router, f"/queue approve CR-{number}", BOB)
+        approved = await say(router, f"/queue approve CR-{number}", BOB_APPROVER)
     waited = time.monotonic() - started
     assert waited < ANSWER_WAITS + 1.5, waited  # not the channel's wait
     assert not approved.error
@@ -156,11 +154,11 @@ async def test_a_database_gone_before_an_approval_changes_nothing_and_says_so(
                 reads=QueueReads(estate, gate=ReadGate(fresh_for=0.0)),
                 changes=services.changes,
                 plans=services.plans,
-                directory=Directory([ALICE, BOB]),
+                directory=Directory([ALICE_APPROVER, BOB_APPROVER]),
                 access=AccessConfig(),
             )
         )
-        reply = await say(router, f"/queue approve CR-{number}", BOB)
+        reply = await say(router, f"/queue approve CR-{number}", BOB_APPROVER)
     finally:
         await broken.dispose()
     assert reply.error

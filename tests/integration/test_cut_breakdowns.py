@@ -5,32 +5,16 @@ table, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
-
-import pytest
 
 from commands.model import Dlq
 from commands.model import Triage as TriageCommand
-from services.config import QueueConfig
 from services.estate.signature import SIGNATURE_SAMPLE
 from tests.integration.support import START
-from tests.integration.test_halted_plan_counts import REPORT_COLUMNS, REPORT_DDL
-from tests.integration.test_team_tables import Team, open_team
+from tests.integration.team_support import Team
 
 # twelve causes, the first with most rows; each job's error carries its own request id
 CAUSES = [f"cause {chr(97 + i)}: upstream said no (request id a{i}f{{n:06x}})" for i in range(12)]
-
-
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue", table="jobs", columns=REPORT_COLUMNS, statuses={"dead": ["dead"]}
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
 
 
 async def dead_rows(team: Team, per_cause: list[int], *, newest_last: int = 0) -> None:

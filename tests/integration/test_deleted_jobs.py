@@ -18,9 +18,10 @@ from services.estate.ops import Selector
 from services.plans.messages import plan_message
 from services.plans.model import PlanState, PlanView, WaveOutcome
 from services.reads import samples
+from tests.helpers.people import ALICE, BOB
 from tests.integration.preset_adapters import PresetAdapter, ProcrastinateAdapter, RiverAdapter
 from tests.integration.support import Clock
-from tests.integration.test_presets import ADAPTERS, ALICE, BOB, World, open_world
+from tests.integration.test_presets import ADAPTERS, World, open_world
 from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres

@@ -7,16 +7,13 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from services.audit import Actor
 from services.estate.demo_worker import DemoWorker
 from services.estate.ops import Selector
 from services.plans.model import PlanState
 from services.reads import samples
+from tests.helpers.people import ALICE, BOB
 from tests.integration.support import Shop
 from tests.kinds import ChangeKind
-
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 
 
 async def plan(shop: Shop, selector: Selector) -> int:

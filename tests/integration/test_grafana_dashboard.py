@@ -21,7 +21,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.e2e.alerting_stack import Prometheus, need_alerting
+from tests.e2e.alerting_stack import Prometheus
 from tests.e2e.serving import Served, demo_database, running_serve
 from tests.unit.test_prometheus_rules import RULES, run, tool
 
@@ -289,7 +289,6 @@ def test_every_panel_query_answers_from_a_real_prometheus(
     the series it asks for have samples. Its targets have no namespace label (as with
     deploy/prometheus/prometheus.yml): the namespace variable has no values, and with
     $namespace empty every panel still answers."""
-    need_alerting()
     expected = expected_answers(exposition, "")
     with Prometheus([served.url], [], None, workdir=tmp_path) as prometheus:
         wait_for_answers(prometheus, "", expected)
@@ -306,7 +305,6 @@ def test_every_panel_query_answers_for_the_chosen_namespace_only(
     namespace variable lists the namespaces, the queue variable the chosen one's queues,
     every panel answers for the chosen namespace, and no panel answers for a namespace
     without a queuebot: each query keeps to the namespace chosen."""
-    need_alerting()
     expected = expected_answers(exposition, "blue")
     namespaces = ["blue", "green"]
     with NamespacedPrometheus([served.url], namespaces, tmp_path) as prometheus:

@@ -15,23 +15,14 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy as sa
 
-from services.config import QueueConfig
 from services.estate.ops import Selector
 from services.estate.signature import earlier_signature
 from services.plans.model import PlanState, PlanView
+from tests.helpers.people import ALICE, BOB, BOB_APPROVER
 from tests.integration.preset_adapters import PgBossAdapter, PresetAdapter, ProcrastinateAdapter
-from tests.integration.test_halted_plan_counts import (
-    BOB,
-    REPORT_COLUMNS,
-    REPORT_DDL,
-    eight_dead,
-    say,
-    tick,
-    worker,
-)
-from tests.integration.test_presets import ALICE, World, open_world
-from tests.integration.test_presets import BOB as BOB_ACTOR
-from tests.integration.test_team_tables import Team, open_team
+from tests.integration.team_support import Team
+from tests.integration.test_halted_plan_counts import eight_dead, say, tick, worker
+from tests.integration.test_presets import World, open_world
 from tests.kinds import ChangeKind
 
 OUTAGE = (
@@ -57,19 +48,6 @@ async def pg_boss(pg_url: str) -> AsyncIterator[World]:
         yield world
 
 
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    """The team's worker table of test_halted_plan_counts.py: jobs(id, state, last_error,
-    ...), no failure_reason column."""
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue", table="jobs", columns=REPORT_COLUMNS, statuses={"dead": ["dead"]}
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
-
-
 async def sample_dies_again(world: World, error: str | None) -> PlanView:
     """A staged redrive of the world's four dead jobs, approved; its sample (all four)
     fails again with ``error`` (the system's own failure; Procrastinate writes none)."""
@@ -80,7 +58,7 @@ async def sample_dies_again(world: World, error: str | None) -> PlanView:
         reason="the payments API answers again",
         actor=ALICE,
     )
-    done = await world.services.changes.approve(number=asked.number, actor=BOB_ACTOR)
+    done = await world.services.changes.approve(number=asked.number, actor=BOB)
     assert done.view.result is not None and done.view.result.plan is not None
     async with world.engine.begin() as conn:
         sample = sorted(set(await world.adapter.waiting(conn)) - set(world.built.pending))
@@ -150,7 +128,7 @@ async def test_a_job_that_died_again_without_an_error_text_is_not_judged(team: T
     says it cannot tell, not that the fix did not hold."""
     await eight_dead(team)
     await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     await worker(team, "UPDATE jobs SET state = 'dead', last_error = NULL WHERE state = 'queued'")
     await tick(team)
     view = await team.services.plans.view(number=1)
@@ -175,7 +153,7 @@ async def test_a_plan_frozen_by_the_earlier_signature_rules_halts_as_the_same_er
     await eight_dead(team)
     await worker(team, "UPDATE jobs SET last_error = :e", e=HOOK.format(n=4411))
     await say(team, '/queue redrive --all --sample 1 --reason "hooks fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     earlier = earlier_signature(HOOK.format(n=4411))
     assert earlier == "TimeoutError: POST <url> did not answer within <n> s"
     async with team.engine.begin() as conn:  # as the earlier version froze them

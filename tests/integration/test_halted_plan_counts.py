@@ -6,7 +6,6 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -17,51 +16,16 @@ from commands.context import Invocation
 from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
-from services.config import AccessConfig, ApprovalConfig, QueueConfig
+from services.config import AccessConfig, ApprovalConfig
 from services.people import Directory, Person
 from services.plans.model import PlanState, WaveOutcome
-from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
 from tests.integration.support import START, RecordingNotifier, build_services
-from tests.integration.test_team_tables import Team, add_worker_rows, open_team
+from tests.integration.team_support import SMTP, Team, add_worker_rows, dead_letters
 
-ALICE = Person("alice", frozenset({"operator", "approver"}))
-BOB = Person("bob", frozenset({"operator", "approver"}))
-DORA = Person("dora", frozenset({"operator", "approver"}))
-SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
 SMTP_AGAIN = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 45 s"
-
-REPORT_DDL = {
-    "postgresql": "CREATE TABLE jobs (id BIGSERIAL PRIMARY KEY, state TEXT NOT NULL, "
-    "last_error TEXT, enqueued_at TIMESTAMPTZ NOT NULL, locked_at TIMESTAMPTZ, "
-    "attempts INTEGER NOT NULL DEFAULT 0, kind TEXT)",
-    "sqlite": "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, state TEXT NOT NULL, "
-    "last_error TEXT, enqueued_at DATETIME NOT NULL, locked_at DATETIME, "
-    "attempts INTEGER NOT NULL DEFAULT 0, kind TEXT)",
-}
-REPORT_COLUMNS = {
-    "queue.status": "state",
-    "queue.error_message": "last_error",
-    "queue.queued_at": "enqueued_at",
-    "queue.claimed_at": "locked_at",
-    "queue.retry_count": "attempts",
-    "queue.job_type": "kind",
-}
-
-
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue",
-        table="jobs",
-        columns=REPORT_COLUMNS,
-        statuses={"dead": ["dead"]},
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
 
 
 @pytest.fixture(autouse=True)
@@ -79,13 +43,13 @@ def router_over(team: Team) -> Router:
             reads=QueueReads(team.estate, gate=ReadGate(fresh_for=0.0)),
             changes=team.services.changes,
             plans=team.services.plans,
-            directory=Directory([ALICE, BOB, DORA]),
+            directory=Directory([ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER]),
             access=AccessConfig(),
         )
     )
 
 
-async def say(team: Team, line: str, person: Person = ALICE) -> str:
+async def say(team: Team, line: str, person: Person = ALICE_APPROVER) -> str:
     """A line typed in chat; the reply as the console renders it."""
     inv = Invocation(person=person, platform="console", account=person.name, channel="ops")
     reply = await answer(router_over(team).handle_line(line, inv), correlation_id="t", where="t")
@@ -95,22 +59,7 @@ async def say(team: Team, line: str, person: Person = ALICE) -> str:
 
 
 async def eight_dead(team: Team) -> list[str]:
-    at = START - timedelta(hours=2)
-    rows = [
-        {
-            "status": "dead",
-            "error_message": SMTP,
-            "queued_at": at + timedelta(seconds=i),
-            "claimed_at": at,
-            "retry_count": 5,
-            "job_type": "email",
-        }
-        for i in range(8)
-    ]
-    ids = await add_worker_rows(team, rows)
-    async with team.engine.begin() as conn:  # a flat dead-letter count 15 minutes ago
-        await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
-    return ids
+    return await dead_letters(team, 8)
 
 
 async def worker(team: Team, sql: str, **params: object) -> int:
@@ -155,7 +104,7 @@ async def plan_in_last_wave(team: Team) -> None:
     await eight_dead(team)
     asked = await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
     assert "CR-1" in asked
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     assert await finish_queued(team) == 1
     await tick(team)
     view = await team.services.plans.view(number=1)
@@ -207,7 +156,7 @@ async def test_a_rollback_states_and_returns_only_the_rows_still_unclaimed(team:
     assert "up to" not in asked
 
     assert await claim_queued(team, 1) == 1  # one more is claimed before the approval
-    done = await say(team, "/queue approve CR-2", BOB)
+    done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "1 unclaimed row(s) returned to the dead letters" in done
     view = await team.services.plans.view(number=1)
     assert view.state is PlanState.ROLLED_BACK
@@ -249,7 +198,7 @@ async def test_an_approved_rollback_with_nothing_left_reports_none_returned(team
     await say(team, "/queue halt P-1")
     await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert await finish_queued(team) == 7  # all finished before the approval
-    done = await say(team, "/queue approve CR-2", BOB)
+    done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "0 unclaimed row(s) returned to the dead letters" in done
     view = await team.services.plans.view(number=1)
     assert (view.succeeded, view.rolled_back) == (8, 0)
@@ -291,7 +240,7 @@ async def test_the_same_error_again_halts_as_the_same_signature(team: Team) -> N
     asked = await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
     assert "(no failure_reason)" not in asked  # the table has no such column
     assert "TimeoutError: smtp relay mail-<n>.internal:<n> did not answer within <n> s" in asked
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     await worker(
         team, "UPDATE jobs SET state = 'dead', last_error = :e WHERE state = 'queued'", e=SMTP_AGAIN
     )
@@ -344,7 +293,7 @@ async def test_a_rollback_that_ends_a_wave_records_that_it_finished(team: Team) 
     await say(team, "/queue halt P-1")
     await say(team, '/queue rollback P-1 --reason "relay still flaky"')
     assert await finish_queued(team, 5) == 5  # two are still unclaimed at the approval
-    await say(team, "/queue approve CR-2", BOB)
+    await say(team, "/queue approve CR-2", BOB_APPROVER)
     view = await team.services.plans.view(number=1)
     assert (view.succeeded, view.rolled_back) == (6, 2)
     assert view.waves[1].finished_at == team.clock.now
@@ -383,7 +332,7 @@ async def test_a_rollback_says_claimed_only_of_rows_a_worker_holds(team: Team) -
         "UPDATE jobs SET state = 'cancelled' WHERE id = "
         "(SELECT max(id) FROM jobs WHERE state = 'queued')",
     )
-    done = await say(team, "/queue approve CR-2", BOB)
+    done = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "6 unclaimed row(s) returned to the dead letters" in done
     view = await team.services.plans.view(number=1)
     assert view.note is not None and "claimed by a worker" not in view.note
@@ -406,7 +355,7 @@ async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_
     await eight_dead(team)
     # the plan is judged by its sample of one: one approval starts it
     await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     assert await finish_queued(team) == 1
     await tick(team)
     await say(team, "/queue halt P-1")
@@ -414,7 +363,7 @@ async def test_a_rollback_waiting_for_a_second_approval_does_not_call_its_count_
     assert "roll back plan P-1 (7 unclaimed row(s) now)" in asked
     assert await claim_queued(team, 3) == 3
     team.clock.advance(minutes=5)
-    once = await say(team, "/queue approve CR-2", BOB)
+    once = await say(team, "/queue approve CR-2", BOB_APPROVER)
     assert "waiting for approval (1 of 2)" in once
     assert "unclaimed row(s) now" not in once
     assert "7 unclaimed row(s) when requested" in once
@@ -428,7 +377,7 @@ async def test_a_plan_frozen_by_an_earlier_version_halts_as_the_same_signature(
     upgrade, judges the same error again as the same signature, not as a new error."""
     await eight_dead(team)
     await say(team, '/queue redrive --all --sample 1 --reason "smtp relay fixed"')
-    await say(team, "/queue approve CR-1", BOB)
+    await say(team, "/queue approve CR-1", BOB_APPROVER)
     async with team.engine.begin() as conn:  # as the earlier version froze them
         await conn.execute(
             sa.text("UPDATE qb_plan_items SET signature = '(no failure_reason): ' || signature")
@@ -456,7 +405,7 @@ async def test_a_plan_resumed_with_rows_still_out_does_not_call_the_wave_finishe
     await tick(team)
     assert (await team.services.plans.view(number=1)).state is PlanState.HALTED
     await say(team, '/queue resume P-1 --reason "one row, the relay blipped"')
-    await say(team, "/queue approve CR-2", BOB)
+    await say(team, "/queue approve CR-2", BOB_APPROVER)
     await tick(team)  # six rows of wave 1 still queued
     shown = await say(team, "/queue plan P-1")
     assert "wave 1 of 1 (7 jobs) finished" not in shown

@@ -26,11 +26,10 @@ from services.config import AccessConfig
 from services.people import Directory, Person
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE_APPROVER_ON_SLACK, DORA_DUTY_ON_SLACK
 from tests.integration.support import Shop
 
-ALICE = Person("alice", frozenset({"operator", "approver"}), slack="U0ALICE")
-DORA = Person("dora", frozenset({"duty-officer", "operator"}), slack="U0DORA")
-PEOPLE = Directory([ALICE, DORA])
+PEOPLE = Directory([ALICE_APPROVER_ON_SLACK, DORA_DUTY_ON_SLACK])
 HOSTILE = (
     "'; DROP TABLE dev_r_worker_queue; --",
     "1 OR 1=1",
@@ -115,7 +114,7 @@ async def queue_fingerprint(shop: Shop) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(line=lines, person=st.sampled_from([ALICE, DORA, None]))
+@given(line=lines, person=st.sampled_from([ALICE_APPROVER_ON_SLACK, DORA_DUTY_ON_SLACK, None]))
 async def test_hostile_command_texts_get_clear_answers_and_change_no_row(
     shop: Shop, line: str, person: Person | None
 ) -> None:

@@ -4,7 +4,6 @@ a row, and a second run changes nothing more."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -41,14 +40,6 @@ EXPECTED = {
     ("workers", "E", "spawn_ram requeued with a 5 min backoff"): ["41"],
     ("workers", "F", "re-routed away from bms-4"): ["50", "51", "52"],
 }
-
-
-@pytest.fixture
-async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    yield engine
-    await engine.dispose()
 
 
 async def _inbox(engine: AsyncEngine) -> list[dict[str, object]]:

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
-import pytest
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.audit import Actor
 from services.config.housekeeping import HousekeepingConfig
-from services.db import create_engine
-from services.db.migrate import upgrade
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
+from tests.helpers.people import ALICE
 from tests.integration.housekeeping_support import (
     build_estate,
     fake_webhook,
@@ -32,16 +29,7 @@ from tests.integration.support import Shop
 from tests.kinds import ChangeKind
 
 ACTOR = Actor.system("housekeeping")
-ALICE = Actor("alice", "console", "alice")
 NO_ANSWER = 3.0  # seconds the webhook is given
-
-
-@pytest.fixture
-async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    yield engine
-    await engine.dispose()
 
 
 async def test_a_webhook_that_never_answers_holds_no_other_audited_change(shop: Shop) -> None:

@@ -5,10 +5,8 @@ config check prints)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -22,8 +20,6 @@ from commands.router import Router
 from services.audit import Actor, AuditTrail
 from services.config import AccessConfig, ApprovalConfig, QueueConfig
 from services.config.housekeeping import HousekeepingConfig
-from services.db import create_engine
-from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.housekeeping import jobs
 from services.housekeeping.run import housekeeping_lines
@@ -35,14 +31,6 @@ from tests.integration.support import FAST, Clock, RecordingNotifier
 
 OLGA = Person("olga", frozenset({"operator"}))
 VERA = Person("vera", frozenset({"viewer"}))
-
-
-@pytest.fixture
-async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    yield engine
-    await engine.dispose()
 
 
 async def say(router: Router, line: str, person: Person) -> tuple[Reply, str]:

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from services.errors import ConfigError
+from tests.helpers.people import DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, say
+from tests.integration.incident_support import ACTORS, say
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = DORA + DUTY_OFFICER
+PEOPLE = DORA_TOML + DUTY_OFFICER_TOML
 
 
 def state_of(status: str, audience: str) -> str:

@@ -6,30 +6,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from services.errors import UsageError
-from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import (
-    ACTORS,
-    BOB,
-    DORA_APPROVER,
-    DUTY_OFFICER,
-    say,
-    say_as,
-    thread_posts,
-)
+from tests.helpers.people import BOB_TOML, DORA_APPROVER_TOML, DUTY_OFFICER_TOML
+from tests.integration.alerting import AlertBot, alert_bot
+from tests.integration.incident_support import ACTORS, say, say_as, thread_posts
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = DORA_APPROVER + ACTORS + DUTY_OFFICER
+PEOPLE = DORA_APPROVER_TOML + ACTORS + DUTY_OFFICER_TOML
 
 
 def section(export: str, heading: str) -> str:
     return export.split(heading, 1)[1].split("\n## ", 1)[0]
+
+
+async def resolved_details(bot: AlertBot) -> dict[str, Any]:
+    """The details of the trail's ``incident.resolved`` event."""
+    async with bot.app.state_engine.connect() as conn:
+        details = (
+            await conn.execute(
+                sa.text("SELECT details FROM qb_audit_events WHERE action = 'incident.resolved'")
+            )
+        ).scalar_one()
+    found: dict[str, Any] = json.loads(details) if isinstance(details, str) else details
+    return found
 
 
 async def test_the_export_lists_housekeeping_changes_on_its_queue_during_it(
@@ -111,15 +117,7 @@ async def test_recovery_is_measured_to_the_validation_not_to_the_resolve(
         (post,) = [p for p in await thread_posts(bot) if "resolved" in p]
         assert "INC-1 resolved by dora; recovered 6 min after the declaration" in post
         assert "(validated at 03:07:00 UTC)" in post
-        async with bot.app.state_engine.connect() as conn:
-            details = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT details FROM qb_audit_events WHERE action = 'incident.resolved'"
-                    )
-                )
-            ).scalar_one()
-        said = json.loads(details) if isinstance(details, str) else details
+        said = await resolved_details(bot)
         assert said["fault_to_recovery_s"] == 360
         assert said["validated_at"] == "2026-11-30T03:07:00+00:00"
 
@@ -127,7 +125,7 @@ async def test_recovery_is_measured_to_the_validation_not_to_the_resolve(
 async def test_an_override_without_validation_claims_no_recovery_time(
     db_url: str, tmp_path: Path
 ) -> None:
-    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB) as bot:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB_TOML) as bot:
         await say(bot, '/incident declare gd:queue-loss "jobs stopped" --queue workers')
         bot.clock.advance(minutes=2)
         await say(bot, '/incident step v1 done --result "counted by hand"')
@@ -141,13 +139,5 @@ async def test_an_override_without_validation_claims_no_recovery_time(
             "validating v2, v3"
         ) in export
         assert "recovery: 12 min" not in export and "- Validated:" not in export
-        async with bot.app.state_engine.connect() as conn:
-            details = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT details FROM qb_audit_events WHERE action = 'incident.resolved'"
-                    )
-                )
-            ).scalar_one()
-        said = json.loads(details) if isinstance(details, str) else details
+        said = await resolved_details(bot)
         assert said["fault_to_recovery_s"] is None and said["validated_at"] is None

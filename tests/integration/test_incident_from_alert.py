@@ -12,16 +12,17 @@ from commands.model import Declare
 from services.alerts.messages import root
 from services.alerts.store import read_group
 from services.message import Actions
+from tests.helpers.people import DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import AlertBot, alert, alert_bot, notification
-from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, as_person
+from tests.integration.incident_support import ACTORS, as_person
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 EXTRA = (
-    DORA
+    DORA_TOML
     + ACTORS
-    + DUTY_OFFICER
+    + DUTY_OFFICER_TOML
     + """
 [[alerts.routes]]
 name = "loss-to-operators"

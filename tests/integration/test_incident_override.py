@@ -14,20 +14,14 @@ import sqlalchemy as sa
 from bot.render_text import render_message
 from commands.messages import describe, error_reply
 from services.errors import Conflict, OwnRequest, QueuebotError
+from tests.helpers.people import BOB_TOML, DORA_APPROVER_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import (
-    ACTORS,
-    BOB,
-    DORA_APPROVER,
-    DUTY_OFFICER,
-    say_as,
-    thread_posts,
-)
+from tests.integration.incident_support import ACTORS, say_as, thread_posts
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = DORA_APPROVER + BOB + ACTORS + DUTY_OFFICER
+PEOPLE = DORA_APPROVER_TOML + BOB_TOML + ACTORS + DUTY_OFFICER_TOML
 
 
 async def test_override_needs_another_person_and_stays_on_the_record(

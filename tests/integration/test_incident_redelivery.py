@@ -13,10 +13,11 @@ from sqlalchemy import text
 
 from services.incidents.publish import INCIDENT_POST
 from services.outbox import LEASE, Outbox
+from tests.helpers.people import DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, say
+from tests.integration.incident_support import ACTORS, say
 
-PEOPLE = DORA + DUTY_OFFICER
+PEOPLE = DORA_TOML + DUTY_OFFICER_TOML
 
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 

@@ -13,13 +13,14 @@ import pytest
 import sqlalchemy as sa
 
 from services.errors import ChecksFailed, NotFound, OutOfOrder
+from tests.helpers.people import BOB_TOML, DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import AlertBot, alert_bot
-from tests.integration.incident_support import ACTORS, BOB, DORA, DUTY_OFFICER, say
+from tests.integration.incident_support import ACTORS, say
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
-PEOPLE = DORA + BOB + ACTORS + DUTY_OFFICER  # bob approves what dora asks
+PEOPLE = DORA_TOML + BOB_TOML + ACTORS + DUTY_OFFICER_TOML  # bob approves what dora asks
 REDRIVE = '/queue redrive --error-like ffmpeg --sample 2 --reason "transcoder fixed"'
 
 

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from services.errors import Conflict
+from tests.helpers.people import DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import AlertBot, alert_bot
 from tests.integration.incident_journey import (
     DECLARE,
@@ -24,7 +25,7 @@ from tests.integration.incident_journey import (
     to_the_halt,
     validation,
 )
-from tests.integration.incident_support import ACTORS, DORA, DUTY_OFFICER, say
+from tests.integration.incident_support import ACTORS, say
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
@@ -146,7 +147,7 @@ async def test_the_failed_rows_are_held_to_the_alerts_threshold(
     """On a queue that keeps failure reasons, the failed-jobs item compares the failed
     rows with an actionable reason against the FailedJobsAccumulating alert's threshold."""
     threshold = "\n[alerts.detectors.failed_actionable]\nthreshold = 2\n"
-    people = DORA + ACTORS + DUTY_OFFICER + threshold
+    people = DORA_TOML + ACTORS + DUTY_OFFICER_TOML + threshold
     async with alert_bot(db_url, tmp_path, extra=people) as bot:
         await say(bot, '/incident declare gd:failed-jobs-accumulating "rows fail" --queue workers')
         items = await validated(bot)
@@ -169,7 +170,7 @@ async def test_the_failed_rows_are_held_to_the_alerts_threshold(
 
 async def test_a_drained_backlog_passes(db_url: str, tmp_path: Path) -> None:
     """Nothing pending now and nothing five minutes ago is drained, not "flat"."""
-    async with alert_bot(db_url, tmp_path, extra=DORA + ACTORS + DUTY_OFFICER) as bot:
+    async with alert_bot(db_url, tmp_path, extra=DORA_TOML + ACTORS + DUTY_OFFICER_TOML) as bot:
         async with bot.app.estate.engine.begin() as conn:
             await conn.execute(
                 sa.text("UPDATE dev_r_worker_queue SET status = 'done' WHERE status = 'queued'")

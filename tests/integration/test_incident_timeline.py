@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from services.estate.demo_worker import DemoWorker
+from tests.helpers.text import in_order
 from tests.integration.alerting import AlertBot, alert_bot
 from tests.integration.incident_journey import (
     DECLARE,
@@ -24,15 +25,6 @@ from tests.integration.incident_support import say, say_as
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
-
-
-def in_order(text: str, *parts: str) -> None:
-    """Each of ``parts`` in ``text``, each after the one before."""
-    at = 0
-    for part in parts:
-        found = text.find(part, at)
-        assert found >= 0, f"{part!r} not after position {at} in:\n{text}"
-        at = found + len(part)
 
 
 async def halt_reason(bot: AlertBot) -> str:

@@ -14,11 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
 import re
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -33,7 +31,6 @@ from bot.bootstrap import App, build_app, running_scheduler
 from bot.demo import DEMO_CONFIG
 from bot.render_text import render_message
 from commands.context import Invocation
-from services.audit import Actor
 from services.config import default_queues, load_config
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -41,12 +38,13 @@ from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.outbox import Outbox
 from services.runbooks.library import shipped_runbooks
+from tests.helpers.people import DORA
+from tests.helpers.processes import clean_environ, interactive
 from tests.integration.support import START, Clock, RecordingNotifier, Shop, build_services
 
 Tally = Counter[tuple[str, int, str]]  # (what, incident number, audience) -> how many
 REMINDED = "reminded"  # a reminder on the timeline and its post in the incident's thread
 MISSED = "missed"  # "missed" on the timeline, the audit event, and its two posts
-DORA = Actor("dora", "console", "dora")  # the demo's operations duty officer
 
 
 def drill_runbook(folder: Path, scenario: str, *, operators_ms: int, actors_ms: int) -> None:
@@ -389,7 +387,7 @@ async def test_a_notify_racing_its_deadline_is_either_in_time_or_late_never_both
 @contextlib.contextmanager
 def consoles(workdir: Path, db_url: str, count: int) -> Iterator[list[subprocess.Popen[str]]]:
     config = write_config(workdir)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+    env = clean_environ()
     env.update(QUEUEBOT_CONFIG=str(config), QUEUEBOT_DATABASE_URL=db_url)
     started: list[subprocess.Popen[str]] = []
     with contextlib.ExitStack() as files:
@@ -398,14 +396,8 @@ def consoles(workdir: Path, db_url: str, count: int) -> Iterator[list[subprocess
                 out = files.enter_context((workdir / f"console-{n}.out").open("w"))
                 err = files.enter_context((workdir / f"console-{n}.err").open("w"))
                 started.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "bot.cli", "console", "--as", "dora"],
-                        stdin=subprocess.PIPE,
-                        stdout=out,
-                        stderr=err,
-                        text=True,
-                        cwd=workdir,
-                        env=env,
+                    interactive(
+                        "console", "--as", "dora", cwd=workdir, env=env, stdout=out, stderr=err
                     )
                 )
             yield started

@@ -10,16 +10,17 @@ import pytest
 import sqlalchemy as sa
 
 from services.errors import Conflict
+from tests.helpers.people import BOB_TOML, DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert_bot
-from tests.integration.incident_support import ACTORS, BOB, DORA, DUTY_OFFICER, say, say_as
+from tests.integration.incident_support import ACTORS, say, say_as
 
 # Each test starts the bot over the demo estate built at START: a copy of the template.
 pytestmark = [pytest.mark.usefixtures("db_url"), pytest.mark.demo_db]
 
 PEOPLE = (
-    DORA
+    DORA_TOML
     + ACTORS
-    + DUTY_OFFICER
+    + DUTY_OFFICER_TOML
     + """
 [incidents.synthetic_job]
 queue = "workers"
@@ -82,7 +83,7 @@ async def test_confirming_by_hand_an_item_measured_failing_needs_another_person(
     """/incident validate measured the backlog flat (failing); one person cannot confirm it
     by hand and resolve: the step is refused and points at the override, which bob
     approves; the postmortem marks what a person confirmed by hand."""
-    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB) as bot:
+    async with alert_bot(db_url, tmp_path, extra=PEOPLE + BOB_TOML) as bot:
         await bot.app.scheduler.seed()
         await bot.app.scheduler.run_due()
         bot.clock.advance(minutes=1)

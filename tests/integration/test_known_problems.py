@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from datetime import datetime
 
 import pytest
@@ -14,8 +13,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services import outbox
-from services.db import create_engine
-from services.db.migrate import upgrade
 from services.errors import ConfigError
 from services.outbox import Outbox
 from services.scheduler import Scheduler, schedule
@@ -25,14 +22,6 @@ MISSING = {
     "workers": "queue 'workers' (worker_queue): table 'dev_r_worker_queue' does not exist",
     "clips": "queue 'clips' (message_job): table 'queue_messages' does not exist",
 }
-
-
-@pytest.fixture
-async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
-    await upgrade(engine)
-    yield engine
-    await engine.dispose()
 
 
 async def sample(conn: AsyncConnection, subject: str, now: datetime) -> None:

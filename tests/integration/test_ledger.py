@@ -10,12 +10,12 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from services.audit import Actor
 from services.changes.model import RequestState
 from services.errors import ConcurrentChange
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.ledger import MAX_ADOPTIONS, STALE, DeliveryLedger, complete_in
+from tests.helpers.people import ALICE_ON_SLACK
 from tests.integration.support import Shop
 from tests.kinds import ChangeKind
 
@@ -74,7 +74,6 @@ async def test_a_change_and_its_delivery_commit_together_so_a_redelivery_acts_on
 ) -> None:
     dead = await shop.reads.list_dead(queue="clips", filters=DeadFilter(error_like="ffmpeg"))
     ids = tuple(r.id for r in dead.rows)
-    alice = Actor("alice", "slack", "U0ALICE")
     crashed, replica = ledger_of(shop), ledger_of(shop)
     # A process claims the delivery, then dies before its transaction commits: nothing
     # was requested, and the claim is left behind.
@@ -93,7 +92,7 @@ async def test_a_change_and_its_delivery_commit_together_so_a_redelivery_acts_on
         queue="clips",
         selector=Selector(ids=ids),
         reason="transcoder fixed",
-        actor=alice,
+        actor=ALICE_ON_SLACK,
         delivery=claim,
     )
     assert view.state is RequestState.PENDING
@@ -104,7 +103,7 @@ async def test_a_change_and_its_delivery_commit_together_so_a_redelivery_acts_on
             queue="clips",
             selector=Selector(ids=ids),
             reason="transcoder fixed",
-            actor=alice,
+            actor=ALICE_ON_SLACK,
             delivery=lost,
         )
     # and a later redelivery finds the key done, in the same commit as the request.
@@ -175,7 +174,7 @@ async def test_an_orphan_whose_change_committed_says_what_it_did(shop: Shop) -> 
         queue="clips",
         selector=Selector(error_like="ffmpeg"),
         reason="codec fixed",
-        actor=Actor("alice", "slack", "U0ALICE"),
+        actor=ALICE_ON_SLACK,
         delivery=claim,
     )
     shop.clock.advance(seconds=beats)

@@ -31,20 +31,23 @@ from services.estate.model import NO_REASON, CanonicalState
 from services.estate.worker_queue.schema import FAILURE_REASONS
 from services.metrics import ORPHAN_PLATFORMS, OUTCOMES
 from services.reads.own_gauges import OBLIGATION_STATES, PLAN_JOB_STATES, PLAN_STATES
+from tests.helpers.people import ALICE_TOML
 from tests.integration.profile_adapters import MessageJobAdapter
 
 NOW = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
-CONFIG = """
+CONFIG = (
+    """
 [queues.workers]
 profile = "worker_queue"
 [queues.clips]
 profile = "message_job"
-[people.alice]
-slack = "U0ALICE"
-roles = ["operator", "approver"]
+"""
+    + ALICE_TOML
+    + """
 [metrics]
 refresh_seconds = 60
 """
+)
 # The worker queue's rows: (status, failure_reason, how many, minutes since queued).
 WORKER_ROWS = [
     ("queued", None, 1, 10),
@@ -234,9 +237,8 @@ async def test_scrapes_within_the_interval_read_the_estate_once(world: World) ->
     assert of(due, "queuebot_queue_failed_actionable") == {"workers": 8}
 
 
-async def test_a_slow_read_does_not_hold_the_scrape(world: World) -> None:
-    await world.scrape()
-    world.app.metrics.scrape_wait = 0.25  # as shipped
+def held_reads(world: World) -> asyncio.Event:
+    """The workers queue's counts are read only once the event returned is set."""
     real = world.app.estate.profiles["workers"].status_counts
     release = asyncio.Event()
 
@@ -245,6 +247,13 @@ async def test_a_slow_read_does_not_hold_the_scrape(world: World) -> None:
         return await real(conn)
 
     world.app.estate.profiles["workers"].status_counts = slow  # type: ignore[method-assign]
+    return release
+
+
+async def test_a_slow_read_does_not_hold_the_scrape(world: World) -> None:
+    await world.scrape()
+    world.app.metrics.scrape_wait = 0.25  # as shipped
+    release = held_reads(world)
     await add_worker_rows(world.app)
     world.advance(60)
     started = time.monotonic()
@@ -265,14 +274,7 @@ async def test_a_slow_read_does_not_hold_the_scrape(world: World) -> None:
 
 
 async def test_a_long_first_reading_answers_with_what_there_is(world: World) -> None:
-    real = world.app.estate.profiles["workers"].status_counts
-    release = asyncio.Event()
-
-    async def slow(conn: Any) -> dict[str, int]:
-        await release.wait()
-        return await real(conn)
-
-    world.app.estate.profiles["workers"].status_counts = slow  # type: ignore[method-assign]
+    release = held_reads(world)
     # The waits are long enough that a stall of the test process (a full garbage
     # collection of its heap, a busy host) cannot pass for one or hide one.
     world.app.metrics.first_wait = 1.5

@@ -30,6 +30,8 @@ from services.message import Message
 from services.notify import ChannelRef, MessageRef
 from services.outbox import LEASE, Outbox
 from services.scheduler import Scheduler
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.people import BOB, DORA_TOML, DUTY_OFFICER_TOML
 from tests.integration.alerting import alert, alert_bot, notification
 from tests.integration.support import (
     RecordingNotifier,
@@ -38,25 +40,11 @@ from tests.integration.support import (
     build_services,
     simulated_worker,
 )
-from tests.integration.test_plans import BOB, ERROR, flat_history, request_plan, tick
+from tests.integration.test_plans import ERROR, flat_history, request_plan, tick
 
 RELAY = Path(__file__).with_name("outbox_relay_process.py")
 STUCK = {"alertname": "QueueStuck", "queue": "clips"}  # routed to #operators
-DORA_DECLARES = """
-[people.dora]
-slack = "U0DORA"
-roles = ["duty-officer", "operator"]
-[roles]
-"operations duty officer" = "duty-officer"
-"""
-QUIET = """
-[alerts.detectors.queue_loss]
-enabled = false
-[alerts.detectors.dead_letter_growth]
-enabled = false
-[alerts.detectors.failed_actionable]
-enabled = false
-"""
+QUIET = "\n" + DETECTORS_OFF
 
 
 class FlakyChat(RecordingNotifier):
@@ -310,7 +298,8 @@ async def test_a_due_escalation_goes_before_300_queued_alert_updates(
 ) -> None:
     extra = (
         QUIET
-        + DORA_DECLARES
+        + DORA_TOML
+        + DUTY_OFFICER_TOML
         + '\n[incidents.audiences]\noperators = ["alerts"]\nactors = ["alerts"]\n'
     )
 

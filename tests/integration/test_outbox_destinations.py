@@ -19,8 +19,9 @@ from services.config import ApprovalConfig
 from services.estate.ops import Selector
 from services.outbox import Outbox, Reach
 from services.plans.publish import unshown_words
+from tests.helpers.people import ALICE, BOB
 from tests.integration.support import FAST, Shop, add_dead_letters
-from tests.integration.test_plans import ALICE, BOB, ERROR, flat_history
+from tests.integration.test_plans import ERROR, flat_history
 from tests.kinds import ChangeKind
 
 SERVE = Reach(platforms=frozenset({"slack", "discord"}))

@@ -14,8 +14,9 @@ from services.message import Message
 from services.notify import ChannelRef, MessageRef
 from services.plans.model import Note
 from services.plans.publish import PlanPublisher
+from tests.helpers.people import BOB
 from tests.integration.support import RecordingNotifier, Shop, add_dead_letters
-from tests.integration.test_plans import BOB, ERROR, flat_history, request_plan
+from tests.integration.test_plans import ERROR, flat_history, request_plan
 
 STALE = timedelta(minutes=2)
 

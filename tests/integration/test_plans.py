@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -14,7 +13,6 @@ import sqlalchemy as sa
 
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
-from services.audit import Actor
 from services.changes.model import RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter
@@ -22,27 +20,20 @@ from services.estate.ops import Selector
 from services.plans.messages import plan_message
 from services.plans.model import PlanState, WaveOutcome
 from services.reads import samples
+from tests.helpers.people import ALICE, BOB, DORA
 from tests.integration.support import (
     START,
     Shop,
     add_dead_letters,
-    assert_trail_holds,
     said,
     simulated_worker,
 )
 from tests.kinds import ChangeKind
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
-DORA = Actor("dora", "console", "dora")
+# after every test here, the audit trail holds, cross-checked with the state tables
+pytestmark = pytest.mark.usefixtures("trail_holds")
+
 ERROR = "transcoder pod evicted while rendering clip 77"
-
-
-@pytest.fixture(autouse=True)
-async def trail_holds(shop: Shop) -> AsyncIterator[None]:
-    """After every test here, the audit trail holds, cross-checked with the state tables."""
-    yield
-    await assert_trail_holds(shop)
 
 
 async def flat_history(shop: Shop) -> None:
@@ -80,6 +71,44 @@ async def tick(shop: Shop, seconds: float = 5) -> None:
     assert shop.scheduler is not None
     shop.clock.advance(seconds=seconds)
     await shop.scheduler.run_due()
+
+
+async def at_wave_1(shop: Shop) -> int:
+    """A plan over 60 dead letters, approved, whose sample succeeded: its wave 1 (10 jobs)
+    started. The plan's number."""
+    await add_dead_letters(shop.engine, count=60, error=ERROR)
+    await flat_history(shop)
+    approved = (await shop.changes.approve(number=await request_plan(shop), actor=BOB)).view
+    assert approved.result is not None and approved.result.plan is not None
+    await simulated_worker(shop.engine, now=shop.clock.now)
+    await tick(shop)
+    return approved.result.plan
+
+
+async def rolled_back(shop: Shop, plan_no: int) -> None:
+    """P-``plan_no`` rolled back: asked by alice, the fix did not hold; approved by bob."""
+    rollback = await shop.changes.request(
+        kind=ChangeKind.ROLLBACK,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason="fix did not hold",
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=rollback.number, actor=BOB)
+
+
+async def resume(shop: Shop, plan_no: int, reason: str, *, wait: float = 5) -> None:
+    """P-``plan_no`` resumed: asked by alice for ``reason``, approved by bob; then the
+    scheduler's tick ``wait`` seconds on."""
+    resume = await shop.changes.request(
+        kind=ChangeKind.RESUME,
+        queue=None,
+        selector=Selector(plan=plan_no),
+        reason=reason,
+        actor=ALICE,
+    )
+    await shop.changes.approve(number=resume.number, actor=BOB)
+    await tick(shop, wait)
 
 
 async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) -> None:
@@ -178,12 +207,7 @@ async def test_waves_grow_only_after_success_then_a_refailure_halts(shop: Shop) 
 
 async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Shop) -> None:
     assert shop.plans is not None
-    await add_dead_letters(shop.engine, count=60, error=ERROR)
-    await flat_history(shop)
-    number = await request_plan(shop)
-    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
-    await simulated_worker(shop.engine, now=shop.clock.now)
-    await tick(shop)  # wave 1 (10) starts and stays unclaimed
+    plan_no = await at_wave_1(shop)  # wave 1 (10) starts and stays unclaimed
     halted = await shop.plans.halt(number=plan_no, actor=ALICE, reason="looks wrong")
     assert halted.view.state is PlanState.HALTED and not halted.post_failures
     await tick(shop, 60)
@@ -257,12 +281,7 @@ async def test_resume_needs_approval_and_rollback_returns_the_unclaimed(shop: Sh
 
 async def test_a_plan_resumed_after_a_redead_halt_goes_on(shop: Shop) -> None:
     assert shop.plans is not None
-    await add_dead_letters(shop.engine, count=60, error=ERROR)
-    await flat_history(shop)
-    number = await request_plan(shop)
-    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
-    await simulated_worker(shop.engine, now=shop.clock.now)
-    await tick(shop)  # the sample succeeded: wave 1 (10) starts
+    plan_no = await at_wave_1(shop)
     async with shop.engine.connect() as conn:
         wave1 = [
             str(r[0])
@@ -277,15 +296,7 @@ async def test_a_plan_resumed_after_a_redead_halt_goes_on(shop: Shop) -> None:
     assert halted.state is PlanState.HALTED and halted.redead == 1
     assert halted.succeeded == 5 + 9  # the sample and the nine of wave 1 that finished
 
-    resume = await shop.changes.request(
-        kind=ChangeKind.RESUME,
-        queue=None,
-        selector=Selector(plan=plan_no),
-        reason="the one failure was a flaky node",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=resume.number, actor=BOB)
-    await tick(shop, 60)
+    await resume(shop, plan_no, "the one failure was a flaky node", wait=60)
     resumed = await shop.plans.view(number=plan_no)
     assert resumed.state is PlanState.RUNNING
     assert resumed.waves[-1].number == 2 and resumed.waves[-1].size == 20  # it goes on
@@ -322,14 +333,7 @@ async def test_rollback_gives_each_message_of_a_job_its_own_values(shop: Shop) -
             {"j": jobs[-1]},
         )
         assert both.scalar_one() == 2  # both of its messages were in the sample
-    rollback = await shop.changes.request(
-        kind=ChangeKind.ROLLBACK,
-        queue=None,
-        selector=Selector(plan=plan_no),
-        reason="fix did not hold",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=rollback.number, actor=BOB)
+    await rolled_back(shop, plan_no)
     async with shop.engine.connect() as conn:
         dead = {
             (int(n), e)
@@ -513,20 +517,30 @@ async def test_an_incident_whose_runbook_is_the_redrive_itself_does_not_refuse_i
     assert await request_plan(shop)
 
 
-async def test_refused_when_every_source_object_is_gone(shop: Shop) -> None:
+@pytest.mark.parametrize(
+    ("error_like", "check", "excluded"),
+    [
+        pytest.param(
+            "NoSuchKey",
+            "source object exists: FAILED",
+            "8 job(s) without their source object excluded",
+            id="every-source-object-is-gone",
+        ),
+        pytest.param(
+            "moov atom",
+            "failure not classified permanent: FAILED",
+            "5 job(s) with a permanent error excluded",
+            id="the-error-is-permanent",
+        ),
+    ],
+)
+async def test_refused_when_no_job_selected_may_run_again(
+    shop: Shop, error_like: str, check: str, excluded: str
+) -> None:
     await flat_history(shop)
-    with pytest.raises(PreconditionFailed, match="source object exists: FAILED") as refused:
-        await request_plan(shop, error_like="NoSuchKey")
-    assert "8 job(s) without their source object excluded" in refused.value.message
-
-
-async def test_refused_when_the_error_is_permanent(shop: Shop) -> None:
-    await flat_history(shop)
-    with pytest.raises(
-        PreconditionFailed, match="failure not classified permanent: FAILED"
-    ) as refused:
-        await request_plan(shop, error_like="moov atom")
-    assert "5 job(s) with a permanent error excluded" in refused.value.message
+    with pytest.raises(PreconditionFailed, match=check) as refused:
+        await request_plan(shop, error_like=error_like)
+    assert excluded in refused.value.message
 
 
 async def test_refused_when_redriven_too_often(shop: Shop) -> None:
@@ -560,12 +574,7 @@ async def test_reason_is_a_precondition(shop: Shop) -> None:
 
 
 async def test_rollback_updates_each_wave_row_and_the_status_line(shop: Shop) -> None:
-    await add_dead_letters(shop.engine, count=60, error=ERROR)
-    await flat_history(shop)
-    number = await request_plan(shop)
-    plan_no = (await shop.changes.approve(number=number, actor=BOB)).view.result.plan
-    await simulated_worker(shop.engine, now=shop.clock.now)
-    await tick(shop)  # the sample succeeded; wave 1 (10) starts and stays unclaimed
+    plan_no = await at_wave_1(shop)  # wave 1 (10) stays unclaimed
     async with shop.engine.begin() as conn:  # a worker claims one of wave 1 meanwhile
         await conn.execute(
             sa.text(
@@ -576,14 +585,7 @@ async def test_rollback_updates_each_wave_row_and_the_status_line(shop: Shop) ->
             ),
             {"n": shop.clock.now, "p": plan_no},
         )
-    rollback = await shop.changes.request(
-        kind=ChangeKind.ROLLBACK,
-        queue=None,
-        selector=Selector(plan=plan_no),
-        reason="fix did not hold",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=rollback.number, actor=BOB)
+    await rolled_back(shop, plan_no)
     view = await shop.plans.view(number=plan_no)
     sample, wave1 = view.waves
     assert (sample.outcome, sample.rolled_back) == (WaveOutcome.OK, 0)
@@ -675,15 +677,7 @@ async def halted_resumed_completed(shop: Shop, *, dead: int = 30) -> tuple[int, 
     await simulated_worker(shop.engine, now=shop.clock.now, fail=set(again), error=ERROR)
     await tick(shop)
     assert (await shop.plans.view(number=number)).state is PlanState.HALTED
-    resume = await shop.changes.request(
-        kind=ChangeKind.RESUME,
-        queue=None,
-        selector=Selector(plan=number),
-        reason="second fix deployed",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=resume.number, actor=BOB)
-    await tick(shop)
+    await resume(shop, number, "second fix deployed")
     await run_to_the_end(shop, number)
     return number, again
 
@@ -840,15 +834,7 @@ async def test_jobs_queuebot_redrove_that_died_again_are_not_growth_and_the_rest
         number=by_id.number, actor=ALICE, reason="the plan takes them", may_reject_others=False
     )
 
-    resume = await shop.changes.request(
-        kind=ChangeKind.RESUME,
-        queue=None,
-        selector=Selector(plan=number),
-        reason="the eviction fix is deployed",
-        actor=ALICE,
-    )
-    await shop.changes.approve(number=resume.number, actor=BOB)
-    await tick(shop)
+    await resume(shop, number, "the eviction fix is deployed")
     await run_to_the_end(shop, number)
 
     # another job dies meanwhile, one queuebot never redrove: that is growth

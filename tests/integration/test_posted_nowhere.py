@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from services.outbox import NOT_POSTED
+from tests.helpers.people import BOB
 from tests.integration.support import Shop, add_dead_letters, build_services
-from tests.integration.test_plans import BOB, ERROR, flat_history, request_plan
+from tests.integration.test_plans import ERROR, flat_history, request_plan
 
 
 async def test_plan_news_with_no_chat_platform_is_closed_as_not_posted(shop: Shop) -> None:

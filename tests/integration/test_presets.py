@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.bootstrap import Services
 from services.alerts import detectors
-from services.audit import Actor
 from services.config import QueueConfig
 from services.config.alerts import DetectorsConfig
 from services.db import create_engine
@@ -31,15 +30,15 @@ from services.estate.ops import Action, ItemRef, Selector
 from services.estate.profile import QueueProfile, plain
 from services.estate.system.base import GONE
 from services.reads import samples
+from tests.helpers.people import ALICE, BOB
+from tests.integration.adapted import need
 from tests.integration.housekeeping_support import housekeeper
 from tests.integration.preset_adapters import (
+    PRESET_ADAPTERS,
     GoodJobAdapter,
-    GraphileWorkerAdapter,
-    ObanAdapter,
     PgBossAdapter,
     PresetAdapter,
     ProcrastinateAdapter,
-    QueAdapter,
     RiverAdapter,
     SolidQueueAdapter,
     _solid_error,
@@ -49,19 +48,8 @@ from tests.integration.support import START, Clock, RecordingNotifier, build_ser
 from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 ERROR = "TimeoutError: smtp relay did not answer in 30 s"
-ADAPTERS = [
-    RiverAdapter,
-    ObanAdapter,
-    PgBossAdapter,
-    ProcrastinateAdapter,
-    QueAdapter,
-    GoodJobAdapter,
-    SolidQueueAdapter,
-    GraphileWorkerAdapter,
-]
+ADAPTERS = PRESET_ADAPTERS
 
 
 @dataclass
@@ -77,6 +65,7 @@ class World:
 async def open_world(
     pg_url: str, kind: type[PresetAdapter], **options: Any
 ) -> AsyncIterator[World]:
+    need(kind, pg_url)
     engine = create_engine(pg_url)
     await upgrade(engine)
     clock = Clock()
@@ -153,23 +142,22 @@ async def test_a_rollback_gives_a_redriven_job_back_every_value_its_retry_change
         key = profile.coerce_id(q.c("id"), job)
         before = await _seen(world, conn, columns, key, job)
         originals = await ops.originals(conn, items=[item])
-        frozen = await profile.changes.freeze(
-            conn, action=Action.REDRIVE, selector=Selector(ids=(job,))
-        )
-        await profile.changes.apply(
-            conn,
-            action=Action.REDRIVE,
-            targets=frozen.targets,
-            now=START,
-            note="wave 1",
-            duplicates=False,
-        )
+        await redriven(world, conn, job, note="wave 1")
         assert await _seen(world, conn, columns, key, job) != before
         kept = ItemRef(job_id=job, part=None, original=_as_json(originals[job]))
         assert await ops.unclaimed(conn, items=[kept]) == [job]
         assert await ops.rollback(conn, items=[kept], now=START, note="undo") == [job]
         after = await _seen(world, conn, columns, key, job)
     assert after == before
+
+
+async def redriven(world: World, conn: AsyncConnection, job: str, *, note: str) -> None:
+    """``job`` frozen and redriven, as a plan's wave does."""
+    changes = world.profile.changes
+    frozen = await changes.freeze(conn, action=Action.REDRIVE, selector=Selector(ids=(job,)))
+    await changes.apply(
+        conn, action=Action.REDRIVE, targets=frozen.targets, now=START, note=note, duplicates=False
+    )
 
 
 async def _seen(
@@ -200,20 +188,10 @@ def _as_json(values: dict[str, Any]) -> dict[str, Any]:
 async def test_a_claimed_job_is_not_rolled_back(world: World) -> None:
     if not world.adapter.shows_running:
         pytest.skip("Que holds a job by an advisory lock: a claim is not in its table")
-    profile, ops, job = world.profile, world.profile.plan_ops, world.built.dead[1]
+    ops, job = world.profile.plan_ops, world.built.dead[1]
     async with world.engine.begin() as conn:
         originals = await ops.originals(conn, items=[ItemRef(job, None, {})])
-        frozen = await profile.changes.freeze(
-            conn, action=Action.REDRIVE, selector=Selector(ids=(job,))
-        )
-        await profile.changes.apply(
-            conn,
-            action=Action.REDRIVE,
-            targets=frozen.targets,
-            now=START,
-            note="",
-            duplicates=False,
-        )
+        await redriven(world, conn, job, note="")
         await world.adapter.claim(conn, [job], now=START)  # a worker picks it up
         kept = ItemRef(job_id=job, part=None, original=_as_json(originals[job]))
         assert await ops.unclaimed(conn, items=[kept]) == []

@@ -11,16 +11,34 @@ import pytest
 from bot import cli
 from bot.bootstrap import build_app
 from bot.demo import DEMO_CONFIG
-from services.audit import Actor
 from services.config import load_config
 from services.errors import QueuebotError
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
+from tests.helpers.people import ALICE, BOB
 from tests.integration.test_runtime_role import QUEUE_TABLES, Roles, grant, roles
 from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
 __all__ = ["roles"]  # the fixture
+
+
+async def config_check(
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[Path, tuple[str, str]]:
+    """`queuebot config check` of the demo configuration as the runtime role, which finds
+    a problem: the configuration file, and what the check wrote (out, err)."""
+    config_path = tmp_path / "queuebot.toml"
+    config_path.write_text(DEMO_CONFIG.format(config=config_path))
+    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
+    monkeypatch.setenv("QUEUEBOT_CONFIG", str(config_path))
+    capsys.readouterr()
+    assert await cli.run(cli.parse(["config", "check"])) == 1
+    said = capsys.readouterr()
+    return config_path, (said.out, said.err)
 
 
 async def test_a_revoked_update_is_found_by_config_check_and_named_at_approval(
@@ -35,14 +53,7 @@ async def test_a_revoked_update_is_found_by_config_check_and_named_at_approval(
         for table in QUEUE_TABLES:
             await conn.exec_driver_sql(f'GRANT SELECT, INSERT, UPDATE ON "{table}" TO {who}')
         await conn.exec_driver_sql(f"REVOKE UPDATE ON dev_r_worker_queue FROM {who}")
-    config_path = tmp_path / "queuebot.toml"
-    config_path.write_text(DEMO_CONFIG.format(config=config_path))
-
-    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
-    monkeypatch.setenv("QUEUEBOT_CONFIG", str(config_path))
-    capsys.readouterr()
-    assert await cli.run(cli.parse(["config", "check"])) == 1
-    err = capsys.readouterr().err
+    config_path, (_, err) = await config_check(roles, monkeypatch, tmp_path, capsys)
     assert (
         f"problem: queue 'workers' (worker_queue): role '{roles.role}' lacks the UPDATE "
         "privilege on table 'dev_r_worker_queue' (column status), which requeue, redrive and "
@@ -61,10 +72,10 @@ async def test_a_revoked_update_is_found_by_config_check_and_named_at_approval(
             queue="workers",
             selector=Selector(ids=tuple(r.id for r in failed.rows)),
             reason="allowlist fixed",
-            actor=Actor("alice", "console", "alice"),
+            actor=ALICE,
         )
         with pytest.raises(QueuebotError) as refused:
-            await app.changes.approve(number=view.number, actor=Actor("bob", "console", "bob"))
+            await app.changes.approve(number=view.number, actor=BOB)
         said = refused.value.message
         assert "\n" not in said
         assert said == (
@@ -88,14 +99,7 @@ async def test_config_check_names_every_privilege_a_role_without_grants_lacks(
     the tables are there but not readable, and names SELECT on each, as /readyz does,
     beside the UPDATE and INSERT the changes need."""
     assert await grant(roles, monkeypatch, tmp_path, roles.role, "--apply") == 0
-    config_path = tmp_path / "queuebot.toml"
-    config_path.write_text(DEMO_CONFIG.format(config=config_path))
-    monkeypatch.setenv("QUEUEBOT_DATABASE_URL", roles.runtime_url)
-    monkeypatch.setenv("QUEUEBOT_CONFIG", str(config_path))
-    capsys.readouterr()
-    assert await cli.run(cli.parse(["config", "check"])) == 1
-    said = capsys.readouterr()
-    out, err = said.out, said.err
+    _, (out, err) = await config_check(roles, monkeypatch, tmp_path, capsys)
     role = roles.role
     assert "queue workers (worker_queue): tables dev_r_worker_queue ok" not in out, out
     assert (

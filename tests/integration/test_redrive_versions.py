@@ -9,27 +9,20 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from services.audit import Actor
 from services.estate.message_job import kept
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
-from tests.integration.support import Shop, assert_trail_holds, rows
+from tests.helpers.people import ALICE, BOB_ON_SLACK
+from tests.integration.support import Shop, rows
 from tests.kinds import ChangeKind
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "slack", "U0BOB")
-
-
-@pytest.fixture(autouse=True)
-async def trail_holds(shop: Shop) -> AsyncIterator[None]:
-    yield
-    await assert_trail_holds(shop)
+# after every test here, the audit trail holds, cross-checked with the state tables
+pytestmark = pytest.mark.usefixtures("trail_holds")
 
 
 @pytest.fixture
@@ -84,7 +77,7 @@ async def test_rows_as_frozen_are_changed_with_no_second_image(
     shop: Shop, locking: list[int], db_url: str
 ) -> None:
     ids = await request_redrive(shop, 5)
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(ids)
     assert await outcomes(shop) == dict.fromkeys(ids)
@@ -104,7 +97,7 @@ async def test_rows_changed_in_place_keep_their_image_from_just_before(
         await conn.execute(
             sa.text("UPDATE clip_jobs SET progress_percent = 77 WHERE id = :j"), {"j": ids[3]}
         )
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(ids)
     assert not decision.view.result.skipped
@@ -123,7 +116,7 @@ async def test_a_row_that_moved_on_is_left_with_its_job(shop: Shop) -> None:
         await conn.execute(
             sa.text("UPDATE clip_jobs SET status = 'RUNNING' WHERE id = :j"), {"j": ids[2]}
         )
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     result = decision.view.result
     assert result is not None
     assert sorted(result.changed) == sorted(ids[:2] + ids[3:])
@@ -149,7 +142,7 @@ async def test_a_row_changed_while_the_approval_waits_for_it(
             {"j": ids[1]},
         )
         holder = (await other.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one()
-        approval = asyncio.create_task(shop.changes.approve(number=1, actor=BOB))
+        approval = asyncio.create_task(shop.changes.approve(number=1, actor=BOB_ON_SLACK))
         waiting = 0
         for _ in range(300):  # until a session waits for the lock this one holds
             await asyncio.sleep(0.05)
@@ -210,7 +203,7 @@ async def test_a_job_changes_with_both_dead_letters_when_one_moved_in_place(
         await conn.execute(
             sa.text("UPDATE queue_messages SET attempt_count = 4 WHERE id = :id"), {"id": second}
         )
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert decision.view.result is not None and decision.view.result.changed == [job]
     found = await rows(
         shop,
@@ -250,7 +243,7 @@ async def test_a_deadlock_in_the_first_attempt_leaves_the_change_to_the_locking_
 
     monkeypatch.setattr(kept, "_unmoved", deadlocked)
     ids = await request_redrive(shop, 3)
-    decision = await shop.changes.approve(number=1, actor=BOB)
+    decision = await shop.changes.approve(number=1, actor=BOB_ON_SLACK)
     assert decision.view.result is not None
     assert sorted(decision.view.result.changed) == sorted(ids)
     assert locking == [1]

@@ -10,14 +10,12 @@ import pytest
 from bot.render_text import render_message
 from commands.handlers.changes import change_message
 from commands.messages import error_reply
-from services.audit import Actor
 from services.errors import PreconditionFailed
 from services.estate.ops import Selector
 from services.reads import samples
+from tests.helpers.people import ALICE
 from tests.integration.support import Shop, add_dead_letters
 from tests.kinds import ChangeKind
-
-ALICE = Actor("alice", "console", "alice")
 
 
 async def request_plan(shop: Shop, error_like: str) -> object:

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services import ledger, outbox, retention
 from services.alerts import jobs as alert_jobs
 from services.alerts import store as inbox
-from services.audit import Actor, AuditTrail
+from services.audit import AuditTrail
 from services.audit.anchors import newest_post
 from services.db import create_engine, transaction
 from services.db.on_commit import FollowUp
@@ -29,12 +29,10 @@ from services.jsonable import loads
 from services.ledger import jobs as ledger_jobs
 from services.outbox import jobs as outbox_jobs
 from tests.conftest import templates
+from tests.helpers.people import ALICE, BOB
 from tests.integration.retention_support import AGE, GONE, KEPT, keys, seed
 from tests.integration.support import Shop
 from tests.kinds import ChangeKind
-
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 
 
 async def pruned_events(engine: AsyncEngine) -> list[dict[str, Any]]:

@@ -17,18 +17,15 @@ from commands.reply import Reply
 from commands.router import Router
 from services.config import AccessConfig
 from services.estate.estate import Estate
-from services.people import Directory, Person
+from services.people import Directory
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER
 from tests.integration.support import Shop
+from tests.integration.team_support import Team, dead_letters
 from tests.integration.test_presets import ADAPTERS, World, open_world
-from tests.integration.test_team_tables import Team
-from tests.integration.test_two_person_team import dead_letters, team
 from tests.retired_flags import retired
 
-__all__ = ["team"]  # the fixture
-ALICE = Person("alice", frozenset({"operator", "approver"}))
-BOB = Person("bob", frozenset({"operator", "approver"}))
 HELP = [
     "/queue help",
     "/queue help dlq",
@@ -64,7 +61,7 @@ def router_over(estate: Estate, changes: object, plans: object) -> Router:
             reads=QueueReads(estate, gate=ReadGate(fresh_for=0.0)),
             changes=changes,  # type: ignore[arg-type]
             plans=plans,  # type: ignore[arg-type]
-            directory=Directory([ALICE, BOB]),
+            directory=Directory([ALICE_APPROVER, BOB_APPROVER]),
             access=AccessConfig(),
         )
     )
@@ -75,7 +72,7 @@ async def outputs(router: Router, estate: Estate) -> dict[str, str]:
     out: dict[str, str] = {}
     lines = HELP + [f"{line} --queue {queue}" for queue in estate.profiles for line in BATTERY]
     for line in lines:
-        inv = Invocation(person=ALICE, platform="console", account="alice", channel="ops")
+        inv = Invocation(person=ALICE_APPROVER, platform="console", account="alice", channel="ops")
         reply = await answer(router.handle_line(line, inv), correlation_id="t", where="t")
         assert isinstance(reply, Reply)
         out[line] = render_message(reply.message)

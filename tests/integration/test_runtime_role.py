@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot import cli
 from bot.bootstrap import build_app
 from bot.readiness import FRESH_FOR, Readiness
-from services.audit import Actor
 from services.config import load_config
 from services.db import create_engine
 from services.db.migrate import upgrade
@@ -29,6 +28,7 @@ from services.estate.demo import build_demo_estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from tests.conftest import _pg_conninfo, holds_demo
+from tests.helpers.people import ALICE, BOB
 from tests.integration import retention_support
 from tests.integration.support import START, RecordingNotifier
 from tests.integration.test_incident_timers import drill_runbook, say, until, write_config
@@ -119,9 +119,9 @@ async def test_the_runtime_role_appends_and_cannot_tamper(
             queue="clips",
             selector=Selector(ids=tuple(r.id for r in dead.rows)),
             reason="fixed upstream",
-            actor=Actor("alice", "console", "alice"),
+            actor=ALICE,
         )
-        decision = await app.changes.approve(number=1, actor=Actor("bob", "console", "bob"))
+        decision = await app.changes.approve(number=1, actor=BOB)
         assert decision.executed
         # the rest of what serve does: the delivery ledger, the scheduler's housekeeping
         event = await app.ledger.claim("slack:event:1")

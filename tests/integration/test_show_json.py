@@ -20,15 +20,16 @@ from commands.context import Invocation
 from commands.reply import Reply
 from commands.router import Router
 from services.message import Message
+from tests.helpers.people import ALICE_APPROVER
 from tests.integration.preset_adapters import PgBossAdapter, QueAdapter, RiverAdapter
 from tests.integration.test_presets import ERROR, World, open_world
-from tests.integration.test_retired_flags import ALICE, router_over
+from tests.integration.test_retired_flags import router_over
 
 pytestmark = pytest.mark.postgres
 
 
 async def reply(router: Router, line: str) -> Message:
-    inv = Invocation(person=ALICE, platform="console", account="alice", channel="ops")
+    inv = Invocation(person=ALICE_APPROVER, platform="console", account="alice", channel="ops")
     said = await answer(router.handle_line(line, inv), correlation_id="t", where="t")
     assert isinstance(said, Reply) and not said.error, render_message(said.message)
     return said.message

@@ -12,44 +12,34 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import Services
-from bot.render_text import render_message
-from commands.handlers import queue_read
 from commands.model import Dlq, Stuck
 from commands.model import Triage as TriageCommand
-from services.audit import Actor
 from services.changes.model import RequestState
 from services.config import QueueConfig
 from services.db import create_engine
-from services.db.migrate import upgrade
 from services.errors import ConfigError, PreconditionFailed, UsageError
 from services.estate import estimate, ops
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
-from services.estate.model import CanonicalState, DeadFilter, StatusCount, Triage
+from services.estate.model import CanonicalState, StatusCount, Triage
 from services.estate.ops import Action, ItemRef, Selector, Target
-from services.estate.profile import QueueProfile, plain
+from services.estate.profile import plain
 from services.estate.worker_queue import WorkerQueueProfile
 from services.plans.model import PlanState
 from services.reads import samples
-from services.reads.gate import ReadGate
-from services.reads.service import QueueReads
+from tests.helpers.people import ALICE, BOB
 from tests.integration.single_table_profile import SingleTableProfile
-from tests.integration.support import START, Clock, RecordingNotifier, build_services
+from tests.integration.support import START
+from tests.integration.team_support import REPORT_COLUMNS, Team, add_worker_rows, open_team
 from tests.kinds import ChangeKind
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 ERROR = "upstream timeout after 30000 ms calling billing-api"
 AN_HOUR_AGO = START - timedelta(hours=1)
 
@@ -79,81 +69,11 @@ MESSAGE_JOB_DDL = {
 }
 
 
-@dataclass
-class Team:
-    engine: AsyncEngine
-    estate: Estate
-    profile: QueueProfile
-    clock: Clock
-    services: Services
-
-    async def triage(self, **kw: Any) -> Triage:
-        async with self.estate.connect() as conn:
-            return await self.profile.triage(conn, now=self.clock.now, since=None, **kw)
-
-    async def dead_ids(self, **filters: Any) -> list[str]:
-        async with self.estate.connect() as conn:
-            found = await self.profile.dead(conn, filters=DeadFilter(limit=100, **filters))
-        assert found.total == len(found.rows)
-        return sorted(r.id for r in found.rows)
-
-    async def describe(self) -> list[str]:
-        async with self.estate.connect() as conn:
-            return await self.profile.describe(conn)
-
-    async def change(self, kind: ChangeKind, ids: list[str]) -> list[str]:
-        """Request a change of these jobs as alice, approved by bob; the jobs changed."""
-        view = await self.services.changes.request(
-            kind=kind,
-            queue="q",
-            selector=Selector(ids=tuple(ids)),
-            reason="fix deployed",
-            actor=ALICE,
-        )
-        decision = await self.services.changes.approve(number=view.number, actor=BOB)
-        assert decision.executed and decision.view.result is not None
-        return sorted(decision.view.result.changed)
-
-    async def reply(self, command: Any) -> str:
-        """What a read command's reply says, rendered as the console prints it."""
-        handler = {
-            TriageCommand: queue_read.handle_triage,
-            Dlq: queue_read.handle_dlq,
-            Stuck: queue_read.handle_stuck,
-        }[type(command)]
-        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
-        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
-        return render_message(done.message)
-
-
-async def open_team(db_url: str, config: QueueConfig, ddl: list[str] | None = None) -> Team:
-    engine = create_engine(db_url)
-    await upgrade(engine)  # queuebot's own tables beside the team's
-    async with engine.begin() as conn:
-        for statement in ddl or []:
-            await conn.exec_driver_sql(statement)
-    clock = Clock()
-    estate = Estate(engine=engine, queues={"q": config}, clock=clock)
-    services = build_services(engine, estate, clock, RecordingNotifier())
-    return Team(engine, estate, estate.profile("q"), clock, services)
-
-
 def counts(triage: Triage) -> dict[str, tuple[CanonicalState, int]]:
     return {s.status: (s.canonical, s.count) for s in triage.by_status}
 
 
 # -- worker_queue: five columns ----------------------------------------------------------
-
-
-async def add_worker_rows(team: Team, rows: list[dict[str, Any]]) -> list[str]:
-    async with team.engine.begin() as conn:
-        q = (await team.profile.tables(conn))["queue"]
-        ids = []
-        for row in rows:
-            values = {q.c(k).name: v for k, v in row.items()}
-            done = await conn.execute(q.table.insert().values(values).returning(q.c("id")))
-            ids.append(str(done.scalar_one()))
-        return ids
 
 
 async def worker_statuses(team: Team, ids: list[str]) -> dict[str, tuple[str, Any, Any]]:
@@ -871,14 +791,7 @@ TEAM_ENUM_DDL = [
 TEAM_ENUM_CONFIG = QueueConfig(
     profile="worker_queue",
     table="jobs",
-    columns={
-        "queue.status": "state",
-        "queue.error_message": "last_error",
-        "queue.queued_at": "enqueued_at",
-        "queue.claimed_at": "locked_at",
-        "queue.retry_count": "attempts",
-        "queue.job_type": "kind",
-    },
+    columns=REPORT_COLUMNS,
     statuses={"dead": ["dead"]},
 )
 

@@ -8,10 +8,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
-
-import pytest
+from collections.abc import Sequence
 
 from bot.bootstrap import wire_services
 from bot.boundary import answer
@@ -21,24 +18,14 @@ from commands.deps import Deps
 from commands.reply import Reply
 from commands.router import Router
 from services.audit import AuditTrail
-from services.config import AccessConfig, ApprovalConfig, QueueConfig
+from services.config import AccessConfig, ApprovalConfig
 from services.people import Directory, Person
-from services.reads import samples
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
-from tests.integration.support import FAST, START, RecordingNotifier
-from tests.integration.test_halted_plan_counts import (
-    REPORT_COLUMNS,
-    REPORT_DDL,
-    finish_queued,
-    tick,
-)
-from tests.integration.test_team_tables import Team, add_worker_rows, open_team
-
-ALICE = Person("alice", frozenset({"operator", "approver"}))
-BOB = Person("bob", frozenset({"operator", "approver"}))
-DORA = Person("dora", frozenset({"operator", "approver"}))
-SMTP = "TimeoutError: smtp relay mail-3.internal:587 did not answer within 30 s"
+from tests.helpers.people import ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER
+from tests.integration.support import FAST, RecordingNotifier
+from tests.integration.team_support import Team, dead_letters
+from tests.integration.test_halted_plan_counts import finish_queued, tick
 
 
 def with_people(team: Team, people: Sequence[Person], approval: ApprovalConfig) -> Router:
@@ -73,52 +60,24 @@ async def said(router: Router, line: str, person: Person) -> tuple[bool, str]:
     return reply.error, render_message(reply.message)
 
 
-async def ok(router: Router, line: str, person: Person = ALICE) -> str:
+async def ok(router: Router, line: str, person: Person = ALICE_APPROVER) -> str:
     refused, text = await said(router, line, person)
     assert not refused, text
     return text
 
 
-async def refused(router: Router, line: str, person: Person = ALICE) -> str:
+async def refused(router: Router, line: str, person: Person = ALICE_APPROVER) -> str:
     refused, text = await said(router, line, person)
     assert refused, text
     return " ".join(text.split())
 
 
-@pytest.fixture
-async def team(db_url: str) -> AsyncIterator[Team]:
-    dialect = "postgresql" if db_url.startswith("postgresql") else "sqlite"
-    config = QueueConfig(
-        profile="worker_queue", table="jobs", columns=REPORT_COLUMNS, statuses={"dead": ["dead"]}
-    )
-    built = await open_team(db_url, config, [REPORT_DDL[dialect]])
-    yield built
-    await built.engine.dispose()
-
-
-async def dead_letters(team: Team, count: int) -> list[str]:
-    at = START - timedelta(hours=2)
-    rows = [
-        {
-            "status": "dead",
-            "error_message": SMTP,
-            "queued_at": at + timedelta(seconds=i),
-            "claimed_at": at,
-            "retry_count": 5,
-            "job_type": "email",
-        }
-        for i in range(count)
-    ]
-    ids = await add_worker_rows(team, rows)
-    async with team.engine.begin() as conn:  # a flat dead-letter count 15 minutes ago
-        await samples.record(conn, profile=team.profile, now=START - timedelta(minutes=15))
-    return ids
-
-
 async def test_two_people_start_a_staged_redrive_of_many_and_not_a_large_redrive_by_ids(
     team: Team,
 ) -> None:
-    router = with_people(team, [ALICE, BOB], ApprovalConfig())  # over 100 rows need 2
+    router = with_people(
+        team, [ALICE_APPROVER, BOB_APPROVER], ApprovalConfig()
+    )  # over 100 rows need 2
     ids = await dead_letters(team, 150)
 
     by_ids = await refused(router, f'/queue redrive {" ".join(ids[:101])} --reason "relay fixed"')
@@ -143,13 +102,13 @@ async def test_two_people_start_a_staged_redrive_of_many_and_not_a_large_redrive
         "halt it, its sample of 5; each later wave starts only once the one before it "
         "succeeded, and anyone may halt it (/queue halt, no approval needed)."
     ) in " ".join(asked.split()), asked
-    started = await ok(router, "/queue approve CR-1", BOB)
+    started = await ok(router, "/queue approve CR-1", BOB_APPROVER)
     assert "approved by bob and executed" in started, started
     assert "plan P-1 started with its sample of 5" in started, started
 
 
 async def test_a_large_requeue_or_rollback_still_needs_two(team: Team) -> None:
-    router = with_people(team, [ALICE, BOB], ApprovalConfig(large_change_rows=1))
+    router = with_people(team, [ALICE_APPROVER, BOB_APPROVER], ApprovalConfig(large_change_rows=1))
     ids = await dead_letters(team, 8)
     requeue = await refused(router, f'/queue requeue {" ".join(ids)} --reason "relay fixed"')
     assert "requeue of 8 rows needs 2 approvals" in requeue, requeue
@@ -160,7 +119,7 @@ async def test_a_large_requeue_or_rollback_still_needs_two(team: Team) -> None:
     # seven unclaimed rows is large
     asked = await ok(router, '/queue redrive --all --sample 1 --reason "relay fixed"')
     assert "waiting for approval (0 of 1)" in asked, asked
-    await ok(router, "/queue approve CR-1", BOB)
+    await ok(router, "/queue approve CR-1", BOB_APPROVER)
     assert await finish_queued(team) == 1
     await tick(team)
     rollback = await refused(router, '/queue rollback P-1 --reason "relay still flaky"')
@@ -170,7 +129,7 @@ async def test_a_large_requeue_or_rollback_still_needs_two(team: Team) -> None:
 
 async def test_a_sample_over_the_threshold_counts_as_large(team: Team) -> None:
     """The rule is general: a plan whose sample itself exceeds large_change_rows is large."""
-    router = with_people(team, [ALICE, BOB], ApprovalConfig(large_change_rows=3))
+    router = with_people(team, [ALICE_APPROVER, BOB_APPROVER], ApprovalConfig(large_change_rows=3))
     await dead_letters(team, 8)
     big = await refused(router, '/queue redrive --all --sample 5 --reason "relay fixed"')
     assert (
@@ -183,7 +142,9 @@ async def test_a_sample_over_the_threshold_counts_as_large(team: Team) -> None:
 
 
 async def test_a_change_waiting_for_a_second_approval_names_the_setting(team: Team) -> None:
-    router = with_people(team, [ALICE, BOB, DORA], ApprovalConfig(large_change_rows=3))
+    router = with_people(
+        team, [ALICE_APPROVER, BOB_APPROVER, DORA_APPROVER], ApprovalConfig(large_change_rows=3)
+    )
     ids = await dead_letters(team, 8)
     asked = await ok(router, f'/queue redrive {" ".join(ids)} --reason "relay fixed"')
     flat = " ".join(asked.split())
@@ -195,27 +156,29 @@ async def test_a_change_waiting_for_a_second_approval_names_the_setting(team: Te
         "A staged redrive instead (a filter or --all rather than ids) is judged by its "
         "sample, and needs one approval with --sample 3 or less."
     ) in flat, asked
-    once = " ".join((await ok(router, "/queue approve CR-1", BOB)).split())
+    once = " ".join((await ok(router, "/queue approve CR-1", BOB_APPROVER)).split())
     assert "waiting for approval (1 of 2)" in once, once
     assert "Needs 1 approval, from any of: dora" in once, once
     assert "[approval] large_change_approvals" in once, once
-    twice = await refused(router, "/queue approve CR-1", BOB)
+    twice = await refused(router, "/queue approve CR-1", BOB_APPROVER)
     assert (
         "you already approved CR-1; it needs 1 more approval(s) from someone else (a change "
         "of more than [approval] large_change_rows rows needs [approval] "
         "large_change_approvals approvers)."
     ) in twice, twice
-    done = await ok(router, "/queue approve CR-1", DORA)
+    done = await ok(router, "/queue approve CR-1", DORA_APPROVER)
     assert "approved by bob, dora and executed" in done, done
 
 
 async def test_two_people_resume_a_halted_plan_of_many(team: Team) -> None:
     """A resume is judged by its next wave, as the plan by its sample: the team that
     started the plan can go on with it after a halt."""
-    router = with_people(team, [ALICE, BOB], ApprovalConfig())  # over 100 rows need 2
+    router = with_people(
+        team, [ALICE_APPROVER, BOB_APPROVER], ApprovalConfig()
+    )  # over 100 rows need 2
     await dead_letters(team, 150)
     await ok(router, '/queue redrive --all --reason "relay fixed"')
-    await ok(router, "/queue approve CR-1", BOB)
+    await ok(router, "/queue approve CR-1", BOB_APPROVER)
     await ok(router, "/queue halt P-1 --reason looks-wrong")
     asked = await ok(router, '/queue resume P-1 --reason "false alarm"')
     flat = " ".join(asked.split())
@@ -225,15 +188,15 @@ async def test_two_people_resume_a_halted_plan_of_many(team: Team) -> None:
         "a resume is judged by the rows it changes before anyone can halt the plan again, "
         "its next wave of 10" in flat
     ), asked
-    resumed = await ok(router, "/queue approve CR-2", BOB)
+    resumed = await ok(router, "/queue approve CR-2", BOB_APPROVER)
     assert "approved by bob and executed" in resumed, resumed
 
 
 async def test_a_resume_whose_next_wave_is_large_needs_two(team: Team) -> None:
-    router = with_people(team, [ALICE, BOB], ApprovalConfig(large_change_rows=3))
+    router = with_people(team, [ALICE_APPROVER, BOB_APPROVER], ApprovalConfig(large_change_rows=3))
     await dead_letters(team, 30)
     await ok(router, '/queue redrive --all --sample 2 --reason "relay fixed"')
-    await ok(router, "/queue approve CR-1", BOB)
+    await ok(router, "/queue approve CR-1", BOB_APPROVER)
     await ok(router, "/queue halt P-1 --reason looks-wrong")
     big = await refused(router, '/queue resume P-1 --reason "false alarm"')
     assert "resume, whose next wave of 10 rows is more than 3, needs 2 approvals" in big, big

@@ -31,19 +31,22 @@ import psycopg
 
 from bot.bootstrap import wire_services
 from bot.demo import DEMO_CONFIG
-from services.audit import Actor, AuditTrail
+from services.audit import AuditTrail
 from services.config import ApprovalConfig, RedriveConfig, default_queues
 from services.db import create_engine
 from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from services.reads import samples
 from testkit.fake_slack import Call, FakeSlack
+from testkit.ports import free_port
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo
-from tests.e2e.serving import ALERT_TOKEN, demo_database, free_port, port_taken
+from tests.e2e.serving import ALERT_TOKEN, demo_database, port_taken
+from tests.helpers.config import DETECTORS_OFF
+from tests.helpers.people import ALICE_ON_SLACK
+from tests.helpers.platforms import button_click
+from tests.helpers.processes import clean_environ, stop
 from tests.kinds import ChangeKind
-
-ALICE, BOB, DORA, STRANGER = "U0ALICE", "U0BOB", "U0DORA", "U0NOBODY"
 
 # Fake secrets, each holding MARK so that a grep for MARK finds any of them, whole or cut.
 MARK = "QBREL7"
@@ -59,23 +62,21 @@ STALE_SECONDS = 5.0  # QUEUEBOT_CLAIM_STALE_SECONDS for every serve here: the lo
 # request of a few hundred rows, and plans poll quickly with no velocity cap to wait for.
 # Posts are not paced (the scenarios count them, not wait for Slack's pace), and the
 # detectors are off (the demo's failed jobs would add an alert thread to every count).
-BASE_TOML = """\
+BASE_TOML = (
+    """\
 large_change_rows = 5000
 
 [slack]
 post_interval_seconds = 0
 
-[alerts.detectors.queue_loss]
-enabled = false
-[alerts.detectors.dead_letter_growth]
-enabled = false
-[alerts.detectors.failed_actionable]
-enabled = false
-
+"""
+    + DETECTORS_OFF
+    + """
 [redrive]
 poll_seconds = 0.2
 velocity = 100000
 """
+)
 
 # Plans of many small waves: a sample of 5, then waves of 5 and 10.
 PLAN_TOML = "first_wave = 5\nmax_wave = 10\n"
@@ -133,33 +134,7 @@ def click(fake: FakeSlack, action_id: str, *, user: str, tag: str) -> Delivery:
     """A button click; its action_ts is fixed here, so sending it again is the same click
     (a double click, or Slack's retry)."""
     action_ts = f"{time.time():.6f}"
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": user.lower(), "team_id": "T0FAKE"},
-        "api_app_id": "A0QUEUEBOT",
-        "token": "legacy",
-        "team": {"id": "T0FAKE", "domain": "fake"},
-        "container": {
-            "type": "message",
-            "message_ts": "1764480000.000001",
-            "channel_id": "C0OPS",
-            "is_ephemeral": False,
-        },
-        "trigger_id": f"t-{tag}",
-        "channel": {"id": "C0OPS", "name": "ops"},
-        "message": {"type": "message", "ts": "1764480000.000001", "text": "CR"},
-        "response_url": fake.response_url(tag),
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "type": "button",
-                "value": action_id,
-                "text": {"type": "plain_text", "text": "Approve"},
-                "action_ts": action_ts,
-            }
-        ],
-    }
+    payload = button_click(fake, action_id, user=user, name=tag, action_ts=action_ts)
     body = urlencode({"payload": json.dumps(payload)})
     return Delivery(body, f"slack:action:{action_ts}:{user}:{action_id}", tag)
 
@@ -214,13 +189,7 @@ class Serve:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop(self.proc, timeout=15)
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
@@ -254,7 +223,7 @@ class Cluster:
             encoding="utf-8",
         )
         (self.workdir / "logs").mkdir(exist_ok=True)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("QUEUEBOT_", "SLACK_"))}
+        base = clean_environ()
         self.process_env = {
             **base,
             "QUEUEBOT_CONFIG": str(self.config),
@@ -619,7 +588,7 @@ def request_redrives(c: Cluster, groups: list[tuple[str, list[str]]]) -> list[in
                     queue="clips",
                     selector=Selector(ids=tuple(jobs)),
                     reason=reason,
-                    actor=Actor("alice", "slack", ALICE),
+                    actor=ALICE_ON_SLACK,
                     origin={"platform": "slack", "channel": "C0OPS", "thread": None},
                 )
                 numbers.append(view.number)

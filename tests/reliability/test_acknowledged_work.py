@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord, Interaction, StoredMessage
+from tests.helpers.people import DISCORD_ALICE, DISCORD_BOB
 from tests.reliability.harness import (
     EVENTS,
     Cluster,
@@ -35,8 +36,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 KILLS = 6
 JOBS = 50
 SEED = 20261202
-BOB = "100000000000000002"  # bob's Discord id in the demo configuration
-ALICE = "100000000000000001"
 GUILD = "400000000000000001"
 CHANNEL = "200000000000000001"
 
@@ -86,7 +85,7 @@ def test_deferred_interactions_killed_are_finished_without_redelivery(
                         "queue",
                         "redrive",
                         {"error-like": "ffmpeg", "queue": "clips", "reason": reason},
-                        user=ALICE,
+                        user=DISCORD_ALICE,
                         channel=CHANNEL,
                     )
                     sent.append((reason, i, None, None))
@@ -96,7 +95,9 @@ def test_deferred_interactions_killed_are_finished_without_redelivery(
                     message = discord.posted_earlier(
                         CHANNEL, f"CR-{number}", [f"cr:approve:{number}", f"cr:reject:{number}"]
                     )
-                    i = discord.click(f"cr:approve:{number}", message_id=message.id, user=BOB)
+                    i = discord.click(
+                        f"cr:approve:{number}", message_id=message.id, user=DISCORD_BOB
+                    )
                     sent.append((f"CR-{number}", i, number, message))
                     clicked = message
                 discord.wait_until(lambda i=i: bool(i.callbacks), 10)  # the defer: acked

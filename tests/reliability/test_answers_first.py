@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord
+from tests.helpers.people import DISCORD_BOB, SLACK_BOB
 from tests.reliability.harness import (
-    BOB,
     Cluster,
     Figures,
     add_dead_letters,
@@ -40,7 +40,6 @@ NOT_YET = "have not all gone out yet"  # what the answer says of the posts still
 SLACK_AUDIT = "C0AUDIT"
 DISCORD_CHANNEL = "200000000000000001"
 DISCORD_AUDIT = "200000000000000009"
-DISCORD_BOB = "100000000000000002"
 GUILD = "400000000000000001"
 ANCHOR = "queuebot audit anchor"
 
@@ -48,7 +47,7 @@ ANCHOR = "queuebot audit anchor"
 def warm_up(c: Cluster, url: str) -> None:
     """One command answered first: the first request a serve takes opens its database
     connections and warms its caches, which is no part of what is measured."""
-    d = slash(c.fake, "pending", user=BOB, tag=new_tag("warm"))
+    d = slash(c.fake, "pending", user=SLACK_BOB, tag=new_tag("warm"))
     assert send(url, d).status_code == 200
     wait_answer(c.fake, d, timeout=30)
 
@@ -62,7 +61,7 @@ def test_a_slack_approval_is_answered_while_the_audit_channel_is_rate_limited(
         served = c.start()
         warm_up(c, served.url)
         c.fake.hold(SLACK_AUDIT, retry_after=HELD_FOR)
-        d = click(c.fake, f"cr:approve:{number}", user=BOB, tag=new_tag("first"))
+        d = click(c.fake, f"cr:approve:{number}", user=SLACK_BOB, tag=new_tag("first"))
         clicked = time.monotonic()
         assert send(served.url, d).status_code == 200
         answer = wait_answer(c.fake, d, timeout=60)

@@ -25,8 +25,8 @@ import psycopg
 import pytest
 
 from tests.conftest import _pg_conninfo
+from tests.helpers.people import SLACK_ALICE
 from tests.reliability.harness import (
-    ALICE,
     STALE_SECONDS,
     Cluster,
     Figures,
@@ -91,7 +91,7 @@ def test_a_command_that_kills_its_process_is_given_up_after_three_adoptions(
     started = time.monotonic()
     with cluster(tmp_path) as c:
         served = c.start()
-        d = slash(c.fake, COMMAND, user=ALICE, tag=new_tag("poison"))
+        d = slash(c.fake, COMMAND, user=SLACK_ALICE, tag=new_tag("poison"))
         kills = 0
         stale_waits: list[float] = []
         with held(c, "dev_r_worker_queue"):

@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from testkit.fake_slack import FakeSlack
-from testkit.slack_requests import SECRET
 from testkit.tcp_proxy import TcpProxy
 from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
 from tests.e2e.test_slack import Stack, answer_to, requests_count, slash, texts
+from tests.helpers.platforms import slack_env
 from tests.integration.alerting import alert, notification
 
 
@@ -39,11 +39,7 @@ def outage_stack(tmp_path: Path) -> Iterator[tuple[Stack, TcpProxy]]:
         proxied(db_url) as (proxy, through),
         FakeSlack().start() as fake,
     ):
-        env = {
-            "SLACK_BOT_TOKEN": "xoxb-fake-token",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_BASE_URL": fake.api_url,
-        }
+        env = slack_env(fake)
         with running_serve(tmp_path, through, env) as served:
             yield Stack(fake, served, db_url), proxy
 

@@ -27,9 +27,9 @@ import pytest
 
 from testkit.systems.outage import Built, ProcrastinateMails, Worker
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.systems import real_system
 from tests.systems.console_session import ConsoleSession
 from tests.systems.test_journey import approve, plan_state, wait_until
-from tests.systems.test_systems import _system
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 FAILING = 8  # the mails that died while the relay was down
@@ -58,7 +58,7 @@ WHY = (
 
 @pytest.fixture
 def database() -> Iterator[str]:
-    _system("procrastinate")  # skipped (or failed, where required) when it cannot run here
+    real_system("procrastinate")  # skipped (or failed, where required) when it cannot run here
     yield from postgres_database("migrated")
 
 

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.bootstrap import wire_services
-from services.audit import Actor, AuditTrail, row_digest
+from services.audit import AuditTrail, row_digest
 from services.changes.model import RequestState
 from services.config import ApprovalConfig, QueueConfig, RedriveConfig
 from services.db import create_engine
@@ -32,6 +32,7 @@ from services.estate.ops import Selector
 from services.plans import candidates
 from services.reads import samples
 from tests.conftest import postgres_database
+from tests.helpers.people import ALICE, BOB
 from tests.kinds import ChangeKind
 
 pytestmark = pytest.mark.postgres
@@ -96,11 +97,9 @@ async def plan_peak(url: str, rows: int) -> tuple[int, int, int]:
                 queue="clips",
                 selector=Selector(all_dead=True),
                 reason="transcoder fixed",
-                actor=Actor("alice", "console", "alice"),
+                actor=ALICE,
             )
-            decision = await services.changes.approve(
-                number=request.number, actor=Actor("bob", "console", "bob")
-            )
+            decision = await services.changes.approve(number=request.number, actor=BOB)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()

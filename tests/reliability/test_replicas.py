@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.people import SLACK_ALICE, SLACK_BOB
 from tests.reliability.harness import (
-    ALICE,
-    BOB,
     EVENTS,
     PLAN_TOML,
     Delivery,
@@ -76,21 +75,23 @@ def test_three_replicas_act_once_on_every_delivery(tmp_path: Path, figures: Figu
         everywhere = Fanout(replicas)
 
         for _ in range(3):  # reads
-            everywhere(slash(c.fake, "triage --queue clips", user=ALICE, tag=new_tag("r-read")))
+            everywhere(
+                slash(c.fake, "triage --queue clips", user=SLACK_ALICE, tag=new_tag("r-read"))
+            )
         requests: list[int] = []
         for g in range(NAMED_REQUESTS):
             ids = named[g * JOBS_PER_NAMED : (g + 1) * JOBS_PER_NAMED]
             ask = slash(
                 c.fake,
                 f'redrive {" ".join(ids)} --queue clips --reason "rel-r-{g}"',
-                user=ALICE,
+                user=SLACK_ALICE,
                 tag=new_tag("r-ask"),
             )
             everywhere(ask)
             approve, _ = buttons(wait_answer(c.fake, ask))
             requests.append(int(approve.split(":")[2]))
-            everywhere(click(c.fake, approve, user=ALICE, tag=new_tag("r-own")))  # refused
-            ok = click(c.fake, approve, user=BOB, tag=new_tag("r-ok"))
+            everywhere(click(c.fake, approve, user=SLACK_ALICE, tag=new_tag("r-own")))  # refused
+            ok = click(c.fake, approve, user=SLACK_BOB, tag=new_tag("r-ok"))
             everywhere(ok, each=2)  # Bob's double click reaches each replica twice
             assert "approved by bob and executed" in text_of(wait_answer(c.fake, ok))
 
@@ -98,13 +99,13 @@ def test_three_replicas_act_once_on_every_delivery(tmp_path: Path, figures: Figu
             c.fake,
             'redrive --error-like "replica pod evicted" --queue clips --sample 5 '
             '--reason "rel-r-plan"',
-            user=ALICE,
+            user=SLACK_ALICE,
             tag=new_tag("r-plan"),
         )
         everywhere(ask)
         approve, _ = buttons(wait_answer(c.fake, ask))
         plan_request = int(approve.split(":")[2])
-        ok = click(c.fake, approve, user=BOB, tag=new_tag("r-plan-ok"))
+        ok = click(c.fake, approve, user=SLACK_BOB, tag=new_tag("r-plan-ok"))
         with Worker(c):
             everywhere(ok)
             deadline = time.monotonic() + 90

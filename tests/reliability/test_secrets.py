@@ -29,16 +29,14 @@ from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
 from tests.conftest import PG_ADMIN, _pg_conninfo, need_postgres
 from tests.e2e.fake_socket_mode import FakeSocketMode
+from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_STRANGER
 from tests.reliability.harness import (
-    ALICE,
     APP_TOKEN,
     AUDIT_KEY,
-    BOB,
     BOT_TOKEN,
     DB_PASSWORD,
     MARK,
     SIGNING_SECRET,
-    STRANGER,
     Cluster,
     Delivery,
     Figures,
@@ -110,7 +108,7 @@ class Mix:
         self.seen: list[str] = []  # every other answer that left queuebot: searched too
         self.metrics = ""
 
-    def command(self, text: str, *, user: str = ALICE) -> Delivery:
+    def command(self, text: str, *, user: str = SLACK_ALICE) -> Delivery:
         d = slash(self.c.fake, text, user=user, tag=new_tag("s"))
         assert send(self.served.url, d).status_code == 200
         wait_answer(self.c.fake, d)
@@ -130,19 +128,19 @@ class Mix:
         self.command("triage --queue workers")
         self.command("dlq --limit")  # usage
         self.command("frobnicate --now")  # no such command
-        self.command('requeue 1 --queue workers --reason "let me in"', user=STRANGER)
+        self.command('requeue 1 --queue workers --reason "let me in"', user=SLACK_STRANGER)
         self.command('redrive --error-like "no such error anywhere" --reason "nothing"')
         self.command("show 999999999 --queue workers")
         self.command("approve CR-999999")
         c.fake.fail_answers(2)  # Slack answers 503 twice: the answer is sent again
         ask = self.command(f'redrive {dead} --queue clips --reason "secret test"')
         approve, _ = buttons(wait_answer(c.fake, ask))
-        for user in (ALICE, BOB):  # her own request: refused; Bob's: executed
+        for user in (SLACK_ALICE, SLACK_BOB):  # her own request: refused; Bob's: executed
             d = click(c.fake, approve, user=user, tag=new_tag("s-click"))
             assert send(self.served.url, d).status_code == 200
             wait_answer(c.fake, d)
             self.sent.append(d)
-        forged = slash(c.fake, "triage", user=ALICE, tag=new_tag("s-forged"))
+        forged = slash(c.fake, "triage", user=SLACK_ALICE, tag=new_tag("s-forged"))
         refused = send(self.served.url, forged, secret="not-the-secret")
         assert refused.status_code == 401
         self.seen.append(refused.text)
@@ -153,7 +151,7 @@ class Mix:
                 "token": "legacy",
                 "team_id": "T0FAKE",
                 "channel_id": "C0OPS",
-                "user_id": ALICE,
+                "user_id": SLACK_ALICE,
                 "command": "/queue",
                 "text": text,
                 "response_url": c.fake.response_url(tag),

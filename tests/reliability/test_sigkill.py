@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from services.outbox import LEASE
+from tests.helpers.people import SLACK_ALICE, SLACK_BOB
 from tests.reliability.harness import (
-    ALICE,
-    BOB,
     EVENTS,
     PHASES,
     PLAN_TOML,
@@ -89,7 +88,9 @@ def test_request_creation_survives_sigkill(tmp_path: Path, figures: Figures) -> 
         measured: dict[bool, float] = {}
         for plan in (True, False):  # each on a serve of its own, as every kill finds one
             served = c.start()
-            cal = slash(c.fake, command(f"calibrate {plan}", plan), user=ALICE, tag=new_tag("a"))
+            cal = slash(
+                c.fake, command(f"calibrate {plan}", plan), user=SLACK_ALICE, tag=new_tag("a")
+            )
             measured[plan] = calibrate(c, served, cal)
             if plan:
                 served.stop()
@@ -98,7 +99,7 @@ def test_request_creation_survives_sigkill(tmp_path: Path, figures: Figures) -> 
         for i in range(KILLS):
             plan = i % 2 == 0
             reason = f"rel-a-{i:02d}"
-            d = slash(c.fake, command(reason, plan), user=ALICE, tag=new_tag(f"a{i:02d}"))
+            d = slash(c.fake, command(reason, plan), user=SLACK_ALICE, tag=new_tag(f"a{i:02d}"))
             sent.append((reason, plan, d))
 
             def requested_with_its_delivery(reason: str = reason, d: Delivery = d) -> None:
@@ -217,13 +218,13 @@ def test_approval_of_300_jobs_survives_sigkill(tmp_path: Path, figures: Figures)
             assert sorted(frozen_targets(c, number)) == sorted(jobs)
 
         served = c.start()
-        cal = click(c.fake, f"cr:approve:{numbers[-1]}", user=BOB, tag=new_tag("b-cal"))
+        cal = click(c.fake, f"cr:approve:{numbers[-1]}", user=SLACK_BOB, tag=new_tag("b-cal"))
         measured = calibrate(c, served, cal)
 
         sent: list[tuple[int, Delivery]] = []
         kills: list[Kill] = []
         for i, number in enumerate(numbers[:KILLS]):
-            d = click(c.fake, f"cr:approve:{number}", user=BOB, tag=new_tag(f"b{i:02d}"))
+            d = click(c.fake, f"cr:approve:{number}", user=SLACK_BOB, tag=new_tag(f"b{i:02d}"))
             sent.append((number, d))
 
             def all_or_nothing(number: int = number, d: Delivery = d) -> None:
@@ -321,12 +322,12 @@ def start_plan(c: Cluster, served: Serve, error: str, tag: str) -> int:
     asked = slash(
         c.fake,
         f'redrive --error-like "{error}" --queue clips --sample 5 --reason "rel-c {tag}"',
-        user=ALICE,
+        user=SLACK_ALICE,
         tag=new_tag(f"{tag}-ask"),
     )
     assert send(served.url, asked).status_code == 200
     approve, _ = buttons(wait_answer(c.fake, asked))
-    approval = click(c.fake, approve, user=BOB, tag=new_tag(f"{tag}-ok"))
+    approval = click(c.fake, approve, user=SLACK_BOB, tag=new_tag(f"{tag}-ok"))
     assert send(served.url, approval).status_code == 200
     assert "started with its sample of 5" in text_of(wait_answer(c.fake, approval))
     number = int(

@@ -29,8 +29,8 @@ from sqlalchemy.engine import make_url
 
 from testkit.tcp_proxy import TcpProxy
 from tests.e2e.serving import demo_database
+from tests.helpers.people import SLACK_ALICE
 from tests.reliability.harness import (
-    ALICE,
     STALE_SECONDS,
     Cluster,
     Delivery,
@@ -112,7 +112,7 @@ def requests_made(c: Cluster) -> int:
 
 def command(c: Cluster, served: Serve, text: str, tag: str) -> tuple[Delivery, float, float]:
     """Send ``/queue text``; the delivery, the seconds to the ack and to the answer."""
-    d = slash(c.fake, text, user=ALICE, tag=new_tag(tag))
+    d = slash(c.fake, text, user=SLACK_ALICE, tag=new_tag(tag))
     sent = time.monotonic()
     response = send(served.url, d)
     acked = time.monotonic() - sent

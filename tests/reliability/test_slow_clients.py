@@ -19,16 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.reliability.harness import (
-    ALICE,
-    Figures,
-    cluster,
-    new_tag,
-    send,
-    slash,
-    text_of,
-    wait_answer,
-)
+from tests.helpers.people import SLACK_ALICE
+from tests.reliability.harness import Figures, cluster, new_tag, send, slash, text_of, wait_answer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -104,7 +96,7 @@ def test_slow_clients_are_closed_within_the_bounds_and_serve_still_answers(
     with cluster(tmp_path) as c:
         served = c.start()
         host, port = "127.0.0.1", int(served.url.rsplit(":", 1)[1])
-        d = slash(c.fake, "help", user=ALICE, tag=new_tag("during"))
+        d = slash(c.fake, "help", user=SLACK_ALICE, tag=new_tag("during"))
         meanwhile: dict[str, Any] = {}
 
         async def attack() -> list[Watched]:

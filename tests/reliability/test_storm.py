@@ -32,12 +32,12 @@ from testkit.storm import (
     root_lags,
     storm_toml,
 )
+from tests.helpers.people import SLACK_DORA
 from tests.integration.test_incident_timers import drill_runbook
 from tests.reliability.harness import Cluster, Delivery, Figures, cluster, send, wait_answer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-DORA = "U0DORA"  # the demo's operations duty officer
 TOKEN = "storm-alert-token-5d0c1e7a93b24f68"
 STORM = Storm(groups=36, channels=6, seconds=10.0, fire_within=2.0, change_every=0.5)
 REMIND_AT = (0.5, 0.8)
@@ -50,7 +50,7 @@ def declare(c: Cluster, served_url: str) -> float:
     """Dora's `/incident declare` in #operators; when it was acknowledged (monotonic)."""
     name = f"declare-{time.time_ns()}"
     fields = slash_fields(
-        c.fake, f'declare {SCENARIO} "clips stopped"', name=name, user=DORA, trigger=name
+        c.fake, f'declare {SCENARIO} "clips stopped"', name=name, user=SLACK_DORA, trigger=name
     )
     d = Delivery(urlencode({**fields, "command": "/incident"}), f"slack:command:{name}", name)
     assert send(served_url, d).status_code == 200

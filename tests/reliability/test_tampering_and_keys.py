@@ -14,11 +14,10 @@ from urllib.parse import urlencode
 import pytest
 
 from testkit.slack_requests import slash_fields
+from tests.helpers.people import SLACK_ALICE, SLACK_DORA
 from tests.integration.test_incident_timers import drill_runbook
 from tests.reliability.harness import (
-    ALICE,
     AUDIT_KEY,
-    DORA,
     Cluster,
     Delivery,
     Figures,
@@ -66,7 +65,7 @@ def test_wrong_keys_change_nothing_and_rewritten_history_is_named(
             c.fake,
             f'declare {DRILL} "jobs stopped finishing" --queue workers',
             name=tag,
-            user=DORA,
+            user=SLACK_DORA,
             trigger=f"1.{tag}",
         )
         declare = Delivery(
@@ -77,7 +76,7 @@ def test_wrong_keys_change_nothing_and_rewritten_history_is_named(
         ask = slash(
             c.fake,
             'redrive --error-like ffmpeg --queue clips --reason "codec fixed"',
-            user=ALICE,
+            user=SLACK_ALICE,
             tag=new_tag("ask"),
         )
         assert send(served.url, ask).status_code == 200

@@ -4,38 +4,25 @@ reply read as the person reads it before the next line is said."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
+
+from tests.helpers.processes import clean_environ, interactive
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class ConsoleSession:
     def __init__(self, *, config: Path, database_url: str, cwd: Path) -> None:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("QUEUEBOT_", "SLACK_", "DISCORD_"))
-        }
+        env = clean_environ(discord=True)
         env.update(
             QUEUEBOT_CONFIG=str(config),
             QUEUEBOT_DATABASE_URL=database_url,
             PYTHONPATH=str(ROOT),
         )
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "console"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cwd,
-            env=env,
-        )
+        self.process = interactive("console", cwd=cwd, env=env)
         self._out: list[str] = []
         self._err: list[str] = []
         self._readers = [

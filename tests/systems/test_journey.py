@@ -38,8 +38,9 @@ import pytest
 from services.estate.signature import SIGNATURE_SAMPLE
 from testkit.systems.outage import Built, Outage, PgBossCharges, ProcrastinateMails, Worker
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.systems import real_system
+from tests.helpers.text import in_order
 from tests.systems.console_session import ConsoleSession
-from tests.systems.test_systems import _system
 
 FULL = os.environ.get("QB_JOURNEY_SIZE") == "full"
 OTHERS = {"emails": (3, 5)}  # another queue of the same table: 3 sent, 5 dead
@@ -169,15 +170,6 @@ def recovery_seconds(export: str) -> int:
     found = _RECOVERY.search(export)
     assert found, export
     return int(found.group(1)) * (60 if found.group(2) == "min" else 1)
-
-
-def in_order(text: str, steps: list[str]) -> None:
-    """Each of ``steps`` is in ``text``, after the one before it."""
-    at = 0
-    for step in steps:
-        found = text.find(step, at)
-        assert found >= 0, f"{step!r} is not after {text[max(at - 200, 0) : at]!r} in:\n{text}"
-        at = found + len(step)
 
 
 def approve(console: ConsoleSession, request: str) -> str:
@@ -338,7 +330,7 @@ def journey(case: Case, database: str, tmp_path: Path) -> float:
     assert f"| CR-3 | plan | {queue} | alice | bob | executed | {SAMPLE} |" in changes, changes
     in_order(
         export.split("## Timeline", 1)[1],
-        [
+        *[
             "alice requested CR-1",
             "approved CR-1",
             "P-1 sample started",
@@ -357,27 +349,30 @@ def journey(case: Case, database: str, tmp_path: Path) -> float:
 
 
 def _case(make: Callable[[], Case], name: str) -> Case:
-    _system(name)  # skipped (or failed, where required) when the system cannot run here
+    real_system(name)  # skipped (or failed, where required) when the system cannot run here
     return make()
 
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_the_payments_outage_on_pgboss_from_declaration_to_postmortem(
-    database: str, tmp_path: Path, record_property: Callable[[str, object], None]
+@pytest.mark.parametrize(
+    ("make", "name", "label"),
+    [
+        pytest.param(pgboss, "pg-boss", "pg-boss", id="the-payments-outage-on-pgboss"),
+        pytest.param(
+            procrastinate, "procrastinate", "Procrastinate", id="the-mail-outage-on-procrastinate"
+        ),
+    ],
+)
+def test_an_outage_from_declaration_to_postmortem(
+    make: Callable[[], Case],
+    name: str,
+    label: str,
+    database: str,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
-    case = _case(pgboss, "pg-boss")
+    case = _case(make, name)
     took = journey(case, database, tmp_path)
     record_property("journey_seconds", round(took, 1))
-    print(f"pg-boss journey: {case.failing:,} of {case.ok + case.failing:,} in {took:.1f} s")
-
-
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_the_mail_outage_on_procrastinate_from_declaration_to_postmortem(
-    database: str, tmp_path: Path, record_property: Callable[[str, object], None]
-) -> None:
-    case = _case(procrastinate, "procrastinate")
-    took = journey(case, database, tmp_path)
-    record_property("journey_seconds", round(took, 1))
-    print(f"Procrastinate journey: {case.failing:,} of {case.ok + case.failing:,} in {took:.1f} s")
+    print(f"{label} journey: {case.failing:,} of {case.ok + case.failing:,} in {took:.1f} s")

@@ -19,17 +19,18 @@ import pytest
 
 from testkit.systems.outage import Built, Outage, Worker, worker
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.systems import real_system
 from tests.systems.console_session import ConsoleSession
 from tests.systems.test_journey import (
     BACKDATE_MINUTES,
     CONFIG,
+    Case,
     approve,
     pgboss,
     plan_state,
     procrastinate,
     wait_until,
 )
-from tests.systems.test_systems import _system
 
 OK, FAILING = 15, 135
 CASES = {"pg-boss": pgboss, "procrastinate": procrastinate}
@@ -60,7 +61,7 @@ class Small:
 @pytest.fixture(params=sorted(CASES))
 def small(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Small]:
     name: str = request.param
-    _system(name)  # skipped (or failed, where required) when the system cannot run here
+    real_system(name)  # skipped (or failed, where required) when the system cannot run here
     outage = CASES[name]().outage
     for database in postgres_database("migrated"):
         url = _pg_conninfo(database)
@@ -109,6 +110,23 @@ def test_a_redrive_under_the_incident_it_answers_is_not_refused_by_it(small: Sma
     assert "no open incident blocks redrives   ok" in requested, requested
 
 
+def sample_halted(small: Small, console: ConsoleSession, case: Case) -> None:
+    """alice asks for a staged redrive of the case's jobs with a sample of 3, bob
+    approves it, and its sample dies again: P-1 halts."""
+    console.say(
+        f"@alice /queue redrive {case.selector} --queue {small.queue} --sample 3 "
+        '--reason "try a sample"',
+        expect="CR-1: staged redrive of",
+    )
+    approve(console, "CR-1")
+    wait_until(
+        "P-1 halted",
+        lambda: plan_state(small.url, 1) == "halted",
+        timeout=60,
+        alive=console._alive,
+    )
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_a_sample_that_dies_again_halts_its_plan_saying_what_is_known(small: Small) -> None:
@@ -117,18 +135,7 @@ def test_a_sample_that_dies_again_halts_its_plan_saying_what_is_known(small: Sma
         worker(small.outage, small.url, fault=True, folder=small.folder / "workers"),
         small.console() as console,
     ):
-        console.say(
-            f"@alice /queue redrive {case.selector} --queue {small.queue} --sample 3 "
-            '--reason "try a sample"',
-            expect="CR-1: staged redrive of",
-        )
-        approve(console, "CR-1")
-        wait_until(
-            "P-1 halted",
-            lambda: plan_state(small.url, 1) == "halted",
-            timeout=60,
-            alive=console._alive,
-        )
+        sample_halted(small, console, case)
         halted = console.say(
             "/queue plan P-1", expect="HALTED: 3 job(s) of sample re-entered the dead-letter state"
         )
@@ -145,18 +152,7 @@ def test_a_halted_plan_resumes_with_one_approval_once_fixed_and_runs_to_its_end(
     running = Worker(small.outage, small.url, fault=True, folder=folder)
     try:
         with small.console() as console:
-            console.say(
-                f"@alice /queue redrive {case.selector} --queue {small.queue} --sample 3 "
-                '--reason "try a sample"',
-                expect="CR-1: staged redrive of",
-            )
-            approve(console, "CR-1")
-            wait_until(
-                "P-1 halted",
-                lambda: plan_state(small.url, 1) == "halted",
-                timeout=60,
-                alive=console._alive,
-            )
+            sample_halted(small, console, case)
             running.stop()
             running = Worker(small.outage, small.url, fault=False, folder=folder)
             asked = console.say(

@@ -13,27 +13,20 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from testkit.systems.outage import Outage, PgBossCharges, ProcrastinateMails, worker
-from tests.conftest import _pg_conninfo, postgres_database
-from tests.systems.test_systems import RETRY, _system
+from tests.helpers.systems import real_system
+from tests.systems.test_systems import RETRY
 
 OUTAGES = {"pg-boss": PgBossCharges, "procrastinate": ProcrastinateMails}
 
 
-@pytest.fixture
-def libpq_url() -> Iterator[str]:
-    for url in postgres_database("empty"):
-        yield _pg_conninfo(url)
-
-
 def _outage(name: str) -> Outage:
-    _system(name)  # skipped (or failed, where required) when the system cannot run here
+    real_system(name)  # skipped (or failed, where required) when the system cannot run here
     return OUTAGES[name]()
 
 

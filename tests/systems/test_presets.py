@@ -15,18 +15,14 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import psycopg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.bootstrap import Services
-from bot.render_text import render_message
-from commands.handlers import queue_read
 from commands.model import Dlq, Show
 from commands.model import Triage as TriageCommand
-from services.audit import Actor
 from services.config import QueueConfig
 from services.db import create_engine
 from services.errors import ChecksFailed
@@ -36,16 +32,15 @@ from services.estate.ops import Selector
 from services.estate.registry import shipped_profiles
 from services.plans.model import PlanState
 from services.reads import samples
-from services.reads.gate import ReadGate
-from services.reads.service import QueueReads
 from testkit.systems import Made, System
 from tests.conftest import _pg_conninfo, postgres_database
+from tests.helpers.people import ALICE, BOB
+from tests.helpers.replies import read_reply
+from tests.helpers.systems import real_system
 from tests.integration.support import Clock, RecordingNotifier, build_services
 from tests.kinds import ChangeKind
-from tests.systems.test_systems import STATES, _system
+from tests.systems.test_systems import STATES
 
-ALICE = Actor("alice", "console", "alice")
-BOB = Actor("bob", "console", "bob")
 QUEUES = {"emails": (2, 5), "reports": (1, 2)}
 # The channel each system's workers listen on for new work (pg-boss 10 has none: it polls).
 WAKES = {
@@ -69,14 +64,7 @@ class World:
     services: Services
 
     async def reply(self, command: object) -> str:
-        handler = {
-            TriageCommand: queue_read.handle_triage,
-            Dlq: queue_read.handle_dlq,
-            Show: queue_read.handle_show,
-        }[type(command)]
-        reads = QueueReads(self.estate, gate=ReadGate(fresh_for=0.0))
-        done = await handler(command, None, SimpleNamespace(reads=reads))  # type: ignore[arg-type]
-        return render_message(done.message)
+        return await read_reply(self.estate, command)
 
     def states(self, ids: list[str]) -> set[str | None]:
         return set(self.system.state_of(self.url, ids).values())
@@ -91,7 +79,7 @@ PRESETS = sorted(name for name in STATES if name in shipped_profiles().presets)
 @pytest.fixture(params=PRESETS)
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
     name: str = request.param
-    system = _system(name)
+    system = real_system(name)
     for sa_url in postgres_database("migrated"):  # queuebot's tables beside the system's
         url = _pg_conninfo(sa_url)
         made = await asyncio.to_thread(system.build, url, queues=QUEUES)

@@ -10,16 +10,14 @@ Skipped where a system cannot run here (pg-boss, graphile-worker without node an
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
 
-from testkit.systems import System, all_systems, systems_available
-from tests.conftest import _pg_conninfo, postgres_database
+from testkit.systems import all_systems, systems_available
+from tests.helpers.systems import real_system
 
-REQUIRE = os.environ.get("QUEUEBOT_REQUIRE_SYSTEMS") == "1"
 QUEUES = {"emails": (3, 5), "reports": (2, 2)}
 # (dead state, success state) as each system writes them; None: the row is deleted
 STATES: dict[str, tuple[str, str | None]] = {
@@ -173,25 +171,10 @@ DEAD_DETAIL = {
 }
 
 
-@pytest.fixture
-def libpq_url() -> Iterator[str]:
-    for url in postgres_database("empty"):
-        yield _pg_conninfo(url)
-
-
-def _system(name: str) -> System:
-    why = systems_available()[name]
-    if why:
-        if REQUIRE:
-            pytest.fail(f"{name} is required (QUEUEBOT_REQUIRE_SYSTEMS=1) but cannot run: {why}")
-        pytest.skip(f"{name} cannot run here: {why}")
-    return next(s for s in all_systems() if s.name == name)
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize("name", sorted(STATES))
 def test_dead_jobs_run_again_once_retried_and_fixed(name: str, libpq_url: str) -> None:
-    system = _system(name)
+    system = real_system(name)
     dead_state, ok_state = STATES[name]
 
     made = system.build(libpq_url, queues=QUEUES)

@@ -234,13 +234,6 @@ def test_bad_role(tmp_path: Path) -> None:
     assert "'viewer', 'operator', 'approver' or 'duty-officer'" in message
 
 
-def test_bad_role_in_the_roles_table(tmp_path: Path) -> None:
-    path, message = config_error(tmp_path, '[roles]\n"on-call" = "boss"\n')
-    assert str(path) in message
-    assert "roles.on-call = 'boss'" in message
-    assert "'duty-officer'" in message
-
-
 @pytest.mark.parametrize(
     ("toml", "key", "value", "expected"),
     [
@@ -295,9 +288,31 @@ def test_unsafe_table_name(tmp_path: Path) -> None:
     assert message.startswith(f"{path}: queue.table = 'jobs; drop table x': expected a SQL")
 
 
-def test_unknown_key(tmp_path: Path) -> None:
-    path, message = config_error(tmp_path, "[approval]\nexpiry = 30\n")
-    assert message == f"{path}: approval.expiry = 30: unknown key; did you mean expiry_minutes?"
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        pytest.param(
+            "[approval]\nexpiry = 30\n",
+            "approval.expiry = 30: unknown key; did you mean expiry_minutes?",
+            id="unknown-key",
+        ),
+        pytest.param(
+            '[queue]\nprofile = "redis"\n',
+            "queue.profile = 'redis': Input should be 'worker_queue' or 'message_job'",
+            id="bad-profile",
+        ),
+        pytest.param(
+            "[approval]\nexpiry_minutes = 0\n",
+            "approval.expiry_minutes = 0: Input should be greater than or equal to 1",
+            id="number-out-of-range",
+        ),
+    ],
+)
+def test_a_mistake_is_one_line_naming_the_file_and_the_key(
+    tmp_path: Path, toml: str, said: str
+) -> None:
+    path, message = config_error(tmp_path, toml)
+    assert message == f"{path}: {said}"
 
 
 def test_unknown_section(tmp_path: Path) -> None:
@@ -314,22 +329,6 @@ def test_a_route_must_name_configured_channels_and_queues(tmp_path: Path) -> Non
     route = '[[alerts.routes]]\nname = "r"\nchannels = ["alerts"]\nqueue = "nope"\n'
     _, message = config_error(tmp_path, '[channels.alerts]\nslack = "C0ALERTS"\n' + route)
     assert "queue 'nope' is not configured (configured: clips, workers)" in message
-
-
-def test_bad_profile(tmp_path: Path) -> None:
-    path, message = config_error(tmp_path, '[queue]\nprofile = "redis"\n')
-    assert (
-        message
-        == f"{path}: queue.profile = 'redis': Input should be 'worker_queue' or 'message_job'"
-    )
-
-
-def test_number_out_of_range(tmp_path: Path) -> None:
-    path, message = config_error(tmp_path, "[approval]\nexpiry_minutes = 0\n")
-    assert (
-        message
-        == f"{path}: approval.expiry_minutes = 0: Input should be greater than or equal to 1"
-    )
 
 
 def test_the_http_body_limit_defaults_to_256_kb_and_is_bounded(tmp_path: Path) -> None:
@@ -397,21 +396,41 @@ def test_the_metrics_refresh_defaults_to_15_s_and_is_bounded(tmp_path: Path) -> 
     assert "metrics.refresh" in message
 
 
-def test_queue_and_queues_together(tmp_path: Path) -> None:
-    path, message = config_error(
-        tmp_path, '[queue]\nprofile = "worker_queue"\n[queues.x]\nprofile = "message_job"\n'
-    )
+@pytest.mark.parametrize(
+    ("toml", "parts"),
+    [
+        pytest.param(
+            '[roles]\n"on-call" = "boss"\n',
+            ["roles.on-call = 'boss'", "'duty-officer'"],
+            id="bad-role-in-the-roles-table",
+        ),
+        pytest.param(
+            '[queue]\nprofile = "worker_queue"\n[queues.x]\nprofile = "message_job"\n',
+            ["use either [queue] or [queues.NAME], not both"],
+            id="queue-and-queues-together",
+        ),
+        pytest.param(
+            '[people.alice]\nslack = "U0ALICE"\n[people.bob]\nslack = "U0ALICE"\n',
+            [
+                "people.bob.slack = 'U0ALICE' is already people.alice.slack",
+                "one account belongs to one person",
+            ],
+            id="duplicate-slack-account-across-two-people",
+        ),
+        pytest.param(
+            '[people.Alice]\nslack = "U0ALICE"\n',
+            ["name 'Alice' must be lower-case letters"],
+            id="bad-person-name",
+        ),
+    ],
+)
+def test_a_mistake_names_the_file_and_says_what_is_wrong(
+    tmp_path: Path, toml: str, parts: list[str]
+) -> None:
+    path, message = config_error(tmp_path, toml)
     assert str(path) in message
-    assert "use either [queue] or [queues.NAME], not both" in message
-
-
-def test_duplicate_slack_account_across_two_people(tmp_path: Path) -> None:
-    path, message = config_error(
-        tmp_path, '[people.alice]\nslack = "U0ALICE"\n[people.bob]\nslack = "U0ALICE"\n'
-    )
-    assert str(path) in message
-    assert "people.bob.slack = 'U0ALICE' is already people.alice.slack" in message
-    assert "one account belongs to one person" in message
+    for part in parts:
+        assert part in message
 
 
 def test_duplicate_discord_account_across_two_people(tmp_path: Path) -> None:
@@ -434,12 +453,6 @@ def test_same_id_on_two_platforms_of_one_person_is_fine() -> None:
         where="x",
     )
     assert same.people["carol"].discord == "100000000000000001"
-
-
-def test_bad_person_name(tmp_path: Path) -> None:
-    path, message = config_error(tmp_path, '[people.Alice]\nslack = "U0ALICE"\n')
-    assert str(path) in message
-    assert "name 'Alice' must be lower-case letters" in message
 
 
 def test_every_error_is_reported(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from services.estate.tally import WaveTally
 from services.plans.messages import plan_message, wave_finished
 from services.plans.model import PlanState, PlanView, Wave, WaveOutcome
 from services.plans.settle import completed_words, finished
+from tests.helpers.plans import plan_view
 
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 REGISTRY = shipped_profiles()
@@ -111,21 +112,14 @@ def test_config_check_names_the_assumption_and_how_to_change_it() -> None:
 
 
 def view(state: PlanState, waves: list[Wave], schedule: list[int], note: str | None) -> PlanView:
-    return PlanView(
+    return plan_view(
+        state,
+        waves,
+        schedule,
         number=3,
         queue="mail",
-        state=state,
         request=4,
         reason="the smtp relay answers again",
-        requester="alice",
-        approvers=["bob"],
-        total=sum(schedule),
-        redriven=sum(w.changed for w in waves),
-        succeeded=sum(w.succeeded for w in waves),
-        redead=sum(w.redead for w in waves),
-        unknown=sum(w.unknown for w in waves),
-        schedule=schedule,
-        waves=waves,
         note=note,
         updated_at=AT,
     )

@@ -34,8 +34,9 @@ from services.estate.model import (
     Triage,
     TypeCounts,
 )
-from services.people import Directory, Person
+from services.people import Directory
 from services.plans.model import PlanView
+from tests.helpers.people import ALICE_APPROVER_ON_SLACK, BOB_VIEWER
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -184,9 +185,7 @@ class NoPlans:
         raise AssertionError("a plan was halted")
 
 
-ALICE = Person("alice", frozenset({"operator", "approver"}), slack="U0ALICE")
-BOB = Person("bob", frozenset(), slack="U0BOB", discord="100000000000000002")
-DIRECTORY = Directory([ALICE, BOB])
+DIRECTORY = Directory([ALICE_APPROVER_ON_SLACK, BOB_VIEWER])
 
 
 def make_router(
@@ -514,8 +513,8 @@ async def test_known_person_is_allowed_when_access_is_deny() -> None:
 
 
 def test_person_found_by_either_platform_account() -> None:
-    assert DIRECTORY.by_account("slack", "U0BOB") is BOB
-    assert DIRECTORY.by_account("discord", "100000000000000002") is BOB
+    assert DIRECTORY.by_account("slack", "U0BOB") is BOB_VIEWER
+    assert DIRECTORY.by_account("discord", "100000000000000002") is BOB_VIEWER
     assert DIRECTORY.by_account("discord", "U0BOB") is None
 
 
@@ -585,7 +584,7 @@ def test_authorize_names_the_discord_account_of_an_unknown_user() -> None:
 
 
 def test_person_with_the_role_may_run_it() -> None:
-    inv = Invocation(person=ALICE, platform="slack", account="U0ALICE")
+    inv = Invocation(person=ALICE_APPROVER_ON_SLACK, platform="slack", account="U0ALICE")
     authorize(CHANGE, inv, AccessConfig())  # no error
 
 

@@ -14,13 +14,12 @@ from commands.parser import GROUPS, parse, parse_line
 from commands.router import Router
 from services.config import AccessConfig, Role
 from services.errors import ConfigError, NotFound, PermissionDenied, UsageError
-from services.people import Directory, Person
+from services.people import Directory
 from services.runbooks import RunbookLibrary
+from tests.helpers.people import ALICE_APPROVER_ON_SLACK, DORA_DUTY_ON_SLACK
 from tests.unit.test_handlers import FakeReads, NoChanges, NoPlans
 
-DORA = Person("dora", frozenset({"duty-officer", "operator"}), slack="U0DORA")
-ALICE = Person("alice", frozenset({"operator", "approver"}), slack="U0ALICE")
-DIRECTORY = Directory([ALICE, DORA])
+DIRECTORY = Directory([ALICE_APPROVER_ON_SLACK, DORA_DUTY_ON_SLACK])
 ROLES: dict[str, Role] = {"operations duty officer": "duty-officer", "service on-call": "operator"}
 
 

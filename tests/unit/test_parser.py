@@ -310,10 +310,21 @@ def test_unknown_subcommand_with_nothing_close_lists_the_commands() -> None:
     assert "Commands:" in err.message
 
 
-def test_unknown_group_names_the_groups() -> None:
-    err = usage_error("/qeueu dlq")
-    assert "'/qeueu'" in err.message
-    assert "/queue" in err.message
+@pytest.mark.parametrize(
+    ("line", "parts"),
+    [
+        pytest.param("/qeueu dlq", ["'/qeueu'", "/queue"], id="an-unknown-group-and-the-groups"),
+        pytest.param(
+            '/queue dlq --tenant "acme corp"',
+            ["--tenant must be a single word", "'acme corp'"],
+            id="a-word-flag-given-text-with-spaces",
+        ),
+    ],
+)
+def test_a_refusal_names_what_was_written(line: str, parts: list[str]) -> None:
+    err = usage_error(line)
+    for part in parts:
+        assert part in err.message
 
 
 def test_missing_id() -> None:
@@ -406,21 +417,34 @@ def test_unknown_flag_on_a_command_without_options() -> None:
     assert err.usage == USAGE["help"]
 
 
-def test_flag_without_its_value_at_the_end() -> None:
-    err = usage_error("/queue dlq --limit")
-    assert err.message == "--limit needs a value, e.g. --limit N"
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        pytest.param(
+            "/queue dlq --limit", "--limit needs a value, e.g. --limit N", id="at-the-end"
+        ),
+        pytest.param(
+            "/queue dlq --tenant --limit 5",
+            "--tenant needs a value, e.g. --tenant T",
+            id="followed-by-another-flag",
+        ),
+    ],
+)
+def test_flag_without_its_value(line: str, said: str) -> None:
+    err = usage_error(line)
+    assert err.message == said
     assert err.usage == USAGE["dlq"]
 
 
-def test_flag_followed_by_another_flag_has_no_value() -> None:
-    err = usage_error("/queue dlq --tenant --limit 5")
-    assert err.message == "--tenant needs a value, e.g. --tenant T"
-    assert err.usage == USAGE["dlq"]
-
-
-def test_flag_with_an_empty_value() -> None:
-    err = usage_error("/queue dlq --tenant=")
-    assert "--tenant needs a non-empty value" in err.message
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        pytest.param("/queue dlq --tenant=", "--tenant needs a non-empty value", id="a-flag-empty"),
+        pytest.param("/queue approve CR-0", "greater than or equal to 1", id="change-request-zero"),
+    ],
+)
+def test_a_value_below_the_least_says_so(line: str, said: str) -> None:
+    assert said in usage_error(line).message
 
 
 @pytest.mark.parametrize(
@@ -462,12 +486,6 @@ def test_bad_duration(value: str) -> None:
 def test_duration_out_of_range(value: str) -> None:
     err = usage_error(f"/queue triage --since {value}")
     assert err.message == "--since must be between 1s and 366d"
-
-
-def test_word_flag_refuses_text_with_spaces() -> None:
-    err = usage_error('/queue dlq --tenant "acme corp"')
-    assert "--tenant must be a single word" in err.message
-    assert "'acme corp'" in err.message
 
 
 def test_text_over_the_limit() -> None:
@@ -519,9 +537,23 @@ def test_required_flag_missing() -> None:
     assert '--reason "WHY"' in err.usage
 
 
-def test_reason_too_short() -> None:
-    err = usage_error("/queue requeue 4102 --reason ok")
-    assert err.message == "--reason: String should have at least 3 characters"
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        pytest.param(
+            "/queue requeue 4102 --reason ok",
+            "--reason: String should have at least 3 characters",
+            id="reason-too-short",
+        ),
+        pytest.param(
+            "/queue cancel --duplicates=yes --reason abc",
+            "--duplicates takes no value",
+            id="boolean-flag-given-a-value",
+        ),
+    ],
+)
+def test_a_value_the_flag_does_not_take(line: str, said: str) -> None:
+    assert usage_error(line).message == said
 
 
 def test_cancel_needs_exactly_one_selector() -> None:
@@ -529,11 +561,6 @@ def test_cancel_needs_exactly_one_selector() -> None:
         err = usage_error(line)
         assert "name the rows to cancel in exactly one way" in err.message
         assert err.usage == USAGE["cancel"]
-
-
-def test_boolean_flag_takes_no_value() -> None:
-    err = usage_error("/queue cancel --duplicates=yes --reason abc")
-    assert err.message == "--duplicates takes no value"
 
 
 @pytest.mark.parametrize(
@@ -551,11 +578,6 @@ def test_malformed_change_request(ref: str) -> None:
     err = usage_error(f"/queue approve {ref}")
     assert "is not a change request: write CR-17 (or 17)" in err.message
     assert err.usage == USAGE["approve"] == "/queue approve CR-N"
-
-
-def test_change_request_zero() -> None:
-    err = usage_error("/queue approve CR-0")
-    assert "greater than or equal to 1" in err.message
 
 
 def test_long_bad_input_is_shortened_in_the_message() -> None:

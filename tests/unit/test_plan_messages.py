@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from bot.render_text import render_message
 from services.plans.messages import plan_message
 from services.plans.model import PlanState, PlanView, Wave, WaveOutcome
-
-AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+from tests.helpers.plans import AT, plan_view
 
 
 def plan(
     state: PlanState, waves: list[Wave], schedule: list[int], rolled_back: int = 0
 ) -> PlanView:
-    return PlanView(
-        number=1,
-        queue="clips",
-        state=state,
-        request=1,
-        reason="OOM fix deployed",
-        requester="alice",
-        approvers=["bob"],
-        total=sum(schedule),
-        redriven=sum(w.changed for w in waves),
-        succeeded=sum(w.succeeded for w in waves),
-        redead=sum(w.redead for w in waves),
-        schedule=schedule,
-        waves=waves,
-        note=None,
-        updated_at=AT,
-        rolled_back=rolled_back,
-    )
+    return plan_view(state, waves, schedule, rolled_back=rolled_back)
 
 
 def status_line(view: PlanView) -> str:

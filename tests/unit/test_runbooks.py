@@ -203,12 +203,34 @@ def test_every_problem_is_reported_at_once() -> None:
 # Rules between fields: known dependencies, repeats, fencing
 
 
-def test_the_restore_order_names_only_known_dependencies() -> None:
-    assert problems(changed(restoreOrder=["dep:job-queue", "dep:nowhere"])) == [
-        "restoreOrder[1]: 'dep:nowhere' is not a known dependency (known: dep:blob-store, "
-        "dep:job-queue, dep:job-worker-pool, dep:notification-channel, dep:primary-store); "
-        "name it in dependencies if this runbook restores it"
-    ]
+@pytest.mark.parametrize(
+    ("order", "said"),
+    [
+        pytest.param(
+            ["dep:job-queue", "dep:nowhere"],
+            "restoreOrder[1]: 'dep:nowhere' is not a known dependency (known: dep:blob-store, "
+            "dep:job-queue, dep:job-worker-pool, dep:notification-channel, dep:primary-store); "
+            "name it in dependencies if this runbook restores it",
+            id="an-unknown-dependency",
+        ),
+        pytest.param(
+            ["dep:job-queue", "dep:job-worker-pool", "dep:job-queue"],
+            "restoreOrder[2]: 'dep:job-queue' repeats restoreOrder[0]; each dependency is "
+            "restored once",
+            id="a-dependency-again",
+        ),
+        pytest.param(
+            ["dep:primary-store", "dep:job-queue"],
+            "restoreOrder[0]: 'dep:primary-store' is in assumes (taken to be healthy), so it is "
+            "not restored here; take it out of one of the two",
+            id="what-is-assumed-healthy",
+        ),
+    ],
+)
+def test_the_restore_order_restores_each_known_unhealthy_dependency_once(
+    order: list[str], said: str
+) -> None:
+    assert problems(changed(restoreOrder=order)) == [said]
 
 
 def test_known_dependencies_are_those_named_anywhere_plus_queuebots_own() -> None:
@@ -235,20 +257,6 @@ def test_the_dependencies_field_makes_a_restored_dependency_known() -> None:
         "dep:cdn",
         "dep:job-queue",
     )
-
-
-def test_the_restore_order_does_not_repeat_a_dependency() -> None:
-    data = changed(restoreOrder=["dep:job-queue", "dep:job-worker-pool", "dep:job-queue"])
-    assert problems(data) == [
-        "restoreOrder[2]: 'dep:job-queue' repeats restoreOrder[0]; each dependency is restored once"
-    ]
-
-
-def test_what_is_assumed_healthy_is_not_restored() -> None:
-    assert problems(changed(restoreOrder=["dep:primary-store", "dep:job-queue"])) == [
-        "restoreOrder[0]: 'dep:primary-store' is in assumes (taken to be healthy), so it is "
-        "not restored here; take it out of one of the two"
-    ]
 
 
 def test_promoting_a_standby_needs_fencing() -> None:
@@ -398,20 +406,25 @@ def test_a_filled_draft_ends_the_summary_as_a_sentence() -> None:
 # Finding the statement in the Markdown
 
 
-def test_a_file_without_the_marker_is_refused() -> None:
-    text = f"{PROSE}```json\n{ORIGINAL_QUEUE_LOSS}\n```\n"
-    assert problems("", text=text) == [
-        "no statement: the file has no <!-- oshun:runbook --> marker; put it on a line of "
-        "its own, followed by the statement in a ```json block"
-    ]
-
-
-def test_a_marker_inside_other_text_is_named_by_its_line() -> None:
-    text = f"# T\n\nsee <!-- oshun:runbook --> here\n```json\n{ORIGINAL_QUEUE_LOSS}\n```\n"
-    assert problems("", text=text) == [
-        "line 3: the marker <!-- oshun:runbook --> must stand on a line of its own, before "
-        "the ```json block of the statement"
-    ]
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        pytest.param(
+            f"{PROSE}```json\n{ORIGINAL_QUEUE_LOSS}\n```\n",
+            "no statement: the file has no <!-- oshun:runbook --> marker; put it on a line of "
+            "its own, followed by the statement in a ```json block",
+            id="without-the-marker",
+        ),
+        pytest.param(
+            f"# T\n\nsee <!-- oshun:runbook --> here\n```json\n{ORIGINAL_QUEUE_LOSS}\n```\n",
+            "line 3: the marker <!-- oshun:runbook --> must stand on a line of its own, before "
+            "the ```json block of the statement",
+            id="a-marker-inside-other-text",
+        ),
+    ],
+)
+def test_a_file_is_refused_unless_the_marker_stands_alone(text: str, said: str) -> None:
+    assert problems("", text=text) == [said]
 
 
 def test_the_marker_must_be_followed_by_a_json_block() -> None:
@@ -443,16 +456,23 @@ def test_invalid_json_is_named_by_its_line_and_column_in_the_file() -> None:
     assert text.splitlines()[line - 1].startswith('  "detectionAuthority"')
 
 
-def test_not_a_number_is_not_json() -> None:
-    text = markdown(ORIGINAL_QUEUE_LOSS.replace("900000", "NaN"))
-    assert problems("", text=text) == ["not valid JSON: NaN is not a JSON number"]
-
-
-def test_a_repeated_key_is_refused() -> None:
-    text = markdown(
-        ORIGINAL_QUEUE_LOSS.replace('"version": "1",', '"version": "1", "version": "2",')
-    )
-    assert problems("", text=text) == ["the key 'version' appears twice in one object; say it once"]
+@pytest.mark.parametrize(
+    ("written", "instead", "said"),
+    [
+        pytest.param(
+            "900000", "NaN", "not valid JSON: NaN is not a JSON number", id="not-a-number"
+        ),
+        pytest.param(
+            '"version": "1",',
+            '"version": "1", "version": "2",',
+            "the key 'version' appears twice in one object; say it once",
+            id="a-repeated-key",
+        ),
+    ],
+)
+def test_what_strict_json_refuses_is_refused(written: str, instead: str, said: str) -> None:
+    text = markdown(ORIGINAL_QUEUE_LOSS.replace(written, instead))
+    assert problems("", text=text) == [said]
 
 
 def test_two_statements_in_one_file_are_refused() -> None:

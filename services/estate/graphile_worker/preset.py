@@ -1,10 +1,11 @@
 """graphile-worker keeps every queue's jobs in ``graphile_worker._private_jobs``, private by
 design: it is read through the ``graphile_worker.jobs`` view and changed only through the
 system's own SQL functions. It has no state column. A job is dead when it used up its
-attempts (``attempts >= max_attempts``); one that failed and has attempts left waits to
-be retried by the system itself (``last_error`` set); a worker holds a job while
-``locked_at`` is set; and a job that succeeds is deleted. Its workers wake on
-``jobs:insert``.
+attempts (``attempts >= max_attempts``) and no worker holds it (its worker counts an
+attempt when it takes a job, so a job on its last attempt is running, not dead); one
+that failed and has attempts left waits to be retried by the system itself
+(``last_error`` set); a worker holds a job while ``locked_at`` is set; and a job that
+succeeds is deleted. Its workers wake on ``jobs:insert``.
 
 queuebot's names for what the columns say: ``waiting``, ``retrying`` (both pending),
 ``locked`` (running) and ``dead``. A retry is ``reschedule_jobs`` (runnable now, one more
@@ -96,12 +97,18 @@ class GraphileWorkerProfile(SystemProfile):
         return (WAITING, RETRYING)  # a dead job without an error waits as "waiting"
 
     def _spent(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[bool]:
-        return self.col(t, "attempts") >= self.col(t, "max_attempts")
+        """Dead: every attempt used and no worker holding it. graphile-worker counts an
+        attempt when a worker takes the job, so a job running its last attempt (a redriven
+        one, allowed one more) has spent its attempts while it runs: it is running."""
+        return sa.and_(
+            self.col(t, "attempts") >= self.col(t, "max_attempts"),
+            self.col(t, "locked_at").is_(None),
+        )
 
     def state_value(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         return sa.case(
-            (self._spent(t), DEAD),
             (self.col(t, "locked_at").is_not(None), LOCKED),
+            (self._spent(t), DEAD),
             (self.col(t, "last_error").is_not(None), RETRYING),
             else_=WAITING,
         )
@@ -112,7 +119,7 @@ class GraphileWorkerProfile(SystemProfile):
         locked, error = self.col(t, "locked_at"), self.col(t, "last_error")
         live = sa.not_(self._spent(t))
         if value == LOCKED:
-            return sa.and_(live, locked.is_not(None))
+            return locked.is_not(None)
         if value == RETRYING:
             return sa.and_(live, locked.is_(None), error.is_not(None))
         return sa.and_(live, locked.is_(None), error.is_(None))
