@@ -1,5 +1,5 @@
 """The alerts' work in the background: posting an alert group's thread and its updates
-(the outbox's ``alert.post``, by ``AlertPublisher.deliver``); the built-in detectors
+(the outbox's ``alert.post``, by ``AlertPublisher.post``); the built-in detectors
 judging each queue's counts right after the reads write them down (the scheduler's
 ``queue.sample``, ``services/reads/jobs.py``), in its transaction, the alert desk woken
 after the commit when they raised an alert; and forgetting notifications processed more
@@ -44,7 +44,7 @@ class Deps(SharedDeps, Protocol):
 def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
     """The posts; where the periodic jobs run, the detectors and the forgetting (each run
     of it schedules the next)."""
-    outbox.register(store.ALERT_POST, deps.alert_posts.deliver)
+    outbox.register(store.ALERT_POST, deps.alert_posts.post)
     if not deps.one_database:
         return
     desk, config = deps.alerts, deps.detectors

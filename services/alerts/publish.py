@@ -59,8 +59,8 @@ class AlertPublisher:
         self.clock = clock
         self.counters = counters
 
-    async def deliver(self, item: Item) -> None:
-        """Deliver one post of a group's thread, whichever version queued it."""
+    async def post(self, item: Item) -> None:
+        """Poster one post of a group's thread, whichever version queued it."""
         notifier = self.notifier
         if notifier is None:  # no chat platform: the alert is kept, there is nowhere to post
             raise PostedNowhere(NOT_POSTED)

@@ -65,7 +65,7 @@ class Anchors:
             on_commit(conn, self.relay.kick(ANCHOR, SUBJECT))
         return True
 
-    async def deliver(self, item: outbox.Item) -> None:
+    async def post(self, item: outbox.Item) -> None:
         anchor = str(item.payload["anchor"])
         keyed = "keyed" if item.payload.get("keyed") else "UNKEYED (set QUEUEBOT_AUDIT_KEY)"
         text = f"queuebot audit anchor {anchor} ({keyed})"

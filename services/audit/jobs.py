@@ -1,5 +1,5 @@
 """The audit trail's work in the background: its head posted to the audit channel (the
-outbox's ``audit.anchor``, by ``Anchors.deliver``, where ``[channels.audit]`` and a chat
+outbox's ``audit.anchor``, by ``Anchors.post``, where ``[channels.audit]`` and a chat
 platform are configured), and every ``ANCHOR_EVERY`` once more when it moved since the
 last post (the scheduler's ``audit.anchor``). The outbox keeps the newest anchor post
 when it forgets done items: the scheduled job reads it back."""
@@ -34,7 +34,7 @@ def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
     outbox.keep_newest(anchors.ANCHOR, anchors.SUBJECT)
     posts = deps.anchors
     if posts is not None:
-        outbox.register(anchors.ANCHOR, posts.deliver)
+        outbox.register(anchors.ANCHOR, posts.post)
     if not deps.one_database:
         return
 

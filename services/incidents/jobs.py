@@ -39,5 +39,5 @@ def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
         INCIDENT_POST,
         IncidentPublisher(
             engine=incidents.engine, notifier=deps.notifier, delivered=incidents.delivered
-        ).deliver,
+        ).post,
     )

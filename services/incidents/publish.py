@@ -100,7 +100,7 @@ class IncidentPublisher:
         self.notifier = notifier
         self.delivered = delivered
 
-    async def deliver(self, item: Item) -> None:
+    async def post(self, item: Item) -> None:
         notifier = self.notifier
         action = str(item.payload["action"])
         told = action == "audience" and item.payload.get("obligation") is not None

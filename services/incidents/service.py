@@ -24,7 +24,7 @@ from services.config.incidents import IncidentsConfig
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.estate.estate import Estate
-from services.incidents import delivery, messages, obligations, store, timeline, timers
+from services.incidents import messages, obligations, store, telling, timeline, timers
 from services.incidents.audiences import Reach
 from services.incidents.export import postmortem
 from services.incidents.model import Declared, IncidentView, number_text, who
@@ -267,7 +267,7 @@ class Incidents:
                 messages.to_audience(view, audience, message_text, actor),
                 channels=channels,
             )
-            item["payload"].update(delivery.told(found.id, audience, actor, message_text))
+            item["payload"].update(telling.told(found.id, audience, actor, message_text))
             await relay.add_many(conn, kind=INCIDENT_POST, items=[item], now=now)
             await timeline.note(
                 conn,
@@ -285,10 +285,10 @@ class Incidents:
     async def delivered(self, item: relay.Item, refs: Sequence[MessageRef]) -> None:
         """The outbox delivered (``refs``: where) or could not deliver (no refs) a message
         ``notify`` queued: delivered, the audience is told and its communication met (late
-        past its deadline), with the latency from the declaration to the delivery. Recorded
+        past its deadline), with the latency from the declaration to the post. Recorded
         once: the item is marked done in the same transaction, and a relay whose claim was
         overtaken (or that died after recording) finds it done and records nothing."""
-        told = delivery.Told.of(item.payload)
+        told = telling.Told.of(item.payload)
         now = self.clock()
         async with transaction(self.engine, subject=number_text(told.incident)) as conn:
             if not await relay.finish(conn, item, now=now):
@@ -302,14 +302,12 @@ class Incidents:
             else:
                 # the timers first, then the obligation: the order the scheduler takes them
                 await self._cancel_timers(conn, view.number, told.audience)
-                late, latency = await delivery.meet(conn, told, view, now)
+                late, latency = await telling.meet(conn, told, view, now)
                 said = told.said(refs, latency, late)
                 await timeline.note(
                     conn, view.number, at=now, kind="notified", text=said, actor=told.actor.person
                 )
-                await self.audit.append(
-                    conn, **delivery.event(told, view, refs, latency, late, now)
-                )
+                await self.audit.append(conn, **telling.event(told, view, refs, latency, late, now))
                 await anchor(self.anchors, conn, now)
                 message = messages.notified(view, told.audience, told.actor, latency, late)
                 await queue_post(conn, view.number, "thread", message, now)

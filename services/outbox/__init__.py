@@ -30,12 +30,12 @@ each done, or due again after a backoff with the error kept. What it promises:
   posts stay undelivered, which is what they are).
 - **Short leases, renewed.** A claimed item is leased to its relay for ``LEASE`` (its due
   time pushed ahead, ``leased_by`` naming the relay), and the relay renews the lease every
-  quarter of it while the delivery runs, however long (a 429 waited out). A relay that
+  quarter of it while the post runs, however long (a 429 waited out). A relay that
   dies stops renewing, and its items come due again within ``LEASE``: another relay
-  delivers them, so delivery is at least once. An update of a message is idempotent; a
+  delivers them, so a post goes out at least once. An update of a message is idempotent; a
   thread post delivered just before a crash can show twice (never zero times). A live
   relay's slow post is never taken over while its renewals reach the database.
-- **Records once, where asked.** A deliverer that records what its delivery did (a
+- **Records once, where asked.** A poster that records what its post did (a
   communication met) can mark its item done in that record's transaction (``finish``):
   the record is then made once, however often the item is delivered.
 
@@ -45,7 +45,7 @@ delivers the subject's items at once (its own subject's order, not its lane's wi
 a reply to a person comes after the posts it reports; the relay loop (``run_forever``)
 picks up everything else.
 
-The package: ``model.py`` (the item, priorities and lanes a deliverer sees),
+The package: ``model.py`` (the item, priorities and lanes a poster sees),
 ``store.py`` (the SQL: adding, claiming under a lease, renewing, closing),
 ``relay.py`` (``Outbox``: the loop that claims, delivers and records each outcome) and
 ``jobs.py`` (forgetting done items, hourly).
@@ -58,9 +58,9 @@ from services.outbox.model import (
     NORMAL,
     NOT_POSTED,
     URGENT,
-    Deliver,
     Item,
     PostedNowhere,
+    Poster,
     Reach,
     Unshown,
     channel_lane,
@@ -90,10 +90,10 @@ __all__ = [
     "NOT_POSTED",
     "NO_PLATFORM",
     "URGENT",
-    "Deliver",
     "Item",
     "Outbox",
     "PostedNowhere",
+    "Poster",
     "Reach",
     "Unshown",
     "add",

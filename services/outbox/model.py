@@ -1,7 +1,7 @@
-"""What the outbox holds and hands to a deliverer: an ``Item`` (its kind, subject and
+"""What the outbox holds and hands to a poster: an ``Item`` (its kind, subject and
 payload, and how many times it was claimed), the priorities, the lane of a channel, where
 a post must be shown (``destination``) and which of those places a relay reaches
-(``Reach``), and ``PostedNowhere``, a deliverer's word that its item has nowhere to go."""
+(``Reach``), and ``PostedNowhere``, a poster's word that its item has nowhere to go."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Item:
     attempts: int
 
 
-Deliver = Callable[[Item], Awaitable[None]]
+Poster = Callable[[Item], Awaitable[None]]
 
 
 NO_PLATFORM = (
@@ -32,7 +32,7 @@ NOT_POSTED = f"not posted: {NO_PLATFORM}"  # the record of a post that went nowh
 
 
 class PostedNowhere(Exception):
-    """A deliverer's word that its item has nowhere to go (no chat platform is
+    """A poster's word that its item has nowhere to go (no chat platform is
     configured): the item is closed, never retried, with the reason kept as its
     ``last_error``, instead of being recorded as posted."""
 
@@ -75,7 +75,7 @@ EVERYWHERE = Reach(everywhere=True)
 @dataclass(frozen=True)
 class Unshown:
     """A subject's posts nobody has been shown: ``waiting``, undelivered (since when, for
-    which destination, and the error of the oldest's last delivery when one failed), and
+    which destination, and the error of the oldest's last attempt when one failed), and
     ``closed`` as posted nowhere (and why)."""
 
     waiting: int = 0

@@ -16,11 +16,11 @@ from services.db.on_commit import FollowUp, PostsDeferred
 from services.errors import ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
 from services.outbox import store
-from services.outbox.model import EVERYWHERE, Deliver, Item, PostedNowhere, Reach
+from services.outbox.model import EVERYWHERE, Item, PostedNowhere, Poster, Reach
 
 log = logging.getLogger("queuebot.outbox")
 MAX_BACKOFF = timedelta(minutes=5)
-HANDOVER = 10.0  # seconds a kick waits for another relay's delivery of its subject
+HANDOVER = 10.0  # seconds a kick waits for another relay's posting of its subject
 HANDOVER_POLL = 0.05
 CLAIM = 20  # items ``run_due`` claims at once (delivered side by side)
 IN_FLIGHT = 64  # deliveries ``run_forever`` keeps going at once, across lanes
@@ -47,7 +47,7 @@ class Outbox:
         self.lane_width = max(1, lane_width)
         self.reach = reach
         self.owner = f"outbox:{process_owner()}"[:64]
-        self.deliverers: dict[str, Deliver] = {}
+        self.posters: dict[str, Poster] = {}
         # (kind, subject): the newest item of each is kept when done items are forgotten
         self.kept_newest: list[tuple[str, str]] = []
         self.problems = KnownProblems(log, "the outbox relay")
@@ -67,8 +67,8 @@ class Outbox:
         """The relays run in another process (serve's worker): ``to`` tells it."""
         self._elsewhere = to
 
-    def register(self, kind: str, deliver: Deliver) -> None:
-        self.deliverers[kind] = deliver
+    def register(self, kind: str, deliver: Poster) -> None:
+        self.posters[kind] = deliver
 
     def keep_newest(self, kind: str, subject: str) -> None:
         """Forgetting done items (``services/outbox/jobs.py``) keeps the newest item of
@@ -81,14 +81,14 @@ class Outbox:
         when one failed (it stays in the outbox and is retried).
 
         A relay (here, or in serve's worker, woken by the same commit) may have claimed
-        one of them first: its delivery is waited for (``HANDOVER`` at most), and the
+        one of them first: its posting is waited for (``HANDOVER`` at most), and the
         subject's later items delivered here, so the caller's reply still comes after
         the posts it reports, and "still on its way" only when it really is. Items for a
         destination this process does not reach (a Slack channel, from the console; a
         console session, from serve) are left at once to the process that does: its reply
         is shown elsewhere than those posts, so nothing here waits for them."""
 
-        async def deliver_now() -> None:
+        async def post_now() -> None:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + HANDOVER
             while True:
@@ -103,7 +103,7 @@ class Outbox:
                     raise PostsDeferred(error)  # behind an older post that failed
                 await asyncio.sleep(HANDOVER_POLL)
 
-        return deliver_now
+        return post_now
 
     async def _held_back(self, kind: str, subject: str) -> tuple[str, bool] | None:
         """Why the subject still has undone items this relay could deliver, if it has: the
@@ -121,7 +121,7 @@ class Outbox:
     async def run_due(
         self, *, limit: int = 100, kind: str | None = None, subject: str | None = None
     ) -> list[str]:
-        """Deliver due items (of one subject, when given); the errors of those that failed.
+        """Poster due items (of one subject, when given); the errors of those that failed.
 
         Items are claimed up to ``CLAIM`` at a time, at most one per subject and
         ``lane_width`` per lane, highest priority first, and delivered side by side; each
@@ -136,7 +136,7 @@ class Outbox:
             if not claimed:
                 break
             attempted += len(claimed)
-            errors = await asyncio.gather(*(self._deliver(item, marks) for item in claimed))
+            errors = await asyncio.gather(*(self._post(item, marks) for item in claimed))
             failures += [error for error in errors if error is not None]
             if subject is not None and failures:
                 break  # its later items wait for it: no use trying them now
@@ -160,7 +160,7 @@ class Outbox:
             wake.set()
             if not task.cancelled() and task.exception() is not None:
                 exc = task.exception()
-                log.warning("an outbox delivery's outcome was not recorded: %s", exc)
+                log.warning("an outbox post's outcome was not recorded: %s", exc)
 
         pause = interval
         while not stop.is_set():
@@ -169,7 +169,7 @@ class Outbox:
                 room = IN_FLIGHT - len(flights)
                 if room > 0:
                     for item in await self._claim_many(None, None, room):
-                        flight = asyncio.create_task(self._deliver(item, marks))
+                        flight = asyncio.create_task(self._post(item, marks))
                         flights.add(flight)
                         flight.add_done_callback(landed)
                 outage.passed()
@@ -209,7 +209,7 @@ class Outbox:
                 conn,
                 now=now,
                 owner=self.owner,
-                kinds=list(self.deliverers),
+                kinds=list(self.posters),
                 kind=kind,
                 subject=subject,
                 most=most,
@@ -217,13 +217,13 @@ class Outbox:
                 reach=self.reach,
             )
 
-    async def _deliver(self, item: Item, marks: _DoneMarks) -> str | None:
-        """Deliver one claimed item, renewing its lease meanwhile, and record how it
+    async def _post(self, item: Item, marks: _DoneMarks) -> str | None:
+        """Poster one claimed item, renewing its lease meanwhile, and record how it
         went; its error, if it failed."""
         self._leases.hold(item.id)
         try:
             try:
-                await self.deliverers[item.kind](item)
+                await self.posters[item.kind](item)
             except PostedNowhere as exc:
                 await self._nowhere(item, str(exc))
                 return None

@@ -19,7 +19,7 @@ from services.db.tables import OutboxItem
 from services.outbox.model import BULK, NORMAL, Item, Reach, Unshown
 
 _items = cast(sa.Table, OutboxItem.__table__)
-LEASE = timedelta(seconds=10)  # renewed every quarter of it while the delivery runs
+LEASE = timedelta(seconds=10)  # renewed every quarter of it while the post runs
 KEEP_DONE = timedelta(days=2)
 CLAIM_LOCK = 0x71B0_0012  # pg_advisory_xact_lock key that serializes claims
 
@@ -309,11 +309,11 @@ async def renew(conn: AsyncConnection, items: list[int], *, owner: str, now: dat
 
 
 async def finish(conn: AsyncConnection, item: Item, *, now: datetime) -> bool:
-    """Mark ``item`` delivered inside the caller's transaction, so that what its deliverer
-    records of the delivery commits together with the mark or not at all: a relay that
+    """Mark ``item`` posted inside the caller's transaction, so that what its poster
+    records of the post commits together with the mark or not at all: a relay that
     dies after the commit leaves nothing to deliver again, one that dies before leaves
     nothing recorded. True when this claim of the item is its newest (record the
-    delivery); False when another relay claimed it since (that one records it)."""
+    post); False when another relay claimed it since (that one records it)."""
     marked = await conn.execute(
         _items.update()
         .where(_items.c.id == item.id, _items.c.attempts == item.attempts)
@@ -341,7 +341,7 @@ async def close_nowhere(
 async def retry_later(
     conn: AsyncConnection, item: int, *, owner: str, due_at: datetime, error: str
 ) -> None:
-    """Release an item ``owner`` holds whose delivery failed: due again at ``due_at``,
+    """Release an item ``owner`` holds whose post failed: due again at ``due_at``,
     with the error kept."""
     await conn.execute(
         _items.update()

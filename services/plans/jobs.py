@@ -1,6 +1,6 @@
 """The plans' work in the background: a plan's tick (the scheduler's ``plan.tick``, one
 per active or halted plan, run by ``PlanEngine.tick``) and the delivery of plan news to
-chat (the outbox's ``plan.news``, by ``PlanPublisher.deliver``); and the plans' kinds of
+chat (the outbox's ``plan.news``, by ``PlanPublisher.post``); and the plans' kinds of
 change request (a staged redrive, a resume, a rollback: ``approvable.py``)."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
     deps.kinds.register(StagedRedrive(engine=deps.plans, redrive=deps.plans.config))
     deps.kinds.register(Resume(control=deps.plan_control))
     deps.kinds.register(Rollback(control=deps.plan_control))
-    outbox.register(PLAN_NEWS, deps.plan_posts.deliver)
+    outbox.register(PLAN_NEWS, deps.plan_posts.post)
     if not deps.one_database:
         return
     sched.register(TICK, deps.plans.tick)

@@ -73,7 +73,7 @@ class PlanPublisher:
         self.ledger = ledger
         self.wait = wait
 
-    async def deliver(self, item: Item) -> None:
+    async def post(self, item: Item) -> None:
         """The outbox's delivery of a plan's news (see ``announce``)."""
         await self.publish(int(item.subject), news_from(item.payload["news"]))
 

@@ -31,10 +31,10 @@ async def test_a_delivery_redone_after_its_relay_died_tells_the_audience_once(
         bot.clock.advance(seconds=30)
         await say(bot, '/incident notify operators "we are on it"')
         dying = Outbox(engine=bot.app.state_engine, clock=bot.clock)
-        dying.register(INCIDENT_POST, bot.app.outbox.deliverers[INCIDENT_POST])
+        dying.register(INCIDENT_POST, bot.app.outbox.posters[INCIDENT_POST])
         claimed = await dying._claim(INCIDENT_POST, None)
         assert claimed is not None and "we are on it" in str(claimed.payload)
-        await dying.deliverers[INCIDENT_POST](claimed)  # delivered and recorded, then killed
+        await dying.posters[INCIDENT_POST](claimed)  # delivered and recorded, then killed
 
         bot.clock.advance(seconds=LEASE.total_seconds() + 1)
         await bot.settle()  # its lease ran out: another relay delivers it again

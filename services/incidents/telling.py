@@ -1,6 +1,7 @@
-"""A communication is met when its message is delivered, not when it is queued:
-``/incident notify`` queues the message with what its delivery needs (``told``), and the
-outbox, once a platform took it, has the desk record the delivery (``meet``, ``event``).
+"""Telling an audience: a communication is met when its message is posted to a channel
+people read, not when it is queued. ``/incident notify`` queues the message with what
+telling needs (``told``), and the outbox, once a platform took the post, has the desk
+record that the audience was told (``meet``, ``event``).
 Every function that takes a connection runs inside its caller's transaction."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from services.notify import MessageRef
 
 
 def told(obligation: int, audience: str, actor: Actor, text: str) -> dict[str, Any]:
-    """What an audience's queued post carries for its delivery to be recorded."""
+    """What an audience's queued post carries for its telling to be recorded."""
     return {
         "obligation": obligation,
         "audience": audience,
@@ -82,7 +83,7 @@ async def meet(
 ) -> tuple[bool, timedelta]:
     """Mark the communication met at ``now`` (missed and told late where its deadline
     passed); whether late, and the latency from the declaration. Told again, the first
-    delivery's time stands."""
+    post's time stands."""
     state, met_at = await obligations.lock_obligation(conn, told.obligation)
     due = view.obligations[[o.id for o in view.obligations].index(told.obligation)].due_at
     late = state == "missed" or (met_at is None and now > due)
@@ -100,7 +101,7 @@ def event(  # noqa: PLR0917 - one call site, every value named there
     late: bool,
     now: datetime,
 ) -> dict[str, Any]:
-    """The ``incident.notified`` audit event of a delivery (``AuditTrail.append``'s
+    """The ``incident.notified`` audit event of a telling (``AuditTrail.append``'s
     arguments)."""
     return {
         "action": "incident.notified",
