@@ -10,7 +10,8 @@ from __future__ import annotations
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps, IncidentService
-from commands.handlers.changes import actor_of, change_message, origin_of
+from commands.handlers.changes import actor_of, origin_of
+from commands.messages.changes import change_message
 from commands.model import (
     Declare,
     Export,

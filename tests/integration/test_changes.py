@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.render_text import render_message
-from commands.handlers.changes import change_message
+from commands.messages.changes import change_message
 from services import audit
 from services.audit import Actor, row_digest
 from services.audit.row_digest import digest_of

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.render_text import render_message
-from commands.handlers.changes import change_message
+from commands.messages.changes import change_message
 from services.changes.model import RequestState
 from services.errors import Conflict, NotFound, PreconditionFailed
 from services.estate.model import DeadFilter

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from bot.render_text import render_message
-from commands.handlers.changes import change_message
 from commands.messages import error_reply
+from commands.messages.changes import change_message
 from services.errors import PreconditionFailed
 from services.estate.ops import Selector
 from services.reads import samples

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from bot.render_text import render_message
-from commands.handlers.changes import change_message
+from commands.messages.changes import change_message
 from services import format as fmt
 from services.changes.model import ChangeView, Ineligible, RequestState
 from services.estate.model import CanonicalState, Count, JobList, JobSummary, TypeCounts
