@@ -43,25 +43,25 @@ def register(sched: Scheduler, outbox: Outbox, deps: Deps) -> None:
         time, and the runs' guards make any run finish what an earlier one left."""
         if housekeeper is None or not housekeeper.config.periodic:  # turned off since
             return
-        keeper = housekeeper
-        every = timedelta(minutes=keeper.config.every_minutes)
+        runner = housekeeper  # not None, for the closure below
+        every = timedelta(minutes=runner.config.every_minutes)
         await scheduler.schedule(
             conn, kind=HOUSEKEEP, subject=subject, due_at=now + every, created_at=now
         )
 
         async def run_now() -> None:
             try:
-                await keeper.run(actor=Actor.system("housekeeping"))
+                await runner.run(actor=Actor.system("housekeeping"))
             except QueuebotError as exc:  # a queue's setup, the database: one line
                 log.error(
                     "periodic housekeeping did not run: %s (the next run is in %d min)",
                     exc.message,
-                    keeper.config.every_minutes,
+                    runner.config.every_minutes,
                 )
             except Exception:
                 log.exception(
                     "periodic housekeeping failed (the next run is in %d min)",
-                    keeper.config.every_minutes,
+                    runner.config.every_minutes,
                 )
 
         on_commit(conn, run_now)
