@@ -80,13 +80,14 @@ def need_postgres() -> None:
 
 
 def postgres_database(kind: Kind = "empty") -> Iterator[str]:
-    """A fresh PostgreSQL database for as long as the generator runs."""
+    """A fresh PostgreSQL database for as long as the generator runs (dropped after it, in
+    the background: see ``tests/db_templates.py``)."""
     need_postgres()
     url = create_pg_database(kind)
     try:
         yield url
     finally:
-        drop_pg_database(url)
+        templates().drop_later(url)
 
 
 # Fixtures whose tests get the demo estate in ``db_url``: one database per test, whichever

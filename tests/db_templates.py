@@ -12,6 +12,12 @@ template once, on first use, and every test gets a copy:
   dropped when the next run builds its first.
 - SQLite: a migrated file per kind in the worker's temporary directory, copied per test.
 
+A PostgreSQL copy is made and dropped off the tests' path, in a thread of the process: the
+next copy of a kind is made while the test that took the last one runs, and a test's
+database is dropped after the test is over (``drop_later``), while the next one runs. Each
+copy is a fresh database all the same; only its making and dropping no longer hold a test
+up (a drop, like a copy, waits on the server's disk).
+
 Kinds: ``empty`` (nothing; for tests of migrations, of "not migrated" errors and of
 ``queuebot db upgrade``), ``migrated`` (queuebot's tables at the newest revision) and
 ``demo`` (migrated plus the demo estate built at the constant ``START``, which is
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import re
@@ -107,6 +114,12 @@ class Templates:
         self._demo: DemoEstate | None = None
         self._swept = False
         self._with_demo: set[str] = set()
+        # One thread makes the next copy of each kind, another drops what tests are done
+        # with: a copy is never held up behind drops.
+        self._maker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qb-db-make")
+        self._dropper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qb-db-drop")
+        self._spare: dict[Kind, concurrent.futures.Future[str]] = {}
+        self._drops: list[concurrent.futures.Future[None]] = []
 
     def holds_demo(self, url: str) -> bool:
         """Whether ``url`` is a copy of the demo template (so the demo is built there)."""
@@ -163,7 +176,18 @@ class Templates:
         return self._pg[kind]
 
     def create_pg(self, kind: Kind) -> str:
-        """A new PostgreSQL database of ``kind``; the caller drops it."""
+        """A new PostgreSQL database of ``kind``; the caller drops it (``drop_later``)."""
+        if kind != "empty":
+            self._pg_template(kind)  # built here, once, before any copy is made
+        spare = self._spare.pop(kind, None)
+        try:
+            name = spare.result() if spare is not None else self._copy(kind)
+        except psycopg.Error:  # the copy made ahead failed: made here, its error raised here
+            name = self._copy(kind)
+        self._spare[kind] = self._maker.submit(self._copy, kind)  # the next test's
+        return self._noted(self._url(name), kind)
+
+    def _copy(self, kind: Kind) -> str:
         name = f"qb_test_{secrets.token_hex(4)}"
         if kind == "empty":
             self._admin_execute(f'CREATE DATABASE "{name}"')
@@ -171,9 +195,18 @@ class Templates:
             # The default copy (WAL-logged on PostgreSQL 15+): STRATEGY FILE_COPY is three
             # times faster alone but takes a checkpoint per copy, which under the whole
             # suite's writes made the run twice as slow.
-            template = self._pg_template(kind)
-            self._admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        return self._noted(self._url(name), kind)
+            self._admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{self._pg[kind]}"')
+        return name
+
+    def drop_later(self, url: str) -> None:
+        """Drop the database at ``url`` in the background; ``close`` waits for it."""
+        name = make_url(url).database
+        self._drops.append(
+            self._dropper.submit(
+                self._admin_execute, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+            )
+        )
+        self._drops = [d for d in self._drops if not d.done() or d.exception() is not None]
 
     def _noted(self, url: str, kind: Kind) -> str:
         if kind == "demo":
@@ -204,8 +237,18 @@ class Templates:
         return self._noted(f"sqlite+aiosqlite:///{path}", kind)
 
     def close(self) -> None:
+        for spare in self._spare.values():
+            with contextlib.suppress(Exception):
+                self.drop_later(self._url(spare.result()))
+        self._spare.clear()
+        self._maker.shutdown()
+        self._dropper.shutdown()  # every drop asked for is done
+        failed = [e for d in self._drops if (e := d.exception()) is not None]
+        self._drops.clear()
         for name in self._pg.values():
             self._admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self._pg.clear()
         self._sqlite.clear()
         shutil.rmtree(self._workdir, ignore_errors=True)
+        if failed:
+            raise failed[0]

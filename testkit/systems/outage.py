@@ -255,7 +255,8 @@ class ProcrastinateMails:
             f"--app={APP}",
             "worker",
             f"--concurrency={CONCURRENCY}",
-            "--fetch-job-polling-interval=1",
+            # a redriven job sends no NOTIFY: the worker finds it by polling
+            "--fetch-job-polling-interval=0.2",
             *([f"--delete-jobs={self.delete_jobs}"] if self.delete_jobs else []),
         )
         return argv, {URL_ENV: url, FAULT_ENV: "1" if fault else "0"}, ROOT

@@ -45,7 +45,7 @@ roles = ["operator", "approver"]
 roles = ["operator", "approver"]
 
 [redrive]
-poll_seconds = 1   # look at a running wave every second
+poll_seconds = 0.2 # look at a running wave five times a second
 velocity = 500     # the waves wait for the worker, not for the cap
 first_wave = 1
 max_wave = 2
