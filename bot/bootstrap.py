@@ -21,12 +21,14 @@ from bot.jobs import JobDeps, register_all
 from commands.catalog import CATALOG
 from commands.deps import Deps
 from commands.router import Router
+from services.access import Membership, Standings
 from services.after_commit import AfterCommit
 from services.alerts.publish import AlertPublisher
 from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
+from services.changes.eligible import NamedApprovers
 from services.changes.execute import Executor
 from services.changes.kinds import Kinds
 from services.changes.model import RequestState
@@ -108,6 +110,7 @@ def wire_services(
     runbooks: RunbookLibrary | None = None,
     directory: Directory | None = None,
     roles: Mapping[str, Role] | None = None,
+    standings: Standings | None = None,
     incidents: IncidentsConfig | None = None,
     housekeeping: HousekeepingConfig | None = None,
     housekeeping_webhook: Webhook | None = None,
@@ -183,13 +186,10 @@ def wire_services(
         kinds=kinds,
         executor=Executor(kinds=kinds, audit=audit, anchors=anchors),
         audit=audit,
-        # who could approve a request: known where people are configured (with nobody
-        # under [people], no command can request a change at all)
-        approvers=(
-            (lambda: [p.name for p in people.with_role("approver")])
-            if directory is not None and directory.names()
-            else None
-        ),
+        # who may approve, who owns which queue (services/access; with nobody known, no
+        # command can request a change at all)
+        approvers=standings
+        or (NamedApprovers(people) if directory is not None and directory.names() else None),
         after_commit=after_commit,
     )
     desk = AlertDesk(
@@ -275,6 +275,8 @@ class App:
     metrics: Metrics
     housekeeper: Housekeeper | None = None
     after_commit: AfterCommit = field(default_factory=AfterCommit)
+    # roles, teams and rotas from groups: the chat adapters add their readers to it
+    standings: Standings | None = None
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -347,6 +349,7 @@ async def build_app(
             engine=estate_engine, queues=config.queues, clock=clock, registry=shipped_profiles()
         )
         directory = Directory.from_config(config.file)
+        standings = Standings(config.file, directory, Membership({}, clock=clock), clock)
         if not one_database:
             log.warning(
                 "queuebot's tables and the queue are in different databases: reads work, "
@@ -375,7 +378,8 @@ async def build_app(
             metrics=config.file.metrics,
             runbooks=runbooks,
             directory=directory,
-            roles=config.file.roles,
+            roles=config.file.authority_roles(),
+            standings=standings,
             incidents=config.file.incidents,
             housekeeping=config.file.housekeeping,
             housekeeping_webhook=(
@@ -399,9 +403,10 @@ async def build_app(
             config_file=str(config.source) if config.source else None,
             metrics=services.metrics,
             runbooks=runbooks,
-            roles=config.file.roles,
+            roles=config.file.authority_roles(),
             incidents=services.incidents,
             housekeeping=services.housekeeper,
+            standings=standings,
         )
         return App(
             config=config,
@@ -418,6 +423,7 @@ async def build_app(
             metrics=services.metrics,
             housekeeper=services.housekeeper,
             after_commit=services.after_commit,
+            standings=standings,
             _engines=engines,
         )
     except BaseException:

@@ -227,6 +227,6 @@ def _runbook_lines(app: App, config: Config) -> list[str]:
         f"  {r.scenario_id}: declared by {r.declaration_role!r}, which [roles] does not map "
         "to a queuebot role yet (incidents need it)"
         for r in runbooks
-        if queuebot_role(config.file.roles, r.declaration_role) is None
+        if queuebot_role(config.file.authority_roles(), r.declaration_role) is None
     ]
     return lines

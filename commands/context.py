@@ -24,3 +24,6 @@ class Invocation:
     # The platform delivery this came in, claimed in the delivery ledger: a change marks it
     # done in its own transaction, so a redelivery after a crash acts exactly once.
     delivery: Claim | None = None
+    # the Discord roles the interaction carried (member.roles): fresh from Discord itself,
+    # they decide Discord-role grants without a read (None: not a Discord interaction)
+    chat_roles: frozenset[str] | None = None

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from services.access import Standings
 from services.audit import Actor
+from services.changes.eligible import ApproverStanding
 from services.changes.model import ChangeView, Decision
 from services.config import AccessConfig, Role
 from services.estate.args_like import ArgsFound
@@ -68,7 +70,12 @@ class ChangeService(Protocol):
     ) -> ChangeView: ...
 
     async def approve(
-        self, *, number: int, actor: Actor, delivery: Claim | None = None
+        self,
+        *,
+        number: int,
+        actor: Actor,
+        delivery: Claim | None = None,
+        standing: ApproverStanding = ...,
     ) -> Decision: ...
 
     async def reject(
@@ -128,6 +135,7 @@ class IncidentService(Protocol):
         queue: str | None = None,
         origin: Mapping[str, Any] | None = None,
         alert_group: int | None = None,
+        basis: Sequence[Mapping[str, Any]] = (),
     ) -> Declared: ...
 
     async def alert_context(self, group: int) -> tuple[str, str, str | None]: ...
@@ -178,3 +186,5 @@ class Deps:
     runbooks: RunbookShelf | None = None  # None: this process loaded no runbooks
     roles: Mapping[str, Role] = field(default_factory=dict)  # [roles]: authority -> role
     housekeeping: HousekeepingService | None = None  # None: changes are off in this process
+    # roles, teams and rotas from groups (services/access); None: [people] alone decides
+    standings: Standings | None = None

@@ -11,7 +11,7 @@ from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
 from commands.handlers import changes, housekeeping, incidents, queue_read, runbooks
-from commands.messages import with_renamed_flags
+from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
     Cancel,
@@ -117,6 +117,17 @@ class Router:
 
     async def _authorized(self, spec: CommandSpec, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
+        standings = self.deps.standings
+        if standings is not None:  # roles, teams and rotas as the groups hold them now
+            inv = replace(
+                inv,
+                person=await standings.standing(
+                    inv.person,
+                    platform=inv.platform,
+                    account=inv.account,
+                    chat_roles=inv.chat_roles,
+                ),
+            )
         authorize(
             spec,
             inv,
@@ -128,4 +139,6 @@ class Router:
         reply = await HANDLERS[type(command)](command, inv, self.deps)
         if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
             self.deps.reads.forget_recent()
+            if inv.person is not None and inv.person.notes:
+                reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
         return replace(reply, ephemeral=False) if shares else reply

@@ -4,16 +4,51 @@ two-person rule holds across every platform."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from services.config import ROLES, FileConfig, Role
 
 
 @dataclass(frozen=True)
+class Grounds:
+    """One fact a person's standing rests on: what it gives (``role approver``, ``team
+    billing``, ``rota rota:prod-ops``), where it was read, when, and whether that read
+    is stale (the source did not answer since)."""
+
+    gives: str
+    source: str
+    read_at: datetime | None = None
+    stale: bool = False
+
+    def jsonable(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gives": self.gives, "source": self.source}
+        if self.read_at is not None:
+            out["read_at"] = self.read_at.isoformat()
+        if self.stale:
+            out["stale"] = True
+        return out
+
+
+@dataclass(frozen=True)
 class Person:
+    """A person as queuebot knows them at one moment: their roles from [people] and from
+    the groups that grant roles, the teams and rotas they belong to now, and the grounds
+    of each (``services/access`` fills those in for every command)."""
+
     name: str
     roles: frozenset[Role]
     slack: str | None = None
     discord: str | None = None
+    teams: frozenset[str] = frozenset()
+    rotas: frozenset[str] = frozenset()  # rota keys (``rota_key``) held now
+    grounds: tuple[Grounds, ...] = ()
+    # lines to say: a source read stale, or not read at all (nothing granted from it)
+    notes: tuple[str, ...] = ()
+
+    def basis(self) -> list[dict[str, Any]]:
+        """What a decision of theirs rests on, for its audit event."""
+        return [g.jsonable() for g in self.grounds]
 
     def has(self, role: Role) -> bool:
         return role == "viewer" or role in self.roles

@@ -25,6 +25,7 @@ from commands.model import (
 )
 from commands.reply import Reply
 from services.audit import Actor
+from services.changes.eligible import ApproverStanding
 from services.errors import PermissionDenied
 from services.estate.ops import Selector
 from services.message import Message, Text
@@ -39,6 +40,14 @@ def actor_of(inv: Invocation) -> Actor:
     return Actor(
         person=inv.person.name if inv.person else None, platform=inv.platform, account=inv.account
     )
+
+
+def standing_of(inv: Invocation) -> ApproverStanding:
+    """What the approver's standing rests on now (their teams, and the grounds of their
+    roles), for the owner rule and the approval's audit event."""
+    if inv.person is None:
+        return ApproverStanding()
+    return ApproverStanding(teams=inv.person.teams, grounds=tuple(inv.person.basis()))
 
 
 def origin_of(inv: Invocation) -> dict[str, str | None]:
@@ -113,7 +122,7 @@ async def handle_pending(cmd: Pending, inv: Invocation, deps: Deps) -> Reply:
 
 async def handle_approve(cmd: Approve, inv: Invocation, deps: Deps) -> Reply:
     decision = await deps.changes.approve(
-        number=cmd.request, actor=actor_of(inv), delivery=inv.delivery
+        number=cmd.request, actor=actor_of(inv), delivery=inv.delivery, standing=standing_of(inv)
     )
     message = with_post_failures(
         change_message(decision.view), decision.post_failures, pending=decision.posts_pending

@@ -7,6 +7,7 @@ may declare."""
 
 from __future__ import annotations
 
+from commands.auth import may_declare
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps, IncidentService
@@ -24,13 +25,12 @@ from commands.model import (
     Validate,
 )
 from commands.reply import Reply
-from services.errors import ConfigError, Conflict, PermissionDenied, UsageError
+from services.errors import ConfigError, Conflict, UsageError
 from services.estate.ops import Selector
 from services.incidents.approvable import RESOLVE
 from services.incidents.model import IncidentView
 from services.incidents.report import status_message, timeline_message
 from services.message import Message, Text
-from services.runbooks import queuebot_role
 
 
 def _service(deps: Deps) -> IncidentService:
@@ -47,20 +47,7 @@ async def handle_declare(cmd: Declare, inv: Invocation, deps: Deps) -> Reply:
         summary = summary or alert_summary
     assert scenario is not None and summary is not None and deps.runbooks is not None
     runbook = deps.runbooks.get(scenario)
-    role = queuebot_role(deps.roles, runbook.declaration_role)
-    if role is None:
-        raise PermissionDenied(
-            f"nobody may declare {runbook.scenario_id} yet: [roles] does not map "
-            f"{runbook.declaration_role!r} to a queuebot role; add "
-            f'"{runbook.declaration_role}" = "duty-officer" under [roles]'
-        )
-    if inv.person is None or not inv.person.has(role):
-        holders = [p.name for p in deps.directory.with_role(role)]
-        who = ", ".join(holders) if holders else f"nobody has the {role} role yet"
-        raise PermissionDenied(
-            f"only the {runbook.declaration_role} may declare {runbook.scenario_id} "
-            f"(queuebot role {role}: {who}); ask one of them, or /incident runbooks"
-        )
+    await may_declare(runbook, inv, deps)
     if queue is not None and queue not in deps.reads.queue_names:
         raise UsageError(
             f"no queue {queue!r}; configured: {', '.join(deps.reads.queue_names)}",
@@ -73,6 +60,7 @@ async def handle_declare(cmd: Declare, inv: Invocation, deps: Deps) -> Reply:
         queue=queue,
         origin={"platform": inv.platform, "channel": inv.channel, "thread": inv.thread},
         alert_group=cmd.alert_group,
+        basis=inv.person.basis() if inv.person else (),
     )
     view = declared.incident
     if declared.linked:

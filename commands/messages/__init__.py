@@ -13,6 +13,7 @@ from typing import Any
 from commands.catalog import CATALOG, find_spec, group_specs
 from commands.reply import Reply
 from commands.spec import CommandSpec
+from services.access import Holders
 from services.db.on_commit import PostFailure
 from services.errors import (
     AlreadyApproved,
@@ -112,7 +113,16 @@ def unknown_user_share(platform: str, account: str, join: str = "") -> str:
 
 
 def missing_role(person: Person, path: str, role: str) -> str:
-    return f"{path} needs the {role} role; {person.name} has: {person.role_list()}."
+    unread = "".join(f" {note}." for note in person.notes)
+    return f"{path} needs the {role} role; {person.name} has: {person.role_list()}.{unread}"
+
+
+def with_notes(message: Message, notes: Sequence[str]) -> Message:
+    """A reply whose decision rested on a group read stale, or on a group not read at all:
+    it says so, once per source."""
+    if not notes:
+        return message
+    return Message(message.summary, (*message.blocks, *(Text(f"Note: {n}.") for n in notes)))
 
 
 def _hm(value: datetime | None) -> str:
@@ -387,3 +397,18 @@ def not_recorded(asked: str, why: str) -> Reply:
     return Reply(
         Message(f"{title}: {text}", (Heading(title), Text(text))), ephemeral=True, error=True
     )
+
+
+def holders_words(held: Holders | None) -> str:
+    """Who holds a rota now, in a few words: names, a schedule's next shift, or why not
+    known."""
+    if held is None:
+        return "no such rota"
+    if held.unavailable:
+        return held.unavailable
+    now = ", ".join(held.now) if held.now else "nobody holds it now"
+    stale = " (as last read; the source is not answering)" if held.stale else ""
+    if held.until is not None:
+        nxt = f", then {held.next}" if held.next else ""
+        return f"now: {now}, until {held.until:%Y-%m-%d %H:%M} UTC{nxt}"
+    return f"now: {now}{stale}"

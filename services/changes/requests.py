@@ -27,6 +27,13 @@ from services.audit.row_digest import kept_digest
 from services.changes import quorum, store
 from services.changes.collector import collector_paused
 from services.changes.draft import Draft, keep_items, nothing_to_do, overridden
+from services.changes.eligible import (
+    ApproverStanding,
+    Eligibility,
+    OwnerApprovalNeeded,
+    owner_basis,
+    owners_line,
+)
 from services.changes.execute import Executor
 from services.changes.kinds import Ask, Kind, Kinds
 from services.changes.model import ChangeView, Decision, RequestRow, RequestState
@@ -56,13 +63,14 @@ class ChangeRequests:
         kinds: Kinds,
         executor: Executor,
         audit: AuditTrail,
-        approvers: Callable[[], Sequence[str]] | None = None,
+        approvers: Eligibility | None = None,
         after_commit: AfterCommit | None = None,
     ) -> None:
         self.audit = audit
         # the posts an approval makes; the approver's answer waits for them only briefly
         self.after_commit = after_commit or AfterCommit()
-        # the people with the approver role (None: not known here, nothing is checked)
+        # who holds the approver role, and who owns which queue (None: not known here,
+        # nothing is checked)
         self.approvers = approvers
         self.kinds = kinds  # what each domain registered (its jobs.py)
         self.estate = estate
@@ -99,7 +107,7 @@ class ChangeRequests:
     ) -> ChangeView:
         if actor.person is None:
             raise PermissionDenied("only people listed under [people] may request changes")
-        can = self._others(actor.person)
+        can = await self._others(actor.person)
         with collector_paused():
             async with transaction(self._writable(), subject=f"the {kind} request") as conn:
                 await _done_with(conn, delivery, self.clock())
@@ -120,28 +128,60 @@ class ChangeRequests:
                 )
                 await note_outcome(conn, delivery, f"CR-{number} requested")
                 view = await store.view(conn, number)
-        return self._shown(view)
+        return await self._shown(view)
 
     async def approve(
-        self, *, number: int, actor: Actor, delivery: Claim | None = None
+        self,
+        *,
+        number: int,
+        actor: Actor,
+        delivery: Claim | None = None,
+        standing: ApproverStanding = ApproverStanding(),  # noqa: B008  # frozen, never changed
     ) -> Decision:
-        now = self.clock()
         follow_ups: list[FollowUp] = []  # the posts its change makes, once it commits
+        try:
+            decision, request = await self._decide(
+                number=number, actor=actor, delivery=delivery, standing=standing, follow=follow_ups
+            )
+        except OwnerApprovalNeeded as exc:  # named with who could, outside the lock
+            raise await exc.named(self.approvers, str(actor.person)) from None
+        if decision is None:  # it had expired: that much was committed
+            raise RequestExpired(number=number, expired_at=request.expires_at)
+        posts = await self.after_commit.run(follow_ups, what=f"approval of CR-{number}")
+        return Decision(
+            await self._shown(decision.view),
+            decision.executed,
+            decision.approvals,
+            posts.failures,
+            posts.pending,
+        )
+
+    async def _decide(
+        self,
+        *,
+        number: int,
+        actor: Actor,
+        delivery: Claim | None,
+        standing: ApproverStanding,
+        follow: list[FollowUp],
+    ) -> tuple[Decision | None, RequestRow]:
+        """Approve in one transaction; no decision when the request had expired."""
+        decision: Decision | None = None
+        now = self.clock()
         with collector_paused():
             async with transaction(
-                self._writable(), subject=f"CR-{number}", follow_ups=follow_ups
+                self._writable(), subject=f"CR-{number}", follow_ups=follow
             ) as conn:
                 await _done_with(conn, delivery, now)
                 request = await store.lock(conn, number)
                 if request.state is not RequestState.PENDING:
                     raise await store.already_decided(conn, request)
-                expired = now >= request.expires_at
-                if expired:
+                if now >= request.expires_at:
                     # committed all the same: the expiry is a fact, whatever became of it
                     await store.expire(conn, request, now, audit=self.audit)
                     await note_outcome(conn, delivery, f"CR-{number} had expired: not approved")
                 else:
-                    decision = await self._approve(conn, request, actor, now)
+                    decision = await self._approve(conn, request, actor, now, standing)
                     await note_outcome(
                         conn,
                         delivery,
@@ -149,16 +189,7 @@ class ChangeRequests:
                         if decision.executed
                         else f"your approval of CR-{number} recorded ({decision.approvals} so far)",
                     )
-        if expired:
-            raise RequestExpired(number=number, expired_at=request.expires_at)
-        posts = await self.after_commit.run(follow_ups, what=f"approval of CR-{number}")
-        return Decision(
-            self._shown(decision.view),
-            decision.executed,
-            decision.approvals,
-            posts.failures,
-            posts.pending,
-        )
+        return decision, request
 
     async def reject(
         self,
@@ -221,12 +252,11 @@ class ChangeRequests:
 
     # -- steps -----------------------------------------------------------------------
 
-    def _others(self, person: str, approved: Sequence[str] = ()) -> list[str] | None:
+    async def _others(self, person: str, approved: Sequence[str] = ()) -> list[str] | None:
         """The approvers who could still approve a request of ``person`` (None: the
         people are not known here)."""
-        if self.approvers is None:
-            return None
-        return [name for name in self.approvers() if name != person and name not in approved]
+        names = None if self.approvers is None else await self.approvers.approver_names()
+        return None if names is None else [n for n in names if n not in {person, *approved}]
 
     def _kind(self, name: str) -> Kind:
         kind = self.kinds.find(name)
@@ -241,14 +271,14 @@ class ChangeRequests:
             return view
         return replace(view, said=kind.words.said(view))
 
-    def _shown(self, view: ChangeView) -> ChangeView:
+    async def _shown(self, view: ChangeView) -> ChangeView:
         """A request as its message shows it: what its kind says of it and, while it is
         pending, who may still approve it and what its quorum says (why more than one
         approval, and the other way out)."""
         kind = self.kinds.find(view.kind)
         if view.state is not RequestState.PENDING or kind is None:
             return self._said(view)
-        can = self._others(view.requester, view.approvals)
+        can = await self._others(view.requester, view.approvals)
         note = quorum.note(
             self.approval,
             kind=kind,
@@ -256,6 +286,9 @@ class ChangeRequests:
             rows=view.eligible,
             schedule=view.schedule,
         )
+        line = await owners_line(self.approvers, view.queue, view.requester)
+        if line is not None:
+            note = f"{note} {line}" if note else line
         return self._said(replace(view, can_approve=tuple(can or ()), quorum_note=note))
 
     async def _request(
@@ -366,7 +399,12 @@ class ChangeRequests:
         return number
 
     async def _approve(
-        self, conn: AsyncConnection, request: RequestRow, actor: Actor, now: datetime
+        self,
+        conn: AsyncConnection,
+        request: RequestRow,
+        actor: Actor,
+        now: datetime,
+        standing: ApproverStanding,
     ) -> Decision:
         number = request.id
         if actor.person == request.requester_person:
@@ -376,7 +414,8 @@ class ChangeRequests:
             raise AlreadyApproved(
                 number=number, missing=request.approvals_required - len(approvers)
             )
-        await store.record_decision(conn, number, actor, "approve", now)
+        basis = await owner_basis(conn, self.approvers, request, standing, len(approvers))
+        await store.record_decision(conn, number, actor, "approve", now, basis)
         approvers.append(str(actor.person))
         await self.audit.append(
             conn,
@@ -386,7 +425,11 @@ class ChangeRequests:
             subject=request.ref,
             queue=request.queue,
             incident=request.incident,
-            details={"approvals": approvers, "required": request.approvals_required},
+            details={
+                "approvals": approvers,
+                "required": request.approvals_required,
+                "basis": basis,
+            },
         )
         if len(approvers) < request.approvals_required:
             view = await store.view(conn, number)

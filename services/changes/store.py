@@ -164,10 +164,16 @@ async def approvers(conn: AsyncConnection, number: int) -> list[str]:
     return [str(p) for p in rows.scalars().all()]
 
 
-async def record_decision(
-    conn: AsyncConnection, number: int, actor: Actor, decision: str, now: datetime
+async def record_decision(  # noqa: PLR0917  # the row's columns, in order
+    conn: AsyncConnection,
+    number: int,
+    actor: Actor,
+    decision: str,
+    now: datetime,
+    basis: dict[str, Any] | None = None,
 ) -> None:
-    """Who approved or rejected the request, from which platform account, when."""
+    """Who approved or rejected the request, from which platform account, when, and what
+    their standing rested on (``basis``)."""
     await conn.execute(
         APPROVALS.insert().values(
             request_id=number,
@@ -176,8 +182,19 @@ async def record_decision(
             account=actor.account,
             decision=decision,
             at=now,
+            basis=basis,
         )
     )
+
+
+async def owner_approved(conn: AsyncConnection, number: int) -> bool:
+    """Whether an approval of the request so far came from an owner of its queue."""
+    rows = await conn.execute(
+        sa.select(APPROVALS.c.basis).where(
+            APPROVALS.c.request_id == number, APPROVALS.c.decision == "approve"
+        )
+    )
+    return any(isinstance(b, dict) and b.get("owner_of") for b in rows.scalars().all())
 
 
 async def already_decided(conn: AsyncConnection, request: RequestRow) -> Conflict:

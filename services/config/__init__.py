@@ -13,6 +13,7 @@ settings (kept in the file's ``[housekeeping]`` table) are ``worker_queue.py``
 (docs/architecture.md).
 """
 
+from services.config.access import GroupsConfig, RotaConfig, ScheduleConfig, rota_key
 from services.config.database import DatabaseConfig
 from services.config.env import (
     ALERT_TOKEN_MIN_LENGTH,
@@ -61,6 +62,7 @@ __all__ = [
     "DiscordConfig",
     "EnvSettings",
     "FileConfig",
+    "GroupsConfig",
     "HttpConfig",
     "MetricsConfig",
     "PersonConfig",
@@ -69,9 +71,12 @@ __all__ = [
     "ReadsConfig",
     "RedriveConfig",
     "Role",
+    "RotaConfig",
     "RunbooksConfig",
+    "ScheduleConfig",
     "SlackConfig",
     "default_queues",
     "load_config",
     "parse_file_config",
+    "rota_key",
 ]

@@ -3,17 +3,23 @@ account per person, every route's channels and queue, every audience's channels.
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from pydantic import (
+    Discriminator,
     Field,
+    Tag,
     model_validator,
 )
 
+from services.config.access import GroupsConfig, RotaConfig, RotaName, rota_key
 from services.config.alerts import AlertsConfig
 from services.config.database import DatabaseConfig
 from services.config.housekeeping import HousekeepingConfig
 from services.config.incidents import IncidentsConfig
 from services.config.sections import (
     NAME_PATTERN,
+    ROLES,
     AccessConfig,
     ApprovalConfig,
     ChannelConfig,
@@ -31,6 +37,18 @@ from services.config.sections import (
 )
 
 
+def _entry_kind(value: Any) -> str:
+    return "grant" if isinstance(value, dict | GroupsConfig) else "role"
+
+
+# a [roles] entry: "authority name" = "role", or a table granting a role to groups; told
+# apart by its shape, so a mistake in either is said in that one's words
+RoleEntry = Annotated[
+    Annotated[Role, Tag("role")] | Annotated[GroupsConfig, Tag("grant")],
+    Discriminator(_entry_kind),
+]
+
+
 class FileConfig(Strict):
     """Everything the TOML file may hold."""
 
@@ -38,7 +56,11 @@ class FileConfig(Strict):
     queues: dict[str, QueueConfig] = Field(default_factory=dict)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     people: dict[str, PersonConfig] = Field(default_factory=dict)
-    roles: dict[str, Role] = Field(default_factory=dict)
+    # "authority name" = "role" (what a runbook's authority maps to), or [roles.ROLE]
+    # with the groups that hold a queuebot role (``role_grants``)
+    roles: dict[str, RoleEntry] = Field(default_factory=dict)
+    rotas: dict[RotaName, RotaConfig] = Field(default_factory=dict)
+    teams: dict[str, GroupsConfig] = Field(default_factory=dict)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     redrive: RedriveConfig = Field(default_factory=RedriveConfig)
     reads: ReadsConfig = Field(default_factory=ReadsConfig)
@@ -57,7 +79,7 @@ class FileConfig(Strict):
     def _consistent(self) -> FileConfig:
         if self.queue is not None and self.queues:
             raise ValueError("use either [queue] or [queues.NAME], not both")
-        for name in [*self.queues, *self.people, *self.channels]:
+        for name in [*self.queues, *self.people, *self.channels, *self.teams]:
             if not NAME_PATTERN.match(name):
                 raise ValueError(
                     f"name {name!r} must be lower-case letters, digits, '-' or '_' "
@@ -76,7 +98,66 @@ class FileConfig(Strict):
                     )
                 seen[account] = person
         self._check_routes()
+        self._check_groups()
         return self
+
+    def authority_roles(self) -> dict[str, Role]:
+        """``[roles]``' string entries: a runbook authority's name -> a queuebot role."""
+        return {name: role for name, role in self.roles.items() if isinstance(role, str)}
+
+    def role_grants(self) -> dict[Role, GroupsConfig]:
+        """``[roles.ROLE]`` tables: the groups that hold each queuebot role."""
+        return {
+            name: grant  # type: ignore[misc]  # checked to be a role by ``_check_groups``
+            for name, grant in self.roles.items()
+            if isinstance(grant, GroupsConfig)
+        }
+
+    def _check_groups(self) -> None:
+        """Role grants name roles; every person, rota and team named exists."""
+        rotas = {rota_key(name) for name in self.rotas}
+        if len(rotas) != len(self.rotas):
+            raise ValueError("rotas: two rotas have the same name (case does not count)")
+        groups: list[tuple[str, GroupsConfig]] = []
+        for name, value in self.roles.items():
+            if isinstance(value, GroupsConfig):
+                if name not in ROLES:
+                    raise ValueError(
+                        f"roles.{name}: a table under [roles] grants a queuebot role, one of "
+                        f"{', '.join(ROLES)}; a runbook authority maps to a role as "
+                        f'"{name}" = "duty-officer"'
+                    )
+                groups.append((f"roles.{name}", value))
+        groups += [(f"teams.{name}", team) for name, team in self.teams.items()]
+        for where, grant in groups:
+            for person in grant.people:
+                if person not in self.people:
+                    raise ValueError(
+                        f"{where}.people: {person!r} is not under [people]; add "
+                        f"[people.{person}] with their slack or discord id"
+                    )
+            for named in grant.rotas:
+                if rota_key(named) not in rotas:
+                    known = ", ".join(self.rotas) or "none yet"
+                    raise ValueError(
+                        f"{where}.rotas: {named!r} is not under [rotas] (known: {known})"
+                    )
+        for rota_name, rota in self.rotas.items():
+            for person in rota.schedule.people if rota.schedule else []:
+                if person not in self.people:
+                    raise ValueError(
+                        f"rotas.{rota_name!r}.schedule.people: {person!r} is not under "
+                        f"[people]; add [people.{person}] with their slack or discord id"
+                    )
+        for queue, cfg in self.queue_map().items():
+            for team in cfg.owners:
+                if team not in self.teams:
+                    known = ", ".join(self.teams) or "none yet"
+                    raise ValueError(
+                        f"queues.{queue}.owners: team {team!r} is not under [teams] (known: "
+                        f"{known}); add [teams.{team}] with its people, slack_usergroups, "
+                        "discord_roles or rotas"
+                    )
 
     def _check_routes(self) -> None:
         """Every route names channels of [channels] and, if any, a configured queue."""

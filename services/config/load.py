@@ -48,6 +48,17 @@ class Config:
         return self.file.queue_map()
 
 
+# how a [roles] entry's shape is told apart (FileConfig.RoleEntry): not a key a person wrote
+_TAGS = frozenset({"role", "grant"})
+
+
+def _untagged(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """An error's location as the file spells it: a [roles] entry's tag left out."""
+    if len(loc) >= 3 and loc[0] == "roles" and loc[2] in _TAGS:
+        return (*loc[:2], *loc[3:])
+    return loc
+
+
 def _format_errors(
     where: str,
     exc: ValidationError,
@@ -58,13 +69,14 @@ def _format_errors(
     lines = []
     secrets = secret_names()
     for err in exc.errors(include_url=False):
-        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        loc = _untagged(err["loc"])
+        key = ".".join(str(part) for part in loc) or "(top level)"
         if key in from_files:
             key = f"{key} (read from {file_variable(key)})"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-            near = did_you_mean(model, err["loc"]) if model is not None else None
+            near = did_you_mean(model, loc) if model is not None else None
             if near is not None:
                 msg += f"; did you mean {near}?"
         msg = msg.removeprefix("Value error, ")

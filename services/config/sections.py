@@ -116,6 +116,8 @@ class QueueConfig(Strict):
     statuses: dict[CanonicalStateName, list[str]] = Field(default_factory=dict)
     stuck_after_minutes: int = Field(default=15, ge=1, le=24 * 60)
     deleted_jobs: DeletedJobsName | None = None
+    # the teams ([teams.NAME]) one of whom must approve every change to this queue
+    owners: list[str] = Field(default_factory=list, max_length=20)
 
     # where it was written: the file and its section ("queue" or "queues.NAME"); None for
     # the demo's queues, used when no queue is configured (set by ``parse_file_config``)

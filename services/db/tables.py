@@ -132,6 +132,8 @@ class Approval(Base):
     account: Mapped[str] = mapped_column(sa.String(64))
     decision: Mapped[str] = mapped_column(sa.String(16))
     at: Mapped[datetime]
+    # what the approval rested on: {"grounds": [...], "owner_of": [teams]} (0019)
+    basis: Mapped[dict[str, Any] | None]
 
 
 class Delivery(Base):

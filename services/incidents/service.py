@@ -100,7 +100,11 @@ class Incidents:
         queue: str | None = None,
         origin: Mapping[str, Any] | None = None,
         alert_group: int | None = None,
+        basis: Sequence[Mapping[str, Any]] = (),
     ) -> Declared:
+        """Open an incident led by its declarer; ``basis``: what the declarer's authority
+        rested on (which [people] entry, group or schedule, read when), kept in the
+        declaration's audit event."""
         runbook = self.runbook(scenario)
         self.reach.refuse_declaring(runbook)
         now = self.clock()
@@ -142,6 +146,7 @@ class Incidents:
                     "blocks_redrives_until": runbook.blocks_redrives_until,
                     # each communication and its timers: verify holds the tables to them
                     "obligations": owed,
+                    "basis": [dict(b) for b in basis],
                 },
             )
             await anchor(self.anchors, conn, now)

@@ -43,6 +43,12 @@ class Runbook:
         return self.statement.declaration_authority.role
 
     @property
+    def declaration_name(self) -> str:
+        """Who holds the declaration authority, as the runbook names them ("operations
+        duty officer on shift"); a rota of that name under [rotas] is who holds it."""
+        return self.statement.declaration_authority.name
+
+    @property
     def detection_role(self) -> str:
         return self.statement.detection_authority.role
 
