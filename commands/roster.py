@@ -6,10 +6,12 @@ same reads a command's authorization rests on), so what is shown is what would b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from services.access import STALE_FOR, Holders, Source, SourceUnavailable, Standings
+from services.access.standing import rota_source
 from services.config import GroupsConfig, rota_key
 
 
@@ -59,12 +61,26 @@ async def rotas_now(standings: Standings) -> list[Holders]:
     return found
 
 
-async def group_now(standings: Standings, name: str, group: GroupsConfig) -> GroupNow:
-    """Everyone ``group`` names now, and how each source was read."""
+async def group_now(
+    standings: Standings,
+    name: str,
+    group: GroupsConfig,
+    *,
+    unreadable: Callable[[Source], str | None] | None = None,
+) -> GroupNow:
+    """Everyone ``group`` names now, and how each source was read. ``unreadable`` says
+    why a source is not to be read at all (``config check`` without a platform's token);
+    such a source is left out and said, as one that failed is."""
     names: dict[str, None] = dict.fromkeys(group.people)
     stale: list[str] = []
     unread: list[str] = []
     for rota in group.rotas:
+        found = standings.rota(rota)
+        source = rota_source(found[1]) if found else None
+        why = unreadable(source) if unreadable and source else None
+        if source is not None and why is not None:
+            unread.append(f"rota {rota}: {source.label()} {why}")
+            continue
         held = await standings.holders(rota)
         if held is None:
             continue  # refused by config loading; never here
@@ -77,6 +93,10 @@ async def group_now(standings: Standings, name: str, group: GroupsConfig) -> Gro
     sources = [Source("slack_usergroup", s) for s in group.slack_usergroups]
     sources += [Source("discord_role", r) for r in group.discord_roles]
     for source in sources:
+        why = unreadable(source) if unreadable else None
+        if why is not None:
+            unread.append(f"{source.label()} {why}")
+            continue
         try:
             read = await standings.membership.read(source)
         except SourceUnavailable as exc:
