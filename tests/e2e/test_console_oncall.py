@@ -159,3 +159,13 @@ async def test_whois_without_a_slack_reader_says_the_token_is_missing(desk: Desk
     del desk.app.standings.membership.readers["slack"]
     text = await desk.say("/incident whois rota:prod-ops")
     assert "now: not known: Slack user group S0PRODOPS cannot be read (SLACK_BOT_TOKEN" in text
+
+
+async def test_runbooks_name_the_rota_that_decides_who_declares(desk: Desk) -> None:
+    text = await desk.say("/incident runbooks gd:queue-loss")
+    assert (
+        "declared by: operations duty officer (operations duty officer on shift): rota "
+        "operations duty officer, now: dora, until 2026-12-14 09:00 UTC, then bob"
+    ) in text
+    # an authority no rota bears is still the queuebot role [roles] maps it to
+    assert "detected by: service on-call (queue service on-call), queuebot role operator: " in text
