@@ -17,6 +17,7 @@ from bot.alertmanager import posted_nowhere, token_warning
 from bot.audit_key import UNKEYED, audit_trail
 from bot.bootstrap import App, build_app
 from bot.exits import EXIT_PROBLEM
+from bot.readers import attach_slack_reader
 from bot.slack.setup import POSTING_ONLY, slack_setup
 from services.changes.quorum import SETTING, approvals_words
 from services.config import ApprovalConfig, Config
@@ -51,6 +52,7 @@ class Findings:
 async def config_check(config: Config) -> int:
     """Validate everything a start would need and say what is there."""
     app: App = await build_app(config, migrate=False, writes=False)
+    attach_slack_reader(config, app)  # rotas' holders read live where the token is set
     found = Findings(
         lines=[
             f"config: {config.source or 'defaults (no file)'}",

@@ -122,7 +122,9 @@ class Router:
     async def _authorized(self, spec: CommandSpec, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         standings = self.deps.standings
-        if standings is not None:  # roles, teams and rotas as the groups hold them now
+        # roles, teams and rotas as the groups hold them now; a read any known person may
+        # run waits for no group (an unknown account may be made known by one)
+        if standings is not None and (spec.role != "viewer" or inv.person is None):
             inv = replace(
                 inv,
                 person=await standings.standing(
