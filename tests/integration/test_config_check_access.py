@@ -14,7 +14,7 @@ import pytest
 
 from bot import cli
 from bot import config_check as check
-from bot.bootstrap import App, build_app
+from bot.bootstrap import App
 from bot.demo import DEMO_CONFIG
 from services.access import Source
 from tests.conftest import templates
@@ -118,13 +118,12 @@ async def test_a_reader_attached_reads_each_group_live(
 ) -> None:
     slack = SlackGroups({"S0PRODOPS": frozenset(), "S0APPROVE": frozenset({"U0BOB", "U0ZED"})})
 
-    async def with_reader(*args: Any, **kwargs: Any) -> App:
-        app = await build_app(*args, **kwargs)
+    def attach(config: object, app: App) -> bool:  # the Slack edge, answering from here
         assert app.standings is not None
         app.standings.membership.add_reader("slack", slack)
-        return app
+        return True
 
-    monkeypatch.setattr(check, "build_app", with_reader)
+    monkeypatch.setattr(check, "attach_slack_reader", attach)
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
     code, out, err = await run_check(tmp_path, demo_with_access(tmp_path), monkeypatch, capsys)
     assert code == 0, err
