@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, housekeeping, incidents, queue_read, runbooks
+from commands.handlers import changes, housekeeping, incidents, oncall, queue_read, runbooks
 from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
@@ -25,6 +25,7 @@ from commands.model import (
     IncidentStatus,
     IncidentTimeline,
     Notify,
+    Oncall,
     Pending,
     Redrive,
     Reject,
@@ -39,6 +40,7 @@ from commands.model import (
     Stuck,
     Triage,
     Validate,
+    Whois,
 )
 from commands.parser import Parsed, read, read_line
 from commands.reply import Reply
@@ -73,6 +75,8 @@ HANDLERS: dict[type[Command], Handler] = {
     Resume: changes.handle_resume,
     Rollback: changes.handle_rollback,
     Runbooks: runbooks.handle_runbooks,
+    Oncall: oncall.handle_oncall,
+    Whois: oncall.handle_whois,
     Housekeep: housekeeping.handle_housekeep,
 }
 
