@@ -176,7 +176,11 @@ class Membership:
 def _no_reader(source: Source) -> str:
     if source.platform == "slack":
         return "SLACK_BOT_TOKEN is not set"
-    return "Discord is not connected (DISCORD_BOT_TOKEN and [discord] guild)"
+    return (
+        "queuebot does not read Discord's members: it needs DISCORD_BOT_TOKEN, [discord] "
+        "guild and read_members = true, with the Server Members intent enabled; a command "
+        "made on Discord still carries its member's roles"
+    )
 
 
 def _failure(exc: Exception) -> str:
