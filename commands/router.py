@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, housekeeping, incidents, queue_read, runbooks
+from commands.handlers import changes, housekeeping, incidents, lead, queue_read, runbooks
 from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
@@ -20,6 +20,7 @@ from commands.model import (
     Dlq,
     Export,
     Halt,
+    HandLead,
     Help,
     Housekeep,
     IncidentStatus,
@@ -51,6 +52,7 @@ Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
 HANDLERS: dict[type[Command], Handler] = {
     Declare: incidents.handle_declare,
     Notify: incidents.handle_notify,
+    HandLead: lead.handle_lead,
     IncidentStatus: incidents.handle_status,
     IncidentTimeline: incidents.handle_timeline,
     StepDone: incidents.handle_step,

@@ -64,6 +64,7 @@ def test_incident_is_a_command_group() -> None:
         "help",
         "runbooks",
         "declare",
+        "lead",
         "notify",
         "status",
         "timeline",
@@ -73,10 +74,11 @@ def test_incident_is_a_command_group() -> None:
         "export",
     ]
     roles = {s.name: s.role for s in group_specs("incident")}
-    # declaring is checked against the runbook's authority, by person, in its handler
+    # declaring and taking the lead are checked against the runbook's authority, by
+    # person, in their handlers
     assert roles == {
-        "help": "viewer", "runbooks": "viewer", "declare": "viewer", "notify": "operator",
-        "status": "viewer", "timeline": "viewer", "step": "operator", "validate": "operator",
+        "help": "viewer", "runbooks": "viewer", "declare": "viewer", "lead": "viewer",
+        "notify": "operator", "status": "viewer", "timeline": "viewer", "step": "operator", "validate": "operator",
         "resolve": "operator", "export": "viewer",
     }  # fmt: skip
 
@@ -110,7 +112,7 @@ def test_an_unknown_incident_command_names_the_group_and_its_commands() -> None:
         parse("incident", "runbok")
     assert info.value.message == (
         "unknown command /incident runbok. Did you mean /incident runbooks? Commands: help, "
-        "runbooks, declare, notify, status, timeline, step, validate, resolve, export."
+        "runbooks, declare, lead, notify, status, timeline, step, validate, resolve, export."
     )
     assert info.value.usage == "/incident help"
 
@@ -131,7 +133,7 @@ async def test_incident_help_for_an_unknown_topic_names_the_incident_commands() 
     with pytest.raises(UsageError) as info:
         await answer("/incident help triage")
     assert info.value.message == (
-        "no command /incident triage; commands: help, runbooks, declare, notify, status, "
+        "no command /incident triage; commands: help, runbooks, declare, lead, notify, status, "
         "timeline, step, validate, resolve, export"
     )
     assert info.value.usage == "/incident help"
