@@ -40,7 +40,7 @@ _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}\Z")
 # a person: a [people] name, a Slack mention <@U…> (<@U…|name> as Slack escapes it) or a
 # Discord one <@123…> (<@!123…>), or such an account's id
 _PERSON = re.compile(
-    r"^(?:@?[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}|<@!?[A-Za-z0-9]{2,40}(?:\|[^<>]{0,80})?>)\Z"
+    r"^(?:@?[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}|<@!?[A-Za-z0-9]{2,40}(?:\|[^<>]{0,80})?>)\Z"
 )
 _PLAN = re.compile(r"^(?:P-?)?([0-9]{1,12})\Z", re.IGNORECASE)
 _REQUEST = re.compile(r"^(?:CR-?)?([0-9]{1,12})\Z", re.IGNORECASE)

@@ -25,8 +25,8 @@ from services.people import Person
 
 _SLACK_MENTION = re.compile(r"^<@([UW][A-Z0-9]{2,20})(?:\|[^<>]*)?>\Z")
 _DISCORD_MENTION = re.compile(r"^<@!?([0-9]{15,21})>\Z")
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{8,20}\Z")
-_DISCORD_USER = re.compile(r"^[0-9]{15,21}\Z")
+_SLACK_USER = re.compile(r"^(?:slack:)?([UW][A-Z0-9]{8,20})\Z")  # as queuebot names one
+_DISCORD_USER = re.compile(r"^(?:discord:)?([0-9]{15,21})\Z")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ def account_of(person: Person, platform: str) -> tuple[str, str]:
 
 def named(text: str, inv: Invocation, deps: Deps) -> Named:
     """PERSON as typed: a [people] name (``bob``, ``@bob``), a Slack mention or user id,
-    or a Discord mention or user id."""
+    or a Discord mention or user id (``slack:U…``, ``discord:…`` as queuebot names an
+    account no [people] entry names)."""
     person = deps.directory.by_name(text.removeprefix("@"))
     if person is not None:
         platform, account = account_of(person, inv.platform)
@@ -68,7 +69,7 @@ def named(text: str, inv: Invocation, deps: Deps) -> Named:
     ):
         found = pattern.match(text)
         if found is not None:
-            account = found.group(1) if pattern.groups else text
+            account = found.group(1)
             person = deps.directory.by_account(platform, account)
             name = person.name if person is not None else f"{platform}:{account}"
             return Named(Lead(name, platform, account), person)
@@ -101,6 +102,14 @@ async def handle_lead(cmd: HandLead, inv: Invocation, deps: Deps) -> Reply:
         raise Conflict(f"{target.shown} already leads {view.name}")
     assert deps.runbooks is not None  # _service refuses a process without runbooks
     runbook = deps.runbooks.get(view.scenario)
+    # first whether PERSON may lead at all, then whether this person may make them
+    standing = await standing_of(target, deps)
+    refusal = await declaration_refusal(runbook, standing, deps)
+    if refusal is not None:
+        raise PermissionDenied(
+            f"{target.shown} cannot lead {view.name}: "
+            + refusal.words(f"lead {view.name}", "hand it to one of them")
+        )
     acting = Lead(inv.person.name if inv.person else None, inv.platform, inv.account)
     takes = acting.same(target.lead)
     if current.known and not takes and not acting.same(current):
@@ -116,13 +125,6 @@ async def handle_lead(cmd: HandLead, inv: Invocation, deps: Deps) -> Reply:
                 f"{view.name} has no known lead: "
                 + refusal.words("hand its lead over", f"or {target.shown} may take it")
             )
-    standing = await standing_of(target, deps)
-    refusal = await declaration_refusal(runbook, standing, deps)
-    if refusal is not None:
-        raise PermissionDenied(
-            f"{target.shown} cannot lead {view.name}: "
-            + refusal.words(f"lead {view.name}", "hand it to one of them")
-        )
     after = await incidents.hand_over(
         number=view.number,
         to=target.lead,

@@ -9,7 +9,7 @@ from bot.render_text import render_message
 from commands.catalog import CATALOG, find_spec, group_specs, spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.model import Help, Runbooks
+from commands.model import HandLead, Help, Runbooks
 from commands.parser import GROUPS, parse, parse_line
 from commands.router import Router
 from services.config import AccessConfig, Role
@@ -78,8 +78,8 @@ def test_incident_is_a_command_group() -> None:
     # person, in their handlers
     assert roles == {
         "help": "viewer", "runbooks": "viewer", "declare": "viewer", "lead": "viewer",
-        "notify": "operator", "status": "viewer", "timeline": "viewer", "step": "operator", "validate": "operator",
-        "resolve": "operator", "export": "viewer",
+        "notify": "operator", "status": "viewer", "timeline": "viewer", "step": "operator",
+        "validate": "operator", "resolve": "operator", "export": "viewer",
     }  # fmt: skip
 
 
@@ -94,10 +94,23 @@ def test_incident_is_a_command_group() -> None:
         ("/incident help runbooks", Help(topic="runbooks", group="incident")),
         ("/incident runbooks --help", Help(topic="runbooks", group="incident")),
         ("/queue help", Help(group="queue")),
+        ("incident lead bob", HandLead(person="bob")),
+        ("/incident lead @bob --incident INC-3", HandLead(person="@bob", incident="INC-3")),
+        ("/incident lead <@U0BOB|bob>", HandLead(person="<@U0BOB|bob>")),
+        ("/incident lead <@!100000000000000002>", HandLead(person="<@!100000000000000002>")),
+        ("/incident lead slack:U0STRANGER1", HandLead(person="slack:U0STRANGER1")),
     ],
 )
 def test_incident_lines_parse(line: str, expected: object) -> None:
     assert parse_line(line) == expected
+
+
+@pytest.mark.parametrize("person", ["<!channel>", "<@U0BOB", "bob,alice", "<#C0OPS>", "'x y'"])
+def test_lead_takes_one_person(person: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_line(f"/incident lead {person}")
+    assert "is not a person: name one of [people] (bob), or mention them" in info.value.message
+    assert info.value.usage == "/incident lead PERSON [--incident INC-N]"
 
 
 def test_each_group_has_its_own_help_spec() -> None:
