@@ -9,6 +9,7 @@ from pathlib import Path
 from bot.bootstrap import build_app, running_scheduler
 from bot.console import Aside, Console, ConsoleNotifier, run_id, session_reach
 from bot.console_screen import Screen
+from bot.readers import attach_slack_reader
 from services.config import Config
 from services.errors import QueuebotError
 
@@ -43,6 +44,7 @@ async def run_console(
     app = await build_app(
         config, notifier=notifier, announce=banner is None, reach=session_reach(session)
     )
+    attach_slack_reader(config, app)  # alice's user groups count here as in Slack
     try:
         if person is not None and app.directory.by_name(person) is None:
             known = ", ".join(app.directory.names()) or "nobody is configured"

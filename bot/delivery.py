@@ -140,7 +140,11 @@ class Deliveries:
         )
 
     def invocation(
-        self, account: str, channel: str | None, thread: str | None = None
+        self,
+        account: str,
+        channel: str | None,
+        thread: str | None = None,
+        chat_roles: frozenset[str] | None = None,
     ) -> Invocation:
         return Invocation(
             person=self.directory.by_account(self.platform, account),
@@ -149,6 +153,7 @@ class Deliveries:
             channel=channel,
             thread=thread,
             correlation_id=new_correlation_id(),
+            chat_roles=chat_roles,
         )
 
     async def write_down(self, key: str, request: dict[str, Any]) -> WrittenDown:

@@ -18,12 +18,13 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.alertmanager import OPENED, posted_nowhere, require_token
 from bot.alertmanager import PATH as ALERTMANAGER_PATH
-from bot.bootstrap import build_app
+from bot.bootstrap import App, build_app
 from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
 from bot.http import build_http_app
 from bot.http_bounds import Bounds, bounded_protocol, room_for
 from bot.ratelimited_log import RateLimitedLog
+from bot.readers import attach_slack_reader
 from bot.readiness import SlackProblem
 from bot.recovery import Platform, Recovery
 from bot.slack.app import (
@@ -139,6 +140,20 @@ class SocketModeLink:
         await self.handler.close_async()  # type: ignore[no-untyped-call]
 
 
+def _slack_wiring(config: Config, app: App) -> SlackWiring:
+    """Slack's side of the delivery protocol; user groups granting roles, rotas and teams
+    are read with the bot token, and read again when Slack says one changed."""
+    attach_slack_reader(config, app)
+    return SlackWiring(
+        router=app.router,
+        directory=app.directory,
+        ledger=app.ledger,
+        metrics=app.metrics,
+        slack_api_base_url=config.env.slack_api_base_url,
+        membership=app.standings.membership if app.standings else None,
+    )
+
+
 async def serve(config: Config, *, host: str, port: int, sock: socket.socket | None = None) -> int:
     setup = _refused_or_slack_setup(config)  # before anything else
     listener = sock or listen(host, port)
@@ -148,13 +163,7 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
         discord_posts = discord_notifier(config)
         posts = chat_notifier(config, discord_posts)
         app = await build_app(config, notifier=posts, reach=chat_reach(posts))
-        wiring = SlackWiring(
-            router=app.router,
-            directory=app.directory,
-            ledger=app.ledger,
-            metrics=app.metrics,
-            slack_api_base_url=config.env.slack_api_base_url,
-        )
+        wiring = _slack_wiring(config, app)
         try:
             identity: BotIdentity | None = None
             slack = None

@@ -212,6 +212,22 @@ class Runbooks(Command):
     share: bool = False
 
 
+# -- who is on call ----------------------------------------------------------------------
+
+
+class Oncall(Command):
+    """Who holds each rota now, and each owned queue's teams with their members now."""
+
+    share: bool = False
+
+
+class Whois(Command):
+    """Who holds the rotas now; with a rota's name, that one."""
+
+    rota: str | None = Field(default=None, min_length=1, max_length=80)
+    share: bool = False
+
+
 # -- incidents ---------------------------------------------------------------------------
 
 _INCIDENT_REF = r"^(INC-)?[0-9]{1,9}$"

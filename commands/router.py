@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, housekeeping, incidents, lead, queue_read, runbooks
+from commands.handlers import changes, housekeeping, incidents, lead, oncall, queue_read, runbooks
 from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
@@ -26,6 +26,7 @@ from commands.model import (
     IncidentStatus,
     IncidentTimeline,
     Notify,
+    Oncall,
     Pending,
     Redrive,
     Reject,
@@ -40,6 +41,7 @@ from commands.model import (
     Stuck,
     Triage,
     Validate,
+    Whois,
 )
 from commands.parser import Parsed, read, read_line
 from commands.reply import Reply
@@ -75,6 +77,8 @@ HANDLERS: dict[type[Command], Handler] = {
     Resume: changes.handle_resume,
     Rollback: changes.handle_rollback,
     Runbooks: runbooks.handle_runbooks,
+    Oncall: oncall.handle_oncall,
+    Whois: oncall.handle_whois,
     Housekeep: housekeeping.handle_housekeep,
 }
 
@@ -120,7 +124,9 @@ class Router:
     async def _authorized(self, spec: CommandSpec, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         standings = self.deps.standings
-        if standings is not None:  # roles, teams and rotas as the groups hold them now
+        # roles, teams and rotas as the groups hold them now; a read any known person may
+        # run waits for no group (an unknown account may be made known by one)
+        if standings is not None and (spec.role != "viewer" or inv.person is None):
             inv = replace(
                 inv,
                 person=await standings.standing(

@@ -28,8 +28,10 @@ from discord.http import Route
 from bot.discord import buttons
 from bot.discord.commands import Choices, groups
 from bot.discord.interactions import DiscordWiring
+from bot.discord.members import member_changed
 from commands import messages
 from commands.context import new_correlation_id
+from services.access import Membership
 from services.errors import QueuebotError
 
 log = logging.getLogger("queuebot.discord")
@@ -98,11 +100,19 @@ class QueuebotClient(discord.Client):
         choices: Choices,
         guild: str | None,
         ask_gateway: bool,
+        membership: Membership | None = None,
         **options: Any,
     ) -> None:
         # Nothing queuebot sends pings anyone unless the send says whom (interactions.py)
         options.setdefault("allowed_mentions", discord.AllowedMentions.none())
-        super().__init__(intents=discord.Intents(guilds=True), **options)
+        # Discord roles granting roles, rotas or teams: their members are read over REST
+        # and read again on member events, which take the privileged Server Members intent
+        members = membership is not None
+        if members:
+            options.setdefault("chunk_guilds_at_startup", False)
+            options.setdefault("enable_debug_events", True)  # the raw member events
+        super().__init__(intents=discord.Intents(guilds=True, members=members), **options)
+        self.membership = membership
         self.wiring = wiring
         self.wiring.view = buttons.view_for
         self.wiring.client = self  # answers for interactions another process deferred
@@ -131,6 +141,10 @@ class QueuebotClient(discord.Client):
             where = "every guild (global commands can take up to an hour to appear)"
         self.synced = where
         log.info("Discord commands synced to %s: %s", where, ", ".join(c.name for c in synced))
+
+    async def on_socket_raw_receive(self, message: Any) -> None:
+        if self.membership is not None:
+            member_changed(message, self.membership)
 
     async def on_ready(self) -> None:
         self.failure = None
@@ -188,7 +202,8 @@ class DiscordLink:
         except discord.PrivilegedIntentsRequired:
             self._stop(
                 "Discord refused the gateway: the bot asks for an intent the "
-                "application has not enabled"
+                "application has not enabled (with Discord roles under [rotas], [roles] or "
+                "[teams], the Server Members intent, on the application's Bot page)"
             )
         except discord.GatewayNotFound:
             self._stop(f"Discord's gateway address could not be asked of {Route.BASE}")

@@ -91,7 +91,11 @@ async def run_command(
         return
     live = await first_response(interaction, private=private)
     channel = interaction.channel_id
-    inv = w.invocation(str(interaction.user.id), str(channel) if channel is not None else None)
+    inv = w.invocation(
+        str(interaction.user.id),
+        str(channel) if channel is not None else None,
+        chat_roles=roles_of(interaction),
+    )
 
     async def answer_here(reply: Reply, rewrite: bool) -> None:
         await deliver(w, interaction, reply, live=live, deferred_private=private, rewrite=rewrite)
@@ -124,7 +128,20 @@ def request_of(
         "name": asked.name,
         "values": asked.values,
         "action_id": asked.action_id,
+        # the member's roles as Discord sent them: a resumed interaction is judged by them
+        "roles": sorted(roles) if (roles := roles_of(interaction)) is not None else None,
     }
+
+
+def roles_of(interaction: discord.Interaction[Any]) -> frozenset[str] | None:
+    """The Discord roles the interaction's member holds, as the interaction carried them
+    (``member.roles``); None outside a guild (a DM carries no member). discord.py keeps
+    the ids as sent on ``Member._roles``; its ``roles`` property would drop any role its
+    guild cache does not hold."""
+    user = interaction.user
+    if interaction.guild_id is None or not isinstance(user, discord.Member):
+        return None
+    return frozenset(str(r) for r in user._roles)
 
 
 async def resume(w: DiscordWiring, orphan: Orphan) -> None:
@@ -138,7 +155,12 @@ async def resume(w: DiscordWiring, orphan: Orphan) -> None:
         action_id=str(request.get("action_id") or ""),
     )
     channel = request.get("channel")
-    inv = w.invocation(str(request["user"]), str(channel) if channel is not None else None)
+    roles = request.get("roles")
+    inv = w.invocation(
+        str(request["user"]),
+        str(channel) if channel is not None else None,
+        chat_roles=frozenset(str(r) for r in roles) if isinstance(roles, list) else None,
+    )
     work = Work(orphan.claim.key, str(request.get("where") or "Discord"), inv, asked)
 
     async def answer_here(reply: Reply, rewrite: bool) -> None:

@@ -75,10 +75,25 @@ def discord_link(config: Config, app: App) -> DiscordLink | None:
     wiring = DiscordWiring(
         router=app.router, directory=app.directory, ledger=app.ledger, metrics=app.metrics
     )
+    guild = config.file.discord.guild
+    # Discord roles named under [rotas], [roles] or [teams]: read with the guild's members
+    membership = app.standings.membership if app.standings and discord_roles(config) else None
     client = QueuebotClient(
         wiring,
         choices=choices_for(app),
-        guild=config.file.discord.guild,
+        guild=guild,
         ask_gateway=base.rstrip("/") != DEFAULT_API,
+        membership=membership,
     )
+    if membership is not None and guild is not None:
+        from bot.discord.members import DiscordRoles
+
+        membership.add_reader("discord", DiscordRoles(client, guild))
     return DiscordLink(client, token.get_secret_value())
+
+
+def discord_roles(config: Config) -> bool:
+    """Whether any Discord role grants a role, a rota or a team."""
+    file = config.file
+    grants = [*file.role_grants().values(), *file.teams.values()]
+    return any(g.discord_roles for g in grants) or any(r.discord_role for r in file.rotas.values())

@@ -30,6 +30,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.delivery import Deliveries, Work, WrittenDown
 from bot.ratelimited_log import RateLimitedLog
+from bot.slack.members import register_group_events
 from bot.slack.payloads import (
     Delivery,
     Malformed,
@@ -43,6 +44,7 @@ from bot.slack.render import blocks, fallback_text
 from commands import messages
 from commands.parser import GROUPS
 from commands.reply import Reply
+from services.access import Membership
 from services.button_ids import DRAWN
 from services.ledger import Orphan
 
@@ -65,6 +67,8 @@ class SlackWiring(Deliveries):
     session: aiohttp.ClientSession | None = None
     # posts an answer in a channel, mentioning the person (set where Slack's Web API is)
     in_channel: InChannel | None = None
+    # group membership, read again when Slack says a user group changed (members.py)
+    membership: Membership | None = None
     refused: RateLimitedLog = field(
         default_factory=lambda: RateLimitedLog(log, what="malformed Slack payloads refused")
     )
@@ -149,6 +153,9 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
         read_command = functools.partial(command_delivery, group=group)
         app.command(f"/{group}", middleware=[accepting(w, read_command), ack_at_once])(_listener(w))
     app.action(DRAWN, middleware=[accepting(w, button_click), ack_at_once])(_listener(w))
+    membership = getattr(w, "membership", None)  # a test builds the app with no wiring
+    if membership is not None:
+        register_group_events(app, membership)
 
 
 def accepting(

@@ -16,6 +16,7 @@ from commands.model import (
     Runbooks,
     StepDone,
     Validate,
+    Whois,
 )
 from commands.spec import CommandSpec, Flag, Positional
 
@@ -37,6 +38,17 @@ INCIDENT: tuple[CommandSpec, ...] = (
         positionals=(Positional("scenario", "SCENARIO", kind="word", required=False),),
         flags=(SHARE_FLAG,),
         example="/incident runbooks gd:queue-loss",
+    ),
+    CommandSpec(
+        "incident",
+        "whois",
+        Whois,
+        "who holds each rota now, from its source (a Slack user group, a Discord role or a "
+        "schedule, with until when and who is next); name a rota to see one",
+        positionals=(Positional("rota", '"ROTA"', kind="text", required=False),),
+        flags=(SHARE_FLAG,),
+        note='a rota\'s name with spaces goes in double quotes: /incident whois "duty officer"',
+        example="/incident whois rota:prod-ops",
     ),
     CommandSpec(
         "incident",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from services.access.membership import Membership, Read, SourceUnavailable
 from services.access.schedule import shift
@@ -169,13 +169,9 @@ class Standings:
             now = self.clock()
             on = shift(rota.schedule, now)
             if on.primary == who.name:
-                found.grounds.append(
-                    Grounds(
-                        gives,
-                        f"schedule of {name}, on shift until {on.until:%Y-%m-%d %H:%M} UTC",
-                        now,
-                    )
-                )
+                until = f"{on.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+                said = f"schedule of {name}, on shift until {until}"
+                found.grounds.append(Grounds(gives, said, now))
                 return True
             return False
         source = rota_source(rota)
