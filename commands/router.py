@@ -125,8 +125,9 @@ class Router:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         standings = self.deps.standings
         # roles, teams and rotas as the groups hold them now; a read any known person may
-        # run waits for no group (an unknown account may be made known by one)
-        if standings is not None and (spec.role != "viewer" or inv.person is None):
+        # run waits for no group (an unknown account may be made known by one). A command
+        # whose own authority decides (declare, lead: a rota) is no read.
+        if standings is not None and (not spec.read_only or inv.person is None):
             inv = replace(
                 inv,
                 person=await standings.standing(
