@@ -266,3 +266,10 @@ async def test_an_escalation_calls_a_slack_group_rota_by_its_own_mention(
             assert "Secondary: operations duty officer (Slack user group S0DUTY)." in shown
             assert not any(whole in shown for whole in WHOLE_CHANNEL), shown
         await verified(bot)
+        # as Slack receives it in the operators channel: the lead and the group called
+        await bot.settle()
+        (posted,) = [p for p in bot.posts("C0OPS") if "were not told in time" in p.body["text"]]
+        called = posted.body["blocks"][0]["text"]["text"]
+        assert called == "<@U0BOB> <!subteam^S0DUTY>"
+        assert posted.body["text"].startswith("<@U0BOB> <!subteam^S0DUTY> INC-1: ")
+        assert not any(whole in json.dumps(posted.body) for whole in WHOLE_CHANNEL)

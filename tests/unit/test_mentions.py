@@ -9,6 +9,7 @@ import pytest
 from bot.discord.notifier import allowed
 from bot.discord.render import render
 from bot.render_text import render_message
+from bot.slack.render import blocks, fallback_text
 from services.message import Mention, Message, Text, message_from_json, message_json
 
 BOB = Mention("bob", slack="U0BOB", discord="100000000000000002")
@@ -63,3 +64,19 @@ def test_discord_pings_those_the_post_calls_and_nobody_else() -> None:
     assert [r.id for r in ping.roles] == [300000000000000001]  # type: ignore[union-attr]
     quiet = allowed(render(Message("s", (Text("<@100000000000000002>"),))))
     assert (quiet.everyone, quiet.users, quiet.roles) == (False, False, False)
+
+
+def test_slack_calls_its_users_and_groups_and_escapes_the_rest() -> None:
+    message = Message(
+        "INC-1: tell the operators <!channel>",
+        (Text("@here <!here> <@U0EVE> due"),),
+        mentions=(BOB, DUTY, CONSOLE_ONLY, Mention("x", slack="channel")),
+    )
+    first, second = blocks(message)
+    assert first["text"]["text"] == "<@U0BOB> <!subteam^S0DUTY> @dora @x"
+    assert second["text"]["text"] == "@here &lt;!here&gt; &lt;@U0EVE&gt; due"
+    assert fallback_text(message) == (
+        "<@U0BOB> <!subteam^S0DUTY> @dora @x INC-1: tell the operators &lt;!channel&gt;"
+    )
+    plain = Message("s", (Text("t"),))
+    assert len(blocks(plain)) == 1 and fallback_text(plain) == "s"
