@@ -262,6 +262,13 @@ class Notify(IncidentCommand):
     text: str | None = Field(default=None, min_length=1, max_length=3000)
 
 
+class HandLead(IncidentCommand):
+    """Hand the incident's lead to ``person``: a [people] name, or a Slack or Discord
+    mention (or account id)."""
+
+    person: str = Field(min_length=1, max_length=100)
+
+
 class IncidentStatus(IncidentCommand):
     share: bool = False
 

@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, housekeeping, incidents, oncall, queue_read, runbooks
+from commands.handlers import changes, housekeeping, incidents, lead, oncall, queue_read, runbooks
 from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
@@ -20,6 +20,7 @@ from commands.model import (
     Dlq,
     Export,
     Halt,
+    HandLead,
     Help,
     Housekeep,
     IncidentStatus,
@@ -53,6 +54,7 @@ Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
 HANDLERS: dict[type[Command], Handler] = {
     Declare: incidents.handle_declare,
     Notify: incidents.handle_notify,
+    HandLead: lead.handle_lead,
     IncidentStatus: incidents.handle_status,
     IncidentTimeline: incidents.handle_timeline,
     StepDone: incidents.handle_step,
@@ -123,8 +125,9 @@ class Router:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         standings = self.deps.standings
         # roles, teams and rotas as the groups hold them now; a read any known person may
-        # run waits for no group (an unknown account may be made known by one)
-        if standings is not None and (spec.role != "viewer" or inv.person is None):
+        # run waits for no group (an unknown account may be made known by one). A command
+        # whose own authority decides (declare, lead: a rota) is no read.
+        if standings is not None and (not spec.read_only or inv.person is None):
             inv = replace(
                 inv,
                 person=await standings.standing(

@@ -7,6 +7,7 @@ from commands.catalog.flags import INCIDENT_FLAG, QUEUE_FLAG, SHARE_FLAG
 from commands.model import (
     Declare,
     Export,
+    HandLead,
     Help,
     IncidentStatus,
     IncidentTimeline,
@@ -63,6 +64,19 @@ INCIDENT: tuple[CommandSpec, ...] = (
         example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
         note="only people holding the runbook's declaration authority may declare "
         "(/incident runbooks shows who)",
+        changes=True,
+    ),
+    CommandSpec(
+        "incident",
+        "lead",
+        HandLead,
+        "hand the incident's lead to PERSON: reminders and escalations call them from now on",
+        positionals=(Positional("person", "PERSON", kind="person"),),
+        flags=(INCIDENT_FLAG,),
+        example="/incident lead bob --incident INC-3",
+        note="PERSON is a name of [people] or a mention (@bob on Slack or Discord); the lead "
+        "hands it over, or PERSON takes it, and PERSON must hold the runbook's declaration "
+        "authority (with no known lead, anyone who holds it may hand it)",
         changes=True,
     ),
     CommandSpec(
