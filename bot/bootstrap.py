@@ -28,7 +28,7 @@ from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
-from services.changes.eligible import NamedApprovers
+from services.changes.eligible import approvers_of
 from services.changes.execute import Executor
 from services.changes.kinds import Kinds
 from services.changes.model import RequestState
@@ -184,10 +184,7 @@ def wire_services(
         kinds=kinds,
         executor=Executor(kinds=kinds, audit=audit, anchors=anchors),
         audit=audit,
-        # who may approve, who owns which queue (services/access; with nobody known, no
-        # command can request a change at all)
-        approvers=standings
-        or (NamedApprovers(people) if directory is not None and directory.names() else None),
+        approvers=approvers_of(standings, directory),
         after_commit=after_commit,
     )
     desk = AlertDesk(

@@ -60,11 +60,6 @@ roles = ["duty-officer", "operator"]
 "operations duty officer" = "duty-officer"
 "service on-call" = "operator"
 
-[rotas."rota:queue-oncall".schedule]   # who carries the queue pager: /queue oncall
-start = "2026-01-05T09:00:00Z"
-every = "7d"
-people = ["alice", "bob"]
-
 [approval]
 expiry_minutes = 30
 

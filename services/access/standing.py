@@ -81,6 +81,11 @@ class Standings:
 
     # -- names -------------------------------------------------------------------------
 
+    def names_anyone(self) -> bool:
+        """Whether anyone could hold a role: [people], a role grant or a rota is configured
+        (with nobody, no command can request a change, and nothing is checked of approvals)."""
+        return bool(self.directory.names() or self.grants or self.rotas)
+
     def rota(self, *names: str) -> tuple[str, RotaConfig] | None:
         """The rota any of ``names`` (a runbook authority's role or name) resolves to."""
         for name in names:
