@@ -28,6 +28,7 @@ from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
+from services.board import BoardReader
 from services.changes.eligible import approvers_of
 from services.changes.execute import Executor
 from services.changes.kinds import Kinds
@@ -402,6 +403,7 @@ async def build_app(
             incidents=services.incidents,
             housekeeping=services.housekeeper,
             standings=standings,
+            board=BoardReader(state_engine, reads, services.changes.kinds, clock),
         )
         return App(
             config=config,

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from services.access import Standings
 from services.audit import Actor
+from services.board import Board
 from services.changes.eligible import ApproverStanding
 from services.changes.model import ChangeView, Decision
 from services.config import AccessConfig, Role
@@ -20,7 +21,7 @@ from services.incidents.model import Declared, IncidentView, Lead
 from services.ledger import Claim
 from services.metrics import Outcome
 from services.outbox import Unshown
-from services.people import Directory
+from services.people import Directory, Person
 from services.plans.model import PlanView
 from services.plans.service import DeadAgain, PlanOutcome
 from services.runbooks import Runbook
@@ -107,6 +108,12 @@ class PlanService(Protocol):
     async def close_if_nothing_unclaimed(
         self, *, number: int, actor: Actor, reason: str, delivery: Claim | None = None
     ) -> PlanOutcome | None: ...
+
+
+class BoardService(Protocol):
+    """The board of one person (``services.board.BoardReader``)."""
+
+    async def board(self, *, person: Person | None) -> Board: ...
 
 
 class CommandMetrics(Protocol):
@@ -198,3 +205,4 @@ class Deps:
     housekeeping: HousekeepingService | None = None  # None: changes are off in this process
     # roles, teams and rotas from groups (services/access); None: [people] alone decides
     standings: Standings | None = None
+    board: BoardService | None = None  # None: this process shows no board

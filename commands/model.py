@@ -212,6 +212,16 @@ class Runbooks(Command):
     share: bool = False
 
 
+# -- the board --------------------------------------------------------------------------
+
+
+class ShowBoard(Command):
+    """What the person has to do and watch now: requests waiting for their approval,
+    their own, active plans, open incidents and each queue's dead letters."""
+
+    share: bool = False
+
+
 # -- who is on call ----------------------------------------------------------------------
 
 

@@ -10,7 +10,16 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, housekeeping, incidents, lead, oncall, queue_read, runbooks
+from commands.handlers import (
+    board,
+    changes,
+    housekeeping,
+    incidents,
+    lead,
+    oncall,
+    queue_read,
+    runbooks,
+)
 from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
@@ -36,6 +45,7 @@ from commands.model import (
     Rollback,
     Runbooks,
     Show,
+    ShowBoard,
     ShowPlan,
     StepDone,
     Stuck,
@@ -66,6 +76,7 @@ HANDLERS: dict[type[Command], Handler] = {
     Show: queue_read.handle_show,
     Dlq: queue_read.handle_dlq,
     Stuck: queue_read.handle_stuck,
+    ShowBoard: board.handle_board,
     Requeue: changes.handle_requeue,
     Cancel: changes.handle_cancel,
     Redrive: changes.handle_redrive,

@@ -1,6 +1,6 @@
-"""The ``/queue`` commands: the reads (triage, one job, dead letters, stuck rows, who is
-on call), then the changes (requeue, cancel, redrive and its staged plans, housekeeping)
-and their approvals, in the order help lists them."""
+"""The ``/queue`` commands: the reads (triage, one job, dead letters, stuck rows, the
+board, who is on call), then the changes (requeue, cancel, redrive and its staged plans,
+housekeeping) and their approvals, in the order help lists them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from commands.model import (
     Resume,
     Rollback,
     Show,
+    ShowBoard,
     ShowPlan,
     Stuck,
     Triage,
@@ -143,6 +144,15 @@ QUEUE: tuple[CommandSpec, ...] = (
             QUEUE_FLAG,
             SHARE_FLAG,
         ),
+    ),
+    CommandSpec(
+        "queue",
+        "board",
+        ShowBoard,
+        "what waits for you and what to watch: requests to approve, your own, active plans, "
+        "open incidents, each queue's dead letters over the last hour",
+        flags=(SHARE_FLAG,),
+        example="/queue board",
     ),
     CommandSpec(
         "queue",

@@ -228,7 +228,34 @@ async def view(conn: AsyncConnection, number: int) -> ChangeView:
     )
     if row is None:
         raise _missing(number)
-    request = RequestRow.from_row(row)
+    return _view(RequestRow.from_row(row), await approvers(conn, number))
+
+
+async def pending_views(conn: AsyncConnection, *, now: datetime) -> list[ChangeView]:
+    """Every request pending and not past its expiry at ``now``, oldest first, each with
+    who approved it so far: two statements however many there are. Only a read: one past
+    its expiry is not shown, and left for the expiry to mark."""
+    live = (REQUESTS.c.state == RequestState.PENDING.value, REQUESTS.c.expires_at > now)
+    rows = (
+        (await conn.execute(sa.select(*_COLUMNS).where(*live).order_by(REQUESTS.c.id)))
+        .mappings()
+        .all()
+    )
+    if not rows:
+        return []
+    approved: dict[int, list[str]] = {}
+    found = await conn.execute(
+        sa.select(APPROVALS.c.request_id, APPROVALS.c.person)
+        .join(REQUESTS, REQUESTS.c.id == APPROVALS.c.request_id)
+        .where(APPROVALS.c.decision == "approve", *live)
+        .order_by(APPROVALS.c.id)
+    )
+    for number, person in found:
+        approved.setdefault(int(number), []).append(str(person))
+    return [_view(RequestRow.from_row(r), approved.get(int(r["id"]), [])) for r in rows]
+
+
+def _view(request: RequestRow, approvals: list[str]) -> ChangeView:
     preview = request.preview
     return ChangeView(
         number=request.id,
@@ -246,7 +273,7 @@ async def view(conn: AsyncConnection, number: int) -> ChangeView:
         by_signature=preview.by_signature,
         ineligible=request.ineligible,
         approvals_required=request.approvals_required,
-        approvals=await approvers(conn, number),
+        approvals=approvals,
         rejected_by=request.rejection.rejected_by if request.rejection else None,
         rejection_reason=request.rejection.reason if request.rejection else None,
         withdrawn=bool(request.rejection and request.rejection.withdrawn),

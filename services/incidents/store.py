@@ -146,6 +146,52 @@ async def open_numbers(conn: AsyncConnection) -> list[int]:
     return [int(n) for n in found.scalars()]
 
 
+async def open_views(conn: AsyncConnection) -> list[IncidentView]:
+    """Every open incident, oldest first, with its communications: its own fields and its
+    obligations only (no steps, no timeline), in two statements however many are open."""
+    rows = (
+        await conn.execute(
+            sa.select(INCIDENTS).where(INCIDENTS.c.state == "open").order_by(INCIDENTS.c.id)
+        )
+    ).mappings()
+    incidents = rows.all()
+    if not incidents:
+        return []
+    owed: dict[int, list[sa.RowMapping]] = {}
+    table = obligations.OBLIGATIONS
+    found = await conn.execute(
+        sa.select(table)
+        .join(INCIDENTS, INCIDENTS.c.id == table.c.incident_id)
+        .where(INCIDENTS.c.state == "open")
+        .order_by(table.c.due_at, table.c.id)
+    )
+    for o in found.mappings():
+        owed.setdefault(int(o["incident_id"]), []).append(o)
+    views = []
+    for incident in incidents:
+        declared = _utc(incident["declared_at"])
+        views.append(
+            IncidentView(
+                number=int(incident["id"]),
+                scenario=str(incident["scenario"]),
+                runbook=str(incident["runbook"] or incident["scenario"]),
+                summary=str(incident["summary"]),
+                state=str(incident["state"]),
+                queue=incident["queue"],
+                lead=incident["lead"],
+                lead_platform=incident["lead_platform"],
+                lead_account=incident["lead_account"],
+                declared_at=declared,
+                fault_at=as_utc(incident["fault_at"]),
+                resolved_at=as_utc(incident["resolved_at"]),
+                obligations=tuple(
+                    obligations.as_view(o, declared) for o in owed.get(int(incident["id"]), [])
+                ),
+            )
+        )
+    return views
+
+
 async def view(conn: AsyncConnection, number: int) -> IncidentView:
     incident = await row(conn, number)
     declared = as_utc(incident["declared_at"])

@@ -133,13 +133,34 @@ async def view(conn: AsyncConnection, number: int) -> PlanView:
     row = (await conn.execute(sa.select(PLANS).where(PLANS.c.id == number))).mappings().first()
     if row is None:
         raise NotFound(f"no plan P-{number}; plans are numbered P-1, P-2, ...")
-    plan = PlanRow.from_row(row)
     grouped = await conn.execute(
         sa.select(ITEMS.c.state, sa.func.count())
         .where(ITEMS.c.plan_id == number)
         .group_by(ITEMS.c.state)
     )
-    counts: dict[str, int] = {str(k): int(n) for k, n in grouped.all()}
+    return _view(PlanRow.from_row(row), {str(k): int(n) for k, n in grouped.all()})
+
+
+async def active_views(conn: AsyncConnection) -> list[PlanView]:
+    """Every running or halted plan, oldest first, with its items counted by state: two
+    statements however many there are."""
+    active = PLANS.c.state.in_([s.value for s in ACTIVE])
+    rows = (await conn.execute(sa.select(PLANS).where(active).order_by(PLANS.c.id))).mappings()
+    plans = [PlanRow.from_row(r) for r in rows.all()]
+    if not plans:
+        return []
+    counts: dict[int, dict[str, int]] = {p.id: {} for p in plans}
+    grouped = await conn.execute(
+        sa.select(ITEMS.c.plan_id, ITEMS.c.state, sa.func.count())
+        .where(ITEMS.c.plan_id.in_(sa.select(PLANS.c.id).where(active)))
+        .group_by(ITEMS.c.plan_id, ITEMS.c.state)
+    )
+    for number, state, n in grouped.all():
+        counts.setdefault(int(number), {})[str(state)] = int(n)
+    return [_view(p, counts[p.id]) for p in plans]
+
+
+def _view(plan: PlanRow, counts: dict[str, int]) -> PlanView:
     return PlanView(
         number=plan.id,
         queue=plan.queue,

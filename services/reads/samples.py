@@ -4,6 +4,7 @@ before restarting", done for the operator), and the dead-letter growth check bui
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, cast
@@ -42,6 +43,37 @@ async def record(conn: AsyncConnection, *, profile: QueueProfile, now: datetime)
         _samples.delete().where(_samples.c.queue == profile.queue, _samples.c.at < now - KEEP)
     )
     return taken.dead_letters
+
+
+async def dead_written(
+    conn: AsyncConnection, *, queues: Sequence[str], at: datetime, within: timedelta
+) -> dict[str, tuple[datetime, int]]:
+    """Each queue's dead-letter count as last written down at or before ``at``, and when,
+    where one was written in the ``within`` before it (one statement for every queue); a
+    queue with none then is left out."""
+    if not queues:
+        return {}
+    newest = (
+        sa.select(_samples.c.queue, sa.func.max(_samples.c.at).label("at"))
+        .where(
+            _samples.c.queue.in_(list(queues)),
+            _samples.c.at <= at,
+            _samples.c.at >= at - within,
+        )
+        .group_by(_samples.c.queue)
+        .subquery()
+    )
+    found = await conn.execute(
+        sa.select(_samples.c.queue, _samples.c.at, _samples.c.dead)
+        .join(newest, sa.and_(newest.c.queue == _samples.c.queue, newest.c.at == _samples.c.at))
+        .order_by(_samples.c.id)
+    )
+    written: dict[str, tuple[datetime, int]] = {}
+    for queue, when, dead in found:
+        taken = as_utc(when)
+        assert taken is not None
+        written[str(queue)] = (taken, int(dead))
+    return written
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,17 @@ class QueueReads:
 
         return await self.gate.read(("stuck", profile.queue, limit), load)
 
+    async def dead_letters(self, *, queue: str | None = None) -> int:
+        """How many dead letters the queue holds now: one count its status index answers
+        from the dead rows alone (what the periodic sample writes down as ``dead``)."""
+        profile = self.estate.profile(queue)
+
+        async def load() -> int:
+            async with self.estate.connect() as conn:
+                return await profile.dead_rows(conn)
+
+        return await self.gate.read(("dead letters", profile.queue), load)
+
     async def list_duplicates(
         self, *, queue: str | None = None, limit: int = 50
     ) -> list[DuplicateGroup]:

@@ -529,7 +529,7 @@ async def test_unknown_user_may_not_request_a_change() -> None:
     assert "/queue requeue changes things" in message
     assert "slack account U0STRANGER" in message
     assert "read-only commands" in message
-    assert "(/queue help, triage, show, dlq, stuck, oncall, plan, pending)" in message
+    assert "(/queue help, triage, show, dlq, stuck, board, oncall, plan, pending)" in message
     assert change_calls(router) == []
 
 

@@ -31,6 +31,7 @@ from commands.model import (
     Resume,
     Rollback,
     Show,
+    ShowBoard,
     ShowPlan,
     Stuck,
     Triage,
@@ -163,6 +164,8 @@ GOOD: list[tuple[str, list[str], list[tuple[str, str | None]], Command]] = [
     ("resume", ["p-3"], [("reason", '"second fix"')], Resume(plan=3, reason="second fix")),
     ("rollback", ["P-3"], [("reason", '"did not hold"')], Rollback(plan=3, reason="did not hold")),
     ("oncall", [], [("share", None)], Oncall(share=True)),
+    ("board", [], [], ShowBoard()),
+    ("board", [], [("share", None)], ShowBoard(share=True)),
     ("approve", ["CR-17"], [], Approve(request=17)),
     ("reject", ["17"], [("reason", '"wrong tenant"')], Reject(request=17, reason="wrong tenant")),
 ]
