@@ -1,10 +1,11 @@
 """The board's read model: what one person has to do and watch, read at once.
 
-One read of queuebot's own tables (two statements each for the pending requests, the
-active plans and the open incidents, one for the plans' last halts and one for every
-queue's count an hour back), beside one count per queue of its dead letters now, through
-the reads' gate (a count asked for again within moments is answered once). It only
-reads: a request past its expiry is left out, not marked expired.
+One connection to queuebot's own tables (two statements for the pending requests and
+who approved them, one for the active plans, one for their last halts, two for the open
+incidents and their communications, one for every queue's count an hour back), beside
+one to the queues (a count of each queue's dead letters now, through the reads' gate: the
+counts asked for again within moments are answered once). It only reads: a request past
+its expiry is left out, not marked expired.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from services.changes.model import ChangeView
 from services.changes.words import GENERIC
 from services.db import reading
 from services.db.tables import AuditEvent
-from services.errors import QueuebotError
 from services.estate.profile import as_utc
 from services.incidents import store as incidents
 from services.incidents.model import IncidentView, Lead, ObligationView
@@ -42,7 +42,7 @@ from services.plans import store as plans
 from services.plans.messages import where_now
 from services.plans.model import PlanView
 from services.reads import samples
-from services.reads.service import QueueReads
+from services.reads.service import DeadCounts, QueueReads
 
 EVENTS = cast(sa.Table, AuditEvent.__table__)
 HALTED = "plan.halted"  # the audit event of every halt, queuebot's or a person's
@@ -84,8 +84,7 @@ class BoardReader:
         now = self.clock()
         queues = self.reads.queue_names
         read, dead = await asyncio.gather(
-            self._own_tables(now, queues),
-            asyncio.gather(*(self._dead_now(q) for q in queues)),
+            self._own_tables(now, queues), self.reads.dead_letters(queues)
         )
         name = None if person is None else person.name
         approver = person is None or person.has("approver")
@@ -102,9 +101,7 @@ class BoardReader:
             own=tuple(self._request(v) for v in read.pending if v.requester == name),
             plans=tuple(_plan(p, read.halts.get(p.number)) for p in read.plans),
             incidents=tuple(_incident(i, now) for i in read.incidents),
-            queues=tuple(
-                _queue(q, count, read.written.get(q)) for q, count in zip(queues, dead, strict=True)
-            ),
+            queues=tuple(_queue(q, dead, read.written.get(q)) for q in queues),
         )
 
     async def _own_tables(self, now: datetime, queues: Sequence[str]) -> _Read:
@@ -120,13 +117,6 @@ class BoardReader:
                     conn, queues=queues, at=now - TREND, within=TREND_SLACK
                 ),
             )
-
-    async def _dead_now(self, queue: str) -> int | str:
-        """The queue's dead letters now, or why they could not be read."""
-        try:
-            return await self.reads.dead_letters(queue=queue)
-        except QueuebotError as exc:
-            return str(exc)
 
     def _request(self, v: ChangeView) -> Request:
         kind = self.kinds.find(v.kind)
@@ -196,9 +186,10 @@ def _deadline(o: ObligationView, now: datetime) -> Deadline:
     return Deadline(o.audience, "due", o.due_at)
 
 
-def _queue(queue: str, now: int | str, then: tuple[datetime, int] | None) -> QueueDead:
-    if isinstance(now, str):
-        return QueueDead(queue, None, unread=now)
+def _queue(queue: str, dead: DeadCounts, then: tuple[datetime, int] | None) -> QueueDead:
+    now = dead.counts.get(queue)
+    if now is None:
+        return QueueDead(queue, None, unread=dead.unread.get(queue, "not counted"))
     if then is None:
         return QueueDead(queue, now)
     return QueueDead(queue, now, before=then[1], before_at=then[0])

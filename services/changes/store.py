@@ -26,6 +26,7 @@ APPROVALS = cast(sa.Table, Approval.__table__)
 # items (``qb_change_items``); newer requests keep an empty list there.
 _COLUMNS = [c for c in REQUESTS.c if c.name != "targets"]
 EXPIRY = Actor.system("expiry")
+_NONE: dict[str, list[Any]] = {"items": []}  # no ineligible rows read
 
 
 def _missing(number: int) -> NotFound:
@@ -233,14 +234,13 @@ async def view(conn: AsyncConnection, number: int) -> ChangeView:
 
 async def pending_views(conn: AsyncConnection, *, now: datetime) -> list[ChangeView]:
     """Every request pending and not past its expiry at ``now``, oldest first, each with
-    who approved it so far: two statements however many there are. Only a read: one past
-    its expiry is not shown, and left for the expiry to mark."""
+    who approved it so far, without the rows it left alone (``ineligible``: not read): two
+    statements however many there are. Only a read: one past its expiry is not shown, and
+    left for the expiry to mark."""
     live = (REQUESTS.c.state == RequestState.PENDING.value, REQUESTS.c.expires_at > now)
-    rows = (
-        (await conn.execute(sa.select(*_COLUMNS).where(*live).order_by(REQUESTS.c.id)))
-        .mappings()
-        .all()
-    )
+    shown = [c for c in _COLUMNS if c.name != "ineligible"]  # up to every row of a request
+    found = await conn.execute(sa.select(*shown).where(*live).order_by(REQUESTS.c.id))
+    rows = [{**r, "ineligible": _NONE} for r in found.mappings().all()]
     if not rows:
         return []
     approved: dict[int, list[str]] = {}

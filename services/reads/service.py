@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from services.db import error_line
+from services.errors import QueuebotError
 from services.estate.args_like import ArgsFound
 from services.estate.estate import Estate
 from services.estate.model import (
@@ -19,6 +24,14 @@ from services.estate.ops import chunk_for, chunks
 from services.reads.gate import ReadGate
 
 MAX_LIST = 200
+
+
+@dataclass(frozen=True)
+class DeadCounts:
+    """Each queue's dead letters now, and why any queue could not be counted."""
+
+    counts: Mapping[str, int]
+    unread: Mapping[str, str]
 
 
 class QueueReads:
@@ -112,16 +125,26 @@ class QueueReads:
 
         return await self.gate.read(("stuck", profile.queue, limit), load)
 
-    async def dead_letters(self, *, queue: str | None = None) -> int:
-        """How many dead letters the queue holds now: one count its status index answers
-        from the dead rows alone (what the periodic sample writes down as ``dead``)."""
-        profile = self.estate.profile(queue)
+    async def dead_letters(self, queues: Sequence[str]) -> DeadCounts:
+        """How many dead letters each of ``queues`` holds now, in one connection: a count
+        each, which the status index answers from the dead rows alone (what the periodic
+        sample writes down as ``dead``). A queue that cannot be read is said to be, with
+        why, and the others are still counted."""
+        profiles = [self.estate.profile(q) for q in queues]
 
-        async def load() -> int:
+        async def load() -> DeadCounts:
+            counts: dict[str, int] = {}
+            unread: dict[str, str] = {}
             async with self.estate.connect() as conn:
-                return await profile.dead_rows(conn)
+                for profile in profiles:
+                    try:
+                        counts[profile.queue] = await profile.dead_rows(conn)
+                    except (QueuebotError, SQLAlchemyError) as exc:
+                        await conn.rollback()  # the next count in a transaction of its own
+                        unread[profile.queue] = _why(exc)
+            return DeadCounts(counts, unread)
 
-        return await self.gate.read(("dead letters", profile.queue), load)
+        return await self.gate.read(("dead letters", tuple(p.queue for p in profiles)), load)
 
     async def list_duplicates(
         self, *, queue: str | None = None, limit: int = 50
@@ -129,6 +152,13 @@ class QueueReads:
         profile = self.estate.profile(queue)
         async with self.estate.connect() as conn:
             return await profile.duplicates(conn, limit=min(limit, MAX_LIST))
+
+
+def _why(exc: Exception) -> str:
+    """Why a queue could not be read, in the database's or queuebot's words."""
+    if isinstance(exc, DBAPIError):
+        return error_line(exc)
+    return str(exc) or type(exc).__name__
 
 
 def _newest_first(row: JobSummary) -> tuple[bool, float]:

@@ -13,11 +13,14 @@ import sqlalchemy as sa
 
 from bot.render_text import render_message
 from services.board import BoardReader, board_message
-from services.config import ApprovalConfig
+from services.config import ApprovalConfig, QueueConfig, default_queues
+from services.estate.estate import Estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
 from services.people import Person
 from services.reads import samples
+from services.reads.gate import ReadGate
+from services.reads.service import QueueReads
 from tests.helpers.people import (
     ALICE,
     ALICE_APPROVER,
@@ -120,7 +123,7 @@ async def test_each_person_sees_what_waits_for_their_approval_and_their_own(shop
 async def test_a_queues_trend_is_against_the_count_of_an_hour_before(shop: Shop) -> None:
     now = shop.clock.now
     clips = shop.estate.profile("clips")
-    dead = await shop.reads.dead_letters(queue="clips")
+    dead = (await shop.reads.dead_letters(["clips"])).counts["clips"]
 
     def clips_row(text: str) -> str:
         return next(line for line in text.splitlines() if line.startswith("clips "))
@@ -184,3 +187,18 @@ async def test_plans_bars_move_and_halts_and_incidents_deadlines_show(shop: Shop
     late = section(await board_text(shop, None), "Open incidents (1)")
     assert f"actors missed (due {owed['actors'].due_at:%H:%M} UTC)" in late
     assert f"operators told at {told_at:%H:%M} UTC" in late
+
+
+async def test_a_queue_that_cannot_be_read_is_said_to_be_and_the_others_counted(
+    shop: Shop,
+) -> None:
+    queues = {"ghost": QueueConfig(profile="worker_queue", table="no_such_table")}
+    estate = Estate(engine=shop.engine, queues={**queues, **default_queues()}, clock=shop.clock)
+    reads = QueueReads(estate, gate=ReadGate(fresh_for=0.0))
+    board = await BoardReader(shop.engine, reads, shop.changes.kinds, shop.clock).board(person=None)
+    ghost, *others = board.queues
+    assert ghost.now is None and ghost.unread
+    assert [q.queue for q in others] == list(default_queues())
+    assert all(q.now is not None and q.now > 0 for q in others)
+    text = render_message(board_message(board))
+    assert "ghost    could not be read: " in text
