@@ -2,22 +2,26 @@
 change requests pending, 10 plans active and 5 incidents open in a database in use.
 
 Builds a scratch PostgreSQL database of its own (``qb_bench_board_<pid>_<random>``,
-dropped at the end), migrated, with two queues as the triage bench fills them
-(``clips``: message_job, ``--rows`` messages, a few % dead-lettered; ``workers``:
-worker_queue, ``--rows`` rows) and their recommended indexes; then fills queuebot's
-tables with SQL as a database in use holds them: ``--history`` decided change requests
-beside the ``--pending`` pending ones (four in five asked by alice, so waiting for bob's
-approval; the rest bob's own; half of alice's with one approval of two), ``--plans``
-active plans (a third of them halted, each with a halt in the audit trail) of
-``--plan-jobs`` jobs each beside ``--history`` / 10 ended plans of 200, ``--incidents``
-open incidents with three audiences each (told, due, missed) beside ``--history`` / 10
-resolved ones, ``--events`` other audit events and fourteen days of each queue's counts
-written down every minute; then VACUUM ANALYZE.
+dropped at the end), migrated, with the queues as the triage bench fills them (``clips``:
+message_job, ``--rows`` messages, a few % dead-lettered; ``workers``: worker_queue,
+``--rows`` rows) and their recommended indexes, and as many queues as plans (one plan per
+queue): ``w3``, ``w4`` ... configured over ``workers``' table, each counted on its own.
+Then it fills queuebot's tables with SQL as a database in use holds them: ``--history``
+decided change requests beside the ``--pending`` pending ones (four in five asked by
+alice, so waiting for bob's approval, the rest bob's own; half of alice's need two
+approvals and have one), ``--plans`` active plans (a third of them halted, each halt in
+the audit trail) of ``--plan-jobs`` jobs each beside ``--history`` / 10 ended plans of
+200, ``--incidents`` open incidents with three audiences each (told, due, missed) beside
+``--history`` / 10 resolved ones, ``--events`` other audit events, and fourteen days of
+each queue's counts written down every minute; then VACUUM ANALYZE.
 
 It times ``BoardReader.board`` for bob and the board's words (``board_message``), one
 after the other as ``/queue board`` runs them, ``--runs`` times after a warm-up, through
-a read gate that keeps nothing (every board counts each queue's dead letters again), and
-prints p50, p95, p99 and max, the statements one board sends and the slowest of them.
+a read gate that keeps nothing (each board counts every queue's dead letters again; serve
+keeps a count for ``[reads] fresh_seconds``), and prints p50, p95, p99 and max, the
+statements one board sends and the slowest of them; and, alternating with the boards, a
+floor: as many bare statements over two connections at once, what the round trips alone
+cost on the machine as it is then (the figures move with its load).
 
 Target: p95 <= 50 ms.
 
@@ -30,8 +34,10 @@ import argparse
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -43,7 +49,7 @@ from bench.kit.scratch import scratch
 from bench.kit.statements import StatementTimer
 from services.board import BoardReader, board_message
 from services.config import QueueConfig
-from services.db import create_engine
+from services.db import create_engine, reading
 from services.db.migrate import upgrade
 from services.estate.estate import Estate
 from services.estate.indexes import recommended_indexes
@@ -218,8 +224,31 @@ async def build(url: str, args: argparse.Namespace) -> None:
     )
 
 
-async def measure(engine: AsyncEngine, args: argparse.Namespace) -> tuple[list[float], int]:
-    """The boards timed, and how many statements one of them sent."""
+@dataclass(frozen=True)
+class Timed:
+    boards: list[float]  # each board, read and worded (seconds)
+    floors: list[float]  # each floor run, alternating with the boards
+    cpu: float  # this process's CPU seconds per board
+    statements: int  # that one board sends
+
+
+async def floor(engine: AsyncEngine, statements: int) -> float:
+    """The board's statements as bare ``SELECT 1``, over two connections at once as the
+    board reads (queuebot's tables beside the queues): what any board's round trips cost
+    on this machine now."""
+
+    async def some(n: int) -> None:
+        async with reading(engine) as conn:
+            for _ in range(n):
+                await conn.execute(sa.text("SELECT 1"))
+
+    started = time.perf_counter()
+    await asyncio.gather(some(statements // 2), some(statements - statements // 2))
+    return time.perf_counter() - started
+
+
+async def measure(engine: AsyncEngine, args: argparse.Namespace) -> Timed:
+    """Boards and floor runs, alternating, after a warm-up."""
     configured = queues(max(args.plans, 2))
     estate = Estate(engine=engine, queues=configured)
     services = wire(engine, configured, estate=estate)
@@ -233,20 +262,27 @@ async def measure(engine: AsyncEngine, args: argparse.Namespace) -> tuple[list[f
         f"his own, {len(board.plans)} active plans, {len(board.incidents)} open incidents, "
         f"{len(board.queues)} queues; {len(board_message(board).blocks)} blocks"
     )
-    for _ in range(WARMUP):
-        board_message(await reader.board(person=BOB))
-    took: list[float] = []
-    for _ in range(args.runs):
-        timer.start_run()
-        started = time.perf_counter()
-        board_message(await reader.board(person=BOB))
-        took.append(time.perf_counter() - started)
-        timer.stop()
+    timer.start_run()
+    board_message(await reader.board(person=BOB))
+    timer.stop()
     statements = len(timer.runs[-1])
-    print(f"statements in one board: {statements}; its slowest:")
+    print(f"statements in one board: {statements}; the slowest of one:")
     for s in timer.slowest(3):
         print(f"  {ms(s.seconds)}  {s.flat(100)}")
-    return took, statements
+    for _ in range(WARMUP):
+        board_message(await reader.board(person=BOB))
+        await floor(engine, statements)
+    boards: list[float] = []
+    floors: list[float] = []
+    cpu = 0.0
+    for _ in range(args.runs):
+        cpu_started = time.process_time()
+        started = time.perf_counter()
+        board_message(await reader.board(person=BOB))
+        boards.append(time.perf_counter() - started)
+        cpu += time.process_time() - cpu_started
+        floors.append(await floor(engine, statements))
+    return Timed(boards, floors, cpu / args.runs, statements)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -255,11 +291,17 @@ async def run(args: argparse.Namespace) -> int:
         await build(url, args)
         engine = create_engine(url)
         try:
-            took, _ = await measure(engine, args)
+            timed = await measure(engine, args)
         finally:
             await engine.dispose()
-    p95 = percentile(took, 0.95) * 1000
-    print(f"board (read and words), {len(took)} runs: {spread(took)}")
+    p95 = percentile(timed.boards, 0.95) * 1000
+    floor95 = percentile(timed.floors, 0.95) * 1000
+    print(f"board (read and words), {len(timed.boards)} runs: {spread(timed.boards)}")
+    print(f"floor ({timed.statements} bare statements, two connections): {spread(timed.floors)}")
+    print(
+        f"board p95 / floor p95: {p95 / floor95:.2f}x; this process's CPU per board "
+        f"{timed.cpu * 1000:.1f} ms"
+    )
     print(f"load average {loadavg()}")
     return judge(
         [(f"p95 {p95:.1f} ms <= {TARGET_P95_MS:.0f} ms", p95 <= TARGET_P95_MS)],

@@ -40,6 +40,7 @@ BENCHES = sorted(
 # A figure each bench prints, as a line of its output shows it.
 FIGURES = {
     "alerts": r"latency per request \(client side\): p50 [\d.]+ ms",
+    "board": r"board \(read and words\), \d+ runs: p50 [\d.]+ ms",
     "discord_first_response": r"first response ms: p50 \d+",
     "housekeep": r"first run +\d+ ms +\d+ statements",
     "metrics": r"scrape within the interval \(cached\): +p50 +[\d.]+ ms",
