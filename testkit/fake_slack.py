@@ -61,7 +61,10 @@ class FakeSlack:
         self.usergroups: dict[str, list[str]] = {}  # group id -> its members' user ids
         self.group_calls: Counter[str] = Counter()  # usergroups.users.list calls, by group
         self._groups_failing: str | None = None  # None: answering; "": HTTP 500; else error
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on a socket whose
+        # proto says TCP, and each connection takes this one's; with Nagle on, every answer
+        # on a kept-alive connection waited ~40 ms for the caller's delayed ACK
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
