@@ -145,3 +145,21 @@ def test_a_member_given_the_role_may_approve_at_once_and_is_named(stack: Stack) 
     _, asked = stack.request()
     assert "from any of: bob, carol" in asked  # within the minute: the event said so
     assert "approved by carol and executed" in stack.approve(number, DISCORD_CAROL)
+
+
+def test_a_large_guild_is_read_page_by_page(stack: Stack) -> None:
+    # 1,500 more members; the 1,200th of them holds the approver role
+    others = {str(200_000_000_000_000_000 + n): [] for n in range(1500)}
+    holder = str(200_000_000_000_000_000 + 1199)
+    others[holder] = [APPROVER_ROLE]
+    stack.fake.member_roles.update(others)
+    stack.fake.member_update(DISCORD_DORA, [])
+    reads = stack.member_reads()
+
+    _, asked = stack.request()
+    assert f"discord:{holder}" in asked  # no [people] entry names the account
+    pages = stack.fake.rest("GET", f"/guilds/{GUILD}/members")[reads:]
+    assert [p.body for p in pages] == [
+        {"limit": "1000"},
+        {"limit": "1000", "after": sorted(stack.fake.member_roles, key=int)[999]},
+    ]
