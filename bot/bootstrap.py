@@ -28,7 +28,7 @@ from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
-from services.changes.eligible import NamedApprovers
+from services.changes.eligible import approvers_of
 from services.changes.execute import Executor
 from services.changes.kinds import Kinds
 from services.changes.model import RequestState
@@ -44,6 +44,7 @@ from services.estate.registry import shipped_profiles
 from services.housekeeping.run import Housekeeper
 from services.housekeeping.webhook import Webhook
 from services.incidents.audiences import reachable_channels
+from services.incidents.authority import Authority
 from services.incidents.service import Incidents
 from services.ledger import STALE, DeliveryLedger
 from services.ledger.acks import ThreadedAcks
@@ -58,7 +59,7 @@ from services.plans.service import Plans
 from services.reads.gate import ReadGate
 from services.reads.jobs import AfterSample
 from services.reads.service import QueueReads
-from services.runbooks import Runbook, RunbookLibrary, library_for, queuebot_role
+from services.runbooks import RunbookLibrary, library_for
 from services.scheduler import Scheduler
 
 log = logging.getLogger("queuebot")
@@ -158,10 +159,6 @@ def wire_services(
     people = directory or Directory([])
     role_names = dict(roles or {})
 
-    def authority(runbook: Runbook) -> list[str]:
-        role = queuebot_role(role_names, runbook.declaration_role)
-        return [p.name for p in people.with_role(role)] if role else []
-
     desk_of_incidents = Incidents(
         engine=state_engine,
         clock=clock,
@@ -169,7 +166,8 @@ def wire_services(
         audit=audit,
         config=incidents or IncidentsConfig(),
         runbook=library.get,
-        authority=authority,
+        # who holds each runbook's authority now, whom reminders and escalations call
+        authority=Authority(directory=people, roles=role_names, standings=standings),
         estate=estate,
         anchors=anchors,
         channels=channels,
@@ -186,10 +184,7 @@ def wire_services(
         kinds=kinds,
         executor=Executor(kinds=kinds, audit=audit, anchors=anchors),
         audit=audit,
-        # who may approve, who owns which queue (services/access; with nobody known, no
-        # command can request a change at all)
-        approvers=standings
-        or (NamedApprovers(people) if directory is not None and directory.names() else None),
+        approvers=approvers_of(standings, directory),
         after_commit=after_commit,
     )
     desk = AlertDesk(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.access_check import access_report, role_holders
 from bot.alertmanager import describe as describe_alerting
 from bot.alertmanager import posted_nowhere, token_warning
 from bot.audit_key import UNKEYED, audit_trail
@@ -75,7 +76,11 @@ async def config_check(config: Config) -> int:
         found.problems.extend(alert_problems)
         found.lines.extend(_runbook_lines(app, config))
         found.problems.extend(audience_problems(app.router.deps.runbooks, config.file))
-        _people(app, config, found)
+        await _people(app, config, found)
+        if app.standings is not None:
+            access = await access_report(app.standings, config)
+            found.lines.extend(access.lines)
+            found.warnings.extend(access.warnings)
         _environment(config, found)
         if current == head:
             trail = audit_trail(config)
@@ -128,16 +133,40 @@ async def _unreadable(conn: AsyncConnection, profile: QueueProfile) -> tuple[str
     return None
 
 
-def _people(app: App, config: Config, found: Findings) -> None:
-    """Who is configured, and whether their changes could be approved."""
+async def _people(app: App, config: Config, found: Findings) -> None:
+    """Who is configured, and whether their changes could be approved: by the people
+    holding the approver role now, under [people] or from its groups."""
     people = config.file.people
-    found.lines.append(f"people: {', '.join(people) or 'none (everyone is read-only)'}")
-    if not people:
+    standings = app.standings
+    grants = standings.grants if standings else {}
+    found.lines.append(
+        f"people: {', '.join(people)}"
+        if people
+        else "people: none under [people]"
+        + (
+            "; roles come from groups alone (docs/access.md)"
+            if grants
+            else " (everyone is read-only)"
+        )
+    )
+    if not people and not grants:
         return
-    approvers = [p.name for p in app.directory.with_role("approver")]
+    if standings is None:
+        approvers = [p.name for p in app.directory.with_role("approver")]
+        requesters = [p.name for p in app.directory.with_role("operator")]
+        unread: list[str] = []
+    else:
+        approvers, unread = await role_holders(standings, config, "approver")
+        requesters, unread_requesters = await role_holders(standings, config, "operator")
+        unread += unread_requesters
+    if unread:  # who approves is not all known here: say so, judge nothing
+        found.lines.append(
+            f"approvers now: {', '.join(approvers) or 'none known'}; not all read "
+            f"({'; '.join(dict.fromkeys(unread))})"
+        )
+        return
     if not approvers:
         found.problems.append("nobody has the approver role: no change could ever be approved")
-    requesters = [p.name for p in app.directory.with_role("operator")]
     short = config_warning(config.file.approval, approvers, requesters)
     if short is not None:
         found.warnings.append(short)
@@ -225,10 +254,14 @@ def _runbook_lines(app: App, config: Config) -> list[str]:
         f"runbooks: {', '.join(r.scenario_id for r in runbooks)} ({len(runbooks) - len(own)} "
         f"shipped, {len(own)} from [runbooks] dir)"
     ]
-    lines += [
-        f"  {r.scenario_id}: declared by {r.declaration_role!r}, which [roles] does not map "
-        "to a queuebot role yet (incidents need it)"
-        for r in runbooks
-        if queuebot_role(config.file.authority_roles(), r.declaration_role) is None
-    ]
+    standings = app.standings
+    for r in runbooks:
+        rota = standings.rota(r.declaration_role, r.declaration_name) if standings else None
+        if rota is not None:
+            lines.append(f"  {r.scenario_id}: declared by whoever holds rota {rota[0]}")
+        elif queuebot_role(config.file.authority_roles(), r.declaration_role) is None:
+            lines.append(
+                f"  {r.scenario_id}: declared by {r.declaration_role!r}, which neither [rotas] "
+                "nor [roles] names yet (incidents need it)"
+            )
     return lines

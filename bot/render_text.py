@@ -9,9 +9,11 @@ MAX_CELL = 160
 
 
 def render_message(message: Message) -> str:
+    """The message as text; whom it calls (``mentions``) by name, on a line before it."""
+    called = [" ".join(m.text() for m in message.mentions)] if message.mentions else []
     if not message.blocks:
-        return message.summary
-    return "\n".join(_block(b) for b in message.blocks).rstrip()
+        return "\n".join([*called, message.summary])
+    return "\n".join([*called, *(_block(b) for b in message.blocks)]).rstrip()
 
 
 def _block(block: Block) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from commands import messages
 from commands.context import Invocation
@@ -10,6 +11,7 @@ from commands.deps import Deps
 from commands.spec import CommandSpec
 from services.config import AccessConfig, rota_key
 from services.errors import PermissionDenied
+from services.people import Person
 from services.runbooks import Runbook, queuebot_role
 
 
@@ -41,39 +43,71 @@ def authorize(
         raise PermissionDenied(messages.missing_role(inv.person, spec.path, spec.role))
 
 
-async def may_declare(runbook: Runbook, inv: Invocation, deps: Deps) -> None:
-    """Raise PermissionDenied unless the person holds the runbook's declaration authority:
-    the rota its authority names (by its role or its name, under [rotas]) when there is
-    one, otherwise the queuebot role [roles] maps the authority to."""
+@dataclass(frozen=True)
+class Refusal:
+    """Why a person does not hold a runbook's declaration authority, and who does."""
+
+    authority: str  # "rota:prod-ops", or the runbook's role ("operations duty officer")
+    who: str  # who holds it now, in a few words
+    unmapped: bool = False  # neither [rotas] nor [roles] names it: nobody holds it
+    rota: bool = False  # the authority is a rota (/incident whois names its holders)
+    notes: tuple[str, ...] = ()  # sources read stale or not read, from the person's standing
+
+    def words(self, act: str, hint: str) -> str:
+        """The refusal of ``act`` ("declare gd:queue-loss", "lead INC-3") in one line,
+        with what to do (``hint``) where somebody holds the authority."""
+        if self.unmapped:
+            return (
+                f"nobody may {act} yet: neither [rotas] nor [roles] names {self.authority!r}; "
+                f'add "{self.authority}" = "duty-officer" under [roles], or a rota of that '
+                "name under [rotas]"
+            )
+        if self.rota:
+            return f"only whoever holds {self.authority} may {act} ({self.who}); {hint}" + "".join(
+                f" {n}." for n in self.notes
+            )
+        return f"only the {self.authority} may {act} ({self.who}); {hint}"
+
+
+async def declaration_refusal(
+    runbook: Runbook, person: Person | None, deps: Deps
+) -> Refusal | None:
+    """None where ``person`` (a standing as ``services/access`` resolves it, or None for
+    nobody known) holds the runbook's declaration authority: the rota its authority names
+    (by its role or its name, under [rotas]) when there is one, otherwise the queuebot
+    role [roles] maps the authority to. Else why not, and who does hold it."""
     standings = deps.standings
     found = (
         standings.rota(runbook.declaration_role, runbook.declaration_name) if standings else None
     )
     if standings is not None and found is not None:
         name, _ = found
-        if inv.person is not None and rota_key(name) in inv.person.rotas:
-            return
+        if person is not None and rota_key(name) in person.rotas:
+            return None
         held = await standings.holders(name)
-        raise PermissionDenied(
-            f"only whoever holds {name} may declare {runbook.scenario_id}"
-            f" ({messages.holders_words(held)}); ask them, or /incident whois {name}"
-            + "".join(f" {n}." for n in (inv.person.notes if inv.person else ()))
-        )
+        notes = person.notes if person else ()
+        return Refusal(name, messages.holders_words(held), rota=True, notes=notes)
     role = queuebot_role(deps.roles, runbook.declaration_role)
     if role is None:
-        raise PermissionDenied(
-            f"nobody may declare {runbook.scenario_id} yet: neither [rotas] nor [roles] "
-            f"names {runbook.declaration_role!r}; add "
-            f'"{runbook.declaration_role}" = "duty-officer" under [roles], or a rota of that '
-            "name under [rotas]"
-        )
-    if inv.person is None or not inv.person.has(role):
-        if standings is not None:
-            holders, _ = await standings.with_role(role)
-        else:
-            holders = [p.name for p in deps.directory.with_role(role)]
-        who = ", ".join(holders) if holders else f"nobody has the {role} role yet"
-        raise PermissionDenied(
-            f"only the {runbook.declaration_role} may declare {runbook.scenario_id} "
-            f"(queuebot role {role}: {who}); ask one of them, or /incident runbooks"
-        )
+        return Refusal(runbook.declaration_role, "", unmapped=True)
+    if person is not None and person.has(role):
+        return None
+    if standings is not None:
+        holders, _ = await standings.with_role(role)
+    else:
+        holders = [p.name for p in deps.directory.with_role(role)]
+    who = ", ".join(holders) if holders else f"nobody has the {role} role yet"
+    return Refusal(runbook.declaration_role, f"queuebot role {role}: {who}")
+
+
+async def may_declare(runbook: Runbook, inv: Invocation, deps: Deps) -> None:
+    """Raise PermissionDenied unless the person holds the runbook's declaration authority."""
+    refusal = await declaration_refusal(runbook, inv.person, deps)
+    if refusal is None:
+        return
+    hint = (
+        f"ask them, or /incident whois {refusal.authority}"
+        if refusal.rota
+        else "ask one of them, or /incident runbooks"
+    )
+    raise PermissionDenied(refusal.words(f"declare {runbook.scenario_id}", hint))

@@ -16,7 +16,7 @@ from services.estate.args_like import ArgsFound
 from services.estate.model import DeadFilter, JobDetail, JobList, Triage
 from services.estate.ops import Selector
 from services.housekeeping.report import RunReport
-from services.incidents.model import Declared, IncidentView
+from services.incidents.model import Declared, IncidentView, Lead
 from services.ledger import Claim
 from services.metrics import Outcome
 from services.outbox import Unshown
@@ -153,6 +153,16 @@ class IncidentService(Protocol):
     ) -> IncidentView: ...
 
     async def resolve(self, *, number: int, actor: Actor) -> IncidentView: ...
+
+    async def hand_over(
+        self,
+        *,
+        number: int,
+        to: Lead,
+        expected: Lead,
+        actor: Actor,
+        basis: Sequence[Mapping[str, Any]] = (),
+    ) -> IncidentView: ...
 
     async def export(self, number: int) -> str: ...
 

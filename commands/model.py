@@ -212,6 +212,22 @@ class Runbooks(Command):
     share: bool = False
 
 
+# -- who is on call ----------------------------------------------------------------------
+
+
+class Oncall(Command):
+    """Who holds each rota now, and each owned queue's teams with their members now."""
+
+    share: bool = False
+
+
+class Whois(Command):
+    """Who holds the rotas now; with a rota's name, that one."""
+
+    rota: str | None = Field(default=None, min_length=1, max_length=80)
+    share: bool = False
+
+
 # -- incidents ---------------------------------------------------------------------------
 
 _INCIDENT_REF = r"^(INC-)?[0-9]{1,9}$"
@@ -244,6 +260,13 @@ class IncidentCommand(Command):
 class Notify(IncidentCommand):
     audience: str = Field(min_length=1, max_length=64)
     text: str | None = Field(default=None, min_length=1, max_length=3000)
+
+
+class HandLead(IncidentCommand):
+    """Hand the incident's lead to ``person``: a [people] name, or a Slack or Discord
+    mention (or account id)."""
+
+    person: str = Field(min_length=1, max_length=100)
 
 
 class IncidentStatus(IncidentCommand):

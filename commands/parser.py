@@ -37,6 +37,11 @@ _SMART_QUOTES = str.maketrans(
 )
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}\Z")
+# a person: a [people] name, a Slack mention <@U…> (<@U…|name> as Slack escapes it) or a
+# Discord one <@123…> (<@!123…>), or such an account's id
+_PERSON = re.compile(
+    r"^(?:@?[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}|<@!?[A-Za-z0-9]{2,40}(?:\|[^<>]{0,80})?>)\Z"
+)
 _PLAN = re.compile(r"^(?:P-?)?([0-9]{1,12})\Z", re.IGNORECASE)
 _REQUEST = re.compile(r"^(?:CR-?)?([0-9]{1,12})\Z", re.IGNORECASE)
 _DURATION = re.compile(r"^(?:[0-9]{1,6}[smhdw])+\Z")
@@ -294,6 +299,12 @@ def _check_positional(spec: CommandSpec, pos: Positional, token: str) -> str:
                 f"{_short(token)!r} is not a change request: write CR-17 (or 17)", usage=spec.usage
             )
         return match.group(1)
+    if pos.kind == "person" and not _PERSON.match(token):
+        raise UsageError(
+            f"{_short(token)!r} is not a person: name one of [people] (bob), or mention them "
+            "(@bob on Slack or Discord)",
+            usage=spec.usage,
+        )
     if pos.kind == "word" and not _WORD.match(token):
         raise UsageError(f"{_short(token)!r} is not a valid {pos.metavar}", usage=spec.usage)
     return token

@@ -10,7 +10,7 @@ from commands.auth import authorize
 from commands.catalog import spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.handlers import changes, housekeeping, incidents, queue_read, runbooks
+from commands.handlers import changes, housekeeping, incidents, lead, oncall, queue_read, runbooks
 from commands.messages import with_notes, with_renamed_flags
 from commands.model import (
     Approve,
@@ -20,11 +20,13 @@ from commands.model import (
     Dlq,
     Export,
     Halt,
+    HandLead,
     Help,
     Housekeep,
     IncidentStatus,
     IncidentTimeline,
     Notify,
+    Oncall,
     Pending,
     Redrive,
     Reject,
@@ -39,6 +41,7 @@ from commands.model import (
     Stuck,
     Triage,
     Validate,
+    Whois,
 )
 from commands.parser import Parsed, read, read_line
 from commands.reply import Reply
@@ -51,6 +54,7 @@ Handler = Callable[[Any, Invocation, Deps], Awaitable[Reply]]
 HANDLERS: dict[type[Command], Handler] = {
     Declare: incidents.handle_declare,
     Notify: incidents.handle_notify,
+    HandLead: lead.handle_lead,
     IncidentStatus: incidents.handle_status,
     IncidentTimeline: incidents.handle_timeline,
     StepDone: incidents.handle_step,
@@ -73,6 +77,8 @@ HANDLERS: dict[type[Command], Handler] = {
     Resume: changes.handle_resume,
     Rollback: changes.handle_rollback,
     Runbooks: runbooks.handle_runbooks,
+    Oncall: oncall.handle_oncall,
+    Whois: oncall.handle_whois,
     Housekeep: housekeeping.handle_housekeep,
 }
 
@@ -118,7 +124,10 @@ class Router:
     async def _authorized(self, spec: CommandSpec, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
         standings = self.deps.standings
-        if standings is not None:  # roles, teams and rotas as the groups hold them now
+        # roles, teams and rotas as the groups hold them now; a read any known person may
+        # run waits for no group (an unknown account may be made known by one). A command
+        # whose own authority decides (declare, lead: a rota) is no read.
+        if standings is not None and (not spec.read_only or inv.person is None):
             inv = replace(
                 inv,
                 person=await standings.standing(
@@ -139,6 +148,7 @@ class Router:
         reply = await HANDLERS[type(command)](command, inv, self.deps)
         if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
             self.deps.reads.forget_recent()
-            if inv.person is not None and inv.person.notes:
-                reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
+        if not spec.read_only and inv.person is not None and inv.person.notes:
+            # it rested on a group read stale, or one not read: the reply says which
+            reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
         return replace(reply, ephemeral=False) if shares else reply

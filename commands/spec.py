@@ -44,7 +44,8 @@ class Flag:
 class Positional:
     field: str
     metavar: str
-    kind: Literal["id", "word", "text", "request", "plan"] = "id"
+    # person: a [people] name, or a Slack or Discord mention such as <@U0123ABCD>
+    kind: Literal["id", "word", "text", "request", "plan", "person"] = "id"
     many: bool = False
     required: bool = True
 

@@ -45,11 +45,13 @@ RUNTIME: tuple[tuple[str, str, str | None], ...] = (
     ),
     ("qb_queue_samples", "SELECT, INSERT, DELETE", "qb_queue_samples_id_seq"),
     # an incident, a communication and a step change state as the work goes (an incident
-    # stops holding redrives when its restore step is done); the states are held to the
-    # incident's events by audit verify, the rest is never updated
+    # stops holding redrives when its restore step is done, its lead is handed over); the
+    # states and the lead are held to the incident's events by audit verify, the rest is
+    # never updated
     (
         "qb_incidents",
-        "SELECT, INSERT, UPDATE (state, resolved_at, thread, blocks_redrive)",
+        "SELECT, INSERT, UPDATE (state, resolved_at, thread, blocks_redrive, lead, "
+        "lead_platform, lead_account)",
         "qb_incidents_id_seq",
     ),
     (

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 import discord
 
 from bot.discord.buttons import view_for
-from bot.discord.render import ATTACHMENT, render
+from bot.discord.render import ATTACHMENT, Rendered, render
 from services.errors import Unavailable
 from services.message import Message
 from services.notify import ChannelRef, MessageRef
@@ -26,6 +26,19 @@ from services.notify import ChannelRef, MessageRef
 log = logging.getLogger("queuebot.discord")
 THREAD_NAME = 100  # characters of a thread's name at most
 ALREADY_A_THREAD = 160004  # Discord: "A thread has already been created for this message"
+
+
+def allowed(rendered: Rendered) -> discord.AllowedMentions:
+    """Who a post may ping: the people and roles its own mentions call, nobody else
+    (never @everyone or @here, whatever its text holds)."""
+    if not (rendered.users or rendered.roles):
+        return discord.AllowedMentions.none()
+    return discord.AllowedMentions(
+        everyone=False,
+        users=[discord.Object(id=int(u)) for u in rendered.users] or False,
+        roles=[discord.Object(id=int(r)) for r in rendered.roles] or False,
+        replied_user=False,
+    )
 
 
 class DiscordNotifier:
@@ -85,7 +98,7 @@ class DiscordNotifier:
             else []
         )
         where = client.get_partial_messageable(int(target))
-        quiet = discord.AllowedMentions.none()
+        quiet = allowed(rendered)
         try:
             if view is not None:
                 sent = await where.send(

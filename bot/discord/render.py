@@ -12,8 +12,10 @@ typed, its address visible), and every mention Discord would read (``@everyone``
 ``@here``, ``<@id>``, ``<@&role>``, ``<#channel>``) is broken with a zero-width space,
 in code too, so it shows as typed and links nowhere; and every message goes out with
 allowed_mentions none besides (bot/discord/client.py), so nothing pings even where text
-slipped through. The only mention queuebot makes is its own, of the person an answer is
-for, allowed for that person alone (bot/discord/interactions.py).
+slipped through. The only mentions queuebot makes are its own: of the person an answer
+is for, allowed for that person alone (bot/discord/interactions.py), and of those a post
+calls (``Message.mentions``: an incident's lead, a rota's role), on a line of their own
+before the text and allowed for them alone (``Rendered.users``, ``Rendered.roles``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ import re
 from dataclasses import dataclass
 
 from bot.render_text import render_message, table_text
-from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
+from services.message import (
+    Actions,
+    Block,
+    Button,
+    Fields,
+    Heading,
+    Mention,
+    Message,
+    Table,
+    Text,
+)
 
 MAX_CONTENT = 2000
 MAX_ROWS = 5
@@ -37,6 +49,8 @@ class Rendered:
     content: str
     buttons: tuple[Button, ...] = ()
     attachment: bytes | None = None  # the whole answer, when the content could not hold it
+    users: tuple[str, ...] = ()  # the user ids its mentions may ping
+    roles: tuple[str, ...] = ()  # the role ids its mentions may ping
 
 
 # Discord's markdown outside code: emphasis, spoilers, code, escapes, the brackets of a
@@ -122,16 +136,26 @@ def usable_buttons(blocks: tuple[Block, ...]) -> tuple[Button, ...]:
     return tuple(found[: MAX_ROWS * MAX_PER_ROW])
 
 
+def _called(mentions: tuple[Mention, ...]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """The line of mentions (by name where one has no Discord id), and the user and role
+    ids it may ping."""
+    shown = [m.on("discord") or unmention(plain(m.text())) for m in mentions]
+    users = tuple(m.discord for m in mentions if m.discord and m.on("discord") and not m.group)
+    roles = tuple(m.discord for m in mentions if m.discord and m.on("discord") and m.group)
+    return (" ".join(shown) + "\n" if shown else ""), users, roles
+
+
 def render(message: Message) -> Rendered:
     parts = [t for t in (block_text(b) for b in message.blocks) if t]
-    content = unmention("\n".join(parts) if parts else plain(message.summary))
+    called, users, roles = _called(message.mentions)
+    content = called + unmention("\n".join(parts) if parts else plain(message.summary))
     buttons = usable_buttons(message.blocks)
     if len(content) <= MAX_CONTENT:
-        return Rendered(content or "(empty)", buttons)
+        return Rendered(content or "(empty)", buttons, users=users, roles=roles)
     note = f"\n… the full answer is attached ({ATTACHMENT})"
     head = _first_lines(content, MAX_CONTENT - len(note) - 8)
     full = render_message(message).encode()
-    return Rendered(head + note, buttons, attachment=full)
+    return Rendered(head + note, buttons, attachment=full, users=users, roles=roles)
 
 
 def _first_lines(content: str, budget: int) -> str:

@@ -77,7 +77,8 @@ def discord_link(config: Config, app: App) -> DiscordLink | None:
     )
     guild = config.file.discord.guild
     # Discord roles named under [rotas], [roles] or [teams]: read with the guild's members
-    membership = app.standings.membership if app.standings and discord_roles(config) else None
+    wanted = config.file.discord.read_members and discord_roles(config)
+    membership = app.standings.membership if app.standings and wanted else None
     client = QueuebotClient(
         wiring,
         choices=choices_for(app),

@@ -7,6 +7,10 @@ never reads as markup). Slack's limits shape it: at most 50 blocks, 3,000 charac
 section's text, 150 in a header, 10 fields of 2,000 each, 75 in a button's label. Tables
 become preformatted text, cut with a note of how much was left out rather than rejected
 by Slack.
+
+The only mentions queuebot makes are those a post calls (``Message.mentions``: an
+incident's lead, a rota's user group), built from ids alone (``Mention.on``), on a line
+of their own before the rest.
 """
 
 from __future__ import annotations
@@ -87,8 +91,16 @@ def block(b: Block) -> dict[str, Any]:
     raise TypeError(f"unknown block {b!r}")
 
 
+def called(message: Message) -> str:
+    """The line of those the message calls: each by their Slack mention, or by name
+    (escaped) where they have no Slack id."""
+    return " ".join(m.on("slack") or _escape(m.text()) for m in message.mentions)
+
+
 def blocks(message: Message) -> list[dict[str, Any]]:
     rendered = [block(b) for b in message.blocks]
+    if message.mentions:
+        rendered.insert(0, _section(called(message)))
     if len(rendered) > MAX_BLOCKS:
         actions = [b for b in rendered if b["type"] == "actions"]
         keep = MAX_BLOCKS - 1 - len(actions)
@@ -107,5 +119,7 @@ def fallback_text(message: Message) -> str:
     """The ``text`` Slack shows in notifications and where blocks cannot be shown, escaped
     as the blocks are: Slack reads ``text`` as mrkdwn too, so an alert label, an incident
     summary or a notify text holding ``<!channel>``, ``<@U…>`` or ``<https://…|click>``
-    is shown as typed, never turned into a mention or a disguised link."""
-    return _escape(_cut(message.summary or render_message(message), MAX_FALLBACK))
+    is shown as typed, never turned into a mention or a disguised link; only those the
+    message calls are mentioned, before it."""
+    text = _escape(_cut(message.summary or render_message(message), MAX_FALLBACK))
+    return f"{called(message)} {text}" if message.mentions else text

@@ -7,6 +7,7 @@ from commands.catalog.flags import INCIDENT_FLAG, QUEUE_FLAG, SHARE_FLAG
 from commands.model import (
     Declare,
     Export,
+    HandLead,
     Help,
     IncidentStatus,
     IncidentTimeline,
@@ -15,6 +16,7 @@ from commands.model import (
     Runbooks,
     StepDone,
     Validate,
+    Whois,
 )
 from commands.spec import CommandSpec, Flag, Positional
 
@@ -39,6 +41,17 @@ INCIDENT: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "incident",
+        "whois",
+        Whois,
+        "who holds each rota now, from its source (a Slack user group, a Discord role or a "
+        "schedule, with until when and who is next); name a rota to see one",
+        positionals=(Positional("rota", '"ROTA"', kind="text", required=False),),
+        flags=(SHARE_FLAG,),
+        note='a rota\'s name with spaces goes in double quotes: /incident whois "duty officer"',
+        example="/incident whois rota:prod-ops",
+    ),
+    CommandSpec(
+        "incident",
         "declare",
         Declare,
         "declare an incident: open its thread, post the runbook's checklist, start the "
@@ -51,6 +64,19 @@ INCIDENT: tuple[CommandSpec, ...] = (
         example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
         note="only people holding the runbook's declaration authority may declare "
         "(/incident runbooks shows who)",
+        changes=True,
+    ),
+    CommandSpec(
+        "incident",
+        "lead",
+        HandLead,
+        "hand the incident's lead to PERSON: reminders and escalations call them from now on",
+        positionals=(Positional("person", "PERSON", kind="person"),),
+        flags=(INCIDENT_FLAG,),
+        example="/incident lead bob --incident INC-3",
+        note="PERSON is a name of [people] or a mention (@bob on Slack or Discord); the lead "
+        "hands it over, or PERSON takes it, and PERSON must hold the runbook's declaration "
+        "authority (with no known lead, anyone who holds it may hand it)",
         changes=True,
     ),
     CommandSpec(

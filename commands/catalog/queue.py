@@ -1,6 +1,6 @@
-"""The ``/queue`` commands: the reads (triage, one job, dead letters, stuck rows), then
-the changes (requeue, cancel, redrive and its staged plans, housekeeping) and their
-approvals, in the order help lists them."""
+"""The ``/queue`` commands: the reads (triage, one job, dead letters, stuck rows, who is
+on call), then the changes (requeue, cancel, redrive and its staged plans, housekeeping)
+and their approvals, in the order help lists them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from commands.model import (
     Halt,
     Help,
     Housekeep,
+    Oncall,
     Pending,
     Redrive,
     Reject,
@@ -142,6 +143,16 @@ QUEUE: tuple[CommandSpec, ...] = (
             QUEUE_FLAG,
             SHARE_FLAG,
         ),
+    ),
+    CommandSpec(
+        "queue",
+        "oncall",
+        Oncall,
+        "who is on call now: each rota's holders (a schedule's until when, and who is "
+        "next), and each owned queue's teams with their members",
+        flags=(SHARE_FLAG,),
+        note="/incident whois ROTA shows one rota in full, with what holding it gives",
+        example="/queue oncall",
     ),
     CommandSpec(
         "queue",

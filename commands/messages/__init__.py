@@ -7,7 +7,7 @@ Kept in one module so wording stays consistent and reviewable (as bolt-python ke
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from commands.catalog import CATALOG, find_spec, group_specs
@@ -410,5 +410,5 @@ def holders_words(held: Holders | None) -> str:
     stale = " (as last read; the source is not answering)" if held.stale else ""
     if held.until is not None:
         nxt = f", then {held.next}" if held.next else ""
-        return f"now: {now}, until {held.until:%Y-%m-%d %H:%M} UTC{nxt}"
+        return f"now: {now}, until {held.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC{nxt}"
     return f"now: {now}{stale}"

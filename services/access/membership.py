@@ -76,12 +76,14 @@ class Membership:
         fresh_for: timedelta = FRESH_FOR,
         stale_for: timedelta = STALE_FOR,
         retry_after: timedelta = timedelta(seconds=5),
+        read_within: timedelta = timedelta(seconds=5),
     ) -> None:
         self.readers = dict(readers)
         self.clock = clock
         self.fresh_for = fresh_for
         self.stale_for = stale_for
         self.retry_after = retry_after  # a failed source is asked again at most this often
+        self.read_within = read_within  # a platform slower than this counts as failing
         self.calls: Counter[Source] = Counter()  # platform calls made, by source
         self._kept: dict[Source, _Kept] = {}
         self._locks: dict[Source, asyncio.Lock] = {}
@@ -153,10 +155,15 @@ class Membership:
             return self._stale(source, kept, now)
         self.calls[source] += 1
         try:
-            members = await reader.members(source)
+            async with asyncio.timeout(self.read_within.total_seconds()):
+                members = await reader.members(source)
         except Exception as exc:  # any failure of the platform: stale, then refused
             kept.failed_at = now
-            kept.failure = _failure(exc)
+            kept.failure = (
+                f"it did not answer within {self.read_within.total_seconds():g} s"
+                if isinstance(exc, TimeoutError)
+                else _failure(exc)
+            )
             kept.asked_again = False
             log.warning("could not read %s: %s", source.label(), kept.failure)
             return self._stale(source, kept, now)
@@ -169,7 +176,11 @@ class Membership:
 def _no_reader(source: Source) -> str:
     if source.platform == "slack":
         return "SLACK_BOT_TOKEN is not set"
-    return "Discord is not connected (DISCORD_BOT_TOKEN and [discord] guild)"
+    return (
+        "queuebot does not read Discord's members: it needs DISCORD_BOT_TOKEN, [discord] "
+        "guild and read_members = true, with the Server Members intent enabled; a command "
+        "made on Discord still carries its member's roles"
+    )
 
 
 def _failure(exc: Exception) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from services.access.membership import Membership, Read, SourceUnavailable
 from services.access.schedule import shift
@@ -80,6 +80,11 @@ class Standings:
         self.owners = {name: tuple(q.owners) for name, q in file.queue_map().items()}
 
     # -- names -------------------------------------------------------------------------
+
+    def names_anyone(self) -> bool:
+        """Whether anyone could hold a role: [people], a role grant or a rota is configured
+        (with nobody, no command can request a change, and nothing is checked of approvals)."""
+        return bool(self.directory.names() or self.grants or self.rotas)
 
     def rota(self, *names: str) -> tuple[str, RotaConfig] | None:
         """The rota any of ``names`` (a runbook authority's role or name) resolves to."""
@@ -169,13 +174,9 @@ class Standings:
             now = self.clock()
             on = shift(rota.schedule, now)
             if on.primary == who.name:
-                found.grounds.append(
-                    Grounds(
-                        gives,
-                        f"schedule of {name}, on shift until {on.until:%Y-%m-%d %H:%M} UTC",
-                        now,
-                    )
-                )
+                until = f"{on.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+                said = f"schedule of {name}, on shift until {until}"
+                found.grounds.append(Grounds(gives, said, now))
                 return True
             return False
         source = rota_source(rota)

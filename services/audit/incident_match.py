@@ -3,10 +3,11 @@ change for its normal work (an incident's state, a communication's state, a time
 schedule) must still say what the trail says happened.
 
 - each incident: its ``incident.declared`` event, with the same summary, scenario, queue
-  and lead; resolved exactly when the trail has its ``incident.resolved``; and where the
-  declaration records the restore step it holds redrives until (``blocks_redrives_until``,
-  written since this check exists), holding them exactly until the trail has that step's
-  ``incident.restore_done``;
+  and lead (its declarer, the person and the account, until an ``incident.lead_changed``
+  hands it over: then the last one's ``to``); resolved exactly when the trail has its
+  ``incident.resolved``; and where the declaration records the restore step it holds
+  redrives until (``blocks_redrives_until``, written since this check exists), holding
+  them exactly until the trail has that step's ``incident.restore_done``;
 - each communication (``qb_incident_obligations``): met when the trail's first word on
   its audience is an ``incident.notified`` in time, missed when it is a late one or an
   ``incident.deadline_missed``, pending while there is neither; and where the declaration
@@ -82,12 +83,15 @@ class _Said:
     scenario: object
     queue: str | None
     lead: str | None
+    lead_platform: str | None
+    lead_account: str | None
     recorded: list[dict[str, Any]] | None  # the declaration's communications, if recorded
     # whether the declaration records the restore step it holds redrives until, and which
     hold_recorded: bool = False
     holds_until: str | None = None
     restored: set[str] = field(default_factory=set)  # restore steps the trail says are done
     resolved: bool = False
+    lead_event: str | None = None  # the last event that handed the lead over
     decided: dict[str, tuple[str, str]] = field(default_factory=dict)  # audience -> state, why
 
 
@@ -110,6 +114,8 @@ class IncidentRecords:
                 _incidents.c.scenario,
                 _incidents.c.queue,
                 _incidents.c.lead,
+                _incidents.c.lead_platform,
+                _incidents.c.lead_account,
                 _incidents.c.blocks_redrive,
             ).order_by(_incidents.c.id)
         ):
@@ -157,6 +163,8 @@ class IncidentRecords:
                 scenario=details.get("scenario"),
                 queue=row["queue"],
                 lead=row["actor_person"],
+                lead_platform=row["actor_platform"],
+                lead_account=row["actor_account"],
                 recorded=recorded if isinstance(recorded, list) else None,
                 hold_recorded="blocks_redrives_until" in details,
                 holds_until=str(until) if until else None,
@@ -167,6 +175,14 @@ class IncidentRecords:
             return  # an event of an incident the trail never declared: reported by its row
         if action == "incident.resolved":
             said.resolved = True
+        elif action == "incident.lead_changed":
+            details = loads(row["details"])
+            to = details.get("to") if isinstance(details, dict) else None
+            if isinstance(to, dict):
+                said.lead = to.get("person")
+                said.lead_platform = to.get("platform")
+                said.lead_account = to.get("account")
+                said.lead_event = f"incident.lead_changed event {row['id']}"
         elif action == "incident.restore_done":
             details = loads(row["details"])
             if isinstance(details, dict) and isinstance(details.get("step"), str):
@@ -212,16 +228,18 @@ class IncidentRecords:
             found.append(
                 f"{where}: state is {_shown(row['state'])} but the trail says {state!r} ({why})"
             )
-        for column, trail in (
-            ("summary", said.summary),
-            ("scenario", said.scenario),
-            ("queue", said.queue),
-            ("lead", said.lead),
+        declared = f"its incident.declared event {said.event}"
+        for column, trail, by in (
+            ("summary", said.summary, declared),
+            ("scenario", said.scenario, declared),
+            ("queue", said.queue, declared),
+            ("lead", said.lead, said.lead_event or declared),
+            ("lead_platform", said.lead_platform, said.lead_event or declared),
+            ("lead_account", said.lead_account, said.lead_event or declared),
         ):
             if row[column] != trail:
                 found.append(
-                    f"{where}: {column} is {_shown(row[column])} but its incident.declared "
-                    f"event {said.event} says {_shown(trail)}"
+                    f"{where}: {column} is {_shown(row[column])} but {by} says {_shown(trail)}"
                 )
         if said.hold_recorded:
             until = said.holds_until

@@ -38,6 +38,10 @@ class Eligibility(Protocol):
         """Everyone in any of ``teams`` now, by name."""
         ...
 
+    def names_anyone(self) -> bool:
+        """Whether anyone could hold a role here."""
+        ...
+
 
 class OwnerApprovalNeeded(PermissionDenied):
     """The approval would complete a change to an owned queue no owner has approved."""
@@ -59,6 +63,15 @@ class OwnerApprovalNeeded(PermissionDenied):
         return OwnerApprovalNeeded(number=self.number, queue=self.queue, teams=self.teams, who=who)
 
 
+def approvers_of(who: Eligibility | None, people: Directory | None) -> Eligibility | None:
+    """Who may approve, and who owns which queue: ``who`` (services/access) where it
+    knows anyone, [people] alone where only they are known; None where nobody is (no
+    command can then request a change, and nothing is checked of approvals)."""
+    if who is not None and who.names_anyone():
+        return who
+    return NamedApprovers(people) if people is not None and people.names() else None
+
+
 class NamedApprovers:
     """Who may approve where only [people] says (no groups, no owners): services wired
     without ``services/access``, as a test's or a bench's are."""
@@ -74,6 +87,9 @@ class NamedApprovers:
 
     async def owner_names(self, teams: Sequence[str]) -> list[str]:
         return []
+
+    def names_anyone(self) -> bool:
+        return bool(self.people.names())
 
 
 async def owners_line(who: Eligibility | None, queue: str | None, requester: str) -> str | None:

@@ -26,9 +26,7 @@ def every(value: str) -> timedelta:
     """``"7d"`` -> seven days: a number (1-9999) and h, d or w."""
     found = _EVERY.match(value.strip())
     if found is None:
-        raise ValueError(
-            f'every = {value!r}: expected a number and h, d or w, such as "7d" (a week) or "12h"'
-        )
+        raise ValueError('expected a number and h, d or w, such as "7d" (a week) or "12h"')
     return int(found.group(1)) * _UNIT[found.group(2)]
 
 

@@ -146,7 +146,7 @@ class FileConfig(Strict):
             for person in rota.schedule.people if rota.schedule else []:
                 if person not in self.people:
                     raise ValueError(
-                        f"rotas.{rota_name!r}.schedule.people: {person!r} is not under "
+                        f"rotas.{rota_name}.schedule.people: {person!r} is not under "
                         f"[people]; add [people.{person}] with their slack or discord id"
                     )
         for queue, cfg in self.queue_map().items():

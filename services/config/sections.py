@@ -295,9 +295,13 @@ class SlackConfig(Strict):
 class DiscordConfig(Strict):
     """Discord's app commands: registered to one guild (a server's id, they appear at
     once) when ``guild`` is set, otherwise globally (Discord may take up to an hour to
-    show them everywhere)."""
+    show them everywhere). ``read_members``: see below."""
 
     guild: Snowflake | None = None
+    # read the guild's members to say who holds a Discord role (a rota's holders, who may
+    # approve): needs the privileged Server Members intent, which Discord refuses the
+    # gateway without, so it is asked for only when this is set (docs/access.md)
+    read_members: bool = False
 
 
 class MetricsConfig(Strict):

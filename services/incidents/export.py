@@ -16,7 +16,7 @@ from services.db.tables import Approval, ChangeRequest
 from services.incidents import housekeeping_changes, store
 from services.incidents.confirm import how_validated
 from services.incidents.messages import duration
-from services.incidents.model import IncidentView
+from services.incidents.model import IncidentView, Lead
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
 APPROVALS = cast(sa.Table, Approval.__table__)
@@ -36,7 +36,7 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
     lines += [
         f"- Scenario: {view.scenario} (runbook {view.runbook})",
         f"- Queue: {view.queue or '-'}",
-        f"- Lead: {view.lead or '-'}",
+        f"- Lead: {Lead.of(view).shown()}",
         f"- Fault: {f'{view.fault_at:%Y-%m-%d %H:%M:%S} UTC' if view.fault_at else 'not known'}",
         f"- Declared: {view.declared_at:%Y-%m-%d %H:%M:%S} UTC"
         + (
@@ -46,6 +46,7 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
         ),
     ]
     lines += await _resolution(conn, view)
+    lines += ["", "## Lead", "", *leads(view)]
     lines += ["", "## Communications", "", "| audience | within | due | state | told after |"]
     lines.append("|---|---|---|---|---|")
     for o in view.obligations:
@@ -107,6 +108,31 @@ async def postmortem(conn: AsyncConnection, number: int) -> str:
             f"| {_when(entry.at)} | {entry.kind} | {entry.actor or '-'} | {_cell(entry.text)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def leads(view: IncidentView) -> list[str]:
+    """Who led when: the declarer from the declaration, then each handoff (the timeline's
+    ``lead`` lines) from its time, each until the next one, the resolution or now."""
+    ordered = sorted(view.timeline, key=lambda e: e.at)
+    declared = next((e for e in ordered if e.kind == "declared"), None)
+    handoffs = [e for e in ordered if e.kind == "lead"]
+    first = declared.actor if declared is not None and declared.actor else None
+    spans: list[tuple[datetime, str]] = [
+        (view.declared_at, f"{first or 'the declarer'} (declared it)")
+    ]
+    spans += [(e.at, e.text) for e in handoffs]
+    out: list[str] = []
+    for n, (start, what) in enumerate(spans):
+        if n + 1 < len(spans):
+            end = f"until {_when(spans[n + 1][0])}"
+        elif view.resolved_at is not None:
+            end = f"until the resolution at {_when(view.resolved_at)}"
+        else:
+            end = "still leading"
+        out.append(f"- from {_when(start)}: {what}; {end}")
+    if not handoffs:
+        out.append(f"- the lead was never handed over: {Lead.of(view).shown()} led it throughout")
+    return out
 
 
 async def _resolution(conn: AsyncConnection, view: IncidentView) -> list[str]:

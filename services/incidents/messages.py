@@ -11,8 +11,9 @@ from services.audit import Actor
 from services.changes.model import ChangeView, Executed
 from services.changes.words import KindWords
 from services.config import ApprovalConfig
+from services.incidents.authority import Held, called
 from services.incidents.model import IncidentView, ObligationView, Override, number_text
-from services.message import Actions, Block, Button, Fields, Heading, Message, Table, Text
+from services.message import Actions, Block, Button, Fields, Heading, Mention, Message, Table, Text
 from services.runbooks import Runbook
 
 
@@ -133,7 +134,14 @@ def notified(
     )
 
 
-def reminder(view: IncidentView, obligation: ObligationView, now: datetime, draft: bool) -> Message:
+def reminder(
+    view: IncidentView,
+    obligation: ObligationView,
+    now: datetime,
+    draft: bool,
+    lead: Mention | None = None,
+) -> Message:
+    """To the lead (``lead``: called by their mention), in the thread."""
     left = obligation.due_at - now
     how = (
         f"/incident notify {obligation.audience} --incident {view.name} sends the runbook's draft"
@@ -158,13 +166,24 @@ def reminder(view: IncidentView, obligation: ObligationView, now: datetime, draf
                 )
             )
         )
-    return Message(summary=f"{view.name}: tell the {obligation.audience}", blocks=tuple(blocks))
+    return Message(
+        summary=f"{view.name}: tell the {obligation.audience}",
+        blocks=tuple(blocks),
+        mentions=called(lead),
+    )
 
 
 def escalation(
-    view: IncidentView, obligation: ObligationView, authority: str, holders: Sequence[str]
+    view: IncidentView,
+    obligation: ObligationView,
+    authority: str,
+    held: Held,
+    lead: Mention | None = None,
 ) -> Message:
-    who = f"{authority} ({', '.join(holders)})" if holders else authority
+    """To the declaration authority: the lead and the authority's secondary called by
+    their mentions (a schedule's next one on shift, a group rota's group)."""
+    who = f"{authority} ({', '.join(held.names)})" if held.names else authority
+    secondary = f" Secondary: {held.secondary_words}." if held.secondary_words else ""
     return Message(
         summary=f"{view.name}: the {obligation.audience} were not told in time",
         blocks=(
@@ -173,9 +192,19 @@ def escalation(
                 f"{who}: the runbook asks that the {obligation.audience} be told within "
                 f"{duration(obligation.within)} of the declaration "
                 f"({obligation.due_at:%H:%M:%S} UTC). "
-                f"Nobody has. Lead: {view.lead or '-'}. Incident: {view.summary}"
+                f"Nobody has. Lead: {view.lead or '-'}.{secondary} Incident: {view.summary}"
             ),
         ),
+        mentions=called(lead, held.secondary),
+    )
+
+
+def lead_changed(view: IncidentView, said: str, lead: Mention | None) -> Message:
+    """In the thread: who leads now (called by their mention)."""
+    return Message(
+        summary=f"{view.name}: {said}",
+        blocks=(Text(f"🧭 {said}. They lead {view.name} now: reminders go to them."),),
+        mentions=called(lead),
     )
 
 

@@ -82,6 +82,9 @@ class IncidentView:
     blocks_redrive_until: str | None = None
     blocks_redrive: bool = False
     obligations: tuple[ObligationView, ...] = ()
+    # where the lead acts: the platform and its account (their mention there)
+    lead_platform: str | None = None
+    lead_account: str | None = None
     steps: tuple[StepView, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()
     drafts: dict[str, str] = field(default_factory=dict)
@@ -116,6 +119,39 @@ class IncidentView:
         if not items or any(s.state != "done" or s.done_at is None for s in items):
             return None
         return max(s.done_at for s in items if s.done_at is not None)
+
+
+@dataclass(frozen=True)
+class Lead:
+    """Who leads an incident: their name as queuebot knows them ([people] name, or
+    ``platform:account``) and the account they lead from."""
+
+    name: str | None
+    platform: str | None
+    account: str | None
+
+    @classmethod
+    def of(cls, view: IncidentView) -> Lead:
+        return cls(view.lead, view.lead_platform, view.lead_account)
+
+    @property
+    def known(self) -> bool:
+        return self.name is not None or self.account is not None
+
+    def same(self, other: Lead) -> bool:
+        """The same person: the same name, or the same account on the same platform."""
+        if self.name is not None and self.name == other.name:
+            return True
+        return self.account is not None and (self.platform, self.account) == (
+            other.platform,
+            other.account,
+        )
+
+    def shown(self) -> str:
+        return self.name or (f"{self.platform}:{self.account}" if self.account else "nobody")
+
+    def jsonable(self) -> dict[str, str | None]:
+        return {"person": self.name, "platform": self.platform, "account": self.account}
 
 
 @dataclass(frozen=True)

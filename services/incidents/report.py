@@ -4,7 +4,7 @@ validation) and its timeline."""
 from __future__ import annotations
 
 from services.incidents.messages import duration
-from services.incidents.model import IncidentView
+from services.incidents.model import IncidentView, Lead
 from services.message import Block, Fields, Heading, Message, Table
 
 
@@ -12,7 +12,7 @@ def status_message(view: IncidentView) -> Message:
     facts = [
         ("State", view.state),
         ("Scenario", view.scenario),
-        ("Lead", view.lead or "-"),
+        ("Lead", _lead(view)),
         ("Declared", f"{view.declared_at:%Y-%m-%d %H:%M:%S} UTC"),
         ("Fault", f"{view.fault_at:%H:%M:%S} UTC" if view.fault_at else "not known"),
     ]
@@ -73,6 +73,15 @@ def redrives(view: IncidentView) -> str | None:
     if step.state == "done":
         return f"may run again (step {number}, {step.name}, is done)"
     return "not held: the incident is resolved"
+
+
+def _lead(view: IncidentView) -> str:
+    """Who leads it, and since when where the lead was handed over."""
+    handoffs = [e for e in view.timeline if e.kind == "lead"]
+    lead = Lead.of(view).shown()
+    if not handoffs:
+        return lead
+    return f"{lead} (since {max(e.at for e in handoffs):%H:%M:%S} UTC)"
 
 
 def _done(state: str, by: str | None) -> str:

@@ -24,10 +24,11 @@ from services.config.incidents import IncidentsConfig
 from services.db import reading, transaction
 from services.errors import Conflict, NotFound, UsageError
 from services.estate.estate import Estate
-from services.incidents import messages, obligations, store, telling, timeline, timers
+from services.incidents import lead, messages, obligations, store, telling, timeline, timers
 from services.incidents.audiences import Reach
+from services.incidents.authority import Authority
 from services.incidents.export import postmortem
-from services.incidents.model import Declared, IncidentView, number_text, who
+from services.incidents.model import Declared, IncidentView, Lead, number_text, who
 from services.incidents.publish import INCIDENT_POST, anchor, post_item, queue_post
 from services.incidents.resolution import Resolution
 from services.incidents.timers import Timers
@@ -46,14 +47,15 @@ class Incidents:
         audit: AuditTrail,
         config: IncidentsConfig,
         runbook: Callable[[str], Runbook],
-        authority: Callable[[Runbook], Sequence[str]],
+        authority: Authority,
         estate: Estate | None = None,
         anchors: Anchors | None = None,
         channels: Collection[str] = (),
         alert_threshold: int | None = None,
     ) -> None:
         """``runbook`` finds a scenario's runbook (NotFound lists the known ones);
-        ``authority`` names the people who hold a runbook's declaration authority;
+        ``authority`` says who holds a runbook's declaration authority now and how to
+        call the lead and the authority's secondary;
         ``anchors`` posts the trail's head to the audit channel after each incident
         event (None: no audit channel); ``channels``: the ``[channels]`` names that have
         an id on some platform (an audience none of whose channels is among them is told
@@ -107,6 +109,7 @@ class Incidents:
         declaration's audit event."""
         runbook = self.runbook(scenario)
         self.reach.refuse_declaring(runbook)
+        held = await self.authority.held(runbook)  # asked before the transaction: it may read chat
         now = self.clock()
         async with transaction(self.engine, subject="the incident") as conn:
             fault_at: datetime | None = None
@@ -154,7 +157,7 @@ class Incidents:
                 conn,
                 number,
                 "open",
-                messages.checklist(view, runbook, self.authority(runbook)),
+                messages.checklist(view, runbook, held.names),
                 now,
             )
         self.outbox.wake()
@@ -323,6 +326,36 @@ class Incidents:
         obligation = await obligations.obligation_to(conn, number, audience)
         if obligation is not None:
             await timers.cancel(conn, [obligation], self.config.remind_at)
+
+    # -- the lead ------------------------------------------------------------------
+
+    async def hand_over(
+        self,
+        *,
+        number: int,
+        to: Lead,
+        expected: Lead,
+        actor: Actor,
+        basis: Sequence[Mapping[str, Any]] = (),
+    ) -> IncidentView:
+        """Hand the lead of an open incident to ``to``, as long as ``expected`` still
+        leads it; ``basis``: what the new lead's declaration authority rests on."""
+        now = self.clock()
+        async with transaction(self.engine, subject=number_text(number)) as conn:
+            view = await lead.hand_over(
+                conn,
+                self.audit,
+                self.authority,
+                number,
+                to=to,
+                expected=expected,
+                actor=actor,
+                basis=basis,
+                now=now,
+            )
+            await anchor(self.anchors, conn, now)
+        self.outbox.wake()
+        return view
 
     # -- restore order, validation and resolving (``Resolution``'s) -------------------
 

@@ -16,7 +16,7 @@ from services.db.tables import Incident, IncidentStep
 from services.errors import NotFound
 from services.estate.profile import as_utc
 from services.incidents import obligations, timeline
-from services.incidents.model import IncidentView, ObligationView, StepView
+from services.incidents.model import IncidentView, Lead, ObligationView, StepView
 from services.runbooks import Runbook
 
 INCIDENTS = cast(sa.Table, Incident.__table__)
@@ -47,6 +47,8 @@ async def pending_obligations(
             INCIDENTS.c.state.label("incident_state"),
             INCIDENTS.c.queue,
             INCIDENTS.c.lead,
+            INCIDENTS.c.lead_platform,
+            INCIDENTS.c.lead_account,
             INCIDENTS.c.declared_at,
             INCIDENTS.c.fault_at,
             INCIDENTS.c.resolved_at,
@@ -71,6 +73,8 @@ async def pending_obligations(
             state=str(o["incident_state"]),
             queue=o["queue"],
             lead=o["lead"],
+            lead_platform=o["lead_platform"],
+            lead_account=o["lead_account"],
             declared_at=declared,
             fault_at=as_utc(o["fault_at"]),
             resolved_at=as_utc(o["resolved_at"]),
@@ -156,6 +160,8 @@ async def view(conn: AsyncConnection, number: int) -> IncidentView:
         state=str(incident["state"]),
         queue=incident["queue"],
         lead=incident["lead"],
+        lead_platform=incident["lead_platform"],
+        lead_account=incident["lead_account"],
         declared_at=declared,
         fault_at=as_utc(incident["fault_at"]),
         resolved_at=as_utc(incident["resolved_at"]),
@@ -325,6 +331,15 @@ async def set_thread(conn: AsyncConnection, number: int, refs: Sequence[Mapping[
     """Where the incident's checklist was posted: its news goes there."""
     await conn.execute(
         INCIDENTS.update().where(INCIDENTS.c.id == number).values(thread={"refs": list(refs)})
+    )
+
+
+async def set_lead(conn: AsyncConnection, number: int, lead: Lead) -> None:
+    """The incident's new lead (a handoff)."""
+    await conn.execute(
+        INCIDENTS.update()
+        .where(INCIDENTS.c.id == number)
+        .values(lead=lead.name, lead_platform=lead.platform, lead_account=lead.account)
     )
 
 

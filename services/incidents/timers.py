@@ -3,9 +3,10 @@ scheduled when the incident is declared, unscheduled when a communication is met
 incident resolved, and fired (``Timers.fire``, the scheduler's batch handler) in the
 scheduler's transaction. They survive restarts and fire once across replicas.
 
-A reminder tells the lead in the incident's thread; a deadline that passes marks the
-communication missed on the timeline and in the audit trail and escalates it to the
-declaration authority in the thread and the operators channel.
+A reminder tells the lead in the incident's thread, calling them by their mention; a
+deadline that passes marks the communication missed on the timeline and in the audit
+trail and escalates it to the declaration authority in the thread and the operators
+channel, calling the lead and the authority's secondary (``authority``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from services.audit import Actor, AuditTrail, NewEvent, incident_match
 from services.audit.anchors import Anchors
 from services.config.incidents import OPERATORS, IncidentsConfig
 from services.incidents import messages, obligations, store, timeline
+from services.incidents.authority import Authority, Held
 from services.incidents.model import IncidentView, Note, ObligationView
 from services.incidents.publish import INCIDENT_POST, anchor, post_item, wake_after
 from services.outbox import Outbox
@@ -72,7 +74,7 @@ class Timers:
         audit: AuditTrail,
         config: IncidentsConfig,
         runbook: Callable[[str], Runbook],
-        authority: Callable[[Runbook], Sequence[str]],
+        authority: Authority,
         anchors: Anchors | None,
     ) -> None:
         """The collaborators as ``Incidents`` has them (its constructor says what each
@@ -101,6 +103,7 @@ class Timers:
         notes: list[Note] = []
         posts: list[dict[str, Any]] = []
         events: list[NewEvent] = []
+        held: dict[str, Held] = {}  # each runbook's authority, asked once a batch
         for item, obligation_id in zip(items, ids, strict=True):
             found = pending.get(obligation_id)
             if found is None or obligation_id in missed:
@@ -113,7 +116,11 @@ class Timers:
                 self._remind(view, obligation, now, notes, posts)
             else:
                 missed[obligation_id] = None
-                self._escalate(view, obligation, now, notes, posts, events)
+                runbook = self.runbook(view.scenario)
+                if runbook.id not in held:
+                    held[runbook.id] = await self.authority.held(runbook)
+                self._escalate(view, obligation, now, (runbook, held[runbook.id]), notes, posts)
+                events.append(self._missed(view, obligation, now, held[runbook.id]))
         await obligations.reminded(conn, reminded)
         await obligations.missed(conn, list(missed), now)
         await timeline.note_many(conn, notes)
@@ -146,8 +153,9 @@ class Timers:
             c.audience == obligation.audience and c.draft
             for c in self.runbook(view.scenario).communications
         )
+        lead = self.authority.lead(view)
         posts.append(
-            post_item(view.number, "thread", messages.reminder(view, obligation, now, draft))
+            post_item(view.number, "thread", messages.reminder(view, obligation, now, draft, lead))
         )
 
     def _escalate(  # noqa: PLR0917 - the batch's lists, filled in due order
@@ -155,15 +163,14 @@ class Timers:
         view: IncidentView,
         obligation: ObligationView,
         now: datetime,
+        authority: tuple[Runbook, Held],
         notes: list[Note],
         posts: list[dict[str, Any]],
-        events: list[NewEvent],
     ) -> None:
-        """A missed deadline: recorded as missed on the timeline and in the audit trail,
-        and escalated to the declaration authority in the thread and the operators
-        channel."""
-        runbook = self.runbook(view.scenario)
-        holders = self.authority(runbook)
+        """A missed deadline: recorded as missed on the timeline, and escalated to the
+        declaration authority in the thread and the operators channel, calling the lead
+        and the authority's secondary."""
+        runbook, held = authority
         notes.append(
             Note(
                 view.number,
@@ -173,25 +180,33 @@ class Timers:
                 f"{messages.duration(obligation.within)}: escalated to {runbook.declaration_role}",
             )
         )
-        events.append(
-            NewEvent(
-                action="incident.deadline_missed",
-                actor=SYSTEM,
-                at=now,
-                subject=view.name,
-                queue=view.queue,
-                incident=view.name,
-                details={
-                    "audience": obligation.audience,
-                    "due_at": obligation.due_at.isoformat(),
-                    "escalated_to": list(holders),
-                },
-            )
+        escalation = messages.escalation(
+            view, obligation, runbook.declaration_role, held, self.authority.lead(view)
         )
-        escalation = messages.escalation(view, obligation, runbook.declaration_role, holders)
         channels = self.config.channels_of(OPERATORS)
         posts.append(post_item(view.number, "thread", escalation))
         posts.append(post_item(view.number, "audience", escalation, channels=channels))
+
+    @staticmethod
+    def _missed(
+        view: IncidentView, obligation: ObligationView, now: datetime, held: Held
+    ) -> NewEvent:
+        """The missed deadline's audit event: whom it was escalated to."""
+        return NewEvent(
+            action="incident.deadline_missed",
+            actor=SYSTEM,
+            at=now,
+            subject=view.name,
+            queue=view.queue,
+            incident=view.name,
+            details={
+                "audience": obligation.audience,
+                "due_at": obligation.due_at.isoformat(),
+                "escalated_to": list(held.names),
+                "lead": view.lead,
+                "secondary": held.secondary.name if held.secondary else None,
+            },
+        )
 
 
 def _obligation_of(item: scheduler.Due) -> int:

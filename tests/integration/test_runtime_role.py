@@ -27,8 +27,9 @@ from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.model import DeadFilter
 from services.estate.ops import Selector
+from services.incidents.model import Lead
 from tests.conftest import _pg_conninfo, holds_demo
-from tests.helpers.people import ALICE, BOB
+from tests.helpers.people import ALICE, BOB, DORA
 from tests.integration import retention_support
 from tests.integration.support import START, RecordingNotifier
 from tests.integration.test_incident_timers import drill_runbook, say, until, write_config
@@ -267,6 +268,15 @@ async def test_incident_work_as_the_runtime_role_and_what_it_can_still_rewrite(
             await say(app, f'/incident step {step} done --incident INC-1 --result "seen"')
         assert "resolved" in await say(app, "/incident resolve INC-1")
         await say(app, '/incident declare gd:drill "again" --queue clips')  # stays open
+        # its lead handed to alice: the lead columns are the runtime role's to move
+        incidents = app.router.deps.incidents
+        assert incidents is not None
+        await incidents.hand_over(
+            number=2,
+            to=Lead("alice", "console", "alice"),
+            expected=Lead("dora", "console", "dora"),
+            actor=DORA,
+        )
         await app.outbox.run_due()
     finally:
         await app.close()
@@ -307,6 +317,11 @@ async def test_incident_work_as_the_runtime_role_and_what_it_can_still_rewrite(
             "UPDATE qb_incident_obligations SET state = 'met' WHERE incident_id = 2",
             "UPDATE qb_incident_obligations SET state = 'pending' WHERE incident_id = 2",
             "(INC-2, actors): state is 'met' but the trail says 'pending'",
+        ),
+        (  # the lead handed back in the table alone
+            "UPDATE qb_incidents SET lead = 'dora', lead_account = 'dora' WHERE id = 2",
+            "UPDATE qb_incidents SET lead = 'alice', lead_account = 'alice' WHERE id = 2",
+            "qb_incidents row 2 (INC-2): lead is 'dora' but incident.lead_changed event ",
         ),
         (  # the scheduler deletes what it runs: the role keeps DELETE, verify counts
             "DELETE FROM qb_schedule WHERE kind LIKE 'incident.%'",

@@ -529,7 +529,7 @@ async def test_unknown_user_may_not_request_a_change() -> None:
     assert "/queue requeue changes things" in message
     assert "slack account U0STRANGER" in message
     assert "read-only commands" in message
-    assert "(/queue help, triage, show, dlq, stuck, plan, pending)" in message
+    assert "(/queue help, triage, show, dlq, stuck, oncall, plan, pending)" in message
     assert change_calls(router) == []
 
 
@@ -544,7 +544,7 @@ async def test_unknown_user_is_told_only_the_incident_commands_they_may_run(line
         await router.handle_line(line, slack_user("U0STRANGER"))
     message = str(info.value)
     assert f"{' '.join(line.split()[:2])} changes things" in message
-    assert "(/incident help, runbooks, status, timeline, export)" in message
+    assert "(/incident help, runbooks, whois, status, timeline, export)" in message
 
 
 @pytest.mark.parametrize(

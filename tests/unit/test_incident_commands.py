@@ -9,7 +9,7 @@ from bot.render_text import render_message
 from commands.catalog import CATALOG, find_spec, group_specs, spec_for
 from commands.context import Invocation
 from commands.deps import Deps
-from commands.model import Help, Runbooks
+from commands.model import HandLead, Help, Runbooks, Whois
 from commands.parser import GROUPS, parse, parse_line
 from commands.router import Router
 from services.config import AccessConfig, Role
@@ -63,7 +63,9 @@ def test_incident_is_a_command_group() -> None:
     assert [s.name for s in group_specs("incident")] == [
         "help",
         "runbooks",
+        "whois",
         "declare",
+        "lead",
         "notify",
         "status",
         "timeline",
@@ -73,11 +75,13 @@ def test_incident_is_a_command_group() -> None:
         "export",
     ]
     roles = {s.name: s.role for s in group_specs("incident")}
-    # declaring is checked against the runbook's authority, by person, in its handler
+    # declaring and taking the lead are checked against the runbook's authority, by
+    # person, in their handlers
     assert roles == {
-        "help": "viewer", "runbooks": "viewer", "declare": "viewer", "notify": "operator",
-        "status": "viewer", "timeline": "viewer", "step": "operator", "validate": "operator",
-        "resolve": "operator", "export": "viewer",
+        "help": "viewer", "runbooks": "viewer", "whois": "viewer", "declare": "viewer",
+        "lead": "viewer",
+        "notify": "operator", "status": "viewer", "timeline": "viewer", "step": "operator",
+        "validate": "operator", "resolve": "operator", "export": "viewer",
     }  # fmt: skip
 
 
@@ -87,15 +91,31 @@ def test_incident_is_a_command_group() -> None:
         ("/incident runbooks", Runbooks()),
         ("/incident runbooks gd:queue-loss", Runbooks(scenario="gd:queue-loss")),
         ("/incident runbooks --share", Runbooks(share=True)),
+        ("/incident whois", Whois()),
+        ("/incident whois rota:prod-ops --share", Whois(rota="rota:prod-ops", share=True)),
+        ('/incident whois "operations duty officer"', Whois(rota="operations duty officer")),
         ("/incident", Help(group="incident")),
         ("/incident help", Help(group="incident")),
         ("/incident help runbooks", Help(topic="runbooks", group="incident")),
         ("/incident runbooks --help", Help(topic="runbooks", group="incident")),
         ("/queue help", Help(group="queue")),
+        ("incident lead bob", HandLead(person="bob")),
+        ("/incident lead @bob --incident INC-3", HandLead(person="@bob", incident="INC-3")),
+        ("/incident lead <@U0BOB|bob>", HandLead(person="<@U0BOB|bob>")),
+        ("/incident lead <@!100000000000000002>", HandLead(person="<@!100000000000000002>")),
+        ("/incident lead slack:U0STRANGER1", HandLead(person="slack:U0STRANGER1")),
     ],
 )
 def test_incident_lines_parse(line: str, expected: object) -> None:
     assert parse_line(line) == expected
+
+
+@pytest.mark.parametrize("person", ["<!channel>", "<@U0BOB", "bob,alice", "<#C0OPS>", "'x y'"])
+def test_lead_takes_one_person(person: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_line(f"/incident lead {person}")
+    assert "is not a person: name one of [people] (bob), or mention them" in info.value.message
+    assert info.value.usage == "/incident lead PERSON [--incident INC-N]"
 
 
 def test_each_group_has_its_own_help_spec() -> None:
@@ -110,7 +130,8 @@ def test_an_unknown_incident_command_names_the_group_and_its_commands() -> None:
         parse("incident", "runbok")
     assert info.value.message == (
         "unknown command /incident runbok. Did you mean /incident runbooks? Commands: help, "
-        "runbooks, declare, notify, status, timeline, step, validate, resolve, export."
+        "runbooks, whois, declare, lead, notify, status, timeline, step, validate, resolve, "
+        "export."
     )
     assert info.value.usage == "/incident help"
 
@@ -131,8 +152,8 @@ async def test_incident_help_for_an_unknown_topic_names_the_incident_commands() 
     with pytest.raises(UsageError) as info:
         await answer("/incident help triage")
     assert info.value.message == (
-        "no command /incident triage; commands: help, runbooks, declare, notify, status, "
-        "timeline, step, validate, resolve, export"
+        "no command /incident triage; commands: help, runbooks, whois, declare, lead, notify, "
+        "status, timeline, step, validate, resolve, export"
     )
     assert info.value.usage == "/incident help"
 

@@ -23,6 +23,7 @@ from commands.model import (
     Halt,
     Help,
     Housekeep,
+    Oncall,
     Pending,
     Redrive,
     Reject,
@@ -161,6 +162,7 @@ GOOD: list[tuple[str, list[str], list[tuple[str, str | None]], Command]] = [
     ),
     ("resume", ["p-3"], [("reason", '"second fix"')], Resume(plan=3, reason="second fix")),
     ("rollback", ["P-3"], [("reason", '"did not hold"')], Rollback(plan=3, reason="did not hold")),
+    ("oncall", [], [("share", None)], Oncall(share=True)),
     ("approve", ["CR-17"], [], Approve(request=17)),
     ("reject", ["17"], [("reason", '"wrong tenant"')], Reject(request=17, reason="wrong tenant")),
 ]
