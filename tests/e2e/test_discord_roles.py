@@ -38,6 +38,7 @@ discord = "200000000000000001"
 
 [discord]
 guild = "{GUILD}"
+read_members = true  # who holds a role is read from the guild (the Server Members intent)
 
 [people.alice]
 discord = "{DISCORD_ALICE}"
