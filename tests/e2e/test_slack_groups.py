@@ -169,7 +169,7 @@ def test_with_slack_failing_a_recent_read_is_used_and_said_to_be_stale(stack: St
         stack.fake.release_groups()
     assert "approved by bob and executed" in approved
     note = re.search(
-        rf"Note: Slack user group {APPROVERS} did not answer \(Unavailable: Slack answered "
+        rf"Note: Slack user group {APPROVERS} did not answer \(Slack answered "
         r"HTTP 500\): its members as read at (\d\d:\d\d:\d\d) UTC are used, for at most 10 "
         r"minutes after that read\.",
         approved,

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-import pytest
-
 from services.access import Membership, Source
 
 GROUP = Source("slack_usergroup", "S0APPROVE")
@@ -31,11 +29,6 @@ class SlowPlatform:
         return said
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/access/membership.py _read_now clears asked_again after a read that "
-    "began before the event: the change the event told of is kept unseen for the minute",
-)
 async def test_a_change_told_while_a_read_is_under_way_is_read_again() -> None:
     platform = SlowPlatform({"U0BOB"})
     membership = Membership({"slack": platform}, clock=lambda: NOW)
