@@ -46,6 +46,11 @@ from services.reads.service import DeadCounts, QueueReads
 
 EVENTS = cast(sa.Table, AuditEvent.__table__)
 HALTED = "plan.halted"  # the audit event of every halt, queuebot's or a person's
+_HALTS = (
+    sa.select(EVENTS.c.subject, EVENTS.c.occurred_at, EVENTS.c.actor_person, EVENTS.c.reason)
+    .where(EVENTS.c.subject.in_(sa.bindparam("plans", expanding=True)), EVENTS.c.action == HALTED)
+    .order_by(EVENTS.c.id)
+)
 TREND = timedelta(hours=1)  # dead letters now against this long before
 # Counts are written down every [alerts] sample_seconds (a minute by default, an hour at
 # most): the newest count at least an hour old stands for "an hour ago" only where it is
@@ -137,13 +142,10 @@ async def last_halts(conn: AsyncConnection, numbers: Sequence[int]) -> dict[int,
     itself) and why (queuebot's halt: its note; a person's: their reason, if they gave one)."""
     if not numbers:
         return {}
-    found = await conn.execute(
-        sa.select(EVENTS.c.subject, EVENTS.c.occurred_at, EVENTS.c.actor_person, EVENTS.c.reason)
-        .where(EVENTS.c.subject.in_([f"P-{n}" for n in numbers]), EVENTS.c.action == HALTED)
-        .order_by(EVENTS.c.id)
-    )
     halts: dict[int, Halt] = {}
-    for subject, at, person, reason in found:
+    for subject, at, person, reason in await conn.execute(
+        _HALTS, {"plans": [f"P-{n}" for n in numbers]}
+    ):
         when = as_utc(at)
         assert when is not None
         halts[int(str(subject).removeprefix("P-"))] = Halt(when, person, reason)

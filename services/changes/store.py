@@ -14,11 +14,12 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor, AuditTrail
-from services.changes.model import ChangeView, RequestRow, RequestState
+from services.changes.model import ChangeView, Preview, RequestRow, RequestState
 from services.db.tables import Approval, ChangeRequest
 from services.errors import Conflict, NotFound, RequestDecided, RequestExpired
 from services.estate import items
-from services.estate.ops import Target
+from services.estate.ops import Selector, Target
+from services.estate.profile import as_utc
 
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
 APPROVALS = cast(sa.Table, Approval.__table__)
@@ -26,7 +27,43 @@ APPROVALS = cast(sa.Table, Approval.__table__)
 # items (``qb_change_items``); newer requests keep an empty list there.
 _COLUMNS = [c for c in REQUESTS.c if c.name != "targets"]
 EXPIRY = Actor.system("expiry")
-_NONE: dict[str, list[Any]] = {"items": []}  # no ineligible rows read
+# pending and not past its expiry at ``now``: what a pending request shows, and each
+# approval it has (a row each; one with none where it has none), in one statement built
+# once (the board asks for it again and again)
+_PENDING = (
+    sa.select(
+        *(
+            REQUESTS.c[name]
+            for name in (
+                "id",
+                "kind",
+                "queue",
+                "requested_at",
+                "expires_at",
+                "requester_person",
+                "reason",
+                "incident",
+                "evidence",
+                "selector",
+                "preview",
+                "eligible_count",
+                "approvals_required",
+            )
+        ),
+        APPROVALS.c.person.label("approver"),
+    )
+    .select_from(
+        REQUESTS.outerjoin(
+            APPROVALS,
+            sa.and_(APPROVALS.c.request_id == REQUESTS.c.id, APPROVALS.c.decision == "approve"),
+        )
+    )
+    .where(
+        REQUESTS.c.state == RequestState.PENDING.value,
+        REQUESTS.c.expires_at > sa.bindparam("now", type_=REQUESTS.c.expires_at.type),
+    )
+    .order_by(REQUESTS.c.id, APPROVALS.c.id)
+)
 
 
 def _missing(number: int) -> NotFound:
@@ -234,25 +271,43 @@ async def view(conn: AsyncConnection, number: int) -> ChangeView:
 
 async def pending_views(conn: AsyncConnection, *, now: datetime) -> list[ChangeView]:
     """Every request pending and not past its expiry at ``now``, oldest first, each with
-    who approved it so far, without the rows it left alone (``ineligible``: not read): two
-    statements however many there are. Only a read: one past its expiry is not shown, and
+    who approved it so far, without the rows it left alone (``ineligible``: not read): one
+    statement however many there are. Only a read: one past its expiry is not shown, and
     left for the expiry to mark."""
-    live = (REQUESTS.c.state == RequestState.PENDING.value, REQUESTS.c.expires_at > now)
-    shown = [c for c in _COLUMNS if c.name != "ineligible"]  # up to every row of a request
-    found = await conn.execute(sa.select(*shown).where(*live).order_by(REQUESTS.c.id))
-    rows = [{**r, "ineligible": _NONE} for r in found.mappings().all()]
-    if not rows:
-        return []
-    approved: dict[int, list[str]] = {}
-    found = await conn.execute(
-        sa.select(APPROVALS.c.request_id, APPROVALS.c.person)
-        .join(REQUESTS, REQUESTS.c.id == APPROVALS.c.request_id)
-        .where(APPROVALS.c.decision == "approve", *live)
-        .order_by(APPROVALS.c.id)
+    found: dict[int, tuple[sa.RowMapping, list[str]]] = {}
+    for row in (await conn.execute(_PENDING, {"now": now})).mappings():
+        _, approvals = found.setdefault(int(row["id"]), (row, []))
+        if row["approver"] is not None:
+            approvals.append(str(row["approver"]))
+    return [_pending(row, approvals) for row, approvals in found.values()]
+
+
+def _pending(row: sa.RowMapping, approvals: list[str]) -> ChangeView:
+    preview = Preview.from_json(row["preview"])
+    requested, expires = as_utc(row["requested_at"]), as_utc(row["expires_at"])
+    assert requested is not None and expires is not None
+    return ChangeView(
+        number=int(row["id"]),
+        kind=str(row["kind"]),
+        queue=row["queue"],
+        state=RequestState.PENDING,
+        requester=row["requester_person"],
+        requested_at=requested,
+        expires_at=expires,
+        reason=row["reason"],
+        incident=row["incident"],
+        evidence=row["evidence"],
+        selector=Selector.from_json(row["selector"]).describe(),
+        eligible=int(row["eligible_count"]),
+        by_signature=preview.by_signature,
+        ineligible=[],
+        approvals_required=int(row["approvals_required"]),
+        approvals=approvals,
+        checks=preview.checks,
+        schedule=preview.schedule,
+        plan=preview.plan,
+        incident_from=preview.incident_from,
     )
-    for number, person in found:
-        approved.setdefault(int(number), []).append(str(person))
-    return [_view(RequestRow.from_row(r), approved.get(int(r["id"]), [])) for r in rows]
 
 
 def _view(request: RequestRow, approvals: list[str]) -> ChangeView:

@@ -236,9 +236,8 @@ class QueueProfile(ProfileTables):
 
     @property
     def dead_letter_statuses(self) -> tuple[str, ...]:
-        """The statuses a redrive takes rows out of (the dead-letter count): the main
-        table's failed and dead values, mapped ones included. /queue dlq lists exactly
-        these rows, and triage's headline counts them."""
+        """The statuses a redrive takes rows out of: the main table's failed and dead
+        values, mapped ones included (what /queue dlq lists and triage's headline counts)."""
         return tuple(self.statuses_in(*self.dead_letter_states))
 
     def dead_count(self, counts: Mapping[str, int]) -> int:
@@ -246,13 +245,15 @@ class QueueProfile(ProfileTables):
         return sum(counts.get(s, 0) for s in self.dead_letter_statuses)
 
     async def dead_rows(self, conn: AsyncConnection) -> int:
-        """How many rows are dead letters now: one count of those statuses (an index on
-        the status column answers it from the dead rows alone), not a count of every
-        status."""
+        """How many rows are dead letters now (``dead_rows_query``, run)."""
+        return int((await conn.execute(await self.dead_rows_query(conn))).scalar_one())
+
+    async def dead_rows_query(self, conn: AsyncConnection) -> sa.Select[tuple[int]]:
+        """One count of the dead letters' statuses, which an index on the status column
+        answers from the dead rows alone (not a count of every status)."""
         main = (await self.tables(conn))[self.specs[0].role]
-        status = main.c(self.status_column)
-        query = sa.select(sa.func.count()).where(status.in_(self.dead_letter_statuses))
-        return int((await conn.execute(query.select_from(main.table))).scalar_one())
+        dead = main.c(self.status_column).in_(self.dead_letter_statuses)
+        return sa.select(sa.func.count()).select_from(main.table).where(dead)
 
     async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
         """Rows per status of the main table: one GROUP BY an index can answer."""

@@ -23,6 +23,33 @@ INCIDENTS = cast(sa.Table, Incident.__table__)
 STEPS = cast(sa.Table, IncidentStep.__table__)
 
 
+# the open incidents, each with its obligations (none: one row, its obligation's NULL)
+_OPEN = (
+    sa.select(
+        INCIDENTS.c.id.label("number"),
+        INCIDENTS.c.scenario,
+        INCIDENTS.c.runbook,
+        INCIDENTS.c.summary,
+        INCIDENTS.c.state.label("incident_state"),
+        INCIDENTS.c.queue,
+        INCIDENTS.c.lead,
+        INCIDENTS.c.lead_platform,
+        INCIDENTS.c.lead_account,
+        INCIDENTS.c.declared_at,
+        INCIDENTS.c.fault_at,
+        INCIDENTS.c.resolved_at,
+        *(c for c in obligations.OBLIGATIONS.c),
+    )
+    .select_from(
+        INCIDENTS.outerjoin(
+            obligations.OBLIGATIONS, obligations.OBLIGATIONS.c.incident_id == INCIDENTS.c.id
+        )
+    )
+    .where(INCIDENTS.c.state == "open")
+    .order_by(INCIDENTS.c.id, obligations.OBLIGATIONS.c.due_at, obligations.OBLIGATIONS.c.id)
+)
+
+
 class IncidentNotFound(NotFound):
     def __init__(self, number: int) -> None:
         super().__init__(f"INC-{number} does not exist; /incident status lists the open ones")
@@ -148,48 +175,31 @@ async def open_numbers(conn: AsyncConnection) -> list[int]:
 
 async def open_views(conn: AsyncConnection) -> list[IncidentView]:
     """Every open incident, oldest first, with its communications: its own fields and its
-    obligations only (no steps, no timeline), in two statements however many are open."""
-    rows = (
-        await conn.execute(
-            sa.select(INCIDENTS).where(INCIDENTS.c.state == "open").order_by(INCIDENTS.c.id)
+    obligations only (no steps, no timeline), in one statement however many are open."""
+    views: dict[int, tuple[sa.RowMapping, list[ObligationView]]] = {}
+    for row in (await conn.execute(_OPEN)).mappings():
+        number = int(row["number"])
+        incident, owed = views.setdefault(number, (row, []))
+        if row["id"] is not None:  # an incident whose runbook tells nobody has none
+            owed.append(obligations.as_view(row, _utc(incident["declared_at"])))
+    return [
+        IncidentView(
+            number=number,
+            scenario=str(row["scenario"]),
+            runbook=str(row["runbook"] or row["scenario"]),
+            summary=str(row["summary"]),
+            state=str(row["incident_state"]),
+            queue=row["queue"],
+            lead=row["lead"],
+            lead_platform=row["lead_platform"],
+            lead_account=row["lead_account"],
+            declared_at=_utc(row["declared_at"]),
+            fault_at=as_utc(row["fault_at"]),
+            resolved_at=as_utc(row["resolved_at"]),
+            obligations=tuple(owed),
         )
-    ).mappings()
-    incidents = rows.all()
-    if not incidents:
-        return []
-    owed: dict[int, list[sa.RowMapping]] = {}
-    table = obligations.OBLIGATIONS
-    found = await conn.execute(
-        sa.select(table)
-        .join(INCIDENTS, INCIDENTS.c.id == table.c.incident_id)
-        .where(INCIDENTS.c.state == "open")
-        .order_by(table.c.due_at, table.c.id)
-    )
-    for o in found.mappings():
-        owed.setdefault(int(o["incident_id"]), []).append(o)
-    views = []
-    for incident in incidents:
-        declared = _utc(incident["declared_at"])
-        views.append(
-            IncidentView(
-                number=int(incident["id"]),
-                scenario=str(incident["scenario"]),
-                runbook=str(incident["runbook"] or incident["scenario"]),
-                summary=str(incident["summary"]),
-                state=str(incident["state"]),
-                queue=incident["queue"],
-                lead=incident["lead"],
-                lead_platform=incident["lead_platform"],
-                lead_account=incident["lead_account"],
-                declared_at=declared,
-                fault_at=as_utc(incident["fault_at"]),
-                resolved_at=as_utc(incident["resolved_at"]),
-                obligations=tuple(
-                    obligations.as_view(o, declared) for o in owed.get(int(incident["id"]), [])
-                ),
-            )
-        )
-    return views
+        for number, (row, owed) in views.items()
+    ]
 
 
 async def view(conn: AsyncConnection, number: int) -> IncidentView:

@@ -35,6 +35,7 @@ PLANS = cast(sa.Table, Plan.__table__)
 ITEMS = cast(sa.Table, PlanItem.__table__)
 # the items a plan redrove and did not return itself (redriven, succeeded, dead again...)
 _REDRIVEN_KEPT = [s.value for s in REDRIVEN_STATES if s is not ItemState.ROLLED_BACK]
+_ACTIVE = sa.select(PLANS).where(PLANS.c.state.in_([s.value for s in ACTIVE])).order_by(PLANS.c.id)
 COPY_BATCH = 50_000  # request items copied into a plan's by one statement
 _MARK_CHUNK = 5000
 
@@ -145,8 +146,7 @@ async def active_views(conn: AsyncConnection) -> list[PlanView]:
     """Every running or halted plan, oldest first, in one statement: its jobs counted as
     its waves keep them (each wave's counts move with its items, in the same transaction,
     and its posts say them), so a plan of a million jobs costs what one of ten does."""
-    active = PLANS.c.state.in_([s.value for s in ACTIVE])
-    rows = (await conn.execute(sa.select(PLANS).where(active).order_by(PLANS.c.id))).mappings()
+    rows = (await conn.execute(_ACTIVE)).mappings()
     return [_view(plan, _counted(plan)) for plan in map(PlanRow.from_row, rows.all())]
 
 

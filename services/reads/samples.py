@@ -22,6 +22,29 @@ KEEP = timedelta(days=14)
 OLD_ENOUGH = timedelta(minutes=1)  # the youngest count a growth check compares with
 
 
+def _written() -> sa.Select[tuple[str, datetime, int]]:
+    """Each of the queues' newest count between ``since`` and ``at`` (built once)."""
+    when = _samples.c.at.type
+    newest = (
+        sa.select(_samples.c.queue, sa.func.max(_samples.c.at).label("at"))
+        .where(
+            _samples.c.queue.in_(sa.bindparam("queues", expanding=True)),
+            _samples.c.at <= sa.bindparam("at", type_=when),
+            _samples.c.at >= sa.bindparam("since", type_=when),
+        )
+        .group_by(_samples.c.queue)
+        .subquery()
+    )
+    return (
+        sa.select(_samples.c.queue, _samples.c.at, _samples.c.dead)
+        .join(newest, sa.and_(newest.c.queue == _samples.c.queue, newest.c.at == _samples.c.at))
+        .order_by(_samples.c.id)
+    )
+
+
+_WRITTEN = _written()
+
+
 async def record(conn: AsyncConnection, *, profile: QueueProfile, now: datetime) -> int:
     """Read the queue's gauges and store them; return the dead-letter count. Beside the
     counts by status, ``detail`` keeps the counts by canonical state, the failed rows by
@@ -53,21 +76,7 @@ async def dead_written(
     queue with none then is left out."""
     if not queues:
         return {}
-    newest = (
-        sa.select(_samples.c.queue, sa.func.max(_samples.c.at).label("at"))
-        .where(
-            _samples.c.queue.in_(list(queues)),
-            _samples.c.at <= at,
-            _samples.c.at >= at - within,
-        )
-        .group_by(_samples.c.queue)
-        .subquery()
-    )
-    found = await conn.execute(
-        sa.select(_samples.c.queue, _samples.c.at, _samples.c.dead)
-        .join(newest, sa.and_(newest.c.queue == _samples.c.queue, newest.c.at == _samples.c.at))
-        .order_by(_samples.c.id)
-    )
+    found = await conn.execute(_WRITTEN, {"queues": list(queues), "at": at, "since": at - within})
     written: dict[str, tuple[datetime, int]] = {}
     for queue, when, dead in found:
         taken = as_utc(when)

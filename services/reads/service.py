@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from services.db import error_line
@@ -126,22 +127,38 @@ class QueueReads:
         return await self.gate.read(("stuck", profile.queue, limit), load)
 
     async def dead_letters(self, queues: Sequence[str]) -> DeadCounts:
-        """How many dead letters each of ``queues`` holds now, in one connection: a count
-        each, which the status index answers from the dead rows alone (what the periodic
-        sample writes down as ``dead``). A queue that cannot be read is said to be, with
-        why, and the others are still counted."""
+        """How many dead letters each of ``queues`` holds now: each queue's own count
+        (which the status index answers from the dead rows alone, what the periodic
+        sample writes down as ``dead``), all in one statement. A queue that cannot be
+        read is said to be, with why, and the others are still counted."""
         profiles = [self.estate.profile(q) for q in queues]
 
         async def load() -> DeadCounts:
             counts: dict[str, int] = {}
             unread: dict[str, str] = {}
             async with self.estate.connect() as conn:
+                queries: dict[str, sa.Select[tuple[int]]] = {}
                 for profile in profiles:
                     try:
-                        counts[profile.queue] = await profile.dead_rows(conn)
-                    except (QueuebotError, SQLAlchemyError) as exc:
-                        await conn.rollback()  # the next count in a transaction of its own
+                        queries[profile.queue] = await profile.dead_rows_query(conn)
+                    except (QueuebotError, SQLAlchemyError) as exc:  # its tables, reflected
                         unread[profile.queue] = _why(exc)
+                if not queries:
+                    return DeadCounts(counts, unread)
+                together = sa.select(
+                    *(q.scalar_subquery().label(f"q{i}") for i, q in enumerate(queries.values()))
+                )
+                try:
+                    row = (await conn.execute(together)).one()
+                    counts.update(zip(queries, map(int, row), strict=True))
+                except SQLAlchemyError:
+                    await conn.rollback()  # each on its own, to say which cannot be read
+                    for queue, query in queries.items():
+                        try:
+                            counts[queue] = int((await conn.execute(query)).scalar_one())
+                        except SQLAlchemyError as exc:
+                            await conn.rollback()
+                            unread[queue] = _why(exc)
             return DeadCounts(counts, unread)
 
         return await self.gate.read(("dead letters", tuple(p.queue for p in profiles)), load)

@@ -202,3 +202,18 @@ async def test_a_queue_that_cannot_be_read_is_said_to_be_and_the_others_counted(
     assert all(q.now is not None and q.now > 0 for q in others)
     text = render_message(board_message(board))
     assert "ghost    could not be read: " in text
+
+
+async def test_a_table_gone_since_it_was_read_fails_only_its_own_count(shop: Shop) -> None:
+    async with shop.engine.begin() as conn:
+        await conn.execute(sa.text("CREATE TABLE workers_copy AS SELECT * FROM dev_r_worker_queue"))
+    queues = {**default_queues(), "copy": QueueConfig(profile="worker_queue", table="workers_copy")}
+    estate = Estate(engine=shop.engine, queues=queues, clock=shop.clock)
+    reads = QueueReads(estate, gate=ReadGate(fresh_for=0.0))
+    first = await reads.dead_letters(list(queues))
+    assert first.counts["copy"] == first.counts["workers"] > 0 and not first.unread
+    async with shop.engine.begin() as conn:  # its reflection is kept: the count itself fails
+        await conn.execute(sa.text("DROP TABLE workers_copy"))
+    after = await reads.dead_letters(list(queues))
+    assert after.counts == {q: n for q, n in first.counts.items() if q != "copy"}
+    assert "workers_copy" in after.unread["copy"]

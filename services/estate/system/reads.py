@@ -22,12 +22,12 @@ class SystemReads(SystemBase):
     """The reads every preset shares (``SystemProfile`` adds its changes, staged redrives,
     triage and report)."""
 
-    async def dead_rows(self, conn: AsyncConnection) -> int:
+    async def dead_rows_query(self, conn: AsyncConnection) -> sa.Select[tuple[int]]:
         t = await self.tables(conn)
         query = sa.select(sa.func.count()).where(
             self.in_states(t, self.dead_letter_statuses), *self.scope(t)
         )
-        return int((await conn.execute(query.select_from(self.job(t).table))).scalar_one())
+        return query.select_from(self.job(t).table)
 
     async def status_counts(self, conn: AsyncConnection) -> dict[str, int]:
         t = await self.tables(conn)
