@@ -1,11 +1,11 @@
 """The board's read model: what one person has to do and watch, read at once.
 
-One connection to queuebot's own tables (two statements for the pending requests and
-who approved them, one for the active plans, one for their last halts, two for the open
-incidents and their communications, one for every queue's count an hour back), beside
-one to the queues (a count of each queue's dead letters now, through the reads' gate: the
-counts asked for again within moments are answered once). It only reads: a request past
-its expiry is left out, not marked expired.
+One connection to queuebot's own tables, five statements built once: the pending
+requests with who approved each, the active plans, their last halts, the open incidents
+with their communications, and every queue's count written down an hour back. Beside it,
+one to the queues: a statement counting every queue's dead letters now, through the
+reads' gate (counts asked for again within moments are answered once). It only reads: a
+request past its expiry is left out, not marked expired.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ _HALTS = (
 TREND = timedelta(hours=1)  # dead letters now against this long before
 # Counts are written down every [alerts] sample_seconds (a minute by default, an hour at
 # most): the newest count at least an hour old stands for "an hour ago" only where it is
-# no older than this more; an older one says nothing of the last hour, and the board says
-# it has none rather than show a longer span as the hour.
+# at most this much older than that; an older one says nothing of the last hour, and the
+# board says it has none rather than pass a longer span off as the hour.
 TREND_SLACK = timedelta(minutes=15)
 
 
