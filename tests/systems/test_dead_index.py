@@ -218,3 +218,37 @@ async def test_config_check_finds_an_index_by_its_where_and_says_one_is_not_vali
     assert "dead jobs: index qb_job_dead on pgboss.job is there but not valid" in said
     _run(world.url, printed)
     assert "dead jobs: index qb_job_dead on pgboss.job finds them" in await world.said()
+
+
+@pytest.mark.postgres
+async def test_the_index_is_made_where_the_presets_schema_says() -> None:
+    for sa_url in postgres_database("empty"):
+        url = _pg_conninfo(sa_url)
+        await asyncio.to_thread(real_system("que").build, url, queues=QUEUES)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA jobs")
+            conn.execute("ALTER TABLE que_jobs SET SCHEMA jobs")
+        engine = create_engine(sa_url)
+        try:
+            config = QueueConfig.model_validate({"preset": "que", "schema": "jobs"})
+            estate = Estate(engine=engine, queues={"mail": config})
+            profile = estate.profile("mail")
+            async with estate.connect() as conn:
+                found = await dead_jobs_index(conn, profile, await profile.tables(conn))
+            assert found is not None
+            printed = statements(found)
+            assert (
+                'CREATE INDEX CONCURRENTLY IF NOT EXISTS "qb_que_jobs_dead" ON "jobs"."que_jobs" '
+                '("queue", "expired_at") WHERE expired_at IS NOT NULL;'
+            ) in printed
+            _run(url, printed)
+            async with estate.connect() as conn:
+                said = "\n".join(await profile.describe(conn))
+            assert "dead jobs: index qb_que_jobs_dead on jobs.que_jobs finds them" in said
+            with psycopg.connect(url) as conn:
+                where = conn.execute(
+                    "SELECT schemaname FROM pg_indexes WHERE indexname = 'qb_que_jobs_dead'"
+                ).fetchall()
+            assert where == [("jobs",)]
+        finally:
+            await engine.dispose()
