@@ -148,6 +148,7 @@ class Router:
         reply = await HANDLERS[type(command)](command, inv, self.deps)
         if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
             self.deps.reads.forget_recent()
-            if inv.person is not None and inv.person.notes:
-                reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
+        if not spec.read_only and inv.person is not None and inv.person.notes:
+            # it rested on a group read stale, or one not read: the reply says which
+            reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
         return replace(reply, ephemeral=False) if shares else reply

@@ -15,7 +15,9 @@ back: ``callbacks`` (interaction responses), ``followups`` (webhook posts and ed
 429 until ``release``. An interaction's token dies as Discord's does 15 minutes after
 delivery: before its first response (``stale``), just after it (``expires_after_callback``)
 or when the test says (``expire``); ``webhook_calls`` lists what the bot sent on a token,
-refusals included.
+refusals included. The guild's members and their roles (``member_roles``, carried by each
+interaction and listed by ``GET /guilds/{guild}/members``; ``member_update``) are in
+testkit/fake_discord_members.py.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import BodyPartReader, WSMsgType, web
+
+from testkit.fake_discord_members import GuildMembers
 
 APPLICATION_ID = "300000000000000001"
 BOT_ID = "300000000000000002"
@@ -131,7 +135,7 @@ def _user(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
     }
 
 
-class FakeDiscord:
+class FakeDiscord(GuildMembers):
     def __init__(
         self,
         *,
@@ -139,6 +143,7 @@ class FakeDiscord:
         guild: str = GUILD_ID,
         channels: tuple[str, ...] = ("200000000000000001", "200000000000000009"),
     ) -> None:
+        super().__init__()
         self.token = token
         self.guild = guild
         self.channel_ids = list(channels)
@@ -346,7 +351,7 @@ class FakeDiscord:
             "channel": self._channel(channel),
             "member": {
                 "user": _user(user, name),
-                "roles": [],
+                "roles": self.roles_of(user),
                 "joined_at": "2026-01-01T00:00:00+00:00",
                 "deaf": False,
                 "mute": False,
@@ -513,6 +518,8 @@ class FakeDiscord:
     async def _rest(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["path"]
         body, files = await _read_body(request)
+        if request.method == "GET":  # a GET's body, as recorded, is its query
+            body = dict(request.query)
         call = Call(request.method, path, body, files, time.monotonic())
         with self._lock:
             self.calls.append(call)
@@ -552,6 +559,8 @@ class FakeDiscord:
             }, 200
         if method == "GET" and path == "/users/@me":
             return _user(BOT_ID, "queuebot", bot=True), 200
+        if method == "GET" and len(parts) == 3 and parts[0] == "guilds" and parts[2] == "members":
+            return self.members_page(parts[1], body)
         if method == "GET" and path == "/oauth2/applications/@me":
             return self._application(), 200
         if method == "PUT" and parts[0] == "applications" and self.refuse_commands:
@@ -572,6 +581,9 @@ class FakeDiscord:
         if parts[0] == "channels" and len(parts) >= 3:
             return self._channel_call(method, parts, body, files)
         return {"message": f"the fake Discord has no {method} {path}", "code": 0}, 404
+
+    def _user_json(self, user: str) -> dict[str, Any]:
+        return _user(user, f"member-{user[-4:]}")
 
     def _application(self) -> dict[str, Any]:
         return {

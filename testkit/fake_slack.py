@@ -9,6 +9,13 @@ answered 429 with Retry-After. ``hold(channel)`` answers every chat.postMessage 
 channel 429 until ``release``. A refused call is recorded with ``#429`` after its path.
 ``apps.connections.open`` hands out ``socket_url`` (a ``FakeSocketMode``'s, see
 tests/e2e/fake_socket_mode.py) once one is set.
+
+User groups: ``usergroups`` maps a group's id to its members' user ids (set it as a test
+goes: ``fake.usergroups["S0APPROVE"] = ["U0ALICE"]``), served by ``usergroups.list`` and
+``usergroups.users.list`` (an unknown group: ``ok: false, error: no_such_subteam``);
+``group_calls`` counts the ``usergroups.users.list`` calls per group. ``fail_groups()``
+makes both answer HTTP 500 (or, given an ``error``, ``ok: false`` with it) until
+``release_groups()``.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import json
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +58,13 @@ class FakeSlack:
         self._held: dict[str, int] = {}  # channel -> Retry-After while held
         self._ts = 0
         self.socket_url: str | None = None  # what apps.connections.open hands out
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.usergroups: dict[str, list[str]] = {}  # group id -> its members' user ids
+        self.group_calls: Counter[str] = Counter()  # usergroups.users.list calls, by group
+        self._groups_failing: str | None = None  # None: answering; "": HTTP 500; else error
+        # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on a socket whose
+        # proto says TCP, and each connection takes this one's; with Nagle on, every answer
+        # on a kept-alive connection waited ~40 ms for the caller's delayed ACK
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
@@ -104,6 +118,14 @@ class FakeSlack:
     def release(self, channel: str) -> None:
         self._held.pop(channel, None)
 
+    def fail_groups(self, error: str | None = None) -> None:
+        """Answer ``usergroups.list`` and ``usergroups.users.list`` with HTTP 500, or with
+        ``ok: false`` and ``error`` (``"missing_scope"``), until ``release_groups``."""
+        self._groups_failing = error or ""
+
+    def release_groups(self) -> None:
+        self._groups_failing = None
+
     def fail_answers(self, times: int) -> None:
         """The next `times` posts to a response_url answer 503, as Slack does when busy."""
         self._failing = times
@@ -152,6 +174,7 @@ class FakeSlack:
             body: dict[str, Any] = json.loads(raw or "{}")
         else:
             body = {k: v[0] for k, v in parse_qs(raw).items()}
+        body = {**dict(request.query_params), **body}  # a GET's arguments are its query
         path = "/" + request.path_params["path"]
         if path == "/api/chat.postMessage":
             retry_after = self._refusal(str(body.get("channel", "")))
@@ -187,6 +210,8 @@ class FakeSlack:
                     "bot_id": "B0BOT",
                 }
             )
+        if path.startswith("/api/usergroups."):
+            return self._usergroups(path, body)
         if path == "/api/apps.connections.open":
             if self.socket_url is None:
                 return JSONResponse({"ok": False, "error": "socket_mode_not_enabled"})
@@ -201,3 +226,35 @@ class FakeSlack:
                 }
             )
         return JSONResponse({"ok": True, "ts": body.get("ts", ts)})
+
+    def _usergroups(self, path: str, body: dict[str, Any]) -> Response:
+        """``usergroups.users.list`` (one group's members) and ``usergroups.list``."""
+        group = str(body.get("usergroup", ""))
+        if path == "/api/usergroups.users.list":
+            with self._lock:
+                self.group_calls[group] += 1
+        failing = self._groups_failing
+        if failing == "":
+            return PlainTextResponse("internal server error", status_code=500)
+        if failing is not None:
+            return JSONResponse({"ok": False, "error": failing})
+        if path == "/api/usergroups.users.list":
+            if group not in self.usergroups:
+                return JSONResponse({"ok": False, "error": "no_such_subteam"})
+            return JSONResponse({"ok": True, "users": list(self.usergroups[group])})
+        if path == "/api/usergroups.list":
+            with_users = str(body.get("include_users", "")).lower() in {"1", "true"}
+            groups = [
+                {
+                    "id": gid,
+                    "team_id": "T0FAKE",
+                    "is_usergroup": True,
+                    "name": gid.lower(),
+                    "handle": gid.lower(),
+                    "user_count": len(users),
+                    **({"users": list(users)} if with_users else {}),
+                }
+                for gid, users in self.usergroups.items()
+            ]
+            return JSONResponse({"ok": True, "usergroups": groups})
+        return JSONResponse({"ok": False, "error": "unknown_method"})

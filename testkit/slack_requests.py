@@ -1,11 +1,18 @@
 """The request signer shared by the tests and the benchmarks: requests built the way Slack
-builds them, the signature over ``v0:{ts}:{body}`` and the fields of a slash command."""
+builds them, the signature over ``v0:{ts}:{body}``, the fields of a slash command, and the
+Events API's callbacks (``event_callback``, ``url_verification``) as JSON bodies with
+their signed headers (``send_event`` posts one to a serve's /slack/events)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
+import json
 import time
+from typing import Any
+
+import httpx
 
 from testkit.fake_slack import FakeSlack
 
@@ -46,3 +53,83 @@ def slash_fields(
         "response_url": fake.response_url(name),
         "trigger_id": trigger,
     }
+
+
+_events = itertools.count(1)
+
+
+def event_callback(event: dict[str, Any], *, team: str = "T0FAKE") -> str:
+    """The Events API envelope Slack posts for ``event`` (its ``type`` and fields), as
+    Bolt expects it: ``type: event_callback``, the team, the app, an ``event_id`` of its
+    own and the bot's authorization."""
+    n = next(_events)
+    now = int(time.time())
+    return json.dumps(
+        {
+            "token": "legacy",
+            "team_id": team,
+            "api_app_id": "A0QUEUEBOT",
+            "event": {"event_ts": f"{now}.{n:06d}", **event},
+            "type": "event_callback",
+            "event_id": f"Ev0FAKE{n:06d}",
+            "event_time": now,
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": team,
+                    "user_id": "U0BOT",
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+        }
+    )
+
+
+def members_changed(
+    group: str, *, added: tuple[str, ...] = (), removed: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Slack's ``subteam_members_changed`` event: who joined and who left user group
+    ``group``."""
+    now = int(time.time())
+    return {
+        "type": "subteam_members_changed",
+        "subteam_id": group,
+        "team_id": "T0FAKE",
+        "date_previous_update": now - 60,
+        "date_update": now,
+        "added_users": list(added),
+        "added_users_count": str(len(added)),
+        "removed_users": list(removed),
+        "removed_users_count": str(len(removed)),
+    }
+
+
+def group_updated(group: str, users: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Slack's ``subteam_updated`` event: user group ``group`` as it is now."""
+    return {
+        "type": "subteam_updated",
+        "subteam": {
+            "id": group,
+            "team_id": "T0FAKE",
+            "is_usergroup": True,
+            "name": group.lower(),
+            "handle": group.lower(),
+            "users": list(users),
+            "user_count": len(users),
+            "date_update": int(time.time()),
+        },
+    }
+
+
+def url_verification(challenge: str) -> str:
+    """What Slack posts to check an events URL: the challenge Bolt must answer with."""
+    return json.dumps({"token": "legacy", "challenge": challenge, "type": "url_verification"})
+
+
+def send_event(url: str, body: str, *, secret: str = SECRET) -> httpx.Response:
+    """Post a JSON callback (``event_callback(...)``, ``url_verification(...)``) to the
+    serve at ``url``, signed as Slack signs it."""
+    headers = {**signed(body, secret=secret), "Content-Type": "application/json"}
+    return httpx.post(f"{url}/slack/events", content=body, headers=headers, timeout=10)

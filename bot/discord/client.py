@@ -110,7 +110,6 @@ class QueuebotClient(discord.Client):
         members = membership is not None
         if members:
             options.setdefault("chunk_guilds_at_startup", False)
-            options.setdefault("enable_debug_events", True)  # the raw member events
         super().__init__(intents=discord.Intents(guilds=True, members=members), **options)
         self.membership = membership
         self.wiring = wiring
@@ -142,9 +141,11 @@ class QueuebotClient(discord.Client):
         self.synced = where
         log.info("Discord commands synced to %s: %s", where, ", ".join(c.name for c in synced))
 
-    async def on_socket_raw_receive(self, message: Any) -> None:
+    async def on_socket_event_type(self, event: str) -> None:
+        """Each gateway event's type, as it arrives: queuebot caches no members, and
+        discord.py dispatches no member update for a member it does not cache."""
         if self.membership is not None:
-            member_changed(message, self.membership)
+            member_changed(event, self.membership)
 
     async def on_ready(self) -> None:
         self.failure = None

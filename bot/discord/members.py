@@ -9,7 +9,6 @@ changed (GUILD_MEMBER_ADD, _UPDATE, _REMOVE)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import discord
 
@@ -50,10 +49,11 @@ class DiscordRoles:
             raise Unavailable(f"Discord answered {exc.status}: {exc.text[:120]}") from exc
 
 
-def member_changed(message: Any, membership: Membership) -> bool:
-    """A gateway event about a member: every Discord role is read again at its next use
-    (the event says what the member holds now, not what they held)."""
-    if not isinstance(message, dict) or message.get("t") not in MEMBER_EVENTS:
+def member_changed(event: str | None, membership: Membership) -> bool:
+    """A gateway event about a member (``event``: its type, GUILD_MEMBER_UPDATE): every
+    Discord role is read again at its next use (the event says what the member holds now,
+    not what they held)."""
+    if event not in MEMBER_EVENTS:
         return False
     membership.forget_platform("discord")
     return True

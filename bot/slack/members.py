@@ -27,13 +27,24 @@ class SlackGroups:
         try:
             answer = await self.client.usergroups_users_list(usergroup=source.id)
         except SlackApiError as exc:  # Slack's own word for it: missing_scope, no_such_subteam
-            said = exc.response.get("error") if exc.response is not None else None
+            said = _said(exc)
             hint = " (the app needs the usergroups:read scope)" if said == "missing_scope" else ""
-            raise Unavailable(f"Slack answered {said or 'an error'}{hint}") from exc
+            raise Unavailable(f"Slack answered {said}{hint}") from exc
         users = answer.get("users")
         if not isinstance(users, list):
             raise Unavailable("Slack's answer carried no list of users")
         return frozenset(str(u) for u in users)
+
+
+def _said(exc: SlackApiError) -> str:
+    """Slack's error code (``missing_scope``), or the HTTP status of an answer that is not
+    Slack's JSON (a 500's page of text, whose ``response`` is not a dict to ask)."""
+    response = exc.response
+    data = getattr(response, "data", None)
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"])
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    return f"HTTP {status}" if isinstance(status, int) else "an error"
 
 
 def group_of(event: dict[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from services.access.sources import Reader, Source
-from services.errors import Unavailable
+from services.errors import QueuebotError, Unavailable
 
 log = logging.getLogger("queuebot.access")
 
@@ -62,7 +62,14 @@ class _Kept:
     read: Read | None = None  # the last successful read
     failed_at: datetime | None = None
     failure: str | None = None
-    asked_again: bool = False  # an event said the group changed
+    # events saying the group changed, and how many of them the last read began after:
+    # an event told while a read is under way leaves the next question to read again
+    told: int = 0
+    seen: int = 0
+
+    @property
+    def asked_again(self) -> bool:
+        return self.told != self.seen
 
 
 class Membership:
@@ -95,12 +102,12 @@ class Membership:
         """The group changed (an event said so): the next question reads it again."""
         kept = self._kept.get(source)
         if kept is not None:
-            kept.asked_again = True
+            kept.told += 1
 
     def forget_platform(self, platform: str) -> None:
         for source, kept in self._kept.items():
             if source.platform == platform:
-                kept.asked_again = True
+                kept.told += 1
 
     def cached(self, source: Source) -> Read | None:
         """What is kept without asking the platform (fresh or not)."""
@@ -148,10 +155,11 @@ class Membership:
     async def _read_now(self, source: Source) -> Read:
         kept = self._kept.setdefault(source, _Kept())
         now = self.clock()
+        began = kept.told  # events after this one are not answered by this read
         reader = self.readers.get(source.platform)
         if reader is None:
             kept.failed_at, kept.failure = now, _no_reader(source)
-            kept.asked_again = False
+            kept.seen = began
             return self._stale(source, kept, now)
         self.calls[source] += 1
         try:
@@ -164,12 +172,12 @@ class Membership:
                 if isinstance(exc, TimeoutError)
                 else _failure(exc)
             )
-            kept.asked_again = False
+            kept.seen = began
             log.warning("could not read %s: %s", source.label(), kept.failure)
             return self._stale(source, kept, now)
         kept.read = Read(source, frozenset(members), self.clock())
         kept.failed_at = kept.failure = None
-        kept.asked_again = False
+        kept.seen = began
         return kept.read
 
 
@@ -184,6 +192,8 @@ def _no_reader(source: Source) -> str:
 
 
 def _failure(exc: Exception) -> str:
+    if isinstance(exc, QueuebotError):  # a reader's own words: "Slack answered HTTP 500"
+        return exc.message[:200]
     said = str(exc).splitlines()[0] if str(exc) else ""
     said = said[:160]
     return f"{type(exc).__name__}: {said}" if said else type(exc).__name__

@@ -40,6 +40,7 @@ BENCHES = sorted(
 # A figure each bench prints, as a line of its output shows it.
 FIGURES = {
     "alerts": r"latency per request \(client side\): p50 [\d.]+ ms",
+    "authorization": r"authorization added \(p99, groups - people\): -?[\d.]+ ms",
     "discord_first_response": r"first response ms: p50 \d+",
     "housekeep": r"first run +\d+ ms +\d+ statements",
     "metrics": r"scrape within the interval \(cached\): +p50 +[\d.]+ ms",
@@ -55,7 +56,8 @@ FIGURES = {
     "storm": r"reminders and escalations: +p50 [\d.]+ s",
     "triage": r"worker_queue +indexes +triage p95 +[\d.]+ ms",
 }
-WITHOUT_POSTGRES = {"signatures", "discord_first_response"}  # SQLite, or no database
+# SQLite, or no database
+WITHOUT_POSTGRES = {"signatures", "discord_first_response", "authorization"}
 REQUIRE_SYSTEMS = os.environ.get("QUEUEBOT_REQUIRE_SYSTEMS") == "1"
 
 
