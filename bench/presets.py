@@ -34,6 +34,10 @@ own tables beside them. Two parts:
    (bare / queuebot, as ``bench.redrive`` puts it), with the statements of queuebot's runs
    that took the most time.
 
+``--dead-index`` then makes, on each system that ships no index finding its dead jobs
+(pg-boss, graphile-worker, GoodJob, Que), the partial index on them ``queuebot estate
+indexes`` prints, and times triage again: before and after in one run.
+
 It prints figures and asserts no timing: triage's ``1.5x`` and any redrive share are read
 from the output. The load average is printed with each part; on a shared host the
 ratios are steadier than the milliseconds.
@@ -41,7 +45,7 @@ ratios are steadier than the milliseconds.
     .venv/bin/python -m bench.presets [--url ADMIN_URL] [--rows 1000000] [--runs 20]
         [--jobs 10000] [--redrive-rows 100000] [--repeat 3] [--only triage|redrive]
         [--presets river,oban,pg-boss,procrastinate,graphile-worker,good_job,solid_queue,que]
-        [--explain]
+        [--explain] [--dead-index]
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -71,6 +76,8 @@ from services.config import QueueConfig
 from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.estate import Estate
+from services.estate.indexes import dead_jobs_index
+from services.estate.system.dead_index import statements
 
 DB = "qb_bench_presets"
 SYSTEMS = (
@@ -282,6 +289,47 @@ def report_triage(r: TriageRun) -> None:
     print(f"    {'triage wall time minus its statements':<52}{ms(other)}")
 
 
+async def dead_indexed(
+    engine: AsyncEngine,
+    timer: StatementTimer,
+    libpq: str,
+    triaged: list[str],
+    args: argparse.Namespace,
+    now: datetime,
+) -> None:
+    """Triage again, each system that ships no index finding its dead jobs given the
+    partial index on them `estate indexes` prints (made as psql runs the file, then
+    VACUUM ANALYZE)."""
+    for preset in triaged:
+        estate = Estate(engine=engine, queues={"q": QueueConfig(preset=preset)})
+        profile = estate.profile("q")
+        async with estate.connect() as conn:
+            found = await dead_jobs_index(conn, profile, await profile.tables(conn))
+        if found is None:
+            continue
+        started = time.perf_counter()
+        with psycopg.connect(libpq, autocommit=True) as conn:
+            for line in statements(found):
+                if not line.startswith("--"):
+                    conn.execute(line)
+            conn.execute(f"VACUUM ANALYZE {found.table}")
+            size = conn.execute(  # a partitioned table's: its partitions' own, summed
+                "SELECT pg_size_pretty(sum(pg_relation_size(c.oid))) FROM pg_class AS c"
+                " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+                " WHERE c.relkind = 'i' AND c.relname LIKE %s AND n.nspname = %s",
+                (found.name + "%", found.table.split(".")[0]),
+            ).fetchone()
+        took = time.perf_counter() - started
+        print(f"\n{preset}: {found.name} made and the table analysed in {took:.1f} s;"
+              f" its size {size[0] if size else '?'}")  # fmt: skip
+        for queue_name in (None, ONE_QUEUE[preset]):
+            print()
+            result = await measure_triage(
+                engine, timer, preset, queue_name, args.runs, now, args.explain
+            )
+            report_triage(result)
+
+
 # -- redrive -------------------------------------------------------------------------------
 
 
@@ -447,6 +495,8 @@ async def run(url: str, libpq: str, args: argparse.Namespace) -> None:
                         engine, timer, preset, queue_name, args.runs, now, args.explain
                     )
                     report_triage(result)
+            if args.dead_index:
+                await dead_indexed(engine, timer, libpq, triaged, args, now)
         if args.only in (None, "redrive") and redriven:
             print()
             print(f"redrive: {args.jobs:,} dead jobs in {args.redrive_rows:,} rows per preset; "
@@ -482,6 +532,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--explain", action="store_true", help="EXPLAIN (ANALYZE, BUFFERS) triage's statements"
+    )
+    parser.add_argument(
+        "--dead-index",
+        action="store_true",
+        help="then triage again with the partial index on dead jobs `estate indexes` prints",
     )
     args = parser.read(argv)
     if unknown := set(args.presets) - set(SYSTEMS):

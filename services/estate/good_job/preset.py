@@ -91,6 +91,9 @@ class GoodJobProfile(SystemProfile):
         "dashboard"
     )
     restored = ("performed_at", "finished_at", "scheduled_at", "error_event")
+    # its finished_at index holds every finished job, succeeded ones too: none finds the
+    # discarded ones alone
+    dead_index_columns = ("queue_name", "finished_at")
 
     @property
     def unclaimed_states(self) -> tuple[str, ...]:

@@ -124,6 +124,17 @@ class GraphileWorkerProfile(SystemProfile):
             return sa.and_(live, locked.is_(None), error.is_not(None))
         return sa.and_(live, locked.is_(None), error.is_(None))
 
+    dead_index_columns = ("job_queue_id", "updated_at")  # the private table's (see below)
+
+    def dead_index_on(
+        self, t: Mapping[str, BoundTable]
+    ) -> tuple[sa.Table, tuple[str, ...], sa.ColumnElement[bool]] | None:
+        """On the private table (a view has no index): its indexes hold the available jobs
+        only, none the dead ones. The view's columns of the condition are the table's own,
+        and its queue is the table's ``job_queue_id``, which the view joins a name to."""
+        private = t["private"].table
+        return private, self.dead_index_columns, self._spent(t)
+
     def arguments(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
         """The job's payload, kept in the private table only: looked up by the job's id."""
         private = t["private"]

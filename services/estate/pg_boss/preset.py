@@ -70,6 +70,8 @@ class PgBossProfile(SystemProfile):
     cancel_state = "cancelled"
     restored = ("state", "retry_count", "retry_limit", "completed_on", "start_after")
     attempts_label = "retries"  # retry_count: the attempts after the first
+    # no index of pg-boss finds its failed jobs (its own lead with the queue, for its fetch)
+    dead_index_columns = ("name", "completed_on")
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         output = self.col(t, "output")

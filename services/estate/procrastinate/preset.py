@@ -64,6 +64,9 @@ class ProcrastinateProfile(SystemProfile):
     cancel_state = "cancelled"
     attempt_bump = 1
     restored = ("status", "attempts", "scheduled_at")
+    # its indexes on the status are on todo and doing jobs only: none finds failed ones (a
+    # job's times are its events', so the index holds the queue alone)
+    dead_index_columns = ("queue_name",)
     # Its functions run with the caller's privileges, and its triggers write an event
     # for each change of state.
     _writes = (

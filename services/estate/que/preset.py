@@ -69,6 +69,8 @@ class QueProfile(SystemProfile):
     retry_state = READY
     restored = ("expired_at", "error_count", "run_at")
     attempts_label = "errors"  # error_count: the attempts that failed
+    # its poll index holds the unfinished, unexpired jobs only: none finds expired ones
+    dead_index_columns = ("queue", "expired_at")
     write_needs = {
         "requeue": tuple(("job", "UPDATE", c) for c in restored),
         "redrive": tuple(("job", "UPDATE", c) for c in restored),

@@ -375,6 +375,22 @@ class SystemBase(QueueProfile):
     def index_plan(self) -> list[IndexPlan]:
         return []  # the systems ship the indexes their own workers need
 
+    # Where the system ships no index that finds its dead jobs: the columns (logical names,
+    # its queue column first) of the partial index on exactly them that `estate indexes`
+    # recommends (services/estate/system/dead_index.py); None where it ships one.
+    dead_index_columns: ClassVar[tuple[str, ...] | None] = None
+
+    def dead_index_on(
+        self, t: Mapping[str, BoundTable]
+    ) -> tuple[sa.Table, tuple[str, ...], sa.ColumnElement[bool]] | None:
+        """That index's table, columns and WHERE: the condition the reads of dead jobs
+        select them by (so PostgreSQL can use it for them); None where none is recommended."""
+        if self.dead_index_columns is None:
+            return None
+        q = self.job(t)
+        where = self.in_states(t, self.dead_letter_statuses)
+        return q.table, tuple(q.c(c).name for c in self.dead_index_columns), where
+
     # -- a job's key and the order of the dead jobs ---------------------------------------
 
     def key_of(self, t: Mapping[str, BoundTable], raw: str) -> Any:
