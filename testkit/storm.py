@@ -236,6 +236,8 @@ def incident_posts(fake: FakeSlack) -> dict[tuple[str, int, str], list[Call]]:
         if call.path != POST:
             continue
         said = text(call)
+        # a reminder or an escalation first calls the lead (and a rota): "<@U0DORA> INC-1: ..."
+        said = said[said.find("INC-") :] if "INC-" in said else said
         if not said.startswith("INC-") or ": " not in said:
             continue
         name, rest = said.split(": ", 1)
