@@ -23,21 +23,26 @@ INCIDENTS = cast(sa.Table, Incident.__table__)
 STEPS = cast(sa.Table, IncidentStep.__table__)
 
 
+# an incident's own fields, as the views read them beside an obligation
+_INCIDENT = (
+    INCIDENTS.c.scenario,
+    INCIDENTS.c.runbook,
+    INCIDENTS.c.summary,
+    INCIDENTS.c.state.label("incident_state"),
+    INCIDENTS.c.queue,
+    INCIDENTS.c.lead,
+    INCIDENTS.c.lead_platform,
+    INCIDENTS.c.lead_account,
+    INCIDENTS.c.declared_at,
+    INCIDENTS.c.fault_at,
+    INCIDENTS.c.resolved_at,
+)
+
 # the open incidents, each with its obligations (none: one row, its obligation's NULL)
 _OPEN = (
     sa.select(
         INCIDENTS.c.id.label("number"),
-        INCIDENTS.c.scenario,
-        INCIDENTS.c.runbook,
-        INCIDENTS.c.summary,
-        INCIDENTS.c.state.label("incident_state"),
-        INCIDENTS.c.queue,
-        INCIDENTS.c.lead,
-        INCIDENTS.c.lead_platform,
-        INCIDENTS.c.lead_account,
-        INCIDENTS.c.declared_at,
-        INCIDENTS.c.fault_at,
-        INCIDENTS.c.resolved_at,
+        *_INCIDENT,
         *(c for c in obligations.OBLIGATIONS.c),
     )
     .select_from(
@@ -68,17 +73,7 @@ async def pending_obligations(
     found = await conn.execute(
         sa.select(
             obligations.OBLIGATIONS,
-            INCIDENTS.c.scenario,
-            INCIDENTS.c.runbook,
-            INCIDENTS.c.summary,
-            INCIDENTS.c.state.label("incident_state"),
-            INCIDENTS.c.queue,
-            INCIDENTS.c.lead,
-            INCIDENTS.c.lead_platform,
-            INCIDENTS.c.lead_account,
-            INCIDENTS.c.declared_at,
-            INCIDENTS.c.fault_at,
-            INCIDENTS.c.resolved_at,
+            *_INCIDENT,
         )
         .join(INCIDENTS, INCIDENTS.c.id == obligations.OBLIGATIONS.c.incident_id)
         .where(
