@@ -16,6 +16,15 @@ goes: ``fake.usergroups["S0APPROVE"] = ["U0ALICE"]``), served by ``usergroups.li
 ``group_calls`` counts the ``usergroups.users.list`` calls per group. ``fail_groups()``
 makes both answer HTTP 500 (or, given an ``error``, ``ok: false`` with it) until
 ``release_groups()``.
+
+Views: ``views.open`` (a modal, given a ``trigger_id``), ``views.update`` (by ``view_id`` or
+``external_id``; a stale ``hash`` is a ``hash_conflict``) and ``views.publish`` (a user's
+Home tab) check each view against Block Kit's limits with slack_sdk's models
+(testkit/slack_views.py) and refuse one that breaks them with ``invalid_arguments``, as
+Slack does (recorded with ``#invalid`` after its path). ``views`` holds every open view by
+its id (with ``id``, ``hash``, ``state`` as Slack adds them); ``homes`` each user's published
+Home tab. ``expire_triggers()`` makes ``views.open`` answer ``expired_trigger_id`` (a
+trigger is good for 3 s) until ``expire_triggers(False)``.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from testkit.slack_views import ViewRefused, check_view
 
 
 @dataclass
@@ -61,6 +72,10 @@ class FakeSlack:
         self.usergroups: dict[str, list[str]] = {}  # group id -> its members' user ids
         self.group_calls: Counter[str] = Counter()  # usergroups.users.list calls, by group
         self._groups_failing: str | None = None  # None: answering; "": HTTP 500; else error
+        self.views: dict[str, dict[str, Any]] = {}  # view id -> the view as Slack keeps it
+        self.homes: dict[str, dict[str, Any]] = {}  # user id -> their published Home tab
+        self._triggers_expired = False
+        self._view_serial = 0
         # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on a socket whose
         # proto says TCP, and each connection takes this one's; with Nagle on, every answer
         # on a kept-alive connection waited ~40 ms for the caller's delayed ACK
@@ -125,6 +140,10 @@ class FakeSlack:
 
     def release_groups(self) -> None:
         self._groups_failing = None
+
+    def expire_triggers(self, expired: bool = True) -> None:
+        """Answer ``views.open`` with ``expired_trigger_id`` (as Slack does after 3 s)."""
+        self._triggers_expired = expired
 
     def fail_answers(self, times: int) -> None:
         """The next `times` posts to a response_url answer 503, as Slack does when busy."""
@@ -212,6 +231,8 @@ class FakeSlack:
             )
         if path.startswith("/api/usergroups."):
             return self._usergroups(path, body)
+        if path in ("/api/views.open", "/api/views.update", "/api/views.publish"):
+            return self._view(path, body)
         if path == "/api/apps.connections.open":
             if self.socket_url is None:
                 return JSONResponse({"ok": False, "error": "socket_mode_not_enabled"})
@@ -258,3 +279,59 @@ class FakeSlack:
             ]
             return JSONResponse({"ok": True, "usergroups": groups})
         return JSONResponse({"ok": False, "error": "unknown_method"})
+
+    def _view(self, path: str, body: dict[str, Any]) -> Response:
+        """``views.open``, ``views.update`` and ``views.publish``, as Slack answers them."""
+        raw = body.get("view")
+        try:
+            view = json.loads(raw) if isinstance(raw, str) else raw
+            kept = check_view(view)
+        except (ValueError, ViewRefused) as exc:
+            with self._lock:
+                self.calls[-1].path = path + "#invalid"
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error": "invalid_arguments",
+                    "response_metadata": {"messages": [f"[ERROR] {exc}"]},
+                }
+            )
+        with self._lock:
+            if path == "/api/views.open":
+                if not body.get("trigger_id"):
+                    return JSONResponse({"ok": False, "error": "invalid_arguments"})
+                if self._triggers_expired:
+                    return JSONResponse({"ok": False, "error": "expired_trigger_id"})
+                self._view_serial += 1
+                view_id = f"V{self._view_serial:08d}"
+            elif path == "/api/views.update":
+                view_id = str(body.get("view_id") or "")
+                if not view_id:
+                    external = body.get("external_id")
+                    view_id = next(
+                        (k for k, v in self.views.items() if v.get("external_id") == external),
+                        "",
+                    )
+                if view_id not in self.views:
+                    return JSONResponse({"ok": False, "error": "not_found"})
+                stale = body.get("hash")
+                if stale and stale != self.views[view_id]["hash"]:
+                    return JSONResponse({"ok": False, "error": "hash_conflict"})
+            else:
+                user = str(body.get("user_id") or "")
+                if not user or kept.get("type") != "home":
+                    return JSONResponse({"ok": False, "error": "invalid_arguments"})
+                self._view_serial += 1
+                view_id = f"V{self._view_serial:08d}"
+            self._view_serial += 1
+            shown = {
+                **kept,
+                "id": view_id,
+                "hash": f"{self._view_serial}.{view_id}",
+                "state": {"values": {}},
+            }
+            if path == "/api/views.publish":
+                self.homes[str(body.get("user_id"))] = shown
+            else:
+                self.views[view_id] = shown
+        return JSONResponse({"ok": True, "view": shown})
