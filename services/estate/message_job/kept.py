@@ -104,7 +104,9 @@ async def keep(
     CROSS JOIN LATERAL (
         SELECT j0 AS r, j0.xmin AS v FROM {jt} AS j0 WHERE j0.{jid} = (m.r).{mjob} OFFSET 0
     ) AS j
-    CROSS JOIN LATERAL (SELECT {_image("m.r", "j.r")} AS image) AS x
+    -- the image built once (OFFSET 0: not pulled up into the two places that use it,
+    -- the item and its digest, which would build it twice)
+    CROSS JOIN LATERAL (SELECT {_image("m.r", "j.r")} AS image OFFSET 0) AS x
     WHERE (m.r).{mstatus} = CAST(t.mstate AS {mtype})
       AND (j.r).{jstatus} = CAST(t.jstate AS {jtype})
       AND m.v::text || '/' || j.v::text = t.version"""
