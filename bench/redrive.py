@@ -34,20 +34,21 @@ times each (default 3; each run's figures, the medians and the load average are 
    grouped by its text, median per run, for the request and the approval apart, and what
    is left (Python, pool checkouts, commits). ``--explain`` then runs one more request
    and approval, and each floor, each after the same reset, under PostgreSQL's
-   ``auto_explain`` (``ANALYZE, BUFFERS``; not timed) and prints each plan that took at least ``--explain-ms``: each
-   node's rows, its own time (its children's taken out) and its time with them.
+   ``auto_explain`` (``ANALYZE, BUFFERS``; not timed) and prints each plan that took at
+   least ``--explain-ms``, node by node: its time with its children (in all its
+   loops), its rows, its loops and its buffers.
 7. the manual redrive runbook's procedure, one job at a time through the same engine, over
    at most ``--manual-jobs`` jobs (default 10,000; ``--no-manual`` skips it): step 3
    (snapshot: SELECT * of the message, the job and its events) and step 4 (BEGIN; UPDATE
    queue_messages; UPDATE clip_jobs; INSERT job_events; COMMIT). Printed, not judged.
 
 The estate's tables are reflected before the first round, as a running queuebot has them
-after its first command. The reset returns every message to DLQ and every job to FAILED, empties job_events and
-the snapshot table, rewrites both tables in id order (CLUSTER), then VACUUM ANALYZE and
-CHECKPOINT, so every measured run starts from the same physical state (``--smoke``,
-which measures nothing, leaves the CHECKPOINT out: it is the whole server's). Autovacuum
-is off on the estate tables of the scratch database so that it never starts in the
-middle of a run.
+after its first command. The reset returns every message to DLQ and every job to FAILED,
+empties job_events and the snapshot table, rewrites both tables in id order (CLUSTER),
+then VACUUM ANALYZE and CHECKPOINT, so every measured run starts from the same physical
+state (``--smoke``, which measures nothing, leaves the CHECKPOINT out: it is the whole
+server's). Autovacuum is off on the estate tables of the scratch database so that it
+never starts in the middle of a run.
 
 Targets (PASS/FAIL each; exit 0 only when every one measured passes), at any full size
 and, with ``--jobs`` above ``--compare-jobs``, at that smaller size too:
@@ -85,6 +86,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -92,7 +94,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bench.kit.changes import FOR_REDRIVE, dead_letters, job_ids, redrive, wire
 from bench.kit.cli import BenchParser, exit_with
 from bench.kit.figures import judge, loadavg, status_mb
-from bench.kit.scratch import create, drop
+from bench.kit.scratch import conninfo, create, drop
 from bench.kit.statements import Statement, StatementTimer
 from services.audit import AuditTrail
 from services.changes.requests import ChangeRequests
@@ -261,29 +263,27 @@ class Results:
     small: Size | None = None
     manual: Manual | None = None
     loads: list[str] = field(default_factory=list)  # the load average as each round began
-    timer: StatementTimer = field(default_factory=StatementTimer)  # request, approve, ...
+    # request, approve, request, ...: each statement's text and time, not its parameters
+    timer: StatementTimer = field(default_factory=lambda: StatementTimer(params=False))
     plans: list[Plan] = field(default_factory=list)  # --explain
 
 
 async def reset(engine: AsyncEngine, checkpoint: bool = True) -> None:
     """Every message back to DLQ, every job to FAILED, no job events and no snapshot; the
-    same layout, written out (``checkpoint``)."""
-    async with engine.begin() as conn:
-        for statement in _statements(RESET):
-            await conn.execute(sa.text(statement))
-    async with engine.connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        # no statement timeout for these (a CHECKPOINT on a busy host takes its time),
-        # and the session's own put back before the connection goes back to the pool
-        was = (await conn.execute(sa.text("SHOW statement_timeout"))).scalar_one()
-        await conn.execute(sa.text("SET statement_timeout = 0"))
-        try:
-            for statement in _statements(SETTLE) + (["CHECKPOINT"] if checkpoint else []):
-                await conn.execute(sa.text(statement))
-        finally:
-            await conn.execute(
-                sa.text("SELECT set_config('statement_timeout', :was, false)"), {"was": was}
-            )
+    same layout, written out (``checkpoint``). On a connection of its own, without
+    queuebot's bounds: a CHECKPOINT on a busy host may take longer than they allow."""
+    libpq = conninfo(engine.url.render_as_string(hide_password=False))
+    await asyncio.to_thread(_reset, libpq, checkpoint)
+
+
+def _reset(libpq: str, checkpoint: bool) -> None:
+    with psycopg.connect(libpq) as conn:
+        with conn.transaction():
+            for statement in _statements(RESET):
+                conn.execute(statement)
+        conn.autocommit = True
+        for statement in _statements(SETTLE) + (["CHECKPOINT"] if checkpoint else []):
+            conn.execute(statement)
 
 
 async def count_events(engine: AsyncEngine) -> int:
