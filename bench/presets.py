@@ -70,7 +70,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.kit.changes import redrive, wire
 from bench.kit.cli import BenchParser, exit_with, names
@@ -165,11 +165,11 @@ RETRY: dict[str, str | tuple[str, ...]] = {
 # (``id = any(@id::bigint[])``).
 RETRY_IDS: dict[str, str] = {
     "pg-boss": "WITH results AS (UPDATE pgboss.job SET state = 'retry',"
-    " retry_limit = retry_limit + 1 WHERE name = :name"
-    " AND id IN (SELECT unnest(CAST(:ids AS uuid[]))) AND state = 'failed' RETURNING 1)"
+    " retry_limit = retry_limit + 1 WHERE name = %(name)s"
+    " AND id IN (SELECT unnest(CAST(%(ids)s AS uuid[]))) AND state = 'failed' RETURNING 1)"
     " SELECT count(*) FROM results",
     "river": "WITH job_to_update AS (SELECT id FROM river_job"
-    " WHERE id = any(CAST(:ids AS bigint[])) FOR UPDATE),"
+    " WHERE id = any(CAST(%(ids)s AS bigint[])) FOR UPDATE),"
     " updated_job AS (UPDATE river_job SET state = 'available', scheduled_at = now(),"
     " max_attempts = CASE WHEN attempt = max_attempts THEN max_attempts + 1"
     " ELSE max_attempts END, finalized_at = NULL FROM job_to_update"
@@ -388,41 +388,43 @@ async def keep_seed(engine: AsyncEngine, preset: str) -> None:
             await conn.exec_driver_sql(f"CREATE TABLE {_seed(table)} AS TABLE {table}")
 
 
-async def _stored_columns(conn: AsyncConnection, table: str) -> str:
-    """The columns an INSERT may write (a generated column is computed: graphile-worker's
-    ``is_available``)."""
-    found = await conn.execute(
-        sa.text(
-            "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
-            " WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped"
-            " AND attgenerated = ''"
-        ),
-        {"t": table},
-    )
-    return str(found.scalar_one())
+# The columns an INSERT may write (a generated column is computed: graphile-worker's
+# ``is_available``).
+_STORED_COLUMNS = (
+    "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+    " WHERE attrelid = CAST(%s AS regclass) AND attnum > 0 AND NOT attisdropped"
+    " AND attgenerated = ''"
+)
 
 
 async def reset(engine: AsyncEngine, preset: str, checkpoint: bool) -> None:
     """The system's tables as the fill left them: the same rows, vacuumed, checkpointed
     (``checkpoint``); and queuebot's log of the queue's redrives emptied (the jobs were
-    never redriven)."""
+    never redriven). On a connection of its own, without queuebot's bounds: 100,000 rows
+    and a CHECKPOINT on a busy host may take longer than they allow."""
+    libpq = conninfo(engine.url.render_as_string(hide_password=False))
+    await asyncio.to_thread(_reset, libpq, preset, checkpoint)
+
+
+def _reset(libpq: str, preset: str, checkpoint: bool) -> None:
     tables = TABLES[preset]
-    async with engine.begin() as conn:
-        await conn.execute(sa.text("DELETE FROM qb_redrive_log WHERE queue = :q"), {"q": preset})
-        await conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-        await conn.exec_driver_sql(f"TRUNCATE {', '.join(tables)} CASCADE")
-        for table in tables:  # the ids as they were, identity columns too
-            columns = await _stored_columns(conn, table)
-            await conn.exec_driver_sql(
-                f"INSERT INTO {table} ({columns}) OVERRIDING SYSTEM VALUE"
-                f" SELECT {columns} FROM {_seed(table)}"
-            )
-    async with engine.connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
+    with psycopg.connect(libpq) as conn:
+        with conn.transaction():
+            conn.execute("DELETE FROM qb_redrive_log WHERE queue = %s", (preset,))
+            conn.execute("SET LOCAL session_replication_role = replica")
+            conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+            for table in tables:  # the ids as they were, identity columns too
+                found = conn.execute(_STORED_COLUMNS, (table,)).fetchone()
+                columns = str(found[0]) if found else "*"
+                conn.execute(
+                    f"INSERT INTO {table} ({columns}) OVERRIDING SYSTEM VALUE"
+                    f" SELECT {columns} FROM {_seed(table)}"
+                )
+        conn.autocommit = True
         for table in tables:
-            await conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")
+            conn.execute(f"VACUUM (ANALYZE) {table}")
         if checkpoint:
-            await conn.exec_driver_sql("CHECKPOINT")
+            conn.execute("CHECKPOINT")
 
 
 async def dead_left(engine: AsyncEngine, preset: str) -> int:
@@ -449,25 +451,34 @@ async def retry_groups(engine: AsyncEngine, preset: str) -> list[tuple[str, list
     return list(groups.items())
 
 
-async def bare_retry(engine: AsyncEngine, preset: str, groups: list[tuple[str, list[Any]]]) -> int:
-    """The floor, in one transaction: the system's many-ids retry over every dead job's
-    id where it has one (a call per group), else its set-based retry of its dead jobs.
-    How many jobs the many-ids retry changed (0 for the others)."""
+def bare_retry(libpq: str, preset: str, groups: list[tuple[str, list[Any]]]) -> tuple[float, int]:
+    """The floor, in one transaction on a connection of its own (as the system's client
+    runs it: without queuebot's statement timeout): the system's many-ids retry over
+    every dead job's id where it has one (a call per group), else its set-based retry of
+    its dead jobs. Its time, and how many jobs the many-ids retry changed (0 for the
+    others)."""
     done = 0
-    async with engine.begin() as conn:
-        if preset in RETRY_IDS:
-            for name, ids in groups:
-                found = await conn.execute(sa.text(RETRY_IDS[preset]), {"name": name, "ids": ids})
-                done += int(found.scalar_one())
-        else:
-            retry = RETRY[preset]
-            for statement in (retry,) if isinstance(retry, str) else retry:
-                await conn.exec_driver_sql(statement)
-    return done
+    with psycopg.connect(libpq) as conn:
+        started = time.perf_counter()
+        with conn.transaction():
+            if preset in RETRY_IDS:
+                for name, ids in groups:
+                    found = conn.execute(RETRY_IDS[preset], {"name": name, "ids": ids}).fetchone()
+                    done += int(found[0]) if found else 0
+            else:
+                retry = RETRY[preset]
+                for statement in (retry,) if isinstance(retry, str) else retry:
+                    conn.execute(statement)
+        return time.perf_counter() - started, done
 
 
 async def measure_redrive(
-    engine: AsyncEngine, timer: StatementTimer, preset: str, repeat: int, checkpoint: bool
+    engine: AsyncEngine,
+    timer: StatementTimer,
+    libpq: str,
+    preset: str,
+    repeat: int,
+    checkpoint: bool,
 ) -> RedriveRuns:
     async with engine.connect() as conn:
         found = await conn.execute(
@@ -488,9 +499,8 @@ async def measure_redrive(
     before = loadavg()
     for _ in range(repeat):
         await reset(engine, preset, checkpoint)
-        started = time.perf_counter()
-        done = await bare_retry(engine, preset, groups)
-        out.bare.append(time.perf_counter() - started)
+        took, done = await asyncio.to_thread(bare_retry, libpq, preset, groups)
+        out.bare.append(took)
         assert await dead_left(engine, preset) == 0, f"{preset}: the bare retry left dead jobs"
         assert preset not in RETRY_IDS or done == len(ids), f"{preset}: retried {done}"
         await reset(engine, preset, checkpoint)
@@ -595,7 +605,7 @@ async def run(url: str, libpq: str, args: argparse.Namespace) -> list[tuple[str,
                     fill, libpq, preset, args.redrive_rows, args.jobs, datetime.now(UTC)
                 )
                 runs = await measure_redrive(
-                    engine, timer, preset, args.repeat, checkpoint=not args.smoke
+                    engine, timer, libpq, preset, args.repeat, checkpoint=not args.smoke
                 )
                 print()
                 report_redrive(runs)
