@@ -547,12 +547,13 @@ def report_redrive(r: RedriveRuns) -> None:
         print(f"    {ms(statistics.median(times))}  {shape}")
 
 
-def judge_redrive(r: RedriveRuns) -> list[tuple[str, bool]]:
-    """The target where the system has a many-ids retry, from ``JUDGED_FROM`` jobs."""
+def judge_redrive(r: RedriveRuns, asked: int) -> list[tuple[str, bool]]:
+    """The target where the system has a many-ids retry, from ``JUDGED_FROM`` dead jobs
+    asked for (``--jobs``; a fill may leave a few of them in another state)."""
     if r.preset not in RETRY_IDS:
         return []
     share = 100 * statistics.median(r.bare) / statistics.median(r.queuebot)
-    if r.jobs < JUDGED_FROM:
+    if asked < JUDGED_FROM:
         print(f"  (the {SHARE:.0f}% target is judged from {JUDGED_FROM:,} dead jobs)")
         return []
     what = f"{r.preset}, {r.jobs:,} dead jobs: queuebot at {share:.1f}% of the system's own"
@@ -609,7 +610,7 @@ async def run(url: str, libpq: str, args: argparse.Namespace) -> list[tuple[str,
                 )
                 print()
                 report_redrive(runs)
-                checks += judge_redrive(runs)
+                checks += judge_redrive(runs, args.jobs)
             async with engine.connect() as conn:
                 assert (await AuditTrail().verify(conn)).ok
     finally:
