@@ -283,3 +283,30 @@ def test_a_message_shortcut_opens_the_declaration_form_with_the_message(stack: S
         )
     )[0]
     assert checklist.body["channel"] == "C0OPS"  # where the message was
+
+
+@pytest.mark.parametrize(
+    ("group", "typed", "title", "named"),
+    [
+        ("queue", "resume P-99", "Resume P-99", "P-99"),
+        ("queue", "rollback P-99", "Roll back P-99", "P-99"),
+        ("incident", "resolve INC-99 --override", "Resolve INC-99", "INC-99"),
+    ],
+)
+def test_a_reason_form_checks_its_reason_and_runs_once(
+    stack: Stack, group: str, typed: str, title: str, named: str
+) -> None:
+    before = set(stack.fake.views)
+    name = slash(stack, typed, user=SLACK_DORA, group=group)
+    view = opened(stack, before)
+    assert view["title"]["text"] == title
+    wrong, _ = submit(stack, view, {"reason": None}, user=SLACK_DORA)
+    assert "say why" in wrong.json()["errors"]["reason"]
+    right, payload = submit(stack, view, {"reason": "second fix deployed"}, user=SLACK_DORA)
+    assert right.status_code == 200
+    said = texts(answer_to(stack, name))
+    assert named in said  # the command's own answer: there is no such plan or incident
+    again = send_interaction(stack.url, payload)  # the same submission once more
+    assert again.status_code == 200
+    stack.served.wait_for_log(f"repeated delivery slack:view:{view['id']}: acted on")
+    assert len(stack.fake.recorded(f"/response/{name}")) == 1
