@@ -72,7 +72,7 @@ class Form:
         for f in self.fields:
             shown = f.initial or ("(choose)" if f.kind == "choice" else "")
             optional = "" if f.required else " (optional)"
-            lines.append(f"  {f.label}{optional}: {shown}")
+            lines.append(f"  {f.label}{optional}: {shown}".rstrip())
             if f.options:
                 lines.append("    " + " | ".join(c.value for c in f.options))
         lines.append(f"  [{self.submit}]")
