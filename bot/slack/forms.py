@@ -4,7 +4,8 @@ trigger_id of the slash command, click or message shortcut that asked for it, an
 
 A submission with a wrong value is answered in the acknowledgement itself, with an error
 on its field (``response_action: errors``); the form stays open and nothing is written
-down. A right one is written down in the delivery ledger, keyed by the view's id
+down (so is one the ledger could not record: the database away, nothing done, the form
+open to be sent again). A right one is written down in the delivery ledger, keyed by the view's id
 (``slack:view:<id>``), *before* it is acknowledged (which closes the form): Slack's retry
 of it is a repeat and is ignored, and the command runs once, answered where the command's
 answer would have gone (the response_url the form carries, checked again on its way back;
@@ -246,7 +247,11 @@ def submitting(
             thread=s.thread,
             since=s.since,
         )
-        context[ACCEPTED] = (d, await w.write_down(d.key, request_of(d)))
+        written = await w.write_down(d.key, request_of(d))
+        if not written.recorded:  # nothing done: the form stays open to be sent again
+            said = f"not sent: queuebot could not record it ({written.why}); send it again"
+            return await ack(response_action="errors", errors={next_field(s.values): said[:500]})
+        context[ACCEPTED] = (d, written)
         await ack()
         await next()
         return None

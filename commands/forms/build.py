@@ -88,6 +88,8 @@ async def _form_if_needed(
             admitted=True,
         )
     if spec.name == "redrive":
+        if len(selection_of(spec, fields)) > MAX_SELECTION:
+            return None  # more ids than a field holds: the command's own answer asks
         return await _redrive(router, spec, fields)
     reason = _reason(spec, required=spec.name != "reject")
     if spec.name == "reject":

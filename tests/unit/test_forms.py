@@ -4,10 +4,13 @@ a submission makes, and every form as Slack and Discord draw it, within their li
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bot.discord.forms import FormModal, values_of
-from bot.slack.forms import view_of
+from bot.slack.forms import read_submission, view_of
+from bot.slack.payloads import Malformed
 from commands.forms import Choice, Form, FormField, form_for_text, submitted
 from commands.parser import read
 from services.errors import PermissionDenied
@@ -198,3 +201,34 @@ def test_a_discord_submission_is_read_wherever_discord_nests_its_values() -> Non
         ],
     }
     assert values_of(data) == {"reason": "fix", "incident": "", "selection": "--all"}
+
+
+def slack_submission(**meta: object) -> dict[str, object]:
+    carried = {"kind": "reject", "target": 17, "answer": "https://hooks.slack.com/x"} | meta
+    return {
+        "type": "view_submission",
+        "user": {"id": "U0BOB"},
+        "view": {
+            "id": "V0000001",
+            "callback_id": "qbform:reject",
+            "private_metadata": json.dumps(carried),
+            "state": {"values": {"reason": {"value": {"type": "plain_text_input", "value": "x"}}}},
+        },
+    }
+
+
+def test_a_slack_submission_is_read_with_where_to_answer_checked_again() -> None:
+    read_back = read_submission(slack_submission(), slack_api="https://slack.com/api/")
+    assert (read_back.kind, read_back.target, read_back.values) == ("reject", 17, {"reason": "x"})
+    assert read_back.answer == "https://hooks.slack.com/x"
+    for meta in (
+        {"answer": "http://elsewhere.example/x"},  # plain http, not at Slack's API origin
+        {"target": "17; DROP"},
+        {"channel": "C0 OPS"},
+    ):
+        with pytest.raises(Malformed):
+            read_submission(slack_submission(**meta), slack_api="https://slack.com/api/")
+    unknown = slack_submission()
+    unknown["view"]["callback_id"] = "qbform:explode"  # type: ignore[index]
+    with pytest.raises(Malformed, match="not one of queuebot's forms"):
+        read_submission(unknown, slack_api="https://slack.com/api/")
