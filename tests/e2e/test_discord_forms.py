@@ -170,3 +170,40 @@ def test_a_form_discord_no_longer_takes_is_answered_in_words(stack: Stack) -> No
     stack.fake.wait_until(lambda: bool(words()))
     assert "could not open in time" in words()[0]
     assert stale.callbacks == []
+
+
+@pytest.mark.parametrize(
+    ("group", "sub", "options", "title", "named"),
+    [
+        ("queue", "resume", {"plan": "P-99"}, "Resume P-99", "P-99"),
+        ("queue", "rollback", {"plan": "P-99"}, "Roll back P-99", "P-99"),
+        (
+            "incident",
+            "resolve",
+            {"incident": "INC-99", "override": True},
+            "Resolve INC-99",
+            "INC-99",
+        ),
+    ],
+)
+def test_a_reason_modal_says_a_wrong_reason_then_runs_the_command(
+    stack: Stack, group: str, sub: str, options: dict[str, Any], title: str, named: str
+) -> None:
+    opened = stack.fake.command(group, sub, options, user=DISCORD_DORA)
+    assert modal(stack, opened)["title"] == title
+    wrong = stack.fake.submit(opened, {"reason": "no"}, user=DISCORD_DORA)
+    stack.fake.wait_until(lambda: bool(wrong.callbacks))
+    assert (
+        "- Reason: String should have at least 3 characters"
+        in wrong.callbacks[0]["data"]["content"]
+    )
+    right = stack.fake.submit(opened, {"reason": "second fix deployed"}, user=DISCORD_DORA)
+    assert named in answered(stack.fake, right)  # the command's own answer
+
+
+def test_a_declaration_without_its_summary_opens_the_form(stack: Stack) -> None:
+    opened = stack.fake.command("incident", "declare", {}, user=DISCORD_DORA)
+    shown = fields(modal(stack, opened))
+    assert set(shown) == {"scenario", "summary", "queue"}
+    assert shown["summary"]["required"] and "value" not in shown["summary"]
+    assert {"clips", "workers"} <= {o["value"] for o in shown["queue"]["options"]}
