@@ -27,6 +27,7 @@ from discord import app_commands
 from bot.boundary import answer
 from bot.delivery import Asked
 from bot.discord.interactions import DiscordWiring, roles_of, run_command
+from bot.discord.render import plain, render
 from commands.forms import (
     FORMS,
     Form,
@@ -114,7 +115,7 @@ async def show(interaction: discord.Interaction[Any], found: Form | Reply | None
         return False
     try:
         if isinstance(found, Reply):
-            await interaction.response.send_message(found.message.summary[:2000], ephemeral=True)
+            await interaction.response.send_message(render(found.message).content, ephemeral=True)
         else:
             await interaction.response.send_modal(FormModal(found))
     except discord.HTTPException as exc:
@@ -235,7 +236,7 @@ async def on_submitted(interaction: discord.Interaction[Any]) -> None:
         await show(interaction, again)
         return
     labels = {f.name: f.label for f in again.fields}
-    said = "\n".join(f"- {labels.get(n, n)}: {e}" for n, e in result.errors.items())
+    said = "\n".join(f"- {labels.get(n, n)}: {plain(e)}" for n, e in result.errors.items())
     text = f"The form was not sent, nothing was done:\n{said}"
     with contextlib.suppress(discord.HTTPException):
         await interaction.response.send_message(
