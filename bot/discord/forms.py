@@ -127,7 +127,7 @@ async def show(interaction: discord.Interaction[Any], found: Form | Reply | None
         )
         channel = interaction.channel
         if isinstance(found, Form) and isinstance(channel, discord.abc.Messageable):
-            words = not_opened(found.kind, "expired_trigger_id").message.summary
+            words = not_opened(found, "expired_trigger_id").message.summary
             with contextlib.suppress(discord.HTTPException):
                 await channel.send(
                     f"<@{interaction.user.id}> {words}"[:2000],

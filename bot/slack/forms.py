@@ -153,7 +153,7 @@ async def _open(
     )
     if problem is not None:
         w.log.info("a %s form did not open: %s", form.kind, problem)
-        await w.answer(response_url, payload(not_opened(form.kind, problem)))
+        await w.answer(response_url, payload(not_opened(form, problem)))
 
 
 # -- submitted ---------------------------------------------------------------------------

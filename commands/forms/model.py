@@ -94,12 +94,26 @@ def spec_of(kind: str) -> CommandSpec:
     return spec
 
 
-def typed_instead(kind: str) -> str:
-    """The command to type whole where a form could not open."""
-    return spec_of(kind).usage
+def typed_instead(form: Form) -> str:
+    """The command to type whole where the form could not open: what it holds already,
+    and what it would have asked for."""
+    held = {f.name: f.initial for f in form.fields}
+    if form.kind == "declare":
+        scenario = held.get("scenario") or "SCENARIO"
+        queue = f" --queue {held['queue']}" if held.get("queue") else ""
+        alert = f" --from-alert {form.target}" if form.target else ""
+        return f'/incident declare {scenario} "SUMMARY"{queue}{alert}'
+    target = {
+        "redrive": held.get("selection") or "ID...",
+        "reject": f"CR-{form.target}",
+        "resume": f"P-{form.target}",
+        "rollback": f"P-{form.target}",
+        "resolve": (f"INC-{form.target} " if form.target else "") + "--override",
+    }[form.kind]
+    return f'/{form.group} {form.kind} {target} --reason "WHY"'
 
 
-def not_opened(kind: str, problem: str) -> Reply:
+def not_opened(form: Form, problem: str) -> Reply:
     """What a person reads where their form could not open: in words, never silence."""
     why = (
         "could not open in time (a form must open within 3 seconds of the command)"
@@ -107,7 +121,7 @@ def not_opened(kind: str, problem: str) -> Reply:
         else f"could not open ({problem})"
     )
     text = (
-        f"The form for /{FORMS[kind]} {kind} {why}, so nothing was done. Run the command "
-        f"again, or type it whole: {typed_instead(kind)}"
+        f"The form for /{form.group} {form.kind} {why}, so nothing was done. Run the "
+        f"command again, or type it whole: {typed_instead(form)}"
     )
     return Reply(Message(text, (Text(text),)), error=True)

@@ -202,7 +202,7 @@ def test_a_form_that_cannot_open_in_time_is_answered_in_words(stack: Stack) -> N
     finally:
         stack.fake.expire_triggers(False)
     assert "could not open in time" in said and "nothing was done" in said
-    assert '/queue resume P-N --reason \\"WHY\\"' in said
+    assert '/queue resume P-7 --reason \\"WHY\\"' in said
     assert set(stack.fake.views) == before
 
 

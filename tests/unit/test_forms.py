@@ -11,7 +11,7 @@ import pytest
 from bot.discord.forms import FormModal, values_of
 from bot.slack.forms import read_submission, view_of
 from bot.slack.payloads import Malformed
-from commands.forms import Choice, Form, FormField, form_for_text, submitted
+from commands.forms import Choice, Form, FormField, form_for_text, not_opened, submitted
 from commands.parser import read
 from services.errors import PermissionDenied
 from testkit.fake_discord import modal_problem
@@ -232,3 +232,38 @@ def test_a_slack_submission_is_read_with_where_to_answer_checked_again() -> None
     unknown["view"]["callback_id"] = "qbform:explode"  # type: ignore[index]
     with pytest.raises(Malformed, match="not one of queuebot's forms"):
         read_submission(unknown, slack_api="https://slack.com/api/")
+
+
+@pytest.mark.parametrize(
+    ("form", "typed"),
+    [
+        (
+            Form("redrive", "t", "s", (FormField("selection", "x", initial="--all"),)),
+            '/queue redrive --all --reason "WHY"',
+        ),
+        (Form("reject", "t", "s", (), 17), '/queue reject CR-17 --reason "WHY"'),
+        (Form("rollback", "t", "s", (), 3), '/queue rollback P-3 --reason "WHY"'),
+        (Form("resolve", "t", "s", ()), '/incident resolve --override --reason "WHY"'),
+        (
+            Form(
+                "declare",
+                "t",
+                "s",
+                (
+                    FormField("scenario", "x", "choice", initial="gd:queue-loss"),
+                    FormField("queue", "x", "choice", initial="clips"),
+                ),
+                4,
+            ),
+            '/incident declare gd:queue-loss "SUMMARY" --queue clips --from-alert 4',
+        ),
+    ],
+    ids=lambda v: v.kind if isinstance(v, Form) else "",
+)
+def test_a_form_that_cannot_open_names_the_command_to_type_whole(form: Form, typed: str) -> None:
+    said = not_opened(form, "expired_trigger_id").message.summary
+    assert "could not open in time" in said and "nothing was done" in said
+    assert said.endswith(typed)
+    group, _, rest = typed.removeprefix("/").partition(" ")
+    if "SUMMARY" not in rest and "ID..." not in rest:
+        read(group, rest.replace("WHY", "the fix is in"))  # what it names is a command
