@@ -212,11 +212,22 @@ class DeliveryLedger:
     @asynccontextmanager
     async def kept_fresh(self, claim: Claim, *, every: float = HEARTBEAT) -> AsyncIterator[None]:
         """Refresh ``claim`` every ``every`` seconds while the block runs (a post that
-        waits out a 429), so only a dead holder's claim goes stale."""
+        waits out a 429), so only a dead holder's claim goes stale.
+
+        When the block ends the beats are told to stop and awaited, not cancelled: a
+        cancel landing in the middle of a heartbeat's statement left its pooled
+        connection to be cleaned up outside SQLAlchemy's greenlet, which failed and
+        logged tracebacks (seen under load). A beat under way finishes first (one short
+        UPDATE, within the database's own bounds)."""
+        done = asyncio.Event()
 
         async def beat() -> None:
-            while True:
-                await asyncio.sleep(every)
+            while not done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(every):
+                        await done.wait()
+                if done.is_set():
+                    return
                 with contextlib.suppress(DatabaseUnavailable):  # the next beat tries again
                     if not await self.heartbeat(claim):
                         return  # taken over: no longer ours to refresh
@@ -225,9 +236,12 @@ class DeliveryLedger:
         try:
             yield
         finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            done.set()
+            try:
+                await asyncio.shield(beating)
+            except asyncio.CancelledError:  # this task itself is being cancelled
+                beating.cancel()
+                raise
 
     async def finish(self, claim: Claim) -> None:
         """The answer is out (or cannot go anywhere): mark the key done and answered,
