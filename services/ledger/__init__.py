@@ -49,6 +49,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import process_owner, transaction
+from services.db.batched import Batched
 from services.db.tables import Delivery
 from services.errors import ConcurrentChange, DatabaseUnavailable
 from services.ledger.acks import ThreadedAcks
@@ -128,6 +129,8 @@ class DeliveryLedger:
         self.stale_after = stale_after
         # keys whose answer went out while the database could not be told (``finish``)
         self._answered: set[str] = set()
+        # answers that went out side by side are marked answered in one transaction
+        self._finishing: Batched[Claim] = Batched(self._finish_all)
 
     async def claim(
         self,
@@ -250,12 +253,15 @@ class DeliveryLedger:
         process adopts it (``adopt_orphans``) it marks it answered instead of answering
         it again."""
         try:
-            async with transaction(self.engine, subject="the delivery ledger") as conn:
-                await _answered(conn, [claim], self.clock())
+            await self._finishing.add(claim)  # with the others finished meanwhile
         except DatabaseUnavailable:
             if len(self._answered) < ANSWERED_KEPT:
                 self._answered.add(claim.key)
             raise
+
+    async def _finish_all(self, claims: list[Claim]) -> None:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
+            await _answered(conn, claims, self.clock())
 
     async def adopt_orphans(self, *, prefixes: tuple[str, ...], limit: int = 20) -> list[Orphan]:
         """Take over acknowledged deliveries (keys starting with one of ``prefixes``)
