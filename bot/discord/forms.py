@@ -248,12 +248,15 @@ async def on_submitted(interaction: discord.Interaction[Any]) -> None:
 # this process for FORM_LIFE (what was typed does not fit in a custom_id)
 _AGAIN: dict[str, tuple[Form, float]] = {}
 AGAIN = re.compile(r"qbform-again:[0-9a-f]{32}")
+AGAIN_KEPT = 10_000
 
 
 def _again(form: Form) -> discord.ui.View:
     now = time.monotonic()
     for custom_id in [k for k, (_, until) in _AGAIN.items() if until < now]:
         del _AGAIN[custom_id]
+    while len(_AGAIN) >= AGAIN_KEPT:  # a flood of wrong submissions: the oldest go first
+        del _AGAIN[next(iter(_AGAIN))]
     custom_id = f"qbform-again:{secrets.token_hex(16)}"
     _AGAIN[custom_id] = (form, now + FORM_LIFE)
     view = discord.ui.View(timeout=FORM_LIFE)
