@@ -105,16 +105,19 @@ def _target_words(
     return f"P-{target}"
 
 
-# the field a parser's complaint names (by its flag), else the form's main one
-_FLAGS = {"reason": "reason", "evidence": "evidence", "incident": "incident", "queue": "queue"}
+# the field a parser's complaint names (the first flag it names, or the model field it
+# starts with), else the form's main one
+_FIELDS = {"redrive": ("reason", "evidence", "incident"), "declare": ("queue",)}
 _MAIN = {"redrive": "selection", "declare": "summary"}
+_FIRST_FLAG = re.compile(r"--([a-z][a-z-]*)")
 
 
 def _field_named(kind: str, message: str) -> str:
-    for flag, name in _FLAGS.items():
-        named = f"--{flag}" in message or message.startswith(f"{flag}:")
-        if named and (kind == "redrive" or name in ("reason", "queue")):
-            return name
+    fields = _FIELDS.get(kind, ("reason",))
+    first = _FIRST_FLAG.search(message)
+    named = first[1] if first else message.partition(":")[0]
+    if named in fields and "given twice" not in message:  # twice: typed in the selection too
+        return named
     if kind == "declare" and ("SCENARIO" in message or "scenario" in message):
         return "scenario"
     return _MAIN.get(kind, "reason")
@@ -124,7 +127,7 @@ def _plain(message: str, name: str) -> str:
     """A parser's words without the flag they start with (the field shows its own label)."""
     for prefix in (f"--{name}: ", f"{name}: ", f"--{name} "):
         if message.startswith(prefix):
-            message = message.removeprefix(prefix)
+            message = message.removeprefix(prefix).removeprefix("is ")  # "is longer than"
             return message[:1].upper() + message[1:]
     return message
 

@@ -183,6 +183,8 @@ def test_a_rejection_decided_meanwhile_is_answered_as_the_command_would_be(stack
     view, name = form_of(stack, f"reject CR-{number}", user=SLACK_BOB)
     assert view["title"]["text"] == f"Reject CR-{number}"
     assert block(view, "reason")["optional"] is True  # reject takes no reason it must have
+    too_long, _ = submit(stack, view, {"reason": "x" * 501}, user=SLACK_BOB)
+    assert "longer than 500 characters" in too_long.json()["errors"]["reason"]
     # alice withdraws it meanwhile, typing the command whole: no form
     withdrawn = slash(stack, f'reject CR-{number} --reason "not needed"', user=SLACK_ALICE)
     assert "withdrawn by alice" in texts(answer_to(stack, withdrawn))
@@ -232,7 +234,7 @@ def test_a_declaration_and_an_override_by_form(stack: Stack) -> None:
     wrong, _ = submit(stack, view, {"summary": "x"}, user=SLACK_DORA)
     errors = wrong.json()["errors"]
     assert set(errors) == {"scenario", "summary"}
-    right, _ = submit(
+    right, payload = submit(
         stack,
         view,
         {"scenario": "gd:queue-loss", "summary": "jobs stopped finishing", "queue": "clips"},
@@ -242,6 +244,13 @@ def test_a_declaration_and_an_override_by_form(stack: Stack) -> None:
     declared = texts(answer_to(stack, name))
     assert "declared (gd:queue-loss), led by dora" in declared
     number = declared.split("INC-", 1)[1].split()[0]
+    assert send_interaction(stack.url, payload).status_code == 200  # sent once more
+    stack.served.wait_for_log(f"repeated delivery slack:view:{view['id']}: acted on")
+    declarations = stack.sql(
+        "SELECT count(*) FROM qb_audit_events WHERE action = 'incident.declared' AND subject = :s",
+        s=f"INC-{number}",
+    )
+    assert declarations == [(1,)]
 
     before = set(stack.fake.views)
     override = incident_slash(stack, f"resolve INC-{number} --override", user=SLACK_DORA)

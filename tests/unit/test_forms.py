@@ -267,3 +267,9 @@ def test_a_form_that_cannot_open_names_the_command_to_type_whole(form: Form, typ
     group, _, rest = typed.removeprefix("/").partition(" ")
     if "SUMMARY" not in rest and "ID..." not in rest:
         read(group, rest.replace("WHY", "the fix is in"))  # what it names is a command
+
+
+def test_a_complaint_about_the_selection_is_shown_on_the_selection() -> None:
+    made = submitted("redrive", None, {"selection": "--all --bogus", "reason": "fixed it"})
+    assert list(made.errors) == ["selection"]
+    assert "unknown option --bogus" in made.errors["selection"]
