@@ -42,7 +42,7 @@ from services.estate.model import (
 )
 from services.estate.ops import Action, PlanOps, RowChanges
 from services.estate.reflection import ProfileTables
-from services.estate.tables import BoundTable, IndexPlan
+from services.estate.tables import UUID_TEXT, BoundTable, IndexPlan, uuid_texts
 from services.estate.triage import TriageReads
 
 if TYPE_CHECKING:
@@ -52,12 +52,6 @@ if TYPE_CHECKING:
 # A privilege a change kind needs on a profile's table: (table role, privilege, the
 # column it needs it on, or None where it needs it on the table).
 Need = tuple[str, str, str | None]
-_UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
-# A list of canonical uuid texts checked in one pass: joined by commas with every
-# lowercase hex digit made "x" (and any "x" made "!", so that no other text can pass), it
-# is the shape below repeated.
-_HEX_AS_X = str.maketrans({**dict.fromkeys("0123456789abcdef", "x"), "x": "!"})
-_UUID_SHAPE = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
 
 
@@ -356,17 +350,7 @@ class QueueProfile(ProfileTables):
     def id_texts(self, column: sa.Column[Any], raws: Iterable[str]) -> list[str]:
         """``id_text`` of each: the column's type is looked at once, not once per id."""
         if isinstance(column.type, sa.Uuid):
-            given = list(raws)
-            if ",".join(given).translate(_HEX_AS_X) == ",".join([_UUID_SHAPE] * len(given)):
-                return given  # every one canonical already (ids read back from the table)
-            match = _UUID_TEXT.match
-            out = []
-            for raw in given:
-                lowered = raw.lower()
-                if lowered == raw:
-                    lowered = raw  # the text already held, not a second copy of it
-                out.append(lowered if match(lowered) else str(self.coerce_id(column, raw)))
-            return out
+            return uuid_texts(list(raws), lambda raw: str(self.coerce_id(column, raw)))
         return [self.id_text(column, raw) for raw in raws]
 
     def id_text(self, column: sa.Column[Any], raw: str) -> str:
@@ -374,7 +358,7 @@ class QueueProfile(ProfileTables):
         one text array: canonical UUIDs skip building ten thousand UUID objects."""
         if isinstance(column.type, sa.Uuid):
             lowered = raw.lower()
-            if _UUID_TEXT.match(lowered):
+            if UUID_TEXT.match(lowered):
                 return lowered
         return str(self.coerce_id(column, raw))
 
