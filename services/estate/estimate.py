@@ -243,3 +243,94 @@ def counts_except(
     if not group:
         unset = unset.having(sa.func.count() > 0)
     return sa.select(sa.union_all(known, unset).subquery())
+
+
+# -- the live backlog of a table that deletes its successes, from a sample -----------------
+
+# The rows a sample aims at, as a share of the table's estimated rows. A count holding a
+# share ``s`` of the table's N jobs is then off by about sqrt((1 - p) / (p * N * s)) of
+# itself (one standard error; p = SAMPLE_ROWS / N): docs/presets.md works a figure.
+SAMPLE_ROWS = 50_000
+_HASHES = 2**32  # a 32-bit hash's values, from -2**31
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A triage that counts a large table's backlog from a sample of its jobs: the
+    table's estimated rows (the planner's, as ``plans`` reads them) and the share of its
+    jobs drawn (``drawn``: each job by a hash of its id, so whether one is drawn has
+    nothing to do with its state, type or age, and the same jobs are drawn every time)."""
+
+    rows: float
+    share: float
+
+    def drawn(self, job_id: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """Whether a job is in the sample: its id's hash below a cut that lets ``share``
+        of the hashes through (``hashint8`` of an integer id, else of its text)."""
+        if isinstance(job_id.type, sa.Integer):
+            hashed = sa.func.hashint8(sa.cast(job_id, sa.BigInteger))
+        else:
+            hashed = sa.func.hashtext(sa.cast(job_id, sa.Text))
+        cut = -(2**31) + round(self.share * _HASHES)
+        return hashed < sa.literal(cut, sa.BigInteger)
+
+    def scaled(self, counted: int) -> int:
+        """A count over the whole table from its count in the sample."""
+        return round(counted / self.share)
+
+
+async def sample_plan(conn: AsyncConnection, table: sa.Table) -> Sample | None:
+    """The sample to count ``table``'s backlog from where its estimated rows reach
+    ``ESTIMATE_FROM`` (one catalog read, no scan); None where it is counted exactly: not
+    PostgreSQL, no statistics, or fewer rows."""
+    if conn.dialect.name != "postgresql":
+        return None
+    catalog = _catalog(conn, table, "", "")
+    rows = (await conn.execute(sa.select(catalog.c.rows))).scalar_one_or_none()
+    if rows is None or rows < ESTIMATE_FROM:
+        return None
+    return Sample(float(rows), min(1.0, SAMPLE_ROWS / float(rows)))
+
+
+def sample_error(sampled: int, whole: int, share: float) -> float:
+    """One standard error of a count estimated from ``sampled`` of ``whole`` jobs drawn
+    one by one, as a share of that count, for a count holding ``share`` of the jobs:
+    sqrt((1 - p) / (n * share)), n = ``sampled``, p = n / ``whole``."""
+    if sampled <= 0 or share <= 0 or whole <= 0:
+        return 0.0
+    drawn = min(1.0, sampled / whole)
+    return float(((1 - drawn) / (sampled * share)) ** 0.5)
+
+
+# Whether a valid partial btree index of the table leads with these columns, in this order
+# (names bound: the table as ``to_regclass`` takes it, the columns as a text array).
+_LEADS = sa.text("""
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_index AS i
+    JOIN pg_class AS ic ON ic.oid = i.indexrelid
+    JOIN pg_am AS am ON am.oid = ic.relam
+    WHERE i.indrelid = to_regclass(:table) AND i.indisvalid AND i.indpred IS NOT NULL
+      AND am.amname = 'btree'
+      AND ARRAY(
+          SELECT coalesce(a.attname::text, '')
+          FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+          LEFT JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+          ORDER BY k.n
+          LIMIT cardinality(CAST(:columns AS text[]))
+      ) = CAST(:columns AS text[])
+)
+""")
+
+
+async def partial_index_leads(
+    conn: AsyncConnection, table: sa.Table, columns: Sequence[str]
+) -> bool:
+    """Whether ``table`` has a valid partial btree index leading with ``columns`` (a walk
+    of it is a few descents; without it, each step of the walk would read the table)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    name = conn.dialect.identifier_preparer.format_table(table)
+    found = await conn.execute(_LEADS, {"table": name, "columns": list(columns)})
+    return bool(found.scalar_one())
+

@@ -29,6 +29,7 @@ from services.estate import args_like
 from services.estate.model import CanonicalState
 from services.estate.ops import Action
 from services.estate.system import Columns, SystemProfile
+from services.estate.system.base import PendingIndex
 from services.estate.system.sql import notify_each
 from services.estate.tables import BoundTable, TableSpec
 
@@ -134,6 +135,18 @@ class GraphileWorkerProfile(SystemProfile):
         and its queue is the table's ``job_queue_id``, which the view joins a name to."""
         private = t["private"].table
         return private, self.dead_index_columns, self._spent(t)
+
+    def sample_table(self, t: Mapping[str, BoundTable]) -> sa.Table:
+        return t["private"].table  # the view has no pages, nor statistics of its own
+
+    def oldest_pending_index(self, t: Mapping[str, BoundTable]) -> PendingIndex | None:
+        """Its ``jobs_main_index``: ``(priority, run_at)`` of the jobs ``is_available`` (no
+        worker holds them and they have attempts left: queuebot's waiting and retrying)."""
+        private = t["private"].table
+        if not {"is_available", "priority", "run_at"} <= set(private.c.keys()):
+            return None
+        available = private.c.is_available == sa.true()
+        return PendingIndex(private, (private.c.priority,), private.c.run_at, available)
 
     def arguments(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
         """The job's payload, kept in the private table only: looked up by the job's id."""

@@ -78,6 +78,19 @@ class PassSource:
     joined: bool = False
 
 
+@dataclass(frozen=True)
+class PendingIndex:
+    """An index of the system's that holds exactly its pending jobs (a partial index whose
+    WHERE is ``where``), ordered by ``prefix`` (columns of few distinct values: a walk
+    visits each combination once) and then ``since`` (when a pending job may run). The
+    oldest waiting job is the least ``since`` over those combinations: one descent each."""
+
+    table: sa.Table
+    prefix: tuple[sa.Column[Any], ...]
+    since: sa.Column[Any]
+    where: sa.ColumnElement[bool]
+
+
 class SystemBase(QueueProfile):
     """A job-queue system's jobs table (the ``job`` role), in its own words: its facts
     (``SystemReads`` adds the reads; ``SystemProfile`` the triage, changes, staged
@@ -267,6 +280,18 @@ class SystemBase(QueueProfile):
             self.died_at(t),
             self.started_at(t),
         )
+
+    def sample_table(self, t: Mapping[str, BoundTable]) -> sa.Table:
+        """The table whose statistics say how many jobs there are (whether a triage
+        samples its backlog): the jobs table itself by default."""
+        return self.job(t).table
+
+    def oldest_pending_index(self, t: Mapping[str, BoundTable]) -> PendingIndex | None:
+        """Where one of the system's own indexes holds exactly its pending jobs, leading
+        with a few columns of few values and then ``waiting_since``: how triage reads the
+        oldest waiting job from it in a few descents instead of a pass over the table.
+        None: read it the plain way."""
+        return None
 
     def retry_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
         """What a retry writes, by column name: as the system's own retry does."""

@@ -21,7 +21,7 @@ from services.estate.at_once import read_named
 from services.estate.model import CanonicalState, Count, StatusCount, Triage, TypeCounts
 from services.estate.profile import as_utc, plain
 from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures_of
-from services.estate.system.base import GONE
+from services.estate.system.base import GONE, PendingIndex
 from services.estate.tables import BoundTable
 from services.estate.triage import NO_TYPE
 
@@ -32,9 +32,14 @@ if TYPE_CHECKING:
 # How triage reads the counts: the succeeded jobs estimated and the rest counted from the
 # state index ("index") or in one pass ("one_pass"); or every job counted, by each derived
 # state's condition ("by_condition") or grouped by the state ("grouped").
-Shape = Literal["index", "one_pass", "by_condition", "grouped"]
+# Or, on a large table of a system that deletes its successes, its waiting jobs counted
+# from a sample, the rest in one pass ("sampled").
+Shape = Literal["index", "one_pass", "by_condition", "grouped", "sampled"]
 UNKNOWN = "unknown"
 _COUNTS, _ERRORS = "counts", "errors"
+# triage's counts by state and by job type (canonical state), the states estimated, and
+# how many jobs a sample drew
+Tally = tuple[dict[str, int], dict[str, dict[CanonicalState, int]], set[str], int]
 
 
 class SystemTriage:
@@ -70,36 +75,40 @@ class SystemTriage:
                     f"{profile.system} keeps no job type: triage cannot select by --type"
                 )
             where.append(q.c(cols.kind) == job_type)
-        plan = await self._plan_for(conn, t) if not exact and not where else None
+        whole = not exact and not where
+        plan = await self._plan_for(conn, t) if whole else None
+        sample = await self._sample_for(conn, t) if whole and plan is None else None
+        walk = await self._walk_for(conn, t) if sample is not None else None
         error = profile.error_text(t)
-        shape = self._shape_of(plan)
-        statements = self._reads(t, shape=shape, plan=plan, where=where, now=now, error=error)
+        shape: Shape = "sampled" if sample is not None else self._shape_of(plan)
+        statements = self._reads(
+            t, shape=shape, plan=plan, sample=sample, walk=walk, where=where, now=now, error=error
+        )
         read = await read_named(conn, statements, heavy=("grouped",))
         rows, errors = self._unpack(shape, read)
 
-        counted: dict[str, int] = defaultdict(int)
-        types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-        by_kind = cols.kind is not None
-        at = 2 if by_kind else 1  # the count's column
-        for row in rows:
-            name = str(plain(row[0]))
-            n = int(row[at])
-            counted[name] += n
-            if by_kind:
-                kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
-                types[kind][profile.canonical(name)] += n
-        estimated = estimate.settle(plan, counted)
-        if plan is not None and not estimated:  # statistics too stale to use: count all
+        at = 2 if cols.kind is not None else 1  # the count's column
+        tally = self._tally(rows, at, plan=plan, sample=sample)
+        if tally is None:  # statistics too stale to use: count all
             return await self.triage(conn, now=now, since=since, job_type=job_type, exact=True)
-        guessed = plan.status if estimated and plan is not None else None
+        counted, types, guessed, drawn = tally
         if "extras" in read:
             oldest_raw, stuck_total = read["extras"][0]
         else:
             waiting = [row[at + 1] for row in rows if row[at + 1] is not None]
             oldest_raw = min(waiting, default=None)
             stuck_total = sum(int(row[at + 2]) for row in rows)
+        if "oldest" in read:
+            oldest_raw = read["oldest"][0][0]
+            pending = profile.statuses_in(CanonicalState.PENDING)
+            if oldest_raw is None and any(counted.get(s) for s in pending):
+                # the index read through a table the role may not see all of (row
+                # security): read it the plain way, through what triage counted
+                plain_way = self._oldest_pending(t, where)
+                oldest_raw = (await conn.execute(plain_way)).scalar_one()
         dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
         found = top_signatures_of(errors)
+        rough = tuple(dict.fromkeys(profile.canonical(s) for s in sorted(guessed)))
         return Triage(
             queue=profile.queue,
             profile=profile.name,
@@ -110,7 +119,7 @@ class SystemTriage:
             total=sum(counted.values()),
             status_title=f"{profile.system} state",
             by_status=[
-                StatusCount(s, profile.canonical(s), n, s == guessed)
+                StatusCount(s, profile.canonical(s), n, s in guessed)
                 for s, n in sorted(counted.items(), key=lambda kv: -kv[1])
             ],
             by_signature=[Count(display_signature(s), n) for s, n in found.rows],
@@ -119,7 +128,12 @@ class SystemTriage:
             signature_groups=found.groups,
             type_title="job type",
             by_type=[
-                TypeCounts(k, sum(v.values()), dict(v))
+                TypeCounts(
+                    k,
+                    sum(v.values()),
+                    dict(v),
+                    tuple(c for c in rough if v.get(c)) if sample is not None else (),
+                )
                 for k, v in sorted(types.items(), key=lambda kv: -sum(kv[1].values()))
             ],
             oldest_pending_at=as_utc(oldest_raw),
@@ -127,11 +141,90 @@ class SystemTriage:
             duplicates_detected=False,
             notes=self._notes(t),
             dead_states=profile.dead_letter_states,
+            sampled_rows=drawn,
+            sampled_of=sum(counted.values()) if sample is not None else 0,
         )
+
+    def _tally(
+        self,
+        rows: Sequence[Any],
+        at: int,
+        *,
+        plan: estimate.Plan | None,
+        sample: estimate.Sample | None,
+    ) -> Tally | None:
+        """The counts by state and by job type from the grouped rows (``(state, *type,
+        count, ...)``, the count at ``at``), the states estimated, and how many jobs a
+        sample drew: a sampled state's counts scaled from the sample (each count whole,
+        not summed from rounded parts), a plan's succeeded count settled. None where the
+        plan's statistics are too stale to use."""
+        profile = self.profile
+        by_kind = profile.cols.kind is not None
+        counted: dict[str, int] = defaultdict(int)
+        types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+        seen: dict[str, int] = defaultdict(int)  # a sample's, by state and by type
+        seen_types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+        exactly = set(self._counted_whole()) if sample is not None else None
+        drawn = 0
+        for row in rows:
+            name, n = str(plain(row[0])), int(row[at])
+            into, by_type = (
+                (counted, types) if exactly is None or name in exactly else (seen, seen_types)
+            )
+            into[name] += n
+            if by_kind:
+                kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
+                by_type[kind][profile.canonical(name)] += n
+            if sample is not None:  # rows (state, *type, count, oldest, stuck, drawn)
+                drawn += int(row[at + 3])
+        guessed: set[str] = set()
+        if sample is not None:
+            for name, n in seen.items():
+                counted[name] += sample.scaled(n)
+                guessed.add(name)
+            for kind, cells in seen_types.items():
+                for canonical, n in cells.items():
+                    types[kind][canonical] += sample.scaled(n)
+        elif estimate.settle(plan, counted):
+            guessed = {plan.status} if plan is not None else set()
+        elif plan is not None:
+            return None
+        return counted, types, guessed, drawn
+
+    def _counted_whole(self) -> list[str]:
+        """The states a sampled triage still counts exactly, in one pass: the dead jobs and
+        the running ones (whose stuck count is exact, and which are few)."""
+        profile = self.profile
+        running = profile.statuses_in(CanonicalState.IN_FLIGHT)
+        return [s for s in (*profile.dead_letter_statuses, *running) if s != GONE]
+
+    async def _sample_for(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable]
+    ) -> estimate.Sample | None:
+        """On a system that deletes its successes, every job in its table is one an
+        operator may act on, and a large table is a backlog: its waiting jobs are counted
+        from a sample of them where the statistics put 500,000 jobs or more in it."""
+        profile = self.profile
+        if not profile.success_deletes or not profile.derived_states:
+            return None
+        return await estimate.sample_plan(conn, profile.sample_table(t))
+
+    async def _walk_for(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable]
+    ) -> PendingIndex | None:
+        """The system's index of its pending jobs, where it declares one and the table has
+        it (valid): the oldest waiting job is then read from it in a few descents."""
+        index = self.profile.oldest_pending_index(t)
+        if index is None:
+            return None
+        columns = [c.name for c in (*index.prefix, index.since)]
+        return index if await estimate.partial_index_leads(conn, index.table, columns) else None
 
     async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
         t = await self.profile.tables(conn)
-        query = self._oldest_pending(t, self.profile.scope(t))
+        scope = self.profile.scope(t)
+        walk = await self._walk_for(conn, t) if not scope else None
+        query = self._oldest_walked(walk) if walk is not None else self._oldest_pending(t, scope)
         return as_utc((await conn.execute(query)).scalar_one())
 
     def stuck_where(
@@ -181,7 +274,7 @@ class SystemTriage:
         """The grouped rows ``(state, *type, count, ...)`` and the newest dead jobs' errors,
         from what the statements of ``shape`` read."""
         rows = read["grouped"]
-        if shape == "one_pass":  # its rows tagged counts or errors
+        if shape in ("one_pass", "sampled"):  # its rows tagged counts or errors
             errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
             return [r[1:] for r in rows if r[0] == _COUNTS], errors
         errors = [r[0] for r in read.get("newest", [])]
@@ -193,13 +286,16 @@ class SystemTriage:
         *,
         shape: Shape,
         plan: estimate.Plan | None,
+        sample: estimate.Sample | None,
+        walk: PendingIndex | None,
         where: list[sa.ColumnElement[bool]],
         now: datetime,
         error: sa.ColumnElement[Any] | None,
     ) -> dict[str, Any]:
         """Triage's statements by name: ``grouped`` (the counts, the heaviest), and beside it
         ``extras`` (oldest waiting, stuck) and ``newest`` (the dead jobs' errors) where the
-        counts do not bring them."""
+        counts do not bring them; where the backlog is sampled, ``sample`` (its counts)
+        and ``oldest`` (the oldest waiting job, which no sample can tell)."""
         profile = self.profile
         q = profile.job(t)
         cols = profile.cols
@@ -207,8 +303,21 @@ class SystemTriage:
         groups = [q.c(cols.kind)] if cols.kind is not None else []
         stuck = self.stuck_where(t, now)
         statements: dict[str, Any] = {}
-        if shape == "one_pass" and plan is not None:
-            statements["grouped"] = self._one_pass(t, plan.status, profile.stuck_cutoff(now))
+        if shape == "sampled" and sample is not None:
+            # one pass: the dead and running jobs, counted exactly (with the dead ones'
+            # errors and the stuck count), and the sample of the rest; the oldest waiting
+            # job from its index, where the system has one
+            drawn = sample.drawn(q.c(cols.id))
+            few = profile.in_states(t, self._counted_whole())
+            statements["grouped"] = self._one_pass(
+                t, sa.or_(few, drawn), profile.stuck_cutoff(now), drawn=drawn
+            )
+            statements["oldest"] = (
+                self._oldest_walked(walk) if walk is not None else self._oldest_pending(t, where)
+            )
+        elif shape == "one_pass" and plan is not None:
+            kept = profile.not_succeeded(t, plan.status)
+            statements["grouped"] = self._one_pass(t, kept, profile.stuck_cutoff(now))
         elif shape == "index" and plan is not None:
             statements["grouped"] = estimate.counts_except(
                 q.table, q.c(cols.state), [plan.status], group=groups
@@ -239,7 +348,7 @@ class SystemTriage:
                 .where(*where)
                 .group_by(state, *groups)
             )
-        if error is not None and shape != "one_pass":
+        if error is not None and shape not in ("one_pass", "sampled"):
             statements["newest"] = self._newest_errors(t, error, where)
         return statements
 
@@ -310,17 +419,21 @@ class SystemTriage:
     def _one_pass(
         self,
         t: Mapping[str, BoundTable],
-        succeeded: str,
+        keep: sa.ColumnElement[bool],
         cutoff: datetime,
+        *,
+        drawn: sa.ColumnElement[bool] | None = None,
     ) -> sa.Select[Any]:
         """Triage's reads in one pass over a table whose state no index leads with, where
-        the succeeded jobs are estimated: every other job is collected once (a cheap filter
-        per row), then counted by state and job type with the oldest waiting one and the
+        the succeeded jobs are estimated (or a backlog is sampled): every job ``keep``
+        selects (every other one, or the dead and running ones) is collected once (a cheap
+        filter per row), then counted by state and job type with the oldest waiting one and the
         stuck count, and its newest dead jobs' errors taken from the same rows. The rows are
         read as ``pass_source`` says, and whether a job is waiting, running or dead is its
         state there (one of those states' names), so a system that joins its state in looks
         nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
-        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
+        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``; with ``drawn`` (a sample's
+        condition), how many of each group's jobs it draws before the NULL."""
         profile = self.profile
         q = profile.job(t)
         cols = profile.cols
@@ -347,10 +460,12 @@ class SystemTriage:
             kept.append(died.label("died"))
         if error is not None:
             kept.append(sa.case((dead, error)).label("error"))
+        if drawn is not None:
+            kept.append(drawn.label("drawn"))
         rest = (
             sa.select(*kept)
             .select_from(read.source)
-            .where(profile.not_succeeded(t, succeeded))
+            .where(keep)
             .cte("qb_rest")
             .prefix_with("MATERIALIZED", dialect="postgresql")
         )
@@ -362,6 +477,7 @@ class SystemTriage:
             sa.func.count().label("n"),
             sa.func.min(rest.c.waiting),
             sa.func.count().filter(rest.c.stuck),
+            *([sa.func.count().filter(rest.c.drawn)] if drawn is not None else []),
             sa.null().label("error"),
         ).group_by(rest.c.state, *groups)
         if error is None:
@@ -374,7 +490,7 @@ class SystemTriage:
             .limit(SIGNATURE_SAMPLE)
             .subquery("qb_newest")
         )
-        blanks = [sa.null()] * (len(groups) + 3)
+        blanks = [sa.null()] * (len(groups) + 3 + (drawn is not None))
         # one row: the errors in one array, not a row each to read back
         shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
         errors = sa.select(
@@ -407,6 +523,30 @@ class SystemTriage:
         since = profile.waiting_since(t)
         pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
         return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
+
+    def _oldest_walked(self, index: PendingIndex) -> sa.Select[Any]:
+        """The oldest waiting job from the system's index of its pending jobs: a walk of
+        the index's distinct leading values (a "loose index scan": one descent each, the
+        next combination after the last by a row comparison), and for each the least
+        ``since`` (its first entry there). The same value ``_oldest_pending`` reads."""
+        table, prefix, since = index.table, index.prefix, index.since
+        first = sa.select(*prefix).where(index.where).order_by(*prefix).limit(1)
+        walk = first.cte("qb_pending_walk", recursive=True)
+        after = (
+            sa.select(*prefix)
+            .where(index.where, sa.tuple_(*prefix) > sa.tuple_(*walk.c))
+            .order_by(*prefix)
+            .limit(1)
+            .lateral("qb_pending_next")
+        )
+        walk = walk.union_all(sa.select(*after.c).select_from(walk.join(after, sa.true())))
+        least = (
+            sa.select(sa.func.min(since))
+            .select_from(table)
+            .where(index.where, *(c == walk.c[c.name] for c in prefix))
+            .scalar_subquery()
+        )
+        return sa.select(sa.func.min(least)).select_from(walk)
 
     def _newest_errors(
         self,
