@@ -18,6 +18,7 @@ in-flight and cancelled count.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -247,36 +248,54 @@ def counts_except(
 
 # -- the live backlog of a table that deletes its successes, from a sample -----------------
 
-# The rows a sample aims at, as a share of the table's estimated rows. A count holding a
-# share ``s`` of the table's N jobs is then off by about sqrt((1 - p) / (p * N * s)) of
-# itself (one standard error; p = SAMPLE_ROWS / N): docs/presets.md works a figure.
+# The rows a sample aims at: that share of the table's pages (``TABLESAMPLE SYSTEM``). A
+# count holding a share ``s`` of the table's N jobs, were its jobs drawn one by one, would
+# be off by about sqrt((1 - p) / (p * N * s)) of itself (one standard error; p =
+# SAMPLE_ROWS / N); a page holds jobs enqueued together, so the error is measured from the
+# sample's pages instead (``Sample.error``; docs/presets.md works a figure).
 SAMPLE_ROWS = 50_000
-_HASHES = 2**32  # a 32-bit hash's values, from -2**31
+
+
+def seed() -> int:
+    """The seed of one triage's sample (``REPEATABLE``): its statements read the same
+    pages, and a test can draw them again."""
+    return secrets.randbelow(2**31)
 
 
 @dataclass(frozen=True)
 class Sample:
-    """A triage that counts a large table's backlog from a sample of its jobs: the
-    table's estimated rows (the planner's, as ``plans`` reads them) and the share of its
-    jobs drawn (``drawn``: each job by a hash of its id, so whether one is drawn has
-    nothing to do with its state, type or age, and the same jobs are drawn every time)."""
+    """A triage that counts a large table's backlog from a sample of its pages: the
+    table's estimated rows (the planner's, as ``plans`` reads them), the percentage of
+    its pages read and the sample's seed."""
 
     rows: float
-    share: float
+    percent: float
+    seed: int
 
-    def drawn(self, job_id: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-        """Whether a job is in the sample: its id's hash below a cut that lets ``share``
-        of the hashes through (``hashint8`` of an integer id, else of its text)."""
-        if isinstance(job_id.type, sa.Integer):
-            hashed = sa.func.hashint8(sa.cast(job_id, sa.BigInteger))
-        else:
-            hashed = sa.func.hashtext(sa.cast(job_id, sa.Text))
-        cut = -(2**31) + round(self.share * _HASHES)
-        return hashed < sa.literal(cut, sa.BigInteger)
+    def of(self, table: sa.FromClause) -> sa.TableSample:
+        """``table``'s sample: ``TABLESAMPLE SYSTEM (percent) REPEATABLE (seed)``."""
+        return sa.tablesample(
+            table,
+            sa.func.system(sa.literal(self.percent, sa.Float)),
+            name="qb_sample",
+            seed=sa.literal(self.seed, sa.Integer),
+        )
 
     def scaled(self, counted: int) -> int:
         """A count over the whole table from its count in the sample."""
-        return round(counted / self.share)
+        return round(counted * 100 / self.percent)
+
+    def error(self, counted: int, squares: int) -> float:
+        """One standard error of a count scaled from the sample, as a share of it, from
+        the count's jobs in the sample (``counted``) and the sum over the sampled pages of
+        the square of each page's count (``squares``): each page is drawn on its own, so
+        the variance of the scaled count is (1 - p) / p^2 times that sum (p the share of
+        pages read). Jobs alike on one page (enqueued together) make it larger, as they
+        should."""
+        if counted <= 0:
+            return 0.0
+        drawn = self.percent / 100
+        return float(((1 - drawn) * squares) ** 0.5 / counted)
 
 
 async def sample_plan(conn: AsyncConnection, table: sa.Table) -> Sample | None:
@@ -289,17 +308,7 @@ async def sample_plan(conn: AsyncConnection, table: sa.Table) -> Sample | None:
     rows = (await conn.execute(sa.select(catalog.c.rows))).scalar_one_or_none()
     if rows is None or rows < ESTIMATE_FROM:
         return None
-    return Sample(float(rows), min(1.0, SAMPLE_ROWS / float(rows)))
-
-
-def sample_error(sampled: int, whole: int, share: float) -> float:
-    """One standard error of a count estimated from ``sampled`` of ``whole`` jobs drawn
-    one by one, as a share of that count, for a count holding ``share`` of the jobs:
-    sqrt((1 - p) / (n * share)), n = ``sampled``, p = n / ``whole``."""
-    if sampled <= 0 or share <= 0 or whole <= 0:
-        return 0.0
-    drawn = min(1.0, sampled / whole)
-    return float(((1 - drawn) / (sampled * share)) ** 0.5)
+    return Sample(float(rows), min(100.0, 100.0 * SAMPLE_ROWS / float(rows)), seed())
 
 
 # Whether a valid partial btree index of the table leads with these columns, in this order
@@ -333,4 +342,3 @@ async def partial_index_leads(
     name = conn.dialect.identifier_preparer.format_table(table)
     found = await conn.execute(_LEADS, {"table": name, "columns": list(columns)})
     return bool(found.scalar_one())
-

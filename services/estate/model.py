@@ -98,10 +98,14 @@ class Triage:
     # ``dead_letter_states``): what /queue dlq lists and a redrive takes out.
     dead_states: tuple[CanonicalState, ...] = DEAD_LETTER_STATES
     # Where the estimated counts (``StatusCount.estimated``) come from a sample of the
-    # table's rows rather than its statistics: how many rows the sample read, and of how
-    # many the table holds by its statistics (0: no sample).
+    # table's pages rather than its statistics: how many jobs the sample read, of about
+    # how many in all, the percentage of the pages it read, and each sampled state's
+    # error (one standard error, as a share of its count), measured from the sample
+    # (0 and empty: no sample).
     sampled_rows: int = 0
     sampled_of: int = 0
+    sampled_percent: float = 0.0
+    sample_errors: dict[str, float] = field(default_factory=dict)
 
     @property
     def oldest_pending_age(self) -> timedelta | None:

@@ -69,10 +69,7 @@ def triage_message(t: TriageResult) -> Message:
                     (
                         tc.key,
                         fmt.count_of(tc.total, bool(tc.estimated)),
-                        *[
-                            fmt.count_of(tc.by_state.get(s, 0), s in tc.estimated)
-                            for s in states
-                        ],
+                        *[fmt.count_of(tc.by_state.get(s, 0), s in tc.estimated) for s in states],
                     )
                     for tc in t.by_type
                 ),
@@ -114,15 +111,22 @@ def triage_message(t: TriageResult) -> Message:
 
 def _sampled_note(t: TriageResult, which: list[str]) -> str:
     """What a count from a sample is, how far off it may be, and what is exact."""
-    error = estimate.sample_error(t.sampled_rows, t.sampled_of, 0.1)
+    errors = ", ".join(
+        f"{name} ±{100 * t.sample_errors[name]:.1f}%" for name in which if name in t.sample_errors
+    )
     return (
         f"≈ marks an estimate: on a table this large the {' and '.join(which)} jobs (in "
         f"all and by {t.type_title}) are counted in a sample of {fmt.count(t.sampled_rows)} "
-        f"of about {fmt.count(estimate.rounded(t.sampled_of))} jobs, not one by one: a "
-        f"count holding a tenth of the jobs is off by about {100 * error:.1f}% of itself "
-        "(one standard error), a smaller one by more. The dead and running jobs, the stuck "
-        "count and the oldest pending job are exact. To count every job: "
-        "/queue triage --exact"
+        f"of about {fmt.count(estimate.rounded(t.sampled_of))} jobs "
+        f"({t.sampled_percent:.3g}% of the table's pages), not one by one"
+        + (
+            f": {errors} (one standard error, measured from how the sampled pages differ; "
+            "a count by job type, being smaller, errs more)"
+            if errors
+            else ""
+        )
+        + ". The dead and running jobs, the stuck count and the oldest pending job are "
+        "exact. To count every job: /queue triage --exact"
     )
 
 

@@ -1,6 +1,6 @@
 """graphile-worker and Que delete a job when it succeeds, so a large table of theirs is a
 backlog: on a whole table of 500,000 jobs or more (by its statistics) triage counts the
-waiting jobs from a sample of them, marked ``≈`` with the sample's size, and counts the
+waiting jobs from a sample of its pages, marked ``≈`` with the sample's size, and counts the
 dead and running jobs, the stuck ones and the oldest waiting one exactly; ``--exact``
 counts everything, and a smaller table is counted exactly.
 
@@ -129,14 +129,19 @@ async def test_a_large_backlog_counts_its_waiting_jobs_in_a_sample_marked_with_i
         }
 
 
-async def _drawn(world: World, table: str, share: float, where: str = "true") -> int:
-    """How many of the table's jobs (``where``) a sample of ``share`` draws: those whose
-    id hashes below the cut that lets ``share`` of the hashes through."""
-    cut = -(2**31) + round(share * 2**32)
+SEED = 42
+
+
+async def _drawn(world: World, table: str, percent: float, where: str = "true") -> int:
+    """How many of the table's jobs (``where``) the sample of ``percent`` of its pages
+    with the seed the test gives triage reads."""
     async with world.engine.connect() as conn:
         found = await conn.execute(
-            sa.text(f"SELECT count(*) FROM {table} WHERE ({where}) AND hashint8(id) < :cut"),
-            {"cut": cut},
+            sa.text(
+                f"SELECT count(*) FROM {table} TABLESAMPLE SYSTEM (:p) REPEATABLE (:seed)"
+                f" WHERE {where}"
+            ),
+            {"p": percent, "seed": SEED},
         )
         return int(found.scalar_one())
 
@@ -155,11 +160,12 @@ STATE_WHERE = {  # each system's waiting states on its own table
 async def test_a_sample_of_part_of_the_backlog_is_scaled_and_the_dead_are_counted_whole(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, kind: type[PresetAdapter]
 ) -> None:
-    """A sample of about half the jobs: each waiting state's count is its drawn jobs
-    scaled by the share drawn, near the exact count; the dead jobs (a dozen, most of them
-    not drawn) are all counted, as are the running and stuck ones; --exact counts
-    everything."""
+    """A sample of about half the table's pages: each waiting state's count is its jobs on
+    the sampled pages scaled by the share of pages read, with its error measured from
+    those pages; the dead jobs (a dozen, on pages read or not) are all counted, as are the
+    running and stuck ones and the dead jobs' errors; --exact counts everything."""
     monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+    monkeypatch.setattr(estimate, "seed", lambda: SEED)
     async for world in open_world(pg_url, kind):
         await _fill(world, ready=600, retrying=200)
         async with world.engine.begin() as conn:
@@ -171,17 +177,19 @@ async def test_a_sample_of_part_of_the_backlog_is_scaled_and_the_dead_are_counte
             ))  # fmt: skip
         assert plan is not None
         monkeypatch.setattr(estimate, "SAMPLE_ROWS", round(plan.rows / 2))
-        share = round(plan.rows / 2) / plan.rows
+        percent = min(100.0, 100.0 * round(plan.rows / 2) / plan.rows)
         found, counted = await _triage(world), await _triage(world, exact=True)
         name = world.profile.name
         exact = {s: n for s, (n, _) in _counts(counted).items()}
         assert _counts(found)[DEAD[name]] == (exact[DEAD[name]], False) == (12, False)
-        assert await _drawn(world, table, share) == found.sampled_rows < counted.total
+        assert await _drawn(world, table, percent) == found.sampled_rows < counted.total
+        assert found.sampled_percent == percent
         for state in (WAITING[name], RETRYING[name]):
-            drawn = await _drawn(world, table, share, STATE_WHERE[name, state])
+            drawn = await _drawn(world, table, percent, STATE_WHERE[name, state])
             n, rough = _counts(found)[state]
-            assert (n, rough) == (round(drawn / share), True), state
-            assert abs(n - exact[state]) <= 0.35 * exact[state], (state, n, exact[state])
+            assert (n, rough) == (round(drawn * 100 / percent), True), state
+            if n:  # an error measured from the pages read
+                assert 0 < found.sample_errors[state] < 1, state
         assert found.stuck == counted.stuck == (1 if kind.shows_running else 0)
         assert found.oldest_pending_at == counted.oldest_pending_at
         assert found.by_signature == counted.by_signature
@@ -240,8 +248,9 @@ async def test_the_reply_marks_the_sampled_counts_and_exact_counts_everything(
         text = render_message(reply)
         slack = str(blocks(reply))
         assert "≈295" in text and "≈295" in slack  # the ready jobs, all 295 drawn
-        assert "a sample of 300 of about 300 jobs" in text
-        assert "a sample of 300 of about 300 jobs" in slack
+        assert "a sample of 300 of about 300 jobs (100% of the table's pages)" in text
+        assert "a sample of 300 of about 300 jobs (100% of the table's pages)" in slack
+        assert "ready ±0.0%" in text  # every page read: nothing to be off by
         assert "/queue triage --exact" in text
         assert "5 dead letters (5 expired)" in reply.summary  # exact, unmarked
         assert "≈221" in text  # Mail::Job's ready jobs, by job type

@@ -113,9 +113,7 @@ class QueProfile(SystemProfile):
         if "job_schema_version" not in table.c:  # Que 1's poll index is another
             return None
         prefix = (table.c.job_schema_version, self.col(t, "queue"), table.c.priority)
-        waiting = sa.and_(
-            self.col(t, "finished_at").is_(None), self.col(t, "expired_at").is_(None)
-        )
+        waiting = sa.and_(self.col(t, "finished_at").is_(None), self.col(t, "expired_at").is_(None))
         return PendingIndex(table, prefix, self.col(t, "run_at"), waiting)
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import ConfigError
+from services.estate.estimate import Sample
 from services.estate.model import CanonicalState, JobEvent
 from services.estate.ops import Action
 from services.estate.profile import QueueProfile
@@ -285,6 +286,17 @@ class SystemBase(QueueProfile):
         """The table whose statistics say how many jobs there are (whether a triage
         samples its backlog): the jobs table itself by default."""
         return self.job(t).table
+
+    def sampled(
+        self, t: Mapping[str, BoundTable], sample: Sample
+    ) -> tuple[dict[str, BoundTable], sa.ColumnElement[Any]]:
+        """The tables with the jobs table read as ``sample`` of its pages, so that
+        ``state_value`` and the job type read the sample's jobs, and the page each was
+        read from (its ``ctid``'s block). A system read through a view (which cannot be
+        sampled) gives a subquery over the sampled table with the view's columns."""
+        q = self.job(t)
+        page: sa.ColumnElement[Any] = sa.literal_column("(qb_sample.ctid::text::point)[0]")
+        return {**t, "job": q.over(sample.of(q.table))}, page
 
     def oldest_pending_index(self, t: Mapping[str, BoundTable]) -> PendingIndex | None:
         """Where one of the system's own indexes holds exactly its pending jobs, leading

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 Shape = Literal["index", "one_pass", "by_condition", "grouped", "sampled"]
 UNKNOWN = "unknown"
 _COUNTS, _ERRORS = "counts", "errors"
-# triage's counts by state and by job type (canonical state), the states estimated, and
-# how many jobs a sample drew
-Tally = tuple[dict[str, int], dict[str, dict[CanonicalState, int]], set[str], int]
+# triage's counts by state and by job type (canonical state), the states estimated, how
+# many jobs a sample read and each sampled state's error (one standard error, relative)
+Tally = tuple[dict[str, int], dict[str, dict[CanonicalState, int]], set[str], int, dict[str, float]]
 
 
 class SystemTriage:
@@ -88,10 +88,10 @@ class SystemTriage:
         rows, errors = self._unpack(shape, read)
 
         at = 2 if cols.kind is not None else 1  # the count's column
-        tally = self._tally(rows, at, plan=plan, sample=sample)
-        if tally is None:  # statistics too stale to use: count all
+        tally = self._tally(rows, at, plan=plan, sample=sample, drawn=read.get("sample", ()))
+        if tally is None:  # statistics too stale to use, or no job sampled: count all
             return await self.triage(conn, now=now, since=since, job_type=job_type, exact=True)
-        counted, types, guessed, drawn = tally
+        counted, types, guessed, drawn, sample_errors = tally
         if "extras" in read:
             oldest_raw, stuck_total = read["extras"][0]
         else:
@@ -143,6 +143,8 @@ class SystemTriage:
             dead_states=profile.dead_letter_states,
             sampled_rows=drawn,
             sampled_of=sum(counted.values()) if sample is not None else 0,
+            sampled_percent=sample.percent if sample is not None else 0.0,
+            sample_errors=sample_errors,
         )
 
     def _tally(
@@ -152,44 +154,51 @@ class SystemTriage:
         *,
         plan: estimate.Plan | None,
         sample: estimate.Sample | None,
+        drawn: Sequence[Any] = (),
     ) -> Tally | None:
         """The counts by state and by job type from the grouped rows (``(state, *type,
-        count, ...)``, the count at ``at``), the states estimated, and how many jobs a
-        sample drew: a sampled state's counts scaled from the sample (each count whole,
-        not summed from rounded parts), a plan's succeeded count settled. None where the
-        plan's statistics are too stale to use."""
+        count, ...)``, the count at ``at``), the states estimated, how many jobs a sample
+        read and each sampled state's error: a plan's succeeded count settled, or the
+        sample's rows (``drawn``: ``_sampled``'s) scaled to the table, each count whole
+        (not summed from rounded parts). None where the statistics are too stale to use,
+        or the sample read no job of a table they say is large."""
         profile = self.profile
-        by_kind = profile.cols.kind is not None
         counted: dict[str, int] = defaultdict(int)
         types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-        seen: dict[str, int] = defaultdict(int)  # a sample's, by state and by type
-        seen_types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-        exactly = set(self._counted_whole()) if sample is not None else None
-        drawn = 0
         for row in rows:
             name, n = str(plain(row[0])), int(row[at])
-            into, by_type = (
-                (counted, types) if exactly is None or name in exactly else (seen, seen_types)
-            )
-            into[name] += n
-            if by_kind:
+            counted[name] += n
+            if profile.cols.kind is not None:
                 kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
-                by_type[kind][profile.canonical(name)] += n
-            if sample is not None:  # rows (state, *type, count, oldest, stuck, drawn)
-                drawn += int(row[at + 3])
-        guessed: set[str] = set()
-        if sample is not None:
-            for name, n in seen.items():
-                counted[name] += sample.scaled(n)
-                guessed.add(name)
-            for kind, cells in seen_types.items():
-                for canonical, n in cells.items():
-                    types[kind][canonical] += sample.scaled(n)
-        elif estimate.settle(plan, counted):
-            guessed = {plan.status} if plan is not None else set()
-        elif plan is not None:
+                types[kind][profile.canonical(name)] += n
+        if sample is None:
+            if estimate.settle(plan, counted):
+                return counted, types, {plan.status} if plan is not None else set(), 0, {}
+            return None if plan is not None else (counted, types, set(), 0, {})
+        exactly = set(self._counted_whole())
+        read = sum(int(r[3]) for r in drawn if r[0] == "k")
+        if not read:
             return None
-        return counted, types, guessed, drawn
+        seen: dict[str, int] = defaultdict(int)
+        seen_types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+        errors: dict[str, float] = {}
+        for part, state, kind, n, squares in drawn:
+            name = str(plain(state))
+            if name in exactly:
+                continue  # counted whole by the pass
+            if part == "s":
+                errors[name] = sample.error(int(n), int(squares))
+                continue
+            seen[name] += int(n)
+            if profile.cols.kind is not None:
+                key = str(plain(kind)) if kind is not None else NO_TYPE
+                seen_types[key][profile.canonical(name)] += int(n)
+        for name, n in seen.items():
+            counted[name] += sample.scaled(n)
+        for key, cells in seen_types.items():
+            for canonical, n in cells.items():
+                types[key][canonical] += sample.scaled(n)
+        return counted, types, set(seen), read, errors
 
     def _counted_whole(self) -> list[str]:
         """The states a sampled triage still counts exactly, in one pass: the dead jobs and
@@ -304,14 +313,12 @@ class SystemTriage:
         stuck = self.stuck_where(t, now)
         statements: dict[str, Any] = {}
         if shape == "sampled" and sample is not None:
-            # one pass: the dead and running jobs, counted exactly (with the dead ones'
-            # errors and the stuck count), and the sample of the rest; the oldest waiting
-            # job from its index, where the system has one
-            drawn = sample.drawn(q.c(cols.id))
+            # the dead and running jobs counted exactly (with the dead ones' errors and
+            # the stuck count) in one pass; the rest from a sample of the table's pages;
+            # the oldest waiting job from the system's index of them, where it has one
             few = profile.in_states(t, self._counted_whole())
-            statements["grouped"] = self._one_pass(
-                t, sa.or_(few, drawn), profile.stuck_cutoff(now), drawn=drawn
-            )
+            statements["grouped"] = self._one_pass(t, few, profile.stuck_cutoff(now))
+            statements["sample"] = self._sampled(t, sample)
             statements["oldest"] = (
                 self._oldest_walked(walk) if walk is not None else self._oldest_pending(t, where)
             )
@@ -351,6 +358,46 @@ class SystemTriage:
         if error is not None and shape not in ("one_pass", "sampled"):
             statements["newest"] = self._newest_errors(t, error, where)
         return statements
+
+    def _sampled(self, t: Mapping[str, BoundTable], sample: estimate.Sample) -> sa.Select[Any]:
+        """The sample's jobs by state and job type, and for each state the sum over the
+        sampled pages of the square of its count on each page (what its error is
+        measured from). One scan of the sample, kept apart (MATERIALIZED) and grouped
+        twice. Rows: ``("k", state, type, count, NULL)`` and ``("s", state, NULL, count,
+        squares)``."""
+        profile = self.profile
+        drawn, page = profile.sampled(t, sample)
+        kind = profile.cols.kind
+        jobs = (
+            sa.select(
+                page.label("page"),
+                profile.state_value(drawn).label("state"),
+                (profile.job(drawn).c(kind) if kind is not None else sa.null()).label("kind"),
+            )
+            .select_from(profile.job(drawn).table)
+            .cte("qb_sampled")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
+        )
+        by_type = sa.select(
+            sa.literal("k").label("part"),
+            jobs.c.state,
+            jobs.c.kind,
+            sa.func.count().label("n"),
+            sa.null().label("squares"),
+        ).group_by(jobs.c.state, jobs.c.kind)
+        pages = (
+            sa.select(jobs.c.state, sa.func.count().label("y"))
+            .group_by(jobs.c.page, jobs.c.state)
+            .subquery("qb_pages")
+        )
+        by_state = sa.select(
+            sa.literal("s"),
+            pages.c.state,
+            sa.null(),
+            sa.func.sum(pages.c.y),
+            sa.func.sum(pages.c.y * pages.c.y),
+        ).group_by(pages.c.state)
+        return sa.select(sa.union_all(by_type, by_state).subquery("qb_sample_counts"))
 
     def _by_condition(
         self,
@@ -421,8 +468,6 @@ class SystemTriage:
         t: Mapping[str, BoundTable],
         keep: sa.ColumnElement[bool],
         cutoff: datetime,
-        *,
-        drawn: sa.ColumnElement[bool] | None = None,
     ) -> sa.Select[Any]:
         """Triage's reads in one pass over a table whose state no index leads with, where
         the succeeded jobs are estimated (or a backlog is sampled): every job ``keep``
@@ -432,8 +477,7 @@ class SystemTriage:
         read as ``pass_source`` says, and whether a job is waiting, running or dead is its
         state there (one of those states' names), so a system that joins its state in looks
         nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
-        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``; with ``drawn`` (a sample's
-        condition), how many of each group's jobs it draws before the NULL."""
+        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
         profile = self.profile
         q = profile.job(t)
         cols = profile.cols
@@ -456,12 +500,12 @@ class SystemTriage:
         ]
         if cols.kind is not None:
             kept.append(q.c(cols.kind).label("kind"))
-        if died is not None:
-            kept.append(died.label("died"))
+        if error is not None and died is not None:
+            # only the dead jobs' death is read, and only where their errors are taken:
+            # on a system whose times are its events' (Procrastinate), a lookup per job
+            kept.append(sa.case((dead, died)).label("died"))
         if error is not None:
             kept.append(sa.case((dead, error)).label("error"))
-        if drawn is not None:
-            kept.append(drawn.label("drawn"))
         rest = (
             sa.select(*kept)
             .select_from(read.source)
@@ -477,7 +521,6 @@ class SystemTriage:
             sa.func.count().label("n"),
             sa.func.min(rest.c.waiting),
             sa.func.count().filter(rest.c.stuck),
-            *([sa.func.count().filter(rest.c.drawn)] if drawn is not None else []),
             sa.null().label("error"),
         ).group_by(rest.c.state, *groups)
         if error is None:
@@ -490,7 +533,7 @@ class SystemTriage:
             .limit(SIGNATURE_SAMPLE)
             .subquery("qb_newest")
         )
-        blanks = [sa.null()] * (len(groups) + 3 + (drawn is not None))
+        blanks = [sa.null()] * (len(groups) + 3)
         # one row: the errors in one array, not a row each to read back
         shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
         errors = sa.select(
