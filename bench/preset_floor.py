@@ -237,7 +237,7 @@ def floor_statements(
         out["estimate"] = f"SELECT {_rows(f.table)}"
     if shape == "sampled":
         keep = f"{f.dead} OR {f.running}"  # counted whole; the others from the sample
-        sample = f"{f.table} TABLESAMPLE SYSTEM ({percent!r}) REPEATABLE ({seed}) j{f.joins}"
+        sample = f"{f.table} j TABLESAMPLE SYSTEM ({percent!r}) REPEATABLE ({seed}){f.joins}"
         out["sample"] = f"SELECT {f.state}, {f.kind}, count(*) FROM {sample} GROUP BY 1, 2"
         out["sample pages"] = (  # what each count's error is measured from
             "SELECT state, sum(y), sum(y * y) FROM (SELECT (j.ctid::text::point)[0],"

@@ -22,7 +22,12 @@ from commands.context import Invocation
 from services.db import create_engine
 from services.estate import estimate
 from services.estate.model import CanonicalState, Triage
-from tests.integration.preset_adapters import GraphileWorkerAdapter, PresetAdapter, QueAdapter
+from tests.integration.preset_adapters import (
+    GraphileWorkerAdapter,
+    PresetAdapter,
+    ProcrastinateAdapter,
+    QueAdapter,
+)
 from tests.integration.support import START, demo_app
 from tests.integration.test_presets import ERROR, World, open_world
 
@@ -124,8 +129,9 @@ async def test_a_large_backlog_counts_its_waiting_jobs_in_a_sample_marked_with_i
         sampled = {CanonicalState.PENDING, CanonicalState.SUCCEEDED}
         for tc in found.by_type:  # by job type, the waiting jobs are marked, the dead not
             assert set(tc.estimated) == sampled & set(tc.by_state), tc
+        done = CanonicalState.SUCCEEDED  # left out by job type where estimated
         assert {tc.key: tc.by_state for tc in found.by_type} == {
-            tc.key: tc.by_state for tc in counted.by_type
+            tc.key: {c: n for c, n in tc.by_state.items() if c != done} for tc in counted.by_type
         }
 
 
@@ -258,3 +264,27 @@ async def test_the_reply_marks_the_sampled_counts_and_exact_counts_everything(
         counted = render_message(exact.message)
         assert "≈" not in counted and "a sample of" not in counted
         assert "295" in counted
+
+
+async def test_procrastinates_one_pass_counts_as_an_exact_triage_does(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Procrastinate keeps no error text, so where most of a large table succeeded its
+    one pass only counts (grouped as it reads, reading a job's events for its wait and
+    its start alone): every count but the estimated one, the stuck job and the oldest
+    waiting one are what an exact triage says."""
+    monkeypatch.setattr(estimate, "ESTIMATE_FROM", 1)
+    async for world in open_world(pg_url, ProcrastinateAdapter):
+        async with world.engine.begin() as conn:
+            await world.adapter.add(conn, now=START, dead=0, error=ERROR, done=80, pending=3)
+        await _analyse(world)
+        found, counted = await _triage(world), await _triage(world, exact=True)
+        assert _counts(found)["succeeded"] == (82, True)  # the statistics are fresh here
+        exact = {s: n for s, (n, rough) in _counts(counted).items()}
+        assert {s: n for s, (n, _) in _counts(found).items()} == exact
+        assert (found.stuck, counted.stuck) == (1, 1)
+        assert found.oldest_pending_at == counted.oldest_pending_at == START - timedelta(minutes=30)
+        done = CanonicalState.SUCCEEDED  # left out by job type where estimated
+        assert {tc.key: tc.by_state for tc in found.by_type} == {
+            tc.key: {c: n for c, n in tc.by_state.items() if c != done} for tc in counted.by_type
+        }

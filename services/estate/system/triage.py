@@ -1,8 +1,9 @@
 """A preset's triage (``SystemTriage``, every preset's ``triage_reads``): the system's jobs
 by state and job type, the oldest waiting job, the stuck count and the newest dead jobs'
 errors, read side by side in a few statements the system's own indexes answer (on a
-large table the succeeded jobs are estimated, as on queuebot's own profiles:
-services/estate/estimate.py). It reads the system's facts its preset declares
+large table the succeeded jobs are estimated, as on queuebot's own profiles, and where
+the system deletes its successes the waiting jobs are counted from a sample of the
+table's pages: services/estate/estimate.py). It reads the system's facts its preset declares
 (``SystemBase``: ``state_value``, ``state_where``, ``waiting_since``, ``pass_source`` ...)."""
 
 from __future__ import annotations
@@ -506,6 +507,26 @@ class SystemTriage:
             kept.append(sa.case((dead, died)).label("died"))
         if error is not None:
             kept.append(sa.case((dead, error)).label("error"))
+        if error is None:
+            # nothing to take from the jobs but their counts: grouped as they are read
+            # (no rows kept apart, so PostgreSQL may share the pass among its workers),
+            # each pending job's wait and each running job's start read for it alone
+            kinds = [q.c(cols.kind)] if cols.kind is not None else []
+            since = profile.waiting_since(t)
+            return (
+                sa.select(
+                    sa.literal(_COUNTS).label("part"),
+                    state.label("state"),
+                    *kinds,
+                    sa.func.count().label("n"),
+                    sa.func.min(since).filter(pending),
+                    sa.func.count().filter(stuck),
+                    sa.null().label("error"),
+                )
+                .select_from(read.source)
+                .where(keep)
+                .group_by(state, *kinds)
+            )
         rest = (
             sa.select(*kept)
             .select_from(read.source)
@@ -523,8 +544,6 @@ class SystemTriage:
             sa.func.count().filter(rest.c.stuck),
             sa.null().label("error"),
         ).group_by(rest.c.state, *groups)
-        if error is None:
-            return counts
         order = [rest.c.died.desc().nulls_last()] if died is not None else []
         newest = (
             sa.select(rest.c.error)
