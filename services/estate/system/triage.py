@@ -21,8 +21,9 @@ from services.estate import estimate
 from services.estate.at_once import read_named
 from services.estate.model import CanonicalState, Count, StatusCount, Triage, TypeCounts
 from services.estate.profile import as_utc, plain
-from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures_of
+from services.estate.signature import display_signature, top_signatures_of
 from services.estate.system.base import GONE, PendingIndex
+from services.estate.system.triage_sql import COUNTS, ERRORS, TriageStatements
 from services.estate.tables import BoundTable
 from services.estate.triage import NO_TYPE
 
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 # Or, on a large table of a system that deletes its successes, its waiting jobs counted
 # from a sample, the rest in one pass ("sampled").
 Shape = Literal["index", "one_pass", "by_condition", "grouped", "sampled"]
-UNKNOWN = "unknown"
-_COUNTS, _ERRORS = "counts", "errors"
 # triage's counts by state and by job type (canonical state), the states estimated, how
 # many jobs a sample read and each sampled state's error (one standard error, relative)
 Tally = tuple[dict[str, int], dict[str, dict[CanonicalState, int]], set[str], int, dict[str, float]]
@@ -48,6 +47,7 @@ class SystemTriage:
 
     def __init__(self, profile: SystemBase) -> None:
         self.profile = profile
+        self.sql = TriageStatements(profile)
 
     async def triage(
         self,
@@ -105,7 +105,7 @@ class SystemTriage:
             if oldest_raw is None and any(counted.get(s) for s in pending):
                 # the index read through a table the role may not see all of (row
                 # security): read it the plain way, through what triage counted
-                plain_way = self._oldest_pending(t, where)
+                plain_way = self.sql.oldest_pending(t, where)
                 oldest_raw = (await conn.execute(plain_way)).scalar_one()
         dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
         found = top_signatures_of(errors)
@@ -234,7 +234,9 @@ class SystemTriage:
         t = await self.profile.tables(conn)
         scope = self.profile.scope(t)
         walk = await self._walk_for(conn, t) if not scope else None
-        query = self._oldest_walked(walk) if walk is not None else self._oldest_pending(t, scope)
+        query = (
+            self.sql.oldest_walked(walk) if walk is not None else self.sql.oldest_pending(t, scope)
+        )
         return as_utc((await conn.execute(query)).scalar_one())
 
     def stuck_where(
@@ -285,10 +287,10 @@ class SystemTriage:
         from what the statements of ``shape`` read."""
         rows = read["grouped"]
         if shape in ("one_pass", "sampled"):  # its rows tagged counts or errors
-            errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
-            return [r[1:] for r in rows if r[0] == _COUNTS], errors
+            errors = [e for r in rows if r[0] == ERRORS for e in (r[-1] or ())]
+            return [r[1:] for r in rows if r[0] == COUNTS], errors
         errors = [r[0] for r in read.get("newest", [])]
-        return (self._spread(rows) if shape == "by_condition" else rows), errors
+        return (self.sql.spread(rows) if shape == "by_condition" else rows), errors
 
     def _reads(
         self,
@@ -318,27 +320,29 @@ class SystemTriage:
             # the stuck count) in one pass; the rest from a sample of the table's pages;
             # the oldest waiting job from the system's index of them, where it has one
             few = profile.in_states(t, self._counted_whole())
-            statements["grouped"] = self._one_pass(t, few, profile.stuck_cutoff(now))
-            statements["sample"] = self._sampled(t, sample)
+            statements["grouped"] = self.sql.one_pass(t, few, profile.stuck_cutoff(now))
+            statements["sample"] = self.sql.sampled(t, sample)
             statements["oldest"] = (
-                self._oldest_walked(walk) if walk is not None else self._oldest_pending(t, where)
+                self.sql.oldest_walked(walk)
+                if walk is not None
+                else self.sql.oldest_pending(t, where)
             )
         elif shape == "one_pass" and plan is not None:
             kept = profile.not_succeeded(t, plan.status)
-            statements["grouped"] = self._one_pass(t, kept, profile.stuck_cutoff(now))
+            statements["grouped"] = self.sql.one_pass(t, kept, profile.stuck_cutoff(now))
         elif shape == "index" and plan is not None:
             statements["grouped"] = estimate.counts_except(
                 q.table, q.c(cols.state), [plan.status], group=groups
             )
             statements["extras"] = sa.select(
-                self._oldest_pending(t, where).scalar_subquery(),
+                self.sql.oldest_pending(t, where).scalar_subquery(),
                 sa.select(sa.func.count())
                 .select_from(q.table)
                 .where(*stuck, *where)
                 .scalar_subquery(),
             )
         elif shape == "by_condition":
-            statements["grouped"] = self._by_condition(t, where, profile.stuck_cutoff(now))
+            statements["grouped"] = self.sql.by_condition(t, where, profile.stuck_cutoff(now))
         else:
             # Every row is read for the counts: the oldest waiting job and the stuck count
             # come from the same pass. Apart, each is a pass of its own over a table whose
@@ -357,208 +361,8 @@ class SystemTriage:
                 .group_by(state, *groups)
             )
         if error is not None and shape not in ("one_pass", "sampled"):
-            statements["newest"] = self._newest_errors(t, error, where)
+            statements["newest"] = self.sql.newest_errors(t, error, where)
         return statements
-
-    def _sampled(self, t: Mapping[str, BoundTable], sample: estimate.Sample) -> sa.Select[Any]:
-        """The sample's jobs by state and job type, and for each state the sum over the
-        sampled pages of the square of its count on each page (what its error is
-        measured from). One scan of the sample, kept apart (MATERIALIZED) and grouped
-        twice. Rows: ``("k", state, type, count, NULL)`` and ``("s", state, NULL, count,
-        squares)``."""
-        profile = self.profile
-        drawn, page = profile.sampled(t, sample)
-        kind = profile.cols.kind
-        jobs = (
-            sa.select(
-                page.label("page"),
-                profile.state_value(drawn).label("state"),
-                (profile.job(drawn).c(kind) if kind is not None else sa.null()).label("kind"),
-            )
-            .select_from(profile.job(drawn).table)
-            .cte("qb_sampled")
-            .prefix_with("MATERIALIZED", dialect="postgresql")
-        )
-        by_type = sa.select(
-            sa.literal("k").label("part"),
-            jobs.c.state,
-            jobs.c.kind,
-            sa.func.count().label("n"),
-            sa.null().label("squares"),
-        ).group_by(jobs.c.state, jobs.c.kind)
-        pages = (
-            sa.select(jobs.c.state, sa.func.count().label("y"))
-            .group_by(jobs.c.page, jobs.c.state)
-            .subquery("qb_pages")
-        )
-        by_state = sa.select(
-            sa.literal("s"),
-            pages.c.state,
-            sa.null(),
-            sa.func.sum(pages.c.y),
-            sa.func.sum(pages.c.y * pages.c.y),
-        ).group_by(pages.c.state)
-        return sa.select(sa.union_all(by_type, by_state).subquery("qb_sample_counts"))
-
-    def _by_condition(
-        self,
-        t: Mapping[str, BoundTable],
-        where: list[sa.ColumnElement[bool]],
-        cutoff: datetime,
-    ) -> sa.Select[Any]:
-        """Every job counted, on a system without a state column: per job type, the jobs in
-        each state (a count filtered by the state's own condition: grouping by the state's
-        expression instead makes PostgreSQL sort a million rows, since it cannot tell how few
-        values the expression has), all of them, the oldest waiting one and the stuck ones.
-        The rows are read as ``pass_source`` says: where it joins the tables that hold a
-        job's state (Solid Queue's executions), each is read once and a state is tested by
-        its value there, not looked up once per job and state. Rows: ``(*type, count,
-        *count per state, oldest waiting, stuck)``; ``spread`` turns them into the grouped
-        rows triage reads."""
-        profile = self.profile
-        q = profile.job(t)
-        read = profile.pass_source(t)
-        groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
-
-        def is_(state: str) -> sa.ColumnElement[bool]:
-            return read.state == state if read.joined else profile.state_where(t, state)
-
-        def among(states: Sequence[str]) -> sa.ColumnElement[bool]:
-            return read.state.in_(states) if read.joined else profile.in_states(t, states)
-
-        pending = among(profile.statuses_in(CanonicalState.PENDING))
-        running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
-        # as stuck_where, its scope already in ``where``
-        stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
-        return (
-            sa.select(
-                *groups,
-                sa.func.count(),
-                *(sa.func.count().filter(is_(s)) for s in self._named()),
-                sa.func.min(profile.waiting_since(t)).filter(pending),
-                sa.func.count().filter(stuck),
-            )
-            .select_from(read.source)
-            .where(*where)
-            .group_by(*groups)
-        )
-
-    def _named(self) -> list[str]:
-        return [s for s in self.profile.states if s != GONE]
-
-    def _spread(self, rows: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """``by_condition``'s rows as ``(state, *type, count, oldest waiting, stuck)`` rows,
-        a job in no state's condition counted as ``unknown``."""
-        profile = self.profile
-        named = self._named()
-        lead = 1 if profile.cols.kind is not None else 0
-        out: list[tuple[Any, ...]] = []
-        for row in rows:
-            kind, total = tuple(row[:lead]), int(row[lead])
-            counts = [int(n) for n in row[lead + 1 : lead + 1 + len(named)]]
-            waiting, stuck = row[-2], int(row[-1] or 0)
-            found = [(s, n) for s, n in zip(named, counts, strict=True) if n]
-            if total > sum(counts):
-                found.append((UNKNOWN, total - sum(counts)))
-            for i, (name, n) in enumerate(found):
-                out.append((name, *kind, n, waiting if i == 0 else None, stuck if i == 0 else 0))
-        return out
-
-    def _one_pass(
-        self,
-        t: Mapping[str, BoundTable],
-        keep: sa.ColumnElement[bool],
-        cutoff: datetime,
-    ) -> sa.Select[Any]:
-        """Triage's reads in one pass over a table whose state no index leads with, where
-        the succeeded jobs are estimated (or a backlog is sampled): every job ``keep``
-        selects (every other one, or the dead and running ones) is collected once (a cheap
-        filter per row), then counted by state and job type with the oldest waiting one and the
-        stuck count, and its newest dead jobs' errors taken from the same rows. The rows are
-        read as ``pass_source`` says, and whether a job is waiting, running or dead is its
-        state there (one of those states' names), so a system that joins its state in looks
-        nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
-        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
-        profile = self.profile
-        q = profile.job(t)
-        cols = profile.cols
-        read = profile.pass_source(t)
-        state, error, died = read.state, read.error, read.died
-        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
-        dead = state.in_(profile.dead_letter_statuses)
-        running = state.in_(profile.statuses_in(CanonicalState.IN_FLIGHT))
-        stuck = (
-            sa.and_(running, read.started < cutoff, *profile.scope(t))
-            if read.started is not None
-            else sa.false()
-        )
-        kept: list[sa.ColumnElement[Any]] = [
-            state.label("state"),
-            sa.case((pending, profile.waiting_since(t))).label("waiting"),
-            stuck.label("stuck"),
-            dead.label("dead"),
-            q.c(cols.id).label("id"),
-        ]
-        if cols.kind is not None:
-            kept.append(q.c(cols.kind).label("kind"))
-        if error is not None and died is not None:
-            # only the dead jobs' death is read, and only where their errors are taken:
-            # on a system whose times are its events' (Procrastinate), a lookup per job
-            kept.append(sa.case((dead, died)).label("died"))
-        if error is not None:
-            kept.append(sa.case((dead, error)).label("error"))
-        if error is None:
-            # nothing to take from the jobs but their counts: grouped as they are read
-            # (no rows kept apart, so PostgreSQL may share the pass among its workers),
-            # each pending job's wait and each running job's start read for it alone
-            kinds = [q.c(cols.kind)] if cols.kind is not None else []
-            since = profile.waiting_since(t)
-            return (
-                sa.select(
-                    sa.literal(_COUNTS).label("part"),
-                    state.label("state"),
-                    *kinds,
-                    sa.func.count().label("n"),
-                    sa.func.min(since).filter(pending),
-                    sa.func.count().filter(stuck),
-                    sa.null().label("error"),
-                )
-                .select_from(read.source)
-                .where(keep)
-                .group_by(state, *kinds)
-            )
-        rest = (
-            sa.select(*kept)
-            .select_from(read.source)
-            .where(keep)
-            .cte("qb_rest")
-            .prefix_with("MATERIALIZED", dialect="postgresql")
-        )
-        groups = [rest.c.kind] if cols.kind is not None else []
-        counts = sa.select(
-            sa.literal(_COUNTS).label("part"),
-            rest.c.state,
-            *groups,
-            sa.func.count().label("n"),
-            sa.func.min(rest.c.waiting),
-            sa.func.count().filter(rest.c.stuck),
-            sa.null().label("error"),
-        ).group_by(rest.c.state, *groups)
-        order = [rest.c.died.desc().nulls_last()] if died is not None else []
-        newest = (
-            sa.select(rest.c.error)
-            .where(rest.c.dead)
-            .order_by(*order, rest.c.id.desc())
-            .limit(SIGNATURE_SAMPLE)
-            .subquery("qb_newest")
-        )
-        blanks = [sa.null()] * (len(groups) + 3)
-        # one row: the errors in one array, not a row each to read back
-        shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
-        errors = sa.select(
-            sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown)
-        ).select_from(newest)
-        return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
 
     def _notes(self, t: Mapping[str, BoundTable]) -> list[str]:
         profile = self.profile
@@ -571,58 +375,3 @@ class SystemTriage:
                 f"{profile.config.queue_name!r} alone: queue_name)"
             )
         return out
-
-    def _oldest_pending(
-        self,
-        t: Mapping[str, BoundTable],
-        where: list[sa.ColumnElement[bool]],
-    ) -> sa.Select[Any]:
-        """Since when the longest-waiting job could have run: the earliest time a pending job
-        became runnable (where only jobs scheduled for later are pending, that time is ahead
-        and the age reads as none)."""
-        profile = self.profile
-        q = profile.job(t)
-        since = profile.waiting_since(t)
-        pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
-        return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
-
-    def _oldest_walked(self, index: PendingIndex) -> sa.Select[Any]:
-        """The oldest waiting job from the system's index of its pending jobs: a walk of
-        the index's distinct leading values (a "loose index scan": one descent each, the
-        next combination after the last by a row comparison), and for each the least
-        ``since`` (its first entry there). The same value ``_oldest_pending`` reads."""
-        table, prefix, since = index.table, index.prefix, index.since
-        first = sa.select(*prefix).where(index.where).order_by(*prefix).limit(1)
-        walk = first.cte("qb_pending_walk", recursive=True)
-        after = (
-            sa.select(*prefix)
-            .where(index.where, sa.tuple_(*prefix) > sa.tuple_(*walk.c))
-            .order_by(*prefix)
-            .limit(1)
-            .lateral("qb_pending_next")
-        )
-        walk = walk.union_all(sa.select(*after.c).select_from(walk.join(after, sa.true())))
-        least = (
-            sa.select(sa.func.min(since))
-            .select_from(table)
-            .where(index.where, *(c == walk.c[c.name] for c in prefix))
-            .scalar_subquery()
-        )
-        return sa.select(sa.func.min(least)).select_from(walk)
-
-    def _newest_errors(
-        self,
-        t: Mapping[str, BoundTable],
-        error: sa.ColumnElement[Any],
-        where: list[sa.ColumnElement[bool]],
-    ) -> sa.Select[Any]:
-        """The error texts of the newest dead jobs, whose signatures the reply counts."""
-        profile = self.profile
-        q = profile.job(t)
-        return (
-            sa.select(error)
-            .select_from(q.table)
-            .where(profile.in_states(t, profile.dead_letter_statuses), *where)
-            .order_by(*profile.dead_order(dict(t)))
-            .limit(SIGNATURE_SAMPLE)
-        )
