@@ -33,32 +33,37 @@ class TriageStatements:
     def sampled(self, t: Mapping[str, BoundTable], sample: estimate.Sample) -> sa.Select[Any]:
         """The sample's jobs by state and job type, and for each state the sum over the
         sampled pages of the square of its count on each page (what its error is
-        measured from). One scan of the sample, kept apart (MATERIALIZED) and grouped
-        twice. Rows: ``("k", state, type, count, NULL)`` and ``("s", state, NULL, count,
-        squares)``."""
+        measured from). One scan of the sample, grouped as it is read by page, state and
+        job type; those few groups kept apart (MATERIALIZED: the jobs themselves are not)
+        and summed twice. Rows: ``("k", state, type, count, NULL)`` and ``("s", state,
+        NULL, count, squares)``."""
         profile = self.profile
         drawn, page = profile.sampled(t, sample)
         kind = profile.cols.kind
-        jobs = (
+        state = profile.state_value(drawn)
+        kinds = [profile.job(drawn).c(kind)] if kind is not None else []
+        groups = (
             sa.select(
                 page.label("page"),
-                profile.state_value(drawn).label("state"),
-                (profile.job(drawn).c(kind) if kind is not None else sa.null()).label("kind"),
+                state.label("state"),
+                (kinds[0] if kinds else sa.null()).label("kind"),
+                sa.func.count().label("y"),
             )
             .select_from(profile.job(drawn).table)
+            .group_by(page, state, *kinds)
             .cte("qb_sampled")
             .prefix_with("MATERIALIZED", dialect="postgresql")
         )
         by_type = sa.select(
             sa.literal("k").label("part"),
-            jobs.c.state,
-            jobs.c.kind,
-            sa.func.count().label("n"),
+            groups.c.state,
+            groups.c.kind,
+            sa.func.sum(groups.c.y).label("n"),
             sa.null().label("squares"),
-        ).group_by(jobs.c.state, jobs.c.kind)
+        ).group_by(groups.c.state, groups.c.kind)
         pages = (
-            sa.select(jobs.c.state, sa.func.count().label("y"))
-            .group_by(jobs.c.page, jobs.c.state)
+            sa.select(groups.c.state, sa.func.sum(groups.c.y).label("y"))
+            .group_by(groups.c.page, groups.c.state)
             .subquery("qb_pages")
         )
         by_state = sa.select(
