@@ -132,6 +132,16 @@ class BotIdentity(AsyncAuthorize):
         except SLACK_FAILURES as exc:
             log.warning("could not answer in channel %s: %s", channel, slack_failure(exc))
 
+    async def post_to_person(self, user: str, reply: Reply) -> None:
+        """An answer to a click in the App Home, which has no response_url: in the
+        person's Messages tab with the app (only they see it)."""
+        try:
+            await self._client.chat_postMessage(
+                channel=user, text=fallback_text(reply.message), blocks=blocks(reply.message)
+            )
+        except SLACK_FAILURES as exc:
+            log.warning("could not answer %s in the Messages tab: %s", user, slack_failure(exc))
+
     async def check(self) -> None:
         """At start. A failure is only logged: the first request asks again."""
         try:
