@@ -65,6 +65,12 @@ def until(what: str, check: object, timeout: float = WITHIN) -> float:
     return time.monotonic() - started
 
 
+def shown_first(fake: FakeSlack) -> None:
+    """Until bob's home is first published: serve's background worker (PostgreSQL) may
+    still be starting, so this waits longer than a change's refresh may take."""
+    until("bob's home is published", lambda: "Waiting for your" in home_text(fake, SLACK_BOB), 30)
+
+
 def open_home(url: str, user: str) -> None:
     event = {"type": "app_home_opened", "user": user, "channel": "D0HOME", "tab": "home"}
     assert send_event(url, event_callback(event)).status_code == 200
@@ -98,9 +104,7 @@ def requeue(stack: Stack, user: str) -> str:
 def test_a_request_reaches_an_approvers_home_and_leaves_it_once_approved(stack: Stack) -> None:
     fake, url = stack.fake, stack.served.url
     open_home(url, SLACK_BOB)
-    until(
-        "bob's home is published", lambda: "Waiting for your approval" in home_text(fake, SLACK_BOB)
-    )
+    shown_first(fake)
 
     ref = requeue(stack, SLACK_ALICE)
     took = until(f"{ref} in bob's home", lambda: ref in home_text(fake, SLACK_BOB))
@@ -125,9 +129,7 @@ def test_a_change_made_just_before_serve_dies_is_shown_after_it_starts_again(
 ) -> None:
     fake, url = stack.fake, stack.served.url
     open_home(url, SLACK_BOB)
-    until(
-        "bob's home is published", lambda: "Waiting for your approval" in home_text(fake, SLACK_BOB)
-    )
+    shown_first(fake)
     ref = requeue(stack, SLACK_ALICE)
     os.kill(stack.served.pid, signal.SIGKILL)  # its refresh is due within two seconds
     with running_serve(stack.workdir, stack.db_url, slack_env(fake)) as again:
