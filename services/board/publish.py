@@ -159,6 +159,8 @@ class BoardPublisher:
         async with transaction(self.engine, subject="the board") as conn:
             await outbox.cover(conn, item, now=now)
             places = [await self._places(conn, surface, now) for surface in self.surfaces]
+        if not any(places):
+            return  # nobody has opened an App Home lately, and no Discord board: no read
         snapshot = await self.reader.read()
         gate = asyncio.Semaphore(AT_ONCE)
         for surface, where in zip(self.surfaces, places, strict=True):
