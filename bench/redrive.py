@@ -45,7 +45,12 @@ per-job steps 3 + 4 (when they ran); and with ``--jobs`` >= 100,000: peak RSS - 
 100,000 against 10,000).
 
     .venv/bin/python -m bench.redrive [--url ADMIN_URL] [--jobs 10000] [--repeat 3]
-        [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual]
+        [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual] [--no-boards]
+
+queuebot is wired as serve wires it where the board is shown (Slack set up): every
+change asks for the board's refresh in its transaction (an outbox item, on the audit
+trail's appends); ``--no-boards`` wires it as where the board is shown nowhere, to
+compare.
 
 ``--trace-memory`` measures nothing of the above: it runs one request and one approval
 under ``tracemalloc`` and prints, at the start of each audit append (the moment a step
