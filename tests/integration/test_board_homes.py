@@ -4,7 +4,9 @@ serve builds it, its Slack App Homes published to the local fake Slack over HTTP
 status message posted to the local fake Discord's REST (testkit/fake_discord.py), on a
 clock the test moves and an outbox relay the test runs. Each change worth showing asks
 for a refresh in its own transaction, due at the end of a two-second window; a refresh
-publishes only where the view changed. On SQLite and PostgreSQL."""
+publishes only where the view changed: a request asked and approved, an incident declared
+and told, a plan's waves and its halt, 500 requests waiting, a change whose process
+stopped before its refresh. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from testkit.fake_discord import FakeDiscord
 from testkit.fake_slack import FakeSlack
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA
 from tests.helpers.platforms import discord_env, slack_env
-from tests.integration.support import START, Clock
+from tests.integration.support import START, Clock, simulated_worker
 
 BOARD_CHANNEL = "200000000000000009"  # one of the fake Discord's channels
 REQUESTS = cast(sa.Table, ChangeRequest.__table__)
@@ -256,3 +258,37 @@ async def test_a_home_with_500_requests_waiting_stays_within_slacks_limits(
     assert f"Waiting for your approval ({len(refs)})" in bob
     assert f"{len(refs) - 10:,} more waiting: /queue pending lists every one." in bob
     assert not homes.slack.recorded("/api/views.publish#invalid")
+
+
+async def test_a_plans_waves_and_its_halt_are_shown(homes: Homes) -> None:
+    boards = homes.app.boards
+    assert boards is not None
+    await boards.opened(platform="slack", account=SLACK_BOB)
+    await homes.relay()
+    asked = await homes.typed(
+        '/queue redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"', SLACK_ALICE
+    )
+    found = re.search(r"CR-\d+", asked)
+    assert found, asked
+    said = await homes.typed(f"/queue approve {found.group(0)}", SLACK_BOB)
+    assert "plan P-1 started with its sample of 2" in said, said
+    await homes.relay(seconds=2.0)
+    bob = home_of(homes, SLACK_BOB)
+    assert "Active plans (1)" in bob
+    assert "P-1 clips, running: ▱▱▱ 0/3 waves, 2/14 jobs redriven" in bob
+
+    await simulated_worker(homes.app.state_engine, now=homes.clock())  # the sample succeeds
+    for _ in range(20):  # the plan's ticks, until its next wave started
+        homes.clock.advance(seconds=30)
+        while await homes.app.scheduler.run_one():
+            pass
+        if "1/3 waves" in home_of(homes, SLACK_BOB):
+            break
+        await homes.relay(seconds=2.0)
+    assert "P-1 clips, running: ▰▱▱ 1/3 waves" in home_of(homes, SLACK_BOB)
+
+    said = await homes.typed('/queue halt P-1 --reason "customers report duplicates"', SLACK_BOB)
+    await homes.relay(seconds=2.0)
+    bob = home_of(homes, SLACK_BOB)
+    assert "P-1 clips, HALTED" in bob
+    assert "by bob: customers report duplicates" in bob
