@@ -24,7 +24,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -100,6 +100,7 @@ async def refresh_soon(conn: AsyncConnection, now: datetime) -> None:
     """Ask, inside the caller's transaction, for the boards to be refreshed at the end of
     the current ``GATHER`` window (one refresh per window, however many ask)."""
     step = GATHER.total_seconds()
+    now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)  # queuebot's times are UTC
     window = math.floor(now.timestamp() / step) + 1
     await outbox.add(
         conn,
@@ -109,7 +110,7 @@ async def refresh_soon(conn: AsyncConnection, now: datetime) -> None:
         now=now,
         priority=outbox.BULK,
         collapse=f"window:{window}",
-        due_at=datetime.fromtimestamp(window * step, tz=now.tzinfo),
+        due_at=datetime.fromtimestamp(window * step, tz=UTC),
     )
 
 

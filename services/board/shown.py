@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -35,12 +35,17 @@ class Place:
 async def seen(conn: AsyncConnection, *, platform: str, account: str, at: datetime) -> None:
     """The person opened the board at ``at`` (a new place, or one seen again: what it
     last showed is kept, so an unchanged board is not published again)."""
-    values = {"platform": platform, "account": account, "seen_at": at}
+    await _upsert(conn, {"platform": platform, "account": account, "seen_at": at}, ["seen_at"])
+
+
+async def _upsert(conn: AsyncConnection, values: dict[str, Any], update: list[str]) -> None:
+    """Add the place ``values`` names, or set ``update`` of those values where it is."""
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     statement = insert(VIEWS).values(values)
     await conn.execute(
         statement.on_conflict_do_update(
-            index_elements=[VIEWS.c.platform, VIEWS.c.account], set_={"seen_at": at}
+            index_elements=[VIEWS.c.platform, VIEWS.c.account],
+            set_={name: statement.excluded[name] for name in update},
         )
     )
 
@@ -76,13 +81,17 @@ async def showed(
     conn: AsyncConnection, place: Place, *, digest: str, message_id: str | None, at: datetime
 ) -> None:
     """``place`` shows the board whose digest is ``digest`` since ``at`` (as the message
-    ``message_id``, where the platform has one); a place not written down yet is added."""
-    await seen(conn, platform=place.platform, account=place.account, at=place.seen_at)
-    await conn.execute(
-        VIEWS.update()
-        .where(VIEWS.c.platform == place.platform, VIEWS.c.account == place.account)
-        .values(digest=digest, shown_at=at, message_id=message_id)
-    )
+    ``message_id``, where the platform has one); a place not written down yet is added
+    (when it was last opened is left as it is: it may have been opened again meanwhile)."""
+    values = {
+        "platform": place.platform,
+        "account": place.account,
+        "seen_at": place.seen_at,
+        "digest": digest,
+        "shown_at": at,
+        "message_id": message_id,
+    }
+    await _upsert(conn, values, ["digest", "shown_at", "message_id"])
 
 
 async def forget(conn: AsyncConnection, *, platform: str, keep: str | None) -> None:
