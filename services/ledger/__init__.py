@@ -49,6 +49,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.db import process_owner, transaction
+from services.db.batched import Batched
 from services.db.tables import Delivery
 from services.errors import ConcurrentChange, DatabaseUnavailable
 from services.ledger.acks import ThreadedAcks
@@ -128,6 +129,8 @@ class DeliveryLedger:
         self.stale_after = stale_after
         # keys whose answer went out while the database could not be told (``finish``)
         self._answered: set[str] = set()
+        # answers that went out side by side are marked answered in one transaction
+        self._finishing: Batched[Claim] = Batched(self._finish_all)
 
     async def claim(
         self,
@@ -212,11 +215,22 @@ class DeliveryLedger:
     @asynccontextmanager
     async def kept_fresh(self, claim: Claim, *, every: float = HEARTBEAT) -> AsyncIterator[None]:
         """Refresh ``claim`` every ``every`` seconds while the block runs (a post that
-        waits out a 429), so only a dead holder's claim goes stale."""
+        waits out a 429), so only a dead holder's claim goes stale.
+
+        When the block ends the beats are told to stop and awaited, not cancelled: a
+        cancel landing in the middle of a heartbeat's statement left its pooled
+        connection to be cleaned up outside SQLAlchemy's greenlet, which failed and
+        logged tracebacks (seen under load). A beat under way finishes first (one short
+        UPDATE, within the database's own bounds)."""
+        done = asyncio.Event()
 
         async def beat() -> None:
-            while True:
-                await asyncio.sleep(every)
+            while not done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(every):
+                        await done.wait()
+                if done.is_set():
+                    return
                 with contextlib.suppress(DatabaseUnavailable):  # the next beat tries again
                     if not await self.heartbeat(claim):
                         return  # taken over: no longer ours to refresh
@@ -225,9 +239,12 @@ class DeliveryLedger:
         try:
             yield
         finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            done.set()
+            try:
+                await asyncio.shield(beating)
+            except asyncio.CancelledError:  # this task itself is being cancelled
+                beating.cancel()
+                raise
 
     async def finish(self, claim: Claim) -> None:
         """The answer is out (or cannot go anywhere): mark the key done and answered,
@@ -236,12 +253,15 @@ class DeliveryLedger:
         process adopts it (``adopt_orphans``) it marks it answered instead of answering
         it again."""
         try:
-            async with transaction(self.engine, subject="the delivery ledger") as conn:
-                await _answered(conn, [claim], self.clock())
+            await self._finishing.add(claim)  # with the others finished meanwhile
         except DatabaseUnavailable:
             if len(self._answered) < ANSWERED_KEPT:
                 self._answered.add(claim.key)
             raise
+
+    async def _finish_all(self, claims: list[Claim]) -> None:
+        async with transaction(self.engine, subject="the delivery ledger") as conn:
+            await _answered(conn, claims, self.clock())
 
     async def adopt_orphans(self, *, prefixes: tuple[str, ...], limit: int = 20) -> list[Orphan]:
         """Take over acknowledged deliveries (keys starting with one of ``prefixes``)

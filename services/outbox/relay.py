@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.db import Outage, process_owner, transaction
+from services.db.batched import Batched
 from services.db.on_commit import FollowUp, PostsDeferred
 from services.errors import ConfigError, DatabaseUnavailable
 from services.known_problems import KnownProblems
@@ -299,29 +300,11 @@ class _DoneMarks:
     def __init__(self, engine: AsyncEngine, clock: Callable[[], datetime]) -> None:
         self.engine = engine
         self.clock = clock
-        self._pending: list[tuple[int, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._marks: Batched[int] = Batched(self._mark)
 
     async def done(self, item: int) -> None:
-        marked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, marked))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._mark())
-        await marked
+        await self._marks.add(item)
 
-    async def _mark(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                async with transaction(self.engine, subject="the outbox") as conn:
-                    await store.mark_done(conn, [item for item, _ in batch], now=self.clock())
-            except BaseException as exc:
-                for _, marked in batch:
-                    if not marked.done():
-                        marked.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-                continue
-            for _, marked in batch:
-                if not marked.done():
-                    marked.set_result(None)
+    async def _mark(self, items: list[int]) -> None:
+        async with transaction(self.engine, subject="the outbox") as conn:
+            await store.mark_done(conn, items, now=self.clock())
