@@ -36,6 +36,8 @@ from services.board.messages import board_message, digest
 from services.board.service import BoardReader, Snapshot
 from services.board.shown import Place
 from services.db import transaction
+from services.errors import QueuebotError, Unavailable
+from services.known_problems import KnownProblems
 from services.message import Message
 
 log = logging.getLogger("queuebot.board")
@@ -144,6 +146,7 @@ class BoardPublisher:
         self.clock = clock
         self.surfaces = list(surfaces)
         self.words: Words | None = None
+        self.problems = KnownProblems(log, "the board's refresh")
         self.wake: Callable[[], None] = lambda: None  # the outbox's, once it is wired
 
     async def opened(self, *, platform: str, account: str) -> None:
@@ -190,12 +193,12 @@ class BoardPublisher:
             try:
                 message_id = await surface.show(place, message)
             except Exception as exc:  # tried again with the next refresh
-                log.warning(
-                    "the board could not be shown on %s to %s: %s",
-                    place.platform,
-                    place.account,
-                    exc,
-                )
+                why = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, QueuebotError):
+                    why = exc.message
+                where = f"on {place.platform} to {place.account}"
+                # one line while it lasts (a person gone from the workspace fails every time)
+                self.problems.report(Unavailable(f"{where}: {why}"), doing="showing the board")
                 return
             async with transaction(self.engine, subject="the board") as conn:
                 await shown.showed(conn, place, digest=said, message_id=message_id, at=self.clock())
