@@ -56,6 +56,17 @@ def from_options(group: str, name: str, values: Mapping[str, Any]) -> Command:
     spec = find_spec(group, name)
     if spec is None:
         raise UsageError(f"unknown command /{group} {name}", usage=f"/{group} help")
+    fields = fields_of(spec, values)
+    if spec.model is Help:
+        fields["group"] = group
+    return build_command(spec, fields)
+
+
+def fields_of(
+    spec: CommandSpec, values: Mapping[str, Any], *, lenient: bool = False
+) -> dict[str, Any]:
+    """The command's field values from its option values, each checked; a required one
+    missing is refused, unless ``lenient`` (a form asks for it)."""
     known = {o.name: o for o in options_of(spec)}
     unknown = sorted(set(values) - set(known))
     if unknown:
@@ -64,13 +75,11 @@ def from_options(group: str, name: str, values: Mapping[str, Any]) -> Command:
     for option in known.values():
         value = values.get(option.name)
         if value is None or value == "":
-            if option.required:
+            if option.required and not lenient:
                 raise UsageError(f"{spec.path} needs {option.name}", usage=spec.usage)
             continue
         fields.update(_field(spec, option, value))
-    if spec.model is Help:
-        fields["group"] = group
-    return build_command(spec, fields)
+    return fields
 
 
 def _field(spec: CommandSpec, option: Option, value: Any) -> dict[str, Any]:

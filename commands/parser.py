@@ -127,6 +127,23 @@ def build_command(spec: CommandSpec, values: dict[str, Any]) -> Command:
         raise UsageError(f"{where}: {msg}" if where else msg, usage=spec.usage) from exc
 
 
+def read_fields(group: str, text: str) -> tuple[CommandSpec, dict[str, Any]]:
+    """What the text gives of a command's fields, each checked as ``read`` checks it, but
+    with required parts left out rather than refused (a form asks for them). Raises
+    UsageError for anything else ``read`` refuses, and for help or an unknown command."""
+    _check_length(text)
+    tokens = _tokenize(text, usage=f"/{group} help")
+    spec = find_spec(group, tokens[0].lower()) if tokens else None
+    if spec is None or spec.model is Help or any(t in ("--help", "-h") for t in tokens[1:]):
+        raise UsageError("not a command a form completes", usage=f"/{group} help")
+    return spec, _bind(spec, tokens[1:], [], lenient=True)
+
+
+def plain_text(text: str) -> str:
+    """Text as the parser reads it: typographic quotes straight, no NUL."""
+    return text.translate(_SMART_QUOTES).replace("\x00", "")
+
+
 def _check_length(text: str) -> None:
     if len(text) > MAX_TEXT:
         raise UsageError(
@@ -136,7 +153,7 @@ def _check_length(text: str) -> None:
 
 
 def _tokenize(text: str, *, usage: str) -> list[str]:
-    cleaned = text.translate(_SMART_QUOTES).replace("\x00", "")
+    cleaned = plain_text(text)
     try:
         return shlex.split(cleaned)
     except ValueError as exc:  # "No closing quotation", "No escaped character"
@@ -147,7 +164,13 @@ def _tokenize(text: str, *, usage: str) -> list[str]:
         ) from exc
 
 
-def _bind(spec: CommandSpec, tokens: list[str], renamed: list[tuple[str, str]]) -> dict[str, Any]:
+def _bind(
+    spec: CommandSpec,
+    tokens: list[str],
+    renamed: list[tuple[str, str]],
+    *,
+    lenient: bool = False,
+) -> dict[str, Any]:
     values: dict[str, Any] = {}
     loose: list[str] = []
     i = 0
@@ -181,9 +204,9 @@ def _bind(spec: CommandSpec, tokens: list[str], renamed: list[tuple[str, str]]) 
         else:
             loose.append(token)
         i += 1
-    values.update(_positionals(spec, loose))
+    values.update(_positionals(spec, loose, lenient=lenient))
     for flag in spec.flags:
-        if flag.required and flag.field not in values:
+        if flag.required and not lenient and flag.field not in values:
             example = f" e.g. {flag.example}" if flag.example else ""
             raise UsageError(f"--{flag.name} is required:{example}", usage=spec.usage)
     return values
@@ -260,7 +283,7 @@ def parse_duration(raw: str, *, flag: str, usage: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _positionals(spec: CommandSpec, loose: list[str]) -> dict[str, Any]:
+def _positionals(spec: CommandSpec, loose: list[str], *, lenient: bool = False) -> dict[str, Any]:
     values: dict[str, Any] = {}
     remaining = list(loose)
     for pos in spec.positionals:
@@ -269,7 +292,7 @@ def _positionals(spec: CommandSpec, loose: list[str]) -> dict[str, Any]:
         else:
             taken, remaining = remaining[:1], remaining[1:]
         if not taken:
-            if pos.required:
+            if pos.required and not lenient:
                 raise UsageError(f"{spec.path} needs {pos.metavar}", usage=spec.usage)
             continue
         checked = [_check_positional(spec, pos, t) for t in taken]

@@ -134,6 +134,21 @@ class Router:
 
     async def _authorized(self, spec: CommandSpec, command: Command, inv: Invocation) -> Reply:
         shares = bool(getattr(command, "share", False))  # --share on a read command
+        inv = await self.admit(spec, inv, shares=shares)
+        reply = await HANDLERS[type(command)](command, inv, self.deps)
+        if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
+            self.deps.reads.forget_recent()
+        if not spec.read_only and inv.person is not None and inv.person.notes:
+            # it rested on a group read stale, or one not read: the reply says which
+            reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
+        return replace(reply, ephemeral=False) if shares else reply
+
+    async def admit(
+        self, spec: CommandSpec, inv: Invocation, *, shares: bool = False
+    ) -> Invocation:
+        """The invocation with the person's standing as the groups hold it now, once they
+        may run ``spec``; PermissionDenied (the normal refusal) where they may not. A form
+        asks this before it opens."""
         standings = self.deps.standings
         # roles, teams and rotas as the groups hold them now; a read any known person may
         # run waits for no group (an unknown account may be made known by one). A command
@@ -156,10 +171,4 @@ class Router:
             people=self.deps.directory.names(),
             config_file=self.deps.config_file,
         )
-        reply = await HANDLERS[type(command)](command, inv, self.deps)
-        if spec.role != "viewer":  # it may have changed rows: reads kept from before are stale
-            self.deps.reads.forget_recent()
-        if not spec.read_only and inv.person is not None and inv.person.notes:
-            # it rested on a group read stale, or one not read: the reply says which
-            reply = replace(reply, message=with_notes(reply.message, inv.person.notes))
-        return replace(reply, ephemeral=False) if shares else reply
+        return inv

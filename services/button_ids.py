@@ -5,7 +5,8 @@ long gone, still says what to do; every id ever posted must stay readable, byte 
 
 - ``cr:approve:N``, ``cr:reject:N``: a decision on change request N
 - ``q:triage:QUEUE``, ``q:failed:QUEUE``: an alert thread's reads of its queue
-- ``inc:declare:N``: declare an incident from alert group N
+- ``inc:declare:N``: declare an incident from alert group N (on Slack and Discord, its
+  form opens filled with the alert's scenario, summary and queue)
 - ``inc:draft:N:AUDIENCE``: send incident N's draft to an audience
 
 Each kind is a typed record whose ``id`` writes it; ``parse`` reads an id back into its

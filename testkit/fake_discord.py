@@ -8,7 +8,8 @@ READY and one GUILD_CREATE, heartbeats (op 1) answered with ACKs (op 11). A wron
 refused as Discord refuses it: 401 on REST, close code 4004 on the gateway.
 
 A test plays a person by injecting ``INTERACTION_CREATE`` the way the gateway delivers it
-(``command`` for a slash command, ``click`` for a button) and then reads what the bot sent
+(``command`` for a slash command, ``click`` for a button, ``submit`` for a modal the bot
+opened, ``message_command`` for a message's context menu) and then reads what the bot sent
 back: ``callbacks`` (interaction responses), ``followups`` (webhook posts and edits),
 ``channel_messages`` and ``threads``. ``rate_limit(n)`` makes the next n REST calls answer
 429 with a ``retry_after``; ``hold(channel)`` answers every message posted to that channel
@@ -298,6 +299,65 @@ class FakeDiscord(GuildMembers):
             3, data, user=user, channel=stored.channel_id, name=name, message=stored
         )
 
+    def submit(
+        self,
+        opened: Interaction,
+        values: dict[str, str | None],
+        *,
+        user: str,
+        name: str = "someone",
+    ) -> Interaction:
+        """Submit the modal the bot answered ``opened`` with (its first response, type 9),
+        holding ``values`` by field custom_id: a field not named keeps what the modal
+        opened with, as Discord's does; None empties it. Delivered as Discord delivers a
+        modal submission (an interaction of type 5)."""
+        modal = opened.callbacks[0]
+        assert modal.get("type") == 9, f"no modal was opened: {opened.callbacks}"
+        data = modal["data"]
+        components = []
+        for n, label in enumerate(data["components"], start=1):
+            field = label["component"]
+            custom_id = field["custom_id"]
+            if field["type"] == 4:  # a text input
+                value = values.get(custom_id, field.get("value") or "")
+                submitted: dict[str, Any] = {
+                    "type": 4,
+                    "custom_id": custom_id,
+                    "value": value or "",
+                }
+            else:  # a select
+                default = [o["value"] for o in field.get("options", []) if o.get("default")]
+                chosen = values.get(custom_id, default[0] if default else None)
+                submitted = {
+                    "type": field["type"],
+                    "custom_id": custom_id,
+                    "values": [] if chosen is None else [chosen],
+                }
+            components.append({"type": 18, "id": n, "component": submitted})
+        return self._deliver(
+            5,
+            {"custom_id": data["custom_id"], "components": components},
+            user=user,
+            channel=opened.channel_id,
+            name=name,
+        )
+
+    def message_command(
+        self, command: str, message: StoredMessage, *, user: str, name: str = "someone"
+    ) -> Interaction:
+        """A message's context-menu command (``Declare incident``) chosen by ``user``."""
+        command_id, where = self._registered(command)
+        data: dict[str, Any] = {
+            "id": command_id,
+            "name": command,
+            "type": 3,
+            "target_id": message.id,
+            "resolved": {"messages": {message.id: self._message_json(message)}},
+        }
+        if where is not None:
+            data["guild_id"] = where
+        return self._deliver(2, data, user=user, channel=message.channel_id, name=name)
+
     def posted_earlier(self, channel: str, content: str, custom_ids: list[str]) -> StoredMessage:
         """A message the bot posted before (an older version, another process): a click
         can only come from a button a message carries."""
@@ -573,7 +633,13 @@ class FakeDiscord(GuildMembers):
         if method == "PUT" and parts[0] == "applications" and parts[-1] == "commands":
             where = parts[3] if len(parts) == 5 else "global"  # .../guilds/{guild}/commands
             registered = [
-                {**c, "id": self._next_id(), "application_id": APPLICATION_ID, "version": "1"}
+                {  # a context menu is sent without a description; Discord's has ""
+                    "description": "",
+                    **c,
+                    "id": self._next_id(),
+                    "application_id": APPLICATION_ID,
+                    "version": "1",
+                }
                 for c in body.get("_list", [])
             ]
             with self._lock:
@@ -615,6 +681,9 @@ class FakeDiscord(GuildMembers):
                     "message": "Interaction has already been acknowledged.",
                     "code": 40060,
                 }, 400
+            broken = modal_problem(body.get("data") or {}) if body.get("type") == 9 else None
+            if broken is not None:  # Discord's 400: the modal never shows
+                return {"message": f"Invalid Form Body: {broken}", "code": 50035}, 400
             interaction.callbacks.append(body)
             interaction.first_answer_at = time.monotonic()
             if token in self._dying:  # accepted; from now on the token is dead
@@ -828,6 +897,42 @@ def _check_limits(message: StoredMessage) -> None:
         raise LimitBroken("more than 5 rows of 5 components")
     if any(len(c) > 100 for c in message.custom_ids):
         raise LimitBroken("a custom_id over 100 characters")
+
+
+def modal_problem(data: dict[str, Any]) -> str | None:
+    """What Discord would refuse in a modal (a 400), or None: a title of 1-45 characters,
+    a custom_id of 1-100, 1-5 components, each a label (up to 45 characters, its
+    description 100) around a text input (value up to 4,000) or a select (1-25 options,
+    each label and value up to 100)."""
+    if not 1 <= len(str(data.get("title", ""))) <= 45:
+        return "title must be 1 to 45 characters"
+    if not 1 <= len(str(data.get("custom_id", ""))) <= 100:
+        return "custom_id must be 1 to 100 characters"
+    components = data.get("components") or []
+    if not 1 <= len(components) <= 5:
+        return f"{len(components)} components: a modal takes 1 to 5"
+    for label in components:
+        if label.get("type") != 18 or not 1 <= len(str(label.get("label", ""))) <= 45:
+            return f"a component that is no label of 1 to 45 characters: {label}"
+        if len(str(label.get("description") or "")) > 100:
+            return "a label's description over 100 characters"
+        field = label.get("component") or {}
+        if not 1 <= len(str(field.get("custom_id", ""))) <= 100:
+            return "a field's custom_id must be 1 to 100 characters"
+        if field.get("type") == 4:
+            if len(str(field.get("value") or "")) > 4000 or int(field.get("max_length", 0)) > 4000:
+                return "a text input over 4,000 characters"
+            if len(str(field.get("placeholder") or "")) > 100:
+                return "a placeholder over 100 characters"
+        elif field.get("type") == 3:
+            options = field.get("options") or []
+            if not 1 <= len(options) <= 25:
+                return f"a select of {len(options)} options: it takes 1 to 25"
+            if any(len(o["label"]) > 100 or len(o["value"]) > 100 for o in options):
+                return "a select option over 100 characters"
+        else:
+            return f"a field of type {field.get('type')} in a modal"
+    return None
 
 
 def _posts_message(method: str, parts: list[str]) -> bool:

@@ -1,7 +1,9 @@
 """The request signer shared by the tests and the benchmarks: requests built the way Slack
 builds them, the signature over ``v0:{ts}:{body}``, the fields of a slash command, and the
 Events API's callbacks (``event_callback``, ``url_verification``) as JSON bodies with
-their signed headers (``send_event`` posts one to a serve's /slack/events)."""
+their signed headers (``send_event`` posts one to a serve's /slack/events), and the
+interactions a form takes: a form submitted (``view_submission``) and a message shortcut
+(``message_action``), posted with ``send_interaction``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import itertools
 import json
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -133,3 +136,93 @@ def send_event(url: str, body: str, *, secret: str = SECRET) -> httpx.Response:
     serve at ``url``, signed as Slack signs it."""
     headers = {**signed(body, secret=secret), "Content-Type": "application/json"}
     return httpx.post(f"{url}/slack/events", content=body, headers=headers, timeout=10)
+
+
+def interaction_body(payload: dict[str, Any]) -> str:
+    """The form-encoded body Slack posts for an interaction (``payload=<json>``)."""
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def send_interaction(url: str, payload: dict[str, Any], *, secret: str = SECRET) -> httpx.Response:
+    """Post an interaction payload (a click, a form submitted, a shortcut) to the serve at
+    ``url``, signed as Slack signs it."""
+    body = interaction_body(payload)
+    return httpx.post(
+        f"{url}/slack/events", content=body, headers=signed(body, secret=secret), timeout=10
+    )
+
+
+def view_submission(
+    view: dict[str, Any], values: dict[str, str | None], *, user: str
+) -> dict[str, Any]:
+    """The ``view_submission`` Slack sends when ``user`` submits ``view`` (as the fake Slack
+    keeps it: with its id) holding ``values`` by block_id: a field not named keeps what the
+    form opened with, as Slack's does; None empties it. A select's value picks its option."""
+    state: dict[str, dict[str, Any]] = {}
+    for block in view.get("blocks", []):
+        if block.get("type") != "input":
+            continue
+        element = block["element"]
+        kind = element["type"]
+        if kind == "static_select":
+            initial = element.get("initial_option")
+            wanted = values.get(block["block_id"], initial["value"] if initial else None)
+            chosen = next((o for o in element["options"] if o["value"] == wanted), None)
+            if wanted is not None and chosen is None:  # a value the select does not offer
+                chosen = {"text": {"type": "plain_text", "text": wanted}, "value": wanted}
+            entry: dict[str, Any] = {"type": kind, "selected_option": chosen}
+        else:
+            entry = {
+                "type": kind,
+                "value": values.get(block["block_id"], element.get("initial_value")),
+            }
+        state[block["block_id"]] = {element["action_id"]: entry}
+    return {
+        "type": "view_submission",
+        "team": {"id": "T0FAKE", "domain": "fake"},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": "T0FAKE"},
+        "api_app_id": "A0QUEUEBOT",
+        "token": "legacy",
+        "trigger_id": f"{int(time.time())}.{next(_events)}.submit",
+        "view": {**view, "state": {"values": state}, "team_id": "T0FAKE", "app_id": "A0QUEUEBOT"},
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def message_action(
+    fake: FakeSlack,
+    callback_id: str,
+    *,
+    user: str,
+    name: str,
+    text: str,
+    message_ts: str = "1764480000.000100",
+    thread_ts: str | None = None,
+) -> dict[str, Any]:
+    """A message shortcut (``message_action``) ``user`` chose on a message in #ops reading
+    ``text``; its answers go to the fake's response_url ``name``."""
+    message: dict[str, Any] = {
+        "type": "message",
+        "user": "U0SOMEONE",
+        "ts": message_ts,
+        "text": text,
+    }
+    if thread_ts is not None:
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "message_action",
+        "token": "legacy",
+        "action_ts": f"{time.time():.6f}",
+        "team": {"id": "T0FAKE", "domain": "fake"},
+        "user": {"id": user, "name": user.lower()},
+        "channel": {"id": "C0OPS", "name": "ops"},
+        "is_enterprise_install": False,
+        "enterprise": None,
+        "callback_id": callback_id,
+        "trigger_id": f"{int(time.time())}.{next(_events)}.{name}",
+        "response_url": fake.response_url(name),
+        "message_ts": message_ts,
+        "message": message,
+    }

@@ -14,11 +14,12 @@ from typing import Any
 import discord
 
 from bot.delivery import Asked
+from bot.discord.forms import open_declaration
 from bot.discord.interactions import DiscordWiring, run_command
 from bot.discord.render import Rendered, label
 from commands import messages
 from commands.reply import Reply
-from services.button_ids import CHANGE, INCIDENT, QUEUE, parse
+from services.button_ids import CHANGE, INCIDENT, QUEUE, IncidentDeclaration, parse
 from services.message import Button
 
 STYLES = {
@@ -63,8 +64,12 @@ class _Clicks:
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         w = _wiring(interaction)
-        if parse(self.action_id) is None:
+        pressed = parse(self.action_id)
+        if pressed is None:
             await answer_unknown(interaction, self.action_id)
+            return
+        if isinstance(pressed, IncidentDeclaration):  # the declaration form, filled in
+            await open_declaration(interaction, alert_group=pressed.alert_group)
             return
         await run_command(
             w,

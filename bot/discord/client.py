@@ -25,7 +25,7 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-from bot.discord import buttons
+from bot.discord import buttons, forms
 from bot.discord.commands import Choices, groups
 from bot.discord.interactions import DiscordWiring
 from bot.discord.members import member_changed
@@ -120,6 +120,7 @@ class QueuebotClient(discord.Client):
         self.tree = Tree(self)
         for group in groups(choices):
             self.tree.add_command(group)
+        self.tree.add_command(forms.context_menu())  # a message's "Declare incident"
         self.failure: str | None = "not connected yet"
         self.synced: str | None = None
 
@@ -159,13 +160,19 @@ class QueuebotClient(discord.Client):
         self.failure = None
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
-        """A click on a button no dynamic item takes would otherwise get no answer at all
-        (Discord would say "interaction failed"): say that nothing was done."""
+        """A form submitted (bot/discord/forms.py), and its "Open the form again"; a click
+        on a button no dynamic item takes would otherwise get no answer at all (Discord
+        would say "interaction failed"): say that nothing was done."""
+        if interaction.type == discord.InteractionType.modal_submit:
+            await forms.on_submitted(interaction)  # a queuebot form, read by any process
+            return
         if interaction.type != discord.InteractionType.component:
             return
         data: dict[str, Any] = dict(interaction.data or {})
         custom_id = str(data.get("custom_id", ""))
-        if not buttons.is_ours(custom_id):
+        if forms.AGAIN.fullmatch(custom_id):
+            await forms.reopen(interaction, custom_id)
+        elif not buttons.is_ours(custom_id):
             log.info("a click on an unknown button %r, answered", custom_id[:100])
             await buttons.answer_unknown(interaction, custom_id)
 

@@ -18,8 +18,10 @@ import discord
 from discord import app_commands
 
 from bot.delivery import Asked
+from bot.discord.forms import open_if_needed
 from bot.discord.interactions import DiscordWiring, run_command
 from commands.catalog import group_specs
+from commands.forms import form_fills
 from commands.options import Option, options_of
 from commands.parser import GROUPS
 from commands.spec import CommandSpec
@@ -88,6 +90,8 @@ def subcommand(spec: CommandSpec, choices: Choices) -> app_commands.Command[Any,
         if not isinstance(wiring, DiscordWiring):
             raise RuntimeError("an app command reached a client without its wiring")
         values = {o.name: _value(params.get(o.parameter)) for o in options if o.parameter in params}
+        if await open_if_needed(wiring, interaction, spec.group, spec.name, values):
+            return  # missing what a form asks: the form opened in its place
         await run_command(
             wiring,
             interaction,
@@ -101,7 +105,9 @@ def subcommand(spec: CommandSpec, choices: Choices) -> app_commands.Command[Any,
             o.parameter,
             inspect.Parameter.KEYWORD_ONLY,
             annotation=_annotation(o),
-            default=inspect.Parameter.empty if o.required else None,
+            default=inspect.Parameter.empty
+            if o.required and not form_fills(spec, o.name)
+            else None,
         )
         for o in options
     ]

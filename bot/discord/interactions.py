@@ -129,6 +129,7 @@ def request_of(
         "private": private,
         "group": asked.group,
         "name": asked.name,
+        "text": asked.text,  # a form's command, as it would have been typed
         "values": asked.values,
         "action_id": asked.action_id,
         # the member's roles as Discord sent them: a resumed interaction is judged by them
@@ -154,6 +155,7 @@ async def resume(w: DiscordWiring, orphan: Orphan) -> None:
     asked = Asked(
         group=str(request.get("group") or ""),
         name=str(request.get("name") or ""),
+        text=request.get("text") if isinstance(request.get("text"), str) else None,
         values=dict(request.get("values") or {}),
         action_id=str(request.get("action_id") or ""),
     )

@@ -142,6 +142,17 @@ class BotIdentity(AsyncAuthorize):
         except SLACK_FAILURES as exc:
             log.warning("could not answer %s in the Messages tab: %s", user, slack_failure(exc))
 
+    async def open_view(self, trigger_id: str, view: dict[str, Any]) -> str | None:
+        """Open a modal at ``trigger_id`` (a form): None once Slack opened it, else Slack's
+        error code (``expired_trigger_id`` past its 3 s) or why Slack could not be asked."""
+        try:
+            await self._client.views_open(trigger_id=trigger_id, view=view)
+        except SlackApiError as exc:
+            return str(exc.response.get("error") or "an error")
+        except SLACK_FAILURES as exc:
+            return slack_failure(exc)
+        return None
+
     async def check(self) -> None:
         """At start. A failure is only logged: the first request asks again."""
         try:
@@ -267,6 +278,8 @@ async def build_slack_app(
         )
     identity = identity or BotIdentity(web_client(env))
     await identity.check()
+    if isinstance(wiring, SlackWiring):  # a test builds the app with no wiring
+        wiring.open_view = identity.open_view  # forms open with the bot's token
     client = web_client(env, with_token=False)
     client.pool()  # opened now, so that every per-request copy Bolt makes shares it
     with _bot_token_variable_hidden():

@@ -57,6 +57,7 @@ ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bol
 RESPONSE_URL_LIFE = timedelta(minutes=29)
 InChannel = Callable[[str, str, Reply], Awaitable[None]]
 ToPerson = Callable[[str, Reply], Awaitable[None]]
+OpenView = Callable[[str, dict[str, Any]], Awaitable[str | None]]
 
 
 @dataclass
@@ -76,6 +77,9 @@ class SlackWiring(Deliveries):
     # response_url), and the boards their App Home shows (home.py)
     to_person: ToPerson | None = None
     boards: BoardPublisher | None = None
+    # opens a modal at a trigger_id: None once opened, else why not (set where Slack's
+    # Web API is; bot/slack/forms.py)
+    open_view: OpenView | None = None
     refused: RateLimitedLog = field(
         default_factory=lambda: RateLimitedLog(log, what="malformed Slack payloads refused")
     )
@@ -163,6 +167,9 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
         read_command = functools.partial(command_delivery, group=group)
         app.command(f"/{group}", middleware=[accepting(w, read_command), ack_at_once])(_listener(w))
     app.action(DRAWN, middleware=[accepting(w, button_click), ack_at_once])(_listener(w))
+    from bot.slack.forms import register_forms  # forms builds on this module
+
+    register_forms(app, w)
     membership = getattr(w, "membership", None)  # a test builds the app with no wiring
     if membership is not None:
         register_group_events(app, membership)
@@ -225,8 +232,13 @@ async def handle_delivery(w: SlackWiring, d: Delivery, written: WrittenDown) -> 
     response_url; a successful click on a decision rewrites the request's own message
     (who approved, the result)."""
 
+    from bot.slack.forms import open_form_if_asked  # forms builds on this module
+
+    if await open_form_if_asked(w, d, written):
+        return
+
     async def answer_here(reply: Reply, rewrite: bool) -> None:
-        await w.answer_late(d, reply, acked_at=None, rewrite=rewrite)
+        await w.answer_late(d, reply, acked_at=d.since, rewrite=rewrite)
 
     await w.take(w.work(d), written, answer_here)
 
@@ -237,6 +249,7 @@ async def resume(w: SlackWiring, orphan: Orphan) -> None:
     d = delivery_of(orphan.claim.key, orphan.request)
 
     async def answer_here(reply: Reply, rewrite: bool) -> None:
-        await w.answer_late(d, reply, acked_at=orphan.acked_at, rewrite=rewrite)
+        acked_at = d.since or orphan.acked_at  # a form's: when its command was given
+        await w.answer_late(d, reply, acked_at=acked_at, rewrite=rewrite)
 
     await w.resume(w.work(d), orphan, answer_here)

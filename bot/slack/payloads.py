@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +33,10 @@ class Delivery:
     thread: str | None = None
     decision: Command | None = None  # a button: the command it stands for
     action_id: str = ""  # a button's, from which ``decision`` is read again after a crash
+    trigger: str = ""  # Slack's trigger_id, good for opening a form for 3 s (not kept)
+    # when Slack gave the response_url (a form's: the command that opened it), where that
+    # is earlier than this delivery: an answer after its life goes to the channel
+    since: datetime | None = None
 
     @property
     def asked(self) -> Asked:
@@ -111,6 +116,7 @@ def command_delivery(body: dict[str, Any], *, group: str, slack_api: str) -> Del
         response_url=answer_url(body.get("response_url"), slack_api),
         group=group,
         text=text,
+        trigger=str(body.get("trigger_id")),
     )
 
 
@@ -139,7 +145,16 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
         thread=_optional_id(_dig(body, "container", "thread_ts"), "container.thread_ts"),
         decision=decision,
         action_id=action_id,
+        trigger=trigger_of(body),
     )
+
+
+def trigger_of(body: dict[str, Any]) -> str:
+    """The payload's trigger_id where it is one Slack sends, else "" (no form opens)."""
+    trigger = body.get("trigger_id")
+    if isinstance(trigger, str) and len(trigger) <= 150 and _ID.fullmatch(trigger):
+        return trigger
+    return ""
 
 
 def request_of(d: Delivery) -> dict[str, Any]:
@@ -154,6 +169,7 @@ def request_of(d: Delivery) -> dict[str, Any]:
         "group": d.group,
         "text": d.text,
         "action_id": d.action_id,
+        "since": d.since.isoformat() if d.since is not None else None,
     }
 
 
@@ -171,4 +187,12 @@ def delivery_of(key: str, request: dict[str, Any]) -> Delivery:
         thread=request.get("thread"),
         decision=command_of(action_id) if action_id else None,
         action_id=action_id,
+        since=_when(request.get("since")),
     )
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None

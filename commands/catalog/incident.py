@@ -60,7 +60,19 @@ INCIDENT: tuple[CommandSpec, ...] = (
             Positional("scenario", "SCENARIO", kind="word"),
             Positional("summary", '"SUMMARY"', kind="text"),
         ),
-        flags=(QUEUE_FLAG,),
+        flags=(
+            QUEUE_FLAG,
+            Flag(
+                "from-alert",
+                "alert_group",
+                kind="int",
+                metavar="N",
+                minimum=1,
+                maximum=999_999_999_999,
+                help="the alert group it comes from: its thread and the time it started "
+                "(an alert's Declare incident form sets it)",
+            ),
+        ),
         example='/incident declare gd:queue-loss "jobs stopped finishing" --queue workers',
         note="only people holding the runbook's declaration authority may declare "
         "(/incident runbooks shows who)",

@@ -200,7 +200,8 @@ def slack_slash(stack: Stack, text: str, *, user: str) -> str:
 
 def test_commands_are_synced_to_the_guild_with_typed_options(stack: Stack) -> None:
     registered = {c["name"]: c for c in stack.fake.commands[GUILD]}
-    assert set(registered) == {"queue", "incident"}
+    assert set(registered) == {"queue", "incident", "Declare incident"}
+    assert registered["Declare incident"]["type"] == 3  # on a message's menu
     subs = {o["name"]: o for o in registered["queue"]["options"]}
     requeue = {o["name"]: o for o in subs["requeue"]["options"]}
     assert requeue["ids"]["type"] == 3 and requeue["ids"]["required"]
@@ -526,12 +527,16 @@ def test_an_alert_thread_then_an_incident_declared_from_it_with_a_notification(
     assert len([m for m in stack.fake.channel_messages(CHANNEL) if m.id == root.id]) == 1
     assert len(stack.fake.rest("POST", f"/messages/{root.id}/threads")) == 1
 
-    # dora, the duty officer, declares the incident from the alert's button
-    clicked = click_answer(stack, declare, root, DISCORD_DORA)
+    # dora, the duty officer, declares the incident from the alert's button: its form
+    # opens filled with the alert's scenario, summary and queue, and she sends it
+    clicked = stack.fake.click(declare, message_id=root.id, user=DISCORD_DORA)
+    stack.fake.wait_until(lambda: bool(clicked.callbacks))
+    assert clicked.callbacks[0]["type"] == 9  # a modal, as the first response
+    sent = stack.fake.submit(clicked, {}, user=DISCORD_DORA)
+    assert "declared (gd:failed-jobs-accumulating), led by dora" in answered(stack.fake, sent)
     stack.fake.wait_until(lambda: any("INC-" in m.content for m in inside()), 30)
     checklist = next(m for m in inside() if "INC-" in m.content)
     number = checklist.content.split("INC-", 1)[1].split()[0].strip("*:,.")
-    assert clicked.callbacks[0]["type"] == 6
 
     told = stack.fake.command(
         "incident",
@@ -626,6 +631,10 @@ def test_without_a_guild_the_commands_are_registered_globally(
     ):
         wait_ready(served)
         assert list(fake.commands) == ["global"]
-        assert {c["name"] for c in fake.commands["global"]} == {"queue", "incident"}
+        assert {c["name"] for c in fake.commands["global"]} == {
+            "queue",
+            "incident",
+            "Declare incident",  # a message's context menu
+        }
         i = fake.command("queue", "triage", {"queue": "workers"}, user=DISCORD_BOB)
         assert "workers" in answered(fake, i)

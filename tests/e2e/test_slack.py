@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from testkit.fake_slack import Call, FakeSlack
-from testkit.slack_requests import signed, slash_fields
+from testkit.slack_requests import send_interaction, signed, slash_fields, view_submission
 from tests.e2e.serving import Served, demo_database, running_serve
 from tests.helpers.database import query
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
@@ -422,7 +422,9 @@ def test_an_incident_declared_by_slash_command_opens_its_thread_with_the_checkli
     assert "dora told the operators" in texts(in_thread)
 
 
-def test_the_declare_button_of_an_alert_thread_declares_in_that_thread(stack: Stack) -> None:
+def test_the_declare_button_of_an_alert_thread_opens_the_form_that_declares_in_that_thread(
+    stack: Stack,
+) -> None:
     # the demo's workers queue has more than 3 failed jobs with an actionable reason:
     # the built-in detector raises FailedJobsAccumulating, with its Declare button
     root = stack.fake.wait_for(
@@ -440,8 +442,19 @@ def test_the_declare_button_of_an_alert_thread_declares_in_that_thread(stack: St
         for e in b["elements"]
         if e["action_id"].startswith("inc:declare:")
     )
+    before = set(stack.fake.views)
     response, name = click(stack, button, user=SLACK_DORA)
     assert response.status_code == 200
+    stack.fake.wait_for(lambda c: c.path == "/api/views.open")
+    (view,) = [v for k, v in stack.fake.views.items() if k not in before]
+    fields = {b["block_id"]: b["element"] for b in view["blocks"]}
+    # filled with the alert's scenario, summary and queue
+    assert fields["scenario"]["initial_option"]["value"] == "gd:failed-jobs-accumulating"
+    assert fields["summary"]["initial_value"] == "FailedJobsAccumulating on workers"
+    assert fields["queue"]["initial_option"]["value"] == "workers"
+    assert not stack.fake.recorded(f"/response/{name}")  # the form is the answer
+    submitted = send_interaction(stack.url, view_submission(view, {}, user=SLACK_DORA))
+    assert submitted.status_code == 200
     assert "declared (gd:failed-jobs-accumulating), led by dora" in texts(answer_to(stack, name))
     checklist = stack.fake.wait_for(
         lambda c: (

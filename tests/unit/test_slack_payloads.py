@@ -60,6 +60,7 @@ def test_a_slash_command_becomes_a_delivery() -> None:
         response_url=HOOK,
         group="queue",
         text="triage --queue workers",
+        trigger="13345224609.738474920.8088930838d88f008e0",  # a form opens with it
     )
 
 
