@@ -45,7 +45,12 @@ per-job steps 3 + 4 (when they ran); and with ``--jobs`` >= 100,000: peak RSS - 
 100,000 against 10,000).
 
     .venv/bin/python -m bench.redrive [--url ADMIN_URL] [--jobs 10000] [--repeat 3]
-        [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual]
+        [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual] [--no-boards]
+
+queuebot is wired as serve wires it where the board is shown (Slack set up): every
+change asks for the board's refresh in its transaction (an outbox item, on the audit
+trail's appends); ``--no-boards`` wires it as where the board is shown nowhere, to
+compare.
 
 ``--trace-memory`` measures nothing of the above: it runs one request and one approval
 under ``tracemalloc`` and prints, at the start of each audit append (the moment a step
@@ -340,7 +345,9 @@ async def measure(url: str, args: argparse.Namespace) -> Results:
     try:
         await dead_letters(engine, args.jobs, then=FOR_REDRIVE)
         ids = await job_ids(engine)
-        changes = wire(engine, jobs=args.jobs).changes
+        # as serve wires them where the board is shown (Slack): each change asks for its
+        # refresh in its transaction (--no-boards: as where it is shown nowhere)
+        changes = wire(engine, jobs=args.jobs, boards=not args.no_boards).changes
         results = Results(jobs=args.jobs)
         small = args.compare_jobs if 0 < args.compare_jobs < args.jobs else 0
         checkpoint = not args.smoke
@@ -475,6 +482,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.size("--compare-jobs", full=10_000, smoke=100, help="smaller run when --jobs exceeds it")
     parser.size("--manual-jobs", full=10_000, smoke=50, help="jobs the per-job procedure takes")
     parser.add_argument("--no-manual", action="store_true", help="skip the per-job procedure")
+    parser.add_argument(
+        "--no-boards",
+        action="store_true",
+        help="wired as where the board is shown nowhere: no change asks for its refresh",
+    )
     parser.add_argument(
         "--trace-memory",
         action="store_true",
