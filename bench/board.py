@@ -311,8 +311,9 @@ async def run(args: argparse.Namespace) -> int:
     )
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = BenchParser(__doc__)
+def parse_args(argv: Sequence[str] | None = None, doc: str | None = None) -> argparse.Namespace:
+    """The board's sizes (``doc``: the help of a bench that builds the same, bench.home)."""
+    parser = BenchParser(doc or __doc__)
     parser.size("--rows", full=100_000, smoke=2_000, help="rows of each queue")
     parser.size("--pending", full=50, smoke=10, help="change requests pending")
     parser.size("--plans", full=10, smoke=3, help="plans active")

@@ -58,8 +58,13 @@ idle RSS <= 100 MB, and the time <= linear in jobs against the ``--compare-jobs`
 (10x for 100,000 against 10,000).
 
     .venv/bin/python -m bench.redrive [--url ADMIN_URL] [--jobs 10000] [--repeat 3]
-        [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual] [--explain]
-        [--explain-ms 5]
+        [--compare-jobs 10000] [--manual-jobs 10000] [--no-manual] [--no-boards]
+        [--explain] [--explain-ms 5]
+
+queuebot is wired as serve wires it where the board is shown (Slack set up): every
+change asks for the board's refresh in its transaction (an outbox item, on the audit
+trail's appends); ``--no-boards`` wires it as where the board is shown nowhere, to
+compare.
 
 ``--trace-memory`` measures nothing of the above: it runs one request and one approval
 under ``tracemalloc`` and prints, at the start of each audit append (the moment a step
@@ -501,16 +506,16 @@ def report_plans(plans: list[Plan]) -> None:
 
 
 async def explain(
-    url: str, ids: list[str], jobs: int, min_ms: float, checkpoint: bool
+    url: str, ids: list[str], args: argparse.Namespace, checkpoint: bool
 ) -> list[Plan]:
     """One more request and approval, and each floor, on an engine of their own whose
-    connections report every plan of at least ``min_ms`` (not timed: auto_explain's
+    connections report every plan of at least ``--explain-ms`` (not timed: auto_explain's
     timing adds its own cost)."""
     engine = create_engine(url)
-    plans = Plans(min_ms)
+    plans = Plans(args.explain_ms)
     plans.attach(engine)
     try:
-        changes = wire(engine, jobs=jobs).changes
+        changes = wire(engine, jobs=args.jobs, boards=not args.no_boards).changes
 
         def mark(part: str) -> None:
             plans.part = part
@@ -582,7 +587,9 @@ async def measure(url: str, args: argparse.Namespace) -> Results:
     try:
         await dead_letters(engine, args.jobs, then=SETUP)
         ids = await job_ids(engine)
-        changes = wire(engine, jobs=args.jobs).changes
+        # as serve wires them where the board is shown (Slack): each change asks for its
+        # refresh in its transaction (--no-boards: as where it is shown nowhere)
+        changes = wire(engine, jobs=args.jobs, boards=not args.no_boards).changes
         await warm(engine, changes)
         small = args.compare_jobs if 0 < args.compare_jobs < args.jobs else 0
         if small:
@@ -616,7 +623,7 @@ async def measure(url: str, args: argparse.Namespace) -> Results:
             await reset(engine, checkpoint)
             results.manual = await run_manual(engine, min(args.jobs, args.manual_jobs))
         if args.explain:
-            results.plans = await explain(url, ids, args.jobs, args.explain_ms, checkpoint)
+            results.plans = await explain(url, ids, args, checkpoint)
         return results
     finally:
         await engine.dispose()
@@ -810,6 +817,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.size("--compare-jobs", full=10_000, smoke=100, help="smaller run when --jobs exceeds it")
     parser.size("--manual-jobs", full=10_000, smoke=50, help="jobs the per-job procedure takes")
     parser.add_argument("--no-manual", action="store_true", help="skip the per-job procedure")
+    parser.add_argument(
+        "--no-boards",
+        action="store_true",
+        help="wired as where the board is shown nowhere: no change asks for its refresh",
+    )
     parser.add_argument(
         "--explain",
         action="store_true",

@@ -20,7 +20,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from bot.bootstrap import chat_configured
+from bot.boards import chat_configured
 from bot.ratelimited_log import RateLimitedLog
 from services.alerts.payload import BadPayload, parse
 from services.alerts.service import AlertDesk

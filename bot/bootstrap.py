@@ -8,18 +8,20 @@ bring their own engines and clock use it too, so there is one way they fit toget
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.audit_key import audit_trail, check_audit_key
+from bot.boards import board_services, boards_shown, chat_configured
 from bot.jobs import JobDeps, register_all
 from commands.catalog import CATALOG
 from commands.deps import Deps
+from commands.home import home_words
 from commands.router import Router
 from services.access import Membership, Standings
 from services.after_commit import AfterCommit
@@ -29,6 +31,7 @@ from services.audit import AuditTrail
 from services.audit.anchors import CHANNEL as ANCHOR_CHANNEL
 from services.audit.anchors import Anchors
 from services.board import BoardReader
+from services.board.publish import BoardPublisher, Surface
 from services.changes.eligible import approvers_of
 from services.changes.execute import Executor
 from services.changes.kinds import Kinds
@@ -66,13 +69,6 @@ from services.scheduler import Scheduler
 log = logging.getLogger("queuebot")
 
 
-def chat_configured(config: Config) -> bool:
-    """Whether a chat platform is configured, so alerts stored now reach people (posted by
-    the serving process, even when this one is a one-shot command)."""
-    env = config.env
-    return env.slack_bot_token is not None or env.discord_bot_token is not None
-
-
 @dataclass(frozen=True)
 class Services:
     """The composed services: each built once, given its collaborators."""
@@ -92,6 +88,8 @@ class Services:
     housekeeper: Housekeeper | None = None  # None: the queue is in another database
     # the posts a person's change made that still go out behind their answer
     after_commit: AfterCommit = field(default_factory=AfterCommit)
+    board: BoardReader | None = None
+    boards: BoardPublisher | None = None  # None: the board is shown nowhere
 
 
 def wire_services(
@@ -121,6 +119,8 @@ def wire_services(
     lane_width: int = LANE_WIDTH,
     channels: Collection[str] = (),
     reach: Reach = EVERYWHERE,
+    boards: bool = False,
+    surfaces: Sequence[Surface] = (),
 ) -> Services:
     """Compose the services over queuebot's own database and the queue estate.
     ``one_database``: the queues' tables and queuebot's share one database, so the
@@ -136,7 +136,8 @@ def wire_services(
     ``channels``: the ``[channels]`` names with an id on some platform (an incident
     audience no channel carries is told nowhere: its runbook is not declared).
     ``reach``: the destinations this process's outbox delivers to (``build_app`` names
-    them; one process doing everything, as a test does, reaches every one)."""
+    them; one process doing everything, as a test does, reaches every one). ``boards``,
+    ``surfaces``: see ``bot.boards.board_services``."""
     alerts = alerts or AlertsConfig()
     counters = Metrics(
         estate=estate,
@@ -211,6 +212,7 @@ def wire_services(
         else None
     )
     sched = Scheduler(engine=state_engine, clock=clock)
+    reader, shown = board_services(state_engine, estate, reads, kinds, clock, boards, surfaces)
     jobs = JobDeps(
         one_database=one_database,
         estate=estate,
@@ -231,6 +233,7 @@ def wire_services(
         after_sample=AfterSample(),
         kinds=kinds,
         redrive=redrive,
+        boards=shown,
     )
     register_all(sched, outbox, jobs)  # every domain's services/*/jobs.py, alike
     counters.count_scheduled(lambda: tuple(sched.handlers))
@@ -249,6 +252,8 @@ def wire_services(
         incidents=desk_of_incidents,
         housekeeper=housekeeper,
         after_commit=after_commit,
+        board=reader,
+        boards=shown,
     )
 
 
@@ -273,6 +278,7 @@ class App:
     after_commit: AfterCommit = field(default_factory=AfterCommit)
     # roles, teams and rotas from groups: the chat adapters add their readers to it
     standings: Standings | None = None
+    boards: BoardPublisher | None = None  # None: the board is shown nowhere
     _engines: list[AsyncEngine] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -292,6 +298,7 @@ async def build_app(
     announce: bool = True,
     writes: bool = True,
     reach: Reach | None = None,
+    surfaces: Sequence[Surface] = (),
 ) -> App:
     """Build everything. With ``migrate`` (serve, console) queuebot's tables are brought up
     to date first. With ``writes`` (every process that may write audit events: serve and
@@ -301,7 +308,8 @@ async def build_app(
     throwaway SQLite file, does not). ``config check`` only reads, and reports a key
     problem itself. ``reach``: where the posts this process delivers may go besides those
     without a destination (serve's chat platforms, a console's own session; see
-    ``services.outbox.Reach``); by default nowhere else."""
+    ``services.outbox.Reach``); by default nowhere else. ``surfaces``: where this process
+    shows the board."""
     # Shipped, then [runbooks] dir: a bad runbook stops the start, before any database work.
     runbooks = library_for(config)
     state_url, estate_url = config.env.state_url, config.env.estate_url
@@ -389,6 +397,8 @@ async def build_app(
             lane_width=LANE_WIDTH if config.file.slack.post_interval_seconds > 0 else UNPACED,
             channels=reachable_channels(config.file.channels),
             reach=reach or Reach(),
+            boards=boards_shown(config),
+            surfaces=surfaces,
         )
         deps = Deps(
             reads=reads,
@@ -403,8 +413,10 @@ async def build_app(
             incidents=services.incidents,
             housekeeping=services.housekeeper,
             standings=standings,
-            board=BoardReader(state_engine, reads, services.changes.kinds, clock),
+            board=services.board,
         )
+        if services.boards is not None:  # each App Home in its person's words
+            services.boards.words = functools.partial(home_words, deps)
         return App(
             config=config,
             state_engine=state_engine,
@@ -421,27 +433,10 @@ async def build_app(
             housekeeper=services.housekeeper,
             after_commit=services.after_commit,
             standings=standings,
+            boards=services.boards,
             _engines=engines,
         )
     except BaseException:
         for engine in engines:
             await engine.dispose()
         raise
-
-
-@asynccontextmanager
-async def running_scheduler(app: App) -> AsyncIterator[None]:
-    """Run the durable scheduler, the outbox relays and alert processing beside the
-    adapters for as long as the block lasts."""
-    await app.scheduler.seed()
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(app.alerts.run_forever(stop))]
-    # posts that still have to go out: one relay keeps many going, a channel's at a time
-    tasks.append(asyncio.create_task(app.outbox.run_forever(stop)))
-    if app.scheduler.handlers:
-        tasks.append(asyncio.create_task(app.scheduler.run_forever(stop)))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks)

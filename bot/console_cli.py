@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bot.bootstrap import build_app, running_scheduler
+from bot.bootstrap import build_app
 from bot.console import Aside, Console, ConsoleNotifier, run_id, session_reach
 from bot.console_screen import Screen
 from bot.readers import attach_slack_reader
+from bot.running import running_scheduler
 from services.config import Config
 from services.errors import QueuebotError
 

@@ -16,6 +16,8 @@ from services.alerts.service import AlertDesk
 from services.audit import AuditTrail
 from services.audit import jobs as audit_jobs
 from services.audit.anchors import Anchors
+from services.board import jobs as board_jobs
+from services.board.publish import BoardPublisher
 from services.changes import jobs as change_jobs
 from services.changes.kinds import Kinds
 from services.config import RedriveConfig
@@ -61,6 +63,8 @@ class JobDeps:
     after_sample: AfterSample
     kinds: Kinds  # the kinds of change request the domains register, which the hub asks
     redrive: RedriveConfig  # [redrive]: a redrive at once is checked with its settings
+    # where the board is kept current (None: shown nowhere, so no refresh is asked for)
+    boards: BoardPublisher | None = None
 
 
 Register = Callable[[Scheduler, Outbox, JobDeps], None]
@@ -77,6 +81,7 @@ DOMAINS: tuple[Register, ...] = (
     outbox_jobs.register,
     audit_jobs.register,
     housekeeping_jobs.register,
+    board_jobs.register,
 )
 
 

@@ -18,6 +18,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.alertmanager import OPENED, posted_nowhere, require_token
 from bot.alertmanager import PATH as ALERTMANAGER_PATH
+from bot.boards import board_surfaces
 from bot.bootstrap import App, build_app
 from bot.discord.setup import discord_link, discord_notifier
 from bot.heap import settle_heap
@@ -151,6 +152,7 @@ def _slack_wiring(config: Config, app: App) -> SlackWiring:
         metrics=app.metrics,
         slack_api_base_url=config.env.slack_api_base_url,
         membership=app.standings.membership if app.standings else None,
+        boards=app.boards,
     )
 
 
@@ -162,14 +164,16 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
     try:
         discord_posts = discord_notifier(config)
         posts = chat_notifier(config, discord_posts)
-        app = await build_app(config, notifier=posts, reach=chat_reach(posts))
+        app = await build_app(
+            config, notifier=posts, reach=chat_reach(posts), surfaces=board_surfaces(config, posts)
+        )
         wiring = _slack_wiring(config, app)
         try:
             identity: BotIdentity | None = None
             slack = None
             if setup.http or setup.socket:
                 identity = BotIdentity(web_client(config.env))
-                wiring.in_channel = identity.post_in_channel  # answers past a response_url's life
+                _answers_through(wiring, identity)
                 slack = await build_slack_app(config.env, wiring, identity=identity)
             if slack is not None and setup.socket and config.env.slack_app_token is not None:
                 from slack_bolt.adapter.socket_mode.async_handler import (
@@ -227,6 +231,13 @@ async def serve(config: Config, *, host: str, port: int, sock: socket.socket | N
                 await _close_chat(identity, slack, posts)
     finally:
         listener.close()
+
+
+def _answers_through(wiring: SlackWiring, identity: BotIdentity) -> None:
+    """Answers Slack no longer takes at a response_url go through the Web API: in the
+    channel past a response_url's life, in the Messages tab for a click in the App Home."""
+    wiring.in_channel = identity.post_in_channel
+    wiring.to_person = identity.post_to_person
 
 
 def _bounded(config: Config) -> type[asyncio.Protocol]:

@@ -44,10 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError
 
-from bot.bootstrap import App, build_app, running_scheduler
+from bot.boards import board_surfaces
+from bot.bootstrap import App, build_app
 from bot.discord.setup import discord_notifier
 from bot.heap import settle_heap
 from bot.logs import setup_logging
+from bot.readers import attach_slack_reader
+from bot.running import running_scheduler
 from bot.slack.app import web_client
 from bot.slack.notifier import SlackNotifier
 from bot.slack.pacing import ChannelPacer
@@ -366,8 +369,14 @@ async def _work(config: Config, sock: socket.socket) -> None:
     discord_posts = discord_notifier(config, rest_only=True)  # no gateway here: REST
     posts = chat_notifier(config, discord_posts)
     app = await build_app(
-        config, notifier=posts, migrate=False, announce=False, reach=chat_reach(posts)
+        config,
+        notifier=posts,
+        migrate=False,
+        announce=False,
+        reach=chat_reach(posts),
+        surfaces=board_surfaces(config, posts),
     )
+    attach_slack_reader(config, app)  # the App Homes' roles from user groups
     settle_heap()
     try:
 

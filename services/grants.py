@@ -71,6 +71,7 @@ RUNTIME: tuple[tuple[str, str, str | None], ...] = (
     ("qb_outbox", "SELECT, INSERT, UPDATE, DELETE", "qb_outbox_id_seq"),
     ("qb_alert_inbox", "SELECT, INSERT, UPDATE, DELETE", "qb_alert_inbox_id_seq"),
     ("qb_alert_groups", "SELECT, INSERT, UPDATE", "qb_alert_groups_id_seq"),
+    ("qb_board_views", "SELECT, INSERT, UPDATE, DELETE", None),  # where the board is shown
     ("alembic_version", "SELECT", None),  # serve and console check the schema on start
 )
 _SEQUENCES = ("qb_audit_head_id_seq", *(seq for _, _, seq in RUNTIME if seq))

@@ -56,6 +56,10 @@ class FanoutNotifier:
         """The platforms it posts to ("slack", "discord")."""
         return frozenset(platform for platform, _ in self._notifiers)
 
+    def on(self, platform: str) -> Notifier | None:
+        """The notifier of ``platform``, if it posts there."""
+        return next((n for p, n in self._notifiers if p == platform), None)
+
     async def post(
         self, *, channel: str | ChannelRef, message: Message, thread: MessageRef | None = None
     ) -> list[MessageRef]:

@@ -448,6 +448,11 @@ class FakeDiscord(GuildMembers):
         with self._lock:
             return [m for m in self.messages.values() if m.channel_id == channel]
 
+    def delete_message(self, message_id: str) -> None:
+        """Delete a message as a moderator does: editing it is then ``Unknown Message``."""
+        with self._lock:
+            self.messages.pop(message_id, None)
+
     def thread_of(self, message_id: str) -> dict[str, Any] | None:
         with self._lock:
             return self.threads.get(message_id)  # threads started from a message share its id

@@ -47,6 +47,9 @@ class DiscordWiring(Deliveries):
     platform: ClassVar[str] = "discord"
     view: ViewFactory = lambda rendered: None
     client: discord.Client | None = None  # set by the client that carries this wiring
+    # the status board's channel ([discord] board_channel): a decision clicked on the
+    # board is answered to whoever clicked, never by rewriting the board's message
+    board_channel: str | None = None
 
 
 async def first_response(interaction: discord.Interaction[Any], *, private: bool) -> bool:
@@ -220,6 +223,8 @@ async def deliver(
     """Put the answer where the person sees it: on the interaction while its token lives,
     in the channel after."""
     private = reply.ephemeral or reply.error
+    if rewrite and w.board_channel is not None and str(interaction.channel_id) == w.board_channel:
+        rewrite, private = False, True  # the board stays the board; the refresh redraws it
     rendered = render(reply.message)
     view = w.view(rendered)
     expired = (

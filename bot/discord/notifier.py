@@ -59,6 +59,10 @@ class DiscordNotifier:
     def attach(self, client: discord.Client) -> None:
         self.client = client
 
+    async def ready(self) -> discord.Client:
+        """The client to post with, logged in (``Unavailable`` until it is)."""
+        return await self._ready()
+
     async def _ready(self) -> discord.Client:
         if self.client is None and self._login is not None:
             try:

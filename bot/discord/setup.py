@@ -73,7 +73,11 @@ def discord_link(config: Config, app: App) -> DiscordLink | None:
     base = config.env.discord_api_base_url
     point_at(base)
     wiring = DiscordWiring(
-        router=app.router, directory=app.directory, ledger=app.ledger, metrics=app.metrics
+        router=app.router,
+        directory=app.directory,
+        ledger=app.ledger,
+        metrics=app.metrics,
+        board_channel=config.file.discord.board_channel,
     )
     guild = config.file.discord.guild
     # Discord roles named under [rotas], [roles] or [teams]: read with the guild's members

@@ -132,6 +132,16 @@ class BotIdentity(AsyncAuthorize):
         except SLACK_FAILURES as exc:
             log.warning("could not answer in channel %s: %s", channel, slack_failure(exc))
 
+    async def post_to_person(self, user: str, reply: Reply) -> None:
+        """An answer to a click in the App Home, which has no response_url: in the
+        person's Messages tab with the app (only they see it)."""
+        try:
+            await self._client.chat_postMessage(
+                channel=user, text=fallback_text(reply.message), blocks=blocks(reply.message)
+            )
+        except SLACK_FAILURES as exc:
+            log.warning("could not answer %s in the Messages tab: %s", user, slack_failure(exc))
+
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> str | None:
         """Open a modal at ``trigger_id`` (a form): None once Slack opened it, else Slack's
         error code (``expired_trigger_id`` past its 3 s) or why Slack could not be asked."""

@@ -30,6 +30,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.delivery import Deliveries, Work, WrittenDown
 from bot.ratelimited_log import RateLimitedLog
+from bot.slack.home import register_home
 from bot.slack.members import register_group_events
 from bot.slack.payloads import (
     Delivery,
@@ -45,6 +46,7 @@ from commands import messages
 from commands.parser import GROUPS
 from commands.reply import Reply
 from services.access import Membership
+from services.board.publish import BoardPublisher
 from services.button_ids import DRAWN
 from services.ledger import Orphan
 
@@ -54,6 +56,7 @@ ACCEPTED = "queuebot_accepted"  # where ``accepting`` leaves the delivery in Bol
 # Slack takes answers at a response_url for 30 minutes; one later goes to the channel.
 RESPONSE_URL_LIFE = timedelta(minutes=29)
 InChannel = Callable[[str, str, Reply], Awaitable[None]]
+ToPerson = Callable[[str, Reply], Awaitable[None]]
 OpenView = Callable[[str, dict[str, Any]], Awaitable[str | None]]
 
 
@@ -70,6 +73,10 @@ class SlackWiring(Deliveries):
     in_channel: InChannel | None = None
     # group membership, read again when Slack says a user group changed (members.py)
     membership: Membership | None = None
+    # answers in a person's Messages tab with the app (a click in the App Home has no
+    # response_url), and the boards their App Home shows (home.py)
+    to_person: ToPerson | None = None
+    boards: BoardPublisher | None = None
     # opens a modal at a trigger_id: None once opened, else why not (set where Slack's
     # Web API is; bot/slack/forms.py)
     open_view: OpenView | None = None
@@ -116,6 +123,9 @@ class SlackWiring(Deliveries):
         """Answer at the delivery's response_url while Slack takes answers there; past
         that (work finished by another process long after the ack), in the channel,
         mentioning the person."""
+        if not d.response_url and self.to_person is not None:  # a click in the App Home
+            await self.to_person(d.user, reply)
+            return
         late = acked_at is not None and self.ledger.clock() - acked_at >= RESPONSE_URL_LIFE
         if late and self.in_channel is not None and d.channel is not None:
             await self.in_channel(d.channel, d.user, reply)
@@ -163,6 +173,7 @@ def register(app: AsyncApp, w: SlackWiring) -> None:
     membership = getattr(w, "membership", None)  # a test builds the app with no wiring
     if membership is not None:
         register_group_events(app, membership)
+    register_home(app, getattr(w, "boards", None))
 
 
 def accepting(

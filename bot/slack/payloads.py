@@ -128,7 +128,10 @@ def button_click(body: dict[str, Any], *, slack_api: str) -> Delivery | UnknownB
     action_id = _dig(action, "action_id")
     if not isinstance(action_id, str) or not action_id.isprintable() or len(action_id) > 255:
         raise Malformed("the action's action_id is missing or unreadable")
-    response_url = answer_url(body.get("response_url"), slack_api)
+    if body.get("response_url") is None and _dig(body, "container", "type") == "view":
+        response_url = ""  # a button in a view (the App Home): answered in the Messages tab
+    else:
+        response_url = answer_url(body.get("response_url"), slack_api)
     user = _id(_dig(body, "user", "id"), "user.id")
     decision = command_of(action_id)
     if decision is None:

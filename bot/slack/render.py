@@ -97,13 +97,14 @@ def called(message: Message) -> str:
     return " ".join(m.on("slack") or _escape(m.text()) for m in message.mentions)
 
 
-def blocks(message: Message) -> list[dict[str, Any]]:
+def blocks(message: Message, *, most: int = MAX_BLOCKS) -> list[dict[str, Any]]:
+    """The message's blocks, at most ``most`` (a message's 50; a view's 100)."""
     rendered = [block(b) for b in message.blocks]
     if message.mentions:
         rendered.insert(0, _section(called(message)))
-    if len(rendered) > MAX_BLOCKS:
+    if len(rendered) > most:
         actions = [b for b in rendered if b["type"] == "actions"]
-        keep = MAX_BLOCKS - 1 - len(actions)
+        keep = most - 1 - len(actions)
         rendered = [
             *rendered[:keep],
             _section(

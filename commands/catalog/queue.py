@@ -54,8 +54,8 @@ QUEUE: tuple[CommandSpec, ...] = (
                 "exact",
                 "exact",
                 kind="bool",
-                help="count the succeeded rows too, which a large table otherwise "
-                "estimates (slower)",
+                help="count every row: a large table's succeeded rows (and, on "
+                "graphile-worker and Que, its waiting jobs) are otherwise estimated (slower)",
             ),
             QUEUE_FLAG,
             SHARE_FLAG,

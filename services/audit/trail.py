@@ -12,7 +12,7 @@ the append's. See docs/audit.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -89,6 +89,11 @@ class NewEvent:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
+# What a domain above the trail does in the transaction of every append (``on_append``):
+# the board asks for its refresh when an event says something it shows changed.
+Appended = Callable[[AsyncConnection, Sequence[NewEvent]], Awaitable[None]]
+
+
 class AuditTrail:
     """The trail's writer and checker. Built once in the wiring (with the key from the
     environment, or none) and given to every service that records what it did; each
@@ -98,6 +103,13 @@ class AuditTrail:
         # Held as a secret, so no repr, log or traceback of this object shows it.
         self._secret = SecretBytes(key.get_secret_value().encode()) if key is not None else None
         self._proven = False  # the key sealed one of this trail's keyed events correctly
+        self._appended: list[Appended] = []
+
+    def on_append(self, then: Appended) -> None:
+        """Run ``then`` with every batch of events appended, in their transaction (every
+        change queuebot makes writes its events in the change's own transaction, so what
+        ``then`` writes commits with the change or not at all)."""
+        self._appended.append(then)
 
     @property
     def _key(self) -> bytes | None:
@@ -150,6 +162,12 @@ class AuditTrail:
         before it and moves the head, exactly as one ``append`` after another would."""
         if not events:
             return []
+        ids = await self._append(conn, events)
+        for then in self._appended:
+            await then(conn, events)
+        return ids
+
+    async def _append(self, conn: AsyncConnection, events: Sequence[NewEvent]) -> list[int]:
         await lock_chain(conn)
         head = (
             await conn.execute(sa.select(_head.c.last_id, _head.c.last_hash).where(_head.c.id == 1))

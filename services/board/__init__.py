@@ -5,6 +5,6 @@ console's ``/queue board``, a Slack App Home and a Discord status message all sh
 
 from services.board.messages import board_message
 from services.board.model import Board
-from services.board.service import BoardReader
+from services.board.service import BoardReader, Snapshot
 
-__all__ = ["Board", "BoardReader", "board_message"]
+__all__ = ["Board", "BoardReader", "Snapshot", "board_message"]

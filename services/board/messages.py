@@ -10,6 +10,8 @@ see them all, so the board stays within what every surface takes however much th
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -24,7 +26,16 @@ from services.board.model import (
     Request,
 )
 from services.incidents.messages import duration
-from services.message import Actions, Block, Button, Heading, Message, Table, Text
+from services.message import (
+    Actions,
+    Block,
+    Button,
+    Heading,
+    Message,
+    Table,
+    Text,
+    message_json,
+)
 from services.plans.model import PlanState
 
 # The cut limits. A Slack message holds at most 50 blocks (an App Home 100) and a
@@ -57,6 +68,14 @@ def board_message(board: Board) -> Message:
         f"{len(board.incidents)} open incident(s)",
     ]
     return Message(f"{head}: {', '.join(counts)}", tuple(blocks))
+
+
+def digest(message: Message) -> str:
+    """What a board shows, as a digest: the same exactly when every block after its
+    heading is (the heading and the summary name the minute it was read, which alone is
+    no change worth publishing again)."""
+    shown = message_json(Message("", message.blocks[1:]))["blocks"]
+    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()
 
 
 def _waiting(board: Board) -> list[Block]:

@@ -86,24 +86,20 @@ class BoardReader:
     async def board(self, *, person: Person | None) -> Board:
         """The board of ``person`` (None: of anyone looking, for whom every pending
         request waits) as it stands now."""
+        return (await self.read()).board(person)
+
+    async def read(self) -> Snapshot:
+        """Everything every board shows, read once: each person's board is then made of
+        it without reading again (the Slack App Homes of everyone who looks, refreshed
+        together)."""
         now = self.clock()
         queues = self.reads.queue_names
         read, dead = await asyncio.gather(
             self._own_tables(now, queues), self.reads.dead_letters(queues)
         )
-        name = None if person is None else person.name
-        approver = person is None or person.has("approver")
-
-        def waits(v: ChangeView) -> bool:
-            """For the person's approval: not theirs, not approved by them already."""
-            return name is None or (approver and v.requester != name and name not in v.approvals)
-
-        return Board(
+        return Snapshot(
             at=now,
-            person=name,
-            approver=approver,
-            waiting=tuple(self._request(v) for v in read.pending if waits(v)),
-            own=tuple(self._request(v) for v in read.pending if v.requester == name),
+            pending=tuple(self._request(v) for v in read.pending),
             plans=tuple(_plan(p, read.halts.get(p.number)) for p in read.plans),
             incidents=tuple(_incident(i, now) for i in read.incidents),
             queues=tuple(_queue(q, dead, read.written.get(q)) for q in queues),
@@ -123,10 +119,10 @@ class BoardReader:
                 ),
             )
 
-    def _request(self, v: ChangeView) -> Request:
+    def _request(self, v: ChangeView) -> _Pending:
         kind = self.kinds.find(v.kind)
         words = kind.words if kind is not None else GENERIC
-        return Request(
+        request = Request(
             number=v.number,
             headline=words.said(v).headline,
             requester=v.requester,
@@ -134,6 +130,44 @@ class BoardReader:
             needed=v.approvals_required,
             expires_at=v.expires_at,
             reason=v.reason,
+        )
+        return _Pending(request, frozenset(v.approvals))
+
+
+@dataclass(frozen=True)
+class _Pending:
+    request: Request
+    approvers: frozenset[str]  # who approved it so far
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the boards show, as read at ``at``; ``board`` makes one person's of it."""
+
+    at: datetime
+    pending: tuple[_Pending, ...]
+    plans: tuple[ActivePlan, ...]
+    incidents: tuple[OpenIncident, ...]
+    queues: tuple[QueueDead, ...]
+
+    def board(self, person: Person | None) -> Board:
+        name = None if person is None else person.name
+        approver = person is None or person.has("approver")
+
+        def waits(p: _Pending) -> bool:
+            """For the person's approval: not theirs, not approved by them already."""
+            r = p.request
+            return name is None or (approver and r.requester != name and name not in p.approvers)
+
+        return Board(
+            at=self.at,
+            person=name,
+            approver=approver,
+            waiting=tuple(p.request for p in self.pending if waits(p)),
+            own=tuple(p.request for p in self.pending if p.request.requester == name),
+            plans=self.plans,
+            incidents=self.incidents,
+            queues=self.queues,
         )
 
 

@@ -302,6 +302,9 @@ class DiscordConfig(Strict):
     # approve): needs the privileged Server Members intent, which Discord refuses the
     # gateway without, so it is asked for only when this is set (docs/access.md)
     read_members: bool = False
+    # the channel (its id) where queuebot keeps a status message: the board for anyone,
+    # posted once and edited in place on every change (docs/commands.md, "The board")
+    board_channel: Snowflake | None = None
 
 
 class MetricsConfig(Strict):

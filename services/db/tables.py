@@ -433,3 +433,16 @@ class AlertGroup(Base):
     # alerts Alertmanager's max_alerts left out of the latest notification (truncatedAlerts)
     truncated: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     roots: Mapped[dict[str, Any]]
+
+
+class BoardView(Base):
+    """Where the board is shown (a Slack user's App Home; a Discord channel's status
+    message, ``message_id``) and the digest of what it last showed there."""
+
+    __tablename__ = "qb_board_views"
+    platform: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
+    account: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    seen_at: Mapped[datetime]  # when the person last opened it (Discord: when posted)
+    digest: Mapped[str | None] = mapped_column(sa.String(64))
+    shown_at: Mapped[datetime | None]
+    message_id: Mapped[str | None] = mapped_column(sa.String(64))

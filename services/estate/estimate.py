@@ -18,6 +18,7 @@ in-flight and cancelled count.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -243,3 +244,101 @@ def counts_except(
     if not group:
         unset = unset.having(sa.func.count() > 0)
     return sa.select(sa.union_all(known, unset).subquery())
+
+
+# -- the live backlog of a table that deletes its successes, from a sample -----------------
+
+# The rows a sample aims at: that share of the table's pages (``TABLESAMPLE SYSTEM``). A
+# count holding a share ``s`` of the table's N jobs, were its jobs drawn one by one, would
+# be off by about sqrt((1 - p) / (p * N * s)) of itself (one standard error; p =
+# SAMPLE_ROWS / N); a page holds jobs enqueued together, so the error is measured from the
+# sample's pages instead (``Sample.error``; docs/presets.md works a figure).
+SAMPLE_ROWS = 50_000
+
+
+def seed() -> int:
+    """The seed of one triage's sample (``REPEATABLE``): its statements read the same
+    pages, and a test can draw them again."""
+    return secrets.randbelow(2**31)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A triage that counts a large table's backlog from a sample of its pages: the
+    table's estimated rows (the planner's, as ``plans`` reads them), the percentage of
+    its pages read and the sample's seed."""
+
+    rows: float
+    percent: float
+    seed: int
+
+    def of(self, table: sa.FromClause) -> sa.TableSample:
+        """``table``'s sample: ``TABLESAMPLE SYSTEM (percent) REPEATABLE (seed)``."""
+        return sa.tablesample(
+            table,
+            sa.func.system(sa.literal(self.percent, sa.Float)),
+            name="qb_sample",
+            seed=sa.literal(self.seed, sa.Integer),
+        )
+
+    def scaled(self, counted: int) -> int:
+        """A count over the whole table from its count in the sample."""
+        return round(counted * 100 / self.percent)
+
+    def error(self, counted: int, squares: int) -> float:
+        """One standard error of a count scaled from the sample, as a share of it, from
+        the count's jobs in the sample (``counted``) and the sum over the sampled pages of
+        the square of each page's count (``squares``): each page is drawn on its own, so
+        the variance of the scaled count is (1 - p) / p^2 times that sum (p the share of
+        pages read). Jobs alike on one page (enqueued together) make it larger, as they
+        should."""
+        if counted <= 0:
+            return 0.0
+        drawn = self.percent / 100
+        return float(((1 - drawn) * squares) ** 0.5 / counted)
+
+
+async def sample_plan(conn: AsyncConnection, table: sa.Table) -> Sample | None:
+    """The sample to count ``table``'s backlog from where its estimated rows reach
+    ``ESTIMATE_FROM`` (one catalog read, no scan); None where it is counted exactly: not
+    PostgreSQL, no statistics, or fewer rows."""
+    if conn.dialect.name != "postgresql":
+        return None
+    catalog = _catalog(conn, table, "", "")
+    rows = (await conn.execute(sa.select(catalog.c.rows))).scalar_one_or_none()
+    if rows is None or rows < ESTIMATE_FROM:
+        return None
+    return Sample(float(rows), min(100.0, 100.0 * SAMPLE_ROWS / float(rows)), seed())
+
+
+# Whether a valid partial btree index of the table leads with these columns, in this order
+# (names bound: the table as ``to_regclass`` takes it, the columns as a text array).
+_LEADS = sa.text("""
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_index AS i
+    JOIN pg_class AS ic ON ic.oid = i.indexrelid
+    JOIN pg_am AS am ON am.oid = ic.relam
+    WHERE i.indrelid = to_regclass(:table) AND i.indisvalid AND i.indpred IS NOT NULL
+      AND am.amname = 'btree'
+      AND ARRAY(
+          SELECT coalesce(a.attname::text, '')
+          FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+          LEFT JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+          ORDER BY k.n
+          LIMIT cardinality(CAST(:columns AS text[]))
+      ) = CAST(:columns AS text[])
+)
+""")
+
+
+async def partial_index_leads(
+    conn: AsyncConnection, table: sa.Table, columns: Sequence[str]
+) -> bool:
+    """Whether ``table`` has a valid partial btree index leading with ``columns`` (a walk
+    of it is a few descents; without it, each step of the walk would read the table)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    name = conn.dialect.identifier_preparer.format_table(table)
+    found = await conn.execute(_LEADS, {"table": name, "columns": list(columns)})
+    return bool(found.scalar_one())

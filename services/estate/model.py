@@ -30,8 +30,10 @@ class StatusCount:
     status: str
     canonical: CanonicalState
     count: int
-    # True where the count is PostgreSQL's estimate rather than a count: only ever the
-    # succeeded rows of a large table (services/estate/estimate.py says when).
+    # True where the count is an estimate rather than a count: the succeeded rows of a
+    # large table, from PostgreSQL's statistics; or, on a large table of a system that
+    # deletes its successes, its waiting rows, from a sample (services/estate/estimate.py
+    # says when). Never a dead or running count.
     estimated: bool = False
 
 
@@ -50,6 +52,9 @@ class TypeCounts:
     key: str
     total: int
     by_state: dict[CanonicalState, int]
+    # the states whose counts here (and so the total) come from a sample of the table
+    # (``Triage.sampled_rows``), not a count
+    estimated: tuple[CanonicalState, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,15 @@ class Triage:
     # The canonical states whose rows are dead letters on this queue (the profile's
     # ``dead_letter_states``): what /queue dlq lists and a redrive takes out.
     dead_states: tuple[CanonicalState, ...] = DEAD_LETTER_STATES
+    # Where the estimated counts (``StatusCount.estimated``) come from a sample of the
+    # table's pages rather than its statistics: how many jobs the sample read, of about
+    # how many in all, the percentage of the pages it read, and each sampled state's
+    # error (one standard error, as a share of its count), measured from the sample
+    # (0 and empty: no sample).
+    sampled_rows: int = 0
+    sampled_of: int = 0
+    sampled_percent: float = 0.0
+    sample_errors: dict[str, float] = field(default_factory=dict)
 
     @property
     def oldest_pending_age(self) -> timedelta | None:

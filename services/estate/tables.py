@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -53,6 +53,12 @@ class BoundTable:
         self._names = dict(names)
         self.dialect = dialect
         self.missing = tuple(missing)
+
+    def over(self, source: sa.FromClause) -> BoundTable:
+        """The same columns read from ``source`` instead (a sample of the table, or a
+        subquery giving its columns under the table's names): ``c`` then resolves there.
+        Only for reads: a write needs the table itself."""
+        return BoundTable(cast(sa.Table, source), self._names, self.dialect, self.missing)
 
     def has(self, logical: str) -> bool:
         """Whether the table has this column (always true of a required one)."""

@@ -34,13 +34,14 @@ def _row(
     priority: int = NORMAL,
     collapse: str | None = None,
     destination: str | None = None,
+    due_at: datetime | None = None,
 ) -> dict[str, Any]:
     return {
         "kind": kind,
         "subject": subject,
         "payload": payload,
         "created_at": now,
-        "due_at": now,
+        "due_at": due_at or now,
         "attempts": 0,
         "lane": lane or f"{kind}/{subject}"[:160],
         "priority": priority,
@@ -60,12 +61,14 @@ async def add(
     priority: int = NORMAL,
     collapse: str | None = None,
     destination: str | None = None,
+    due_at: datetime | None = None,
 ) -> None:
     """A post to make once the caller's transaction commits (and only if it does): in
     ``lane`` (the subject's own by default), at ``priority``; with a ``collapse`` key it
     supersedes its subject's older undelivered ``BULK`` items of that key, and is itself
     superseded by a newer one while undelivered if it is ``BULK``. With a ``destination``
-    only a relay that reaches it delivers it (``model.Reach``)."""
+    only a relay that reaches it delivers it (``model.Reach``). ``due_at``: not before
+    then (a burst of changes gathered into one post); by default at once."""
     await conn.execute(
         _items.insert().values(
             _row(
@@ -77,6 +80,7 @@ async def add(
                 priority=priority,
                 collapse=collapse,
                 destination=destination,
+                due_at=due_at,
             )
         )
     )
@@ -296,6 +300,26 @@ async def _collapse(conn: AsyncConnection, now: datetime) -> None:
         )
         .values(done_at=now, superseded_by=next_of_key)
     )
+
+
+async def cover(conn: AsyncConnection, item: Item, *, now: datetime) -> int:
+    """Mark done, as superseded by ``item``, the other undone items of its kind and
+    subject that are due by ``now``: a delivery that reads the state afresh (the board's
+    refresh) covers every change written before it. Only for a subject whose items go out
+    in order: ``item`` is its oldest undone one, so none of them is held by a relay. How
+    many were covered."""
+    covered = await conn.execute(
+        _items.update()
+        .where(
+            _items.c.kind == item.kind,
+            _items.c.subject == item.subject,
+            _items.c.done_at.is_(None),
+            _items.c.id != item.id,
+            _items.c.due_at <= now,
+        )
+        .values(done_at=now, superseded_by=item.id)
+    )
+    return int(covered.rowcount or 0)
 
 
 async def renew(conn: AsyncConnection, items: list[int], *, owner: str, now: datetime) -> None:

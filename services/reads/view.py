@@ -4,6 +4,7 @@ alert thread posts (one renderer, so the two never disagree)."""
 from __future__ import annotations
 
 from services import format as fmt
+from services.estate import estimate
 from services.estate.model import CanonicalState, StatusCount
 from services.estate.model import Triage as TriageResult
 from services.message import Block, Fields, Heading, Message, Table, Text
@@ -67,8 +68,8 @@ def triage_message(t: TriageResult) -> Message:
                 tuple(
                     (
                         tc.key,
-                        fmt.count(tc.total),
-                        *[fmt.count(tc.by_state.get(s, 0)) for s in states],
+                        fmt.count_of(tc.total, bool(tc.estimated)),
+                        *[fmt.count_of(tc.by_state.get(s, 0), s in tc.estimated) for s in states],
                     )
                     for tc in t.by_type
                 ),
@@ -76,7 +77,11 @@ def triage_message(t: TriageResult) -> Message:
                     f"{what} by {t.type_title}, top 10 {scope}"
                     if t.by_type_dead_only
                     else f"By {t.type_title}"
-                    + (", succeeded rows left out (estimated above)" if estimated else "")
+                    + (
+                        ", succeeded rows left out (estimated above)"
+                        if estimated and not t.sampled_rows
+                        else ""
+                    )
                 ),
                 numeric=tuple(range(1, len(states) + 2)),
             )
@@ -85,7 +90,9 @@ def triage_message(t: TriageResult) -> Message:
             shown = sum(tc.total for tc in t.by_type)
             title = t.type_title if t.type_title.endswith("s") else f"{t.type_title}s"
             blocks.extend(_left_out(t, len(t.by_type), t.type_groups, title, shown))
-    if estimated:
+    if estimated and t.sampled_rows:
+        blocks.append(Text(_sampled_note(t, [s.status for s in estimated])))
+    elif estimated:
         which = " and ".join(f"{s.status}" for s in estimated)
         blocks.append(
             Text(
@@ -100,6 +107,27 @@ def triage_message(t: TriageResult) -> Message:
     if hints:
         blocks.append(Text("Next: " + " · ".join(hints)))
     return Message(summary, tuple(blocks))
+
+
+def _sampled_note(t: TriageResult, which: list[str]) -> str:
+    """What a count from a sample is, how far off it may be, and what is exact."""
+    errors = ", ".join(
+        f"{name} ±{100 * t.sample_errors[name]:.1f}%" for name in which if name in t.sample_errors
+    )
+    return (
+        f"≈ marks an estimate: on a table this large the {' and '.join(which)} jobs (in "
+        f"all and by {t.type_title}) are counted in a sample of {fmt.count(t.sampled_rows)} "
+        f"of about {fmt.count(estimate.rounded(t.sampled_of))} jobs "
+        f"({t.sampled_percent:.3g}% of the table's pages), not one by one"
+        + (
+            f": {errors} (one standard error, measured from how the sampled pages differ; "
+            "a count by job type, being smaller, errs more)"
+            if errors
+            else ""
+        )
+        + ". The dead and running jobs, the stuck count and the oldest pending job are "
+        "exact. To count every job: /queue triage --exact"
+    )
 
 
 def _dead_letter_parts(t: TriageResult) -> str:

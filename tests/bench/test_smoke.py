@@ -43,6 +43,7 @@ FIGURES = {
     "authorization": r"authorization added \(p99, groups - people\): -?[\d.]+ ms",
     "board": r"board \(read and words\), \d+ runs: p50 [\d.]+ ms",
     "discord_first_response": r"first response ms: p50 \d+",
+    "home": r"home \(read and rendered to the view\), \d+ runs: p50 [\d.]+ ms",
     "housekeep": r"first run +\d+ ms +\d+ statements",
     "metrics": r"scrape within the interval \(cached\): +p50 +[\d.]+ ms",
     "own_metrics": r"first reading \(every ended plan counted once\): +[\d.]+ ms",

@@ -60,3 +60,28 @@ def button_click(
             }
         ],
     }
+
+
+def home_click(action_id: str, *, user: str, action_ts: str | None = None) -> dict[str, Any]:
+    """The ``block_actions`` payload of ``user`` clicking the button ``action_id`` in their
+    App Home: a view's button, which carries no response_url and no channel."""
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "team_id": "T0FAKE"},
+        "api_app_id": "A0QUEUEBOT",
+        "token": "legacy",
+        "team": {"id": "T0FAKE", "domain": "fake"},
+        "container": {"type": "view", "view_id": "V00000001"},
+        "trigger_id": f"t-home-{time.monotonic_ns()}",
+        "view": {"id": "V00000001", "type": "home", "blocks": [], "hash": "1.V00000001"},
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": "b1",
+                "type": "button",
+                "value": action_id,
+                "text": {"type": "plain_text", "text": "Approve"},
+                "action_ts": action_ts or f"{time.time():.6f}",
+            }
+        ],
+    }

@@ -27,9 +27,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import App, build_app, running_scheduler
+from bot.bootstrap import App, build_app
 from bot.demo import DEMO_CONFIG
 from bot.render_text import render_message
+from bot.running import running_scheduler
 from commands.context import Invocation
 from services.config import default_queues, load_config
 from services.db import create_engine

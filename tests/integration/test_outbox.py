@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.bootstrap import running_scheduler
+from bot.running import running_scheduler
 from commands.context import Invocation
 from services import outbox
 from services.db import create_engine

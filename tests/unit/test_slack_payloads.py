@@ -137,6 +137,20 @@ def test_a_click_slack_would_never_send_is_malformed(body: dict[str, Any], part:
         button_click(body, slack_api=API)
 
 
+def test_a_click_in_the_app_home_has_no_response_url_and_is_still_a_decision() -> None:
+    """A view's button (the App Home's Approve) carries no response_url and no channel:
+    the click is read all the same, to be answered in the person's Messages tab."""
+    body = click(container={"type": "view", "view_id": "V0HOME"}, response_url=None)
+    del body["channel"]
+    home = button_click(body, slack_api=API)
+    assert isinstance(home, Delivery)
+    assert home.decision == Approve(request=17)
+    assert home.response_url == "" and home.channel is None
+    # a message's button without one is still refused
+    with pytest.raises(Malformed, match="response_url"):
+        button_click(click(response_url=None), slack_api=API)
+
+
 def test_an_alert_threads_buttons_become_reads_of_their_queue() -> None:
     triage = button_click(click("q:triage:workers"), slack_api=API)
     assert isinstance(triage, Delivery) and triage.decision == Triage(queue="workers")

@@ -109,6 +109,12 @@ class GoodJobProfile(SystemProfile):
             else_=QUEUED,
         )
 
+    def not_succeeded(self, t: Mapping[str, BoundTable], succeeded: str) -> sa.ColumnElement[bool]:
+        """The unfinished jobs or the dead ones, written as those two conditions so that
+        PostgreSQL reads them from GoodJob's index of unfinished jobs and the optional index
+        of dead ones (``estate indexes``) where it has both, not the whole table."""
+        return sa.or_(self.col(t, "finished_at").is_(None), self.state_where(t, DISCARDED))
+
     def state_where(self, t: Mapping[str, BoundTable], value: str) -> sa.ColumnElement[bool]:
         finished, error = self.col(t, "finished_at"), self.col(t, "error")
         performed = self.col(t, "performed_at")

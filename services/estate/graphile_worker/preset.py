@@ -26,9 +26,11 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.estate import args_like
+from services.estate.estimate import Sample
 from services.estate.model import CanonicalState
 from services.estate.ops import Action
 from services.estate.system import Columns, SystemProfile
+from services.estate.system.base import PendingIndex
 from services.estate.system.sql import notify_each
 from services.estate.tables import BoundTable, TableSpec
 
@@ -134,6 +136,41 @@ class GraphileWorkerProfile(SystemProfile):
         and its queue is the table's ``job_queue_id``, which the view joins a name to."""
         private = t["private"].table
         return private, self.dead_index_columns, self._spent(t)
+
+    def sample_table(self, t: Mapping[str, BoundTable]) -> sa.Table:
+        return t["private"].table  # the view has no pages, nor statistics of its own
+
+    def sampled(
+        self, t: Mapping[str, BoundTable], sample: Sample
+    ) -> tuple[dict[str, BoundTable], sa.ColumnElement[Any]]:
+        """A sample of the private table's pages with the view's columns that say a job's
+        state and its task (its name from the tasks table, as the view joins it). Read
+        as the private table (row security may hide its jobs from a role that reads them
+        through the view: a sample that finds none makes triage count every job)."""
+        q, private = self.job(t), t["private"].table
+        drawn = sample.of(private)
+        tasks = sa.table("_private_tasks", sa.column("id"), sa.column("identifier"))
+        tasks.schema = private.schema
+        own = ("locked_at", "attempts", "max_attempts", "last_error")
+        jobs = (
+            sa.select(
+                *(drawn.c[name].label(q.c(name).name) for name in own),
+                tasks.c.identifier.label(q.c("task_identifier").name),
+                sa.literal_column("(qb_sample.ctid::text::point)[0]").label("qb_page"),
+            )
+            .select_from(drawn.join(tasks, tasks.c.id == drawn.c.task_id))
+            .subquery("qb_sample_jobs")
+        )
+        return {**t, "job": q.over(jobs)}, jobs.c.qb_page
+
+    def oldest_pending_index(self, t: Mapping[str, BoundTable]) -> PendingIndex | None:
+        """Its ``jobs_main_index``: ``(priority, run_at)`` of the jobs ``is_available`` (no
+        worker holds them and they have attempts left: queuebot's waiting and retrying)."""
+        private = t["private"].table
+        if not {"is_available", "priority", "run_at"} <= set(private.c.keys()):
+            return None
+        available = private.c.is_available == sa.true()
+        return PendingIndex(private, (private.c.priority,), private.c.run_at, available)
 
     def arguments(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any] | None:
         """The job's payload, kept in the private table only: looked up by the job's id."""

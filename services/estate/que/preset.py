@@ -24,6 +24,7 @@ from services.estate import args_like
 from services.estate.model import CanonicalState
 from services.estate.ops import Action
 from services.estate.system import Columns, SystemProfile
+from services.estate.system.base import PendingIndex
 from services.estate.tables import BoundTable, TableSpec
 
 READY, ERRORED, FINISHED, EXPIRED = "ready", "errored", "finished", "expired"
@@ -104,6 +105,16 @@ class QueProfile(SystemProfile):
         if args is None or not self.job(t).has("kwargs"):
             return args
         return sa.cast(args, sa.Text) + " " + sa.cast(self.col(t, "kwargs"), sa.Text)
+
+    def oldest_pending_index(self, t: Mapping[str, BoundTable]) -> PendingIndex | None:
+        """Its ``que_poll_idx``: ``(job_schema_version, queue, priority, run_at, id)`` of
+        the jobs neither finished nor expired (queuebot's ready and errored), Que 2's."""
+        table = self.job(t).table
+        if "job_schema_version" not in table.c:  # Que 1's poll index is another
+            return None
+        prefix = (table.c.job_schema_version, self.col(t, "queue"), table.c.priority)
+        waiting = sa.and_(self.col(t, "finished_at").is_(None), self.col(t, "expired_at").is_(None))
+        return PendingIndex(table, prefix, self.col(t, "run_at"), waiting)
 
     def error_text(self, t: Mapping[str, BoundTable]) -> sa.ColumnElement[Any]:
         return self.col(t, "last_error_message")

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.errors import ConfigError
+from services.estate.estimate import Sample
 from services.estate.model import CanonicalState, JobEvent
 from services.estate.ops import Action
 from services.estate.profile import QueueProfile
@@ -76,6 +77,19 @@ class PassSource:
     started: sa.ColumnElement[Any] | None
     shown: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[Any]] | None = None
     joined: bool = False
+
+
+@dataclass(frozen=True)
+class PendingIndex:
+    """An index of the system's that holds exactly its pending jobs (a partial index whose
+    WHERE is ``where``), ordered by ``prefix`` (columns of few distinct values: a walk
+    visits each combination once) and then ``since`` (when a pending job may run). The
+    oldest waiting job is the least ``since`` over those combinations: one descent each."""
+
+    table: sa.Table
+    prefix: tuple[sa.Column[Any], ...]
+    since: sa.Column[Any]
+    where: sa.ColumnElement[bool]
 
 
 class SystemBase(QueueProfile):
@@ -267,6 +281,29 @@ class SystemBase(QueueProfile):
             self.died_at(t),
             self.started_at(t),
         )
+
+    def sample_table(self, t: Mapping[str, BoundTable]) -> sa.Table:
+        """The table whose statistics say how many jobs there are (whether a triage
+        samples its backlog): the jobs table itself by default."""
+        return self.job(t).table
+
+    def sampled(
+        self, t: Mapping[str, BoundTable], sample: Sample
+    ) -> tuple[dict[str, BoundTable], sa.ColumnElement[Any]]:
+        """The tables with the jobs table read as ``sample`` of its pages, so that
+        ``state_value`` and the job type read the sample's jobs, and the page each was
+        read from (its ``ctid``'s block). A system read through a view (which cannot be
+        sampled) gives a subquery over the sampled table with the view's columns."""
+        q = self.job(t)
+        page: sa.ColumnElement[Any] = sa.literal_column("(qb_sample.ctid::text::point)[0]")
+        return {**t, "job": q.over(sample.of(q.table))}, page
+
+    def oldest_pending_index(self, t: Mapping[str, BoundTable]) -> PendingIndex | None:
+        """Where one of the system's own indexes holds exactly its pending jobs, leading
+        with a few columns of few values and then ``waiting_since``: how triage reads the
+        oldest waiting job from it in a few descents instead of a pass over the table.
+        None: read it the plain way."""
+        return None
 
     def retry_values(self, t: Mapping[str, BoundTable], now: datetime) -> dict[str, Any]:
         """What a retry writes, by column name: as the system's own retry does."""

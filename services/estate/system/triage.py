@@ -1,8 +1,9 @@
 """A preset's triage (``SystemTriage``, every preset's ``triage_reads``): the system's jobs
 by state and job type, the oldest waiting job, the stuck count and the newest dead jobs'
 errors, read side by side in a few statements the system's own indexes answer (on a
-large table the succeeded jobs are estimated, as on queuebot's own profiles:
-services/estate/estimate.py). It reads the system's facts its preset declares
+large table the succeeded jobs are estimated, as on queuebot's own profiles, and where
+the system deletes its successes the waiting jobs are counted from a sample of the
+table's pages: services/estate/estimate.py). It reads the system's facts its preset declares
 (``SystemBase``: ``state_value``, ``state_where``, ``waiting_since``, ``pass_source`` ...)."""
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from services.estate import estimate
 from services.estate.at_once import read_named
 from services.estate.model import CanonicalState, Count, StatusCount, Triage, TypeCounts
 from services.estate.profile import as_utc, plain
-from services.estate.signature import SIGNATURE_SAMPLE, display_signature, top_signatures_of
-from services.estate.system.base import GONE
+from services.estate.signature import display_signature, top_signatures_of
+from services.estate.system.base import GONE, PendingIndex
+from services.estate.system.triage_sql import COUNTS, ERRORS, TriageStatements
 from services.estate.tables import BoundTable
 from services.estate.triage import NO_TYPE
 
@@ -32,9 +34,12 @@ if TYPE_CHECKING:
 # How triage reads the counts: the succeeded jobs estimated and the rest counted from the
 # state index ("index") or in one pass ("one_pass"); or every job counted, by each derived
 # state's condition ("by_condition") or grouped by the state ("grouped").
-Shape = Literal["index", "one_pass", "by_condition", "grouped"]
-UNKNOWN = "unknown"
-_COUNTS, _ERRORS = "counts", "errors"
+# Or, on a large table of a system that deletes its successes, its waiting jobs counted
+# from a sample, the rest in one pass ("sampled").
+Shape = Literal["index", "one_pass", "by_condition", "grouped", "sampled"]
+# triage's counts by state and by job type (canonical state), the states estimated, how
+# many jobs a sample read and each sampled state's error (one standard error, relative)
+Tally = tuple[dict[str, int], dict[str, dict[CanonicalState, int]], set[str], int, dict[str, float]]
 
 
 class SystemTriage:
@@ -42,6 +47,7 @@ class SystemTriage:
 
     def __init__(self, profile: SystemBase) -> None:
         self.profile = profile
+        self.sql = TriageStatements(profile)
 
     async def triage(
         self,
@@ -70,36 +76,40 @@ class SystemTriage:
                     f"{profile.system} keeps no job type: triage cannot select by --type"
                 )
             where.append(q.c(cols.kind) == job_type)
-        plan = await self._plan_for(conn, t) if not exact and not where else None
+        whole = not exact and not where
+        plan = await self._plan_for(conn, t) if whole else None
+        sample = await self._sample_for(conn, t) if whole and plan is None else None
+        walk = await self._walk_for(conn, t) if sample is not None else None
         error = profile.error_text(t)
-        shape = self._shape_of(plan)
-        statements = self._reads(t, shape=shape, plan=plan, where=where, now=now, error=error)
+        shape: Shape = "sampled" if sample is not None else self._shape_of(plan)
+        statements = self._reads(
+            t, shape=shape, plan=plan, sample=sample, walk=walk, where=where, now=now, error=error
+        )
         read = await read_named(conn, statements, heavy=("grouped",))
         rows, errors = self._unpack(shape, read)
 
-        counted: dict[str, int] = defaultdict(int)
-        types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
-        by_kind = cols.kind is not None
-        at = 2 if by_kind else 1  # the count's column
-        for row in rows:
-            name = str(plain(row[0]))
-            n = int(row[at])
-            counted[name] += n
-            if by_kind:
-                kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
-                types[kind][profile.canonical(name)] += n
-        estimated = estimate.settle(plan, counted)
-        if plan is not None and not estimated:  # statistics too stale to use: count all
+        at = 2 if cols.kind is not None else 1  # the count's column
+        tally = self._tally(rows, at, plan=plan, sample=sample, drawn=read.get("sample", ()))
+        if tally is None:  # statistics too stale to use, or no job sampled: count all
             return await self.triage(conn, now=now, since=since, job_type=job_type, exact=True)
-        guessed = plan.status if estimated and plan is not None else None
+        counted, types, guessed, drawn, sample_errors = tally
         if "extras" in read:
             oldest_raw, stuck_total = read["extras"][0]
         else:
             waiting = [row[at + 1] for row in rows if row[at + 1] is not None]
             oldest_raw = min(waiting, default=None)
             stuck_total = sum(int(row[at + 2]) for row in rows)
+        if "oldest" in read:
+            oldest_raw = read["oldest"][0][0]
+            pending = profile.statuses_in(CanonicalState.PENDING)
+            if oldest_raw is None and any(counted.get(s) for s in pending):
+                # the index read through a table the role may not see all of (row
+                # security): read it the plain way, through what triage counted
+                plain_way = self.sql.oldest_pending(t, where)
+                oldest_raw = (await conn.execute(plain_way)).scalar_one()
         dead_total = sum(counted.get(s, 0) for s in profile.dead_letter_statuses)
         found = top_signatures_of(errors)
+        rough = tuple(dict.fromkeys(profile.canonical(s) for s in sorted(guessed)))
         return Triage(
             queue=profile.queue,
             profile=profile.name,
@@ -110,7 +120,7 @@ class SystemTriage:
             total=sum(counted.values()),
             status_title=f"{profile.system} state",
             by_status=[
-                StatusCount(s, profile.canonical(s), n, s == guessed)
+                StatusCount(s, profile.canonical(s), n, s in guessed)
                 for s, n in sorted(counted.items(), key=lambda kv: -kv[1])
             ],
             by_signature=[Count(display_signature(s), n) for s, n in found.rows],
@@ -119,7 +129,12 @@ class SystemTriage:
             signature_groups=found.groups,
             type_title="job type",
             by_type=[
-                TypeCounts(k, sum(v.values()), dict(v))
+                TypeCounts(
+                    k,
+                    sum(v.values()),
+                    dict(v),
+                    tuple(c for c in rough if v.get(c)) if sample is not None else (),
+                )
                 for k, v in sorted(types.items(), key=lambda kv: -sum(kv[1].values()))
             ],
             oldest_pending_at=as_utc(oldest_raw),
@@ -127,11 +142,101 @@ class SystemTriage:
             duplicates_detected=False,
             notes=self._notes(t),
             dead_states=profile.dead_letter_states,
+            sampled_rows=drawn,
+            sampled_of=sum(counted.values()) if sample is not None else 0,
+            sampled_percent=sample.percent if sample is not None else 0.0,
+            sample_errors=sample_errors,
         )
+
+    def _tally(
+        self,
+        rows: Sequence[Any],
+        at: int,
+        *,
+        plan: estimate.Plan | None,
+        sample: estimate.Sample | None,
+        drawn: Sequence[Any] = (),
+    ) -> Tally | None:
+        """The counts by state and by job type from the grouped rows (``(state, *type,
+        count, ...)``, the count at ``at``), the states estimated, how many jobs a sample
+        read and each sampled state's error: a plan's succeeded count settled, or the
+        sample's rows (``drawn``: ``_sampled``'s) scaled to the table, each count whole
+        (not summed from rounded parts). None where the statistics are too stale to use,
+        or the sample read no job of a table they say is large."""
+        profile = self.profile
+        counted: dict[str, int] = defaultdict(int)
+        types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+        for row in rows:
+            name, n = str(plain(row[0])), int(row[at])
+            counted[name] += n
+            if profile.cols.kind is not None:
+                kind = str(plain(row[1])) if row[1] is not None else NO_TYPE
+                types[kind][profile.canonical(name)] += n
+        if sample is None:
+            if estimate.settle(plan, counted):
+                return counted, types, {plan.status} if plan is not None else set(), 0, {}
+            return None if plan is not None else (counted, types, set(), 0, {})
+        exactly = set(self._counted_whole())
+        read = sum(int(r[3]) for r in drawn if r[0] == "k")
+        if not read:
+            return None
+        seen: dict[str, int] = defaultdict(int)
+        seen_types: dict[str, dict[CanonicalState, int]] = defaultdict(lambda: defaultdict(int))
+        errors: dict[str, float] = {}
+        for part, state, kind, n, squares in drawn:
+            name = str(plain(state))
+            if name in exactly:
+                continue  # counted whole by the pass
+            if part == "s":
+                errors[name] = sample.error(int(n), int(squares))
+                continue
+            seen[name] += int(n)
+            if profile.cols.kind is not None:
+                key = str(plain(kind)) if kind is not None else NO_TYPE
+                seen_types[key][profile.canonical(name)] += int(n)
+        for name, n in seen.items():
+            counted[name] += sample.scaled(n)
+        for key, cells in seen_types.items():
+            for canonical, n in cells.items():
+                types[key][canonical] += sample.scaled(n)
+        return counted, types, set(seen), read, errors
+
+    def _counted_whole(self) -> list[str]:
+        """The states a sampled triage still counts exactly, in one pass: the dead jobs and
+        the running ones (whose stuck count is exact, and which are few)."""
+        profile = self.profile
+        running = profile.statuses_in(CanonicalState.IN_FLIGHT)
+        return [s for s in (*profile.dead_letter_statuses, *running) if s != GONE]
+
+    async def _sample_for(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable]
+    ) -> estimate.Sample | None:
+        """On a system that deletes its successes, every job in its table is one an
+        operator may act on, and a large table is a backlog: its waiting jobs are counted
+        from a sample of them where the statistics put 500,000 jobs or more in it."""
+        profile = self.profile
+        if not profile.success_deletes or not profile.derived_states:
+            return None
+        return await estimate.sample_plan(conn, profile.sample_table(t))
+
+    async def _walk_for(
+        self, conn: AsyncConnection, t: Mapping[str, BoundTable]
+    ) -> PendingIndex | None:
+        """The system's index of its pending jobs, where it declares one and the table has
+        it (valid): the oldest waiting job is then read from it in a few descents."""
+        index = self.profile.oldest_pending_index(t)
+        if index is None:
+            return None
+        columns = [c.name for c in (*index.prefix, index.since)]
+        return index if await estimate.partial_index_leads(conn, index.table, columns) else None
 
     async def oldest_pending_at(self, conn: AsyncConnection) -> datetime | None:
         t = await self.profile.tables(conn)
-        query = self._oldest_pending(t, self.profile.scope(t))
+        scope = self.profile.scope(t)
+        walk = await self._walk_for(conn, t) if not scope else None
+        query = (
+            self.sql.oldest_walked(walk) if walk is not None else self.sql.oldest_pending(t, scope)
+        )
         return as_utc((await conn.execute(query)).scalar_one())
 
     def stuck_where(
@@ -181,11 +286,11 @@ class SystemTriage:
         """The grouped rows ``(state, *type, count, ...)`` and the newest dead jobs' errors,
         from what the statements of ``shape`` read."""
         rows = read["grouped"]
-        if shape == "one_pass":  # its rows tagged counts or errors
-            errors = [e for r in rows if r[0] == _ERRORS for e in (r[-1] or ())]
-            return [r[1:] for r in rows if r[0] == _COUNTS], errors
+        if shape in ("one_pass", "sampled"):  # its rows tagged counts or errors
+            errors = [e for r in rows if r[0] == ERRORS for e in (r[-1] or ())]
+            return [r[1:] for r in rows if r[0] == COUNTS], errors
         errors = [r[0] for r in read.get("newest", [])]
-        return (self._spread(rows) if shape == "by_condition" else rows), errors
+        return (self.sql.spread(rows) if shape == "by_condition" else rows), errors
 
     def _reads(
         self,
@@ -193,13 +298,16 @@ class SystemTriage:
         *,
         shape: Shape,
         plan: estimate.Plan | None,
+        sample: estimate.Sample | None,
+        walk: PendingIndex | None,
         where: list[sa.ColumnElement[bool]],
         now: datetime,
         error: sa.ColumnElement[Any] | None,
     ) -> dict[str, Any]:
         """Triage's statements by name: ``grouped`` (the counts, the heaviest), and beside it
         ``extras`` (oldest waiting, stuck) and ``newest`` (the dead jobs' errors) where the
-        counts do not bring them."""
+        counts do not bring them; where the backlog is sampled, ``sample`` (its counts)
+        and ``oldest`` (the oldest waiting job, which no sample can tell)."""
         profile = self.profile
         q = profile.job(t)
         cols = profile.cols
@@ -207,21 +315,34 @@ class SystemTriage:
         groups = [q.c(cols.kind)] if cols.kind is not None else []
         stuck = self.stuck_where(t, now)
         statements: dict[str, Any] = {}
-        if shape == "one_pass" and plan is not None:
-            statements["grouped"] = self._one_pass(t, plan.status, profile.stuck_cutoff(now))
+        if shape == "sampled" and sample is not None:
+            # the dead and running jobs counted exactly (with the dead ones' errors and
+            # the stuck count) in one pass; the rest from a sample of the table's pages;
+            # the oldest waiting job from the system's index of them, where it has one
+            few = profile.in_states(t, self._counted_whole())
+            statements["grouped"] = self.sql.one_pass(t, few, profile.stuck_cutoff(now))
+            statements["sample"] = self.sql.sampled(t, sample)
+            statements["oldest"] = (
+                self.sql.oldest_walked(walk)
+                if walk is not None
+                else self.sql.oldest_pending(t, where)
+            )
+        elif shape == "one_pass" and plan is not None:
+            kept = profile.not_succeeded(t, plan.status)
+            statements["grouped"] = self.sql.one_pass(t, kept, profile.stuck_cutoff(now))
         elif shape == "index" and plan is not None:
             statements["grouped"] = estimate.counts_except(
                 q.table, q.c(cols.state), [plan.status], group=groups
             )
             statements["extras"] = sa.select(
-                self._oldest_pending(t, where).scalar_subquery(),
+                self.sql.oldest_pending(t, where).scalar_subquery(),
                 sa.select(sa.func.count())
                 .select_from(q.table)
                 .where(*stuck, *where)
                 .scalar_subquery(),
             )
         elif shape == "by_condition":
-            statements["grouped"] = self._by_condition(t, where, profile.stuck_cutoff(now))
+            statements["grouped"] = self.sql.by_condition(t, where, profile.stuck_cutoff(now))
         else:
             # Every row is read for the counts: the oldest waiting job and the stuck count
             # come from the same pass. Apart, each is a pass of its own over a table whose
@@ -239,148 +360,9 @@ class SystemTriage:
                 .where(*where)
                 .group_by(state, *groups)
             )
-        if error is not None and shape != "one_pass":
-            statements["newest"] = self._newest_errors(t, error, where)
+        if error is not None and shape not in ("one_pass", "sampled"):
+            statements["newest"] = self.sql.newest_errors(t, error, where)
         return statements
-
-    def _by_condition(
-        self,
-        t: Mapping[str, BoundTable],
-        where: list[sa.ColumnElement[bool]],
-        cutoff: datetime,
-    ) -> sa.Select[Any]:
-        """Every job counted, on a system without a state column: per job type, the jobs in
-        each state (a count filtered by the state's own condition: grouping by the state's
-        expression instead makes PostgreSQL sort a million rows, since it cannot tell how few
-        values the expression has), all of them, the oldest waiting one and the stuck ones.
-        The rows are read as ``pass_source`` says: where it joins the tables that hold a
-        job's state (Solid Queue's executions), each is read once and a state is tested by
-        its value there, not looked up once per job and state. Rows: ``(*type, count,
-        *count per state, oldest waiting, stuck)``; ``spread`` turns them into the grouped
-        rows triage reads."""
-        profile = self.profile
-        q = profile.job(t)
-        read = profile.pass_source(t)
-        groups = [q.c(profile.cols.kind)] if profile.cols.kind is not None else []
-
-        def is_(state: str) -> sa.ColumnElement[bool]:
-            return read.state == state if read.joined else profile.state_where(t, state)
-
-        def among(states: Sequence[str]) -> sa.ColumnElement[bool]:
-            return read.state.in_(states) if read.joined else profile.in_states(t, states)
-
-        pending = among(profile.statuses_in(CanonicalState.PENDING))
-        running = among(profile.statuses_in(CanonicalState.IN_FLIGHT))
-        # as stuck_where, its scope already in ``where``
-        stuck = sa.and_(running, read.started < cutoff) if read.started is not None else sa.false()
-        return (
-            sa.select(
-                *groups,
-                sa.func.count(),
-                *(sa.func.count().filter(is_(s)) for s in self._named()),
-                sa.func.min(profile.waiting_since(t)).filter(pending),
-                sa.func.count().filter(stuck),
-            )
-            .select_from(read.source)
-            .where(*where)
-            .group_by(*groups)
-        )
-
-    def _named(self) -> list[str]:
-        return [s for s in self.profile.states if s != GONE]
-
-    def _spread(self, rows: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """``by_condition``'s rows as ``(state, *type, count, oldest waiting, stuck)`` rows,
-        a job in no state's condition counted as ``unknown``."""
-        profile = self.profile
-        named = self._named()
-        lead = 1 if profile.cols.kind is not None else 0
-        out: list[tuple[Any, ...]] = []
-        for row in rows:
-            kind, total = tuple(row[:lead]), int(row[lead])
-            counts = [int(n) for n in row[lead + 1 : lead + 1 + len(named)]]
-            waiting, stuck = row[-2], int(row[-1] or 0)
-            found = [(s, n) for s, n in zip(named, counts, strict=True) if n]
-            if total > sum(counts):
-                found.append((UNKNOWN, total - sum(counts)))
-            for i, (name, n) in enumerate(found):
-                out.append((name, *kind, n, waiting if i == 0 else None, stuck if i == 0 else 0))
-        return out
-
-    def _one_pass(
-        self,
-        t: Mapping[str, BoundTable],
-        succeeded: str,
-        cutoff: datetime,
-    ) -> sa.Select[Any]:
-        """Triage's reads in one pass over a table whose state no index leads with, where
-        the succeeded jobs are estimated: every other job is collected once (a cheap filter
-        per row), then counted by state and job type with the oldest waiting one and the
-        stuck count, and its newest dead jobs' errors taken from the same rows. The rows are
-        read as ``pass_source`` says, and whether a job is waiting, running or dead is its
-        state there (one of those states' names), so a system that joins its state in looks
-        nothing up per job. Rows: ``(_COUNTS, state, *type, count, oldest waiting, stuck,
-        NULL)`` and one ``(_ERRORS, NULL, ..., errors)``."""
-        profile = self.profile
-        q = profile.job(t)
-        cols = profile.cols
-        read = profile.pass_source(t)
-        state, error, died = read.state, read.error, read.died
-        pending = state.in_(profile.statuses_in(CanonicalState.PENDING))
-        dead = state.in_(profile.dead_letter_statuses)
-        running = state.in_(profile.statuses_in(CanonicalState.IN_FLIGHT))
-        stuck = (
-            sa.and_(running, read.started < cutoff, *profile.scope(t))
-            if read.started is not None
-            else sa.false()
-        )
-        kept: list[sa.ColumnElement[Any]] = [
-            state.label("state"),
-            sa.case((pending, profile.waiting_since(t))).label("waiting"),
-            stuck.label("stuck"),
-            dead.label("dead"),
-            q.c(cols.id).label("id"),
-        ]
-        if cols.kind is not None:
-            kept.append(q.c(cols.kind).label("kind"))
-        if died is not None:
-            kept.append(died.label("died"))
-        if error is not None:
-            kept.append(sa.case((dead, error)).label("error"))
-        rest = (
-            sa.select(*kept)
-            .select_from(read.source)
-            .where(profile.not_succeeded(t, succeeded))
-            .cte("qb_rest")
-            .prefix_with("MATERIALIZED", dialect="postgresql")
-        )
-        groups = [rest.c.kind] if cols.kind is not None else []
-        counts = sa.select(
-            sa.literal(_COUNTS).label("part"),
-            rest.c.state,
-            *groups,
-            sa.func.count().label("n"),
-            sa.func.min(rest.c.waiting),
-            sa.func.count().filter(rest.c.stuck),
-            sa.null().label("error"),
-        ).group_by(rest.c.state, *groups)
-        if error is None:
-            return counts
-        order = [rest.c.died.desc().nulls_last()] if died is not None else []
-        newest = (
-            sa.select(rest.c.error)
-            .where(rest.c.dead)
-            .order_by(*order, rest.c.id.desc())
-            .limit(SIGNATURE_SAMPLE)
-            .subquery("qb_newest")
-        )
-        blanks = [sa.null()] * (len(groups) + 3)
-        # one row: the errors in one array, not a row each to read back
-        shown = read.shown(newest.c.error) if read.shown is not None else newest.c.error
-        errors = sa.select(
-            sa.literal(_ERRORS), sa.null(), *blanks, sa.func.array_agg(shown)
-        ).select_from(newest)
-        return sa.select(sa.union_all(counts, errors).subquery("qb_triage"))
 
     def _notes(self, t: Mapping[str, BoundTable]) -> list[str]:
         profile = self.profile
@@ -393,34 +375,3 @@ class SystemTriage:
                 f"{profile.config.queue_name!r} alone: queue_name)"
             )
         return out
-
-    def _oldest_pending(
-        self,
-        t: Mapping[str, BoundTable],
-        where: list[sa.ColumnElement[bool]],
-    ) -> sa.Select[Any]:
-        """Since when the longest-waiting job could have run: the earliest time a pending job
-        became runnable (where only jobs scheduled for later are pending, that time is ahead
-        and the age reads as none)."""
-        profile = self.profile
-        q = profile.job(t)
-        since = profile.waiting_since(t)
-        pending = profile.in_states(t, profile.statuses_in(CanonicalState.PENDING))
-        return sa.select(sa.func.min(since)).select_from(q.table).where(pending, *where)
-
-    def _newest_errors(
-        self,
-        t: Mapping[str, BoundTable],
-        error: sa.ColumnElement[Any],
-        where: list[sa.ColumnElement[bool]],
-    ) -> sa.Select[Any]:
-        """The error texts of the newest dead jobs, whose signatures the reply counts."""
-        profile = self.profile
-        q = profile.job(t)
-        return (
-            sa.select(error)
-            .select_from(q.table)
-            .where(profile.in_states(t, profile.dead_letter_statuses), *where)
-            .order_by(*profile.dead_order(dict(t)))
-            .limit(SIGNATURE_SAMPLE)
-        )
