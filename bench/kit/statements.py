@@ -44,6 +44,9 @@ class StatementTimer:
 
     active: bool = False
     runs: list[list[Statement]] = field(default_factory=list)
+    # keep each statement's parameters (to EXPLAIN it again later); False: only its text
+    # and time, so a run's large parameters (100,000 ids) are not held after it
+    params: bool = True
 
     def attach(self, engine: AsyncEngine) -> None:
         event.listen(engine.sync_engine, "before_cursor_execute", self._before)
@@ -66,4 +69,5 @@ class StatementTimer:
     def _after(self, conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         started = conn.info["qb_bench_t0"].pop()
         if self.active:
-            self.runs[-1].append(Statement(statement, parameters, time.perf_counter() - started))
+            kept = parameters if self.params else None
+            self.runs[-1].append(Statement(statement, kept, time.perf_counter() - started))

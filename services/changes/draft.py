@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.audit import Actor
+from services.audit.row_digest import Digest
 from services.changes.model import OVERRIDDEN, RequestState
 from services.estate import items
 from services.estate.ops import Ineligible, Selector, Target, in_database
@@ -43,15 +44,15 @@ def nothing_to_do(
 
 async def keep_items(
     conn: AsyncConnection, profile: QueueProfile, number: int, targets: list[Target], first: int = 0
-) -> None:
+) -> Digest:
     """The frozen rows as the request's items, numbered from ``first``: copied by the
     database where the profile can have it do so, else written from the images the
-    freeze built."""
+    freeze built. The digest of the items written (their images and their keys, as
+    ``row_digest.kept_digest`` reads them back)."""
     kept = in_database(profile.changes, conn.dialect.name)
     if targets and kept is not None:
-        await kept.keep(conn, request=number, targets=targets, first=first)
-    else:
-        await items.write(conn, request=number, targets=targets, first=first)
+        return await kept.keep(conn, request=number, targets=targets, first=first)
+    return await items.write(conn, request=number, targets=targets, first=first)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.after_commit import AfterCommit
 from services.audit import Actor, AuditTrail
-from services.audit.row_digest import kept_digest
+from services.audit.row_digest import Digest, kept_digest
 from services.changes import quorum, store
 from services.changes.collector import collector_paused
 from services.changes.draft import Draft, keep_items, nothing_to_do, overridden
@@ -369,12 +369,16 @@ class ChangeRequests:
             number = await store.insert(conn, row)
         else:
             await store.complete(conn, number, row)
+        kept: Digest | None = None
         if found.targets:
             # Every row's full image is kept as the request's items, and the hash-chained
             # audit event carries their digest: the rows never come through queuebot where
             # the database can copy them itself.
-            await keep_items(conn, profile, number, found.targets, first=written)
-        snapshot = await kept_digest(conn, number)
+            kept = await keep_items(conn, profile, number, found.targets, first=written)
+        # Kept in one go, the items are what that one write returned (the database
+        # digests the rows its INSERT returns); kept a page at a time, they are read
+        # back once the last page is in.
+        snapshot = kept if kept is not None and not written else await kept_digest(conn, number)
         await store.set_snapshot_hash(conn, number, snapshot.sha256)
         await self.audit.append(
             conn,

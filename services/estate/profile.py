@@ -42,7 +42,7 @@ from services.estate.model import (
 )
 from services.estate.ops import Action, PlanOps, RowChanges
 from services.estate.reflection import ProfileTables
-from services.estate.tables import BoundTable, IndexPlan
+from services.estate.tables import UUID_TEXT, BoundTable, IndexPlan, uuid_texts
 from services.estate.triage import TriageReads
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 # A privilege a change kind needs on a profile's table: (table role, privilege, the
 # column it needs it on, or None where it needs it on the table).
 Need = tuple[str, str, str | None]
-_UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_ID = re.compile(r"^-?[0-9]{1,18}\Z")
 
 
@@ -351,14 +350,7 @@ class QueueProfile(ProfileTables):
     def id_texts(self, column: sa.Column[Any], raws: Iterable[str]) -> list[str]:
         """``id_text`` of each: the column's type is looked at once, not once per id."""
         if isinstance(column.type, sa.Uuid):
-            match = _UUID_TEXT.match
-            out = []
-            for raw in raws:
-                lowered = raw.lower()
-                if lowered == raw:
-                    lowered = raw  # the text already held, not a second copy of it
-                out.append(lowered if match(lowered) else str(self.coerce_id(column, raw)))
-            return out
+            return uuid_texts(list(raws), lambda raw: str(self.coerce_id(column, raw)))
         return [self.id_text(column, raw) for raw in raws]
 
     def id_text(self, column: sa.Column[Any], raw: str) -> str:
@@ -366,7 +358,7 @@ class QueueProfile(ProfileTables):
         one text array: canonical UUIDs skip building ten thousand UUID objects."""
         if isinstance(column.type, sa.Uuid):
             lowered = raw.lower()
-            if _UUID_TEXT.match(lowered):
+            if UUID_TEXT.match(lowered):
                 return lowered
         return str(self.coerce_id(column, raw))
 

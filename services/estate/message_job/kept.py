@@ -74,15 +74,20 @@ async def keep(
     signatures = list(dict.fromkeys(t.signature for t in targets))
     index = {s: n for n, s in enumerate(signatures, start=1)}
     params["signatures"] = signatures
-    unnest = ", ".join(
-        [
-            _array("jobs", [t.id for t in targets], params),
-            _array("parts", [str(t.part) for t in targets], params),
-            _array("mstates", [s[0] for s in states], params),
-            _array("jstates", [s[2] for s in states], params),
-            _array("sigs", [str(index[t.signature]) for t in targets], params),
-            _array("versions", [t.version or "" for t in targets], params),
-        ]
+    # each array unnested in the select list, all in step (one row each per target, in
+    # order, numbered by generate_series): streamed, where unnest in FROM would first
+    # write every row out to a tuplestore (spilled to disk past work_mem at 100,000)
+    params["count"] = len(targets)
+    unnest = ",\n           ".join(
+        f"unnest({_array(name, values, params)}) AS {column}"
+        for name, column, values in (
+            ("jobs", "job", [t.id for t in targets]),
+            ("parts", "part", [str(t.part) for t in targets]),
+            ("mstates", "mstate", [s[0] for s in states]),
+            ("jstates", "jstate", [s[2] for s in states]),
+            ("sigs", "sig", [str(index[t.signature]) for t in targets]),
+            ("versions", "version", [t.version or "" for t in targets]),
+        )
     )
     mt, jt = q(m.name), q(j.name)
     mid, mjob, mstatus = (q(m.c(c).name) for c in ("id", "job_id", "status"))
@@ -104,7 +109,9 @@ async def keep(
     CROSS JOIN LATERAL (
         SELECT j0 AS r, j0.xmin AS v FROM {jt} AS j0 WHERE j0.{jid} = (m.r).{mjob} OFFSET 0
     ) AS j
-    CROSS JOIN LATERAL (SELECT {_image("m.r", "j.r")} AS image) AS x
+    -- the image built once (OFFSET 0: not pulled up into the two places that use it,
+    -- the item and its digest, which would build it twice)
+    CROSS JOIN LATERAL (SELECT {_image("m.r", "j.r")} AS image OFFSET 0) AS x
     WHERE (m.r).{mstatus} = CAST(t.mstate AS {mtype})
       AND (j.r).{jstatus} = CAST(t.jstate AS {jtype})
       AND m.v::text || '/' || j.v::text = t.version"""
@@ -114,7 +121,10 @@ async def keep(
     sql = f"""
 WITH t AS (
     SELECT n - 1 + :first AS seq, job, part, mstate, jstate, sig::int AS sig, version
-    FROM unnest({unnest}) WITH ORDINALITY AS u(job, part, mstate, jstate, sig, version, n)
+    FROM (
+        SELECT generate_series(1, CAST(:count AS integer)) AS n,
+           {unnest}
+    ) AS u
 ), ins AS (
     {kept}
 )
@@ -250,9 +260,12 @@ class _Writes:
         version = " AND j.xmin::text = l.jversion" if versioned else ""
         pick = "jid, jstate, jversion" if version else "jid, jstate"
         ctes.append(
-            f"""uj AS (
+            # each job once (with the version it was frozen at), counted by the caller too
+            f"""l AS (
+    SELECT DISTINCT {pick} FROM done
+), uj AS (
     UPDATE {jt} AS j SET {self.job_sets}
-    FROM (SELECT DISTINCT {pick} FROM done) AS l
+    FROM l
     WHERE j.{jid} = l.jid AND j.{jstatus} = l.jstate{version}
     RETURNING j.{jid} AS id
 )"""
@@ -304,7 +317,7 @@ async def _unmoved(conn: AsyncConnection, w: _Writes) -> Kept | None:
         + f"""
 SELECT ({row_digest.sql_of_request("count(*)")}),
        (SELECT count(*) FROM mk),
-       (SELECT count(DISTINCT (jid, jversion)) FROM done), (SELECT count(*) FROM uj),
+       (SELECT count(*) FROM l), (SELECT count(*) FROM uj),
        {w.events()},
        (SELECT {sql_digest("decode(image_sha256, 'hex')", "seq")} FROM done),
        ARRAY(SELECT CAST(id AS text) FROM uj)"""
