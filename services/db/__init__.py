@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from services import privileges
 from services.config import DatabaseConfig
 from services.db import bounds as db_bounds
-from services.db import on_commit
+from services.db import on_commit, writers
 from services.db.on_commit import FollowUp
 from services.errors import (
     ConcurrentChange,
@@ -241,7 +241,11 @@ def _unique_violation(exc: DBAPIError) -> bool:
 
 @contextlib.asynccontextmanager
 async def transaction(
-    engine: AsyncEngine, *, subject: str, follow_ups: list[FollowUp] | None = None
+    engine: AsyncEngine,
+    *,
+    subject: str,
+    follow_ups: list[FollowUp] | None = None,
+    first: bool = False,
 ) -> AsyncIterator[AsyncConnection]:
     """One transaction of a use case, with the database's failures translated where they
     happen: ``DatabaseUnavailable`` saying whether anything was committed, and
@@ -251,17 +255,16 @@ async def transaction(
     What its steps register to follow the commit (``on_commit``) goes into
     ``follow_ups``, for the caller to run once the block is over; without that list the
     transaction runs it itself once it committed (``run_follow_ups``). Nothing of it runs
-    when the transaction rolls back."""
+    when the transaction rolls back. ``first``: an acknowledgement waits for it (on SQLite
+    it writes before the other transactions waiting their turn: ``writers.py``)."""
     where = redacted(engine.url)
     work: list[FollowUp] = follow_ups if follow_ups is not None else []
+    end_turn = await _writer_turn(engine, where, first)  # SQLite: the process's writers in turn
     try:
-        conn = await engine.connect()
-    except DBAPIError as exc:
-        raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
-    except PoolTimeout as exc:
-        raise DatabaseUnavailable(
-            database=where, detail="no connection free", committed=False
-        ) from exc
+        conn = await _connected(engine, where)
+    except BaseException:
+        end_turn()
+        raise
     try:
         on_commit.attach(conn, work)
         trans = await conn.begin()
@@ -299,8 +302,27 @@ async def transaction(
             on_commit.detach(conn)
         with contextlib.suppress(Exception):
             await conn.close()
+        end_turn()  # before the follow-ups: they write too
     if follow_ups is None and work:
         await on_commit.run_follow_ups(work, what=subject)
+
+
+async def _writer_turn(engine: AsyncEngine, where: str, first: bool) -> Callable[[], None]:
+    try:
+        return await writers.take_turn(engine, first=first)
+    except writers.WriterBusy as exc:
+        raise DatabaseUnavailable(database=where, detail=str(exc), committed=False) from exc
+
+
+async def _connected(engine: AsyncEngine, where: str) -> AsyncConnection:
+    try:
+        return await engine.connect()
+    except DBAPIError as exc:
+        raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
+    except PoolTimeout as exc:
+        raise DatabaseUnavailable(
+            database=where, detail="no connection free", committed=False
+        ) from exc
 
 
 @contextlib.asynccontextmanager

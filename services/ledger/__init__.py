@@ -153,7 +153,9 @@ class DeliveryLedger:
         if request is not None:
             request = request | {ACKED_AT: now.isoformat()}
         owner = f"{self.owner}/{secrets.token_hex(4)}"[:64]
-        async with transaction(self.engine, subject="the delivery ledger") as conn:
+        # with a request, an acknowledgement waits for this write: it goes first
+        first = request is not None
+        async with transaction(self.engine, subject="the delivery ledger", first=first) as conn:
             insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
             inserted = await conn.execute(
                 insert(_deliveries)
