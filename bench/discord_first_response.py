@@ -10,7 +10,8 @@ Builds the demo estate in a scratch SQLite file, starts the local fake Discord
 Per interaction it measures the first response (delivered by the fake's gateway -> the
 fake recorded the interaction callback) and the answer (delivered -> the deferred
 response edited with the answer), and checks the targets: every first response within
-3 s (Discord's limit), p99 under 1 s, every answer delivered exactly once, none an error.
+3 s (Discord's limit), p99 under 100 ms (as Slack's acknowledgement), every answer
+delivered exactly once, none an error.
 
     .venv/bin/python -m bench.discord_first_response
     .venv/bin/python -m bench.discord_first_response --commands 500 --in-flight 50
@@ -141,12 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     met = (
         len(firsts) == len(sent)
         and max(firsts) < 3.0
-        and percentile(firsts, 99) < 1.0
+        and percentile(firsts, 99) < 0.1
         and len(done) == len(sent)
         and all(e == 1 for e, _ in answers)
         and not errors
     )
-    targets = "every first response < 3 s, p99 < 1 s, every answer once, no error"
+    targets = "every first response < 3 s, p99 < 100 ms, every answer once, no error"
     print(f"{mark(met, args.smoke)}: {targets}")
     return exit_status(met, args.smoke)
 
