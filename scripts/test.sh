@@ -37,7 +37,7 @@ fi
 # The tests' databases are scratch, made and dropped per test: their sessions (the tests'
 # and every process a test starts) do not wait for each commit's WAL to reach the disk
 # (synchronous_commit=off, through libpq's PGOPTIONS). Only a crash of PostgreSQL itself
-# could lose their last commits, which no test does; the benchmarks keep the defaults.
+# could lose their last commits, which no test does; a benchmark run by hand keeps the defaults.
 export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c synchronous_commit=off"
 workers=(-n "${QUEUEBOT_TEST_WORKERS:-4}")
 if [ "${1:-}" = "--quick" ]; then
