@@ -298,11 +298,13 @@ async def transaction(
             raise
         raise DatabaseUnavailable(database=where, detail=error_line(exc), committed=False) from exc
     finally:
-        with contextlib.suppress(Exception):
-            on_commit.detach(conn)
-        with contextlib.suppress(Exception):
-            await conn.close()
-        end_turn()  # before the follow-ups: they write too
+        try:
+            with contextlib.suppress(Exception):
+                on_commit.detach(conn)
+            with contextlib.suppress(Exception):
+                await conn.close()
+        finally:  # even when a cancel lands in the close; before the follow-ups: they write
+            end_turn()
     if follow_ups is None and work:
         await on_commit.run_follow_ups(work, what=subject)
 

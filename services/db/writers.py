@@ -8,7 +8,8 @@ meanwhile: measured, Discord's first response waited up to 1.3 s on it with 20
 interactions in flight. Here the write transactions of one process queue for the lock in
 the order they asked, except that a write an acknowledgement waits for (``first``) goes
 before every other waiting one: Slack and Discord give 3 s for the ack, an answer has
-minutes. SQLite's own waiting remains between processes (serve's front and its worker).
+minutes (a burst of acknowledgements may so hold other writers back, up to ``WAIT``).
+SQLite's own waiting remains between processes (serve's front and its worker).
 PostgreSQL needs none of this.
 
 A transaction whose turn does not come within ``WAIT`` (SQLite's ``busy_timeout``) is
@@ -22,6 +23,7 @@ import collections
 import weakref
 from collections.abc import Callable
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 WAIT = 10.0  # seconds, as PRAGMA busy_timeout
@@ -69,9 +71,11 @@ class _Turns:
         self.busy = False
 
 
-_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Turns]] = (
-    weakref.WeakKeyDictionary()
-)
+# per event loop, per engine: both weakly, so neither outlives its use (nor an engine's
+# turns pass to another that reuses its id)
+_turns: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[Engine, _Turns]
+] = weakref.WeakKeyDictionary()
 
 
 async def take_turn(engine: AsyncEngine, *, first: bool = False) -> Callable[[], None]:
@@ -81,7 +85,9 @@ async def take_turn(engine: AsyncEngine, *, first: bool = False) -> Callable[[],
     if engine.dialect.name != "sqlite":
         return _nothing
     loop = asyncio.get_running_loop()
-    turns = _turns.setdefault(loop, {}).setdefault(id(engine.sync_engine), _Turns())
+    turns = _turns.setdefault(loop, weakref.WeakKeyDictionary()).setdefault(
+        engine.sync_engine, _Turns()
+    )
     try:
         await turns.take(first)
     except TimeoutError:
