@@ -121,11 +121,21 @@ async def refresh_now(conn: AsyncConnection, now: datetime) -> None:
     await outbox.add(conn, kind=REFRESH, subject=SUBJECT, payload={}, now=now, priority=outbox.BULK)
 
 
+_ASKED = "qb_board_refresh_asked"  # conn.info: the transaction that asked already
+
+
 async def on_events(conn: AsyncConnection, events: Sequence[NewEvent]) -> None:
-    """The audit trail's ``on_append``: a refresh when an event moves the board."""
+    """The audit trail's ``on_append``: a refresh when an event moves the board, once per
+    transaction however many appends it makes (an approval that runs a staged redrive
+    appends four events in as many calls)."""
     moved = [e for e in events if e.action in CHANGES]
-    if moved:
-        await refresh_soon(conn, moved[-1].at)
+    if not moved:
+        return
+    transaction = conn.sync_connection.get_transaction() if conn.sync_connection else None
+    if transaction is not None and conn.info.get(_ASKED) is transaction:
+        return
+    await refresh_soon(conn, moved[-1].at)
+    conn.info[_ASKED] = transaction
 
 
 class BoardPublisher:

@@ -77,6 +77,14 @@ class Homes:
         self.clock.advance(seconds=seconds)
         assert await self.app.outbox.run_due() == []
 
+    async def refreshes(self) -> int:
+        """The board refreshes asked for so far (delivered or not)."""
+        async with self.app.state_engine.connect() as conn:
+            found = await conn.exec_driver_sql(
+                "SELECT count(*) FROM qb_outbox WHERE kind = 'board.refresh'"
+            )
+            return int(found.scalar_one())
+
     def publishes(self, user: str) -> int:
         return sum(
             1 for c in self.slack.recorded("/api/views.publish") if c.body["user_id"] == user
@@ -167,13 +175,22 @@ async def test_a_request_appears_in_an_approvers_home_and_goes_once_approved(
     assert f"[Reject {ref}:cr:reject:{number}]" in bob
 
     published = homes.publishes(SLACK_BOB)
-    await homes.relay(seconds=60.0)  # the recount: nothing changed, nothing published
-    await homes.app.scheduler.run_one()
+    await homes.app.scheduler.seed()  # as serve does at start: the minute's recount
+    refreshes = await homes.refreshes()
+    await homes.relay(seconds=60.0)
+    ran = 0
+    while ran < 20 and await homes.app.scheduler.run_one():
+        ran += 1
+    assert ran  # the recount ran ...
     await homes.relay()
-    assert homes.publishes(SLACK_BOB) == published
+    assert await homes.refreshes() == refreshes + 1  # ... and asked for a refresh, delivered
+    assert homes.publishes(SLACK_BOB) == published  # nothing changed, nothing published
 
+    refreshes = await homes.refreshes()
     said = await homes.typed(f"/queue approve {ref}", SLACK_BOB)
     assert "approved" in said.lower(), said
+    # approved and executed: two audit events in two appends, one refresh asked
+    assert await homes.refreshes() == refreshes + 1
     await homes.relay(seconds=2.0)
     bob = home_of(homes, SLACK_BOB)
     assert ref not in bob and "Nothing is waiting." in bob
