@@ -52,7 +52,6 @@ from commands.reply import Reply
 FORM = re.compile(r"^qbform:(?P<kind>[a-z]{1,20})$")  # a form's callback_id
 DECLARE_FROM_MESSAGE = "queuebot_declare_from_message"  # the message shortcut's callback_id
 VALUE = "value"  # every field's element's action_id (its block_id is the field's name)
-MAX_METADATA = 3000  # Slack's limit on private_metadata
 
 
 def view_of(form: Form, carried: dict[str, Any]) -> dict[str, Any]:
@@ -118,8 +117,6 @@ async def open_form_if_asked(w: SlackWiring, d: Delivery, written: WrittenDown) 
     decision = d.decision
     if d.action_id and not (isinstance(decision, Declare) and decision.alert_group is not None):
         return False
-    if not d.action_id and not d.group:
-        return False
     inv = w.invocation(d.user, d.channel, d.thread)
 
     async def asked() -> Form | None:
@@ -146,11 +143,7 @@ async def _open(
 ) -> None:
     assert w.open_view is not None
     view = view_of(form, {**carried, "since": time.time()})
-    problem = (
-        "the command is too long to carry in a form"
-        if len(view["private_metadata"]) > MAX_METADATA
-        else await w.open_view(trigger, view)
-    )
+    problem = await w.open_view(trigger, view)
     if problem is not None:
         w.log.info("a %s form did not open: %s", form.kind, problem)
         await w.answer(response_url, payload(not_opened(form, problem)))

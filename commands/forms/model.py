@@ -66,18 +66,6 @@ class Form:
             fields=tuple(replace(f, initial=values.get(f.name) or f.initial) for f in self.fields),
         )
 
-    def text(self) -> str:
-        """The form in words, as the console and the docs show it."""
-        lines = [f"[{self.title}]"]
-        for f in self.fields:
-            shown = f.initial or ("(choose)" if f.kind == "choice" else "")
-            optional = "" if f.required else " (optional)"
-            lines.append(f"  {f.label}{optional}: {shown}".rstrip())
-            if f.options:
-                lines.append("    " + " | ".join(c.value for c in f.options))
-        lines.append(f"  [{self.submit}]")
-        return "\n".join(lines)
-
 
 @dataclass(frozen=True)
 class Submitted:

@@ -44,9 +44,8 @@ async def handle_declare(cmd: Declare, inv: Invocation, deps: Deps) -> Reply:
     scenario, summary, queue = cmd.scenario, cmd.summary, cmd.queue
     if cmd.alert_group is not None and (scenario is None or summary is None):
         # what the declaration does not say, the alert's (its queue: the service's)
-        alert_scenario, alert_summary, alert_queue = await incidents.alert_context(cmd.alert_group)
+        alert_scenario, alert_summary, _ = await incidents.alert_context(cmd.alert_group)
         scenario, summary = scenario or alert_scenario, summary or alert_summary
-        queue = queue or alert_queue
     assert scenario is not None and summary is not None and deps.runbooks is not None
     runbook = deps.runbooks.get(scenario)
     await may_declare(runbook, inv, deps)

@@ -6,33 +6,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import httpx
 import pytest
 
-from testkit.fake_slack import Call, FakeSlack
+from testkit.fake_slack import Call
 from testkit.slack_requests import send_interaction, signed, slash_fields, view_submission
-from tests.e2e.serving import Served, demo_database, running_serve
-from tests.helpers.database import query
+from tests.e2e.slack_stack import Stack, opened, serving_stack
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
-from tests.helpers.platforms import button_click, slack_env
-
-
-@dataclass
-class Stack:
-    fake: FakeSlack
-    served: Served
-    db_url: str
-
-    @property
-    def url(self) -> str:
-        return self.served.url
-
-    def sql(self, statement: str, **params: Any) -> list[Any]:
-        return query(self.db_url, statement, **params)
+from tests.helpers.platforms import button_click
 
 
 @pytest.fixture(
@@ -41,15 +24,8 @@ class Stack:
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("slack")
-    with demo_database(request.param, workdir) as db_url, FakeSlack().start() as fake:
-        env = {
-            **slack_env(fake),
-            # configured as in production: a keyed audit trail (unkeyed, serve warns)
-            "QUEUEBOT_AUDIT_KEY": "e2e-audit-key-0123456789abcdef0123456789",
-        }
-        with running_serve(workdir, db_url, env) as served:
-            yield Stack(fake, served, db_url)
+    with serving_stack(request.param, tmp_path_factory.mktemp("slack")) as made:
+        yield made
 
 
 _counter = iter(range(1, 1_000_000))
@@ -445,8 +421,7 @@ def test_the_declare_button_of_an_alert_thread_opens_the_form_that_declares_in_t
     before = set(stack.fake.views)
     response, name = click(stack, button, user=SLACK_DORA)
     assert response.status_code == 200
-    stack.fake.wait_for(lambda c: c.path == "/api/views.open")
-    (view,) = [v for k, v in stack.fake.views.items() if k not in before]
+    view = opened(stack, before)
     fields = {b["block_id"]: b["element"] for b in view["blocks"]}
     # filled with the alert's scenario, summary and queue
     assert fields["scenario"]["initial_option"]["value"] == "gd:failed-jobs-accumulating"

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import pytest
 
-from testkit.fake_slack import Call, FakeSlack
+from testkit.fake_slack import Call
 from testkit.slack_requests import (
     interaction_body,
     message_action,
@@ -23,24 +22,8 @@ from testkit.slack_requests import (
     slash_fields,
     view_submission,
 )
-from tests.e2e.serving import Served, demo_database, running_serve
-from tests.helpers.database import query
+from tests.e2e.slack_stack import Stack, opened, serving_stack
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
-from tests.helpers.platforms import slack_env
-
-
-@dataclass
-class Stack:
-    fake: FakeSlack
-    served: Served
-    db_url: str
-
-    @property
-    def url(self) -> str:
-        return self.served.url
-
-    def sql(self, statement: str, **params: Any) -> list[Any]:
-        return query(self.db_url, statement, **params)
 
 
 @pytest.fixture(
@@ -49,11 +32,8 @@ class Stack:
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("slack-forms")
-    with demo_database(request.param, workdir) as db_url, FakeSlack().start() as fake:
-        env = {**slack_env(fake), "QUEUEBOT_AUDIT_KEY": "e2e-audit-key-0123456789abcdef01234"}
-        with running_serve(workdir, db_url, env) as served:
-            yield Stack(fake, served, db_url)
+    with serving_stack(request.param, tmp_path_factory.mktemp("slack-forms")) as made:
+        yield made
 
 
 _counter = iter(range(1, 1_000_000))
@@ -70,18 +50,6 @@ def slash(stack: Stack, text: str, *, user: str, group: str = "queue") -> str:
     )
     assert response.status_code == 200
     return name
-
-
-def opened(stack: Stack, before: set[str], *, timeout: float = 10.0) -> dict[str, Any]:
-    """The one form opened since ``before`` (the view ids then)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        new = [v for k, v in list(stack.fake.views.items()) if k not in before]
-        if new:
-            assert len(new) == 1, new
-            return new[0]
-        time.sleep(0.02)
-    raise AssertionError(f"no form opened; calls: {[c.path for c in stack.fake.recorded()]}")
 
 
 def form_of(

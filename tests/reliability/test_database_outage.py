@@ -20,7 +20,8 @@ from sqlalchemy.engine import make_url
 from testkit.fake_slack import FakeSlack
 from testkit.tcp_proxy import TcpProxy
 from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
-from tests.e2e.test_slack import Stack, answer_to, requests_count, slash, texts
+from tests.e2e.slack_stack import Stack
+from tests.e2e.test_slack import answer_to, requests_count, slash, texts
 from tests.helpers.platforms import slack_env
 from tests.integration.alerting import alert, notification
 
