@@ -69,29 +69,40 @@ class Refusal:
         return f"only the {self.authority} may {act} ({self.who}); {hint}"
 
 
+def holds_declaration(runbook: Runbook, person: Person | None, deps: Deps) -> bool:
+    """Whether ``person`` (a standing as ``services/access`` resolves it, or None for
+    nobody known) holds the runbook's declaration authority: the rota its authority names
+    (by its role or its name, under [rotas]) when there is one, otherwise the queuebot
+    role [roles] maps the authority to. Read from the standing alone: no group is read."""
+    standings = deps.standings
+    found = (
+        standings.rota(runbook.declaration_role, runbook.declaration_name) if standings else None
+    )
+    if found is not None:
+        return person is not None and rota_key(found[0]) in person.rotas
+    role = queuebot_role(deps.roles, runbook.declaration_role)
+    return role is not None and person is not None and person.has(role)
+
+
 async def declaration_refusal(
     runbook: Runbook, person: Person | None, deps: Deps
 ) -> Refusal | None:
-    """None where ``person`` (a standing as ``services/access`` resolves it, or None for
-    nobody known) holds the runbook's declaration authority: the rota its authority names
-    (by its role or its name, under [rotas]) when there is one, otherwise the queuebot
-    role [roles] maps the authority to. Else why not, and who does hold it."""
+    """None where ``person`` holds the runbook's declaration authority
+    (``holds_declaration``); else why not, and who does hold it."""
+    if holds_declaration(runbook, person, deps):
+        return None
     standings = deps.standings
     found = (
         standings.rota(runbook.declaration_role, runbook.declaration_name) if standings else None
     )
     if standings is not None and found is not None:
         name, _ = found
-        if person is not None and rota_key(name) in person.rotas:
-            return None
         held = await standings.holders(name)
         notes = person.notes if person else ()
         return Refusal(name, messages.holders_words(held), rota=True, notes=notes)
     role = queuebot_role(deps.roles, runbook.declaration_role)
     if role is None:
         return Refusal(runbook.declaration_role, "", unmapped=True)
-    if person is not None and person.has(role):
-        return None
     if standings is not None:
         holders, _ = await standings.with_role(role)
     else:

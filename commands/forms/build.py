@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from commands.auth import declaration_refusal, may_declare
+from commands.auth import holds_declaration, may_declare
 from commands.catalog import find_spec
 from commands.context import Invocation
 from commands.forms.model import FORMS, Choice, Form, FormField, spec_of
@@ -228,9 +228,8 @@ async def declare_form(
         summary, queue = summary or said, queue or from_alert
     if scenario is not None:
         await may_declare(deps.runbooks.get(scenario), inv, deps)
-    allowed = [
-        r for r in deps.runbooks.all() if await declaration_refusal(r, inv.person, deps) is None
-    ]
+    # filtered by the standing alone: who else holds each is not read for a form
+    allowed = [r for r in deps.runbooks.all() if holds_declaration(r, inv.person, deps)]
     if not allowed:
         raise PermissionDenied(
             "you hold the declaration authority of no runbook; /incident runbooks shows "
