@@ -164,7 +164,13 @@ def test_slow_clients_are_closed_within_the_bounds_and_serve_still_answers(
     assert stored["never closed"] == 0, stored
     assert len(closed_after["headers"]) == SLOW_HEADERS
     assert len(closed_after["body"]) == SLOW_BODIES
-    assert all(HEADERS_WITHIN - 0.5 <= s <= HEADERS_WITHIN + SLACK for s in closed_after["headers"])
+    # serve's header clock starts when it accepts the connection, which falls between the
+    # client's `opened` (before connecting) and its `started` (when 300 connecting clients
+    # on one loop get round to noting it, up to a second later): so the close is never
+    # early measured from `opened`, and never late measured from `started`
+    headers_from_opened = [w.closed - w.opened for w in held if w.kind == "headers" and w.closed]
+    assert all(s >= HEADERS_WITHIN - 0.5 for s in headers_from_opened), seconds(headers_from_opened)
+    assert all(s <= HEADERS_WITHIN + SLACK for s in closed_after["headers"])
     assert all(BODY_WITHIN - 0.5 <= s <= BODY_WITHIN + SLACK for s in closed_after["body"])
     assert stored["command status"] == 200 and stored["healthz status"] == 200
     assert "/queue" in stored["command answer"]
