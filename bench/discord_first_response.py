@@ -38,6 +38,7 @@ import httpx
 from bench.kit.cli import BenchParser, exit_with
 from bench.kit.figures import exit_status, loadavg, mark
 from bench.kit.serve import build_demo, start_serve, wait_until
+from testkit import web
 from testkit.fake_discord import FakeDiscord, Interaction
 
 ALICE = "100000000000000001"
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def ready() -> bool:
             try:
-                body = httpx.get(f"{serve.url}/readyz", timeout=2).json()
+                body = web.get(f"{serve.url}/readyz", timeout=2).json()
             except httpx.TransportError:
                 return False
             return bool(body.get("discord") == "ok")

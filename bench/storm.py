@@ -67,6 +67,7 @@ from bench.kit.serve import (
     start_serve,
     wait_healthy,
 )
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import signed, slash_fields
 from testkit.storm import (
@@ -148,7 +149,7 @@ def warm_up(serve: Serve, fake: FakeSlack) -> float:
     body = Storm(groups=1, channels=1, seconds=0).body(0, 1)
     body["groupLabels"] = body["commonLabels"] = {"alertname": "Warmup"}
     body["groupKey"] = '{}:{alertname="Warmup"}'
-    answer = httpx.post(
+    answer = web.post(
         f"{serve.url}/alerts/alertmanager",
         json=body,
         headers={"authorization": f"Bearer {ALERT_TOKEN}"},
@@ -176,7 +177,7 @@ def declare(serve: Serve, fake: FakeSlack, n: int) -> Declared:
         fake, f'declare gd:storm-{n} "storm drill {n}"', name=name, user=DORA, trigger=name
     )
     body = urlencode({**fields, "command": "/incident", "channel_id": f"C0INC{n}"})
-    answer = httpx.post(f"{serve.url}/slack/events", content=body, headers=signed(body), timeout=30)
+    answer = web.post(f"{serve.url}/slack/events", content=body, headers=signed(body), timeout=30)
     acked = time.monotonic()
     answer.raise_for_status()
     said = fake.wait_for(lambda call: call.path == f"/response/{name}", timeout=60)[-1]

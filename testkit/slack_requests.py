@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 import httpx
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 
 # the signing secret of the fake workspace: not a secret, the tests and benchmarks share it
@@ -135,7 +136,7 @@ def send_event(url: str, body: str, *, secret: str = SECRET) -> httpx.Response:
     """Post a JSON callback (``event_callback(...)``, ``url_verification(...)``) to the
     serve at ``url``, signed as Slack signs it."""
     headers = {**signed(body, secret=secret), "Content-Type": "application/json"}
-    return httpx.post(f"{url}/slack/events", content=body, headers=headers, timeout=10)
+    return web.post(f"{url}/slack/events", content=body, headers=headers, timeout=10)
 
 
 def interaction_body(payload: dict[str, Any]) -> str:
@@ -147,7 +148,7 @@ def send_interaction(url: str, payload: dict[str, Any], *, secret: str = SECRET)
     """Post an interaction payload (a click, a form submitted, a shortcut) to the serve at
     ``url``, signed as Slack signs it."""
     body = interaction_body(payload)
-    return httpx.post(
+    return web.post(
         f"{url}/slack/events", content=body, headers=signed(body, secret=secret), timeout=10
     )
 

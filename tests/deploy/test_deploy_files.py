@@ -41,6 +41,7 @@ from sqlalchemy.engine import make_url
 from bot.cli_parser import SERVE_ENVIRONMENT, build_parser
 from services.config.load import parse_file_config
 from services.db.migrate import head_revision
+from testkit import web
 from testkit.ports import free_port
 from tests.conftest import _pg_conninfo, create_pg_database, drop_pg_database, need_postgres
 from tests.helpers.processes import clean_environ
@@ -1214,7 +1215,7 @@ def test_the_readme_links_the_operators_guide() -> None:
 
 def answers(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=1).status_code == 200
+        return web.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 

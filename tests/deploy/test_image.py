@@ -30,6 +30,7 @@ import httpx
 import psycopg
 import pytest
 
+from testkit import web
 from testkit.fake_slack import Call, FakeSlack
 from testkit.ports import free_port
 from testkit.slack_requests import SECRET, signed, slash_fields
@@ -239,7 +240,7 @@ def deployed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
         def live() -> bool:
             try:
-                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+                return web.get(f"{url}/healthz", timeout=1).status_code == 200
             except httpx.TransportError:
                 return False
 
@@ -267,10 +268,10 @@ def _upgraded(deployed: Deployed) -> None:
 
 def _ready_with_the_mounted_configuration(deployed: Deployed) -> None:
     def ready() -> bool:
-        return httpx.get(f"{deployed.url}/readyz", timeout=5).status_code == 200
+        return web.get(f"{deployed.url}/readyz", timeout=5).status_code == 200
 
     _wait("/readyz 200", ready, 60, f"{NAME}-serve")
-    body = httpx.get(f"{deployed.url}/readyz", timeout=5).json()
+    body = web.get(f"{deployed.url}/readyz", timeout=5).json()
     assert body["queues"] == {"builds": "ok"}, body
 
 
@@ -299,7 +300,7 @@ def _slash_command_answered(deployed: Deployed) -> None:
         )
     )
     started = time.monotonic()
-    ack = httpx.post(f"{deployed.url}/slack/events", content=body, headers=signed(body), timeout=10)
+    ack = web.post(f"{deployed.url}/slack/events", content=body, headers=signed(body), timeout=10)
     assert ack.status_code == 200 and time.monotonic() - started < 3
     answer: Call = deployed.fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
     text = json.dumps(answer.body.get("blocks", [])) + answer.body.get("text", "")

@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from testkit import web
 from testkit.ports import free_port
 from tests.helpers.processes import stop
 
@@ -249,7 +250,7 @@ class Program:
             if self._proc.poll() is not None:
                 return False
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(self.url + self.ready_path, timeout=1).status_code == 200:
+                if web.get(self.url + self.ready_path, timeout=1).status_code == 200:
                     return True
             time.sleep(0.05)
         return False
@@ -292,7 +293,7 @@ class Program:
             raise AssertionError(f"{e}\n--- {self.name}'s log ---\n{self.log_tail()}") from None
 
     def _get(self, path: str, **params: str) -> Any:
-        resp = httpx.get(self.url + path, params=params, timeout=10)
+        resp = web.get(self.url + path, params=params, timeout=10)
         resp.raise_for_status()
         return resp.json()
 
@@ -380,7 +381,7 @@ class Alertmanager(Program):
         """``POST /api/v2/alerts``: each alert is {labels, annotations?, startsAt?,
         endsAt?, generatorURL?}. Without endsAt, Alertmanager resolves it by itself after
         ``resolve_timeout`` (5 minutes) unless posted again."""
-        resp = httpx.post(self.url + "/api/v2/alerts", json=list(alerts), timeout=10)
+        resp = web.post(self.url + "/api/v2/alerts", json=list(alerts), timeout=10)
         if resp.status_code != 200:
             raise AssertionError(f"alertmanager answered {resp.status_code}: {resp.text}")
 

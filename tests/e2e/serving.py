@@ -21,6 +21,7 @@ from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.ports import free_port
 from tests.conftest import postgres_database, templates
@@ -96,7 +97,7 @@ def _up(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> bool:
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if web.get(f"{url}/healthz", timeout=1).status_code == 200:
                 return True
         except httpx.TransportError:
             pass

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from tests.e2e.alerting_stack import Alertmanager, wait_for
 from tests.e2e.serving import Served, serve_posting_to
@@ -65,7 +65,7 @@ def flood() -> list[dict[str, Any]]:
 
 def webhook_counts(am: Alertmanager) -> tuple[float, float]:
     """Alertmanager's own count of webhook notifications sent, and of those that failed."""
-    text = httpx.get(f"{am.url}/metrics", timeout=5).text
+    text = web.get(f"{am.url}/metrics", timeout=5).text
 
     def total(name: str) -> float:
         return sum(

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import SECRET, signed, slash_fields
 from tests.e2e.serving import demo_database, running_serve
@@ -73,13 +73,13 @@ def test_opened_on_purpose_serve_starts_and_says_the_alert_path_is_unauthenticat
             "[alerts] allow_unauthenticated = true and QUEUEBOT_ALERT_TOKEN is not set: anyone "
             "who reaches this port may post alerts to /alerts/alertmanager"
         )
-        ready = httpx.get(f"{served.url}/readyz", timeout=10)
+        ready = web.get(f"{served.url}/readyz", timeout=10)
         assert ready.status_code == 200, ready.text  # still ready: the operator's choice
         assert ready.json()["alert_path"] == (
             f"{opened}this port may post alerts to /alerts/alertmanager"
         )
         payload = json.loads((FIXTURES / "firing.json").read_text())
-        taken = httpx.post(f"{served.url}/alerts/alertmanager", json=payload, timeout=10)
+        taken = web.post(f"{served.url}/alerts/alertmanager", json=payload, timeout=10)
         assert taken.status_code == 200, taken.text
     check = queuebot(
         "config",
@@ -149,7 +149,7 @@ def test_a_serve_given_only_secret_files_answers_and_keeps_every_secret_out_of_i
             # a signed slash command is answered: the bot token and signing secret were read
             name = f"files-{time.monotonic_ns()}"
             body = urlencode(slash_fields(fake, "help", name=name, user="U0ALICE", trigger="1.f"))
-            ack = httpx.post(
+            ack = web.post(
                 f"{served.url}/slack/events", content=body, headers=signed(body), timeout=10
             )
             assert ack.status_code == 200, ack.text
@@ -160,8 +160,8 @@ def test_a_serve_given_only_secret_files_answers_and_keeps_every_secret_out_of_i
             payload = json.loads((FIXTURES / "firing.json").read_text())
             alerts = f"{served.url}/alerts/alertmanager"
             bearer = {"Authorization": f"Bearer {secrets['QUEUEBOT_ALERT_TOKEN']}"}
-            assert httpx.post(alerts, json=payload, timeout=10).status_code == 401
-            assert httpx.post(alerts, json=payload, headers=bearer, timeout=10).status_code == 200
+            assert web.post(alerts, json=payload, timeout=10).status_code == 401
+            assert web.post(alerts, json=payload, headers=bearer, timeout=10).status_code == 200
             log = served.log.read_text()
             for value in [*secrets.values(), password]:
                 assert value not in log

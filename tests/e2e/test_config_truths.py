@@ -12,10 +12,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bot.demo import DEMO_CONFIG
+from testkit import web
 from testkit.ports import free_port
 from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
 from tests.e2e.test_console import queuebot
@@ -100,7 +100,7 @@ def test_serve_says_alerts_go_nowhere_and_does_not_mark_them_posted(tmp_path: Pa
     with demo_database("sqlite", workdir) as url, running_serve(workdir, url, {}) as served:
         served.wait_for_log(NOWHERE)
         payload = json.loads((FIXTURES / "firing.json").read_text())
-        answer = httpx.post(
+        answer = web.post(
             f"{served.url}/alerts/alertmanager", json=payload, headers=ALERT_AUTH, timeout=10
         )
         assert answer.status_code == 200, answer.text

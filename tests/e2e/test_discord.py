@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_discord import DEFAULT_TOKEN, EPHEMERAL, FakeDiscord, Interaction, StoredMessage
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import signed, slash_fields
@@ -97,7 +97,7 @@ def with_drill(workdir: Path) -> None:
 
 def wait_ready(served: Served) -> None:
     for _ in range(300):
-        body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+        body = web.get(f"{served.url}/readyz", timeout=5).json()
         if body.get("discord") == "ok":
             return
         time.sleep(0.05)
@@ -190,7 +190,7 @@ def slack_slash(stack: Stack, text: str, *, user: str) -> str:
     """A signed /queue command from Slack into the same serve; what Slack's user reads."""
     name = f"slack-{time.monotonic_ns()}"
     body = urlencode(slash_fields(stack.slack, text, name=name, user=user, trigger=f"1.{name}"))
-    response = httpx.post(
+    response = web.post(
         f"{stack.served.url}/slack/events", content=body, headers=signed(body), timeout=10
     )
     assert response.status_code == 200
@@ -449,7 +449,7 @@ def test_a_rejected_token_is_one_clear_line(tmp_path_factory: pytest.TempPathFac
         running_serve(workdir, db_url, _env(fake, slack, token="not-the-token")) as served,
     ):
         served.wait_for_log("Discord off: Discord rejected DISCORD_BOT_TOKEN")
-        body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+        body = web.get(f"{served.url}/readyz", timeout=5).json()
         assert body["status"] == "not ready"
         assert "rejected DISCORD_BOT_TOKEN" in body["discord"]
         time.sleep(1)
@@ -486,7 +486,7 @@ def alertmanager(stack: Stack, status: str) -> None:
     payload["status"] = payload["alerts"][0]["status"] = status
     if status == "resolved":
         payload["alerts"][0]["endsAt"] = "2026-11-30T20:05:06Z"
-    sent = httpx.post(
+    sent = web.post(
         f"{stack.served.url}/alerts/alertmanager", json=payload, headers=ALERT_AUTH, timeout=10
     )
     assert sent.status_code == 200, sent.text
@@ -611,7 +611,7 @@ def test_commands_refused_by_discord_are_one_clear_line(
         with_drill(workdir)
         with running_serve(workdir, db_url, _env(fake, slack), extra=EXTRA) as served:
             served.wait_for_log(f"is the bot in guild {GUILD}, invited with the")
-            body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+            body = web.get(f"{served.url}/readyz", timeout=5).json()
             assert "refused queuebot's commands (403" in body["discord"]
             assert fake.identified == 0  # it stopped there, not in a retry loop
 

@@ -13,11 +13,11 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
 from services.db import create_engine
+from testkit import web
 from tests.e2e.serving import running_serve
 from tests.e2e.test_late_answers import DISCORD_CHANNEL, GUILD, chat_on_demo, orphans, row
 from tests.helpers.config import DETECTORS_OFF
@@ -137,7 +137,7 @@ def test_orphans_adopted_three_times_are_answered_not_retried_and_never_run_agai
             )
             discord.wait_until(lambda: len(discord.channel_messages(DISCORD_CHANNEL)) >= 1, 30)
             (in_discord,) = [m.content for m in discord.channel_messages(DISCORD_CHANNEL)]
-            counted = given_up(httpx.get(f"{served.url}/metrics", timeout=10).text)
+            counted = given_up(web.get(f"{served.url}/metrics", timeout=10).text)
             log = served.log.read_text()
         rows = ledger(db_url)
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_discord import FakeDiscord, StoredMessage
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import signed, slash_fields
@@ -122,7 +122,7 @@ SECOND = {
 
 
 def alertmanager(stack: Stack, alerts: list[dict[str, Any]]) -> None:
-    sent = httpx.post(
+    sent = web.post(
         f"{stack.served.url}/alerts/alertmanager",
         json=notification(alerts),
         headers=ALERT_AUTH,
@@ -138,7 +138,7 @@ def incident_command(stack: Stack, text: str) -> Call:
     fields = slash_fields(stack.slack, text, name=name, user="U0DORA", trigger=f"1.{name}")
     fields["command"] = "/incident"
     body = urlencode(fields)
-    response = httpx.post(
+    response = web.post(
         f"{stack.served.url}/slack/events", content=body, headers=signed(body), timeout=10
     )
     assert response.status_code == 200

@@ -18,6 +18,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
@@ -183,7 +184,7 @@ def signed_help(edge: Edge, n: int) -> tuple[int, float]:
         slash_fields(edge.fake, "help", name=f"flood-{n}", user=SLACK_ALICE, trigger=f"flood.{n}")
     )
     started = time.monotonic()
-    response = httpx.post(
+    response = web.post(
         f"{edge.served.url}/slack/events", content=body, headers=signed(body), timeout=10
     )
     return response.status_code, time.monotonic() - started

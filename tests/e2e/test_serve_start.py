@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.ports import free_port
 from tests.e2e.fake_socket_mode import FakeSocketMode
@@ -55,7 +55,7 @@ def _retried(db: Path, table: str) -> bool:
 
 
 def _readyz_when(url: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-    body: dict[str, Any] = httpx.get(f"{url}/readyz", timeout=10).json()
+    body: dict[str, Any] = web.get(f"{url}/readyz", timeout=10).json()
     return body if ready(body) else None
 
 
@@ -81,7 +81,7 @@ def test_serving_on_is_said_once_the_port_answers(tmp_path: Path, demo_db: str) 
         url = line.split()[3].rstrip(":")
         assert int(url.rsplit(":", 1)[1]) > 0  # the port it bound, not the 0 it was given
         # The very next moment a client connects: no refusal, no race with the server.
-        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+        assert web.get(f"{url}/healthz", timeout=5).status_code == 200
         assert line.endswith(
             ": Slack off (no SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET or SLACK_APP_TOKEN set)\n"
         )
@@ -157,7 +157,7 @@ def test_readyz_says_which_queue_tables_are_missing(tmp_path: Path) -> None:
         queuebot("db", "upgrade", cwd=tmp_path, env={"QUEUEBOT_DATABASE_URL": url}).returncode == 0
     )
     with running_serve(tmp_path, url, {}, extra=QUICK_READYZ) as served:
-        answer = httpx.get(f"{served.url}/readyz", timeout=10)
+        answer = web.get(f"{served.url}/readyz", timeout=10)
         assert answer.status_code == 503
         body = answer.json()
         assert body["status"] == "not ready"
@@ -200,7 +200,7 @@ def test_readyz_says_slack_cannot_work_when_auth_test_fails(tmp_path: Path, demo
         "SLACK_API_BASE_URL": nowhere,
     }
     with running_serve(tmp_path, demo_db, env) as served:
-        answer = httpx.get(f"{served.url}/readyz", timeout=10)
+        answer = web.get(f"{served.url}/readyz", timeout=10)
         assert answer.status_code == 503
         body = answer.json()
         assert body["slack"] == "auth.test failed: Slack cannot be reached (ClientConnectorError)"
@@ -226,7 +226,7 @@ def test_socket_mode_that_cannot_connect_at_start_says_why_and_retries(
                 "Socket Mode not connected yet (Slack answered socket_mode_not_enabled; "
                 "retried with backoff)"
             ), start
-            answer = httpx.get(f"{served.url}/readyz", timeout=10)
+            answer = web.get(f"{served.url}/readyz", timeout=10)
             assert answer.status_code == 503
             assert answer.json()["slack"] == (
                 "Socket Mode cannot connect: Slack answered socket_mode_not_enabled"

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import Call, FakeSlack
 from tests.e2e.serving import Served, serve_posting_to
 from tests.integration.alerting import alert, notification
@@ -44,7 +45,7 @@ def worker_of(served: Served) -> int:
 def send(served: Served, name: str) -> httpx.Response:
     group = {"alertname": name, "queue": "clips"}
     body = notification(group=group, alerts=[alert(f"{len(name):04x}beef", labels=group)])
-    return httpx.post(
+    return web.post(
         f"{served.url}/alerts/alertmanager",
         json=body,
         headers={"authorization": f"Bearer {TOKEN}"},
@@ -65,7 +66,7 @@ def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
 
 def worker_said(served: Served) -> str:
     """What /readyz says of the worker (a worker down or restarted leaves it ready)."""
-    answer = httpx.get(f"{served.url}/readyz", timeout=10)
+    answer = web.get(f"{served.url}/readyz", timeout=10)
     assert answer.status_code == 200, answer.text
     return str(answer.json()["worker"])
 
@@ -85,7 +86,7 @@ def test_the_worker_posts_what_the_front_stored_and_metrics_count_it(
         eventually(
             lambda: (
                 'queuebot_alert_posts_total{kind="root"} 1.0'
-                in httpx.get(f"{served.url}/metrics", timeout=10).text
+                in web.get(f"{served.url}/metrics", timeout=10).text
             )
         )
     eventually(lambda: not Path(f"/proc/{worker}").exists(), 15)  # stopped with serve

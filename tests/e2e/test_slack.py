@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlencode
 import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import Call
 from testkit.slack_requests import send_interaction, signed, slash_fields, view_submission
 from tests.e2e.slack_stack import Stack, opened, serving_stack
@@ -45,7 +46,7 @@ def slash(
     body = body or urlencode(
         slash_fields(stack.fake, text, name=name, user=user, trigger=f"{n}.{name}")
     )
-    response = httpx.post(
+    response = web.post(
         f"{stack.url}/slack/events",
         content=body,
         headers={**signed(body), **(headers or {})},
@@ -65,7 +66,7 @@ def click(
     name = name or f"click-{time.monotonic_ns()}"
     payload = button_click(stack.fake, action_id, user=user, name=name, action_ts=action_ts)
     body = urlencode({"payload": json.dumps(payload)})
-    return httpx.post(
+    return web.post(
         f"{stack.url}/slack/events", content=body, headers=signed(body), timeout=10
     ), name
 
@@ -186,7 +187,7 @@ def test_retried_slash_command_creates_no_second_request(stack: Stack) -> None:
     first, name, body = slash(stack, f'requeue {failed} --queue workers --reason "retry test"')
     assert first.status_code == 200
     answer_to(stack, name)
-    retry = httpx.post(
+    retry = web.post(
         f"{stack.url}/slack/events",
         content=body,
         headers={**signed(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},
@@ -218,7 +219,7 @@ def test_unsigned_or_stale_requests_get_401_and_change_nothing(stack: Stack, pro
         "no signature": {"Content-Type": "application/x-www-form-urlencoded"},
         "six minutes old": signed(body, ts=int(time.time()) - 360),
     }[problem]
-    response = httpx.post(f"{stack.url}/slack/events", content=body, headers=headers, timeout=10)
+    response = web.post(f"{stack.url}/slack/events", content=body, headers=headers, timeout=10)
     assert response.status_code == 401
     time.sleep(0.3)
     assert requests_count(stack) == before

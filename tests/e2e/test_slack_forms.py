@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import Call
 from testkit.slack_requests import (
     interaction_body,
@@ -45,9 +46,7 @@ def slash(stack: Stack, text: str, *, user: str, group: str = "queue") -> str:
     name = f"form{n}-{time.monotonic_ns()}"
     fields = slash_fields(stack.fake, text, name=name, user=user, trigger=f"{n}.{name}")
     body = urlencode({**fields, "command": f"/{group}"})
-    response = httpx.post(
-        f"{stack.url}/slack/events", content=body, headers=signed(body), timeout=10
-    )
+    response = web.post(f"{stack.url}/slack/events", content=body, headers=signed(body), timeout=10)
     assert response.status_code == 200
     return name
 
@@ -128,7 +127,7 @@ def test_a_redrive_without_its_reason_opens_a_form_and_its_submission_asks_once(
     assert answer.body["response_type"] == "in_channel"
     # Slack retries the submission: a repeat, ignored; the request exists once
     body = interaction_body(payload)
-    retry = httpx.post(
+    retry = web.post(
         f"{stack.url}/slack/events",
         content=body,
         headers={**signed(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import (
     event_callback,
@@ -60,7 +60,7 @@ class Stack:
         name = f"groups-{time.monotonic_ns()}"
         fields = slash_fields(self.fake, text, name=name, user=user, trigger=f"1.{name}")
         body = urlencode({**fields, "command": command})
-        response = httpx.post(
+        response = web.post(
             f"{self.served.url}/slack/events", content=body, headers=signed(body), timeout=10
         )
         assert response.status_code == 200

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import event_callback, send_event, signed, slash_fields
 from tests.e2e.serving import Served, demo_database, running_serve
@@ -93,7 +93,7 @@ def requeue(stack: Stack, user: str) -> str:
     name = f"rq-{time.monotonic_ns()}"
     text = f"requeue {failed[0]} --queue workers --reason fixed"
     body = urlencode(slash_fields(fake, text, name=name, user=user, trigger=f"1.{name}"))
-    sent = httpx.post(f"{url}/slack/events", content=body, headers=signed(body), timeout=10)
+    sent = web.post(f"{url}/slack/events", content=body, headers=signed(body), timeout=10)
     assert sent.status_code == 200
     answer = fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
     found = re.search(r"CR-\d+", json.dumps(answer.body))
@@ -112,9 +112,7 @@ def test_a_request_reaches_an_approvers_home_and_leaves_it_once_approved(stack: 
     number = ref.removeprefix("CR-")
 
     payload = urlencode({"payload": json.dumps(home_click(f"cr:approve:{number}", user=SLACK_BOB))})
-    clicked = httpx.post(
-        f"{url}/slack/events", content=payload, headers=signed(payload), timeout=10
-    )
+    clicked = web.post(f"{url}/slack/events", content=payload, headers=signed(payload), timeout=10)
     assert clicked.status_code == 200
     told = fake.wait_for(
         lambda c: c.path == "/api/chat.postMessage" and c.body.get("channel") == SLACK_BOB

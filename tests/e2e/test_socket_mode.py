@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_slack import Call, FakeSlack
 from testkit.slack_requests import slash_fields
 from tests.e2e.fake_socket_mode import FakeSocketMode
@@ -85,12 +85,12 @@ def test_socket_mode_needs_no_signing_secret(socket: Socket) -> None:
     assert start.endswith(
         ": Slack HTTP off (SLACK_SIGNING_SECRET not set; Socket Mode needs none), Socket Mode on"
     )
-    off = httpx.post(f"{socket.served.url}/slack/events", content=b"command=/queue")
+    off = web.post(f"{socket.served.url}/slack/events", content=b"command=/queue")
     assert off.status_code == 503
     assert (
         "SLACK_SIGNING_SECRET is not set (this queuebot takes Slack over Socket Mode)" in off.text
     )
-    ready = httpx.get(f"{socket.served.url}/readyz").json()
+    ready = web.get(f"{socket.served.url}/readyz").json()
     assert (ready["status"], ready["slack"]) == ("ready", "ok")
 
 

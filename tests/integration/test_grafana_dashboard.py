@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
+from testkit import web
 from tests.e2e.alerting_stack import Prometheus
 from tests.e2e.serving import Served, demo_database, running_serve
 from tests.unit.test_prometheus_rules import RULES, run, tool
@@ -200,7 +200,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def exposition(served: Served) -> str:
-    return httpx.get(f"{served.url}/metrics", timeout=30).text
+    return web.get(f"{served.url}/metrics", timeout=30).text
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +243,7 @@ class NamespacedPrometheus(Prometheus):
 
 def label_values(prometheus: Prometheus, selector: str, label: str) -> list[str]:
     """What Grafana's label_values(selector, label) lists, asked as Grafana asks it."""
-    resp = httpx.get(
+    resp = web.get(
         f"{prometheus.url}/api/v1/label/{label}/values", params={"match[]": selector}, timeout=10
     )
     resp.raise_for_status()

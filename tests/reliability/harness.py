@@ -37,6 +37,7 @@ from services.db import create_engine
 from services.estate.estate import Estate, utcnow
 from services.estate.ops import Selector
 from services.reads import samples
+from testkit import web
 from testkit.fake_slack import Call, FakeSlack
 from testkit.ports import free_port
 from testkit.slack_requests import signed, slash_fields
@@ -162,7 +163,7 @@ def send(
     headers = signed(d.body, secret=secret)
     if retry:
         headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
-    return httpx.post(f"{url}/slack/events", content=d.body, headers=headers, timeout=timeout)
+    return web.post(f"{url}/slack/events", content=d.body, headers=headers, timeout=timeout)
 
 
 def answers(fake: FakeSlack, d: Delivery) -> list[Call]:
@@ -317,7 +318,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while True:
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200:
+                if web.get(f"{served.url}/healthz", timeout=2).status_code == 200:
                     return served
             if served.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{served.name} did not start:\n{served.log.read_text()}")

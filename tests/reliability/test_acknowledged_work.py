@@ -14,9 +14,9 @@ import random
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
+from testkit import web
 from testkit.fake_discord import DEFAULT_TOKEN, FakeDiscord, Interaction, StoredMessage
 from tests.helpers.people import DISCORD_ALICE, DISCORD_BOB
 from tests.reliability.harness import (
@@ -44,7 +44,7 @@ def ready(c: Cluster, served: Serve, discord: FakeDiscord) -> None:
     """Until the serve's gateway session is the fake's newest and /readyz says so."""
     deadline = time.monotonic() + 60
     while True:
-        body = httpx.get(f"{served.url}/readyz", timeout=5).json()
+        body = web.get(f"{served.url}/readyz", timeout=5).json()
         if body.get("discord") == "ok" and discord.connected() > 0:
             return
         assert time.monotonic() < deadline, body

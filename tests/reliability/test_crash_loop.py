@@ -20,10 +20,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import psycopg
 import pytest
 
+from testkit import web
 from tests.conftest import _pg_conninfo
 from tests.helpers.people import SLACK_ALICE
 from tests.reliability.harness import (
@@ -79,7 +79,7 @@ def wait_waiting(c: Cluster, *, seen: frozenset[int], timeout: float = 20) -> fr
 
 
 def metric(url: str, series: str) -> float:
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+    for line in web.get(f"{url}/metrics", timeout=10).text.splitlines():
         if line.startswith(series + " "):
             return float(line.split()[-1])
     raise AssertionError(f"/metrics has no {series}")

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.tcp_proxy import TcpProxy
 from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
@@ -46,7 +47,7 @@ def outage_stack(tmp_path: Path) -> Iterator[tuple[Stack, TcpProxy]]:
 
 
 def ready(stack: Stack) -> int:
-    return httpx.get(f"{stack.url}/readyz", timeout=10).status_code
+    return web.get(f"{stack.url}/readyz", timeout=10).status_code
 
 
 def _background_met_the_outage(log: str) -> bool:

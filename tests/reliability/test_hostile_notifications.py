@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit import web
 from tests.integration.alerting import alert, notification
 from tests.reliability.harness import Cluster, Figures, cluster
 
@@ -57,7 +58,7 @@ def hostile() -> list[tuple[str, bytes]]:
 
 
 def post(url: str, body: bytes) -> httpx.Response:
-    return httpx.post(
+    return web.post(
         f"{url}/alerts/alertmanager",
         content=body,
         headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
@@ -118,11 +119,11 @@ def test_hostile_notifications_block_none_of_the_others(tmp_path: Path, figures:
         assert sorted(aside) == [garbled, stored_nul], aside
 
         def shown(url: str) -> bool:
-            metrics = httpx.get(f"{url}/metrics", timeout=10).text
+            metrics = web.get(f"{url}/metrics", timeout=10).text
             return "queuebot_alert_notifications_set_aside 2.0" in metrics
 
         wait(lambda: shown(served.url))
-        ready = httpx.get(f"{served.url}/readyz", timeout=10)
+        ready = web.get(f"{served.url}/readyz", timeout=10)
         assert ready.status_code == 200 and ready.json()["alerts"]["oldest"]["id"] == garbled
 
         served.kill()  # SIGKILL: the set-aside ones stay aside, nothing is retried

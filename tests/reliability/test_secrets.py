@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
@@ -27,6 +26,7 @@ from services.db import create_engine
 from services.db.migrate import upgrade
 from services.estate.demo import build_demo_estate
 from services.estate.estate import Estate
+from testkit import web
 from tests.conftest import PG_ADMIN, _pg_conninfo, need_postgres
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_STRANGER
@@ -162,7 +162,7 @@ class Mix:
             wait_answer(c.fake, Delivery("", "", tag))
         # the database goes away (the role may no longer log in, its sessions are ended)
         for get in ("/readyz", "/metrics", "/healthz"):
-            got = httpx.get(f"{self.served.url}{get}", timeout=10)
+            got = web.get(f"{self.served.url}{get}", timeout=10)
             self.seen.append(got.text)
             if get == "/metrics":  # the Prometheus series: searched like every answer
                 assert got.status_code == 200, got.text
@@ -174,7 +174,7 @@ class Mix:
                 (self.role,),
             )
         try:
-            down = httpx.get(f"{self.served.url}/readyz", timeout=10)
+            down = web.get(f"{self.served.url}/readyz", timeout=10)
             assert down.status_code == 503
             self.seen.append(down.text)
             gone = self.command("triage --queue clips")
@@ -184,7 +184,7 @@ class Mix:
             with psycopg.connect(_pg_conninfo(PG_ADMIN), autocommit=True) as admin:
                 admin.execute(f"ALTER ROLE {self.role} LOGIN")
         deadline = time.monotonic() + 30
-        while httpx.get(f"{self.served.url}/readyz", timeout=10).status_code != 200:
+        while web.get(f"{self.served.url}/readyz", timeout=10).status_code != 200:
             assert time.monotonic() < deadline, "serve never became ready again"
             time.sleep(0.2)
 

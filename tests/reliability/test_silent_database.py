@@ -27,6 +27,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from testkit import web
 from testkit.tcp_proxy import TcpProxy
 from tests.e2e.serving import demo_database
 from tests.helpers.people import SLACK_ALICE
@@ -67,7 +68,7 @@ def silent_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, TcpProxy]]:
 
 
 def status(served: Serve, path: str) -> int:
-    return httpx.get(f"{served.url}{path}", timeout=10).status_code
+    return web.get(f"{served.url}{path}", timeout=10).status_code
 
 
 def wait_status(served: Serve, path: str, want: int, *, within: float) -> float:
@@ -154,7 +155,7 @@ def test_a_silent_database_is_answered_and_nothing_acknowledged_is_lost(
         assert "try again" in reply.lower(), reply
         assert "unexpected error" not in reply.lower(), reply
     wait_status(served, "/readyz", 503, within=NOT_READY_WITHIN)
-    body = httpx.get(f"{served.url}/readyz", timeout=10).json()
+    body = web.get(f"{served.url}/readyz", timeout=10).json()
     assert body["databases"]["state"] == "unreachable", body
 
     time.sleep(max(0.0, SILENCE - (time.monotonic() - silent_at)))

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from testkit import web
 from testkit.slack_requests import slash_fields
 from testkit.storm import (
     Answered,
@@ -64,7 +65,7 @@ def warm_up(c: Cluster, url: str) -> None:
     body = Storm(groups=1, channels=1, seconds=0).body(0, 1)
     body["groupLabels"] = body["commonLabels"] = {"alertname": "Warmup"}
     body["groupKey"] = '{}:{alertname="Warmup"}'
-    answer = httpx.post(
+    answer = web.post(
         f"{url}/alerts/alertmanager",
         json=body,
         headers={"authorization": f"Bearer {TOKEN}"},
