@@ -18,14 +18,16 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import SecretStr
 
 from services.errors import ConfigError
 from services.estate.profile import as_utc
 from services.jsonable import dumps
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("queuebot.housekeeping")
 TIMEOUT = 10.0  # seconds one POST may take in all, answer included
@@ -64,6 +66,8 @@ class Webhook:
     async def tell(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
         """POST each row (each has its ``id`` and ``idempotency_key``), each within the
         timeout; by idempotency key, None where a 2xx came back, else why not."""
+        import httpx  # here: every command builds a Webhook, few runs ever tell one (~0.1 s)
+
         gate = asyncio.Semaphore(AT_ONCE)
         results: dict[str, str | None] = {}
 
