@@ -290,13 +290,28 @@ class FakeDiscord(GuildMembers):
         )
 
     def click(
-        self, custom_id: str, *, message_id: str, user: str, name: str = "someone"
+        self,
+        custom_id: str,
+        *,
+        message_id: str,
+        user: str,
+        name: str = "someone",
+        dispatch: bool = True,
     ) -> Interaction:
-        """Deliver a click on a button of a message the bot posted."""
+        """Deliver a click on a button of a message the bot posted. ``dispatch=False``:
+        the interaction is made (its token answers for 15 minutes) but sent to no gateway
+        session, as for a click whose process died as it took it (the test writes down
+        what that process would have)."""
         stored = self.messages[message_id]
         data = {"custom_id": custom_id, "component_type": 2}
         return self._deliver(
-            3, data, user=user, channel=stored.channel_id, name=name, message=stored
+            3,
+            data,
+            user=user,
+            channel=stored.channel_id,
+            name=name,
+            message=stored,
+            dispatch=dispatch,
         )
 
     def submit(
@@ -392,6 +407,7 @@ class FakeDiscord(GuildMembers):
         message: StoredMessage | None = None,
         stale: bool = False,
         expires_after_callback: bool = False,
+        dispatch: bool = True,
     ) -> Interaction:
         channel = channel or self.channel_ids[0]
         interaction = Interaction(
@@ -437,9 +453,10 @@ class FakeDiscord(GuildMembers):
             if message is not None:
                 payload["message"] = self._message_json(message)
                 self._clicked[interaction.id] = message
-        asyncio.run_coroutine_threadsafe(
-            self._dispatch("INTERACTION_CREATE", payload), self._loop
-        ).result(timeout=10)
+        if dispatch:
+            asyncio.run_coroutine_threadsafe(
+                self._dispatch("INTERACTION_CREATE", payload), self._loop
+            ).result(timeout=10)
         return interaction
 
     # -- what a test reads -----------------------------------------------------------------

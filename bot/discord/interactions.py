@@ -183,7 +183,8 @@ async def answer_late(
     if client is None:
         log.warning("an interaction's answer is ready but Discord is not connected")
         return
-    private = reply.ephemeral or reply.error
+    clicked_on_board = bool(request.get("component")) and _on_board(w, request.get("channel"))
+    private = reply.ephemeral or reply.error or clicked_on_board
     rendered = render(reply.message)
     view = w.view(rendered)
     if acked is not None and (discord.utils.utcnow() - acked).total_seconds() < TOKEN_LIFE - 30:
@@ -211,6 +212,13 @@ async def answer_late(
     )
 
 
+def _on_board(w: DiscordWiring, channel: object) -> bool:
+    """Whether a click came from the status board's channel: its answer goes to whoever
+    clicked alone (live or finished after a restart), and the board's message is never
+    rewritten with it (the board's refresh redraws it)."""
+    return w.board_channel is not None and channel is not None and str(channel) == w.board_channel
+
+
 async def deliver(
     w: DiscordWiring,
     interaction: discord.Interaction[Any],
@@ -223,7 +231,7 @@ async def deliver(
     """Put the answer where the person sees it: on the interaction while its token lives,
     in the channel after."""
     private = reply.ephemeral or reply.error
-    if rewrite and w.board_channel is not None and str(interaction.channel_id) == w.board_channel:
+    if rewrite and _on_board(w, interaction.channel_id):
         rewrite, private = False, True  # the board stays the board; the refresh redraws it
     rendered = render(reply.message)
     view = w.view(rendered)
