@@ -1,16 +1,18 @@
 """What the Slack end-to-end modules share: a fake Slack and a real `queuebot serve` on a
-demo database (``Stack``, made by ``serving_stack``), and the one form a request opened."""
+demo database (``Stack``, made by ``serving_stack``), the one form a request opened, and
+the answer a request got at its response_url."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testkit.fake_slack import FakeSlack
+from testkit.fake_slack import Call, FakeSlack
 from tests.e2e.serving import Served, demo_database, running_serve
 from tests.helpers.database import query
 from tests.helpers.platforms import slack_env
@@ -52,3 +54,13 @@ def opened(stack: Stack, before: set[str], *, timeout: float = 10.0) -> dict[str
             return new[0]
         time.sleep(0.02)
     raise AssertionError(f"no form opened; calls: {[c.path for c in stack.fake.recorded()]}")
+
+
+def answer_to(fake: FakeSlack, name: str) -> Call:
+    """The answer posted to the response_url named ``name``."""
+    return fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
+
+
+def texts(call: Call) -> str:
+    """An answer's blocks and text, as one string to look in."""
+    return json.dumps(call.body.get("blocks", [])) + str(call.body.get("text", ""))

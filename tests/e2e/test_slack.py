@@ -14,7 +14,7 @@ import pytest
 from testkit import web
 from testkit.fake_slack import Call
 from testkit.slack_requests import send_interaction, signed, slash_fields, view_submission
-from tests.e2e.slack_stack import Stack, opened, serving_stack
+from tests.e2e.slack_stack import Stack, answer_to, opened, serving_stack, texts
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
 from tests.helpers.platforms import button_click
 
@@ -71,14 +71,6 @@ def click(
     ), name
 
 
-def answer_to(stack: Stack, name: str) -> Call:
-    return stack.fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
-
-
-def texts(call: Call) -> str:
-    return json.dumps(call.body.get("blocks", [])) + call.body.get("text", "")
-
-
 def requests_count(stack: Stack) -> int:
     return int(stack.sql("SELECT count(*) FROM qb_change_requests")[0][0])
 
@@ -87,7 +79,7 @@ def test_serve_checks_its_token_before_the_first_command(stack: Stack) -> None:
     # Bolt would otherwise call auth.test inside the first request, before its ack
     assert len(stack.fake.recorded("/api/auth.test")) == 1
     _, name, _ = slash(stack, "help")
-    answer_to(stack, name)
+    answer_to(stack.fake, name)
     assert len(stack.fake.recorded("/api/auth.test")) == 1
 
 
@@ -102,7 +94,7 @@ def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:
     started = time.monotonic()
     response, name, _ = slash(stack, "triage --queue workers")
     assert response.status_code == 200 and time.monotonic() - started < 3
-    answer = answer_to(stack, name)
+    answer = answer_to(stack.fake, name)
     assert answer.body["response_type"] == "ephemeral"
     header = answer.body["blocks"][0]
     assert header["type"] == "header" and header["text"]["type"] == "plain_text"
@@ -114,17 +106,17 @@ def test_triage_is_acknowledged_and_answered(stack: Stack) -> None:
 
 def test_a_read_is_shared_with_the_channel_only_when_asked(stack: Stack) -> None:
     _, name, _ = slash(stack, "dlq --limit 3 --share")
-    shared = answer_to(stack, name)
+    shared = answer_to(stack.fake, name)
     assert shared.body["response_type"] == "in_channel"
     assert "Dead letters in queue" in texts(shared)
     _, name, _ = slash(stack, "dlq --limit 3")
-    assert answer_to(stack, name).body["response_type"] == "ephemeral"
+    assert answer_to(stack.fake, name).body["response_type"] == "ephemeral"
 
 
 def test_an_answer_slack_refused_with_503_is_sent_again(stack: Stack) -> None:
     stack.fake.fail_answers(1)
     _, name, _ = slash(stack, "stuck --queue workers")
-    answer = answer_to(stack, name)
+    answer = answer_to(stack.fake, name)
     assert "Stuck jobs in queue workers" in texts(answer)
     assert len(stack.fake.recorded(f"/response/{name}#503")) == 1
 
@@ -141,7 +133,7 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
         stack, f'requeue {" ".join(failed)} --queue workers --reason "RAM freed on bms-1"'
     )
     assert response.status_code == 200
-    request = answer_to(stack, name)
+    request = answer_to(stack.fake, name)
     assert request.body["response_type"] == "in_channel"
     actions = next(b for b in request.body["blocks"] if b["type"] == "actions")
     approve, reject = actions["elements"]
@@ -151,7 +143,7 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
 
     own, own_name = click(stack, approve["action_id"], user=SLACK_ALICE)
     assert own.status_code == 200
-    refusal = answer_to(stack, own_name)
+    refusal = answer_to(stack.fake, own_name)
     assert refusal.body["replace_original"] is False
     assert refusal.body["response_type"] == "ephemeral"
     assert f"you requested CR-{number}" in texts(refusal)
@@ -159,7 +151,7 @@ def test_requeue_then_second_person_approves_once(stack: Stack) -> None:
     action_ts = f"{time.time():.6f}"
     ok, ok_name = click(stack, approve["action_id"], user=SLACK_BOB, action_ts=action_ts)
     assert ok.status_code == 200
-    done = answer_to(stack, ok_name)
+    done = answer_to(stack.fake, ok_name)
     assert done.body["replace_original"] is True
     assert (
         f"CR-{number}: requeue 2 row(s) in queue workers - approved by bob and executed"
@@ -186,7 +178,7 @@ def test_retried_slash_command_creates_no_second_request(stack: Stack) -> None:
     before = requests_count(stack)
     first, name, body = slash(stack, f'requeue {failed} --queue workers --reason "retry test"')
     assert first.status_code == 200
-    answer_to(stack, name)
+    answer_to(stack.fake, name)
     retry = web.post(
         f"{stack.url}/slack/events",
         content=body,
@@ -231,17 +223,17 @@ def test_unknown_user_gets_read_only(stack: Stack) -> None:
         stack, 'requeue 1 --queue workers --reason "let me in"', user=SLACK_STRANGER
     )
     assert response.status_code == 200
-    refusal = answer_to(stack, name)
+    refusal = answer_to(stack.fake, name)
     assert refusal.body["response_type"] == "ephemeral"
     assert "your slack account U0NOBODY is not listed under [people]" in texts(refusal)
     _allowed, allowed_name, _ = slash(stack, "stuck", user=SLACK_STRANGER)
-    assert "Stuck jobs in queue clips: 3" in texts(answer_to(stack, allowed_name))
+    assert "Stuck jobs in queue clips: 3" in texts(answer_to(stack.fake, allowed_name))
 
 
 def test_bad_input_gets_usage_not_a_traceback(stack: Stack) -> None:
     response, name, _ = slash(stack, "dlq --limit")
     assert response.status_code == 200
-    reply = answer_to(stack, name)
+    reply = answer_to(stack.fake, name)
     assert "--limit needs a value" in texts(reply) and "Usage: /queue dlq" in texts(reply)
 
 
@@ -250,14 +242,14 @@ def test_a_plan_approved_by_button_reports_progress_in_a_thread(stack: Stack) ->
         stack, 'redrive --error-like ffmpeg --sample 2 --reason "OOM fix deployed"'
     )
     assert response.status_code == 200
-    preview = answer_to(stack, name)
+    preview = answer_to(stack.fake, name)
     assert "staged redrive of 14 dead letter(s) in queue clips" in texts(preview)
     assert "dead letters not growing (10 min)" in texts(preview)
     approve = next(b for b in preview.body["blocks"] if b["type"] == "actions")["elements"][0]
 
     ok, ok_name = click(stack, approve["action_id"], user=SLACK_BOB)
     assert ok.status_code == 200
-    done = answer_to(stack, ok_name)
+    done = answer_to(stack.fake, ok_name)
     assert "plan P-1 started with its sample of 2" in texts(done)
     plan_post = stack.fake.wait_for(
         lambda c: (
@@ -327,7 +319,7 @@ def test_an_unreachable_response_url_costs_one_log_line(stack: Stack) -> None:
 def test_a_button_naming_no_request_gets_a_clear_reply(stack: Stack, action_id: str) -> None:
     response, name = click(stack, action_id, user=SLACK_BOB)
     assert response.status_code == 200
-    reply = answer_to(stack, name)
+    reply = answer_to(stack.fake, name)
     assert reply.body["response_type"] == "ephemeral"
     assert reply.body["replace_original"] is False
     assert f"this button ({action_id}) names no change request" in texts(reply)
@@ -336,12 +328,12 @@ def test_a_button_naming_no_request_gets_a_clear_reply(stack: Stack, action_id: 
 def test_an_alert_threads_triage_button_answers_whoever_clicked(stack: Stack) -> None:
     response, name = click(stack, "q:triage:workers", user=SLACK_BOB)
     assert response.status_code == 200
-    answer = answer_to(stack, name)
+    answer = answer_to(stack.fake, name)
     assert answer.body["response_type"] == "ephemeral"
     assert not answer.body.get("replace_original")  # the thread's breakdown stays
     assert "Triage: queue workers (worker_queue)" in texts(answer)
     response, name = click(stack, "q:failed:workers", user=SLACK_STRANGER)
-    assert "queue workers" in texts(answer_to(stack, name))
+    assert "queue workers" in texts(answer_to(stack.fake, name))
 
 
 def test_the_incident_command_is_answered_like_queue(stack: Stack) -> None:
@@ -350,7 +342,7 @@ def test_the_incident_command_is_answered_like_queue(stack: Stack) -> None:
     fields = slash_fields(stack.fake, "runbooks", name=name, user=SLACK_DORA, trigger=f"{n}.{name}")
     response, _, _ = slash(stack, "", body=urlencode({**fields, "command": "/incident"}))
     assert response.status_code == 200
-    answer = answer_to(stack, name)
+    answer = answer_to(stack.fake, name)
     assert answer.body["response_type"] == "ephemeral"
     shown = texts(answer)
     assert "Runbooks (3)" in shown
@@ -363,7 +355,7 @@ def incident(stack: Stack, text: str, *, user: str) -> Call:
     fields = slash_fields(stack.fake, text, name=name, user=user, trigger=f"{n}.{name}")
     response, _, _ = slash(stack, "", body=urlencode({**fields, "command": "/incident"}))
     assert response.status_code == 200
-    return answer_to(stack, name)
+    return answer_to(stack.fake, name)
 
 
 def test_an_incident_declared_by_slash_command_opens_its_thread_with_the_checklist(
@@ -431,7 +423,9 @@ def test_the_declare_button_of_an_alert_thread_opens_the_form_that_declares_in_t
     assert not stack.fake.recorded(f"/response/{name}")  # the form is the answer
     submitted = send_interaction(stack.url, view_submission(view, {}, user=SLACK_DORA))
     assert submitted.status_code == 200
-    assert "declared (gd:failed-jobs-accumulating), led by dora" in texts(answer_to(stack, name))
+    assert "declared (gd:failed-jobs-accumulating), led by dora" in texts(
+        answer_to(stack.fake, name)
+    )
     checklist = stack.fake.wait_for(
         lambda c: (
             c.path == "/api/chat.postMessage"

@@ -4,7 +4,6 @@ shortcuts and form submissions built as Slack builds them, and the fake Slack's
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +13,6 @@ import httpx
 import pytest
 
 from testkit import web
-from testkit.fake_slack import Call
 from testkit.slack_requests import (
     interaction_body,
     message_action,
@@ -23,7 +21,7 @@ from testkit.slack_requests import (
     slash_fields,
     view_submission,
 )
-from tests.e2e.slack_stack import Stack, opened, serving_stack
+from tests.e2e.slack_stack import Stack, answer_to, opened, serving_stack, texts
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB, SLACK_DORA, SLACK_STRANGER
 
 
@@ -64,14 +62,6 @@ def submit(
 ) -> tuple[httpx.Response, dict[str, Any]]:
     payload = view_submission(view, values, user=user)
     return send_interaction(stack.url, payload), payload
-
-
-def answer_to(stack: Stack, name: str) -> Call:
-    return stack.fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
-
-
-def texts(call: Call) -> str:
-    return json.dumps(call.body.get("blocks", [])) + call.body.get("text", "")
 
 
 def block(view: dict[str, Any], name: str) -> dict[str, Any]:
@@ -122,7 +112,7 @@ def test_a_redrive_without_its_reason_opens_a_form_and_its_submission_asks_once(
     right, payload = submit(stack, view, values, user=SLACK_ALICE)
     assert right.status_code == 200 and right.content in (b"", b"{}")
     assert delivered(stack, key) == 1
-    answer = answer_to(stack, name)
+    answer = answer_to(stack.fake, name)
     assert "staged redrive of 14 dead letter(s) in queue clips" in texts(answer)
     assert answer.body["response_type"] == "in_channel"
     # Slack retries the submission: a repeat, ignored; the request exists once
@@ -146,7 +136,7 @@ def test_a_redrive_without_its_reason_opens_a_form_and_its_submission_asks_once(
 def test_a_rejection_decided_meanwhile_is_answered_as_the_command_would_be(stack: Stack) -> None:
     (failed,) = stack.sql("SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
     asked = slash(stack, f'requeue {failed} --queue workers --reason "retry it"', user=SLACK_ALICE)
-    number = texts(answer_to(stack, asked)).split("CR-", 1)[1].split(":")[0].split()[0]
+    number = texts(answer_to(stack.fake, asked)).split("CR-", 1)[1].split(":")[0].split()[0]
     view, name = form_of(stack, f"reject CR-{number}", user=SLACK_BOB)
     assert view["title"]["text"] == f"Reject CR-{number}"
     assert block(view, "reason")["optional"] is True  # reject takes no reason it must have
@@ -154,10 +144,10 @@ def test_a_rejection_decided_meanwhile_is_answered_as_the_command_would_be(stack
     assert too_long.json()["errors"]["reason"] == "Longer than 500 characters"
     # alice withdraws it meanwhile, typing the command whole: no form
     withdrawn = slash(stack, f'reject CR-{number} --reason "not needed"', user=SLACK_ALICE)
-    assert "withdrawn by alice" in texts(answer_to(stack, withdrawn))
+    assert "withdrawn by alice" in texts(answer_to(stack.fake, withdrawn))
     right, _ = submit(stack, view, {"reason": "wrong tenant"}, user=SLACK_BOB)
     assert right.status_code == 200
-    late = answer_to(stack, name)
+    late = answer_to(stack.fake, name)
     assert "Already decided" in texts(late)
     assert late.body["response_type"] == "ephemeral"
 
@@ -167,7 +157,7 @@ def test_a_form_that_cannot_open_in_time_is_answered_in_words(stack: Stack) -> N
     stack.fake.expire_triggers()
     try:
         name = slash(stack, "resume P-7", user=SLACK_ALICE)
-        said = texts(answer_to(stack, name))
+        said = texts(answer_to(stack.fake, name))
     finally:
         stack.fake.expire_triggers(False)
     assert "could not open in time" in said and "nothing was done" in said
@@ -178,10 +168,10 @@ def test_a_form_that_cannot_open_in_time_is_answered_in_words(stack: Stack) -> N
 def test_whoever_may_not_run_the_command_is_refused_not_given_a_form(stack: Stack) -> None:
     before = set(stack.fake.views)
     name = slash(stack, "redrive --all", user=SLACK_STRANGER)
-    said = texts(answer_to(stack, name))
+    said = texts(answer_to(stack.fake, name))
     assert "your slack account U0NOBODY is not listed under [people]" in said
     refused = incident_slash(stack, "declare", user=SLACK_ALICE)
-    assert "declaration authority of no runbook" in texts(answer_to(stack, refused))
+    assert "declaration authority of no runbook" in texts(answer_to(stack.fake, refused))
     assert set(stack.fake.views) == before
 
 
@@ -208,7 +198,7 @@ def test_a_declaration_and_an_override_by_form(stack: Stack) -> None:
         user=SLACK_DORA,
     )
     assert right.status_code == 200
-    declared = texts(answer_to(stack, name))
+    declared = texts(answer_to(stack.fake, name))
     assert "declared (gd:queue-loss), led by dora" in declared
     number = declared.split("INC-", 1)[1].split()[0]
     assert send_interaction(stack.url, payload).status_code == 200  # sent once more
@@ -224,7 +214,7 @@ def test_a_declaration_and_an_override_by_form(stack: Stack) -> None:
     view = opened(stack, before)
     assert view["title"]["text"] == f"Resolve INC-{number}"
     submit(stack, view, {"reason": "counts match, checked by hand"}, user=SLACK_DORA)
-    asked = texts(answer_to(stack, override))
+    asked = texts(answer_to(stack.fake, override))
     assert "CR-" in asked and "resolve" in asked
     (reason,) = stack.sql(
         "SELECT reason FROM qb_change_requests WHERE incident = :i", i=f"INC-{number}"
@@ -250,7 +240,7 @@ def test_a_message_shortcut_opens_the_declaration_form_with_the_message(stack: S
         stack, view, {"scenario": "gd:queue-loss", "queue": "workers"}, user=SLACK_DORA
     )
     assert right.status_code == 200
-    said = texts(answer_to(stack, name))
+    said = texts(answer_to(stack.fake, name))
     assert "gd:queue-loss" in said and "dora" in said
     checklist = stack.fake.wait_for(
         lambda c: (
@@ -280,7 +270,7 @@ def test_a_reason_form_checks_its_reason_and_runs_once(
     assert "say why" in wrong.json()["errors"]["reason"]
     right, payload = submit(stack, view, {"reason": "second fix deployed"}, user=SLACK_DORA)
     assert right.status_code == 200
-    said = texts(answer_to(stack, name))
+    said = texts(answer_to(stack.fake, name))
     assert named in said  # the command's own answer: there is no such plan or incident
     again = send_interaction(stack.url, payload)  # the same submission once more
     assert again.status_code == 200

@@ -4,7 +4,6 @@ envelopes delivered over it, the way Slack delivers them to an app with no publi
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,10 +12,11 @@ from typing import Any
 import pytest
 
 from testkit import web
-from testkit.fake_slack import Call, FakeSlack
+from testkit.fake_slack import FakeSlack
 from testkit.slack_requests import slash_fields
 from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import Served, demo_database, running_serve
+from tests.e2e.slack_stack import answer_to, texts
 from tests.helpers.database import query
 from tests.helpers.people import SLACK_ALICE, SLACK_BOB
 
@@ -64,14 +64,6 @@ def command(s: Socket, text: str, *, user: str = SLACK_ALICE) -> str:
     return name
 
 
-def answer_to(s: Socket, name: str) -> Call:
-    return s.fake.wait_for(lambda c: c.path == f"/response/{name}")[0]
-
-
-def texts(call: Call) -> str:
-    return json.dumps(call.body.get("blocks", [])) + str(call.body.get("text", ""))
-
-
 def test_serve_dials_the_socket_it_was_handed(socket: Socket) -> None:
     opened = socket.fake.recorded("/api/apps.connections.open")
     assert opened and socket.socket.connections >= 1
@@ -96,7 +88,7 @@ def test_socket_mode_needs_no_signing_secret(socket: Socket) -> None:
 
 def test_triage_over_the_socket_is_acknowledged_and_answered(socket: Socket) -> None:
     name = command(socket, "triage --queue workers")
-    answer = answer_to(socket, name)
+    answer = answer_to(socket.fake, name)
     assert answer.body["response_type"] == "ephemeral"
     assert "Triage: queue workers (worker_queue)" in texts(answer)
 
@@ -105,7 +97,7 @@ def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket
     (failed,) = socket.sql("SELECT min(id) FROM dev_r_worker_queue WHERE status = 'failed'")[0]
     before = socket.sql("SELECT count(*) FROM qb_change_requests")[0][0]
     name = command(socket, f'requeue {failed} --queue workers --reason "socket test"')
-    request = answer_to(socket, name)
+    request = answer_to(socket.fake, name)
     approve = next(b for b in request.body["blocks"] if b["type"] == "actions")["elements"][0]
     assert socket.sql("SELECT count(*) FROM qb_change_requests")[0][0] == before + 1
 
@@ -131,7 +123,7 @@ def test_requeue_over_the_socket_approved_once_by_a_second_person(socket: Socket
     }
     first = socket.socket.send("interactive", payload)
     socket.socket.wait_ack(first)
-    done = answer_to(socket, click_name)
+    done = answer_to(socket.fake, click_name)
     assert done.body["replace_original"] is True
     assert "approved by bob and executed" in texts(done)
     status = socket.sql(f"SELECT status FROM dev_r_worker_queue WHERE id = {int(failed)}")

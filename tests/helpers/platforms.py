@@ -49,16 +49,7 @@ def button_click(
         "channel": {"id": "C0OPS", "name": "ops"},
         "message": {"type": "message", "ts": "1764480000.000001", "text": "CR"},
         "response_url": fake.response_url(name),
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "type": "button",
-                "value": action_id,
-                "text": {"type": "plain_text", "text": "Approve"},
-                "action_ts": action_ts or f"{time.time():.6f}",
-            }
-        ],
+        "actions": [_pressed(action_id, action_ts)],
     }
 
 
@@ -74,14 +65,17 @@ def home_click(action_id: str, *, user: str, action_ts: str | None = None) -> di
         "container": {"type": "view", "view_id": "V00000001"},
         "trigger_id": f"t-home-{time.monotonic_ns()}",
         "view": {"id": "V00000001", "type": "home", "blocks": [], "hash": "1.V00000001"},
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "type": "button",
-                "value": action_id,
-                "text": {"type": "plain_text", "text": "Approve"},
-                "action_ts": action_ts or f"{time.time():.6f}",
-            }
-        ],
+        "actions": [_pressed(action_id, action_ts)],
+    }
+
+
+def _pressed(action_id: str, action_ts: str | None) -> dict[str, Any]:
+    """The button pressed, as a ``block_actions`` payload's one action."""
+    return {
+        "action_id": action_id,
+        "block_id": "b1",
+        "type": "button",
+        "value": action_id,
+        "text": {"type": "plain_text", "text": "Approve"},
+        "action_ts": action_ts or f"{time.time():.6f}",
     }
