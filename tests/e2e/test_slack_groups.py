@@ -30,7 +30,7 @@ from testkit.slack_requests import (
     url_verification,
 )
 from tests.e2e.serving import Served, demo_database, running_serve
-from tests.e2e.test_slack import texts
+from tests.e2e.slack_stack import texts
 from tests.helpers.database import query
 from tests.helpers.groups import (
     APPROVERS,

@@ -21,8 +21,8 @@ from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.tcp_proxy import TcpProxy
 from tests.e2e.serving import ALERT_AUTH, demo_database, running_serve
-from tests.e2e.slack_stack import Stack
-from tests.e2e.test_slack import answer_to, requests_count, slash, texts
+from tests.e2e.slack_stack import Stack, answer_to, texts
+from tests.e2e.test_slack import requests_count, slash
 from tests.helpers.platforms import slack_env
 from tests.integration.alerting import alert, notification
 
@@ -79,7 +79,7 @@ def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
     for text in commands:
         response, name, _ = slash(stack, text)
         assert response.status_code == 200  # acknowledged: Slack never sees an error
-        reply = texts(answer_to(stack, name))
+        reply = texts(answer_to(stack.fake, name))
         assert "Database unavailable" in reply, reply
         assert "nothing was changed" in reply, reply
         assert "unexpected error" not in reply
@@ -103,6 +103,6 @@ def test_an_outage_is_answered_clearly_and_service_resumes_by_itself(
         assert time.monotonic() < deadline, "serve did not recover"
         time.sleep(0.5)
     _, name, _ = slash(stack, f'requeue {failed} --queue workers --reason "after the outage"')
-    reply = texts(answer_to(stack, name))
+    reply = texts(answer_to(stack.fake, name))
     assert "waiting for approval" in reply, reply
     assert requests_count(stack) == before + 1  # the outage's request was never made
