@@ -25,6 +25,7 @@ from testkit import web
 from testkit.fake_slack import FakeSlack
 from testkit.ports import free_port
 from tests.conftest import postgres_database, templates
+from tests.helpers import launch
 from tests.helpers.config import DETECTORS_OFF
 from tests.helpers.platforms import slack_env
 from tests.helpers.processes import clean_environ, stop
@@ -110,11 +111,18 @@ def _up(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> bool:
 
 @contextlib.contextmanager
 def running_serve(
-    workdir: Path, db_url: str, env: dict[str, str], *, extra: str = "", config_text: str = ""
+    workdir: Path,
+    db_url: str,
+    env: dict[str, str],
+    *,
+    extra: str = "",
+    config_text: str = "",
+    fresh: bool = False,
 ) -> Iterator[Served]:
     """`queuebot serve` with the demo config (or ``config_text``, and ``extra`` TOML after
     it), the alert token ALERT_TOKEN and these variables, until it answers /healthz.
-    Stopped after; its log must hold no traceback."""
+    Stopped after; its log must hold no traceback. Forked from the test process's zygote
+    (``tests/helpers/launch.py``), or with ``fresh`` a new interpreter."""
     config = workdir / "queuebot.toml"
     config.write_text((config_text or DEMO_CONFIG.format(config=config)) + extra)
     full = clean_environ()
@@ -132,12 +140,13 @@ def running_serve(
     for attempt in range(1, 4):
         port = free_port()
         with log_path.open("w") as log:
-            proc = subprocess.Popen(
+            proc = launch.popen(
                 [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
                 cwd=workdir,
                 env=full,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                fresh=fresh,
             )
         url = f"http://127.0.0.1:{port}"
         try:

@@ -135,7 +135,8 @@ def test_a_serve_given_only_secret_files_answers_and_keeps_every_secret_out_of_i
             "SLACK_SIGNING_SECRET": SECRET,
         }
         env = {"SLACK_API_BASE_URL": fake.api_url, **_secret_files(tmp_path / "run", secrets)}
-        with running_serve(tmp_path, db_url, env) as served:
+        # A new interpreter: /proc/PID/environ is what its exec was given.
+        with running_serve(tmp_path, db_url, env, fresh=True) as served:
             processes = _environments(served.pid)
             # serve, its background worker (and multiprocessing's resource tracker)
             assert len(processes) >= 2, processes

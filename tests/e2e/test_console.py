@@ -17,6 +17,7 @@ from bot.demo import DEMO_CONFIG
 from services.db import create_engine
 from services.db.migrate import head_revision
 from services.estate.demo import build_demo_estate
+from tests.helpers import launch
 from tests.helpers.processes import clean_environ
 
 
@@ -24,7 +25,7 @@ def queuebot(
     *args: str, stdin: str = "", cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     base = clean_environ(discord=True)
-    return subprocess.run(
+    return launch.run(
         [sys.executable, "-m", "bot.cli", *args],
         input=stdin,
         capture_output=True,

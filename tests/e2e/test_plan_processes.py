@@ -30,6 +30,7 @@ from services.estate.ops import Selector
 from services.reads import samples
 from testkit.ports import free_port
 from tests.e2e.serving import ALERT_TOKEN
+from tests.helpers import launch
 from tests.helpers.processes import clean_environ, stop
 from tests.integration.support import add_dead_letters, simulated_worker
 from tests.kinds import ChangeKind
@@ -91,7 +92,7 @@ def serve(setup: Setup, name: str) -> subprocess.Popen[bytes]:
         QUEUEBOT_ALERT_TOKEN=ALERT_TOKEN,
     )
     log = (setup.workdir / f"{name}.log").open("wb")
-    return subprocess.Popen(
+    return launch.popen(
         [sys.executable, "-m", "bot.cli", "serve", "--port", str(free_port())],
         cwd=setup.workdir,
         env=env,

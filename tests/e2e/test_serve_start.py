@@ -23,6 +23,7 @@ from tests.e2e.fake_socket_mode import FakeSocketMode
 from tests.e2e.serving import ALERT_TOKEN, running_serve
 from tests.e2e.test_cli import one_line
 from tests.e2e.test_console import queuebot
+from tests.helpers import launch
 from tests.helpers.processes import clean_environ
 
 BOT_TOKEN = "xoxb-secret-bot-token-1234"
@@ -64,7 +65,7 @@ def test_serving_on_is_said_once_the_port_answers(tmp_path: Path, demo_db: str) 
         "QUEUEBOT_DATABASE_URL": demo_db,
         "QUEUEBOT_ALERT_TOKEN": ALERT_TOKEN,
     }
-    proc = subprocess.Popen(
+    proc = launch.popen(
         [sys.executable, "-m", "bot.cli", "serve", "--port", "0"],
         cwd=tmp_path,
         env=env,

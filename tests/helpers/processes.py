@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from tests.helpers import launch
+
 
 def stop(*procs: subprocess.Popen[bytes], timeout: float = 10) -> None:
     """SIGTERM to each still running, and SIGKILL where it has not ended within
@@ -38,7 +40,7 @@ def interactive(
 ) -> subprocess.Popen[str]:
     """``queuebot ARGS`` (``python -m bot.cli``) as a person at a terminal talks to it:
     lines written to its stdin, its output read as text."""
-    return subprocess.Popen(
+    return launch.popen(
         [sys.executable, "-m", "bot.cli", *args],
         stdin=subprocess.PIPE,
         stdout=stdout,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from services.config import AccessConfig
 from services.people import Directory, Person
 from services.reads.gate import ReadGate
 from services.reads.service import QueueReads
+from tests.helpers import launch
 from tests.helpers.people import ALICE_APPROVER_ON_SLACK, DORA_DUTY_ON_SLACK
 from tests.integration.support import Shop
 
@@ -154,7 +154,7 @@ def test_a_console_fed_three_thousand_hostile_lines_answers_each_and_never_crash
     db = tmp_path / "queuebot.db"
     config = tmp_path / "queuebot.toml"
     config.write_text(DEMO_CONFIG.format(config=config))
-    build = subprocess.run(
+    build = launch.run(
         [sys.executable, "-m", "bot.cli", "demo", "--db", str(db), "--fresh"],
         input="",
         capture_output=True,
@@ -165,7 +165,7 @@ def test_a_console_fed_three_thousand_hostile_lines_answers_each_and_never_crash
     )
     assert build.returncode == 0, build.stderr
     url = f"sqlite:///{db}"
-    run = subprocess.run(
+    run = launch.run(
         [sys.executable, "-m", "bot.cli", "--config", str(config), "console"],
         input="\n".join(fed) + "\n",
         capture_output=True,

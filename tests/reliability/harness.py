@@ -43,6 +43,7 @@ from testkit.ports import free_port
 from testkit.slack_requests import signed, slash_fields
 from tests.conftest import _pg_conninfo
 from tests.e2e.serving import ALERT_TOKEN, demo_database, port_taken
+from tests.helpers import launch
 from tests.helpers.config import DETECTORS_OFF
 from tests.helpers.people import ALICE_ON_SLACK
 from tests.helpers.platforms import button_click
@@ -383,7 +384,7 @@ class Cluster:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The queuebot command line with serve's configuration and environment."""
-        return subprocess.run(
+        return launch.run(
             [sys.executable, "-m", "bot.cli", *args],
             cwd=self.workdir,
             env=self.process_env,

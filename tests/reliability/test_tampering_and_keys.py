@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 import pytest
 
 from testkit.slack_requests import slash_fields
+from tests.helpers import launch
 from tests.helpers.people import SLACK_ALICE, SLACK_DORA
 from tests.integration.test_incident_timers import drill_runbook
 from tests.reliability.harness import (
@@ -36,7 +37,7 @@ WRONG_KEY = "another-key-entirely-5b9e1c0d7a3f2468"
 
 
 def run(c: Cluster, *args: str, key: str = AUDIT_KEY) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return launch.run(
         [sys.executable, "-m", "bot.cli", *args],
         cwd=c.workdir,
         env={**c.process_env, "QUEUEBOT_AUDIT_KEY": key},

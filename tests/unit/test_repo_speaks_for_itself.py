@@ -4,13 +4,13 @@ source runbooks, so code, help and replies say the rule in words instead of citi
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 from bot.render_text import render_message
 from commands import messages
 from commands.catalog import CATALOG
+from tests.helpers import launch
 
 ROOT = Path(__file__).resolve().parents[2]
 CITATION = re.compile(r"SPEC\s*§|\bseed\s+00\d|§")
@@ -35,7 +35,7 @@ def test_no_help_text_cites_the_spec_or_a_seed() -> None:
         render_message(messages.help_reply(spec.name, spec.group).message) for spec in CATALOG
     ]
     for args in (["--help"], *([name, "--help"] for name in ("serve", "demo", "console"))):
-        run = subprocess.run(
+        run = launch.run(
             [sys.executable, "-m", "bot.cli", *args],
             capture_output=True,
             text=True,

@@ -1,0 +1,311 @@
+"""``queuebot`` processes for tests, forked from an interpreter that has imported queuebot.
+
+A test that runs ``python -m bot.cli ARGS`` (a command, the console, ``serve``) pays for a
+new interpreter importing queuebot each time: 0.6 s of CPU for a command and 1.5 s for
+serve, on the same two cores the other tests need, and a run starts about 300 of them. So
+each test process keeps one *zygote*: an interpreter started once, with a clean
+environment, that imports what those processes import and then only forks. Each process
+a test asks for is a fork of it that takes the test's working directory, environment and
+standard streams, and runs ``bot.cli`` as ``__main__``, as ``-m`` does; it exits as
+``python -m bot.cli`` would (its exit code, tracebacks, at-exit handlers, a signal's
+death). Its parent is the zygote, which tells the test its pid and then its wait status.
+
+``popen`` and ``run`` take what ``subprocess.Popen`` and ``subprocess.run`` take and give
+what they give (a ``Popen`` whose poll, wait, communicate, terminate and kill work as
+usual). They start a real new interpreter instead where a fork would not be the same:
+arguments that are not ``[sys.executable, "-m", "bot.cli", ...]``, a ``preexec_fn`` or
+``pass_fds``, an environment whose ``PYTHON*`` variables (read by an interpreter as it
+starts) differ from the zygote's, ``fresh=True`` (a test that reads what only an exec
+sets: ``/proc/PID/environ``, the command line), or ``QUEUEBOT_TEST_FORK=0`` in the
+environment of the run (every process a fresh interpreter, as before).
+
+Linux only (``pidfd_open``), as the suite is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+CLI = (sys.executable, "-m", "bot.cli")
+_ENABLED = os.environ.get("QUEUEBOT_TEST_FORK", "1") != "0"
+
+# The zygote: imports, then forks one child per request read from its control socket
+# (the descriptor its one argument names). A request is one SEQPACKET message, JSON,
+# carrying four descriptors: the socket the test reads the child's pid and wait status
+# from, and the child's stdin, stdout and stderr. The zygote stays single-threaded (a
+# fork copies only the thread that forks) and exits when the test process closes its end
+# of the control socket.
+ZYGOTE = r"""
+import json, os, runpy, selectors, socket, sys, threading
+import bot.cli, bot.serve, bot.worker, bot.demo_cli, bot.console_cli  # what children run
+import bot.runbook_cli, bot.db_cli, bot.config_check, bot.housekeep_cli, bot.estate_cli
+import bot.audit_cli, services.grants, services.audit
+try:
+    import discord  # serve imports it when Discord is configured
+except ImportError:
+    pass
+assert threading.active_count() == 1, "the zygote must stay single-threaded to fork"
+import gc
+gc.freeze()  # what the imports made is never collected: no child copies it to look
+control = socket.socket(fileno=int(sys.argv[1]))
+sel = selectors.DefaultSelector()
+sel.register(control, selectors.EVENT_READ)
+children = {}  # pidfd -> (pid, the test's socket)
+
+
+def fork(message, fds):
+    request = json.loads(message)
+    reply, stdin, stdout, stderr = fds
+    pid = os.fork()
+    if pid == 0:
+        return request, reply, (stdin, stdout, stderr)
+    for fd in (stdin, stdout, stderr):
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = (pid, reply)
+    sel.register(pidfd, selectors.EVENT_READ)
+    try:
+        os.write(reply, b"pid %d" % pid)
+    except OSError:
+        pass
+    return None
+
+
+def loop():
+    while True:
+        for key, _ in sel.select():
+            if key.fileobj is control:
+                try:
+                    message, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
+                except ConnectionError:
+                    message = b""
+                if not message:
+                    raise SystemExit(0)
+                child = fork(message, fds)
+                if child is not None:
+                    return child
+            else:
+                pidfd = key.fd
+                pid, reply = children.pop(pidfd)
+                sel.unregister(pidfd)
+                _, status = os.waitpid(pid, 0)
+                try:
+                    os.write(reply, b"exit %d" % status)
+                except OSError:
+                    pass
+                os.close(reply)
+                os.close(pidfd)
+
+
+request, reply, streams = loop()
+# The child: nothing of the zygote's stays open but what it imported.
+sel.close()
+control.close()
+for pidfd, (_, other) in children.items():
+    os.close(pidfd)
+    os.close(other)
+os.close(reply)
+for target, fd in enumerate(streams):
+    os.dup2(fd, target)
+for fd in set(streams):
+    if fd > 2:
+        os.close(fd)
+if request["new_session"]:
+    os.setsid()
+os.chdir(request["cwd"])
+os.environ.clear()
+os.environ.update(request["env"])
+sys.argv = [bot.cli.__file__, *request["args"]]
+del sys.modules["bot.cli"]  # as -m finds it: not imported yet (runpy warns otherwise)
+runpy.run_module("bot.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+class _Zygote:
+    """This test process's zygote, started on first use."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(_OWN)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=environ,
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        self.control = ours
+        self.python_env = _python_env(environ)
+        self._lock = threading.Lock()
+
+    def fork(
+        self, args: Sequence[str], cwd: str, env: Mapping[str, str], fds: list[int], new: bool
+    ) -> tuple[int, socket.socket]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        request = {"args": list(args), "cwd": cwd, "env": dict(env), "new_session": new}
+        try:
+            with self._lock:
+                socket.send_fds(
+                    self.control, [json.dumps(request).encode()], [theirs.fileno(), *fds]
+                )
+        finally:
+            theirs.close()
+        first = ours.recv(64)
+        if not first.startswith(b"pid "):
+            ours.close()
+            raise OSError(f"the test zygote did not fork (it said {first!r})")
+        return int(first[4:]), ours
+
+
+_OWN = ("QUEUEBOT_", "SLACK_", "DISCORD_")
+_zygote: _Zygote | None = None
+_zygote_lock = threading.Lock()
+
+
+def _python_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith("PYTHON")}
+
+
+def _get_zygote() -> _Zygote:
+    global _zygote
+    with _zygote_lock:
+        if _zygote is None or _zygote.proc.poll() is not None:
+            _zygote = _Zygote()
+        return _zygote
+
+
+class _Forked(subprocess.Popen):  # type: ignore[type-arg]
+    """A Popen whose child is forked by the zygote: its pid and wait status come over a
+    socket from the zygote (its parent) instead of from waitpid."""
+
+    _status: socket.socket
+
+    def _execute_child(  # type: ignore[override]
+        self,
+        args: Sequence[str],
+        executable: Any,
+        preexec_fn: Any,
+        close_fds: bool,
+        pass_fds: Any,
+        cwd: Any,
+        env: Mapping[str, str] | None,
+        startupinfo: Any,
+        creationflags: Any,
+        shell: bool,
+        p2cread: int,
+        p2cwrite: int,
+        c2pread: int,
+        c2pwrite: int,
+        errread: int,
+        errwrite: int,
+        *rest: Any,
+    ) -> None:
+        start_new_session = rest[-2]
+        fds = [
+            p2cread if p2cread != -1 else 0,
+            c2pwrite if c2pwrite != -1 else 1,
+            errwrite if errwrite != -1 else 2,
+        ]
+        try:
+            self.pid, self._status = _get_zygote().fork(
+                list(args)[3:],
+                os.fspath(cwd) if cwd is not None else os.getcwd(),
+                env if env is not None else os.environ,
+                fds,
+                bool(start_new_session),
+            )
+        finally:
+            self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+
+    def _status_now(self, block: bool) -> tuple[int, int]:
+        self._status.setblocking(block)
+        try:
+            message = self._status.recv(64)
+        except BlockingIOError:
+            return 0, 0
+        if not message.startswith(b"exit "):  # the zygote went away: the status is lost
+            return self.pid, 255 << 8
+        self._status.close()
+        return self.pid, int(message[5:])
+
+    def _try_wait(self, wait_flags: int) -> tuple[int, int]:
+        return self._status_now(block=not wait_flags & os.WNOHANG)
+
+    def _internal_poll(self, _deadstate: int | None = None, *_: Any, **__: Any) -> int | None:
+        if self.returncode is None and self._waitpid_lock.acquire(False):  # type: ignore[attr-defined]
+            try:
+                if self.returncode is None and self._status.fileno() != -1:
+                    pid, status = self._status_now(block=False)
+                    if pid == self.pid:
+                        self._handle_exitstatus(status)  # type: ignore[attr-defined]
+            finally:
+                self._waitpid_lock.release()  # type: ignore[attr-defined]
+        return self.returncode
+
+
+def _forkable(args: Sequence[Any], kwargs: Mapping[str, Any], fresh: bool) -> bool:
+    if fresh or not _ENABLED or not hasattr(os, "pidfd_open"):
+        return False
+    if tuple(str(a) for a in args[:3]) != CLI or any(not isinstance(a, str) for a in args):
+        return False
+    if kwargs.get("preexec_fn") or kwargs.get("pass_fds") or kwargs.get("shell"):
+        return False
+    if kwargs.get("executable") or kwargs.get("user") or kwargs.get("group"):
+        return False
+    env = kwargs.get("env")
+    wanted = _python_env(env if env is not None else os.environ)
+    return wanted == _get_zygote().python_env
+
+
+def popen(args: Sequence[Any], *, fresh: bool = False, **kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(args, **kwargs)``, forked from the zygote where it can be."""
+    if _forkable(args, kwargs, fresh):
+        return _Forked(list(args), **kwargs)
+    return subprocess.Popen(args, **kwargs)
+
+
+def run(
+    args: Sequence[Any],
+    *,
+    input: str | bytes | None = None,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    check: bool = False,
+    fresh: bool = False,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run``, forked from the zygote where it can be."""
+    if input is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    with popen(args, fresh=fresh, **kwargs) as proc:
+        try:
+            stdout, stderr = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            exc.stdout, exc.stderr = proc.communicate()
+            raise
+        except BaseException:
+            proc.kill()
+            raise
+        code = proc.poll()
+        assert code is not None
+    if check and code:
+        raise subprocess.CalledProcessError(code, proc.args, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(proc.args, code, stdout, stderr)
+
+
+def queuebot_argv(*args: str | Path) -> list[str]:
+    """``python -m bot.cli ARGS``: the command line ``popen`` and ``run`` fork."""
+    return [*CLI, *(str(a) for a in args)]
