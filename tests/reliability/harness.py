@@ -60,22 +60,6 @@ AUDIT_KEY = f"{MARK}-audit-key-0d7c35e19a4b6f28"
 
 STALE_SECONDS = 5.0  # QUEUEBOT_CLAIM_STALE_SECONDS for every serve here: the lowest allowed
 
-# The next serve of a cluster that restarts serve again and again (``cluster(warm=True)``):
-# an interpreter started ahead with a serve's environment, working directory, process
-# group and log, that imports what `queuebot serve` imports and then waits to be told its
-# port; told it, it runs `python -m bot.cli serve --port PORT` in that same process, as
-# -m does (runpy, bot.cli as __main__). So a restart after a SIGKILL does not wait for
-# the imports, which took most of a start (a second of a serve's 1.1 to 1.7 s, measured
-# while the suite ran); from the port on it is serve's own start.
-WARM = """\
-import runpy, sys
-import bot.cli, bot.serve, bot.worker
-port = sys.stdin.readline().strip()
-if port:
-    sys.argv = ["bot.cli", "serve", "--port", port]
-    runpy.run_module("bot.cli", run_name="__main__", alter_sys=True)
-"""
-
 # The demo configuration, plus what every scenario needs: one approval executes a
 # request of a few hundred rows, and plans poll quickly with no velocity cap to wait for.
 # Posts are not paced (the scenarios count them, not wait for Slack's pace), and the
@@ -230,10 +214,8 @@ class Cluster:
     fake: FakeSlack
     toml: str = ""
     env: dict[str, str] = field(default_factory=dict)
-    warm: bool = False  # keep the next serve's interpreter ready (WARM)
     serves: list[Serve] = field(default_factory=list)
     _db: psycopg.Connection[Any] | None = None
-    _next: tuple[str, subprocess.Popen[bytes], Path] | None = None
 
     def __post_init__(self) -> None:
         self.config = self.workdir / "queuebot.toml"
@@ -262,28 +244,18 @@ class Cluster:
     def spawn(self, name: str | None = None, **env: str) -> Serve:
         name = name or f"serve-{len(self.serves) + 1:02d}"
         port = free_port()
-        ready, self._next = self._next, None
-        if ready is not None and ready[0] == name and not env:  # the warm one, told its port
-            proc, log = ready[1], ready[2]
-            assert proc.stdin is not None
-            proc.stdin.write(f"{port}\n".encode())
-            proc.stdin.close()
-        else:
-            self._discard(ready)
-            log = self.workdir / "logs" / f"{name}.log"
-            argv = [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)]
-            proc = self._popen(argv, log, env)
+        log = self.workdir / "logs" / f"{name}.log"
+        argv = [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)]
+        proc = self._popen(argv, log, env)
         served = Serve(name, proc, f"http://127.0.0.1:{port}", log)
         self.serves.append(served)
-        if self.warm:
-            self._warm_next()
         return served
 
     def _popen(
         self, argv: list[str], log: Path, env: dict[str, str], **more: Any
     ) -> subprocess.Popen[bytes]:
         with log.open("wb") as out:
-            return subprocess.Popen(
+            return launch.popen(  # forked from the zygote: a restart waits for no imports
                 argv,
                 cwd=self.workdir,
                 env={**self.process_env, **env},
@@ -292,28 +264,6 @@ class Cluster:
                 start_new_session=True,  # its own process group: kill() takes the worker too
                 **more,
             )
-
-    def _warm_next(self) -> None:
-        """The interpreter of the next serve (serve-NN, with the cluster's environment),
-        importing while the test goes on."""
-        name = f"serve-{len(self.serves) + 1:02d}"
-        log = self.workdir / "logs" / f"{name}.log"
-        proc = self._popen([sys.executable, "-c", WARM], log, {}, stdin=subprocess.PIPE)
-        self._next = (name, proc, log)
-
-    def _discard(self, ready: tuple[str, subprocess.Popen[bytes], Path] | None) -> None:
-        """A warm interpreter no serve was asked of: told nothing, it ends."""
-        if ready is not None:
-            proc = ready[1]
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-            assert proc.returncode == 0, ready[2].read_text(errors="replace")
-            ready[2].unlink()
 
     def wait_up(self, served: Serve, timeout: float = 60) -> Serve:
         deadline = time.monotonic() + timeout
@@ -345,8 +295,6 @@ class Cluster:
         return [s.log for s in self.serves]
 
     def close(self) -> None:
-        self._discard(self._next)
-        self._next = None
         for served in self.serves:
             served.stop()
         if self._db is not None:
@@ -424,17 +372,15 @@ def cluster(
     env: dict[str, str] | None = None,
     db_url: str | None = None,
     tracebacks: bool = False,
-    warm: bool = False,
 ) -> Iterator[Cluster]:
     """A fake Slack and a cluster on a fresh PostgreSQL database with the demo estate
     (``db_url``: one built already). Its logs are searched for the secrets when it closes,
-    and for tracebacks unless ``tracebacks`` (a test that takes the database away).
-    ``warm``: each serve started has the next one's interpreter made ready (WARM)."""
+    and for tracebacks unless ``tracebacks`` (a test that takes the database away)."""
     with contextlib.ExitStack() as stack:
         if db_url is None:
             db_url = stack.enter_context(demo_database("postgres", workdir))
         fake = stack.enter_context(FakeSlack().start())
-        c = Cluster(workdir, db_url, fake, toml=toml, env=dict(env or {}), warm=warm)
+        c = Cluster(workdir, db_url, fake, toml=toml, env=dict(env or {}))
         try:
             yield c
         finally:

@@ -89,7 +89,7 @@ def test_a_command_that_kills_its_process_is_given_up_after_three_adoptions(
     tmp_path: Path, figures: Figures
 ) -> None:
     started = time.monotonic()
-    with cluster(tmp_path, warm=True) as c:
+    with cluster(tmp_path) as c:
         served = c.start()
         d = slash(c.fake, COMMAND, user=SLACK_ALICE, tag=new_tag("poison"))
         kills = 0

@@ -88,7 +88,7 @@ QUEUE_ROWS = (  # the queue rows a request names, as they are: asking must chang
 def test_request_creation_survives_sigkill(tmp_path: Path, figures: Figures) -> None:
     rng = random.Random(SEED)
     started = time.monotonic()
-    with cluster(tmp_path, warm=True) as c:
+    with cluster(tmp_path) as c:
         failed = [r[0] for r in c.sql("SELECT id FROM dev_r_worker_queue WHERE status = 'failed'")]
         assert failed
 
@@ -217,7 +217,7 @@ def frozen_targets(c: Cluster, number: int) -> list[str]:
 def test_approval_of_300_jobs_survives_sigkill(tmp_path: Path, figures: Figures) -> None:
     rng = random.Random(SEED + 1)
     started = time.monotonic()
-    with cluster(tmp_path, warm=True) as c:
+    with cluster(tmp_path) as c:
         groups = [
             (f"rel-b-{i:02d}", add_dead_letters(c, count=JOBS_PER_REQUEST, error=f"oom {i:02d}"))
             for i in range(KILLS + 1)  # the last one calibrates
@@ -407,7 +407,7 @@ def outbox_undone(c: Cluster) -> int:
 def test_plan_waves_survive_sigkill(tmp_path: Path, figures: Figures) -> None:
     rng = random.Random(SEED + 2)
     started = time.monotonic()
-    with cluster(tmp_path, toml=PLAN_TOML, warm=True) as c:
+    with cluster(tmp_path, toml=PLAN_TOML) as c:
         errors = [f"transcoder pod evicted, batch {k}" for k in range(6)]
         jobs = {e: add_dead_letters(c, count=PLAN_JOBS, error=e) for e in errors}
         served = c.start()
