@@ -24,11 +24,13 @@ Linux only (``pidfd_open``), as the suite is.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -135,11 +137,12 @@ class _Zygote:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         environ = {k: v for k, v in os.environ.items() if not k.startswith(_OWN)}
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (what the zygote says, kept open)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ZYGOTE, str(theirs.fileno())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log,
             env=environ,
             pass_fds=(theirs.fileno(),),
         )
@@ -147,6 +150,19 @@ class _Zygote:
         self.control = ours
         self.python_env = _python_env(environ)
         self._lock = threading.Lock()
+
+    def said(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        """Its control socket closed, the zygote ends (the processes it forked go on)."""
+        self.control.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
     def fork(
         self, args: Sequence[str], cwd: str, env: Mapping[str, str], fds: list[int], new: bool
@@ -163,7 +179,7 @@ class _Zygote:
         first = ours.recv(64)
         if not first.startswith(b"pid "):
             ours.close()
-            raise OSError(f"the test zygote did not fork (it said {first!r})")
+            raise OSError(f"the test zygote did not fork; it said:\n{self.said()}")
         return int(first[4:]), ours
 
 
@@ -180,8 +196,15 @@ def _get_zygote() -> _Zygote:
     global _zygote
     with _zygote_lock:
         if _zygote is None or _zygote.proc.poll() is not None:
+            if _zygote is None:
+                atexit.register(_stop_zygote)
             _zygote = _Zygote()
         return _zygote
+
+
+def _stop_zygote() -> None:
+    if _zygote is not None:
+        _zygote.stop()
 
 
 class _Forked(subprocess.Popen):  # type: ignore[type-arg]
@@ -261,6 +284,8 @@ def _forkable(args: Sequence[Any], kwargs: Mapping[str, Any], fresh: bool) -> bo
     if kwargs.get("preexec_fn") or kwargs.get("pass_fds") or kwargs.get("shell"):
         return False
     if kwargs.get("executable") or kwargs.get("user") or kwargs.get("group"):
+        return False
+    if kwargs.get("process_group") is not None or kwargs.get("umask", -1) != -1:
         return False
     env = kwargs.get("env")
     wanted = _python_env(env if env is not None else os.environ)
