@@ -39,96 +39,10 @@ from typing import Any
 CLI = (sys.executable, "-m", "bot.cli")
 _ENABLED = os.environ.get("QUEUEBOT_TEST_FORK", "1") != "0"
 
-# The zygote: imports, then forks one child per request read from its control socket
-# (the descriptor its one argument names). A request is one SEQPACKET message, JSON,
-# carrying four descriptors: the socket the test reads the child's pid and wait status
-# from, and the child's stdin, stdout and stderr. The zygote stays single-threaded (a
-# fork copies only the thread that forks) and exits when the test process closes its end
-# of the control socket.
-ZYGOTE = r"""
-import json, os, runpy, selectors, socket, sys, threading
-import bot.cli, bot.serve, bot.worker, bot.demo_cli, bot.console_cli  # what children run
-import bot.runbook_cli, bot.db_cli, bot.config_check, bot.housekeep_cli, bot.estate_cli
-import bot.audit_cli, services.grants, services.audit
-try:
-    import discord  # serve imports it when Discord is configured
-except ImportError:
-    pass
-assert threading.active_count() == 1, "the zygote must stay single-threaded to fork"
-import gc
-gc.freeze()  # what the imports made is never collected: no child copies it to look
-control = socket.socket(fileno=int(sys.argv[1]))
-sel = selectors.DefaultSelector()
-sel.register(control, selectors.EVENT_READ)
-children = {}  # pidfd -> (pid, the test's socket)
-
-
-def fork(message, fds):
-    request = json.loads(message)
-    reply, stdin, stdout, stderr = fds
-    pid = os.fork()
-    if pid == 0:
-        return request, reply, (stdin, stdout, stderr)
-    for fd in (stdin, stdout, stderr):
-        os.close(fd)
-    pidfd = os.pidfd_open(pid)
-    children[pidfd] = (pid, reply)
-    sel.register(pidfd, selectors.EVENT_READ)
-    try:
-        os.write(reply, b"pid %d" % pid)
-    except OSError:
-        pass
-    return None
-
-
-def loop():
-    while True:
-        for key, _ in sel.select():
-            if key.fileobj is control:
-                try:
-                    message, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
-                except ConnectionError:
-                    message = b""
-                if not message:
-                    raise SystemExit(0)
-                child = fork(message, fds)
-                if child is not None:
-                    return child
-            else:
-                pidfd = key.fd
-                pid, reply = children.pop(pidfd)
-                sel.unregister(pidfd)
-                _, status = os.waitpid(pid, 0)
-                try:
-                    os.write(reply, b"exit %d" % status)
-                except OSError:
-                    pass
-                os.close(reply)
-                os.close(pidfd)
-
-
-request, reply, streams = loop()
-# The child: nothing of the zygote's stays open but what it imported.
-sel.close()
-control.close()
-for pidfd, (_, other) in children.items():
-    os.close(pidfd)
-    os.close(other)
-os.close(reply)
-for target, fd in enumerate(streams):
-    os.dup2(fd, target)
-for fd in set(streams):
-    if fd > 2:
-        os.close(fd)
-if request["new_session"]:
-    os.setsid()
-os.chdir(request["cwd"])
-os.environ.clear()
-os.environ.update(request["env"])
-sys.argv = [bot.cli.__file__, *request["args"]]
-del sys.modules["bot.cli"]  # as -m finds it: not imported yet (runpy warns otherwise)
-runpy.run_module("bot.cli", run_name="__main__", alter_sys=True)
-"""
+ROOT = str(Path(__file__).resolve().parents[2])
+# The zygote's program (tests/helpers/zygote.py): the repository's root first on its path,
+# where -c would put the working directory.
+ZYGOTE = f"import sys; sys.path[0] = {ROOT!r}; from tests.helpers.zygote import main; main()"
 
 
 class _Zygote:
@@ -168,7 +82,13 @@ class _Zygote:
         self, args: Sequence[str], cwd: str, env: Mapping[str, str], fds: list[int], new: bool
     ) -> tuple[int, socket.socket]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = {"args": list(args), "cwd": cwd, "env": dict(env), "new_session": new}
+        request = {
+            "kind": "cli",
+            "args": list(args),
+            "cwd": cwd,
+            "env": dict(env),
+            "new_session": new,
+        }
         try:
             with self._lock:
                 socket.send_fds(
