@@ -2,13 +2,15 @@
 
 A test that runs ``python -m bot.cli ARGS`` (a command, the console, ``serve``) pays for a
 new interpreter importing queuebot each time: 0.6 s of CPU for a command and 1.5 s for
-serve, on the same two cores the other tests need, and a run starts about 300 of them. So
+serve, which spawned its worker as another, on the same two cores the other tests need;
+a run starts about 400 of them. So
 each test process keeps one *zygote*: an interpreter started once, with a clean
 environment, that imports what those processes import and then only forks. Each process
 a test asks for is a fork of it that takes the test's working directory, environment and
 standard streams, and runs ``bot.cli`` as ``__main__``, as ``-m`` does; it exits as
 ``python -m bot.cli`` would (its exit code, tracebacks, at-exit handlers, a signal's
 death). Its parent is the zygote, which tells the test its pid and then its wait status.
+What it spawns with multiprocessing is forked by the zygote too (``zygote.py`` says how).
 
 ``popen`` and ``run`` take what ``subprocess.Popen`` and ``subprocess.run`` take and give
 what they give (a ``Popen`` whose poll, wait, communicate, terminate and kill work as
