@@ -59,9 +59,10 @@ def detach(conn: AsyncConnection) -> None:
     """The transaction is over: the connection goes back to the pool without its list.
 
     An invalidated connection (its database went away mid-transaction) is left alone:
-    invalidating cleared its ``info`` already, and reading ``info`` would check a new
-    connection out of the pool, outside the event loop's reach (SQLAlchemy's pool then
-    logs a traceback trying to close the dead one)."""
+    the list went with the dead connection (its pool record's ``info`` is cleared when it
+    connects again), and reading ``info`` would check a new connection out of the pool
+    outside the event loop's reach (SQLAlchemy's pool then logs a traceback trying to
+    close the dead one)."""
     if conn.invalidated or conn.closed:
         return
     conn.info.pop(_WORK, None)

@@ -92,3 +92,11 @@ def test_what_a_fork_cannot_be_starts_a_new_interpreter() -> None:
     proc = launch.popen(argv, stdout=subprocess.DEVNULL, fresh=True)
     assert not isinstance(proc, launch._Forked)
     proc.wait(timeout=30)
+
+
+def test_a_directory_that_is_not_there_is_an_error_in_the_test_as_subprocess_gives(
+    tmp_path: Path,
+) -> None:
+    for fresh in (False, True):
+        with pytest.raises(OSError):
+            launch.popen(launch.queuebot_argv("--help"), cwd=tmp_path / "gone", fresh=fresh)

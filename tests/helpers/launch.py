@@ -96,12 +96,20 @@ class _Zygote:
                 socket.send_fds(
                     self.control, [json.dumps(request).encode()], [theirs.fileno(), *fds]
                 )
+            ours.settimeout(60)
+            first = ours.recv(4096)
+            ours.settimeout(None)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
-        first = ours.recv(64)
+        if first.startswith(b"error "):  # it could not set up (a directory that is not)
+            ours.close()
+            raise OSError(first[6:].decode(errors="replace"))
         if not first.startswith(b"pid "):
             ours.close()
-            raise OSError(f"the test zygote did not fork; it said:\n{self.said()}")
+            raise OSError(f"the zygote's child did not start; the zygote said:\n{self.said()}")
         return int(first[4:]), ours
 
 
@@ -164,7 +172,7 @@ class _Forked(subprocess.Popen):  # type: ignore[type-arg]
         try:
             self.pid, self._status = _get_zygote().fork(
                 list(args)[3:],
-                os.fspath(cwd) if cwd is not None else os.getcwd(),
+                os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()),
                 env if env is not None else os.environ,
                 fds,
                 bool(start_new_session),

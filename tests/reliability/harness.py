@@ -184,7 +184,10 @@ class Serve:
         """SIGKILL to serve and its worker process at once, as when the service's cgroup is
         killed: no shutdown, no draining, no commit that was not already made. (Serve
         alone killed leaves its worker to finish its pass and end; that is a crash of
-        its own, tested with the worker.)"""
+        its own, tested with the worker.) The worker, forked by the test zygote, is not in
+        serve's process group: the group's kill takes the script standing for it, and the
+        zygote SIGKILLs the worker when it sees that, a few milliseconds later
+        (tests/helpers/zygote.py)."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -261,7 +264,7 @@ class Cluster:
                 env={**self.process_env, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: kill() takes the worker too
+                start_new_session=True,  # its own process group, for kill()
                 **more,
             )
 
