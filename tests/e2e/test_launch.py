@@ -29,6 +29,18 @@ def both(*args: str, cwd: Path, env: dict[str, str], stdin: str = "") -> list[tu
     return [(r.returncode, r.stdout, r.stderr) for r in runs]
 
 
+def console(cwd: Path) -> subprocess.Popen[bytes]:
+    """A forked ``queuebot console``, waiting on its stdin."""
+    return launch.popen(
+        launch.queuebot_argv("console"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=clean_environ(discord=True),
+    )
+
+
 def test_a_forked_command_answers_as_a_new_interpreter_does(tmp_path: Path) -> None:
     env = clean_environ(discord=True)
     forked, fresh = both("--help", cwd=tmp_path, env=env)
@@ -50,14 +62,7 @@ def test_a_forked_command_takes_the_tests_directory_and_environment(tmp_path: Pa
 
 
 def test_a_forked_process_dies_of_a_signal_as_its_returncode_says(tmp_path: Path) -> None:
-    proc = launch.popen(
-        launch.queuebot_argv("console"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=tmp_path,
-        env=clean_environ(discord=True),
-    )
+    proc = console(tmp_path)
     assert isinstance(proc, launch._Forked)
     time.sleep(0.3)
     assert proc.poll() is None
@@ -67,14 +72,7 @@ def test_a_forked_process_dies_of_a_signal_as_its_returncode_says(tmp_path: Path
 
 
 def test_a_forked_process_can_be_waited_for_with_a_timeout(tmp_path: Path) -> None:
-    proc = launch.popen(
-        launch.queuebot_argv("console"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env=clean_environ(discord=True),
-    )
+    proc = console(tmp_path)
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=0.2)
     proc.terminate()

@@ -3,7 +3,7 @@
 A test that runs ``python -m bot.cli ARGS`` (a command, the console, ``serve``) pays for a
 new interpreter importing queuebot each time: 0.6 s of CPU for a command and 1.5 s for
 serve, which spawned its worker as another, on the same two cores the other tests need;
-a run starts about 400 of them. So
+a run starts about 470 of them. So
 each test process keeps one *zygote*: an interpreter started once, with a clean
 environment, that imports what those processes import and then only forks. Each process
 a test asks for is a fork of it that takes the test's working directory, environment and
@@ -186,9 +186,9 @@ class _Forked(subprocess.Popen):  # type: ignore[type-arg]
             message = self._status.recv(64)
         except BlockingIOError:
             return 0, 0
+        self._status.close()
         if not message.startswith(b"exit "):  # the zygote went away: the status is lost
             return self.pid, 255 << 8
-        self._status.close()
         return self.pid, int(message[5:])
 
     def _try_wait(self, wait_flags: int) -> tuple[int, int]:
@@ -197,7 +197,7 @@ class _Forked(subprocess.Popen):  # type: ignore[type-arg]
     def _internal_poll(self, _deadstate: int | None = None, *_: Any, **__: Any) -> int | None:
         if self.returncode is None and self._waitpid_lock.acquire(False):  # type: ignore[attr-defined]
             try:
-                if self.returncode is None and self._status.fileno() != -1:
+                if self.returncode is None:
                     pid, status = self._status_now(block=False)
                     if pid == self.pid:
                         self._handle_exitstatus(status)  # type: ignore[attr-defined]

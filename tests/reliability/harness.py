@@ -254,9 +254,7 @@ class Cluster:
         self.serves.append(served)
         return served
 
-    def _popen(
-        self, argv: list[str], log: Path, env: dict[str, str], **more: Any
-    ) -> subprocess.Popen[bytes]:
+    def _popen(self, argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         with log.open("wb") as out:
             return launch.popen(  # forked from the zygote: a restart waits for no imports
                 argv,
@@ -265,7 +263,6 @@ class Cluster:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, for kill()
-                **more,
             )
 
     def wait_up(self, served: Serve, timeout: float = 60) -> Serve:
